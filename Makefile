@@ -1,0 +1,33 @@
+# kqueue developer targets. `make test` is the one command CI runs (.ci/run).
+VENV ?= .venv
+PY := $(VENV)/bin/python
+PYTHON ?= python3
+
+.PHONY: venv test test-fast lint crds run bench clean
+
+venv: $(VENV)/.installed
+
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[dev]'
+	touch $@
+
+# Everything: static checks, unit and property tests, and the cluster tests on a real control plane.
+test: venv
+	$(VENV)/bin/pytest
+
+# Without the real control plane (quick inner loop).
+test-fast: venv
+	$(VENV)/bin/pytest -m "not cluster"
+
+lint: venv
+	$(VENV)/bin/ruff check kqueue tests
+	$(VENV)/bin/lint-imports
+	$(VENV)/bin/mypy
+
+crds: venv
+	$(VENV)/bin/kqueue generate crds --output-dir api
+
+clean:
+	rm -rf $(VENV) build dist .mypy_cache .ruff_cache .pytest_cache

@@ -1,0 +1,3 @@
+from kqueue.cli.main import main
+
+main()

@@ -1,0 +1,1 @@
+"""kqueue.cli: the `kqueue` command."""

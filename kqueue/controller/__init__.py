@@ -1,0 +1,1 @@
+"""kqueue.controller: Kubernetes I/O (informers, reconcilers, integrations, webhooks, metrics)."""
