@@ -1,0 +1,281 @@
+"""Reading Kueue manifests as kqueue's.
+
+Kueue (``kueue.x-k8s.io``) is the reference kqueue follows, so most fields carry over unchanged.
+This module rewrites what differs, at the level of plain dicts, before the kqueue models validate
+the result:
+
+* the group (``kueue.x-k8s.io/*`` -> ``kqueue.io/v1alpha1``);
+* v1beta1 field names that v1beta2 renamed (``spec.cohort`` -> ``spec.cohortName``,
+  ``priorityClassName``/``priorityClassSource`` -> ``priorityClassRef``, LocalQueue
+  ``status.flavorUsage`` -> ``status.flavorsUsage``, flavor fungibility ``Borrow``/``Preempt``
+  -> ``MayStopSearch``) and the v1alpha1 Cohort's ``spec.parent``;
+* Kueue's labels, annotations and scheduling gate to kqueue's (also on Jobs and Pods);
+* features kqueue does not implement (admission checks, fair sharing, topology-aware scheduling,
+  MultiKueue...) are dropped with a warning that names the field, never silently.
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass
+from typing import Any, Final
+
+KUEUE_GROUP: Final = "kueue.x-k8s.io"
+KQUEUE_API_VERSION: Final = "kqueue.io/v1alpha1"
+KUEUE_VERSIONS: Final = frozenset({"v1beta1", "v1beta2", "v1alpha1"})
+KUEUE_KINDS: Final = frozenset(
+    {"ResourceFlavor", "ClusterQueue", "Cohort", "LocalQueue", "WorkloadPriorityClass", "Workload"}
+)
+
+# Kueue label/annotation/gate -> kqueue's. Anything else under kueue.x-k8s.io/ has no meaning
+# for kqueue and is reported.
+KEY_MAP: Final[dict[str, str]] = {
+    "kueue.x-k8s.io/queue-name": "kqueue.io/queue-name",
+    "kueue.x-k8s.io/priority-class": "kqueue.io/priority-class",
+    "kueue.x-k8s.io/job-min-parallelism": "kqueue.io/job-min-parallelism",
+    "kueue.x-k8s.io/pod-group-name": "kqueue.io/pod-group-name",
+    "kueue.x-k8s.io/pod-group-total-count": "kqueue.io/pod-group-total-count",
+    "kueue.x-k8s.io/elastic-job": "kqueue.io/elastic-job",
+    "kueue.x-k8s.io/workload-slice-replacement-for": "kqueue.io/workload-slice-replacement-for",
+    "kueue.x-k8s.io/managed": "kqueue.io/managed",
+    "kueue.x-k8s.io/admission": "kqueue.io/admission",
+}
+
+# Kueue's own bookkeeping keys: dropped without a warning because kqueue recomputes them.
+_SILENT_KEYS: Final = frozenset(
+    {
+        "kueue.x-k8s.io/job-uid",
+        "kueue.x-k8s.io/is-group-workload",
+        "kueue.x-k8s.io/pod-group-pod-index",
+        "kueue.x-k8s.io/pod-group-serving",
+        "kueue.x-k8s.io/resource-in-use",
+        "kueue.x-k8s.io/workload",
+    }
+)
+
+_FUNGIBILITY: Final[dict[str, str]] = {"Borrow": "MayStopSearch", "Preempt": "MayStopSearch"}
+
+_PRIORITY_SOURCES: Final[dict[str, tuple[str, str]]] = {
+    "kueue.x-k8s.io/workloadpriorityclass": ("kqueue.io", "WorkloadPriorityClass"),
+    "scheduling.k8s.io/priorityclass": ("scheduling.k8s.io", "PriorityClass"),
+}
+
+# Fields of Kueue features that kqueue does not implement, by kind: (path, what happens).
+_UNSUPPORTED: Final[dict[str, tuple[tuple[str, ...], ...]]] = {
+    "ClusterQueue": (
+        ("spec", "admissionChecks"),
+        ("spec", "admissionChecksStrategy"),
+        ("spec", "fairSharing"),
+        ("spec", "admissionScope"),
+        ("spec", "concurrentAdmissionPolicy"),
+        ("status", "fairSharing"),
+    ),
+    "Cohort": (("spec", "fairSharing"), ("status", "fairSharing")),
+    "LocalQueue": (("spec", "fairSharing"), ("status", "fairSharing")),
+    "ResourceFlavor": (("spec", "topologyName"),),
+    "Workload": (
+        ("spec", "maximumExecutionTimeSeconds"),
+        ("status", "admissionChecks"),
+        ("status", "accumulatedPastExexcutionTimeSeconds"),
+        ("status", "accumulatedPastExecutionTimeSeconds"),
+        ("status", "resourceRequests"),
+        ("status", "unhealthyNodes"),
+        ("status", "nominatedClusterNames"),
+        ("status", "clusterName"),
+        ("status", "schedulingStats"),
+    ),
+}
+
+
+@dataclass(frozen=True)
+class ConversionWarning:
+    """Something in a Kueue manifest that kqueue does not carry over."""
+
+    path: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.path}: {self.message}"
+
+
+def is_kueue(doc: dict[str, Any]) -> bool:
+    api_version = str(doc.get("apiVersion", ""))
+    return api_version.split("/", 1)[0] == KUEUE_GROUP
+
+
+def convert_keys(
+    mapping: dict[str, Any] | None, path: str, warnings: list[ConversionWarning]
+) -> dict[str, Any] | None:
+    """Rename Kueue labels or annotations to kqueue's, reporting those with no equivalent."""
+    if not mapping:
+        return mapping
+    out: dict[str, Any] = {}
+    for key, value in mapping.items():
+        if key in KEY_MAP:
+            out[KEY_MAP[key]] = value
+        elif key.startswith(KUEUE_GROUP + "/"):
+            if key not in _SILENT_KEYS:
+                warnings.append(
+                    ConversionWarning(f"{path}[{key}]", "Kueue-specific key has no kqueue meaning; dropped")
+                )
+        else:
+            out[key] = value
+    return out
+
+
+def _convert_metadata(meta: dict[str, Any], path: str, warnings: list[ConversionWarning]) -> None:
+    for field in ("labels", "annotations"):
+        if field in meta:
+            meta[field] = convert_keys(meta[field], f"{path}.{field}", warnings)
+    finalizers = meta.get("finalizers")
+    if finalizers:
+        # Kueue's finalizers belong to Kueue's controllers; kqueue adds its own where needed.
+        kept = [f for f in finalizers if not str(f).startswith(KUEUE_GROUP)]
+        if len(kept) != len(finalizers):
+            meta["finalizers"] = kept
+
+
+def convert_pod_spec_gates(spec: dict[str, Any]) -> None:
+    gates = spec.get("schedulingGates")
+    if gates:
+        for gate in gates:
+            name = gate.get("name")
+            if name in KEY_MAP:
+                gate["name"] = KEY_MAP[name]
+
+
+def convert_workload_object(doc: dict[str, Any]) -> tuple[dict[str, Any], list[ConversionWarning]]:
+    """Rewrite Kueue labels, annotations and gates on a Job, a Pod or any other object."""
+    out = copy.deepcopy(doc)
+    warnings: list[ConversionWarning] = []
+    _convert_metadata(out.setdefault("metadata", {}), "metadata", warnings)
+    spec = out.get("spec") or {}
+    if out.get("kind") == "Pod":
+        convert_pod_spec_gates(spec)
+    template = spec.get("template")
+    if isinstance(template, dict):
+        _convert_metadata(template.setdefault("metadata", {}), "spec.template.metadata", warnings)
+        convert_pod_spec_gates(template.get("spec") or {})
+    return out, warnings
+
+
+def from_kueue(doc: dict[str, Any]) -> tuple[dict[str, Any], list[ConversionWarning]]:
+    """Turn one Kueue object (v1beta1, v1beta2, or the v1alpha1 Cohort) into its kqueue dict."""
+    api_version = str(doc.get("apiVersion", ""))
+    kind = str(doc.get("kind", ""))
+    group, _, version = api_version.partition("/")
+    if group != KUEUE_GROUP:
+        raise ValueError(f"apiVersion {api_version!r} is not a Kueue API version")
+    if version not in KUEUE_VERSIONS:
+        raise ValueError(
+            f"apiVersion {api_version!r}: unsupported Kueue version; allowed: "
+            + ", ".join(f"{KUEUE_GROUP}/{v}" for v in sorted(KUEUE_VERSIONS))
+        )
+    if kind not in KUEUE_KINDS:
+        raise ValueError(
+            f"kind {kind!r} of {api_version} has no kqueue equivalent; allowed kinds: "
+            + ", ".join(sorted(KUEUE_KINDS))
+        )
+    out = copy.deepcopy(doc)
+    warnings: list[ConversionWarning] = []
+    out["apiVersion"] = KQUEUE_API_VERSION
+    _convert_metadata(out.setdefault("metadata", {}), "metadata", warnings)
+
+    for section, field in _UNSUPPORTED.get(kind, ()):
+        part = out.get(section)
+        if isinstance(part, dict) and field in part:
+            part.pop(field)
+            warnings.append(
+                ConversionWarning(f"{section}.{field}", "not supported by kqueue; ignored")
+            )
+
+    spec = out.get("spec")
+    if isinstance(spec, dict):
+        _convert_spec(kind, spec, warnings)
+    status = out.get("status")
+    if isinstance(status, dict):
+        _convert_status(kind, status, warnings)
+    return out, warnings
+
+
+def _convert_spec(kind: str, spec: dict[str, Any], warnings: list[ConversionWarning]) -> None:
+    if kind == "ClusterQueue":
+        if "cohort" in spec:
+            cohort = spec.pop("cohort")
+            spec.setdefault("cohortName", cohort)
+        fungibility = spec.get("flavorFungibility")
+        if isinstance(fungibility, dict):
+            for key in ("whenCanBorrow", "whenCanPreempt"):
+                value = fungibility.get(key)
+                if isinstance(value, str) and value in _FUNGIBILITY:
+                    fungibility[key] = _FUNGIBILITY[value]
+            if "preference" in fungibility:
+                fungibility.pop("preference")
+                warnings.append(
+                    ConversionWarning(
+                        "spec.flavorFungibility.preference", "not supported by kqueue; ignored"
+                    )
+                )
+    elif kind == "Cohort":
+        if "parent" in spec:  # v1alpha1
+            parent = spec.pop("parent")
+            spec.setdefault("parentName", parent)
+    elif kind == "Workload":
+        source = spec.pop("priorityClassSource", None)
+        name = spec.pop("priorityClassName", None)
+        if name and "priorityClassRef" not in spec:
+            group_kind = _PRIORITY_SOURCES.get(str(source or ""))
+            if group_kind is None:
+                warnings.append(
+                    ConversionWarning(
+                        "spec.priorityClassSource",
+                        f"unknown source {source!r}; priority class {name!r} dropped (allowed: "
+                        + ", ".join(sorted(_PRIORITY_SOURCES))
+                        + ")",
+                    )
+                )
+            else:
+                spec["priorityClassRef"] = {
+                    "group": group_kind[0],
+                    "kind": group_kind[1],
+                    "name": name,
+                }
+        ref = spec.get("priorityClassRef")
+        if isinstance(ref, dict) and ref.get("group") == KUEUE_GROUP:
+            ref["group"] = "kqueue.io"
+        for i, pod_set in enumerate(spec.get("podSets") or []):
+            if not isinstance(pod_set, dict):
+                continue
+            if "topologyRequest" in pod_set:
+                pod_set.pop("topologyRequest")
+                warnings.append(
+                    ConversionWarning(
+                        f"spec.podSets[{i}].topologyRequest",
+                        "topology-aware scheduling is not supported by kqueue; ignored",
+                    )
+                )
+            template = pod_set.get("template")
+            if isinstance(template, dict):
+                _convert_metadata(
+                    template.setdefault("metadata", {}),
+                    f"spec.podSets[{i}].template.metadata",
+                    warnings,
+                )
+
+
+def _convert_status(kind: str, status: dict[str, Any], warnings: list[ConversionWarning]) -> None:
+    if kind == "LocalQueue" and "flavorUsage" in status:
+        usage = status.pop("flavorUsage")
+        status.setdefault("flavorsUsage", usage)
+    if kind == "Workload":
+        admission = status.get("admission")
+        if isinstance(admission, dict):
+            for i, psa in enumerate(admission.get("podSetAssignments") or []):
+                if isinstance(psa, dict) and "topologyAssignment" in psa:
+                    psa.pop("topologyAssignment")
+                    warnings.append(
+                        ConversionWarning(
+                            f"status.admission.podSetAssignments[{i}].topologyAssignment",
+                            "topology-aware scheduling is not supported by kqueue; ignored",
+                        )
+                    )

@@ -1,0 +1,148 @@
+"""Kueue manifests read as kqueue's: renamed fields, mapped keys, warnings for what is dropped."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from kqueue.api.kueue import convert_workload_object, from_kueue
+
+SAMPLES = Path(__file__).parent / "kueue_samples"
+
+
+def _items(name: str) -> list[dict[str, Any]]:
+    docs = [d for d in yaml.safe_load_all((SAMPLES / name).read_text()) if d]
+    out: list[dict[str, Any]] = []
+    for d in docs:
+        out.extend(d["items"] if d.get("kind") == "List" else [d])
+    return out
+
+
+def _by_kind(name: str, kind: str, obj_name: str) -> dict[str, Any]:
+    return next(d for d in _items(name) if d["kind"] == kind and d["metadata"]["name"] == obj_name)
+
+
+def test_v1beta1_cluster_queue_renames_cohort_and_fungibility() -> None:
+    out, warnings = from_kueue(_by_kind("v1beta1.yaml", "ClusterQueue", "team-a"))
+    assert out["apiVersion"] == "kqueue.io/v1alpha1"
+    assert out["spec"]["cohortName"] == "research"
+    assert "cohort" not in out["spec"]
+    assert out["spec"]["flavorFungibility"] == {
+        "whenCanBorrow": "MayStopSearch",
+        "whenCanPreempt": "MayStopSearch",
+    }
+    assert [w.path for w in warnings] == ["spec.admissionChecks"]
+    assert "not supported" in warnings[0].message
+
+
+def test_v1beta1_workload_priority_class_becomes_ref_and_keys_are_mapped() -> None:
+    out, warnings = from_kueue(_by_kind("v1beta1.yaml", "Workload", "job-train-3f2a1"))
+    spec = out["spec"]
+    assert spec["priorityClassRef"] == {
+        "group": "kqueue.io",
+        "kind": "WorkloadPriorityClass",
+        "name": "high",
+    }
+    assert "priorityClassName" not in spec and "priorityClassSource" not in spec
+    assert out["metadata"]["annotations"] == {"kqueue.io/elastic-job": "true"}
+    # Kueue's own bookkeeping label is dropped without noise.
+    assert out["metadata"]["labels"] == {}
+    template_labels = spec["podSets"][0]["template"]["metadata"]["labels"]
+    assert template_labels == {"kqueue.io/queue-name": "main"}
+    assert [w.path for w in warnings] == ["status.admissionChecks"]
+    # Status (the admission) is carried over: simulate uses it as pre-admitted quota.
+    assert out["status"]["admission"]["podSetAssignments"][0]["count"] == 3
+
+
+def test_v1beta1_pod_priority_source() -> None:
+    doc = _by_kind("v1beta1.yaml", "Workload", "job-train-3f2a1")
+    doc["spec"]["priorityClassSource"] = "scheduling.k8s.io/priorityclass"
+    out, _ = from_kueue(doc)
+    assert out["spec"]["priorityClassRef"]["group"] == "scheduling.k8s.io"
+    assert out["spec"]["priorityClassRef"]["kind"] == "PriorityClass"
+
+
+def test_unknown_priority_source_is_reported() -> None:
+    doc = _by_kind("v1beta1.yaml", "Workload", "job-train-3f2a1")
+    doc["spec"]["priorityClassSource"] = "example.com/other"
+    out, warnings = from_kueue(doc)
+    assert "priorityClassRef" not in out["spec"]
+    assert any(w.path == "spec.priorityClassSource" and "example.com/other" in w.message for w in warnings)
+
+
+def test_v1beta1_local_queue_status_rename() -> None:
+    out, warnings = from_kueue(_by_kind("v1beta1.yaml", "LocalQueue", "main"))
+    assert out["status"]["flavorsUsage"][0]["name"] == "on-demand"
+    assert "flavorUsage" not in out["status"]
+    assert warnings == []
+
+
+def test_resource_flavor_drops_kueue_finalizer() -> None:
+    out, warnings = from_kueue(_by_kind("v1beta1.yaml", "ResourceFlavor", "spot"))
+    assert out["metadata"]["finalizers"] == []
+    assert out["spec"]["nodeTaints"][0]["key"] == "spot"
+    assert warnings == []
+
+
+def test_v1beta2_unsupported_features_warn() -> None:
+    rf, rf_warnings = from_kueue(_by_kind("v1beta2.yaml", "ResourceFlavor", "gpu-a100"))
+    assert "topologyName" not in rf["spec"]
+    assert [w.path for w in rf_warnings] == ["spec.topologyName"]
+    cq, cq_warnings = from_kueue(_by_kind("v1beta2.yaml", "ClusterQueue", "gpu-team"))
+    assert [w.path for w in cq_warnings] == ["spec.fairSharing"]
+    assert cq["spec"]["stopPolicy"] == "Hold"
+    wl, wl_warnings = from_kueue(_by_kind("v1beta2.yaml", "Workload", "pod-group-abc"))
+    assert wl["spec"]["priorityClassRef"]["group"] == "kqueue.io"
+    assert [w.path for w in wl_warnings] == ["spec.podSets[0].topologyRequest"]
+
+
+def test_v1alpha1_cohort_parent() -> None:
+    out, _ = from_kueue(
+        {
+            "apiVersion": "kueue.x-k8s.io/v1alpha1",
+            "kind": "Cohort",
+            "metadata": {"name": "child"},
+            "spec": {"parent": "root"},
+        }
+    )
+    assert out["spec"] == {"parentName": "root"}
+
+
+@pytest.mark.parametrize(
+    ("doc", "needle"),
+    [
+        ({"apiVersion": "kueue.x-k8s.io/v1beta1", "kind": "AdmissionCheck"}, "no kqueue equivalent"),
+        ({"apiVersion": "kueue.x-k8s.io/v9", "kind": "ClusterQueue"}, "unsupported Kueue version"),
+    ],
+)
+def test_unconvertible(doc: dict[str, Any], needle: str) -> None:
+    with pytest.raises(ValueError, match=needle):
+        from_kueue({**doc, "metadata": {"name": "x"}})
+
+
+def test_jobs_and_pods_get_kqueue_keys_and_gate() -> None:
+    job, _ = convert_workload_object(_by_kind("v1beta2.yaml", "Job", "sample"))
+    assert job["metadata"]["labels"] == {
+        "kqueue.io/queue-name": "gpu",
+        "kqueue.io/priority-class": "low",
+    }
+    pod, _ = convert_workload_object(_by_kind("v1beta2.yaml", "Pod", "worker-0"))
+    assert pod["metadata"]["labels"]["kqueue.io/pod-group-name"] == "grp"
+    assert pod["metadata"]["annotations"] == {"kqueue.io/pod-group-total-count": "2"}
+    assert pod["spec"]["schedulingGates"] == [{"name": "kqueue.io/admission"}]
+
+
+def test_unknown_kueue_key_warns() -> None:
+    pod, warnings = convert_workload_object(
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": "p", "labels": {"kueue.x-k8s.io/podset": "x"}},
+            "spec": {},
+        }
+    )
+    assert pod["metadata"]["labels"] == {}
+    assert [w.path for w in warnings] == ["metadata.labels[kueue.x-k8s.io/podset]"]
