@@ -1,0 +1,696 @@
+"""The controller's configuration file: ``apiVersion: config.kqueue.io/v1alpha1, kind: Configuration``.
+
+Field names and defaults follow Kueue's ``config.kueue.x-k8s.io`` Configuration where kqueue has
+the same feature. Durations are Kubernetes (Go) duration strings such as ``"5m"`` or ``"1m30s"``
+and are held as exact :class:`datetime.timedelta` values, never as floats.
+
+This module parses text and does no I/O: the CLI reads the file and hands its text to
+:func:`load_configuration`.
+"""
+
+from __future__ import annotations
+
+import re
+import types
+import typing
+from collections.abc import Iterator, Mapping, Sequence
+from datetime import timedelta
+from fractions import Fraction
+from typing import Annotated, Any, Final, Literal
+
+import yaml
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    PlainSerializer,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+from pydantic.alias_generators import to_camel
+
+API_VERSION: Final = "config.kqueue.io/v1alpha1"
+KIND: Final = "Configuration"
+
+DEFAULT_NAMESPACE: Final = "kqueue-system"
+SUPPORTED_FRAMEWORKS: Final[tuple[str, ...]] = ("batch/job", "pod")
+
+# ---------------------------------------------------------------------------------------------
+# Durations
+# ---------------------------------------------------------------------------------------------
+
+# Units of Go's time.ParseDuration, in nanoseconds.
+_UNIT_NS: Final[dict[str, int]] = {
+    "ns": 1,
+    "us": 1_000,
+    "µs": 1_000,
+    "μs": 1_000,
+    "ms": 1_000_000,
+    "s": 1_000_000_000,
+    "m": 60 * 1_000_000_000,
+    "h": 3600 * 1_000_000_000,
+}
+_DURATION_PART: Final = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ns|us|µs|μs|ms|s|m|h)")
+_DURATION_FORMS: Final = 'a duration such as "15s", "5m" or "1h30m" (units: h, m, s, ms, us, ns)'
+
+
+class DurationError(ValueError):
+    """A string that is not a Kubernetes duration."""
+
+
+def parse_duration(value: str) -> timedelta:
+    """Parse a Kubernetes (Go ``time.ParseDuration``) duration string exactly.
+
+    ``parse_duration("1m30s") == timedelta(seconds=90)``. A value finer than a microsecond
+    (the resolution of ``timedelta``) is rejected rather than rounded.
+    """
+    text = value.strip()
+    sign = 1
+    if text[:1] in ("+", "-"):
+        sign = -1 if text[0] == "-" else 1
+        text = text[1:]
+    if text == "0":
+        return timedelta(0)
+    if not text:
+        raise DurationError(f"{value!r} is not {_DURATION_FORMS}")
+    total_ns = Fraction(0)
+    pos = 0
+    while pos < len(text):
+        m = _DURATION_PART.match(text, pos)
+        if m is None:
+            raise DurationError(f"{value!r} is not {_DURATION_FORMS}")
+        total_ns += Fraction(m.group(1)) * _UNIT_NS[m.group(2)]
+        pos = m.end()
+    micros = total_ns / 1000
+    if micros.denominator != 1:
+        raise DurationError(f"{value!r} is finer than one microsecond")
+    return timedelta(microseconds=sign * int(micros))
+
+
+def format_duration(value: timedelta) -> str:
+    """Print a duration in the shortest exact Go form: ``"5m"``, ``"1h30m"``, ``"1s500ms"``."""
+    micros = (value.days * 86_400 + value.seconds) * 1_000_000 + value.microseconds
+    if micros == 0:
+        return "0s"
+    sign = "-" if micros < 0 else ""
+    micros = abs(micros)
+    parts: list[str] = []
+    for unit, size in (
+        ("h", 3_600_000_000),
+        ("m", 60_000_000),
+        ("s", 1_000_000),
+        ("ms", 1_000),
+        ("us", 1),
+    ):
+        count, micros = divmod(micros, size)
+        if count:
+            parts.append(f"{count}{unit}")
+    return sign + "".join(parts)
+
+
+def _duration_input(value: object) -> object:
+    # Only strings (and timedeltas built in Python) are durations: a bare number is ambiguous
+    # (seconds? nanoseconds, as Go would read it?), so it is rejected instead of guessed.
+    if isinstance(value, timedelta):
+        return value
+    if isinstance(value, str):
+        return parse_duration(value)
+    raise DurationError(f"{value!r} is not {_DURATION_FORMS}")
+
+
+Duration = Annotated[
+    timedelta,
+    BeforeValidator(_duration_input),
+    PlainSerializer(format_duration, return_type=str),
+]
+
+# ---------------------------------------------------------------------------------------------
+# Models
+# ---------------------------------------------------------------------------------------------
+
+
+class _Model(BaseModel):
+    # Unknown fields are errors: a misspelt key would otherwise silently fall back to a default.
+    model_config = ConfigDict(
+        alias_generator=to_camel,
+        validate_by_name=True,
+        validate_by_alias=True,
+        extra="forbid",
+        frozen=True,
+        use_attribute_docstrings=True,
+        # YAML already types its scalars; "50" for an integer or "yes" for a boolean is a
+        # mistake to report, not to coerce.
+        strict=True,
+    )
+
+
+_BIND_ADDRESS: Final = re.compile(r"^(?P<host>\[[0-9a-fA-F:.]+\]|[^:\[\]]*):(?P<port>\d{1,5})$")
+
+
+def parse_bind_address(value: str) -> tuple[str, int] | None:
+    """Split ``"host:port"`` (``":8080"`` = all interfaces) into its parts; ``"0"`` = disabled."""
+    if value == "0":
+        return None
+    m = _BIND_ADDRESS.match(value)
+    if m is None or not 0 <= int(m.group("port")) <= 65535:
+        raise ValueError(f'{value!r} is not "host:port", ":port" or "0" (disabled)')
+    host = m.group("host")
+    if host.startswith("["):
+        host = host[1:-1]
+    return host, int(m.group("port"))
+
+
+def _check_bind_address(value: str) -> str:
+    parse_bind_address(value)
+    return value
+
+
+BindAddress = Annotated[str, AfterValidator(_check_bind_address)]
+
+
+class Health(_Model):
+    bind_address: BindAddress = ":8081"
+    """Address of the health probe server (``/healthz``, ``/readyz``): ``host:port``, ``:port``
+    for all interfaces, or ``"0"`` to disable it."""
+
+
+class Metrics(_Model):
+    bind_address: BindAddress = ":8080"
+    """Address of the Prometheus metrics server (``/metrics``): ``host:port``, ``:port`` for all
+    interfaces, or ``"0"`` to disable it."""
+    enable_cluster_queue_resources: bool = False
+    """Also export per-ClusterQueue quota, reservation and usage gauges
+    (``kqueue_cluster_queue_nominal_quota`` and friends), one series per flavor and resource."""
+
+
+class Webhook(_Model):
+    host: str = ""
+    """Interface the admission webhook server listens on; empty for all interfaces."""
+    port: int = Field(default=9443, ge=1, le=65535)
+    """TLS port of the admission webhook server."""
+    cert_dir: str = "/tmp/k8s-webhook-server/serving-certs"
+    """Directory holding ``tls.crt`` and ``tls.key`` (and ``ca.crt``); the server reloads them
+    when they change."""
+
+
+class LeaderElection(_Model):
+    leader_elect: bool = True
+    """Run leader election so that only one replica admits workloads at a time."""
+    resource_name: str = Field(default="kqueue-leader", min_length=1)
+    """Name of the ``coordination.k8s.io/v1`` Lease used for the election."""
+    resource_namespace: str | None = None
+    """Namespace of the Lease; defaults to ``namespace``."""
+    lease_duration: Duration = timedelta(seconds=15)
+    """How long a standby waits, after last seeing the lease renewed, before taking it over.
+    Whole seconds (the Lease stores an integer)."""
+    renew_deadline: Duration = timedelta(seconds=10)
+    """How long the leader keeps retrying to renew before it gives up leadership; shorter than
+    ``leaseDuration`` so the old leader stops before anyone else can start."""
+    retry_period: Duration = timedelta(seconds=2)
+    """Interval between attempts to acquire or renew the lease."""
+
+    @model_validator(mode="after")
+    def _check_timings(self) -> LeaderElection:
+        if self.lease_duration < timedelta(seconds=1) or self.lease_duration.microseconds:
+            raise ValueError(
+                f"leaseDuration: must be a whole number of seconds >= 1s, "
+                f"got {format_duration(self.lease_duration)}"
+            )
+        if self.retry_period <= timedelta(0):
+            raise ValueError("retryPeriod: must be positive")
+        if self.renew_deadline >= self.lease_duration:
+            raise ValueError(
+                f"renewDeadline: must be shorter than leaseDuration "
+                f"({format_duration(self.renew_deadline)} >= "
+                f"{format_duration(self.lease_duration)})"
+            )
+        # client-go's rule: retries are jittered by up to 20%, and the leader must get at least
+        # one retry in before its deadline passes.
+        if self.renew_deadline * 5 <= self.retry_period * 6:
+            raise ValueError(
+                f"renewDeadline: must be longer than 1.2 x retryPeriod "
+                f"({format_duration(self.renew_deadline)} vs "
+                f"{format_duration(self.retry_period)})"
+            )
+        return self
+
+
+class ClientConnection(_Model):
+    qps: int = 50
+    """Sustained requests per second to the API server; 0 or negative disables client-side
+    throttling."""
+    burst: int = 100
+    """Requests allowed above ``qps`` in a burst."""
+
+    @model_validator(mode="after")
+    def _check_burst(self) -> ClientConnection:
+        if self.qps > 0 and self.burst < 1:
+            raise ValueError(f"burst: must be >= 1 when qps > 0, got {self.burst}")
+        return self
+
+
+class RequeuingStrategy(_Model):
+    timestamp: Literal["Eviction", "Creation"] = "Eviction"
+    """Which time orders a requeued workload in its queue: ``Eviction`` (the time of its last
+    eviction) or ``Creation`` (its creation time)."""
+    backoff_base_seconds: int = Field(default=60, ge=1)
+    """Base of the exponential requeue backoff: the n-th requeue waits about
+    ``backoffBaseSeconds * 2^(n-1)`` seconds."""
+    backoff_max_seconds: int = Field(default=3600, ge=1)
+    """Upper bound of the requeue backoff, in seconds."""
+    backoff_limit_count: int | None = Field(default=None, ge=0)
+    """How many times a workload is requeued after a PodsReady timeout before it is
+    deactivated; null for no limit."""
+
+    @model_validator(mode="after")
+    def _check_backoff(self) -> RequeuingStrategy:
+        if self.backoff_max_seconds < self.backoff_base_seconds:
+            raise ValueError(
+                f"backoffMaxSeconds: must be >= backoffBaseSeconds "
+                f"({self.backoff_max_seconds} < {self.backoff_base_seconds})"
+            )
+        return self
+
+
+class WaitForPodsReady(_Model):
+    enable: bool = False
+    """Evict and requeue an admitted workload whose pods are not all ready within ``timeout``."""
+    timeout: Duration = timedelta(minutes=5)
+    """How long an admitted workload may take for all its pods to become ready."""
+    block_admission: bool | None = None
+    """Admit no other workload while an admitted one is not yet ready; when unset it follows
+    ``enable`` (as in Kueue)."""
+    requeuing_strategy: RequeuingStrategy = RequeuingStrategy()
+    """How workloads evicted for a PodsReady timeout are requeued."""
+    recovery_timeout: Duration | None = None
+    """How long a running workload whose pods stopped being ready may take to recover before it
+    is evicted; null to never evict for that."""
+
+    @field_validator("timeout", "recovery_timeout")
+    @classmethod
+    def _positive(cls, value: timedelta | None) -> timedelta | None:
+        if value is not None and value <= timedelta(0):
+            raise ValueError(f"must be positive, got {format_duration(value)}")
+        return value
+
+    @property
+    def blocks_admission(self) -> bool:
+        """``blockAdmission`` with its default resolved."""
+        return self.enable if self.block_admission is None else self.block_admission
+
+
+class Integrations(_Model):
+    frameworks: list[str] = Field(default_factory=lambda: list(SUPPORTED_FRAMEWORKS))
+    """Job kinds kqueue manages: ``batch/job`` (Jobs) and ``pod`` (plain pods and pod groups)."""
+
+    @field_validator("frameworks")
+    @classmethod
+    def _known(cls, value: list[str]) -> list[str]:
+        seen: set[str] = set()
+        for i, name in enumerate(value):
+            if name not in SUPPORTED_FRAMEWORKS:
+                raise ValueError(
+                    f"[{i}]: unknown framework {name!r}; supported: "
+                    + ", ".join(SUPPORTED_FRAMEWORKS)
+                )
+            if name in seen:
+                raise ValueError(f"[{i}]: {name!r} is listed twice")
+            seen.add(name)
+        return value
+
+
+class LabelSelectorRequirement(_Model):
+    key: str = Field(min_length=1)
+    """The label key the requirement applies to."""
+    operator: Literal["In", "NotIn", "Exists", "DoesNotExist"]
+    """How the label's value relates to ``values``."""
+    values: list[str] = Field(default_factory=list)
+    """Values for ``In``/``NotIn``; must be empty for ``Exists``/``DoesNotExist``."""
+
+    @model_validator(mode="after")
+    def _check_values(self) -> LabelSelectorRequirement:
+        if self.operator in ("In", "NotIn") and not self.values:
+            raise ValueError(f"values: must be non-empty for operator {self.operator}")
+        if self.operator in ("Exists", "DoesNotExist") and self.values:
+            raise ValueError(f"values: must be empty for operator {self.operator}")
+        return self
+
+    def matches(self, labels: Mapping[str, str]) -> bool:
+        if self.operator == "In":
+            return labels.get(self.key) in self.values
+        if self.operator == "NotIn":
+            return labels.get(self.key) not in self.values
+        if self.operator == "Exists":
+            return self.key in labels
+        return self.key not in labels
+
+
+class LabelSelector(_Model):
+    match_labels: dict[str, str] = Field(default_factory=dict)
+    """Labels that must all be present with exactly these values."""
+    match_expressions: list[LabelSelectorRequirement] = Field(default_factory=list)
+    """Requirements that must all hold."""
+
+    def matches(self, labels: Mapping[str, str]) -> bool:
+        """Whether ``labels`` satisfy the selector (an empty selector matches everything)."""
+        return all(labels.get(k) == v for k, v in self.match_labels.items()) and all(
+            r.matches(labels) for r in self.match_expressions
+        )
+
+
+def default_managed_namespace_selector(namespace: str) -> LabelSelector:
+    """Kueue's default: every namespace except ``kube-system`` and the controller's own."""
+    return LabelSelector(
+        match_expressions=[
+            LabelSelectorRequirement(
+                key="kubernetes.io/metadata.name",
+                operator="NotIn",
+                values=["kube-system", namespace],
+            )
+        ]
+    )
+
+
+class InternalCertManagement(_Model):
+    enable: bool = True
+    """Generate and rotate the webhook's serving certificate and inject its CA into the webhook
+    configurations. Disable it to provide certificates yourself (for example with cert-manager)."""
+    webhook_service_name: str = "kqueue-webhook-service"
+    """Service fronting the webhook server; the certificate is issued for its DNS names."""
+    webhook_secret_name: str = "kqueue-webhook-server-cert"
+    """Secret in ``namespace`` that stores the generated CA and serving certificate."""
+
+
+class Logging(_Model):
+    format: Literal["text", "json"] = "text"
+    """``text`` for people, ``json`` (one object per line) for log collectors."""
+    level: Literal["debug", "info", "warning", "error"] = "info"
+    """Lowest level that is logged."""
+
+
+_DNS_LABEL: Final = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
+
+
+class Configuration(_Model):
+    """Configuration of the kqueue controller manager."""
+
+    api_version: Literal["config.kqueue.io/v1alpha1"] = API_VERSION
+    """Always ``config.kqueue.io/v1alpha1``."""
+    kind: Literal["Configuration"] = KIND
+    """Always ``Configuration``."""
+    namespace: str = DEFAULT_NAMESPACE
+    """Namespace the controller runs in; holds its Lease and webhook Secret."""
+    health: Health = Health()
+    """Health probe server."""
+    metrics: Metrics = Metrics()
+    """Prometheus metrics server."""
+    webhook: Webhook = Webhook()
+    """Admission webhook server."""
+    leader_election: LeaderElection = LeaderElection()
+    """Leader election between replicas."""
+    client_connection: ClientConnection = ClientConnection()
+    """Client-side throttling of requests to the API server."""
+    wait_for_pods_ready: WaitForPodsReady = WaitForPodsReady()
+    """All-or-nothing readiness of admitted workloads' pods (Kueue's waitForPodsReady)."""
+    integrations: Integrations = Integrations()
+    """Which job kinds are managed."""
+    managed_jobs_namespace_selector: LabelSelector = default_managed_namespace_selector(
+        DEFAULT_NAMESPACE
+    )
+    """Namespaces whose jobs and pods kqueue manages. The default excludes ``kube-system`` and
+    ``namespace``."""
+    manage_jobs_without_queue_name: bool = False
+    """Also manage (suspend) jobs that carry no ``kqueue.io/queue-name`` label."""
+    internal_cert_management: InternalCertManagement = InternalCertManagement()
+    """Self-managed webhook certificates."""
+    logging: Logging = Logging()
+    """Log output."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _namespace_defaults(cls, data: Any) -> Any:
+        # The namespace selector's default names the configured namespace, so it is filled in
+        # here, before field validation, only when the user did not give one.
+        if not isinstance(data, dict):
+            return data
+        namespace = data.get("namespace", DEFAULT_NAMESPACE)
+        if not isinstance(namespace, str):
+            return data
+        if (
+            "managedJobsNamespaceSelector" not in data
+            and "managed_jobs_namespace_selector" not in data
+        ):
+            data = {
+                **data,
+                "managedJobsNamespaceSelector": default_managed_namespace_selector(namespace),
+            }
+        return data
+
+    @field_validator("namespace")
+    @classmethod
+    def _dns_label(cls, value: str) -> str:
+        if not _DNS_LABEL.match(value):
+            raise ValueError(
+                f"{value!r} is not a valid namespace name (lowercase letters, digits and '-', "
+                "at most 63 characters, starting and ending with a letter or digit)"
+            )
+        return value
+
+    @property
+    def lease_namespace(self) -> str:
+        """Namespace of the leader election Lease."""
+        return self.leader_election.resource_namespace or self.namespace
+
+
+# ---------------------------------------------------------------------------------------------
+# Loading and dumping
+# ---------------------------------------------------------------------------------------------
+
+
+class ConfigurationError(ValueError):
+    """An invalid configuration; ``problems`` lists ``(field path, message)`` pairs."""
+
+    def __init__(self, problems: Sequence[tuple[str, str]], *, source: str = "configuration"):
+        self.problems = list(problems)
+        self.source = source
+        lines = [f"{path}: {msg}" if path else msg for path, msg in self.problems]
+        super().__init__(f"invalid {source}:\n  " + "\n  ".join(lines))
+
+
+def _field_path(loc: Sequence[int | str]) -> str:
+    path = ""
+    for part in loc:
+        if isinstance(part, int):
+            path += f"[{part}]"
+        else:
+            path += f".{part}" if path else part
+    return path
+
+
+# Model validators prefix their message with the offending field ("leaseDuration: ..."), which
+# belongs in the path rather than in the message.
+_MESSAGE_FIELD: Final = re.compile(r"^(?P<field>[A-Za-z][A-Za-z0-9]*|\[\d+\]): (?P<msg>.*)$", re.S)
+
+
+def _problems(exc: ValidationError) -> list[tuple[str, str]]:
+    problems: list[tuple[str, str]] = []
+    for err in exc.errors(include_url=False):
+        loc = [p for p in err["loc"] if not (isinstance(p, str) and p.startswith("function-"))]
+        msg = str(err["msg"])
+        if err["type"] == "value_error":
+            msg = msg.removeprefix("Value error, ")
+            ctx_error = err.get("ctx", {}).get("error")
+            if isinstance(ctx_error, ValueError):
+                msg = str(ctx_error)
+        m = _MESSAGE_FIELD.match(msg) if err["type"] == "value_error" else None
+        if m is not None:
+            field = m.group("field")
+            loc = [*loc, int(field[1:-1])] if field.startswith("[") else [*loc, field]
+            msg = m.group("msg")
+        if err["type"] == "extra_forbidden":
+            msg = "unknown field"
+        elif err["type"] == "literal_error":
+            msg = f"{msg}, got {err['input']!r}"
+        problems.append((_field_path(loc), msg))
+    return problems
+
+
+def parse_configuration(data: Mapping[str, Any], *, source: str = "configuration") -> Configuration:
+    """Validate an already-decoded configuration document."""
+    try:
+        return Configuration.model_validate(data)
+    except ValidationError as exc:
+        raise ConfigurationError(_problems(exc), source=source) from None
+
+
+def load_configuration(text: str, *, source: str = "configuration") -> Configuration:
+    """Parse and validate a YAML (or JSON) configuration document.
+
+    An empty document gives the defaults. Errors raise :class:`ConfigurationError` naming each
+    offending field, e.g. ``waitForPodsReady.timeout: '5x' is not a duration ...``.
+    """
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise ConfigurationError([("", f"not valid YAML: {exc}")], source=source) from None
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise ConfigurationError(
+            [("", f"expected a mapping at the top level, got {type(data).__name__}")],
+            source=source,
+        )
+    return parse_configuration(data, source=source)
+
+
+def configuration_to_dict(config: Configuration) -> dict[str, Any]:
+    """The configuration as a JSON-compatible document with camelCase keys."""
+    return config.model_dump(mode="json", by_alias=True)
+
+
+def dump_configuration(config: Configuration) -> str:
+    """The configuration as YAML; :func:`load_configuration` reads it back unchanged."""
+    return yaml.safe_dump(configuration_to_dict(config), sort_keys=False)
+
+
+# ---------------------------------------------------------------------------------------------
+# Reference documentation
+# ---------------------------------------------------------------------------------------------
+
+
+def _alias(model: type[BaseModel], name: str) -> str:
+    alias = model.model_fields[name].alias
+    return alias if alias is not None else to_camel(name)
+
+
+def _is_duration(annotation: Any) -> bool:
+    return (
+        typing.get_origin(annotation) is Annotated and typing.get_args(annotation)[0] is timedelta
+    )
+
+
+def _type_name(annotation: Any) -> str:
+    origin = typing.get_origin(annotation)
+    args = typing.get_args(annotation)
+    if annotation is timedelta or _is_duration(annotation):
+        return "duration"
+    if origin is Annotated:
+        return _type_name(args[0])
+    if origin in (types.UnionType, typing.Union):
+        inner = [a for a in args if a is not type(None)]
+        names = " or ".join(_type_name(a) for a in inner)
+        return f"{names} or null" if len(inner) < len(args) else names
+    if origin is Literal:
+        return " \\| ".join(f"`{a}`" for a in args)
+    if origin is list:
+        return f"list of {_type_name(args[0])}"
+    if origin is dict:
+        return f"map of {_type_name(args[0])} to {_type_name(args[1])}"
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return "object"
+    return {str: "string", int: "integer", bool: "boolean"}.get(annotation, str(annotation))
+
+
+def _nested_model(annotation: Any) -> type[BaseModel] | None:
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    return None
+
+
+def _walk(
+    model: type[BaseModel], prefix: str, defaults: Mapping[str, Any]
+) -> Iterator[tuple[str, str, Any, str]]:
+    """Yield (path, type, default, description) for every field, depth first."""
+    for name, info in model.model_fields.items():
+        alias = _alias(model, name)
+        path = f"{prefix}.{alias}" if prefix else alias
+        default = defaults.get(alias)
+        description = " ".join((info.description or "").replace("``", "`").split())
+        yield path, _type_name(info.annotation), default, description
+        nested = _nested_model(info.annotation)
+        if nested is not None and nested is not LabelSelector:
+            yield from _walk(nested, path, default if isinstance(default, dict) else {})
+
+
+def _markdown_value(value: Any) -> str:
+    if value is None:
+        return "null"
+    text = yaml.safe_dump(value, default_flow_style=True, width=10_000).strip()
+    text = text.removesuffix("...").strip()
+    return f"`{text}`".replace("|", "\\|")
+
+
+def configuration_reference_markdown() -> str:
+    """A Markdown reference of every configuration field with its type and default."""
+    defaults = configuration_to_dict(Configuration())
+    lines = [
+        "# Controller configuration",
+        "",
+        f"The controller reads one YAML document of `apiVersion: {API_VERSION}`, "
+        f"`kind: {KIND}` (`kqueue controller --config FILE`). Every field is optional; "
+        "unknown fields are rejected. Durations are Kubernetes duration strings such as "
+        '`"15s"`, `"5m"` or `"1h30m"`.',
+        "",
+        "This page is generated from the model in `kqueue/api/config.py`; "
+        "`config/controller_config.yaml` lists every field with its default.",
+        "",
+        "| Field | Type | Default | Description |",
+        "| --- | --- | --- | --- |",
+    ]
+    for path, type_name, default, description in _walk(Configuration, "", defaults):
+        shown = (
+            ""
+            if isinstance(default, dict) and path != "managedJobsNamespaceSelector"
+            else (_markdown_value(default))
+        )
+        cell = description.replace("|", "\\|")
+        lines.append(f"| `{path}` | {type_name} | {shown} | {cell} |")
+    return "\n".join(lines) + "\n"
+
+
+def _comment(description: str, indent: str, width: int = 96) -> list[str]:
+    words = " ".join(description.replace("``", "`").split()).split(" ")
+    lines: list[str] = []
+    current = ""
+    for word in words:
+        if current and len(indent) + 2 + len(current) + 1 + len(word) > width:
+            lines.append(f"{indent}# {current}")
+            current = word
+        else:
+            current = f"{current} {word}" if current else word
+    if current:
+        lines.append(f"{indent}# {current}")
+    return lines
+
+
+def _yaml_lines(model: type[BaseModel], values: Mapping[str, Any], indent: str) -> list[str]:
+    lines: list[str] = []
+    for name, info in model.model_fields.items():
+        alias = _alias(model, name)
+        value = values.get(alias)
+        lines.extend(_comment(info.description or "", indent))
+        nested = _nested_model(info.annotation)
+        if nested is not None and nested is not LabelSelector and isinstance(value, dict):
+            lines.append(f"{indent}{alias}:")
+            lines.extend(_yaml_lines(nested, value, indent + "  "))
+        else:
+            dumped = yaml.safe_dump({alias: value}, sort_keys=False, width=10_000)
+            lines.extend(indent + line for line in dumped.rstrip("\n").split("\n"))
+    return lines
+
+
+def sample_configuration_yaml() -> str:
+    """Every field at its default, each preceded by its description as a comment.
+
+    This is ``config/controller_config.yaml``; a test keeps the file and this output equal.
+    """
+    header = [
+        "# kqueue controller configuration: every field at its default.",
+        "# Generated from kqueue/api/config.py (sample_configuration_yaml); see",
+        "# docs/configuration.md for the reference.",
+    ]
+    body = _yaml_lines(Configuration, configuration_to_dict(Configuration()), "")
+    return "\n".join(header + body) + "\n"
