@@ -1,0 +1,261 @@
+"""The cache: the engine's truth about quota, the cohort tree and who holds quota.
+
+It keeps ClusterQueue and Cohort specs, flavors, and every workload that holds quota (admitted,
+assumed by this engine, or rebuilt from ``status.admission`` after a restart), with each
+ClusterQueue's usage maintained incrementally. The cohort tree (nodes with subtree quotas) is
+rebuilt lazily after a ClusterQueue or Cohort change, then kept up to date as workloads come and
+go; ``snapshot()`` copies what a cycle may change. No I/O: the controller feeds it events.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from .hierarchy import ClusterQueueNode, CohortNode, ResourceNode, accumulate_subtree_quota
+from .resources import add_into, sub_into
+from .snapshot import Inactive, Snapshot
+from .types import (
+    ClusterQueueName,
+    ClusterQueueSpec,
+    CohortName,
+    CohortSpec,
+    FlavorName,
+    PendingReason,
+    ResourceFlavor,
+    StopPolicy,
+    Usage,
+    WorkloadKey,
+)
+from .workload import AdmittedWorkload
+
+
+class Cache:
+    def __init__(self) -> None:
+        self.flavors: dict[FlavorName, ResourceFlavor] = {}
+        self.cluster_queues: dict[ClusterQueueName, ClusterQueueSpec] = {}
+        self.cohorts: dict[CohortName, CohortSpec] = {}
+        self.workloads: dict[WorkloadKey, AdmittedWorkload] = {}
+        # Victims told to go that still hold quota (see Snapshot.evicting).
+        self.evicting: set[WorkloadKey] = set()
+        self._by_cq: dict[ClusterQueueName, dict[WorkloadKey, AdmittedWorkload]] = {}
+        self._cq_usage: dict[ClusterQueueName, Usage] = {}
+        self._dirty = True
+        self._cq_nodes: dict[ClusterQueueName, ClusterQueueNode] = {}
+        self._cohort_nodes: dict[CohortName, CohortNode] = {}
+        self._in_cycle: set[CohortName] = set()
+
+    # -- objects -----------------------------------------------------------------------------
+
+    def upsert_flavor(self, flavor: ResourceFlavor) -> None:
+        self.flavors[flavor.name] = flavor
+
+    def delete_flavor(self, name: FlavorName) -> None:
+        self.flavors.pop(name, None)
+
+    def upsert_cluster_queue(self, spec: ClusterQueueSpec) -> None:
+        self.cluster_queues[spec.name] = spec
+        self._dirty = True
+
+    def delete_cluster_queue(self, name: ClusterQueueName) -> None:
+        if self.cluster_queues.pop(name, None) is not None:
+            self._dirty = True
+
+    def upsert_cohort(self, spec: CohortSpec) -> None:
+        self.cohorts[spec.name] = spec
+        self._dirty = True
+
+    def delete_cohort(self, name: CohortName) -> None:
+        if self.cohorts.pop(name, None) is not None:
+            self._dirty = True
+
+    # -- workloads holding quota -------------------------------------------------------------
+
+    def add_workload(self, wl: AdmittedWorkload) -> None:
+        """Record that ``wl`` holds quota (replacing any previous record of it)."""
+        self.remove_workload(wl.key)
+        self.workloads[wl.key] = wl
+        self._by_cq.setdefault(wl.cluster_queue, {})[wl.key] = wl
+        add_into(self._cq_usage.setdefault(wl.cluster_queue, {}), wl.usage)
+        node = None if self._dirty else self._cq_nodes.get(wl.cluster_queue)
+        if node is not None:
+            node.add_usage(wl.usage)
+
+    def remove_workload(self, key: WorkloadKey) -> AdmittedWorkload | None:
+        wl = self.workloads.pop(key, None)
+        self.evicting.discard(key)
+        if wl is None:
+            return None
+        per_cq = self._by_cq.get(wl.cluster_queue)
+        if per_cq is not None:
+            per_cq.pop(key, None)
+            if not per_cq:
+                del self._by_cq[wl.cluster_queue]
+        sub_into(self._cq_usage.setdefault(wl.cluster_queue, {}), wl.usage)
+        node = None if self._dirty else self._cq_nodes.get(wl.cluster_queue)
+        if node is not None:
+            node.remove_usage(wl.usage)
+        return wl
+
+    def get(self, key: WorkloadKey) -> AdmittedWorkload | None:
+        return self.workloads.get(key)
+
+    def workloads_in(self, cq: ClusterQueueName) -> list[AdmittedWorkload]:
+        return [self._by_cq[cq][k] for k in sorted(self._by_cq.get(cq, {}))]
+
+    def usage(self, cq: ClusterQueueName) -> Usage:
+        """What the workloads holding quota in ``cq`` use (a copy)."""
+        return {fr: v for fr, v in self._cq_usage.get(cq, {}).items() if v}
+
+    # -- the tree ----------------------------------------------------------------------------
+
+    def _rebuild(self) -> None:
+        if not self._dirty:
+            return
+        cohorts: dict[CohortName, CohortNode] = {}
+
+        def cohort(name: CohortName) -> CohortNode:
+            node = cohorts.get(name)
+            if node is None:
+                spec = self.cohorts.get(name)
+                node = CohortNode(name, ResourceNode(spec.quotas() if spec else {}), spec)
+                cohorts[name] = node
+            return node
+
+        for cohort_name in sorted(self.cohorts):
+            cohort(cohort_name)
+        for cq_spec in self.cluster_queues.values():
+            if cq_spec.cohort is not None:
+                cohort(cq_spec.cohort)
+        # Parents may name cohorts that exist only by reference: create them as we go.
+        pending = sorted(cohorts)
+        while pending:
+            cspec = cohorts[pending.pop()].spec
+            if cspec is not None and cspec.parent is not None and cspec.parent not in cohorts:
+                cohort(cspec.parent)
+                pending.append(cspec.parent)
+        self._in_cycle = _cohorts_in_cycles(cohorts)
+        for cohort_name in sorted(cohorts):
+            node = cohorts[cohort_name]
+            # A cohort on a cycle is cut loose (its ClusterQueues are inactive, see below), so
+            # that walking up the tree always ends.
+            if node.spec is None or node.spec.parent is None or cohort_name in self._in_cycle:
+                continue
+            parent = cohorts[node.spec.parent]
+            node.parent = parent
+            parent.child_cohorts.append(node)
+        cq_nodes: dict[ClusterQueueName, ClusterQueueNode] = {}
+        for cq_name in sorted(self.cluster_queues):
+            spec = self.cluster_queues[cq_name]
+            quotas = spec.quotas()
+            node_res = ResourceNode(quotas, {fr: q.nominal for fr, q in quotas.items()})
+            cq = ClusterQueueNode(spec, node_res)
+            if spec.cohort is not None:
+                cq_parent = cohorts[spec.cohort]
+                cq.parent = cq_parent
+                cq_parent.child_cqs.append(cq)
+            cq_nodes[cq_name] = cq
+        for node in cohorts.values():
+            if node.parent is None:
+                accumulate_subtree_quota(node)
+        for cq_name, cq in cq_nodes.items():
+            cq.add_usage(self._cq_usage.get(cq_name, {}))
+        self._cq_nodes = cq_nodes
+        self._cohort_nodes = cohorts
+        self._dirty = False
+
+    def cluster_queue_node(self, name: ClusterQueueName) -> ClusterQueueNode | None:
+        self._rebuild()
+        return self._cq_nodes.get(name)
+
+    def cohort_node(self, name: CohortName) -> CohortNode | None:
+        self._rebuild()
+        return self._cohort_nodes.get(name)
+
+    def tree_members(self, cq: ClusterQueueName) -> list[ClusterQueueName]:
+        """All ClusterQueues sharing ``cq``'s root cohort (just ``cq`` without a cohort).
+
+        Quota freed anywhere in a tree can make any of them admit, which is why inadmissible
+        workloads are requeued per tree.
+        """
+        self._rebuild()
+        node = self._cq_nodes.get(cq)
+        if node is None:
+            return [cq]
+        root = node.root()
+        if isinstance(root, CohortNode):
+            return sorted(ClusterQueueName(c.name) for c in root.subtree_cluster_queues())
+        return [cq]
+
+    def cohort_members(self, name: CohortName) -> list[ClusterQueueName]:
+        """All ClusterQueues in the tree that contains cohort ``name``."""
+        node = self.cohort_node(name)
+        if node is None:
+            return []
+        root = node.root()
+        assert isinstance(root, CohortNode)
+        return sorted(ClusterQueueName(c.name) for c in root.subtree_cluster_queues())
+
+    def inactive(self, name: ClusterQueueName) -> Inactive | None:
+        """Why ``name`` cannot admit now, if it cannot (Kueue's ClusterQueue Active=False)."""
+        spec = self.cluster_queues.get(name)
+        if spec is None:
+            return Inactive(PendingReason.MISCONFIGURED, f"ClusterQueue {name} doesn't exist")
+        missing = [f for f in spec.flavor_names() if f not in self.flavors]
+        if missing:
+            return Inactive(
+                PendingReason.MISCONFIGURED,
+                f"ClusterQueue {name} is inactive: references missing ResourceFlavor(s): "
+                + ", ".join(missing),
+            )
+        self._rebuild()
+        node = self._cq_nodes.get(name)
+        if node is not None:
+            for ancestor in node.path_to_root():
+                if ancestor.name in self._in_cycle:
+                    return Inactive(
+                        PendingReason.MISCONFIGURED,
+                        f"ClusterQueue {name} is inactive: cohort {ancestor.name} is part of a cycle",
+                    )
+        if spec.stop_policy != StopPolicy.NONE:
+            return Inactive(PendingReason.SUSPENDED, f"ClusterQueue {name} is stopped")
+        return None
+
+    def snapshot(self) -> Snapshot:
+        self._rebuild()
+        inactive: dict[ClusterQueueName, Inactive] = {}
+        for name in self._cq_nodes:
+            why = self.inactive(name)
+            if why is not None:
+                inactive[name] = why
+        return Snapshot.build(
+            self._cq_nodes,
+            self._cohort_nodes,
+            self._by_cq,
+            inactive,
+            self.flavors,
+            frozenset(self.evicting),
+        )
+
+    def check_consistency(self, workloads: Iterable[AdmittedWorkload] | None = None) -> None:
+        """Recompute usage from scratch and compare (tests use it after random operations)."""
+        expected: dict[ClusterQueueName, Usage] = {}
+        for wl in self.workloads.values() if workloads is None else workloads:
+            add_into(expected.setdefault(wl.cluster_queue, {}), wl.usage)
+        for cq in set(expected) | set(self._cq_usage):
+            got = {k: v for k, v in self._cq_usage.get(cq, {}).items() if v}
+            want = {k: v for k, v in expected.get(cq, {}).items() if v}
+            assert got == want, f"usage of {cq} drifted: {got} != {want}"
+
+
+def _cohorts_in_cycles(cohorts: dict[CohortName, CohortNode]) -> set[CohortName]:
+    in_cycle: set[CohortName] = set()
+    for start in sorted(cohorts):
+        seen: list[CohortName] = []
+        name: CohortName | None = start
+        while name is not None and name not in seen:
+            seen.append(name)
+            spec = cohorts[name].spec if name in cohorts else None
+            name = spec.parent if spec is not None else None
+        if name is not None:
+            in_cycle.update(seen[seen.index(name) :])
+    return in_cycle

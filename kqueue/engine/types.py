@@ -1,0 +1,384 @@
+"""The engine's own value types.
+
+The engine never sees pydantic API models: ``adapt.py`` turns them into these frozen values once,
+at the boundary, as Kueue's cache turns API objects into its own structs. Distinct ``NewType`` ids
+keep a flavor name from being passed where a ClusterQueue name is expected, and every amount is an
+exact integer (milli-units for cpu, base units otherwise; see ``kqueue.api.quantity``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from enum import IntEnum, StrEnum
+from typing import NewType
+
+ClusterQueueName = NewType("ClusterQueueName", str)
+CohortName = NewType("CohortName", str)
+FlavorName = NewType("FlavorName", str)
+ResourceName = NewType("ResourceName", str)
+PodSetName = NewType("PodSetName", str)
+# "namespace/name", as Kueue's workload.Key.
+WorkloadKey = NewType("WorkloadKey", str)
+# "namespace/name" of a LocalQueue.
+LocalQueueKey = NewType("LocalQueueKey", str)
+
+FlavorResource = tuple[FlavorName, ResourceName]
+# Amounts per (flavor, resource); missing keys mean zero.
+Usage = dict[FlavorResource, int]
+
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+# Kueue's core/v1 name for the pod-count resource: when a ClusterQueue covers it, every pod set
+# is charged its pod count.
+PODS = ResourceName("pods")
+
+
+def workload_key(namespace: str, name: str) -> WorkloadKey:
+    return WorkloadKey(f"{namespace}/{name}")
+
+
+def local_queue_key(namespace: str, name: str) -> LocalQueueKey:
+    return LocalQueueKey(f"{namespace}/{name}")
+
+
+class Mode(IntEnum):
+    """How a flavor (or a whole assignment) can be used, ordered by preference.
+
+    Comparisons are plain ``<``: the representative mode of several is their ``min``.
+    """
+
+    NO_FIT = 0
+    PREEMPT = 1
+    FIT = 2
+
+
+class QueueingStrategy(StrEnum):
+    BEST_EFFORT_FIFO = "BestEffortFIFO"
+    STRICT_FIFO = "StrictFIFO"
+
+
+class StopPolicy(StrEnum):
+    NONE = "None"
+    HOLD = "Hold"
+    HOLD_AND_DRAIN = "HoldAndDrain"
+
+
+class FungibilityPolicy(StrEnum):
+    """v1beta2 values (v1beta1's ``Borrow``/``Preempt`` both became ``MayStopSearch``)."""
+
+    MAY_STOP_SEARCH = "MayStopSearch"
+    TRY_NEXT_FLAVOR = "TryNextFlavor"
+
+
+class PreemptionPolicy(StrEnum):
+    NEVER = "Never"
+    LOWER_PRIORITY = "LowerPriority"
+    LOWER_OR_NEWER_EQUAL_PRIORITY = "LowerOrNewerEqualPriority"
+    ANY = "Any"
+
+
+class BorrowWithinCohortPolicy(StrEnum):
+    NEVER = "Never"
+    LOWER_PRIORITY = "LowerPriority"
+
+
+class PreemptionOrder(StrEnum):
+    NEWEST = "Newest"
+    OLDEST = "Oldest"
+
+
+class Preemptibility(StrEnum):
+    PREEMPTIBLE = "Preemptible"
+    NON_PREEMPTIBLE = "NonPreemptible"
+
+
+class PendingReason(StrEnum):
+    """Reasons on ``QuotaReserved=False`` (Kueue's strings, pinned by the contracts)."""
+
+    NO_MATCHING_FLAVOR = "NoMatchingFlavor"
+    WAITING_FOR_QUOTA = "WaitingForQuota"
+    EXCEEDS_MAX_QUOTA = "ExceedsMaxQuota"
+    WAITING_FOR_PREEMPTED_WORKLOADS = "WaitingForPreemptedWorkloads"
+    MISCONFIGURED = "Misconfigured"
+    SUSPENDED = "Suspended"
+
+
+class PreemptionReason(StrEnum):
+    """Reasons of the ``Preempted`` condition."""
+
+    IN_CLUSTER_QUEUE = "InClusterQueue"
+    IN_COHORT_RECLAMATION = "InCohortReclamation"
+    IN_COHORT_RECLAIM_WHILE_BORROWING = "InCohortReclaimWhileBorrowing"
+    IN_COHORT_FAIR_SHARING = "InCohortFairSharing"
+
+
+class EvictionReason(StrEnum):
+    """Reasons of the ``Evicted`` condition that the engine decides."""
+
+    PREEMPTED = "Preempted"
+    PODS_READY_TIMEOUT = "PodsReadyTimeout"
+    CLUSTER_QUEUE_STOPPED = "ClusterQueueStopped"
+    LOCAL_QUEUE_STOPPED = "LocalQueueStopped"
+    DEACTIVATED = "Deactivated"
+
+
+class RequeueReason(StrEnum):
+    """Why a head went back to its queue; decides whether it waits for an event (Kueue's)."""
+
+    GENERIC = ""
+    FAILED_AFTER_NOMINATION = "FailedAfterNomination"
+    NAMESPACE_MISMATCH = "NamespaceMismatch"
+    PENDING_PREEMPTION = "PendingPreemption"
+    NO_FIT = "NoFit"
+    PREEMPTION_NO_CANDIDATES = "PreemptionNoCandidates"
+
+
+# --- scheduling constraints ------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Taint:
+    key: str
+    value: str = ""
+    effect: str = "NoSchedule"
+
+    def __str__(self) -> str:
+        # core/v1 Taint.ToString(): "key=value:Effect", value part dropped when empty.
+        if self.value:
+            return f"{self.key}={self.value}:{self.effect}"
+        return f"{self.key}:{self.effect}"
+
+
+@dataclass(frozen=True, slots=True)
+class Toleration:
+    key: str = ""
+    operator: str = "Equal"  # Equal | Exists
+    value: str = ""
+    effect: str = ""  # empty tolerates every effect
+
+    def tolerates(self, taint: Taint) -> bool:
+        """core/v1 Toleration.ToleratesTaint."""
+        if self.effect and self.effect != taint.effect:
+            return False
+        if self.key and self.key != taint.key:
+            return False
+        if self.operator == "Exists":
+            return True
+        # An empty key with Equal never matches (the API rejects it); Equal compares values.
+        return bool(self.key) and self.value == taint.value
+
+
+@dataclass(frozen=True, slots=True)
+class SelectorRequirement:
+    """A node-selector or label-selector requirement."""
+
+    key: str
+    operator: str  # In | NotIn | Exists | DoesNotExist | Gt | Lt
+    values: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class LabelSelector:
+    """metav1.LabelSelector; all of ``match_labels`` and ``match_expressions`` must hold."""
+
+    match_labels: Mapping[str, str] = field(default_factory=dict)
+    match_expressions: tuple[SelectorRequirement, ...] = ()
+
+
+# --- cluster objects -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class ResourceFlavor:
+    name: FlavorName
+    node_labels: Mapping[str, str] = field(default_factory=dict)
+    node_taints: tuple[Taint, ...] = ()
+    # Tolerations kqueue adds to admitted pods; they also count as tolerating the flavor's taints.
+    tolerations: tuple[Toleration, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class ResourceQuota:
+    nominal: int = 0
+    borrowing_limit: int | None = None
+    lending_limit: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class FlavorQuotas:
+    name: FlavorName
+    resources: Mapping[ResourceName, ResourceQuota]
+
+
+@dataclass(frozen=True, slots=True)
+class ResourceGroup:
+    covered_resources: tuple[ResourceName, ...]
+    flavors: tuple[FlavorQuotas, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class FlavorFungibility:
+    when_can_borrow: FungibilityPolicy = FungibilityPolicy.MAY_STOP_SEARCH
+    when_can_preempt: FungibilityPolicy = FungibilityPolicy.TRY_NEXT_FLAVOR
+
+
+@dataclass(frozen=True, slots=True)
+class PreemptionConfig:
+    within_cluster_queue: PreemptionPolicy = PreemptionPolicy.NEVER
+    reclaim_within_cohort: PreemptionPolicy = PreemptionPolicy.NEVER
+    borrow_within_cohort: BorrowWithinCohortPolicy = BorrowWithinCohortPolicy.NEVER
+    borrow_within_cohort_max_priority_threshold: int | None = None
+    preemptible_priority_threshold: int | None = None
+    preemption_order: PreemptionOrder = PreemptionOrder.NEWEST
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterQueueSpec:
+    name: ClusterQueueName
+    cohort: CohortName | None = None
+    resource_groups: tuple[ResourceGroup, ...] = ()
+    queueing_strategy: QueueingStrategy = QueueingStrategy.BEST_EFFORT_FIFO
+    # None matches no namespace (Kueue's default); an empty selector matches every namespace.
+    namespace_selector: LabelSelector | None = None
+    flavor_fungibility: FlavorFungibility = FlavorFungibility()
+    preemption: PreemptionConfig = PreemptionConfig()
+    stop_policy: StopPolicy = StopPolicy.NONE
+
+    def flavor_names(self) -> tuple[FlavorName, ...]:
+        seen: dict[FlavorName, None] = {}
+        for rg in self.resource_groups:
+            for fq in rg.flavors:
+                seen.setdefault(fq.name, None)
+        return tuple(seen)
+
+    def group_for(self, resource: ResourceName) -> ResourceGroup | None:
+        for rg in self.resource_groups:
+            if resource in rg.covered_resources:
+                return rg
+        return None
+
+    def quotas(self) -> dict[FlavorResource, ResourceQuota]:
+        out: dict[FlavorResource, ResourceQuota] = {}
+        for rg in self.resource_groups:
+            for fq in rg.flavors:
+                for res, q in fq.resources.items():
+                    out[(fq.name, res)] = q
+        return out
+
+
+@dataclass(frozen=True, slots=True)
+class CohortSpec:
+    name: CohortName
+    parent: CohortName | None = None
+    resource_groups: tuple[ResourceGroup, ...] = ()
+
+    def quotas(self) -> dict[FlavorResource, ResourceQuota]:
+        out: dict[FlavorResource, ResourceQuota] = {}
+        for rg in self.resource_groups:
+            for fq in rg.flavors:
+                for res, q in fq.resources.items():
+                    out[(fq.name, res)] = q
+        return out
+
+
+@dataclass(frozen=True, slots=True)
+class LocalQueueSpec:
+    namespace: str
+    name: str
+    cluster_queue: ClusterQueueName
+    stop_policy: StopPolicy = StopPolicy.NONE
+
+    @property
+    def key(self) -> LocalQueueKey:
+        return local_queue_key(self.namespace, self.name)
+
+
+# --- workloads -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class PodSet:
+    name: PodSetName
+    count: int
+    # Requests of one pod.
+    requests: Mapping[ResourceName, int] = field(default_factory=dict)
+    min_count: int | None = None
+    node_selector: Mapping[str, str] = field(default_factory=dict)
+    # requiredDuringSchedulingIgnoredDuringExecution terms (ORed); None when not set.
+    required_affinity: tuple[tuple[SelectorRequirement, ...], ...] | None = None
+    tolerations: tuple[Toleration, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class PodSetAssignment:
+    name: PodSetName
+    flavors: Mapping[ResourceName, FlavorName]
+    # Total of the pod set at ``count`` (not per pod), as Kueue's status.admission.
+    resource_usage: Mapping[ResourceName, int]
+    count: int
+
+
+@dataclass(frozen=True, slots=True)
+class Admission:
+    cluster_queue: ClusterQueueName
+    pod_sets: tuple[PodSetAssignment, ...]
+    # When quota was reserved (QuotaReserved lastTransitionTime): preemption order uses it.
+    reserved_at: datetime = EPOCH
+
+    def usage(self) -> Usage:
+        out: Usage = {}
+        for ps in self.pod_sets:
+            for res, amount in ps.resource_usage.items():
+                flavor = ps.flavors.get(res)
+                if flavor is None or amount == 0:
+                    continue
+                fr = (flavor, res)
+                out[fr] = out.get(fr, 0) + amount
+        return out
+
+
+@dataclass(frozen=True, slots=True)
+class Workload:
+    """What the engine knows of a Workload."""
+
+    namespace: str
+    name: str
+    queue_name: str
+    pod_sets: tuple[PodSet, ...]
+    uid: str = ""
+    creation_time: datetime = EPOCH
+    # Kueue orders by creation, or by the eviction time after a PodsReady timeout.
+    queue_order_time: datetime | None = None
+    # Resolved spec.priority; None means: take priority_class's value (or 0).
+    priority: int | None = None
+    priority_class: str | None = None
+    # Contract extension: preemption priority (never below the scheduling priority).
+    preemption_priority: int | None = None
+    preemption_priority_class: str | None = None
+    # Raw inputs of the preemptibility chain (see preemptibility.py).
+    preemptibility: Preemptibility | None = None
+    owner_preemptibility_label: str | None = None
+    pod_preemptibility_label: str | None = None
+    active: bool = True
+    # Requeue backoff: not considered before this time.
+    requeue_at: datetime | None = None
+    # Set when the workload holds quota (e.g. rebuilt after a restart).
+    admission: Admission | None = None
+    # Bumped by the adapter on spec changes; lets the queues tell "changed" from "same again".
+    generation: int = 0
+
+    @property
+    def key(self) -> WorkloadKey:
+        return workload_key(self.namespace, self.name)
+
+    @property
+    def local_queue(self) -> LocalQueueKey:
+        return local_queue_key(self.namespace, self.queue_name)
+
+    def order_time(self) -> datetime:
+        return self.queue_order_time if self.queue_order_time is not None else self.creation_time
+
+    def can_be_partially_admitted(self) -> bool:
+        return any(ps.min_count is not None and ps.count > ps.min_count for ps in self.pod_sets)
