@@ -134,3 +134,118 @@ def _format_base(amount: int) -> str:
 def canonical(value: str | int, resource: str = "") -> str:
     """The canonical form of a quantity string (rounded up to the resource's unit)."""
     return format_quantity(parse_quantity(value, resource), resource)
+
+
+# Kubernetes keeps at most nano precision: finer values round up when parsed.
+_NANO: Final = 10**9
+
+
+class Quantity:
+    """An exact Kubernetes quantity, independent of the resource it measures.
+
+    Stored as an integer number of nano-units (Kubernetes' finest precision), so comparisons and
+    sums are exact. ``units(resource)`` gives the integer kqueue computes with (milli-units for
+    CPU, base units otherwise, rounded up); ``str()`` gives the canonical form. In pydantic models a
+    Quantity field accepts a string, an integer, or a YAML/JSON number (read from its decimal text,
+    as the API server does, so no binary floating point is involved) and serialises as the
+    canonical string.
+    """
+
+    __slots__ = ("_nanos",)
+
+    def __init__(self, value: str | int | Quantity) -> None:
+        if isinstance(value, Quantity):
+            self._nanos: int = value._nanos
+            return
+        self._nanos = _ceil(parse_exact(value) * _NANO)
+
+    @classmethod
+    def from_units(cls, amount: int, resource: str = "") -> Quantity:
+        """The quantity of ``amount`` integer units of ``resource`` (milli-units for CPU)."""
+        q = cls.__new__(cls)
+        q._nanos = amount * (_NANO // 1000 if is_milli(resource) else _NANO)
+        return q
+
+    @property
+    def exact(self) -> Fraction:
+        """The exact value in base units."""
+        return Fraction(self._nanos, _NANO)
+
+    @property
+    def nanos(self) -> int:
+        return self._nanos
+
+    def units(self, resource: str = "") -> int:
+        """Integer units of ``resource``, rounded up like ``parse_quantity``."""
+        unit = _NANO // 1000 if is_milli(resource) else _NANO
+        return -((-self._nanos) // unit)
+
+    def is_negative(self) -> bool:
+        return self._nanos < 0
+
+    def __str__(self) -> str:
+        nanos = self._nanos
+        if nanos % _NANO == 0:
+            return _format_base(nanos // _NANO)
+        for suffix, factor in (("m", 10**6), ("u", 10**3)):
+            if nanos % factor == 0:
+                return f"{nanos // factor}{suffix}"
+        return f"{nanos}n"
+
+    def __repr__(self) -> str:
+        return f"Quantity({str(self)!r})"
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Quantity):
+            return self._nanos == other._nanos
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(self._nanos)
+
+    def __lt__(self, other: Quantity) -> bool:
+        return self._nanos < other._nanos
+
+    def __le__(self, other: Quantity) -> bool:
+        return self._nanos <= other._nanos
+
+    def __gt__(self, other: Quantity) -> bool:
+        return self._nanos > other._nanos
+
+    def __ge__(self, other: Quantity) -> bool:
+        return self._nanos >= other._nanos
+
+    def __add__(self, other: Quantity) -> Quantity:
+        q = Quantity.__new__(Quantity)
+        q._nanos = self._nanos + other._nanos
+        return q
+
+    def __sub__(self, other: Quantity) -> Quantity:
+        q = Quantity.__new__(Quantity)
+        q._nanos = self._nanos - other._nanos
+        return q
+
+    def __mul__(self, factor: int) -> Quantity:
+        q = Quantity.__new__(Quantity)
+        q._nanos = self._nanos * factor
+        return q
+
+    __rmul__ = __mul__
+
+    @classmethod
+    def coerce(cls, value: object) -> Quantity:
+        """Read a manifest value: a Quantity, a string, an integer or a JSON/YAML number."""
+        if isinstance(value, Quantity):
+            return value
+        if isinstance(value, bool):
+            raise QuantityError(f"{value!r} is not a quantity; expected {ALLOWED_FORMS}")
+        if isinstance(value, str | int):
+            return cls(value)
+        if isinstance(value, float):
+            # A YAML/JSON number like 0.5: read its shortest decimal text, exactly as the API
+            # server reads the number literal; the float's binary value is never computed with.
+            text = repr(value)
+            if text in ("nan", "inf", "-inf"):
+                raise QuantityError(f"{value!r} is not a quantity; expected {ALLOWED_FORMS}")
+            return cls(text)
+        raise QuantityError(f"{value!r} is not a quantity; expected {ALLOWED_FORMS}")

@@ -1,0 +1,152 @@
+"""Names of the kqueue.io/v1alpha1 API that users, scripts and other components depend on.
+
+Every label, annotation, scheduling gate, finalizer, condition type and reason kqueue reads or
+writes is defined here once, so a typo is a NameError rather than a silent mismatch. Condition
+types and reasons are Kueue's, so tooling written for Kueue reads kqueue's status unchanged.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+GROUP: Final = "kqueue.io"
+VERSION: Final = "v1alpha1"
+API_VERSION: Final = f"{GROUP}/{VERSION}"
+CATEGORY: Final = "kqueue"
+
+# --- Labels, annotations, scheduling gate -----------------------------------------------------
+
+QUEUE_NAME_LABEL: Final = "kqueue.io/queue-name"
+PRIORITY_CLASS_LABEL: Final = "kqueue.io/priority-class"
+PREEMPTION_PRIORITY_CLASS_LABEL: Final = "kqueue.io/preemption-priority-class"
+PREEMPTIBILITY_LABEL: Final = "kqueue.io/preemptibility"
+POD_GROUP_NAME_LABEL: Final = "kqueue.io/pod-group-name"
+POD_GROUP_TOTAL_COUNT_ANNOTATION: Final = "kqueue.io/pod-group-total-count"
+JOB_MIN_PARALLELISM_ANNOTATION: Final = "kqueue.io/job-min-parallelism"
+ELASTIC_JOB_ANNOTATION: Final = "kqueue.io/elastic-job"
+WORKLOAD_SLICE_REPLACEMENT_FOR_ANNOTATION: Final = "kqueue.io/workload-slice-replacement-for"
+# Marks pods (label, value "true") and holds them (finalizer) while kqueue manages them, as
+# Kueue's kueue.x-k8s.io/managed does.
+MANAGED_LABEL: Final = "kqueue.io/managed"
+ADMISSION_GATE: Final = "kqueue.io/admission"
+
+# Values of PREEMPTIBILITY_LABEL (lower-case, as label values conventionally are) and of
+# Workload.spec.preemptibility (CamelCase, as enum fields conventionally are).
+PREEMPTIBLE_LABEL_VALUE: Final = "preemptible"
+NON_PREEMPTIBLE_LABEL_VALUE: Final = "non-preemptible"
+PREEMPTIBLE: Final = "Preemptible"
+NON_PREEMPTIBLE: Final = "NonPreemptible"
+PREEMPTIBILITY_LABEL_VALUES: Final[dict[str, str]] = {
+    PREEMPTIBLE_LABEL_VALUE: PREEMPTIBLE,
+    NON_PREEMPTIBLE_LABEL_VALUE: NON_PREEMPTIBLE,
+}
+
+# --- Finalizers ---------------------------------------------------------------------------------
+
+# On ClusterQueues, ResourceFlavors and Cohorts: not deleted while workloads still use them.
+RESOURCE_IN_USE_FINALIZER: Final = "kqueue.io/resource-in-use"
+# On pods kqueue manages: kept until kqueue has accounted for the pod's end.
+MANAGED_FINALIZER: Final = MANAGED_LABEL
+
+# --- Defaults -------------------------------------------------------------------------------------
+
+DEFAULT_POD_SET_NAME: Final = "main"
+
+# --- Workload condition types -----------------------------------------------------------------
+
+QUOTA_RESERVED: Final = "QuotaReserved"
+ADMITTED: Final = "Admitted"
+EVICTED: Final = "Evicted"
+PREEMPTED: Final = "Preempted"
+REQUEUED: Final = "Requeued"
+PODS_READY: Final = "PodsReady"
+FINISHED: Final = "Finished"
+DEACTIVATION_TARGET: Final = "DeactivationTarget"
+
+WORKLOAD_CONDITION_TYPES: Final = (
+    QUOTA_RESERVED,
+    ADMITTED,
+    EVICTED,
+    PREEMPTED,
+    REQUEUED,
+    PODS_READY,
+    FINISHED,
+    DEACTIVATION_TARGET,
+)
+
+# --- Reasons ------------------------------------------------------------------------------------
+
+# Evicted
+EVICTED_BY_PREEMPTION: Final = "Preempted"
+EVICTED_BY_PODS_READY_TIMEOUT: Final = "PodsReadyTimeout"
+EVICTED_BY_CLUSTER_QUEUE_STOPPED: Final = "ClusterQueueStopped"
+EVICTED_BY_LOCAL_QUEUE_STOPPED: Final = "LocalQueueStopped"
+EVICTED_BY_DEACTIVATION: Final = "Deactivated"
+EVICTED_REASONS: Final = (
+    EVICTED_BY_PREEMPTION,
+    EVICTED_BY_PODS_READY_TIMEOUT,
+    EVICTED_BY_CLUSTER_QUEUE_STOPPED,
+    EVICTED_BY_LOCAL_QUEUE_STOPPED,
+    EVICTED_BY_DEACTIVATION,
+)
+
+# Preempted
+IN_CLUSTER_QUEUE: Final = "InClusterQueue"
+IN_COHORT_RECLAMATION: Final = "InCohortReclamation"
+IN_COHORT_RECLAIM_WHILE_BORROWING: Final = "InCohortReclaimWhileBorrowing"
+IN_COHORT_FAIR_SHARING: Final = "InCohortFairSharing"
+PREEMPTED_REASONS: Final = (
+    IN_CLUSTER_QUEUE,
+    IN_COHORT_RECLAMATION,
+    IN_COHORT_RECLAIM_WHILE_BORROWING,
+    IN_COHORT_FAIR_SHARING,
+)
+
+# Finished
+FINISHED_SUCCEEDED: Final = "Succeeded"
+FINISHED_FAILED: Final = "Failed"
+WORKLOAD_SLICE_REPLACED: Final = "WorkloadSliceReplaced"
+FINISHED_REASONS: Final = (FINISHED_SUCCEEDED, FINISHED_FAILED, WORKLOAD_SLICE_REPLACED)
+
+# QuotaReserved=False (pending)
+NO_MATCHING_FLAVOR: Final = "NoMatchingFlavor"
+WAITING_FOR_QUOTA: Final = "WaitingForQuota"
+EXCEEDS_MAX_QUOTA: Final = "ExceedsMaxQuota"
+WAITING_FOR_PREEMPTED_WORKLOADS: Final = "WaitingForPreemptedWorkloads"
+MISCONFIGURED: Final = "Misconfigured"
+SUSPENDED: Final = "Suspended"
+PENDING_REASONS: Final = (
+    NO_MATCHING_FLAVOR,
+    WAITING_FOR_QUOTA,
+    EXCEEDS_MAX_QUOTA,
+    WAITING_FOR_PREEMPTED_WORKLOADS,
+    MISCONFIGURED,
+    SUSPENDED,
+)
+
+# QuotaReserved=True / Admitted=True: Kueue's reason for a granted reservation or admission.
+QUOTA_RESERVED_REASON: Final = "QuotaReserved"
+ADMITTED_REASON: Final = "Admitted"
+# Requeued: why a workload went back to its queue (Kueue's reasons).
+BACKOFF_FINISHED: Final = "BackoffFinished"
+REACTIVATED: Final = "Reactivated"
+CLUSTER_QUEUE_RESTARTED: Final = "ClusterQueueRestarted"
+LOCAL_QUEUE_RESTARTED: Final = "LocalQueueRestarted"
+# PodsReady
+WAIT_FOR_START: Final = "WaitForStart"
+WAIT_FOR_RECOVERY: Final = "WaitForRecovery"
+STARTED: Final = "Started"
+RECOVERED: Final = "Recovered"
+
+# --- ClusterQueue / LocalQueue conditions --------------------------------------------------------
+
+ACTIVE: Final = "Active"
+CLUSTER_QUEUE_ACTIVE_READY: Final = "Ready"
+CLUSTER_QUEUE_ACTIVE_STOPPED: Final = "Stopped"
+CLUSTER_QUEUE_ACTIVE_TERMINATING: Final = "Terminating"
+CLUSTER_QUEUE_ACTIVE_FLAVOR_NOT_FOUND: Final = "FlavorNotFound"
+CLUSTER_QUEUE_ACTIVE_UNKNOWN: Final = "Unknown"
+LOCAL_QUEUE_ACTIVE_READY: Final = "Ready"
+LOCAL_QUEUE_ACTIVE_STOPPED: Final = "Stopped"
+LOCAL_QUEUE_CLUSTER_QUEUE_DOES_NOT_EXIST: Final = "ClusterQueueDoesNotExist"
+LOCAL_QUEUE_CLUSTER_QUEUE_IS_INACTIVE: Final = "ClusterQueueIsInactive"

@@ -1,0 +1,311 @@
+"""Workload: the unit of admission, one or more pod sets admitted together or not at all."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import ClassVar, Literal
+
+from pydantic import ConfigDict, Field
+
+from kqueue.api.v1alpha1 import constants as c
+from kqueue.api.v1alpha1.base import (
+    Int32,
+    KBase,
+    Name,
+    PodSetName,
+    ResourceList,
+    ResourceName,
+    Time,
+)
+from kqueue.api.v1alpha1.clusterqueue import CONDITION_LIST
+from kqueue.api.v1alpha1.meta import Condition, KObject, find_condition, is_condition_true
+from kqueue.api.v1alpha1.podtemplate import PodTemplateSpec, scale
+
+PriorityClassGroup = Literal["kqueue.io", "scheduling.k8s.io"]
+PriorityClassKind = Literal["WorkloadPriorityClass", "PriorityClass"]
+Preemptibility = Literal["Preemptible", "NonPreemptible"]
+
+
+class PriorityClassRef(KBase):
+    """A WorkloadPriorityClass (group kqueue.io) or a pod PriorityClass (group scheduling.k8s.io)."""
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "x-kubernetes-validations": [
+                {
+                    "rule": "(self.group == 'scheduling.k8s.io') ? self.kind == 'PriorityClass' : true",
+                    "message": "only the PriorityClass kind is allowed for the scheduling.k8s.io group",
+                },
+                {
+                    "rule": "(self.group == 'kqueue.io') ? self.kind == 'WorkloadPriorityClass' : true",
+                    "message": "only the WorkloadPriorityClass kind is allowed for the kqueue.io group",
+                },
+            ]
+        }
+    )
+
+    group: PriorityClassGroup = Field(
+        description="API group of the class: kqueue.io for a WorkloadPriorityClass, "
+        "scheduling.k8s.io for a pod PriorityClass."
+    )
+    kind: PriorityClassKind = Field(
+        description="Kind of the class: WorkloadPriorityClass (group kqueue.io) or PriorityClass "
+        "(group scheduling.k8s.io)."
+    )
+    name: Name = Field(description="Name of the class.")
+
+
+class PodSet(KBase):
+    """A set of identical pods: a template and how many."""
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "x-kubernetes-validations": [
+                {
+                    "rule": "has(self.minCount) ? self.minCount <= self.count : true",
+                    "message": "minCount should be positive and less or equal to count",
+                }
+            ]
+        }
+    )
+
+    name: PodSetName = Field(
+        default=c.DEFAULT_POD_SET_NAME,
+        description="Name of the pod set, unique in the workload (default main).",
+    )
+    template: PodTemplateSpec = Field(
+        description="Template of the pods. Requests (or limits, where requests are missing) are "
+        "what quota is charged for. nodeSelector and required node affinity on keys of a "
+        "flavor's nodeLabels decide which flavors fit.",
+        json_schema_extra={"x-kubernetes-preserve-unknown-fields": True, "type": "object"},
+    )
+    count: Int32 = Field(default=1, ge=0, description="Number of pods (default 1).")
+    min_count: Int32 | None = Field(
+        default=None,
+        ge=1,
+        description="Least number of pods the workload accepts (partial admission): if count "
+        "does not fit, kqueue admits the most that fit, down to minCount. At most one pod set "
+        "may set it; it must not exceed count.",
+    )
+
+    def pod_requests(self) -> dict[str, int]:
+        """Requests of one pod in kqueue's integer units (milli-units for CPU)."""
+        return self.template.spec.pod_requests()
+
+    def total_requests(self, count: int | None = None) -> dict[str, int]:
+        """Requests of ``count`` pods (default: the pod set's count)."""
+        return scale(self.pod_requests(), self.count if count is None else count)
+
+
+class WorkloadSpec(KBase):
+    """Desired state of a Workload."""
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "x-kubernetes-validations": [
+                {
+                    "rule": "!has(self.priorityClassRef) || has(self.priority)",
+                    "message": "priority should not be nil when priorityClassRef is set",
+                },
+                {
+                    "rule": "!has(self.preemptionPriorityClassRef) || has(self.preemptionPriority)",
+                    "message": "preemptionPriority should not be nil when "
+                    "preemptionPriorityClassRef is set",
+                },
+                {
+                    "rule": "!has(self.preemptionPriority) || self.preemptionPriority >= "
+                    "(has(self.priority) ? self.priority : 0)",
+                    "message": "preemptionPriority must not be lower than priority",
+                },
+            ]
+        }
+    )
+
+    pod_sets: list[PodSet] = Field(
+        min_length=1,
+        max_length=8,
+        description="The pod sets (1 to 8), admitted together or not at all. Cannot change while "
+        "the workload holds quota, except that counts may go down (scale-down of an elastic "
+        "workload).",
+        json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name"]},
+    )
+    queue_name: Name | None = Field(
+        default=None,
+        description="The LocalQueue (in the workload's namespace) the workload is submitted to. "
+        "Cannot change while the workload holds quota.",
+    )
+    priority_class_ref: PriorityClassRef | None = Field(
+        default=None,
+        description="The class the scheduling priority comes from. Requires priority.",
+    )
+    priority: Int32 | None = Field(
+        default=None,
+        description="Scheduling priority, resolved from priorityClassRef: higher is admitted "
+        "first. Unset: 0.",
+    )
+    active: bool = Field(
+        default=True,
+        description="Whether the workload may be admitted (default true). Setting it to false "
+        "evicts the workload if it is admitted and keeps it from being admitted.",
+    )
+    preemption_priority_class_ref: PriorityClassRef | None = Field(
+        default=None,
+        description="kqueue extension. The class the preemption priority comes from; may change "
+        "while the workload runs. Requires preemptionPriority.",
+    )
+    preemption_priority: Int32 | None = Field(
+        default=None,
+        description="kqueue extension. Priority used when this workload is a preemption "
+        "candidate; never lower than priority. Unset: equal to priority.",
+    )
+    preemptibility: Preemptibility | None = Field(
+        default=None,
+        description="kqueue extension. Preemptible or NonPreemptible. A non-preemptible "
+        "workload is never a victim and is admitted only within nominal quota. Unset: from the "
+        "kqueue.io/preemptibility label of the owner or pods, else from the ClusterQueue's "
+        "preemptiblePriorityThreshold, else preemptible.",
+    )
+
+
+class PodSetAssignment(KBase):
+    """What one pod set was admitted with."""
+
+    name: PodSetName = Field(
+        default=c.DEFAULT_POD_SET_NAME, description="Name of the pod set (one of spec.podSets)."
+    )
+    flavors: dict[ResourceName, Name] = Field(
+        default_factory=dict, description="Flavor assigned to each resource."
+    )
+    resource_usage: ResourceList = Field(
+        default_factory=dict,
+        description="Total resources of all pods of the pod set at admission; quota is charged "
+        "this much. Does not change when quota is reclaimed.",
+    )
+    count: Int32 | None = Field(
+        default=None,
+        ge=0,
+        description="Number of pods admitted (less than spec count under partial admission). "
+        "Unset: spec.podSets[].count.",
+    )
+
+
+class Admission(KBase):
+    """Where and with what the workload holds quota."""
+
+    cluster_queue: Name = Field(description="The ClusterQueue the workload holds quota in.")
+    pod_set_assignments: list[PodSetAssignment] = Field(
+        default_factory=list,
+        max_length=8,
+        description="One assignment per pod set.",
+        json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name"]},
+    )
+
+    def assignment(self, pod_set: str) -> PodSetAssignment | None:
+        for a in self.pod_set_assignments:
+            if a.name == pod_set:
+                return a
+        return None
+
+
+class RequeueState(KBase):
+    """Backoff of a workload evicted for not becoming ready in time."""
+
+    count: Int32 | None = Field(
+        default=None, ge=0, description="Times the workload was requeued; reset on reactivation."
+    )
+    requeue_at: Time | None = Field(
+        default=None, description="When the workload goes back to its queue."
+    )
+
+
+class ReclaimablePod(KBase):
+    """Pods of a pod set whose quota is no longer needed (they finished)."""
+
+    name: PodSetName = Field(description="Name of the pod set.")
+    count: Int32 = Field(ge=0, description="Number of its pods whose quota can be released.")
+
+
+class WorkloadStatus(KBase):
+    """Observed state of a Workload."""
+
+    conditions: list[Condition] = Field(
+        default_factory=list,
+        max_length=16,
+        description="Latest observations (at most 16): QuotaReserved, Admitted, Evicted, "
+        "Preempted, Requeued, PodsReady, Finished, DeactivationTarget.",
+        json_schema_extra=CONDITION_LIST,
+    )
+    admission: Admission | None = Field(
+        default=None,
+        description="Where and with what the workload holds quota. Can be set and cleared, not "
+        "changed.",
+    )
+    requeue_state: RequeueState | None = Field(
+        default=None, description="Backoff state after evictions for a PodsReady timeout."
+    )
+    reclaimable_pods: list[ReclaimablePod] = Field(
+        default_factory=list,
+        max_length=8,
+        description="Per pod set, pods whose quota can be released early. Counts only go up while "
+        "the workload holds quota.",
+        json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name"]},
+    )
+
+
+class Workload(KObject):
+    """Pod sets admitted together or not at all. Namespaced. Usually created by kqueue for a Job
+    or a group of Pods."""
+
+    KIND: ClassVar[str] = "Workload"
+    PLURAL: ClassVar[str] = "workloads"
+    NAMESPACED: ClassVar[bool] = True
+    SHORT_NAMES: ClassVar[tuple[str, ...]] = ("wl",)
+    _omit_if_default: ClassVar[frozenset[str]] = frozenset({"status"})
+
+    kind: Literal["Workload"] = Field(default="Workload", description="Kind of this object: Workload.")
+    spec: WorkloadSpec = Field(description="Desired state of the Workload.")
+    status: WorkloadStatus = Field(
+        default_factory=WorkloadStatus, description="Observed state of the Workload."
+    )
+
+    def condition(self, type_: str) -> Condition | None:
+        return find_condition(self.status.conditions, type_)
+
+    def is_true(self, type_: str) -> bool:
+        return is_condition_true(self.status.conditions, type_)
+
+    @property
+    def has_quota_reservation(self) -> bool:
+        return self.is_true(c.QUOTA_RESERVED)
+
+    @property
+    def is_admitted(self) -> bool:
+        return self.is_true(c.ADMITTED)
+
+    @property
+    def is_finished(self) -> bool:
+        return self.is_true(c.FINISHED)
+
+    @property
+    def priority_value(self) -> int:
+        """Scheduling priority (0 when unset)."""
+        return self.spec.priority or 0
+
+    @property
+    def preemption_priority_value(self) -> int:
+        """Preemption priority (the scheduling priority when unset)."""
+        if self.spec.preemption_priority is None:
+            return self.priority_value
+        return self.spec.preemption_priority
+
+    @property
+    def quota_reserved_at(self) -> datetime | None:
+        """When the current reservation was made (QuotaReserved=True lastTransitionTime)."""
+        cond = self.condition(c.QUOTA_RESERVED)
+        return cond.last_transition_time if cond is not None and cond.is_true else None
+
+    def pod_set(self, name: str) -> PodSet | None:
+        for ps in self.spec.pod_sets:
+            if ps.name == name:
+                return ps
+        return None
