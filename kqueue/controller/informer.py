@@ -1,0 +1,566 @@
+"""Informers: a local, event-driven cache of one kind of Kubernetes object.
+
+An :class:`Informer` lists the objects once, then watches from the list's resourceVersion
+(with bookmarks, so an idle watch still advances its resourceVersion), keeps a :class:`Store`
+keyed by ``namespace/name``, and calls handlers for every add, update and delete. When the
+server answers 410 Gone (the resourceVersion is too old, after a long disconnection or an
+etcd compaction) it lists again and reconciles the store with the list, emitting the adds,
+updates and deletes it missed. Other errors are retried with exponential backoff.
+
+kubernetes-asyncio has watch streams but no informer or cache; this module owns that layer,
+for any resource (core, batch, coordination, CRDs) through the same REST paths, and turns dicts
+into typed objects once, here at the I/O boundary, with the ``converter`` callback.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import random
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator
+from dataclasses import dataclass
+from typing import Any, Generic, Protocol, TypeVar
+
+import aiohttp
+from kubernetes_asyncio.client import ApiClient
+from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_never
+from tenacity.wait import wait_exponential_jitter
+
+from kqueue.controller.clock import Clock, LoopClock
+
+logger = logging.getLogger(__name__)
+
+Obj = dict[str, Any]
+T = TypeVar("T")
+T_contra = TypeVar("T_contra", contravariant=True)
+
+
+@dataclass(frozen=True)
+class Resource:
+    """Where a kind of object lives in the API: ``group/version`` and its plural name."""
+
+    group: str
+    version: str
+    plural: str
+    namespaced: bool = True
+
+    @property
+    def api_version(self) -> str:
+        return f"{self.group}/{self.version}" if self.group else self.version
+
+    def collection_path(self, namespace: str | None = None) -> str:
+        """``/api/v1/namespaces/ns/configmaps``; all namespaces when ``namespace`` is None."""
+        base = f"/apis/{self.group}/{self.version}" if self.group else f"/api/{self.version}"
+        if namespace is not None and self.namespaced:
+            return f"{base}/namespaces/{namespace}/{self.plural}"
+        return f"{base}/{self.plural}"
+
+    def __str__(self) -> str:
+        return f"{self.plural}.{self.group}" if self.group else self.plural
+
+
+CONFIGMAPS = Resource("", "v1", "configmaps")
+SECRETS = Resource("", "v1", "secrets")
+PODS = Resource("", "v1", "pods")
+NAMESPACES = Resource("", "v1", "namespaces", namespaced=False)
+NODES = Resource("", "v1", "nodes", namespaced=False)
+EVENTS = Resource("", "v1", "events")
+JOBS = Resource("batch", "v1", "jobs")
+LEASES = Resource("coordination.k8s.io", "v1", "leases")
+PRIORITY_CLASSES = Resource("scheduling.k8s.io", "v1", "priorityclasses", namespaced=False)
+
+
+def object_key(obj: Obj) -> str:
+    """``namespace/name``, or ``name`` for a cluster-scoped object."""
+    meta = obj.get("metadata") or {}
+    namespace = meta.get("namespace")
+    name = meta.get("name", "")
+    return f"{namespace}/{name}" if namespace else str(name)
+
+
+def as_dict(obj: Obj) -> Obj:
+    """The identity converter: keep objects as the API returned them."""
+    return obj
+
+
+class ApiError(Exception):
+    """A non-success answer from the API server, with its Status reason and message."""
+
+    def __init__(self, *, status: int, reason: str, message: str, what: str) -> None:
+        self.status = status
+        self.reason = reason
+        self.message = message
+        super().__init__(f"{what}: HTTP {status} {reason}: {message}")
+
+    @classmethod
+    def from_status(cls, status_obj: Obj, *, what: str, http_status: int = 0) -> ApiError:
+        code = status_obj.get("code") or http_status
+        return cls(
+            status=int(code) if isinstance(code, int) else http_status,
+            reason=str(status_obj.get("reason", "")),
+            message=str(status_obj.get("message", "")),
+            what=what,
+        )
+
+
+class _Gone(Exception):
+    """410 Gone: the resourceVersion we watch from is no longer available; list again."""
+
+
+# -- handlers ---------------------------------------------------------------------------------
+
+
+class OnAdd(Protocol[T_contra]):
+    def __call__(self, key: str, obj: T_contra, /) -> None: ...
+
+
+class OnUpdate(Protocol[T_contra]):
+    def __call__(self, key: str, old: T_contra, new: T_contra, /) -> None: ...
+
+
+class OnDelete(Protocol[T_contra]):
+    def __call__(self, key: str, obj: T_contra, /) -> None: ...
+
+
+@dataclass(frozen=True)
+class _Handlers(Generic[T]):
+    on_add: OnAdd[T] | None
+    on_update: OnUpdate[T] | None
+    on_delete: OnDelete[T] | None
+
+
+# -- store -------------------------------------------------------------------------------------
+
+
+class Store(Generic[T]):
+    """The informer's cache: objects by key, with optional secondary indexes.
+
+    Read-only for everyone but the informer. Objects must not be mutated by readers: they are
+    shared with every handler and reconciler.
+    """
+
+    def __init__(self) -> None:
+        self._items: dict[str, T] = {}
+        self._versions: dict[str, str] = {}
+        self._index_funcs: dict[str, Callable[[T], Iterable[str]]] = {}
+        self._indexes: dict[str, dict[str, set[str]]] = {}
+
+    def get(self, key: str) -> T | None:
+        return self._items.get(key)
+
+    def get_by_name(self, name: str, namespace: str | None = None) -> T | None:
+        return self._items.get(f"{namespace}/{name}" if namespace else name)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._items
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def __iter__(self) -> Iterator[str]:
+        """Keys, in order."""
+        return iter(sorted(self._items))
+
+    def objects(self, namespace: str | None = None) -> list[T]:
+        """All objects (of one namespace), in key order."""
+        if namespace is None:
+            return [self._items[k] for k in sorted(self._items)]
+        prefix = f"{namespace}/"
+        return [self._items[k] for k in sorted(self._items) if k.startswith(prefix)]
+
+    def resource_version(self, key: str) -> str | None:
+        return self._versions.get(key)
+
+    def add_index(self, name: str, func: Callable[[T], Iterable[str]]) -> None:
+        """Index objects by the values ``func`` returns (e.g. workloads by queue name)."""
+        self._index_funcs[name] = func
+        index: dict[str, set[str]] = {}
+        for key, obj in self._items.items():
+            for value in func(obj):
+                index.setdefault(value, set()).add(key)
+        self._indexes[name] = index
+
+    def by_index(self, name: str, value: str) -> list[T]:
+        keys = self._indexes[name].get(value, set())
+        return [self._items[k] for k in sorted(keys)]
+
+    def _put(self, key: str, obj: T, version: str) -> T | None:
+        old = self._items.get(key)
+        if old is not None:
+            self._unindex(key, old)
+        self._items[key] = obj
+        self._versions[key] = version
+        for name, func in self._index_funcs.items():
+            for value in func(obj):
+                self._indexes[name].setdefault(value, set()).add(key)
+        return old
+
+    def _delete(self, key: str) -> T | None:
+        old = self._items.pop(key, None)
+        self._versions.pop(key, None)
+        if old is not None:
+            self._unindex(key, old)
+        return old
+
+    def _unindex(self, key: str, obj: T) -> None:
+        for name, func in self._index_funcs.items():
+            index = self._indexes[name]
+            for value in func(obj):
+                keys = index.get(value)
+                if keys is not None:
+                    keys.discard(key)
+                    if not keys:
+                        del index[value]
+
+
+# -- informer ----------------------------------------------------------------------------------
+
+
+class Informer(Generic[T]):
+    """List-then-watch cache of one resource, with handlers; run it under a Supervisor.
+
+    ``converter`` turns each API dict into ``T`` once (use :func:`as_dict` to keep dicts). A
+    dict it rejects is logged and left out, never allowed to stop the informer.
+    """
+
+    def __init__(
+        self,
+        api_client: ApiClient,
+        resource: Resource,
+        *,
+        converter: Callable[[Obj], T],
+        namespace: str | None = None,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+        page_size: int = 500,
+        watch_timeout: int = 300,
+        initial_backoff: float = 0.5,
+        max_backoff: float = 30.0,
+        clock: Clock | None = None,
+    ) -> None:
+        self._api = api_client
+        self.resource = resource
+        self._converter = converter
+        self._namespace = namespace
+        self._label_selector = label_selector
+        self._field_selector = field_selector
+        self._page_size = page_size
+        self._watch_timeout = watch_timeout
+        self._initial_backoff = initial_backoff
+        self._max_backoff = max_backoff
+        self._clock = clock if clock is not None else LoopClock()
+        self.store: Store[T] = Store()
+        self._handlers: list[_Handlers[T]] = []
+        self._synced = asyncio.Event()
+        self.resource_version: str | None = None
+        self.lists = 0
+        self.watches = 0
+        # Whether the current round's watches delivered anything; a failure after progress
+        # relists at once, a failure without progress backs off.
+        self._progressed = False
+        self._where = str(resource) + (f" in namespace {namespace}" if namespace else "")
+
+    # -- public API --------------------------------------------------------------------------
+
+    def add_handler(
+        self,
+        *,
+        on_add: OnAdd[T] | None = None,
+        on_update: OnUpdate[T] | None = None,
+        on_delete: OnDelete[T] | None = None,
+    ) -> None:
+        """Register callbacks; objects already in the store are replayed to ``on_add``.
+
+        Callbacks run on the event loop and must be quick and not block: the usual one adds the
+        key to a work queue. An exception in a callback is logged and does not affect others.
+        """
+        handlers = _Handlers(on_add, on_update, on_delete)
+        self._handlers.append(handlers)
+        if on_add is not None:
+            for key in self.store:
+                obj = self.store.get(key)
+                if obj is not None:
+                    self._call(on_add, key, obj)
+
+    @property
+    def has_synced(self) -> bool:
+        """Whether the first list has been loaded into the store and handed to handlers."""
+        return self._synced.is_set()
+
+    async def wait_synced(self) -> None:
+        await self._synced.wait()
+
+    def check(self) -> tuple[bool, str]:
+        """Readiness: synced or not."""
+        if self.has_synced:
+            return True, f"{self._where} synced at resourceVersion {self.resource_version}"
+        return False, f"{self._where} not synced yet"
+
+    async def run(self) -> None:
+        """List and watch until cancelled."""
+        while True:
+            # A fresh retry state per round: the backoff starts over once a watch made progress.
+            retrying = AsyncRetrying(
+                stop=stop_never,
+                wait=wait_exponential_jitter(
+                    multiplier=self._initial_backoff,
+                    max=self._max_backoff,
+                    jitter=self._initial_backoff,
+                ),
+                # Only Exception: cancellation (a BaseException) must end the informer.
+                retry=retry_if_exception(lambda e: isinstance(e, Exception)),
+                before_sleep=self._log_retry,
+                sleep=self._clock.sleep,
+                reraise=True,
+            )
+            async for attempt in retrying:
+                with attempt:
+                    await self._list_and_watch()
+
+    # -- list and watch ------------------------------------------------------------------------
+
+    def _log_retry(self, state: RetryCallState) -> None:
+        exc = state.outcome.exception() if state.outcome is not None else None
+        delay = state.next_action.sleep if state.next_action is not None else 0.0
+        logger.warning(
+            "informer %s: %s; listing again in %.2fs (attempt %d)",
+            self._where,
+            exc,
+            delay,
+            state.attempt_number,
+        )
+
+    async def _list_and_watch(self) -> None:
+        """List, then watch until the watch needs a relist. Returns to reset the backoff."""
+        await self._list()
+        self._progressed = False
+        while True:
+            try:
+                await self._watch()
+            except _Gone:
+                logger.info(
+                    "informer %s: resourceVersion expired (410 Gone); relisting", self._where
+                )
+                return
+            except (aiohttp.ClientError, TimeoutError, ApiError) as exc:
+                if not self._progressed:
+                    raise
+                logger.warning("informer %s: watch failed: %s; relisting", self._where, exc)
+                return
+
+    def _selector_params(self) -> list[tuple[str, str]]:
+        params: list[tuple[str, str]] = []
+        if self._label_selector:
+            params.append(("labelSelector", self._label_selector))
+        if self._field_selector:
+            params.append(("fieldSelector", self._field_selector))
+        return params
+
+    async def _request(
+        self, *, params: list[tuple[str, str]], client_timeout: aiohttp.ClientTimeout
+    ) -> aiohttp.ClientResponse:
+        response: aiohttp.ClientResponse = await self._api.call_api(
+            self.resource.collection_path(self._namespace),
+            "GET",
+            query_params=params,
+            header_params={"Accept": "application/json"},
+            auth_settings=["BearerToken"],
+            _preload_content=False,
+            _request_timeout=client_timeout,
+        )
+        return response
+
+    async def _error_from(self, response: aiohttp.ClientResponse, what: str) -> ApiError:
+        body = await response.read()
+        try:
+            status = json.loads(body)
+        except ValueError:
+            status = None
+        if isinstance(status, dict):
+            return ApiError.from_status(status, what=what, http_status=response.status)
+        return ApiError(
+            status=response.status,
+            reason=response.reason or "",
+            message=body[:500].decode("utf-8", "replace"),
+            what=what,
+        )
+
+    async def _list(self) -> None:
+        items: dict[str, tuple[Obj, str]] = {}
+        params = [*self._selector_params(), ("limit", str(self._page_size))]
+        token: str | None = None
+        list_rv = ""
+        while True:
+            page_params = params + ([("continue", token)] if token else [])
+            response = await self._request(
+                params=page_params, client_timeout=aiohttp.ClientTimeout(total=60)
+            )
+            async with response:
+                if response.status != 200:
+                    raise await self._error_from(response, f"list {self._where}")
+                body = await response.json(content_type=None)
+            metadata = body.get("metadata") or {}
+            list_kind = str(body.get("kind", ""))
+            for item in body.get("items") or []:
+                # List items carry no apiVersion/kind; models built from them usually need both.
+                item.setdefault("apiVersion", body.get("apiVersion", self.resource.api_version))
+                if list_kind.endswith("List"):
+                    item.setdefault("kind", list_kind[: -len("List")])
+                items[object_key(item)] = (item, _rv(item))
+            token = metadata.get("continue") or None
+            if token is None:
+                list_rv = str(metadata.get("resourceVersion", ""))
+                break
+        self.lists += 1
+        self._replace(items)
+        self.resource_version = list_rv
+        if not self._synced.is_set():
+            self._synced.set()
+            logger.info("informer %s: synced %d objects", self._where, len(self.store))
+
+    async def _watch(self) -> None:
+        """One watch request, until the server ends it. Raises _Gone on 410."""
+        assert self.resource_version is not None
+        # Jittered like client-go's reflector, so many informers do not all reconnect at once.
+        server_timeout = int(self._watch_timeout * (1 + random.random()))
+        params = [
+            *self._selector_params(),
+            ("watch", "true"),
+            ("resourceVersion", self.resource_version),
+            ("allowWatchBookmarks", "true"),
+            ("timeoutSeconds", str(server_timeout)),
+        ]
+        # The client-side read timeout only catches a dead connection: the server ends the
+        # stream itself after timeoutSeconds, and bookmarks keep an idle stream alive meanwhile.
+        timeout = aiohttp.ClientTimeout(total=None, sock_connect=30, sock_read=server_timeout + 30)
+        response = await self._request(params=params, client_timeout=timeout)
+        self.watches += 1
+        async with response:
+            if response.status == 410:
+                raise _Gone()
+            if response.status != 200:
+                raise await self._error_from(response, f"watch {self._where}")
+            async for line in _json_lines(response.content):
+                try:
+                    event = json.loads(line)
+                    kind = event["type"]
+                    obj = event["object"]
+                except (ValueError, KeyError, TypeError):
+                    logger.warning(
+                        "informer %s: skipping malformed watch line %r", self._where, line[:200]
+                    )
+                    continue
+                if kind == "ERROR":
+                    status = obj if isinstance(obj, dict) else {}
+                    if status.get("code") == 410:
+                        raise _Gone()
+                    raise ApiError.from_status(status, what=f"watch {self._where}")
+                self._progressed = True
+                self.resource_version = _rv(obj) or self.resource_version
+                if kind == "BOOKMARK":
+                    continue
+                self._apply(kind, obj)
+        # The server closed the stream cleanly (timeoutSeconds): resume from where we are.
+        self._progressed = True
+
+    # -- store updates -------------------------------------------------------------------------
+
+    def _convert(self, obj: Obj) -> T | None:
+        try:
+            return self._converter(obj)
+        except Exception:
+            logger.exception(
+                "informer %s: cannot read %s (resourceVersion %s); ignoring this version",
+                self._where,
+                object_key(obj),
+                _rv(obj),
+            )
+            return None
+
+    def _apply(self, kind: str, raw: Obj) -> None:
+        key = object_key(raw)
+        if kind == "DELETED":
+            old = self.store._delete(key)
+            gone = self._convert(raw) if old is None else old
+            if gone is not None:
+                self._emit_delete(key, gone)
+            return
+        if kind not in ("ADDED", "MODIFIED"):
+            logger.warning(
+                "informer %s: unknown watch event type %r for %s", self._where, kind, key
+            )
+            return
+        obj = self._convert(raw)
+        if obj is None:
+            return
+        old = self.store._put(key, obj, _rv(raw))
+        if old is None:
+            self._emit_add(key, obj)
+        else:
+            self._emit_update(key, old, obj)
+
+    def _replace(self, items: dict[str, tuple[Obj, str]]) -> None:
+        """Make the store equal to a fresh list, emitting what changed since the last one."""
+        for key in [k for k in self.store if k not in items]:
+            old = self.store._delete(key)
+            if old is not None:
+                self._emit_delete(key, old)
+        for key, (raw, version) in sorted(items.items()):
+            if self.store.resource_version(key) == version:
+                continue
+            obj = self._convert(raw)
+            if obj is None:
+                continue
+            old = self.store._put(key, obj, version)
+            if old is None:
+                self._emit_add(key, obj)
+            else:
+                self._emit_update(key, old, obj)
+
+    def _emit_add(self, key: str, obj: T) -> None:
+        for h in self._handlers:
+            if h.on_add is not None:
+                self._call(h.on_add, key, obj)
+
+    def _emit_update(self, key: str, old: T, new: T) -> None:
+        for h in self._handlers:
+            if h.on_update is not None:
+                self._call(h.on_update, key, old, new)
+
+    def _emit_delete(self, key: str, obj: T) -> None:
+        for h in self._handlers:
+            if h.on_delete is not None:
+                self._call(h.on_delete, key, obj)
+
+    def _call(self, handler: Callable[..., None], *args: Any) -> None:
+        try:
+            handler(*args)
+        except Exception:
+            logger.exception("informer %s: handler %r failed for %s", self._where, handler, args[0])
+
+
+def _rv(obj: Obj) -> str:
+    meta = obj.get("metadata") or {}
+    return str(meta.get("resourceVersion", ""))
+
+
+async def _json_lines(stream: aiohttp.StreamReader) -> AsyncIterator[bytes]:
+    """Split a watch stream into lines without aiohttp's per-line size limit.
+
+    ``StreamReader.readline`` refuses lines above its buffer limit (64 KiB by default), and a
+    single large object (a Workload with many pod sets) easily exceeds that.
+    """
+    buffer = bytearray()
+    async for chunk in stream.iter_any():
+        start = len(buffer)
+        buffer += chunk
+        newline = buffer.find(b"\n", start)
+        while newline >= 0:
+            line = bytes(buffer[:newline])
+            del buffer[: newline + 1]
+            if line.strip():
+                yield line
+            newline = buffer.find(b"\n")
+    if buffer.strip():
+        yield bytes(buffer)

@@ -1,0 +1,292 @@
+"""Informer against a scripted API server over real HTTP: list, watch, bookmarks, 410 relist."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+from aiohttp.test_utils import TestServer
+from kubernetes_asyncio.client import ApiClient
+
+from kqueue.controller.informer import CONFIGMAPS, Informer, Resource, as_dict
+from tests.controller.mock_apiserver import (
+    Close,
+    Event,
+    HttpStatus,
+    ListResponse,
+    MockApiServer,
+    RawLine,
+    bookmark,
+    configmap,
+    eventually,
+    gone_event,
+    start,
+)
+
+Obj = dict[str, Any]
+
+
+@dataclass
+class Env:
+    api: MockApiServer
+    client: ApiClient
+    server: TestServer
+
+
+@pytest.fixture
+async def env() -> AsyncIterator[Env]:
+    api = MockApiServer()
+    server, client = await start(api)
+    try:
+        yield Env(api, client, server)
+    finally:
+        await client.close()
+        await server.close()
+
+
+class Recorder:
+    """Handlers that log what they saw as short strings: ``add a@5``, ``update a@5->12``."""
+
+    def __init__(self) -> None:
+        self.seen: list[str] = []
+
+    def on_add(self, key: str, obj: Obj) -> None:
+        self.seen.append(f"add {key}@{obj['metadata']['resourceVersion']}")
+
+    def on_update(self, key: str, old: Obj, new: Obj) -> None:
+        self.seen.append(
+            f"update {key}@{old['metadata']['resourceVersion']}->{new['metadata']['resourceVersion']}"
+        )
+
+    def on_delete(self, key: str, obj: Obj) -> None:
+        self.seen.append(f"delete {key}@{obj['metadata']['resourceVersion']}")
+
+
+def make_informer(env: Env, **kwargs: Any) -> Informer[Obj]:
+    kwargs.setdefault("namespace", "default")
+    return Informer(
+        env.client, CONFIGMAPS, converter=as_dict, initial_backoff=0.01, max_backoff=0.05, **kwargs
+    )
+
+
+@pytest.fixture
+async def running() -> AsyncIterator[list[asyncio.Task[None]]]:
+    tasks: list[asyncio.Task[None]] = []
+    yield tasks
+    for task in tasks:
+        task.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
+
+
+def versions(informer: Informer[Obj]) -> dict[str, str]:
+    return {
+        k: v["metadata"]["resourceVersion"] for k in informer.store if (v := informer.store.get(k))
+    }
+
+
+async def test_list_watch_bookmark_then_gone_relists_and_converges(
+    env: Env, running: list[asyncio.Task[None]]
+) -> None:
+    env.api.lists.extend(
+        [
+            ListResponse(10, [configmap("a", 5), configmap("b", 6)]),
+            # After the 410: b was deleted, c changed and d was created while we were away.
+            ListResponse(20, [configmap("a", 12, v="2"), configmap("c", 18), configmap("d", 19)]),
+        ]
+    )
+    env.api.watches.extend(
+        [
+            [
+                Event("ADDED", configmap("c", 11)),
+                Event("MODIFIED", configmap("a", 12, v="2")),
+                bookmark(15),
+                gone_event(),
+            ],
+            [Event("DELETED", configmap("d", 21))],
+        ]
+    )
+    informer = make_informer(env)
+    rec = Recorder()
+    informer.add_handler(on_add=rec.on_add, on_update=rec.on_update, on_delete=rec.on_delete)
+    assert not informer.has_synced
+    running.append(asyncio.create_task(informer.run()))
+    await asyncio.wait_for(informer.wait_synced(), 5)
+    await eventually(
+        lambda: len(env.api.watch_requests) == 2 and "default/d" not in informer.store,
+        what="the second watch to delete d",
+    )
+
+    assert versions(informer) == {"default/a": "12", "default/c": "18"}
+    # Objects from a list get the apiVersion and kind that list items lack.
+    assert informer.store.get("default/c") == configmap("c", 18)
+    assert rec.seen == [
+        "add default/a@5",
+        "add default/b@6",
+        "add default/c@11",
+        "update default/a@5->12",
+        # relist: only what changed is reported
+        "delete default/b@6",
+        "update default/c@11->18",
+        "add default/d@19",
+        # second watch
+        "delete default/d@19",
+    ]
+    first, second = env.api.watch_requests
+    assert first.path == "/api/v1/namespaces/default/configmaps"
+    assert first.query["resourceVersion"] == "10"
+    assert first.query["allowWatchBookmarks"] == "true"
+    assert int(first.query["timeoutSeconds"]) >= 300
+    assert second.query["resourceVersion"] == "20"
+    assert informer.lists == 2
+
+
+async def test_a_clean_close_resumes_from_the_bookmark_without_relisting(
+    env: Env, running: list[asyncio.Task[None]]
+) -> None:
+    env.api.lists.append(ListResponse(10, [configmap("a", 5)]))
+    env.api.watches.extend(
+        [[bookmark(15), Close()], [Event("MODIFIED", configmap("a", 16)), Close()], []]
+    )
+    informer = make_informer(env)
+    running.append(asyncio.create_task(informer.run()))
+    await eventually(lambda: len(env.api.watch_requests) == 3, what="three watches")
+    assert [r.query["resourceVersion"] for r in env.api.watch_requests] == ["10", "15", "16"]
+    assert informer.lists == 1
+    assert versions(informer) == {"default/a": "16"}
+
+
+async def test_http_410_on_the_watch_request_relists(
+    env: Env, running: list[asyncio.Task[None]]
+) -> None:
+    env.api.lists.extend(
+        [ListResponse(10, [configmap("a", 5)]), ListResponse(30, [configmap("b", 25)])]
+    )
+    env.api.watches.extend([[HttpStatus(410)], []])
+    informer = make_informer(env)
+    running.append(asyncio.create_task(informer.run()))
+    await eventually(lambda: len(env.api.watch_requests) == 2, what="a watch after the relist")
+    assert informer.lists == 2
+    assert versions(informer) == {"default/b": "25"}
+    assert env.api.watch_requests[1].query["resourceVersion"] == "30"
+
+
+async def test_list_errors_back_off_and_recover(
+    env: Env, running: list[asyncio.Task[None]], caplog: pytest.LogCaptureFixture
+) -> None:
+    env.api.lists.extend(
+        [
+            ListResponse(0, [], http_error=500),
+            ListResponse(0, [], http_error=503),
+            ListResponse(10, [configmap("a", 5)]),
+        ]
+    )
+    informer = make_informer(env)
+    assert informer.check()[0] is False
+    with caplog.at_level(logging.WARNING, logger="kqueue.controller.informer"):
+        running.append(asyncio.create_task(informer.run()))
+        await asyncio.wait_for(informer.wait_synced(), 5)
+    assert informer.check()[0] is True
+    assert versions(informer) == {"default/a": "5"}
+    retries = [r.getMessage() for r in caplog.records if "listing again" in r.getMessage()]
+    assert len(retries) == 2
+    assert "configmaps in namespace default" in retries[0] and "500" in retries[0]
+    assert "etcd is sad" in retries[0]
+
+
+async def test_pagination_selectors_and_all_namespaces(
+    env: Env, running: list[asyncio.Task[None]]
+) -> None:
+    items = [configmap(f"cm{i}", 10 + i, namespace=f"ns{i % 2}") for i in range(5)]
+    env.api.lists.append(ListResponse(40, items))
+    informer = Informer(
+        env.client,
+        CONFIGMAPS,
+        converter=as_dict,
+        label_selector="app=kqueue",
+        field_selector="metadata.name!=skip",
+        page_size=2,
+    )
+    running.append(asyncio.create_task(informer.run()))
+    await asyncio.wait_for(informer.wait_synced(), 5)
+    await eventually(lambda: len(env.api.watch_requests) == 1, what="the watch")
+    assert len(informer.store) == 5
+    assert [r.query.get("continue") for r in env.api.list_requests] == [None, "2", "4"]
+    assert all(r.path == "/api/v1/configmaps" for r in env.api.requests)
+    assert all(r.query["labelSelector"] == "app=kqueue" for r in env.api.requests)
+    assert all(r.query["fieldSelector"] == "metadata.name!=skip" for r in env.api.requests)
+    assert env.api.watch_requests[0].query["resourceVersion"] == "40"
+    assert [o["metadata"]["name"] for o in informer.store.objects("ns1")] == ["cm1", "cm3"]
+
+
+@dataclass(frozen=True)
+class ConfigMapModel:
+    name: str
+    size: int
+
+
+def to_model(obj: Obj) -> ConfigMapModel:
+    return ConfigMapModel(name=obj["metadata"]["name"], size=int(obj["data"]["size"]))
+
+
+async def test_converter_runs_once_and_bad_objects_are_skipped(
+    env: Env, running: list[asyncio.Task[None]], caplog: pytest.LogCaptureFixture
+) -> None:
+    big = "x" * 200_000  # one watch line far above aiohttp's 64 KiB readline limit
+    env.api.lists.append(
+        ListResponse(10, [configmap("a", 5, size="1"), configmap("bad", 6, size="NaN?")])
+    )
+    env.api.watches.append(
+        [
+            RawLine(b"this is not json\n"),
+            Event("ADDED", configmap("big", 11, size="3", blob=big)),
+            Event("MODIFIED", configmap("a", 12, size="2")),
+        ]
+    )
+    informer = Informer(env.client, CONFIGMAPS, converter=to_model, namespace="default")
+    informer.store.add_index("size", lambda m: [str(m.size)])
+    running.append(asyncio.create_task(informer.run()))
+    with caplog.at_level(logging.WARNING, logger="kqueue.controller.informer"):
+        await eventually(
+            lambda: informer.store.get("default/a") == ConfigMapModel("a", 2), what="a@12"
+        )
+    assert informer.store.get("default/big") == ConfigMapModel("big", 3)
+    assert "default/bad" not in informer.store
+    assert any("default/bad" in r.getMessage() for r in caplog.records)
+    assert any("malformed watch line" in r.getMessage() for r in caplog.records)
+    assert informer.store.by_index("size", "2") == [ConfigMapModel("a", 2)]
+    assert informer.store.by_index("size", "1") == []
+
+
+async def test_handler_errors_are_contained_and_late_handlers_get_a_replay(
+    env: Env, running: list[asyncio.Task[None]], caplog: pytest.LogCaptureFixture
+) -> None:
+    env.api.lists.append(ListResponse(10, [configmap("a", 5)]))
+    env.api.watches.append([Event("ADDED", configmap("b", 11))])
+    informer = make_informer(env)
+    rec = Recorder()
+
+    def broken(key: str, obj: Obj) -> None:
+        raise RuntimeError(f"cannot handle {key}")
+
+    informer.add_handler(on_add=broken)
+    informer.add_handler(on_add=rec.on_add)
+    with caplog.at_level(logging.ERROR, logger="kqueue.controller.informer"):
+        running.append(asyncio.create_task(informer.run()))
+        await eventually(lambda: len(rec.seen) == 2, what="both adds")
+    assert len([r for r in caplog.records if "handler" in r.getMessage()]) == 2
+    late = Recorder()
+    informer.add_handler(on_add=late.on_add)
+    assert late.seen == ["add default/a@5", "add default/b@11"]
+
+
+def test_resource_paths() -> None:
+    workloads = Resource("kqueue.io", "v1alpha1", "workloads")
+    assert workloads.collection_path("team") == "/apis/kqueue.io/v1alpha1/namespaces/team/workloads"
+    assert workloads.collection_path() == "/apis/kqueue.io/v1alpha1/workloads"
+    nodes = Resource("", "v1", "nodes", namespaced=False)
+    assert nodes.collection_path("ignored") == "/api/v1/nodes"
+    assert str(workloads) == "workloads.kqueue.io"
