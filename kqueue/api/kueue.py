@@ -116,7 +116,9 @@ def convert_keys(
         elif key.startswith(KUEUE_GROUP + "/"):
             if key not in _SILENT_KEYS:
                 warnings.append(
-                    ConversionWarning(f"{path}[{key}]", "Kueue-specific key has no kqueue meaning; dropped")
+                    ConversionWarning(
+                        f"{path}[{key}]", "Kueue-specific key has no kqueue meaning; dropped"
+                    )
                 )
         else:
             out[key] = value

@@ -46,6 +46,9 @@ def register(name: str, module: str, attr: str) -> None:
     _SUBCOMMANDS[name] = (module, attr)
 
 
+register("convert", "kqueue.cli.convert", "convert")
+
+
 def main() -> None:
     cli(prog_name="kqueue")
 

@@ -70,7 +70,9 @@ def test_unknown_priority_source_is_reported() -> None:
     doc["spec"]["priorityClassSource"] = "example.com/other"
     out, warnings = from_kueue(doc)
     assert "priorityClassRef" not in out["spec"]
-    assert any(w.path == "spec.priorityClassSource" and "example.com/other" in w.message for w in warnings)
+    assert any(
+        w.path == "spec.priorityClassSource" and "example.com/other" in w.message for w in warnings
+    )
 
 
 def test_v1beta1_local_queue_status_rename() -> None:
@@ -114,7 +116,10 @@ def test_v1alpha1_cohort_parent() -> None:
 @pytest.mark.parametrize(
     ("doc", "needle"),
     [
-        ({"apiVersion": "kueue.x-k8s.io/v1beta1", "kind": "AdmissionCheck"}, "no kqueue equivalent"),
+        (
+            {"apiVersion": "kueue.x-k8s.io/v1beta1", "kind": "AdmissionCheck"},
+            "no kqueue equivalent",
+        ),
         ({"apiVersion": "kueue.x-k8s.io/v9", "kind": "ClusterQueue"}, "unsupported Kueue version"),
     ],
 )
