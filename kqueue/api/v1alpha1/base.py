@@ -100,7 +100,9 @@ def kerror(kind: str, message: str, allowed: str, **context: Any) -> PydanticCus
 # --- Names -------------------------------------------------------------------------------------
 
 DNS1123_LABEL_PATTERN: Final = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
-DNS1123_SUBDOMAIN_PATTERN: Final = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
+DNS1123_SUBDOMAIN_PATTERN: Final = (
+    r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
+)
 _LABEL_RE: Final = re.compile(DNS1123_LABEL_PATTERN)
 _SUBDOMAIN_RE: Final = re.compile(DNS1123_SUBDOMAIN_PATTERN)
 # A qualified name (label keys, resource names): [prefix/]name, name <= 63 of [A-Za-z0-9-_.],
@@ -148,7 +150,9 @@ def is_label_value(value: str) -> bool:
 
 def _check_subdomain(value: str) -> str:
     if not is_dns1123_subdomain(value):
-        raise kerror("dns1123_subdomain", "{got} is not a valid name", SUBDOMAIN_ALLOWED, got=repr(value))
+        raise kerror(
+            "dns1123_subdomain", "{got} is not a valid name", SUBDOMAIN_ALLOWED, got=repr(value)
+        )
     return value
 
 
@@ -161,7 +165,10 @@ def _check_label(value: str) -> str:
 def _check_qualified_name(value: str) -> str:
     if not is_qualified_name(value):
         raise kerror(
-            "qualified_name", "{got} is not a valid resource name", QUALIFIED_NAME_ALLOWED, got=repr(value)
+            "qualified_name",
+            "{got} is not a valid resource name",
+            QUALIFIED_NAME_ALLOWED,
+            got=repr(value),
         )
     return value
 
@@ -196,7 +203,10 @@ INT32_MAX: Final = 2**31 - 1
 def _check_int32(value: int) -> int:
     if not INT32_MIN <= value <= INT32_MAX:
         raise kerror(
-            "int32", "{got} is out of range", f"an integer from {INT32_MIN} to {INT32_MAX}", got=value
+            "int32",
+            "{got} is out of range",
+            f"an integer from {INT32_MIN} to {INT32_MAX}",
+            got=value,
         )
     return value
 
@@ -231,7 +241,9 @@ def _to_quantity(value: object) -> Quantity:
     try:
         return Quantity.coerce(value)
     except QuantityError:
-        raise kerror("quantity", "{got} is not a quantity", ALLOWED_FORMS, got=repr(value)) from None
+        raise kerror(
+            "quantity", "{got} is not a quantity", ALLOWED_FORMS, got=repr(value)
+        ) from None
 
 
 QuantityValue = Annotated[

@@ -124,6 +124,14 @@ def _got(value: Any) -> str:
     return text if len(text) <= 80 else text[:77] + "..."
 
 
+def _count(value: Any, actual: Any) -> str:
+    if isinstance(actual, int):
+        return f", got {actual}"
+    if isinstance(value, dict | list):
+        return f", got {len(value)}"
+    return ""
+
+
 def _describe(err: Any, parent: type[BaseModel] | None) -> tuple[str, str]:
     """Message and allowed values for one pydantic error."""
     kind: str = err["type"]
@@ -147,12 +155,12 @@ def _describe(err: Any, parent: type[BaseModel] | None) -> tuple[str, str]:
         return f"must be a list, got {_got(value)}", "a list"
     if kind in ("dict_type", "model_type", "model_attributes_type"):
         return f"must be an object (a mapping), got {_got(value)}", "an object"
-    if kind == "too_short":
-        n = ctx.get("min_length")
-        return f"must have at least {n} item(s), got {ctx.get('actual_length')}", f"at least {n}"
-    if kind == "too_long":
-        n = ctx.get("max_length")
-        return f"must have at most {n} item(s), got {ctx.get('actual_length')}", f"at most {n}"
+    if kind in ("too_short", "too_long"):
+        least = kind == "too_short"
+        n = ctx.get("min_length" if least else "max_length")
+        got = _count(value, ctx.get("actual_length"))
+        bound = f"at least {n}" if least else f"at most {n}"
+        return f"must have {bound} {'entry' if n == 1 else 'entries'}{got}", bound
     if kind == "string_too_short":
         n = ctx.get("min_length")
         return ("must not be empty" if n == 1 else f"must be at least {n} characters"), (

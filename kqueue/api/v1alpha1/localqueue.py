@@ -19,7 +19,9 @@ class LocalQueueSpec(KBase):
         default=None,
         description="The ClusterQueue this queue submits to. Cannot be changed.",
         json_schema_extra={
-            "x-kubernetes-validations": [{"rule": "self == oldSelf", "message": "field is immutable"}]
+            "x-kubernetes-validations": [
+                {"rule": "self == oldSelf", "message": "field is immutable"}
+            ]
         },
     )
     stop_policy: StopPolicy = Field(default="None", description=STOP_POLICY_DESCRIPTION)

@@ -53,7 +53,8 @@ class ObjectMeta(KBase):
         description="Opaque version of the object, for optimistic concurrency and watches.",
     )
     generation: Int64 | None = Field(
-        default=None, description="Sequence number of the desired state (spec), set by the API server."
+        default=None,
+        description="Sequence number of the desired state (spec), set by the API server.",
     )
     creation_timestamp: Time | None = Field(
         default=None,

@@ -14,9 +14,12 @@ from kqueue.api.v1alpha1.localqueue import LocalQueue
 from kqueue.api.v1alpha1.meta import KObject
 from kqueue.api.v1alpha1.priorityclass import WorkloadPriorityClass
 from kqueue.api.v1alpha1.resourceflavor import ResourceFlavor
+from kqueue.api.v1alpha1.validation import validate as validate_object
 from kqueue.api.v1alpha1.workload import Workload
 
-KQueueObject = ResourceFlavor | ClusterQueue | Cohort | LocalQueue | WorkloadPriorityClass | Workload
+KQueueObject = (
+    ResourceFlavor | ClusterQueue | Cohort | LocalQueue | WorkloadPriorityClass | Workload
+)
 
 # In dependency order: what a manifest should create first.
 KINDS: Final[dict[str, type[KObject]]] = {
@@ -68,8 +71,6 @@ def parse_object(doc: Any, *, validate: bool = True) -> KQueueObject:
         obj, ResourceFlavor | ClusterQueue | Cohort | LocalQueue | WorkloadPriorityClass | Workload
     )
     if validate:
-        from kqueue.api.v1alpha1.validation import validate as validate_object
-
         errors = validate_object(obj)
         if errors:
             raise ValidationFailed(errors)

@@ -107,9 +107,7 @@ class NodeSelectorTerm(KBase):
 class NodeSelector(KBase):
     """A set of node selector terms; a node matches if any term matches."""
 
-    node_selector_terms: list[NodeSelectorTerm] = Field(
-        description="The terms, ORed together."
-    )
+    node_selector_terms: list[NodeSelectorTerm] = Field(description="The terms, ORed together.")
 
 
 class NodeAffinity(_Open):

@@ -262,7 +262,9 @@ class Workload(KObject):
     SHORT_NAMES: ClassVar[tuple[str, ...]] = ("wl",)
     _omit_if_default: ClassVar[frozenset[str]] = frozenset({"status"})
 
-    kind: Literal["Workload"] = Field(default="Workload", description="Kind of this object: Workload.")
+    kind: Literal["Workload"] = Field(
+        default="Workload", description="Kind of this object: Workload."
+    )
     spec: WorkloadSpec = Field(description="Desired state of the Workload.")
     status: WorkloadStatus = Field(
         default_factory=WorkloadStatus, description="Observed state of the Workload."
