@@ -193,3 +193,92 @@ async def eventually(
                 await asyncio.sleep(0.01)
     except TimeoutError:
         raise AssertionError(f"timed out after {within}s waiting for {what}") from None
+
+
+@dataclass
+class LeaseApiServer:
+    """Leases with the API server's optimistic concurrency: a write with a stale
+    resourceVersion gets 409 Conflict. Clients whose User-Agent is in ``partitioned`` get 503,
+    as if the network between them and the server were down."""
+
+    leases: dict[tuple[str, str], Obj] = field(default_factory=dict)
+    partitioned: set[str] = field(default_factory=set)
+    writes: list[tuple[str, Obj]] = field(default_factory=list)
+    _rv: int = 100
+
+    def app(self) -> web.Application:
+        app = web.Application()
+        base = "/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases"
+        app.router.add_post(base, self._create)
+        app.router.add_get(base + "/{name}", self._get)
+        app.router.add_put(base + "/{name}", self._replace)
+        return app
+
+    def holder(self, namespace: str, name: str) -> str | None:
+        lease = self.leases.get((namespace, name))
+        return None if lease is None else lease["spec"].get("holderIdentity")
+
+    def _blocked(self, request: web.Request) -> web.Response | None:
+        if request.headers.get("User-Agent") in self.partitioned:
+            return web.json_response(status(503, "ServiceUnavailable", "partitioned"), status=503)
+        return None
+
+    def _next_rv(self) -> str:
+        self._rv += 1
+        return str(self._rv)
+
+    async def _get(self, request: web.Request) -> web.Response:
+        if (blocked := self._blocked(request)) is not None:
+            return blocked
+        lease = self.leases.get((request.match_info["namespace"], request.match_info["name"]))
+        if lease is None:
+            return web.json_response(status(404, "NotFound", "leases not found"), status=404)
+        return web.json_response(lease)
+
+    async def _create(self, request: web.Request) -> web.Response:
+        if (blocked := self._blocked(request)) is not None:
+            return blocked
+        body = await request.json()
+        key = (request.match_info["namespace"], body["metadata"]["name"])
+        if key in self.leases:
+            return web.json_response(status(409, "AlreadyExists", "already exists"), status=409)
+        body["metadata"] = {
+            **body["metadata"],
+            "namespace": key[0],
+            "resourceVersion": self._next_rv(),
+        }
+        self.leases[key] = body
+        self.writes.append(("create", body))
+        return web.json_response(body, status=201)
+
+    async def _replace(self, request: web.Request) -> web.Response:
+        if (blocked := self._blocked(request)) is not None:
+            return blocked
+        body = await request.json()
+        key = (request.match_info["namespace"], request.match_info["name"])
+        current = self.leases.get(key)
+        if current is None:
+            return web.json_response(status(404, "NotFound", "leases not found"), status=404)
+        if body["metadata"].get("resourceVersion") != current["metadata"]["resourceVersion"]:
+            return web.json_response(
+                status(409, "Conflict", "the object has been modified"), status=409
+            )
+        body["metadata"] = {**body["metadata"], "resourceVersion": self._next_rv()}
+        self.leases[key] = body
+        self.writes.append(("replace", body))
+        return web.json_response(body)
+
+
+async def start_app(
+    app: web.Application, user_agents: list[str]
+) -> tuple[TestServer, list[ApiClient]]:
+    """Serve ``app`` and make one ApiClient per user agent."""
+    test_server = TestServer(app)
+    await test_server.start_server()
+    clients = []
+    for agent in user_agents:
+        config = Configuration(host=str(test_server.make_url("")).rstrip("/"))
+        client = ApiClient(configuration=config)
+        client.user_agent = agent
+        clients.append(client)
+    return test_server, clients
