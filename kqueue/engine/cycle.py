@@ -1,0 +1,283 @@
+"""One scheduling cycle, step by step as Kueue's ``scheduler.schedule``.
+
+1. Heads: at most one head per active ClusterQueue.
+2. Snapshot of the cache.
+3. Nominate: flavor assignment (and preemption targets) per head.
+4. Order: not borrowing before borrowing (lower borrowing height first), higher priority, earlier
+   queue-order timestamp; UID and key break ties so the order is deterministic.
+5. Process in order, re-checking each entry against what the cycle already did.
+6. Requeue what was not admitted, with the reason that decides whether it waits for an event.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from datetime import datetime
+
+from .cache import Cache
+from .explain import PendingDetails, details_of
+from .nominate import Entry, Status, nominate
+from .preemption import Preemptor, preemption_message
+from .queue import QueueManager
+from .snapshot import ClusterQueueSnapshot, Snapshot
+from .types import (
+    Admission,
+    ClusterQueueName,
+    EvictionReason,
+    Mode,
+    PendingReason,
+    PodSetAssignment,
+    PreemptionReason,
+    RequeueReason,
+    Usage,
+    WorkloadKey,
+)
+from .workload import AdmittedWorkload
+
+# -- decisions --------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Admit:
+    """Reserve quota for ``workload``: write ``admission`` to its status."""
+
+    workload: WorkloadKey
+    cluster_queue: ClusterQueueName
+    admission: Admission
+    usage: Usage
+    # Borrowing height (0: within the ClusterQueue's nominal quota).
+    borrowing: int
+
+    @property
+    def pod_sets(self) -> tuple[PodSetAssignment, ...]:
+        return self.admission.pod_sets
+
+
+@dataclass(frozen=True, slots=True)
+class Preempt:
+    """Evict ``victim`` (reason ``Preempted``) so that ``preemptor`` fits."""
+
+    victim: WorkloadKey
+    preemptor: WorkloadKey
+    cluster_queue: ClusterQueueName
+    reason: PreemptionReason
+    message: str
+
+
+@dataclass(frozen=True, slots=True)
+class Evict:
+    """Evict ``workload`` for a reason other than preemption (stop policies, deactivation)."""
+
+    workload: WorkloadKey
+    cluster_queue: ClusterQueueName
+    reason: EvictionReason
+    message: str
+
+
+@dataclass(frozen=True, slots=True)
+class Pending:
+    """``workload`` stays pending: ``QuotaReserved=False`` with ``reason`` and ``message``."""
+
+    workload: WorkloadKey
+    cluster_queue: ClusterQueueName | None
+    reason: PendingReason
+    message: str
+    details: PendingDetails
+
+
+@dataclass(frozen=True, slots=True)
+class Requeued:
+    workload: WorkloadKey
+    cluster_queue: ClusterQueueName
+    reason: RequeueReason
+    # False when parked until an event (BestEffortFIFO inadmissible).
+    active: bool
+
+
+@dataclass(frozen=True, slots=True)
+class CycleResult:
+    cycle: int
+    now: datetime
+    admitted: tuple[Admit, ...] = ()
+    preempted: tuple[Preempt, ...] = ()
+    evicted: tuple[Evict, ...] = ()
+    pending: tuple[Pending, ...] = ()
+    requeued: tuple[Requeued, ...] = ()
+    heads: int = 0
+
+    def is_empty(self) -> bool:
+        return not (self.admitted or self.preempted or self.evicted or self.pending)
+
+
+# -- the cycle --------------------------------------------------------------------------------
+
+
+def _order_key(e: Entry) -> tuple[int, int, datetime, str, str]:
+    return (e.borrowing(), -e.info.priority, e.info.order_time(), e.info.uid, e.info.key)
+
+
+def _resources_to_reserve(e: Entry, cq: ClusterQueueSnapshot) -> Usage:
+    """Quota a Preempt entry without victims holds back this cycle (quotaResourcesToReserve).
+
+    Without it, lower entries of the cohort could take the quota this entry waits for.
+    Clamped at zero: a ClusterQueue already past its limits reserves nothing more.
+    """
+    assert e.assignment is not None
+    out: Usage = {}
+    for fr, amount in e.assignment.usage.items():
+        q = cq.resources.quota(fr)
+        used = cq.usage_of(fr)
+        if e.assignment.borrowing > 0:
+            if q.borrowing_limit is None:
+                reserved = amount
+            else:
+                reserved = min(amount, q.nominal + q.borrowing_limit - used)
+        else:
+            reserved = min(amount, q.nominal - used)
+        if reserved > 0:
+            out[fr] = reserved
+    return out
+
+
+@dataclass(slots=True)
+class _Cycle:
+    now: datetime
+    cache: Cache
+    snapshot: Snapshot
+    preemptor: Preemptor
+    preempted: dict[WorkloadKey, AdmittedWorkload]
+    admitted: list[Admit]
+    preemptions: list[Preempt]
+
+    def process(self, e: Entry) -> None:
+        assert e.assignment is not None
+        cq = self.snapshot.cluster_queues[e.cluster_queue]
+        mode = e.mode()
+        if mode == Mode.NO_FIT:
+            e.requeue_reason = RequeueReason.NO_FIT
+            e.reason = e.assignment.no_fit_reason or PendingReason.WAITING_FOR_QUOTA
+            return
+        if mode == Mode.PREEMPT and not e.targets:
+            e.requeue_reason = RequeueReason.PREEMPTION_NO_CANDIDATES
+            e.reason = PendingReason.WAITING_FOR_QUOTA
+            if not cq.can_always_reclaim():
+                cq.add_usage(_resources_to_reserve(e, cq))
+            return
+        if any(t.workload.key in self.preempted for t in e.targets):
+            self._skip(e, "Workload has overlapping preemption targets with another workload")
+            return
+        victims = [*self.preempted.values(), *(t.workload for t in e.targets)]
+        restore = self.snapshot.simulate_removal(victims)
+        fits = cq.fits(e.assignment.usage, within_nominal=e.non_preemptible)
+        restore()
+        if not fits:
+            self._skip(e, "Workload no longer fits after processing another workload")
+            return
+        for t in e.targets:
+            self.preempted[t.workload.key] = t.workload
+        cq.add_usage(e.assignment.usage)
+        if mode == Mode.PREEMPT:
+            self._issue_preemptions(e)
+            return
+        e.status = Status.NOMINATED
+        self._admit(e)
+
+    def _skip(self, e: Entry, message: str) -> None:
+        e.status = Status.SKIPPED
+        e.message = message
+        e.reason = PendingReason.WAITING_FOR_QUOTA
+
+    def _issue_preemptions(self, e: Entry) -> None:
+        for t in e.targets:
+            if t.workload.key in self.cache.evicting:
+                continue  # already leaving: never evicted twice
+            self.cache.evicting.add(t.workload.key)
+            self.preemptions.append(
+                Preempt(
+                    victim=t.workload.key,
+                    preemptor=e.info.key,
+                    cluster_queue=t.workload.cluster_queue,
+                    reason=t.reason,
+                    message=preemption_message(e.info, t.reason),
+                )
+            )
+        e.reason = PendingReason.WAITING_FOR_PREEMPTED_WORKLOADS
+        e.requeue_reason = RequeueReason.PENDING_PREEMPTION
+        e.message += f". Pending the preemption of {len(e.targets)} workload(s)"
+
+    def _admit(self, e: Entry) -> None:
+        assert e.assignment is not None
+        pod_sets = tuple(
+            PodSetAssignment(
+                name=ps.name,
+                flavors={r: c.flavor for r, c in sorted(ps.flavors.items())},
+                resource_usage={r: ps.requests[r] for r in sorted(ps.flavors)},
+                count=ps.count,
+            )
+            for ps in e.assignment.pod_sets
+        )
+        admission = Admission(e.cluster_queue, pod_sets, reserved_at=self.now)
+        self.cache.add_workload(AdmittedWorkload.of(e.info, admission, assumed=True))
+        e.status = Status.ASSUMED
+        self.admitted.append(
+            Admit(
+                workload=e.info.key,
+                cluster_queue=e.cluster_queue,
+                admission=admission,
+                usage=dict(e.assignment.usage),
+                borrowing=e.assignment.borrowing,
+            )
+        )
+
+
+def run_cycle(
+    *,
+    number: int,
+    now: datetime,
+    cache: Cache,
+    queues: QueueManager,
+    preemptor: Preemptor,
+    namespace_labels: Callable[[str], Mapping[str, str]],
+) -> CycleResult:
+    """Run one cycle."""
+    # 1. Heads.
+    active = {name for name in queues.queues if cache.inactive(name) is None}
+    heads = queues.heads(active)
+    if not heads:
+        return CycleResult(cycle=number, now=now)
+    # 2. Snapshot.
+    snapshot = cache.snapshot()
+    # 3. Nominate.
+    entries, inadmissible = nominate(heads, snapshot, preemptor, namespace_labels)
+    # 4. Order.
+    entries.sort(key=_order_key)
+    # 5. Process.
+    cycle = _Cycle(now, cache, snapshot, preemptor, {}, [], [])
+    for e in entries:
+        cycle.process(e)
+    # 6. Requeue.
+    pending: list[Pending] = []
+    requeued: list[Requeued] = []
+    for e in [*entries, *inadmissible]:
+        if e.status == Status.ASSUMED:
+            queues.delete(e.info.key)
+            continue
+        if e.status != Status.NOT_NOMINATED and e.requeue_reason == RequeueReason.GENERIC:
+            e.requeue_reason = RequeueReason.FAILED_AFTER_NOMINATION
+        active_again = queues.requeue(e.info, e.cluster_queue, e.requeue_reason)
+        requeued.append(Requeued(e.info.key, e.cluster_queue, e.requeue_reason, active_again))
+        reason = e.reason or PendingReason.WAITING_FOR_QUOTA
+        targets = tuple(t.workload.key for t in e.targets)
+        details = details_of(reason, e.message, e.cluster_queue, e.assignment, targets)
+        pending.append(Pending(e.info.key, e.cluster_queue, reason, e.message, details))
+    result = CycleResult(
+        cycle=number,
+        now=now,
+        admitted=tuple(cycle.admitted),
+        preempted=tuple(cycle.preemptions),
+        pending=tuple(sorted(pending, key=lambda p: p.workload)),
+        requeued=tuple(sorted(requeued, key=lambda r: r.workload)),
+        heads=len(heads),
+    )
+    return result

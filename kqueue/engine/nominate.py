@@ -1,0 +1,135 @@
+"""Nomination: for each head, the checks that need no quota, then its flavor assignment.
+
+Kueue's ``nominate`` and ``getInitialAssignments``: a head in a missing or inactive ClusterQueue,
+or in a namespace outside its ``namespaceSelector``, pends at once; otherwise the full counts are
+tried; ``Preempt`` asks the preemptor for victims; when neither works and pod sets have
+``minCount``, partial admission looks for smaller counts that fit or can preempt.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+from .assignment import Assignment
+from .flavor import FlavorAssigner
+from .partial import reduce_counts
+from .preemption import PreemptionOracle, Preemptor, Target
+from .selectors import selector_matches
+from .snapshot import ClusterQueueSnapshot, Snapshot
+from .types import (
+    ClusterQueueName,
+    Mode,
+    PendingReason,
+    Preemptibility,
+    RequeueReason,
+)
+from .workload import WorkloadInfo
+
+
+class Status(StrEnum):
+    NOT_NOMINATED = "notNominated"
+    NOMINATED = "nominated"
+    SKIPPED = "skipped"
+    ASSUMED = "assumed"
+
+
+@dataclass(slots=True)
+class Entry:
+    """A head being considered in this cycle."""
+
+    info: WorkloadInfo
+    cluster_queue: ClusterQueueName
+    assignment: Assignment | None = None
+    targets: list[Target] = field(default_factory=list)
+    status: Status = Status.NOT_NOMINATED
+    reason: PendingReason | None = None
+    message: str = ""
+    requeue_reason: RequeueReason = RequeueReason.GENERIC
+    non_preemptible: bool = False
+
+    def mode(self) -> Mode:
+        return Mode.NO_FIT if self.assignment is None else self.assignment.mode()
+
+    def borrowing(self) -> int:
+        return 0 if self.assignment is None else self.assignment.borrowing
+
+
+NAMESPACE_MISMATCH = "workload namespace doesn't match ClusterQueue selector"
+
+
+def nominate(
+    heads: list[tuple[WorkloadInfo, ClusterQueueName]],
+    snapshot: Snapshot,
+    preemptor: Preemptor,
+    namespace_labels: Callable[[str], Mapping[str, str]],
+) -> tuple[list[Entry], list[Entry]]:
+    """Entries to process, and entries already known to be inadmissible."""
+    oracle = preemptor.oracle(snapshot)
+    entries: list[Entry] = []
+    inadmissible: list[Entry] = []
+    for info, cq_name in heads:
+        e = Entry(info, cq_name)
+        cq = snapshot.cluster_queue(cq_name)
+        if cq is None:
+            e.reason = PendingReason.MISCONFIGURED
+            e.message = f"ClusterQueue {cq_name} doesn't exist"
+        elif cq.inactive is not None:
+            e.reason = cq.inactive.reason
+            e.message = cq.inactive.message
+        elif not selector_matches(cq.spec.namespace_selector, namespace_labels(info.obj.namespace)):
+            e.reason = PendingReason.MISCONFIGURED
+            e.message = NAMESPACE_MISMATCH
+            e.requeue_reason = RequeueReason.NAMESPACE_MISMATCH
+        else:
+            threshold = cq.spec.preemption.preemptible_priority_threshold
+            e.non_preemptible = info.preemptibility(threshold) == Preemptibility.NON_PREEMPTIBLE
+            e.assignment, e.targets = assignments(
+                info, cq, snapshot, preemptor, oracle, non_preemptible=e.non_preemptible
+            )
+            e.message = e.assignment.message()
+            entries.append(e)
+            continue
+        inadmissible.append(e)
+    return entries, inadmissible
+
+
+def assignments(
+    info: WorkloadInfo,
+    cq: ClusterQueueSnapshot,
+    snapshot: Snapshot,
+    preemptor: Preemptor,
+    oracle: PreemptionOracle,
+    *,
+    non_preemptible: bool,
+) -> tuple[Assignment, list[Target]]:
+    """The assignment to try this cycle and its preemption targets (Kueue's getAssignments)."""
+    assigner = FlavorAssigner(
+        info, cq, snapshot.flavors, oracle, non_preemptible=non_preemptible
+    )
+    full = assigner.assign()
+    mode = full.mode()
+    if mode == Mode.FIT:
+        return full, []
+    if mode == Mode.PREEMPT:
+        targets = preemptor.get_targets(info, full, snapshot)
+        if targets:
+            return full, targets
+    if info.obj.can_be_partially_admitted():
+
+        def fits(counts: tuple[int, ...]) -> tuple[Assignment, list[Target]] | None:
+            a = assigner.assign(counts)
+            m = a.mode()
+            if m == Mode.FIT:
+                return a, []
+            if m == Mode.PREEMPT:
+                t = preemptor.get_targets(info, a, snapshot)
+                if t:
+                    return a, t
+            return None
+
+        found = reduce_counts(info.pod_sets, fits)
+        if found is not None:
+            return found
+    return full, []

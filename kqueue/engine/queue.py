@@ -1,0 +1,348 @@
+"""Pending workloads: one queue per ClusterQueue, fed through LocalQueues.
+
+Each ClusterQueue queue is a heap ordered as Kueue orders it (higher priority, then earlier
+queue-order timestamp, then UID), so taking the heads of all ClusterQueues costs
+O(#ClusterQueues log n), independent of how many workloads wait behind them. Removals are lazy
+(a version per entry), so updates are O(log n) too.
+
+Kueue's two strategies differ only in what happens to a head that could not be admitted:
+
+* ``StrictFIFO`` puts it straight back: it stays the head and blocks the queue;
+* ``BestEffortFIFO`` parks it as *inadmissible* until an event that can change the outcome moves
+  it back (``queue_inadmissible``), so the workloads behind it get their turn. Heads that were
+  only skipped in the cycle, or that wait for their preemptions, go back at once; a preemptor
+  waiting for its victims stays at the head.
+
+Workloads that cannot be queued at all (deactivated, LocalQueue missing or stopped, ClusterQueue
+missing, requeue backoff running) are kept aside with the reason, and placed when that changes.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import datetime
+
+from .types import (
+    ClusterQueueName,
+    LocalQueueKey,
+    LocalQueueSpec,
+    PendingReason,
+    QueueingStrategy,
+    RequeueReason,
+    StopPolicy,
+    WorkloadKey,
+)
+from .workload import WorkloadInfo
+
+_SortKey = tuple[int, datetime, str, str]
+
+
+@dataclass(frozen=True, slots=True)
+class Blocked:
+    """Why a pending workload is not in any ClusterQueue queue."""
+
+    reason: PendingReason
+    message: str
+
+
+class ClusterQueueQueue:
+    """The pending workloads of one ClusterQueue."""
+
+    def __init__(self, name: ClusterQueueName, strategy: QueueingStrategy) -> None:
+        self.name = name
+        self.strategy = strategy
+        self._heap: list[tuple[_SortKey, int, WorkloadKey]] = []
+        self._active: dict[WorkloadKey, tuple[int, WorkloadInfo]] = {}
+        self.inadmissible: dict[WorkloadKey, WorkloadInfo] = {}
+        # A BestEffortFIFO preemptor waiting for its victims stays at the head (Kueue #6929).
+        self.sticky: WorkloadKey | None = None
+        self._version = 0
+
+    def __len__(self) -> int:
+        return len(self._active) + len(self.inadmissible)
+
+    def __contains__(self, key: WorkloadKey) -> bool:
+        return key in self._active or key in self.inadmissible
+
+    def active_count(self) -> int:
+        return len(self._active)
+
+    def _push_active(self, info: WorkloadInfo) -> None:
+        self._version += 1
+        self._active[info.key] = (self._version, info)
+        heapq.heappush(self._heap, (info.queue_key(), self._version, info.key))
+        if len(self._heap) > 2 * len(self._active) + 64:
+            self._compact()
+
+    def _compact(self) -> None:
+        self._heap = [
+            (info.queue_key(), version, key) for key, (version, info) in self._active.items()
+        ]
+        heapq.heapify(self._heap)
+
+    def push_or_update(self, info: WorkloadInfo) -> None:
+        """Add or update a workload; a parked one stays parked unless it changed."""
+        old = self.inadmissible.get(info.key)
+        if old is not None:
+            if old == info:
+                return
+            del self.inadmissible[info.key]
+        self._push_active(info)
+
+    def delete(self, key: WorkloadKey) -> None:
+        self._active.pop(key, None)
+        self.inadmissible.pop(key, None)
+        if self.sticky == key:
+            self.sticky = None
+
+    def pop(self) -> WorkloadInfo | None:
+        if self.sticky is not None and self.sticky in self._active:
+            _, info = self._active.pop(self.sticky)
+            return info
+        while self._heap:
+            _, version, key = heapq.heappop(self._heap)
+            current = self._active.get(key)
+            if current is not None and current[0] == version:
+                del self._active[key]
+                return current[1]
+        return None
+
+    def requeue(self, info: WorkloadInfo, reason: RequeueReason) -> bool:
+        """Put back a head that was not admitted; returns whether it is active (not parked)."""
+        if reason == RequeueReason.PENDING_PREEMPTION:
+            self.sticky = info.key if self.strategy == QueueingStrategy.BEST_EFFORT_FIFO else None
+        elif self.sticky == info.key:
+            self.sticky = None
+        if self.strategy == QueueingStrategy.STRICT_FIFO:
+            immediate = reason != RequeueReason.NAMESPACE_MISMATCH
+        else:
+            immediate = reason in (
+                RequeueReason.FAILED_AFTER_NOMINATION,
+                RequeueReason.PENDING_PREEMPTION,
+            )
+        if info.key in self:
+            return info.key in self._active
+        if immediate:
+            self._push_active(info)
+            return True
+        self.inadmissible[info.key] = info
+        return False
+
+    def queue_inadmissible(self, keys: set[WorkloadKey] | None = None) -> int:
+        """Move parked workloads (all, or those in ``keys``) back to the heap."""
+        moved = 0
+        for key in sorted(self.inadmissible):
+            if keys is not None and key not in keys:
+                continue
+            self._push_active(self.inadmissible.pop(key))
+            moved += 1
+        return moved
+
+    def infos(self) -> Iterator[WorkloadInfo]:
+        for _, info in self._active.values():
+            yield info
+        yield from self.inadmissible.values()
+
+    def ordered(self) -> list[WorkloadInfo]:
+        """All pending workloads in queue order (sticky first). O(n log n): for explanations."""
+        infos = sorted(self.infos(), key=lambda i: i.queue_key())
+        if self.sticky is not None:
+            infos.sort(key=lambda i: i.key != self.sticky)
+        return infos
+
+
+class QueueManager:
+    """LocalQueues, ClusterQueue queues and where each pending workload waits."""
+
+    def __init__(self) -> None:
+        self.local_queues: dict[LocalQueueKey, LocalQueueSpec] = {}
+        self.queues: dict[ClusterQueueName, ClusterQueueQueue] = {}
+        self.pending: dict[WorkloadKey, WorkloadInfo] = {}
+        self._placed: dict[WorkloadKey, ClusterQueueName] = {}
+        self._blocked: dict[WorkloadKey, Blocked] = {}
+        self._by_lq: dict[LocalQueueKey, set[WorkloadKey]] = {}
+        self._backoff: list[tuple[datetime, WorkloadKey]] = []
+        self._now: datetime | None = None
+
+    # -- queues ------------------------------------------------------------------------------
+
+    def upsert_cluster_queue(self, name: ClusterQueueName, strategy: QueueingStrategy) -> None:
+        q = self.queues.get(name)
+        if q is None:
+            self.queues[name] = ClusterQueueQueue(name, strategy)
+            self._replace_all()
+        elif q.strategy != strategy:
+            q.strategy = strategy
+            q.sticky = None
+
+    def delete_cluster_queue(self, name: ClusterQueueName) -> None:
+        if self.queues.pop(name, None) is not None:
+            self._replace_all()
+
+    def upsert_local_queue(self, spec: LocalQueueSpec) -> None:
+        self.local_queues[spec.key] = spec
+        self._replace_lq(spec.key)
+
+    def delete_local_queue(self, key: LocalQueueKey) -> None:
+        if self.local_queues.pop(key, None) is not None:
+            self._replace_lq(key)
+
+    def _replace_lq(self, key: LocalQueueKey) -> None:
+        for wl_key in sorted(self._by_lq.get(key, ())):
+            self._place(wl_key)
+
+    def _replace_all(self) -> None:
+        for key in sorted(self.pending):
+            self._place(key)
+
+    # -- workloads ---------------------------------------------------------------------------
+
+    def upsert(self, info: WorkloadInfo) -> None:
+        old = self.pending.get(info.key)
+        if old is not None and old.local_queue != info.local_queue:
+            self._by_lq.get(old.local_queue, set()).discard(info.key)
+        self.pending[info.key] = info
+        self._by_lq.setdefault(info.local_queue, set()).add(info.key)
+        self._place(info.key)
+
+    def delete(self, key: WorkloadKey) -> WorkloadInfo | None:
+        info = self.pending.pop(key, None)
+        if info is None:
+            return None
+        self._unplace(key)
+        self._blocked.pop(key, None)
+        members = self._by_lq.get(info.local_queue)
+        if members is not None:
+            members.discard(key)
+            if not members:
+                del self._by_lq[info.local_queue]
+        return info
+
+    def _unplace(self, key: WorkloadKey) -> None:
+        cq = self._placed.pop(key, None)
+        if cq is not None and cq in self.queues:
+            self.queues[cq].delete(key)
+
+    def _place(self, key: WorkloadKey) -> None:
+        info = self.pending[key]
+        blocked, target = self._where(info)
+        current = self._placed.get(key)
+        if blocked is not None:
+            self._unplace(key)
+            self._blocked[key] = blocked
+            return
+        self._blocked.pop(key, None)
+        assert target is not None
+        if current is not None and current != target:
+            self._unplace(key)
+        self._placed[key] = target
+        self.queues[target].push_or_update(info)
+
+    def _where(self, info: WorkloadInfo) -> tuple[Blocked | None, ClusterQueueName | None]:
+        wl = info.obj
+        if not wl.active:
+            return Blocked(PendingReason.SUSPENDED, "The workload is deactivated"), None
+        lq = self.local_queues.get(info.local_queue)
+        if lq is None:
+            return (
+                Blocked(PendingReason.MISCONFIGURED, f"LocalQueue {wl.queue_name} doesn't exist"),
+                None,
+            )
+        if lq.stop_policy != StopPolicy.NONE:
+            return Blocked(PendingReason.SUSPENDED, f"LocalQueue {lq.name} is stopped"), None
+        if lq.cluster_queue not in self.queues:
+            return (
+                Blocked(
+                    PendingReason.MISCONFIGURED, f"ClusterQueue {lq.cluster_queue} doesn't exist"
+                ),
+                None,
+            )
+        if wl.requeue_at is not None and (self._now is None or self._now < wl.requeue_at):
+            heapq.heappush(self._backoff, (wl.requeue_at, info.key))
+            return (
+                Blocked(
+                    PendingReason.WAITING_FOR_QUOTA,
+                    f"Waiting for the requeue backoff to expire at {wl.requeue_at.isoformat()}",
+                ),
+                None,
+            )
+        return None, lq.cluster_queue
+
+    def advance(self, now: datetime) -> None:
+        """Move workloads whose requeue backoff expired by ``now`` into their queues."""
+        self._now = now
+        while self._backoff and self._backoff[0][0] <= now:
+            _, key = heapq.heappop(self._backoff)
+            if key in self.pending and key in self._blocked:
+                self._place(key)
+
+    def blocked(self, key: WorkloadKey) -> Blocked | None:
+        return self._blocked.get(key)
+
+    def cluster_queue_of(self, key: WorkloadKey) -> ClusterQueueName | None:
+        """The ClusterQueue the workload is queued in (None when blocked)."""
+        return self._placed.get(key)
+
+    # -- the cycle ---------------------------------------------------------------------------
+
+    def heads(self, active: set[ClusterQueueName]) -> list[tuple[WorkloadInfo, ClusterQueueName]]:
+        """Pop at most one head per active ClusterQueue, in name order."""
+        out: list[tuple[WorkloadInfo, ClusterQueueName]] = []
+        for name in sorted(self.queues):
+            if name not in active:
+                continue
+            info = self.queues[name].pop()
+            if info is not None:
+                out.append((info, name))
+        return out
+
+    def requeue(self, info: WorkloadInfo, cq: ClusterQueueName, reason: RequeueReason) -> bool:
+        """Put back a popped head; returns whether it is active again (False: parked/gone)."""
+        current = self.pending.get(info.key)
+        if current is None or self._placed.get(info.key) != cq or cq not in self.queues:
+            return False  # deleted, moved or blocked meanwhile
+        return self.queues[cq].requeue(current, reason)
+
+    def queue_inadmissible(self, cqs: list[ClusterQueueName]) -> int:
+        moved = 0
+        for name in cqs:
+            q = self.queues.get(name)
+            if q is not None:
+                moved += q.queue_inadmissible()
+        return moved
+
+    def queue_inadmissible_in_namespace(self, namespace: str) -> int:
+        moved = 0
+        for q in self.queues.values():
+            keys = {k for k in q.inadmissible if self.pending[k].obj.namespace == namespace}
+            if keys:
+                moved += q.queue_inadmissible(keys)
+        return moved
+
+    # -- inspection --------------------------------------------------------------------------
+
+    def positions(self, key: WorkloadKey) -> tuple[int | None, int | None]:
+        """0-based positions in the ClusterQueue and in the LocalQueue (None when not queued)."""
+        cq = self._placed.get(key)
+        if cq is None or cq not in self.queues:
+            return None, None
+        ordered = self.queues[cq].ordered()
+        lq = self.pending[key].local_queue
+        in_cq = in_lq = None
+        lq_index = 0
+        for i, info in enumerate(ordered):
+            if info.key == key:
+                in_cq, in_lq = i, lq_index
+                break
+            if info.local_queue == lq:
+                lq_index += 1
+        return in_cq, in_lq
+
+    def counts(self, cq: ClusterQueueName) -> tuple[int, int]:
+        """(active, parked) pending workloads of ``cq``."""
+        q = self.queues.get(cq)
+        if q is None:
+            return 0, 0
+        return q.active_count(), len(q.inadmissible)
