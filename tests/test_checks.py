@@ -32,7 +32,8 @@ def test_layer_contracts() -> None:
 
 
 def test_ruff() -> None:
-    res = _run("ruff", "check", "kqueue", "tests", "bench", "hack")
+    targets = [d for d in ("kqueue", "tests", "bench", "hack") if (ROOT / d).is_dir()]
+    res = _run("ruff", "check", *targets)
     assert res.returncode == 0, res.stdout + res.stderr
 
 
