@@ -81,7 +81,9 @@ def parse_exact(value: str | int) -> Fraction:
     if m.group("exp"):
         exponent = int(m.group("exp")[1:])
         if abs(exponent) > _MAX_EXPONENT:
-            raise QuantityError(f"{value!r} is out of range: exponent must be within ±{_MAX_EXPONENT}")
+            raise QuantityError(
+                f"{value!r} is out of range: exponent must be within ±{_MAX_EXPONENT}"
+            )
         return number * Fraction(10) ** exponent
     return number * _DECIMAL[m.group("dec") or ""]
 

@@ -47,6 +47,7 @@ def register(name: str, module: str, attr: str) -> None:
 
 
 register("convert", "kqueue.cli.convert", "convert")
+register("generate", "kqueue.cli.generate", "generate")
 
 
 def main() -> None:
