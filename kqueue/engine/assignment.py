@@ -9,7 +9,15 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from .types import FlavorName, Mode, PendingReason, PodSetName, ResourceName, Usage
+from .types import (
+    ClusterQueueName,
+    FlavorName,
+    Mode,
+    PendingReason,
+    PodSetName,
+    ResourceName,
+    Usage,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,6 +101,8 @@ class PodSetResult:
 
 @dataclass(frozen=True, slots=True)
 class Assignment:
+    # The ClusterQueue the assignment is for (where the workload waits).
+    cluster_queue: ClusterQueueName
     pod_sets: tuple[PodSetResult, ...]
     # Height of the smallest cohort subtree that fits the usage (0: no borrowing).
     borrowing: int = 0

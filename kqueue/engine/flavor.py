@@ -246,9 +246,12 @@ class FlavorAssigner:
                     usage[fr] = usage.get(fr, 0) + req[res]
             if failed:
                 break
-        assignment = Assignment(pod_sets=tuple(results), borrowing=borrowing, usage=usage)
+        assignment = Assignment(
+            self.cq.cq_name, pod_sets=tuple(results), borrowing=borrowing, usage=usage
+        )
         if assignment.mode() == Mode.NO_FIT:
             return Assignment(
+                self.cq.cq_name,
                 pod_sets=assignment.pod_sets,
                 borrowing=borrowing,
                 usage=usage,

@@ -1,0 +1,336 @@
+"""The scheduling cycle: entry order, re-checks within a cycle, preemption seam, partial admission."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import pytest
+
+from kqueue.engine.types import PreemptionReason, RequeueReason, Workload
+
+from .builders import (
+    Obj,
+    admitted_flavors,
+    key,
+    make_cq,
+    make_engine,
+    make_flavor,
+    make_workload,
+    pending_reasons,
+    t,
+)
+from .fakes import LowerPriorityPreemptor
+
+F = make_flavor("default").obj()
+
+
+@dataclass
+class Case:
+    name: str
+    objects: list[Obj]
+    workloads: list[Workload]
+    want_admitted: list[str] = field(default_factory=list)
+    want_pending: dict[str, str] = field(default_factory=dict)
+    want_messages: dict[str, str] = field(default_factory=dict)
+
+
+def _cohort_of(*cqs: tuple[str, str]) -> list[Obj]:
+    return [F, *(make_cq(n).cohort("c").quota("default", cpu=cpu).obj() for n, cpu in cqs)]
+
+
+ORDER_CASES = [
+    Case(
+        "not borrowing before borrowing, even with lower priority and later creation",
+        _cohort_of(("a", "4"), ("b", "4")),
+        [
+            make_workload("borrower").queue("a").priority(100).request("cpu", "6").obj(),
+            make_workload("local").queue("b").priority(1).created(5).request("cpu", "4").obj(),
+        ],
+        want_admitted=["local"],
+        want_pending={"borrower": "WaitingForQuota"},
+        want_messages={"borrower": "Workload no longer fits after processing another workload"},
+    ),
+    Case(
+        "among borrowers, higher priority first",
+        _cohort_of(("a", "0"), ("b", "0"), ("lender", "5")),
+        [
+            make_workload("low").queue("a").priority(1).request("cpu", "4").obj(),
+            make_workload("high").queue("b").priority(10).created(5).request("cpu", "4").obj(),
+        ],
+        want_admitted=["high"],
+        want_pending={"low": "WaitingForQuota"},
+    ),
+    Case(
+        "equal priority: earlier creation first",
+        _cohort_of(("a", "0"), ("b", "0"), ("lender", "5")),
+        [
+            make_workload("late").queue("a").created(9).request("cpu", "4").obj(),
+            make_workload("early").queue("b").created(1).request("cpu", "4").obj(),
+        ],
+        want_admitted=["early"],
+        want_pending={"late": "WaitingForQuota"},
+    ),
+    Case(
+        "second entry of the cohort admitted when both fit",
+        _cohort_of(("a", "0"), ("b", "0"), ("lender", "8")),
+        [
+            make_workload("w1").queue("a").request("cpu", "4").obj(),
+            make_workload("w2").queue("b").request("cpu", "4").obj(),
+        ],
+        want_admitted=["w1", "w2"],
+    ),
+    Case(
+        "ClusterQueues in different cohorts do not interfere",
+        [F, make_cq("a").quota("default", cpu="4").obj(), make_cq("b").quota("default", cpu="4").obj()],
+        [
+            make_workload("w1").queue("a").request("cpu", "4").obj(),
+            make_workload("w2").queue("b").request("cpu", "4").obj(),
+        ],
+        want_admitted=["w1", "w2"],
+    ),
+]
+
+
+@pytest.mark.parametrize("case", ORDER_CASES, ids=[c.name for c in ORDER_CASES])
+def test_cycle_order(case: Case) -> None:
+    engine = make_engine(*case.objects, *case.workloads)
+    result = engine.schedule(t(100))
+    assert sorted(admitted_flavors(result)) == sorted(case.want_admitted)
+    assert pending_reasons(result) == case.want_pending
+    messages = {p.workload.split("/", 1)[1]: p.message for p in result.pending}
+    for name, want in case.want_messages.items():
+        assert messages[name] == want
+
+
+def test_skipped_entry_is_requeued_at_once_and_admitted_when_quota_frees() -> None:
+    engine = make_engine(
+        *_cohort_of(("a", "4"), ("b", "4")),
+        make_workload("borrower").queue("a").request("cpu", "6").obj(),
+        make_workload("local").queue("b").request("cpu", "4").obj(),
+    )
+    r1 = engine.schedule(t(1))
+    assert [x.reason for x in r1.requeued] == [RequeueReason.FAILED_AFTER_NOMINATION]
+    assert r1.requeued[0].active
+    r2 = engine.schedule(t(2))
+    # Now it is evaluated alone and needs 2 more: parked until quota frees.
+    assert pending_reasons(r2) == {"borrower": "WaitingForQuota"}
+    assert not r2.requeued[0].active
+    engine.finish(key("local"))
+    r3 = engine.schedule(t(3))
+    assert list(admitted_flavors(r3)) == ["borrower"]
+    assert r3.admitted[0].borrowing == 1
+
+
+def test_admission_is_assumed_for_the_next_cycle() -> None:
+    engine = make_engine(
+        F,
+        make_cq("cq").quota("default", cpu="4").obj(),
+        make_workload("a").request("cpu", "3").obj(),
+        make_workload("b").request("cpu", "3").created(1).obj(),
+    )
+    r1 = engine.schedule(t(1))
+    assert list(admitted_flavors(r1)) == ["a"]
+    assert engine.usage("cq") == {("default", "cpu"): 3000}
+    r2 = engine.schedule(t(2))
+    assert pending_reasons(r2) == {"b": "WaitingForQuota"}
+
+
+def test_forget_rolls_back_an_assumption() -> None:
+    engine = make_engine(
+        F, make_cq("cq").quota("default", cpu="4").obj(), make_workload("a").request("cpu", "3").obj()
+    )
+    r1 = engine.schedule(t(1))
+    assert r1.admitted[0].admission.reserved_at == t(1)
+    engine.forget(key("a"))
+    assert engine.usage("cq") == {}
+    r2 = engine.schedule(t(2))
+    assert list(admitted_flavors(r2)) == ["a"]
+
+
+def test_confirmed_admission_survives_a_stale_pending_update() -> None:
+    wl = make_workload("a").request("cpu", "3")
+    engine = make_engine(F, make_cq("cq").quota("default", cpu="4").obj(), wl.obj())
+    engine.schedule(t(1))
+    # The informer still shows the object without admission: the assumption stays.
+    engine.upsert_workload(wl.obj())
+    assert engine.holds_quota(key("a"))
+    # Confirmed, then the API shows the admission cleared: quota is released.
+    engine.upsert_workload(wl.reserved_in("cq", "default").obj())
+    engine.upsert_workload(make_workload("a").request("cpu", "3").obj())
+    assert not engine.holds_quota(key("a"))
+    assert engine.usage("cq") == {}
+
+
+def test_rebuilt_admissions_hold_quota() -> None:
+    engine = make_engine(
+        F,
+        make_cq("cq").quota("default", cpu="4").obj(),
+        make_workload("old").request("cpu", "3").reserved_in("cq", "default").obj(),
+        make_workload("new").request("cpu", "3").obj(),
+    )
+    r = engine.schedule(t(1))
+    assert pending_reasons(r) == {"new": "WaitingForQuota"}
+    engine.finish(key("old"))
+    assert list(admitted_flavors(engine.schedule(t(2)))) == ["new"]
+
+
+# -- preemption seam --------------------------------------------------------------------------
+
+
+def _preempt_env() -> tuple[list[Obj], LowerPriorityPreemptor]:
+    return [F, make_cq("cq").quota("default", cpu="4").obj()], LowerPriorityPreemptor()
+
+
+def test_preemption_issues_targets_and_waits_for_them() -> None:
+    objs, preemptor = _preempt_env()
+    engine = make_engine(
+        *objs,
+        make_workload("low").priority(1).request("cpu", "3").reserved_in("cq", "default").obj(),
+        make_workload("high").priority(10).request("cpu", "3").obj(),
+        preemptor=preemptor,
+    )
+    r1 = engine.schedule(t(1))
+    assert [(p.victim, p.preemptor, p.reason) for p in r1.preempted] == [
+        (key("low"), key("high"), PreemptionReason.IN_CLUSTER_QUEUE)
+    ]
+    assert pending_reasons(r1) == {"high": "WaitingForPreemptedWorkloads"}
+    assert r1.pending[0].message.endswith(". Pending the preemption of 1 workload(s)")
+    assert r1.requeued[0].reason == RequeueReason.PENDING_PREEMPTION
+    # While the victim terminates, no new preemption is issued.
+    r2 = engine.schedule(t(2))
+    assert r2.preempted == ()
+    assert pending_reasons(r2) == {"high": "WaitingForPreemptedWorkloads"}
+    engine.evicted(key("low"))
+    r3 = engine.schedule(t(3))
+    assert list(admitted_flavors(r3)) == ["high"]
+
+
+def test_preemptor_stays_at_the_head_of_a_best_effort_queue() -> None:
+    objs, preemptor = _preempt_env()
+    engine = make_engine(
+        *objs,
+        make_workload("low").priority(1).request("cpu", "3").reserved_in("cq", "default").obj(),
+        make_workload("high").priority(10).request("cpu", "3").obj(),
+        make_workload("mid").priority(5).request("cpu", "1").created(1).obj(),
+        preemptor=preemptor,
+    )
+    engine.schedule(t(1))
+    # "mid" would fit in the free 1 cpu, but the preemptor keeps the head.
+    r2 = engine.schedule(t(2))
+    assert [p.workload for p in r2.pending] == [key("high")]
+    assert r2.admitted == ()
+
+
+def test_no_candidates_pends_waiting_for_quota() -> None:
+    objs, preemptor = _preempt_env()
+    engine = make_engine(
+        *objs,
+        make_workload("other").priority(50).request("cpu", "3").reserved_in("cq", "default").obj(),
+        make_workload("w").priority(10).request("cpu", "3").obj(),
+        preemptor=preemptor,
+    )
+    r = engine.schedule(t(1))
+    assert r.preempted == ()
+    assert pending_reasons(r) == {"w": "WaitingForQuota"}
+    assert r.requeued[0].reason == RequeueReason.PREEMPTION_NO_CANDIDATES
+
+
+def test_overlapping_targets_are_skipped() -> None:
+    preemptor = LowerPriorityPreemptor(cohort_wide=True)
+    engine = make_engine(
+        *_cohort_of(("a", "4"), ("b", "4"), ("lender", "0")),
+        make_workload("low").queue("lender").priority(1).request("cpu", "8")
+        .reserved_in("lender", "default").obj(),
+        make_workload("p1").queue("a").priority(10).request("cpu", "4").obj(),
+        make_workload("p2").queue("b").priority(10).created(1).request("cpu", "4").obj(),
+        preemptor=preemptor,
+    )
+    r = engine.schedule(t(1))
+    assert [(p.victim, p.preemptor, p.reason) for p in r.preempted] == [
+        (key("low"), key("p1"), PreemptionReason.IN_COHORT_RECLAMATION)
+    ]
+    assert pending_reasons(r) == {
+        "p1": "WaitingForPreemptedWorkloads",
+        "p2": "WaitingForQuota",
+    }
+    messages = {p.workload: p.message for p in r.pending}
+    assert messages[key("p2")] == "Workload has overlapping preemption targets with another workload"
+
+
+# -- partial admission ------------------------------------------------------------------------
+
+
+@dataclass
+class PartialCase:
+    name: str
+    quota: str
+    workload: Workload
+    want_counts: tuple[int, ...] | None
+
+
+PARTIAL_CASES = [
+    PartialCase(
+        "full count fits: no reduction",
+        "10",
+        make_workload("a").count(8).min_count(2).request("cpu", "1").obj(),
+        (8,),
+    ),
+    PartialCase(
+        "reduced to the largest count that fits",
+        "6",
+        make_workload("a").count(10).min_count(2).request("cpu", "1").obj(),
+        (6,),
+    ),
+    PartialCase(
+        "not even minCount fits",
+        "1",
+        make_workload("a").count(10).min_count(2).request("cpu", "1").obj(),
+        None,
+    ),
+    PartialCase(
+        "without minCount there is no reduction",
+        "6",
+        make_workload("a").count(10).request("cpu", "1").obj(),
+        None,
+    ),
+    PartialCase(
+        "several pod sets shrink proportionally",
+        "10",
+        make_workload("a")
+        .pod_set("driver", 1).request("cpu", "2")
+        .pod_set("workers", 10).min_count(4).request("cpu", "1")
+        .obj(),
+        (1, 8),
+    ),
+]
+
+
+@pytest.mark.parametrize("case", PARTIAL_CASES, ids=[c.name for c in PARTIAL_CASES])
+def test_partial_admission(case: PartialCase) -> None:
+    engine = make_engine(F, make_cq("cq").quota("default", cpu=case.quota).obj(), case.workload)
+    r = engine.schedule(t(1))
+    if case.want_counts is None:
+        assert r.admitted == ()
+        assert len(r.pending) == 1
+        return
+    (admit,) = r.admitted
+    assert tuple(ps.count for ps in admit.pod_sets) == case.want_counts
+    per_pod = {ps.name: ps.requests for ps in case.workload.pod_sets}
+    for ps in admit.pod_sets:
+        assert ps.resource_usage == {r: v * ps.count for r, v in per_pod[ps.name].items()}
+    assert sum(admit.usage.values()) == sum(
+        v for ps in admit.pod_sets for v in ps.resource_usage.values()
+    )
+
+
+def test_partial_admission_reports_the_full_count_when_nothing_fits() -> None:
+    engine = make_engine(
+        F,
+        make_cq("cq").quota("default", cpu="1").obj(),
+        make_workload("a").count(10).min_count(2).request("cpu", "1").obj(),
+    )
+    r = engine.schedule(t(1))
+    assert r.pending[0].message == (
+        "couldn't assign flavors to pod set main: insufficient quota for cpu in flavor default, "
+        "request > maximum capacity (10 > 1)"
+    )
