@@ -18,7 +18,6 @@ lease, so its successor starts within one ``retry_period``.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import os
 import random
@@ -33,6 +32,7 @@ from kubernetes_asyncio.client import ApiClient
 
 from kqueue.api.config import Configuration
 from kqueue.controller.clock import Clock, LoopClock
+from kqueue.controller.rest import request_json
 
 logger = logging.getLogger(__name__)
 
@@ -373,22 +373,7 @@ class LeaderElector:
     async def _request(self, method: str, path: str, body: Obj | None = None) -> tuple[int, Obj]:
         # Each call is bounded by the renew deadline: a hung request must not outlive the
         # window in which this replica is allowed to consider itself leader.
-        response: aiohttp.ClientResponse = await self._api.call_api(
-            path,
-            method,
-            header_params={"Accept": "application/json", "Content-Type": "application/json"},
-            body=body,
-            auth_settings=["BearerToken"],
-            _preload_content=False,
-            _request_timeout=aiohttp.ClientTimeout(total=self._renew_deadline),
-        )
-        async with response:
-            raw = await response.read()
-        try:
-            data = json.loads(raw) if raw else {}
-        except ValueError:
-            data = {"message": raw[:200].decode("utf-8", "replace")}
-        return response.status, data if isinstance(data, dict) else {}
+        return await request_json(self._api, method, path, body, total_timeout=self._renew_deadline)
 
 
 class _LeaseError(Exception):

@@ -196,77 +196,74 @@ async def eventually(
 
 
 @dataclass
-class LeaseApiServer:
-    """Leases with the API server's optimistic concurrency: a write with a stale
-    resourceVersion gets 409 Conflict. Clients whose User-Agent is in ``partitioned`` get 503,
-    as if the network between them and the server were down."""
+class ObjectApiServer:
+    """Any object by its URL path, with the API server's optimistic concurrency: a PUT with a
+    stale resourceVersion gets 409 Conflict, a POST of an existing name 409 AlreadyExists.
+    Clients whose User-Agent is in ``partitioned`` get 503, as if the network were down."""
 
-    leases: dict[tuple[str, str], Obj] = field(default_factory=dict)
+    objects: dict[str, Obj] = field(default_factory=dict)
     partitioned: set[str] = field(default_factory=set)
-    writes: list[tuple[str, Obj]] = field(default_factory=list)
+    writes: list[tuple[str, str]] = field(default_factory=list)
     _rv: int = 100
 
     def app(self) -> web.Application:
         app = web.Application()
-        base = "/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases"
-        app.router.add_post(base, self._create)
-        app.router.add_get(base + "/{name}", self._get)
-        app.router.add_put(base + "/{name}", self._replace)
+        app.router.add_route("*", "/{tail:.*}", self._handle)
         return app
 
-    def holder(self, namespace: str, name: str) -> str | None:
-        lease = self.leases.get((namespace, name))
-        return None if lease is None else lease["spec"].get("holderIdentity")
-
-    def _blocked(self, request: web.Request) -> web.Response | None:
-        if request.headers.get("User-Agent") in self.partitioned:
-            return web.json_response(status(503, "ServiceUnavailable", "partitioned"), status=503)
-        return None
+    def put(self, path: str, obj: Obj) -> Obj:
+        """Store ``obj`` at ``path`` directly (test setup), with a fresh resourceVersion."""
+        stored = {
+            **obj,
+            "metadata": {**obj.get("metadata", {}), "resourceVersion": self._next_rv()},
+        }
+        self.objects[path] = stored
+        return stored
 
     def _next_rv(self) -> str:
         self._rv += 1
         return str(self._rv)
 
-    async def _get(self, request: web.Request) -> web.Response:
-        if (blocked := self._blocked(request)) is not None:
-            return blocked
-        lease = self.leases.get((request.match_info["namespace"], request.match_info["name"]))
-        if lease is None:
-            return web.json_response(status(404, "NotFound", "leases not found"), status=404)
-        return web.json_response(lease)
-
-    async def _create(self, request: web.Request) -> web.Response:
-        if (blocked := self._blocked(request)) is not None:
-            return blocked
+    async def _handle(self, request: web.Request) -> web.Response:
+        if request.headers.get("User-Agent") in self.partitioned:
+            return web.json_response(status(503, "ServiceUnavailable", "partitioned"), status=503)
+        path = request.path
+        if request.method == "GET":
+            obj = self.objects.get(path)
+            if obj is None:
+                return web.json_response(status(404, "NotFound", f"{path} not found"), status=404)
+            return web.json_response(obj)
         body = await request.json()
-        key = (request.match_info["namespace"], body["metadata"]["name"])
-        if key in self.leases:
-            return web.json_response(status(409, "AlreadyExists", "already exists"), status=409)
-        body["metadata"] = {
-            **body["metadata"],
-            "namespace": key[0],
-            "resourceVersion": self._next_rv(),
-        }
-        self.leases[key] = body
-        self.writes.append(("create", body))
-        return web.json_response(body, status=201)
+        if request.method == "POST":
+            target = f"{path}/{body['metadata']['name']}"
+            if target in self.objects:
+                return web.json_response(status(409, "AlreadyExists", "already exists"), status=409)
+            self.writes.append(("create", target))
+            return web.json_response(self.put(target, body), status=201)
+        if request.method == "PUT":
+            current = self.objects.get(path)
+            if current is None:
+                return web.json_response(status(404, "NotFound", f"{path} not found"), status=404)
+            if body["metadata"].get("resourceVersion") != current["metadata"]["resourceVersion"]:
+                return web.json_response(
+                    status(409, "Conflict", "the object has been modified"), status=409
+                )
+            self.writes.append(("replace", path))
+            return web.json_response(self.put(path, body))
+        return web.json_response(status(405, "MethodNotAllowed", request.method), status=405)
 
-    async def _replace(self, request: web.Request) -> web.Response:
-        if (blocked := self._blocked(request)) is not None:
-            return blocked
-        body = await request.json()
-        key = (request.match_info["namespace"], request.match_info["name"])
-        current = self.leases.get(key)
-        if current is None:
-            return web.json_response(status(404, "NotFound", "leases not found"), status=404)
-        if body["metadata"].get("resourceVersion") != current["metadata"]["resourceVersion"]:
-            return web.json_response(
-                status(409, "Conflict", "the object has been modified"), status=409
-            )
-        body["metadata"] = {**body["metadata"], "resourceVersion": self._next_rv()}
-        self.leases[key] = body
-        self.writes.append(("replace", body))
-        return web.json_response(body)
+
+LEASES_PATH = "/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases/{name}"
+
+
+@dataclass
+class LeaseApiServer(ObjectApiServer):
+    def lease(self, namespace: str, name: str) -> Obj:
+        return self.objects[LEASES_PATH.format(namespace=namespace, name=name)]
+
+    def holder(self, namespace: str, name: str) -> str | None:
+        lease = self.objects.get(LEASES_PATH.format(namespace=namespace, name=name))
+        return None if lease is None else lease["spec"].get("holderIdentity")
 
 
 async def start_app(

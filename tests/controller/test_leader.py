@@ -127,7 +127,7 @@ async def test_exactly_one_of_two_candidates_leads(env: Env) -> None:
     assert (leader.started, standby.started) == (1, 0)
     assert standby.elector.leader == leader.elector.identity
     assert standby.leaders_seen == [leader.elector.identity]
-    lease = env.api.leases[("kqueue-system", "kqueue-leader")]
+    lease = env.api.lease("kqueue-system", "kqueue-leader")
     assert lease["spec"]["holderIdentity"] == leader.elector.identity
     assert lease["spec"]["leaseDurationSeconds"] == 1
     # MicroTime needs six fractional digits.
@@ -157,7 +157,7 @@ async def test_a_partitioned_leader_steps_down_before_the_standby_takes_over(env
     assert took_over <= (LEASE + 3 * RETRY).total_seconds() + 0.5
     assert (a.started, a.cancelled_leading, a.stopped) == (1, 1, 1)
     assert b.started == 1
-    lease = env.api.leases[("kqueue-system", "kqueue-leader")]
+    lease = env.api.lease("kqueue-system", "kqueue-leader")
     assert lease["spec"]["leaseTransitions"] == 1
     # Healed: the old leader campaigns again but does not steal a lease that is being renewed.
     env.api.partitioned.clear()
