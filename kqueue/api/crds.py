@@ -124,7 +124,7 @@ PRINTER_COLUMNS: Final[dict[str, list[dict[str, Any]]]] = {
 _DROP: Final = frozenset({"title", "additionalProperties", "$defs", "const"})
 
 
-def _structural(node: Schema, defs: dict[str, Schema]) -> Schema:
+def structural(node: Schema, defs: dict[str, Schema]) -> Schema:
     """One pydantic JSON schema node as a structural OpenAPI v3 node."""
     node = dict(node)
     ref = node.pop("$ref", None)
@@ -134,7 +134,7 @@ def _structural(node: Schema, defs: dict[str, Schema]) -> Schema:
             # An opaque field (the pod template): kept as it is, checked by kqueue when read.
             node.setdefault("type", "object")
             return _clean(node)
-        merged = _structural(target, defs)
+        merged = structural(target, defs)
         merged.update(_clean(node))  # the field's description and default win over the type's
         return merged
     any_of = node.get("anyOf")
@@ -145,20 +145,20 @@ def _structural(node: Schema, defs: dict[str, Schema]) -> Schema:
             node.pop("default")
         if len(rest) != 1:
             raise ValueError(f"cannot make a structural schema of {any_of}")
-        inner = _structural(rest[0], defs)
+        inner = structural(rest[0], defs)
         inner.update(_clean(node))
         return inner
     out = _clean(node)
     if "properties" in node:
-        out["properties"] = {k: _structural(v, defs) for k, v in node["properties"].items()}
+        out["properties"] = {k: structural(v, defs) for k, v in node["properties"].items()}
         out.setdefault("type", "object")
     extra = node.get("additionalProperties")
     if isinstance(extra, dict):
-        out["additionalProperties"] = _structural(extra, defs)
+        out["additionalProperties"] = structural(extra, defs)
     elif extra is True:
         out["x-kubernetes-preserve-unknown-fields"] = True
     if "items" in node:
-        out["items"] = _structural(node["items"], defs)
+        out["items"] = structural(node["items"], defs)
     return out
 
 
@@ -195,7 +195,7 @@ def openapi_schema(cls: type[KObject]) -> Schema:
     """The structural openAPIV3Schema of one kind."""
     raw = cls.model_json_schema(by_alias=True, mode="validation")
     defs: dict[str, Schema] = raw.get("$defs", {})
-    schema = _structural(raw, defs)
+    schema = structural(raw, defs)
     props = schema["properties"]
     props["apiVersion"] = {"type": "string", "description": _API_VERSION_DESCRIPTION}
     props["kind"] = {"type": "string", "description": _KIND_DESCRIPTION}

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import json
 
-from kqueue.api.crds import Schema, openapi_schema
-from kqueue.api.v1alpha1 import KINDS
+from kqueue.api.crds import Schema, openapi_schema, structural
+from kqueue.api.v1alpha1 import KINDS, PodTemplateSpec
 from kqueue.api.v1alpha1.constants import API_VERSION, CATEGORY
 
 
@@ -36,7 +36,7 @@ def _default(node: Schema) -> str:
     if "default" not in node:
         return ""
     value = node["default"]
-    text = value if isinstance(value, str) else json.dumps(value, sort_keys=True)
+    text = value if isinstance(value, str) and value else json.dumps(value, sort_keys=True)
     return f"`{text}`"
 
 
@@ -98,4 +98,22 @@ def reference() -> str:
         }
         out += _rows({"properties": top}, "", set(schema.get("required", [])))
         out.append("")
+    out += [
+        "### Pod template fields kqueue reads",
+        "",
+        "`spec.podSets[].template` is a PodTemplateSpec kept as given; kqueue reads these fields "
+        "of it (and checks them when it reads a Workload):",
+        "",
+        "| Field | Type | Default | Description |",
+        "| --- | --- | --- | --- |",
+    ]
+    template = template_schema()
+    out += _rows(template, "template", set(template.get("required", [])))
+    out.append("")
     return "\n".join(out)
+
+
+def template_schema() -> Schema:
+    """The schema of the pod template fields kqueue models."""
+    raw = PodTemplateSpec.model_json_schema(by_alias=True, mode="validation")
+    return structural(raw, raw.get("$defs", {}))

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from kqueue.api.v1alpha1 import (
+    ClusterQueue,
     FieldError,
     ValidationFailed,
     Workload,
@@ -1085,3 +1086,15 @@ def test_workload_helpers_after_parse() -> None:
     assert wl.has_quota_reservation
     assert wl.status.admission is not None
     assert wl.status.admission.assignment("main") is not None
+
+
+def test_validate_rechecks_types_of_a_changed_model() -> None:
+    cq = parse_object(cluster_queue())
+    assert validate(cq) == []
+    assert isinstance(cq, ClusterQueue)
+    cq.spec.resource_groups = cq.spec.resource_groups * 9  # 18 groups, past the limit of 16
+    cq.spec.cohort_name = "Not Valid"
+    paths = {e.path for e in validate(cq)}
+    assert {"spec.resourceGroups", "spec.cohortName"} <= paths
+    with pytest.raises(ValidationFailed):
+        check(cq)

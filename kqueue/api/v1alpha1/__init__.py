@@ -78,7 +78,7 @@ from kqueue.api.v1alpha1.podtemplate import (
 )
 from kqueue.api.v1alpha1.priorityclass import WorkloadPriorityClass
 from kqueue.api.v1alpha1.resourceflavor import ResourceFlavor, ResourceFlavorSpec
-from kqueue.api.v1alpha1.validation import validate, validate_update
+from kqueue.api.v1alpha1.validation import validate, validate_rules, validate_update
 from kqueue.api.v1alpha1.workload import (
     Admission,
     PodSet,
@@ -175,5 +175,6 @@ __all__ = [
     "set_condition",
     "to_dict",
     "validate",
+    "validate_rules",
     "validate_update",
 ]

@@ -14,7 +14,7 @@ from kqueue.api.v1alpha1.localqueue import LocalQueue
 from kqueue.api.v1alpha1.meta import KObject
 from kqueue.api.v1alpha1.priorityclass import WorkloadPriorityClass
 from kqueue.api.v1alpha1.resourceflavor import ResourceFlavor
-from kqueue.api.v1alpha1.validation import validate as validate_object
+from kqueue.api.v1alpha1.validation import validate_rules
 from kqueue.api.v1alpha1.workload import Workload
 
 KQueueObject = (
@@ -71,7 +71,7 @@ def parse_object(doc: Any, *, validate: bool = True) -> KQueueObject:
         obj, ResourceFlavor | ClusterQueue | Cohort | LocalQueue | WorkloadPriorityClass | Workload
     )
     if validate:
-        errors = validate_object(obj)
+        errors = validate_rules(obj)
         if errors:
             raise ValidationFailed(errors)
     return obj

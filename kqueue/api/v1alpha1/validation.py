@@ -13,6 +13,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Final
 
+from pydantic import ValidationError
+
 from kqueue.api.quantity import Quantity
 from kqueue.api.v1alpha1.base import (
     LABEL_ALLOWED,
@@ -26,7 +28,7 @@ from kqueue.api.v1alpha1.base import (
 )
 from kqueue.api.v1alpha1.clusterqueue import ClusterQueue, ResourceGroup
 from kqueue.api.v1alpha1.cohort import Cohort
-from kqueue.api.v1alpha1.errors import FieldError, ValidationFailed
+from kqueue.api.v1alpha1.errors import FieldError, ValidationFailed, from_pydantic
 from kqueue.api.v1alpha1.localqueue import LocalQueue
 from kqueue.api.v1alpha1.meta import Condition, KObject, LabelSelector, Toleration
 from kqueue.api.v1alpha1.podtemplate import Container
@@ -55,7 +57,24 @@ class _Errors:
 
 
 def validate(obj: KObject) -> list[FieldError]:
-    """Problems of ``obj`` as a new object (create); empty if it is valid."""
+    """Problems of ``obj`` as a new object (create); empty if it is valid.
+
+    Models are checked against their types when built, but not when changed afterwards, so the
+    object is first checked again as its manifest (a list grown past its limit, a name set to
+    something invalid), then against the rules below.
+    """
+    try:
+        type(obj).model_validate(obj.to_dict())
+    except ValidationError as exc:
+        schema_errors = from_pydantic(type(obj), exc, obj.ref)
+    else:
+        schema_errors = []
+    return schema_errors + validate_rules(obj)
+
+
+def validate_rules(obj: KObject) -> list[FieldError]:
+    """Problems of a well-typed ``obj`` beyond its types: the rules that span several fields
+    (what Kueue's CEL rules and webhooks check). ``parse_object`` runs these after parsing."""
     errs = _Errors(obj)
     _validate_metadata(obj, errs)
     if isinstance(obj, ResourceFlavor):
