@@ -166,8 +166,7 @@ class Toleration:
             return False
         if self.operator == "Exists":
             return True
-        # An empty key with Equal never matches (the API rejects it); Equal compares values.
-        return bool(self.key) and self.value == taint.value
+        return self.operator in ("", "Equal") and self.value == taint.value
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,0 +1,224 @@
+"""From ``kqueue.io/v1alpha1`` API models to the engine's own types.
+
+The boundary where quantities become exact integers (milli-units for cpu), optional fields get
+their Kueue defaults, and a Workload's status is read for what the engine needs: the admission it
+holds (and since when), the queue-order timestamp, the requeue backoff.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from datetime import UTC, datetime
+
+from kqueue.api.v1alpha1 import ClusterQueue, Cohort, LocalQueue, ResourceFlavor
+from kqueue.api.v1alpha1 import LabelSelector as ApiLabelSelector
+from kqueue.api.v1alpha1 import ResourceGroup as ApiResourceGroup
+from kqueue.api.v1alpha1 import Taint as ApiTaint
+from kqueue.api.v1alpha1 import Toleration as ApiToleration
+from kqueue.api.v1alpha1 import constants as c
+from kqueue.api.v1alpha1.priorityclass import WorkloadPriorityClass
+from kqueue.api.v1alpha1.workload import PodSet as ApiPodSet
+from kqueue.api.v1alpha1.workload import Workload as ApiWorkload
+
+from . import types as t
+from .engine import Engine
+
+# A Requeued=False condition without requeueAt waits for the controller (Kueue's backoff rule).
+NEVER = datetime.max.replace(tzinfo=UTC)
+
+
+def _taint(taint: ApiTaint) -> t.Taint:
+    return t.Taint(taint.key, taint.value or "", taint.effect)
+
+
+def _toleration(tol: ApiToleration) -> t.Toleration:
+    return t.Toleration(tol.key or "", tol.operator or "Equal", tol.value or "", tol.effect or "")
+
+
+def _selector(sel: ApiLabelSelector | None) -> t.LabelSelector | None:
+    if sel is None:
+        return None
+    return t.LabelSelector(
+        dict(sel.match_labels),
+        tuple(
+            t.SelectorRequirement(r.key, r.operator, tuple(r.values))
+            for r in sel.match_expressions
+        ),
+    )
+
+
+def _groups(groups: Iterable[ApiResourceGroup]) -> tuple[t.ResourceGroup, ...]:
+    out: list[t.ResourceGroup] = []
+    for rg in groups:
+        flavors = tuple(
+            t.FlavorQuotas(
+                t.FlavorName(fq.name),
+                {
+                    t.ResourceName(r.name): t.ResourceQuota(r.nominal(), r.borrowing(), r.lending())
+                    for r in fq.resources
+                },
+            )
+            for fq in rg.flavors
+        )
+        out.append(t.ResourceGroup(tuple(t.ResourceName(r) for r in rg.covered_resources), flavors))
+    return tuple(out)
+
+
+def flavor(rf: ResourceFlavor) -> t.ResourceFlavor:
+    return t.ResourceFlavor(
+        name=t.FlavorName(rf.name),
+        node_labels=dict(rf.spec.node_labels),
+        node_taints=tuple(_taint(x) for x in rf.spec.node_taints),
+        tolerations=tuple(_toleration(x) for x in rf.spec.tolerations),
+    )
+
+
+def cluster_queue(cq: ClusterQueue) -> t.ClusterQueueSpec:
+    spec = cq.spec
+    p = spec.preemption
+    return t.ClusterQueueSpec(
+        name=t.ClusterQueueName(cq.name),
+        cohort=t.CohortName(spec.cohort_name) if spec.cohort_name else None,
+        resource_groups=_groups(spec.resource_groups),
+        queueing_strategy=t.QueueingStrategy(spec.queueing_strategy),
+        namespace_selector=_selector(spec.namespace_selector),
+        flavor_fungibility=t.FlavorFungibility(
+            t.FungibilityPolicy(spec.flavor_fungibility.when_can_borrow),
+            t.FungibilityPolicy(spec.flavor_fungibility.when_can_preempt),
+        ),
+        preemption=t.PreemptionConfig(
+            within_cluster_queue=t.PreemptionPolicy(p.within_cluster_queue),
+            reclaim_within_cohort=t.PreemptionPolicy(p.reclaim_within_cohort),
+            borrow_within_cohort=t.BorrowWithinCohortPolicy(p.borrow_within_cohort.policy),
+            borrow_within_cohort_max_priority_threshold=p.borrow_within_cohort.max_priority_threshold,
+            preemptible_priority_threshold=p.preemptible_priority_threshold,
+            preemption_order=t.PreemptionOrder(p.preemption_order),
+        ),
+        stop_policy=t.StopPolicy(spec.stop_policy),
+    )
+
+
+def cohort(co: Cohort) -> t.CohortSpec:
+    return t.CohortSpec(
+        name=t.CohortName(co.name),
+        parent=t.CohortName(co.spec.parent_name) if co.spec.parent_name else None,
+        resource_groups=_groups(co.spec.resource_groups),
+    )
+
+
+def local_queue(lq: LocalQueue) -> t.LocalQueueSpec:
+    return t.LocalQueueSpec(
+        namespace=lq.namespace or "default",
+        name=lq.name,
+        cluster_queue=t.ClusterQueueName(lq.spec.cluster_queue or ""),
+        stop_policy=t.StopPolicy(lq.spec.stop_policy),
+    )
+
+
+def priority_class(pc: WorkloadPriorityClass) -> tuple[str, int]:
+    return pc.name, pc.value
+
+
+def _pod_set(ps: ApiPodSet) -> t.PodSet:
+    pod = ps.template.spec
+    affinity: tuple[tuple[t.SelectorRequirement, ...], ...] | None = None
+    na = pod.affinity.node_affinity if pod.affinity is not None else None
+    required = na.required_during_scheduling_ignored_during_execution if na is not None else None
+    if required is not None:
+        affinity = tuple(
+            tuple(
+                t.SelectorRequirement(r.key, r.operator, tuple(r.values))
+                for r in term.match_expressions
+            )
+            for term in required.node_selector_terms
+        )
+    return t.PodSet(
+        name=t.PodSetName(ps.name),
+        count=ps.count,
+        requests={t.ResourceName(r): v for r, v in sorted(ps.pod_requests().items())},
+        min_count=ps.min_count,
+        node_selector=dict(pod.node_selector),
+        required_affinity=affinity,
+        tolerations=tuple(_toleration(x) for x in pod.tolerations),
+    )
+
+
+def _admission(wl: ApiWorkload) -> t.Admission | None:
+    adm = wl.status.admission
+    if adm is None:
+        return None
+    counts = {ps.name: ps.count for ps in wl.spec.pod_sets}
+    pod_sets = tuple(
+        t.PodSetAssignment(
+            name=t.PodSetName(psa.name),
+            flavors={t.ResourceName(r): t.FlavorName(f) for r, f in sorted(psa.flavors.items())},
+            resource_usage={
+                t.ResourceName(r): q.units(r) for r, q in sorted(psa.resource_usage.items())
+            },
+            count=psa.count if psa.count is not None else counts.get(psa.name, 0),
+        )
+        for psa in adm.pod_set_assignments
+    )
+    reserved_at = wl.quota_reserved_at or wl.metadata.creation_timestamp or t.EPOCH
+    return t.Admission(t.ClusterQueueName(adm.cluster_queue), pod_sets, reserved_at)
+
+
+def _queue_order_time(wl: ApiWorkload) -> datetime | None:
+    """Kueue's queue-order timestamp: the eviction time after a PodsReady timeout."""
+    evicted = wl.condition(c.EVICTED)
+    if evicted is not None and evicted.is_true and evicted.reason == c.EVICTED_BY_PODS_READY_TIMEOUT:
+        return evicted.last_transition_time
+    return None
+
+
+def _requeue_at(wl: ApiWorkload) -> datetime | None:
+    at = wl.status.requeue_state.requeue_at if wl.status.requeue_state is not None else None
+    requeued = wl.condition(c.REQUEUED)
+    if requeued is not None and requeued.status == "False":
+        return at if at is not None else NEVER
+    return at
+
+
+def _pod_label(wl: ApiWorkload) -> str | None:
+    for ps in wl.spec.pod_sets:
+        value = ps.template.metadata.labels.get(c.PREEMPTIBILITY_LABEL)
+        if value is not None:
+            return value
+    return None
+
+
+def workload(wl: ApiWorkload, *, owner_labels: Mapping[str, str] | None = None) -> t.Workload:
+    """The engine's view of ``wl``; ``owner_labels`` are the labels of its top-level owner."""
+    spec = wl.spec
+    return t.Workload(
+        namespace=wl.namespace or "default",
+        name=wl.name,
+        queue_name=spec.queue_name or "",
+        pod_sets=tuple(_pod_set(ps) for ps in spec.pod_sets),
+        uid=wl.metadata.uid or "",
+        creation_time=wl.metadata.creation_timestamp or t.EPOCH,
+        queue_order_time=_queue_order_time(wl),
+        priority=spec.priority,
+        priority_class=spec.priority_class_ref.name if spec.priority_class_ref else None,
+        preemption_priority=spec.preemption_priority,
+        preemption_priority_class=(
+            spec.preemption_priority_class_ref.name if spec.preemption_priority_class_ref else None
+        ),
+        preemptibility=t.Preemptibility(spec.preemptibility) if spec.preemptibility else None,
+        owner_preemptibility_label=(owner_labels or {}).get(c.PREEMPTIBILITY_LABEL),
+        pod_preemptibility_label=_pod_label(wl),
+        active=spec.active,
+        requeue_at=_requeue_at(wl),
+        admission=_admission(wl),
+        generation=wl.metadata.generation or 0,
+    )
+
+
+def apply_workload(
+    engine: Engine, wl: ApiWorkload, *, owner_labels: Mapping[str, str] | None = None
+) -> None:
+    """Feed a Workload to the engine: a finished one frees its quota, others are upserted."""
+    if wl.is_finished:
+        engine.finish(t.workload_key(wl.namespace or "default", wl.name))
+        return
+    engine.upsert_workload(workload(wl, owner_labels=owner_labels))
