@@ -1,0 +1,164 @@
+"""batch/v1 Job -> Workload, as Kueue's job integration builds it.
+
+One pod set ``main`` with ``parallelism`` pods (fewer if ``completions`` is lower), the pod
+template copied, the Workload owned by the Job and named deterministically from it.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Iterable, Mapping
+from typing import Any, Final
+
+from kqueue.api.integrations.common import (
+    IntegrationError,
+    PriorityResolver,
+    annotations_of,
+    clean_template_metadata,
+    kept_annotations,
+    labels_of,
+    owner_reference,
+    queue_name,
+    resolve_preemption_priority,
+    resolve_priority,
+    workload_labels,
+    workload_name,
+)
+from kqueue.api.v1alpha1 import ValidationFailed, Workload, parse_object
+from kqueue.api.v1alpha1 import constants as c
+
+JOB_API_VERSION: Final = "batch/v1"
+JOB_KIND: Final = "Job"
+JOB_GROUP: Final = "batch"
+
+
+def _int_field(spec: Mapping[str, Any], name: str, default: int | None) -> int | None:
+    value = spec.get(name, default)
+    if value is None:
+        return None
+    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+        raise IntegrationError(f"spec.{name}", f"must be a non-negative integer, got {value!r}")
+    return value
+
+
+def pods_count(job: Mapping[str, Any]) -> int:
+    """Kueue's ``podsCount``: parallelism (default 1), capped by completions."""
+    spec = job.get("spec") or {}
+    parallelism = _int_field(spec, "parallelism", 1)
+    completions = _int_field(spec, "completions", None)
+    assert parallelism is not None
+    if completions is not None and completions < parallelism:
+        return completions
+    return parallelism
+
+
+def min_pods_count(job: Mapping[str, Any], count: int) -> int | None:
+    """Partial admission: the ``kqueue.io/job-min-parallelism`` annotation.
+
+    Kueue's job webhook accepts an integer strictly between 0 and parallelism.
+    """
+    raw = annotations_of(job).get(c.JOB_MIN_PARALLELISM_ANNOTATION)
+    if raw is None:
+        return None
+    path = f"metadata.annotations[{c.JOB_MIN_PARALLELISM_ANNOTATION}]"
+    try:
+        value = int(raw)
+    except ValueError:
+        raise IntegrationError(path, f"must be an integer, got {raw!r}") from None
+    if not 0 < value < count:
+        raise IntegrationError(path, f"should be between 0 and {count - 1}, got {value}")
+    return value
+
+
+def is_elastic(job: Mapping[str, Any]) -> bool:
+    return annotations_of(job).get(c.ELASTIC_JOB_ANNOTATION) == "true"
+
+
+def workload_name_for_job(job: Mapping[str, Any]) -> str:
+    """The Workload's name; an elastic job's slices differ by the Job's generation."""
+    meta = job.get("metadata") or {}
+    name = str(meta.get("name", ""))
+    uid = str(meta.get("uid") or "")
+    extra = str(int(meta.get("generation") or 0)) if is_elastic(job) else ""
+    return workload_name(name, uid, JOB_KIND, JOB_GROUP, extra=extra)
+
+
+def workload_for_job(
+    job: Mapping[str, Any],
+    priorities: PriorityResolver,
+    *,
+    label_keys_to_copy: Iterable[str] = (),
+    replacement_for: str | None = None,
+) -> Workload:
+    """The Workload kqueue creates for ``job`` (a decoded batch/v1 Job).
+
+    ``priorities`` resolves the ``kqueue.io/priority-class`` and
+    ``kqueue.io/preemption-priority-class`` labels and the template's ``priorityClassName``.
+    ``replacement_for`` (``namespace/name``) marks a WorkloadSlice that replaces an admitted one
+    after a scale-up of an elastic job. Raises :class:`IntegrationError` naming the Job's field.
+    """
+    if job.get("kind") != JOB_KIND:
+        raise IntegrationError("kind", f"expected a Job, got {job.get('kind')!r}")
+    meta = job.get("metadata") or {}
+    spec = job.get("spec") or {}
+    template = spec.get("template")
+    if not isinstance(template, dict) or not isinstance(template.get("spec"), dict):
+        raise IntegrationError("spec.template.spec", "required")
+    labels = labels_of(job)
+    count = pods_count(job)
+    min_count = min_pods_count(job, count)
+
+    pod_template = copy.deepcopy(template)
+    clean_template_metadata(pod_template)
+    pod_set: dict[str, Any] = {
+        "name": c.DEFAULT_POD_SET_NAME,
+        "count": count,
+        "template": pod_template,
+    }
+    if min_count is not None:
+        pod_set["minCount"] = min_count
+
+    priority_ref, priority = resolve_priority(labels, [template["spec"]], priorities)
+    preemption_ref, preemption_priority = resolve_preemption_priority(labels, priority, priorities)
+    wl_spec: dict[str, Any] = {"podSets": [pod_set], "priority": priority}
+    if queue_name(job) is not None:
+        wl_spec["queueName"] = queue_name(job)
+    if priority_ref is not None:
+        wl_spec["priorityClassRef"] = priority_ref
+    if preemption_ref is not None:
+        wl_spec["preemptionPriorityClassRef"] = preemption_ref
+        wl_spec["preemptionPriority"] = preemption_priority
+
+    annotations = kept_annotations(annotations_of(job))
+    if replacement_for is not None:
+        annotations[c.WORKLOAD_SLICE_REPLACEMENT_FOR_ANNOTATION] = replacement_for
+    wl_meta: dict[str, Any] = {
+        "name": workload_name_for_job(job),
+        "namespace": str(meta.get("namespace") or "default"),
+        "ownerReferences": [
+            owner_reference(job, api_version=JOB_API_VERSION, kind=JOB_KIND, controller=True)
+        ],
+    }
+    copied = workload_labels(labels, label_keys_to_copy)
+    if copied:
+        wl_meta["labels"] = copied
+    if annotations:
+        wl_meta["annotations"] = annotations
+    doc = {"apiVersion": c.API_VERSION, "kind": "Workload", "metadata": wl_meta, "spec": wl_spec}
+    return _parse(doc, template_path="spec.template")
+
+
+def _parse(doc: dict[str, Any], *, template_path: str) -> Workload:
+    try:
+        wl = parse_object(doc)
+    except ValidationFailed as err:
+        first = err.errors[0]
+        path = first.path
+        # Report the owner's field, not the Workload's, when the problem is in the template.
+        prefix = "spec.podSets[0].template"
+        if path.startswith(prefix):
+            path = template_path + path[len(prefix) :]
+        detail = first.message + (f" (allowed: {first.allowed})" if first.allowed else "")
+        raise IntegrationError(path, detail) from None
+    assert isinstance(wl, Workload)
+    return wl
