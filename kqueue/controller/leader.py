@@ -93,7 +93,9 @@ class LeaderElector:
         self._on_started = on_started_leading
         self._on_stopped = on_stopped_leading
         self._on_new_leader = on_new_leader
-        self._release_on_cancel = release_on_cancel
+        self.release_on_cancel = release_on_cancel
+        """Hand the lease back when :meth:`run` is cancelled (client-go's ReleaseOnCancel);
+        turn it off when the leader's work may not have stopped cleanly."""
         self._clock = clock if clock is not None else LoopClock()
         self._is_leader = False
         self._observed: tuple[Any, ...] | None = None
@@ -141,7 +143,7 @@ class LeaderElector:
             try:
                 outcome = await self._lead()
             except asyncio.CancelledError:
-                await self._step_down(release=self._release_on_cancel)
+                await self._step_down(release=self.release_on_cancel)
                 raise
             await self._step_down(release=True)
             if outcome == "task ended":

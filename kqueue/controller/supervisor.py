@@ -148,7 +148,9 @@ class Supervisor:
             return
         _, pending = await asyncio.wait(tasks, timeout=grace_period)
         for task in pending:
-            logger.error("background task %r did not stop within %ss", task.get_name(), grace_period)
+            logger.error(
+                "background task %r did not stop within %ss", task.get_name(), grace_period
+            )
         for entry in self._entries.values():
             if entry.status.state != "finished":
                 entry.status.state = "stopped"
