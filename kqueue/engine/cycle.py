@@ -199,7 +199,7 @@ class _Cycle:
                     preemptor=e.info.key,
                     cluster_queue=t.workload.cluster_queue,
                     reason=t.reason,
-                    message=preemption_message(e.info, t.reason),
+                    message=t.message or preemption_message(e.info, t.reason),
                 )
             )
         e.reason = PendingReason.WAITING_FOR_PREEMPTED_WORKLOADS

@@ -51,6 +51,8 @@ class Target:
 
     workload: AdmittedWorkload
     reason: PreemptionReason
+    # The Preempted condition message; empty means preemption_message's default.
+    message: str = ""
 
 
 class Preemptor(Protocol):

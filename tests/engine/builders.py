@@ -7,9 +7,9 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
-from typing import Self
+from typing import Any, Self
 
 from kqueue.api.quantity import parse_quantity
 from kqueue.engine.cycle import CycleResult
@@ -34,6 +34,7 @@ from kqueue.engine.types import (
     PodSetName,
     Preemptibility,
     PreemptionConfig,
+    PreemptionOrder,
     PreemptionPolicy,
     QueueingStrategy,
     ResourceFlavor,
@@ -494,3 +495,25 @@ def run_until_quiet(engine: Engine, start: float = 1, max_cycles: int = 50) -> l
         if not r.admitted and not r.preempted and not any(x.active for x in r.requeued):
             break
     return results
+
+
+# -- preemption, slices, readiness ------------------------------------------------------------
+
+
+def with_preemption(cq: ClusterQueueSpec, **changes: Any) -> ClusterQueueSpec:
+    """``cq`` with fields of its PreemptionConfig replaced (``preemption_order="Oldest"``,
+    ``borrow_within_cohort_max_priority_threshold=3``, ...); strings become the enums."""
+    enums: dict[str, Any] = {
+        "within_cluster_queue": PreemptionPolicy,
+        "reclaim_within_cohort": PreemptionPolicy,
+        "borrow_within_cohort": BorrowWithinCohortPolicy,
+        "preemption_order": PreemptionOrder,
+    }
+    typed = {k: enums[k](v) if k in enums and isinstance(v, str) else v for k, v in changes.items()}
+    return replace(cq, preemption=replace(cq.preemption, **typed))
+
+
+def preempted(result: CycleResult) -> dict[str, str]:
+    """victim name -> Preempted reason."""
+    return {p.victim.split("/", 1)[1]: str(p.reason) for p in result.preempted}
+

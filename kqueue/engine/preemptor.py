@@ -1,0 +1,197 @@
+"""``ClassicalPreemptor``: kqueue's implementation of the ``Preemptor`` seam, and its oracle.
+
+The victim search itself is in ``victim.py``. This module adds what spans cycles:
+
+* **Delayed preemption** (KEP-5710): once a preemptor's victims have been told to go, it issues
+  no new preemptions while they terminate. It keeps waiting for them as long as its assignment
+  fits once they (and other workloads already being evicted) are gone; otherwise it pends until
+  they are gone and searches again. A different assignment is taken meanwhile only if it needs no
+  preemption at all (the flavor assigner finds a ``Fit``). The preemptor's victims are inferred
+  from the targets it was given and ``Snapshot.evicting``: the cycle issues an entry's targets all
+  together or not at all.
+* **Explanations**: the last search for each preemptor is kept (``explain``) as a
+  ``VictimSearch`` naming every candidate considered and why it was or was not usable.
+* **Messages**: every target carries the Preempted message with the numbers.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .assignment import Assignment
+from .hierarchy import find_height_of_lowest_subtree_that_fits
+from .preemption import PreemptionOracle, PreemptionPossibility, Target, preemption_message
+from .snapshot import ClusterQueueSnapshot, Snapshot
+from .types import ClusterQueueName, FlavorResource, Preemptibility, WorkloadKey
+from .victim import (
+    Found,
+    Numbers,
+    Search,
+    SearchInput,
+    VictimSearch,
+    contested_resources,
+    describe,
+    missing,
+    victim_details,
+)
+from .workload import WorkloadInfo
+
+
+class ClassicalPreemptor:
+    """Kueue's classical preemption with the contracts' priorities and delayed preemption."""
+
+    def __init__(self) -> None:
+        self._snapshot: Snapshot | None = None
+        # Victims (and their ClusterQueues) told to go for each preemptor in earlier cycles.
+        self._issued: dict[WorkloadKey, dict[WorkloadKey, ClusterQueueName]] = {}
+        # This cycle's newest non-empty set of new victims per preemptor: nomination may search
+        # several times (full counts, then partial ones), and the last success is the one used.
+        self._current: dict[WorkloadKey, dict[WorkloadKey, ClusterQueueName]] = {}
+        self._searches: dict[WorkloadKey, VictimSearch] = {}
+
+    # -- the seam ----------------------------------------------------------------------------
+
+    def oracle(self, snapshot: Snapshot) -> PreemptionOracle:
+        self._roll(snapshot)
+        return _Oracle(self, snapshot)
+
+    def get_targets(
+        self, wl: WorkloadInfo, assignment: Assignment, snapshot: Snapshot
+    ) -> list[Target]:
+        self._roll(snapshot)
+        cq = snapshot.cluster_queues.get(assignment.cluster_queue)
+        if cq is None:
+            return []
+        waiting = self._outstanding(wl.key)
+        ctx = SearchInput(
+            preemptor=wl,
+            cq=cq,
+            requests=dict(assignment.usage),
+            contested=contested_resources(assignment),
+            within_nominal=_non_preemptible(wl, cq),
+            only_evicting=bool(waiting),
+        )
+        search = Search(ctx, snapshot)
+        found = search.run()
+        targets: list[Target] = []
+        numbers = Numbers(wl.priority, cq.cq_name, missing(ctx))
+        if found is not None:
+            for c in found.targets:
+                base = preemption_message(wl, c.variant.reason)
+                detail = victim_details(numbers, c.workload, ctx.contested)
+                targets.append(Target(c.workload, c.variant.reason, f"{base}; {detail}"))
+            new = {
+                c.workload.key: c.workload.cluster_queue for c in found.targets if not c.evicting
+            }
+            if new:
+                self._current[wl.key] = new
+        self._searches[wl.key] = VictimSearch(
+            preemptor=wl.key,
+            cluster_queue=cq.cq_name,
+            priority=wl.priority,
+            contested=tuple(sorted(ctx.contested)),
+            candidates=search.notes(t.workload.key for t in targets),
+            targets=tuple((t.workload.key, t.reason) for t in targets),
+            max_victim_priority=found.threshold if found is not None else None,
+            borrowing=found.borrowing if found is not None else None,
+            waiting_for=tuple(sorted(waiting)),
+            message=_outcome(wl, ctx, found, waiting),
+        )
+        return targets
+
+    # -- reading -----------------------------------------------------------------------------
+
+    def explain(self, key: WorkloadKey) -> VictimSearch | None:
+        """The last victim search for ``key`` (None when it never needed preemption)."""
+        return self._searches.get(key)
+
+    def forget(self, key: WorkloadKey) -> None:
+        """``key`` is admitted, finished or gone: drop what was kept about its searches."""
+        self._searches.pop(key, None)
+        self._issued.pop(key, None)
+        self._current.pop(key, None)
+
+    # -- cycles ------------------------------------------------------------------------------
+
+    def _roll(self, snapshot: Snapshot) -> None:
+        """A new snapshot means a new cycle: settle what the previous cycle issued."""
+        if snapshot is self._snapshot:
+            return
+        self._snapshot = snapshot
+        self._issued.update(self._current)
+        self._current = {}
+        for preemptor in sorted(self._issued):
+            victims = self._issued[preemptor]
+            present = {
+                v: cq for v, cq in victims.items() if snapshot.workload(v, cq) is not None
+            }
+            if not present or any(v not in snapshot.evicting for v in present):
+                # All gone (search afresh), or never issued (the cycle skipped the preemptor).
+                del self._issued[preemptor]
+            else:
+                self._issued[preemptor] = present
+
+    def _outstanding(self, key: WorkloadKey) -> set[WorkloadKey]:
+        return set(self._issued.get(key, {}))
+
+
+def _non_preemptible(wl: WorkloadInfo, cq: ClusterQueueSnapshot) -> bool:
+    threshold = cq.spec.preemption.preemptible_priority_threshold
+    return wl.preemptibility(threshold) == Preemptibility.NON_PREEMPTIBLE
+
+
+def _outcome(
+    wl: WorkloadInfo, ctx: SearchInput, found: Found | None, waiting: set[WorkloadKey]
+) -> str:
+    lacks = describe(missing(ctx)) or "nothing"
+    if found is not None:
+        new = [c for c in found.targets if not c.evicting]
+        old = len(found.targets) - len(new)
+        parts = [f"preempting {len(new)} workload(s)"]
+        if found.threshold is not None:
+            parts.append(f"with preemption priority at most {found.threshold}")
+        if old:
+            parts.append(f"and waiting for {old} already being evicted")
+        if ctx.cq.parent is not None:
+            parts.append("(borrowing allowed)" if found.borrowing else "(without borrowing)")
+        return f"{' '.join(parts)} to free {lacks}"
+    if waiting:
+        return (
+            f"waiting for {len(waiting)} preempted workload(s) to terminate "
+            f"({', '.join(sorted(waiting))}); no new preemptions until then"
+        )
+    return (
+        f"no allowed set of preemption candidates frees {lacks} for priority {wl.priority} "
+        f"in ClusterQueue {ctx.cq.name}"
+    )
+
+
+@dataclass(slots=True)
+class _Oracle:
+    """Kueue's PreemptionOracle: the victim search for one flavor/resource, nothing kept."""
+
+    preemptor: ClassicalPreemptor
+    snapshot: Snapshot
+
+    def simulate_preemption(
+        self, cq: ClusterQueueSnapshot, wl: WorkloadInfo, fr: FlavorResource, quantity: int
+    ) -> tuple[PreemptionPossibility, int]:
+        own = self.snapshot.cluster_queues.get(cq.cq_name, cq)
+        ctx = SearchInput(
+            preemptor=wl,
+            cq=own,
+            requests={fr: quantity},
+            contested=frozenset({fr}),
+            within_nominal=_non_preemptible(wl, own),
+            only_evicting=bool(self.preemptor._outstanding(wl.key)),
+        )
+        found = Search(ctx, self.snapshot).run()
+        if found is None:
+            borrow, _ = find_height_of_lowest_subtree_that_fits(cq, fr, quantity)
+            return PreemptionPossibility.NO_CANDIDATES, borrow
+        restore = self.snapshot.simulate_removal(c.workload for c in found.targets)
+        borrow, _ = find_height_of_lowest_subtree_that_fits(cq, fr, quantity)
+        restore()
+        if any(c.workload.cluster_queue == cq.name for c in found.targets):
+            return PreemptionPossibility.PREEMPT, borrow
+        return PreemptionPossibility.RECLAIM, borrow

@@ -1,0 +1,629 @@
+"""Victim search: which admitted workloads may be preempted for a preemptor, in which order, and
+the minimal set among them that makes the preemptor fit.
+
+A port of Kueue's classical preemption (``preemption.go`` and ``classical/``) with the additions
+of the contracts (section 3):
+
+* **Candidates** are workloads that use a flavor/resource the preemptor's assignment cannot get
+  without preemption (the *contested* resources). In the preemptor's ClusterQueue they must satisfy
+  ``withinClusterQueue``; in other ClusterQueues of its cohort tree they must satisfy
+  ``reclaimWithinCohort`` and sit in a part of the tree that uses more than its nominal quota of a
+  contested resource. Victims are compared by their *preemption priority*, the preemptor by its
+  *scheduling priority*; a non-preemptible workload is never a candidate.
+* **Variants** (Kueue's ``preemptionVariant``): a candidate in another ClusterQueue over which the
+  preemptor has a hierarchical advantage (its subtree fits the request within its own quota) may be
+  reclaimed regardless of priority thresholds; otherwise it may be reclaimed only while the
+  preemptor does not borrow, unless ``borrowWithinCohort`` allows it for candidates of lower
+  priority, at most ``maxPriorityThreshold``.
+* **Order**: workloads already being evicted first, then hierarchical candidates, other
+  ClusterQueues' candidates, own candidates; within each, lower preemption priority first, then by
+  admission time (most recent first for ``preemptionOrder: Newest``, earliest for ``Oldest``).
+* **Minimal set** (Kueue's ``classicalPreemptions``): remove candidates in order until the
+  preemptor fits, then add back, in reverse order, every one that is not needed. Kueue's attempts
+  with and without borrowing are kept.
+* **Lowest highest victim priority** (KEP-5710): the search above runs with only the candidates of
+  preemption priority at most ``p``, for increasing ``p``; the first ``p`` that works wins.
+  Workloads already being evicted cost nothing and are always allowed.
+
+Every simulation works on the snapshot and puts it back exactly as it found it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import timedelta
+from enum import IntEnum, StrEnum
+
+from .assignment import Assignment
+from .hierarchy import ClusterQueueNode, CohortNode, Node
+from .preemptibility import PreemptibilitySource, resolve_preemptibility
+from .resources import fmt
+from .snapshot import ClusterQueueSnapshot, Snapshot
+from .types import (
+    EPOCH,
+    BorrowWithinCohortPolicy,
+    ClusterQueueName,
+    FlavorResource,
+    Mode,
+    Preemptibility,
+    PreemptionOrder,
+    PreemptionPolicy,
+    PreemptionReason,
+    Usage,
+    WorkloadKey,
+)
+from .workload import AdmittedWorkload, WorkloadInfo
+
+
+class Variant(IntEnum):
+    """How a candidate may be preempted (Kueue's preemptionVariant)."""
+
+    # In the preemptor's own ClusterQueue.
+    WITHIN_CQ = 1
+    # The preemptor's subtree has first claim on the quota the candidate uses.
+    HIERARCHICAL_RECLAIM = 2
+    # Only if the preemptor does not borrow once it is admitted.
+    RECLAIM_WITHOUT_BORROWING = 3
+    # Even if the preemptor borrows (``borrowWithinCohort``).
+    RECLAIM_WHILE_BORROWING = 4
+
+    @property
+    def reason(self) -> PreemptionReason:
+        if self is Variant.WITHIN_CQ:
+            return PreemptionReason.IN_CLUSTER_QUEUE
+        if self is Variant.RECLAIM_WHILE_BORROWING:
+            return PreemptionReason.IN_COHORT_RECLAIM_WHILE_BORROWING
+        return PreemptionReason.IN_COHORT_RECLAMATION
+
+
+class Rejection(StrEnum):
+    """Why an admitted workload is not a preemption candidate."""
+
+    NOT_USING_CONTESTED = "NotUsingContestedResources"
+    NON_PREEMPTIBLE = "NonPreemptible"
+    POLICY_NEVER = "PolicyNever"
+    PRIORITY = "Priority"
+    # Its part of the cohort tree uses no more than its nominal quota: nothing to reclaim.
+    NOT_BORROWING = "NotBorrowing"
+
+
+# -- structured explanation -------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class CandidateNote:
+    """One admitted workload as the victim search saw it."""
+
+    workload: WorkloadKey
+    cluster_queue: ClusterQueueName
+    priority: int
+    preemption_priority: int
+    usable: bool
+    # A Variant name when usable, a Rejection value otherwise.
+    why: str
+    message: str
+    evicting: bool = False
+    chosen: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class VictimSearch:
+    """The outcome of one victim search, for ``explain`` and the simulator.
+
+    ``targets`` are the victims chosen (with their reasons); empty when no allowed set of
+    candidates makes the preemptor fit, or when the preemptor waits for victims it already
+    preempted (``waiting_for``).
+    """
+
+    preemptor: WorkloadKey
+    cluster_queue: ClusterQueueName
+    priority: int
+    contested: tuple[FlavorResource, ...]
+    candidates: tuple[CandidateNote, ...]
+    targets: tuple[tuple[WorkloadKey, PreemptionReason], ...] = ()
+    # The highest preemption priority among new victims (None: no new victims).
+    max_victim_priority: int | None = None
+    # Whether the chosen set lets the preemptor borrow (None: nothing chosen).
+    borrowing: bool | None = None
+    waiting_for: tuple[WorkloadKey, ...] = ()
+    message: str = ""
+
+    def lines(self) -> list[str]:
+        """Human-readable lines: the outcome, then one line per candidate."""
+        out = [self.message]
+        for note in self.candidates:
+            mark = "victim" if note.chosen else ("candidate" if note.usable else "not a candidate")
+            out.append(f"{note.workload} ({note.cluster_queue}): {mark}: {note.message}")
+        return out
+
+
+# -- the search -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class SearchInput:
+    """What one victim search needs (Kueue's preemptionCtx)."""
+
+    preemptor: WorkloadInfo
+    cq: ClusterQueueSnapshot
+    # Everything the preemptor's assignment would use, by flavor and resource.
+    requests: Mapping[FlavorResource, int]
+    contested: frozenset[FlavorResource]
+    # A non-preemptible preemptor may not borrow (contracts, section 3).
+    within_nominal: bool = False
+    # Delayed preemption: only workloads already being evicted may be used.
+    only_evicting: bool = False
+
+
+@dataclass(eq=False, slots=True)
+class Candidate:
+    workload: AdmittedWorkload
+    variant: Variant
+    evicting: bool
+    # For other ClusterQueues: the lowest common ancestor with the preemptor's ClusterQueue.
+    lca: CohortNode | None = None
+
+    @property
+    def priority(self) -> int:
+        return self.workload.info.preemption_priority
+
+
+@dataclass(slots=True)
+class Found:
+    targets: list[Candidate]
+    borrowing: bool
+    # Highest preemption priority among the victims not already being evicted.
+    threshold: int | None
+
+
+def contested_resources(assignment: Assignment) -> frozenset[FlavorResource]:
+    """Flavor/resources the assignment gets only by preempting (Kueue's frsNeedPreemption)."""
+    out: set[FlavorResource] = set()
+    for ps in assignment.pod_sets:
+        for res, choice in ps.flavors.items():
+            if choice.mode == Mode.PREEMPT:
+                out.add((choice.flavor, res))
+    return frozenset(out)
+
+
+def uses_resources(wl: AdmittedWorkload, frs: frozenset[FlavorResource]) -> bool:
+    for ps in wl.admission.pod_sets:
+        for res, flavor in ps.flavors.items():
+            if (flavor, res) in frs:
+                return True
+    return False
+
+
+def within_nominal(node: Node, frs: Iterable[FlavorResource]) -> bool:
+    """Whether ``node`` uses no more than its (subtree) quota of every resource in ``frs``."""
+    r = node.resources
+    return all(r.usage.get(fr, 0) <= r.subtree_quota.get(fr, 0) for fr in frs)
+
+
+def _fits_in_quota(node: Node, requests: Mapping[FlavorResource, int]) -> tuple[bool, Usage]:
+    """Kueue's QuantitiesFitInQuota: whether ``requests`` fit in ``node``'s own subtree quota,
+    and what is left to find higher up once its local quota is used."""
+    r = node.resources
+    fits = True
+    remaining: Usage = {}
+    for fr, v in requests.items():
+        if r.usage.get(fr, 0) + v > r.subtree_quota.get(fr, 0):
+            fits = False
+        remaining[fr] = max(0, v - r.local_available(fr))
+    return fits, remaining
+
+
+def _time_key(wl: AdmittedWorkload) -> int:
+    return (wl.reserved_at - EPOCH) // timedelta(microseconds=1)
+
+
+class _Classifier:
+    def __init__(self, ctx: SearchInput, snapshot: Snapshot) -> None:
+        self.ctx = ctx
+        self.snapshot = snapshot
+        self.spec = ctx.cq.spec
+        self.policy = ctx.cq.spec.preemption
+        self.notes: dict[WorkloadKey, CandidateNote] = {}
+
+    def note(self, wl: AdmittedWorkload, usable: bool, why: str, message: str) -> None:
+        self.notes[wl.key] = CandidateNote(
+            workload=wl.key,
+            cluster_queue=wl.cluster_queue,
+            priority=wl.info.priority,
+            preemption_priority=wl.info.preemption_priority,
+            usable=usable,
+            why=why,
+            message=message,
+            evicting=wl.key in self.snapshot.evicting,
+        )
+
+    def classify(self, wl: AdmittedWorkload, *, advantage: bool) -> Variant | None:
+        ctx = self.ctx
+        same_cq = wl.cluster_queue == ctx.cq.name
+        contested = ", ".join(f"{f}/{r}" for f, r in sorted(ctx.contested))
+        if not uses_resources(wl, ctx.contested):
+            self.note(
+                wl, False, Rejection.NOT_USING_CONTESTED,
+                f"does not use the contested resources ({contested})",
+            )
+            return None
+        victim_cq = self.snapshot.cluster_queues.get(wl.cluster_queue)
+        threshold = (
+            victim_cq.spec.preemption.preemptible_priority_threshold if victim_cq else None
+        )
+        resolution = resolve_preemptibility(
+            spec=wl.info.obj.preemptibility,
+            owner_label=wl.info.obj.owner_preemptibility_label,
+            pod_label=wl.info.obj.pod_preemptibility_label,
+            preemption_priority=wl.info.preemption_priority,
+            priority_threshold=threshold,
+        )
+        if resolution.value == Preemptibility.NON_PREEMPTIBLE:
+            self.note(wl, False, Rejection.NON_PREEMPTIBLE, _non_preemptible_message(
+                resolution.source, wl, threshold
+            ))
+            return None
+        policy = self.policy.within_cluster_queue if same_cq else self.policy.reclaim_within_cohort
+        field_name = "withinClusterQueue" if same_cq else "reclaimWithinCohort"
+        if policy == PreemptionPolicy.NEVER:
+            self.note(
+                wl, False, Rejection.POLICY_NEVER,
+                f"ClusterQueue {ctx.cq.name} has {field_name}: Never",
+            )
+            return None
+        mine, theirs = ctx.preemptor.priority, wl.info.preemption_priority
+        allowed, why = _satisfies(policy, ctx.preemptor, wl)
+        if not allowed:
+            self.note(wl, False, Rejection.PRIORITY, f"{why} ({field_name}: {policy})")
+            return None
+        if same_cq:
+            self.note(wl, True, Variant.WITHIN_CQ.name, f"{why} ({field_name}: {policy})")
+            return Variant.WITHIN_CQ
+        if advantage:
+            self.note(
+                wl, True, Variant.HIERARCHICAL_RECLAIM.name,
+                f"{why}; reclaims quota of the preemptor's part of the cohort tree",
+            )
+            return Variant.HIERARCHICAL_RECLAIM
+        bwc = self.policy.borrow_within_cohort
+        limit = self.policy.borrow_within_cohort_max_priority_threshold
+        if bwc == BorrowWithinCohortPolicy.NEVER:
+            self.note(
+                wl, True, Variant.RECLAIM_WITHOUT_BORROWING.name,
+                f"{why}; only while the preemptor does not borrow (borrowWithinCohort: Never)",
+            )
+            return Variant.RECLAIM_WITHOUT_BORROWING
+        if theirs >= mine or (limit is not None and theirs > limit):
+            bound = f"not below the preemptor's priority {mine}" if theirs >= mine else (
+                f"above maxPriorityThreshold {limit}"
+            )
+            self.note(
+                wl, True, Variant.RECLAIM_WITHOUT_BORROWING.name,
+                f"{why}; only while the preemptor does not borrow: preemption priority "
+                f"{theirs} is {bound}",
+            )
+            return Variant.RECLAIM_WITHOUT_BORROWING
+        self.note(
+            wl, True, Variant.RECLAIM_WHILE_BORROWING.name,
+            f"{why}; also while the preemptor borrows (borrowWithinCohort: {bwc}"
+            + (f", maxPriorityThreshold {limit})" if limit is not None else ")"),
+        )
+        return Variant.RECLAIM_WHILE_BORROWING
+
+
+def _non_preemptible_message(
+    source: PreemptibilitySource, wl: AdmittedWorkload, threshold: int | None
+) -> str:
+    if source == PreemptibilitySource.PRIORITY_THRESHOLD:
+        return (
+            f"non-preemptible: preemption priority {wl.info.preemption_priority} is above the "
+            f"preemptiblePriorityThreshold {threshold} of ClusterQueue {wl.cluster_queue}"
+        )
+    where = {
+        PreemptibilitySource.SPEC: "spec.preemptibility",
+        PreemptibilitySource.OWNER_LABEL: "the kqueue.io/preemptibility label of its owner",
+        PreemptibilitySource.POD_LABEL: "the kqueue.io/preemptibility label of its pods",
+    }.get(source, "its settings")
+    return f"non-preemptible ({where})"
+
+
+def _satisfies(
+    policy: PreemptionPolicy, preemptor: WorkloadInfo, wl: AdmittedWorkload
+) -> tuple[bool, str]:
+    """Kueue's satisfiesPreemptionPolicy with the contracts' priorities, and why."""
+    mine, theirs = preemptor.priority, wl.info.preemption_priority
+    if policy == PreemptionPolicy.ANY:
+        return True, f"preemption priority {theirs}, any priority may be reclaimed"
+    if theirs < mine:
+        return True, f"preemption priority {theirs} < preemptor priority {mine}"
+    if policy == PreemptionPolicy.LOWER_OR_NEWER_EQUAL_PRIORITY and theirs == mine:
+        newer = preemptor.order_time() < wl.info.order_time()
+        if newer:
+            return True, (
+                f"preemption priority {theirs} equals preemptor priority {mine} and it is newer"
+            )
+        return False, (
+            f"preemption priority {theirs} equals preemptor priority {mine} but it is not newer "
+            f"than the preemptor"
+        )
+    return False, f"preemption priority {theirs} is not below preemptor priority {mine}"
+
+
+def _cq_snapshot(snapshot: Snapshot, node: ClusterQueueNode) -> ClusterQueueSnapshot | None:
+    return snapshot.cluster_queues.get(node.cq_name)
+
+
+class Search:
+    """One victim search over a snapshot (construct, then ``run``)."""
+
+    def __init__(
+        self, ctx: SearchInput, snapshot: Snapshot, order: PreemptionOrder | None = None
+    ) -> None:
+        self.ctx = ctx
+        self.snapshot = snapshot
+        self.order = order if order is not None else ctx.cq.spec.preemption.preemption_order
+        self.classifier = _Classifier(ctx, snapshot)
+        self.hierarchy: list[Candidate] = []
+        self.priority: list[Candidate] = []
+        self.same: list[Candidate] = []
+        self._collect()
+
+    # -- candidates --------------------------------------------------------------------------
+
+    def _make(self, wl: AdmittedWorkload, lca: CohortNode | None, advantage: bool) -> None:
+        variant = self.classifier.classify(wl, advantage=advantage)
+        if variant is None:
+            return
+        cand = Candidate(wl, variant, wl.key in self.snapshot.evicting, lca)
+        if variant is Variant.WITHIN_CQ:
+            self.same.append(cand)
+        elif variant is Variant.HIERARCHICAL_RECLAIM:
+            self.hierarchy.append(cand)
+        else:
+            self.priority.append(cand)
+
+    def _collect(self) -> None:
+        ctx = self.ctx
+        for key in sorted(ctx.cq.workloads):
+            self._make(ctx.cq.workloads[key], None, False)
+        if ctx.cq.parent is None:
+            return
+        if ctx.cq.spec.preemption.reclaim_within_cohort == PreemptionPolicy.NEVER:
+            for cq in self._other_cqs():
+                for key in sorted(cq.workloads):
+                    self.classifier.classify(cq.workloads[key], advantage=False)
+            return
+        advantage, remaining = _fits_in_quota(ctx.cq, ctx.requests)
+        previous: CohortNode | None = None
+        for subtree_root in ctx.cq.path_to_root():
+            self._collect_subtree(subtree_root, subtree_root, previous, advantage)
+            fits, remaining = _fits_in_quota(subtree_root, remaining)
+            # Once a subtree fits the request, the preemptor's claim covers every workload
+            # using that subtree's quota, at this level and above.
+            advantage = advantage or fits
+            previous = subtree_root
+        # Workloads in parts of the tree that use no more than their quota: nothing to reclaim.
+        for cq in self._other_cqs():
+            for key in sorted(cq.workloads):
+                if key not in self.classifier.notes:
+                    wl = cq.workloads[key]
+                    if not uses_resources(wl, ctx.contested):
+                        self.classifier.classify(wl, advantage=False)
+                        continue
+                    self.classifier.note(
+                        wl, False, Rejection.NOT_BORROWING,
+                        f"ClusterQueue {cq.name} (or its cohort) uses no more than its nominal "
+                        f"quota of the contested resources: nothing to reclaim",
+                    )
+
+    def _other_cqs(self) -> list[ClusterQueueSnapshot]:
+        root = self.ctx.cq.root()
+        if not isinstance(root, CohortNode):
+            return []
+        out = []
+        for node in root.subtree_cluster_queues():
+            snap = _cq_snapshot(self.snapshot, node)
+            if snap is not None and snap is not self.ctx.cq:
+                out.append(snap)
+        return sorted(out, key=lambda c: c.name)
+
+    def _collect_subtree(
+        self,
+        cohort: CohortNode,
+        lca: CohortNode,
+        skip: CohortNode | None,
+        advantage: bool,
+    ) -> None:
+        frs = self.ctx.contested
+        for child in sorted(cohort.child_cohorts, key=lambda c: c.name):
+            if child is skip or within_nominal(child, frs):
+                continue
+            self._collect_subtree(child, lca, skip, advantage)
+        for node in sorted(cohort.child_cqs, key=lambda c: c.name):
+            cq = _cq_snapshot(self.snapshot, node)
+            if cq is None or cq is self.ctx.cq or within_nominal(cq, frs):
+                continue
+            for key in sorted(cq.workloads):
+                self._make(cq.workloads[key], lca, advantage)
+
+    def ordered(self, allowed: Iterable[Candidate] | None = None) -> list[Candidate]:
+        """Kueue's candidate order (see the module docstring)."""
+        newest = self.order == PreemptionOrder.NEWEST
+        groups = {id(c): 0 for c in self.hierarchy}
+        groups.update({id(c): 1 for c in self.priority})
+        groups.update({id(c): 2 for c in self.same})
+        pool = list(allowed) if allowed is not None else [
+            *self.hierarchy, *self.priority, *self.same
+        ]
+
+        def key(c: Candidate) -> tuple[bool, int, int, int, str, str]:
+            tk = _time_key(c.workload)
+            return (
+                not c.evicting,
+                groups[id(c)],
+                c.priority,
+                -tk if newest else tk,
+                c.workload.info.uid,
+                c.workload.key,
+            )
+
+        return sorted(pool, key=key)
+
+    def all(self) -> list[Candidate]:
+        return [*self.hierarchy, *self.priority, *self.same]
+
+    # -- fitting -----------------------------------------------------------------------------
+
+    def _fits(self, borrowing: bool) -> bool:
+        cq = self.ctx.cq
+        allow = borrowing and not self.ctx.within_nominal
+        for fr, v in self.ctx.requests.items():
+            if not allow and cq.borrowing_with(fr, v):
+                return False
+            if v > cq.available(fr):
+                return False
+        return True
+
+    def _valid(self, c: Candidate, borrowing: bool) -> bool:
+        """Kueue's candidateIsValid: earlier removals may have made a candidate pointless."""
+        if c.workload.cluster_queue == self.ctx.cq.name:
+            return True
+        if borrowing and c.variant is Variant.RECLAIM_WITHOUT_BORROWING:
+            return False
+        cq = self.snapshot.cluster_queues.get(c.workload.cluster_queue)
+        if cq is None or within_nominal(cq, self.ctx.contested):
+            return False
+        for node in cq.path_to_root():
+            if node is c.lca:
+                break
+            if within_nominal(node, self.ctx.contested):
+                return False
+        return True
+
+    def _attempt(self, candidates: Sequence[Candidate], borrowing: bool) -> list[Candidate] | None:
+        removed: list[Candidate] = []
+        try:
+            for c in candidates:
+                if not self._valid(c, borrowing):
+                    continue
+                self.snapshot.remove_workload(c.workload)
+                removed.append(c)
+                if self._fits(borrowing):
+                    return self._fill_back(removed, borrowing)
+            return None
+        finally:
+            for c in reversed(removed):
+                self.snapshot.add_workload(c.workload)
+
+    def _fill_back(self, removed: list[Candidate], borrowing: bool) -> list[Candidate]:
+        """Add back, newest removal first (the last one is needed), whatever is not needed.
+
+        ``removed`` is left holding exactly what is still removed from the snapshot, so that the
+        caller's restore puts back the right workloads.
+        """
+        kept = [True] * len(removed)
+        for i in range(len(removed) - 2, -1, -1):
+            self.snapshot.add_workload(removed[i].workload)
+            if self._fits(borrowing):
+                kept[i] = False
+            else:
+                self.snapshot.remove_workload(removed[i].workload)
+        targets = [c for c, k in zip(removed, kept, strict=True) if k]
+        removed[:] = targets
+        return targets
+
+    def _attempt_options(self, allowed: Sequence[Candidate]) -> list[bool]:
+        """Kueue's choice of attempts with and without borrowing."""
+        ctx = self.ctx
+        others = [c for c in allowed if c.variant is not Variant.WITHIN_CQ]
+        hierarchical = [c for c in allowed if c.variant is Variant.HIERARCHICAL_RECLAIM]
+        forbidden = ctx.cq.spec.preemption.borrow_within_cohort == BorrowWithinCohortPolicy.NEVER
+        under_nominal = all(
+            ctx.cq.usage_of(fr) < ctx.cq.nominal(fr) for fr in ctx.contested
+        )
+        if not others or (forbidden and not under_nominal):
+            return [True]
+        if forbidden and not hierarchical:
+            return [False, True]
+        return [True, False]
+
+    def _kueue(self, allowed: Sequence[Candidate]) -> tuple[list[Candidate], bool] | None:
+        ordered = self.ordered(allowed)
+        for borrowing in self._attempt_options(ordered):
+            found = self._attempt(ordered, borrowing)
+            if found:
+                return found, borrowing
+        return None
+
+    def run(self) -> Found | None:
+        """The victims to evict, or None when no allowed set makes the preemptor fit."""
+        pool = self.all()
+        if self.ctx.only_evicting:
+            pool = [c for c in pool if c.evicting]
+        if not pool:
+            return None
+        prios = sorted({c.priority for c in pool if not c.evicting})
+        levels: list[int | None] = [*prios] if prios else [None]
+        for level in levels:
+            allowed = [c for c in pool if c.evicting or (level is not None and c.priority <= level)]
+            result = self._kueue(allowed)
+            if result is not None:
+                targets, borrowing = result
+                new = [c.priority for c in targets if not c.evicting]
+                return Found(targets, borrowing, max(new) if new else None)
+        return None
+
+    def notes(self, chosen: Iterable[WorkloadKey] = ()) -> tuple[CandidateNote, ...]:
+        picked = set(chosen)
+        out = []
+        for key in sorted(self.classifier.notes):
+            note = self.classifier.notes[key]
+            if key in picked:
+                note = CandidateNote(
+                    note.workload, note.cluster_queue, note.priority, note.preemption_priority,
+                    note.usable, note.why, note.message, note.evicting, True,
+                )
+            out.append(note)
+        return tuple(out)
+
+
+# -- messages ---------------------------------------------------------------------------------
+
+
+def describe(usage: Mapping[FlavorResource, int]) -> str:
+    """``cpu 3 in flavor default, memory 1Gi in flavor default``."""
+    return ", ".join(f"{r} {fmt(v, r)} in flavor {f}" for (f, r), v in sorted(usage.items()))
+
+
+def missing(ctx: SearchInput) -> Usage:
+    """How much of each contested resource the preemptor lacks before any preemption."""
+    out: Usage = {}
+    for fr in sorted(ctx.contested):
+        v = ctx.requests.get(fr, 0)
+        short = v - max(0, ctx.cq.available(fr))
+        if short > 0:
+            out[fr] = short
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class Numbers:
+    """The figures a Preempted message quotes."""
+
+    preemptor_priority: int
+    cluster_queue: ClusterQueueName
+    missing: Usage = field(default_factory=dict)
+
+
+def victim_details(
+    numbers: Numbers, victim: AdmittedWorkload, contested: frozenset[FlavorResource]
+) -> str:
+    frees = {fr: v for fr, v in victim.usage.items() if fr in contested}
+    need = describe(numbers.missing) or "no more quota than it has"
+    return (
+        f"the preemptor (priority {numbers.preemptor_priority}) in ClusterQueue "
+        f"{numbers.cluster_queue} lacks {need}; this workload (preemption priority "
+        f"{victim.info.preemption_priority}) in ClusterQueue {victim.cluster_queue} frees "
+        f"{describe(frees) or 'nothing contested'}"
+    )
