@@ -91,6 +91,11 @@ def _free_port() -> int:
 
 
 _PR_SET_PDEATHSIG = 1
+# Loaded here, not in the child: loading a library between fork and exec can deadlock.
+try:
+    _LIBC: ctypes.CDLL | None = ctypes.CDLL(None, use_errno=True)
+except OSError:
+    _LIBC = None
 
 
 def _die_with_parent() -> None:
@@ -99,9 +104,8 @@ def _die_with_parent() -> None:
     This is what prevents orphans when the test runner itself is killed (SIGKILL, OOM), where
     no cleanup code gets to run.
     """
-    with contextlib.suppress(OSError, AttributeError):
-        libc = ctypes.CDLL("libc.so.6", use_errno=True)
-        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+    if _LIBC is not None:
+        _LIBC.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
 
 
 class _Spawner:
@@ -168,6 +172,7 @@ class _Component:
     env: dict[str, str] | None = None
     proc: subprocess.Popen[bytes] | None = None
     restarts: int = 0
+    stop_grace: float = _STOP_GRACE_SECONDS
 
     def start(self) -> None:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
@@ -180,7 +185,8 @@ class _Component:
     def running(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
 
-    def stop(self, grace: float = _STOP_GRACE_SECONDS) -> None:
+    def stop(self) -> None:
+        grace = self.stop_grace
         proc = self.proc
         if proc is None:
             return
@@ -194,9 +200,6 @@ class _Component:
                 with contextlib.suppress(ProcessLookupError):
                     os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait(timeout=grace)
-        # Reap any stragglers in the group even when the leader already exited.
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(proc.pid, signal.SIGKILL)
         self.proc = None
 
     def tail(self, lines: int = _LOG_TAIL_LINES) -> str:
@@ -276,6 +279,10 @@ class LocalCluster:
         self.log_dir = self.work_dir / "logs"
         self.kubeconfig_path = self.work_dir / "kubeconfig"
         self.ca_path = self.work_dir / "pki" / "ca.crt"
+
+    def __repr__(self) -> str:
+        state = "running" if self._started else "stopped"
+        return f"<LocalCluster {state} {self.server_url} work_dir={self.work_dir}>"
 
     # ------------------------------------------------------------------ public API
 
@@ -551,8 +558,16 @@ class LocalCluster:
         b, p, w, v = self.bin_dir, self.ports, self.work_dir, str(self.verbosity)
         pki = w / "pki"
 
-        def comp(name: str, argv: list[str], env: dict[str, str] | None = None) -> _Component:
-            return _Component(name=name, argv=argv, log_path=self.log_dir / f"{name}.log", env=env)
+        def comp(
+            name: str, argv: list[str], env: dict[str, str] | None = None, grace: float = 10.0
+        ) -> _Component:
+            return _Component(
+                name=name,
+                argv=argv,
+                log_path=self.log_dir / f"{name}.log",
+                env=env,
+                stop_grace=grace,
+            )
 
         kwok_config = w / "kwok.yaml"
         kwok_config.write_text(
@@ -618,6 +633,9 @@ class LocalCluster:
                     f"--cert-dir={pki / 'apiserver-generated'}",
                     f"--v={v}",
                 ],
+                # After SIGTERM it stops listening within milliseconds, then can sit for many
+                # seconds in its own shutdown; nothing is lost by not waiting for that.
+                grace=3.0,
             ),
             "kube-controller-manager": comp(
                 "kube-controller-manager",
