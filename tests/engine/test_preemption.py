@@ -80,11 +80,12 @@ def incoming(name: str, prio: int, cpu: str, *, queue: str = "cq", created: floa
     return make_workload(name).queue(queue).priority(prio).request("cpu", cpu).created(created).obj()
 
 
-def cohort_of(*cqs: tuple[str, str], **preemption: str) -> list[Obj]:
+def cohort_of(*cqs: tuple[str, str], within: str = "Never", reclaim: str = "Never") -> list[Obj]:
     """Flavor default and ClusterQueues (name, nominal cpu) in cohort ``c``."""
     out: list[Obj] = [F]
     for name, nominal in cqs:
-        out.append(make_cq(name).cohort("c").quota("default", cpu=nominal).preemption(**preemption).obj())
+        cq = make_cq(name).cohort("c").quota("default", cpu=nominal)
+        out.append(cq.preemption(within=within, reclaim=reclaim).obj())
     return out
 
 
