@@ -52,10 +52,10 @@ class ResourceNode:
 
     def local_quota(self, fr: FlavorResource) -> int:
         """Capacity only this subtree sees: what the lending limit keeps from the parent."""
-        lending = self.quota(fr).lending_limit
-        if lending is None:
+        q = self.quotas.get(fr)
+        if q is None or q.lending_limit is None:
             return 0
-        return max(0, self.subtree_quota.get(fr, 0) - lending)
+        return max(0, self.subtree_quota.get(fr, 0) - q.lending_limit)
 
     def local_available(self, fr: FlavorResource) -> int:
         return max(0, self.local_quota(fr) - self.usage.get(fr, 0))
