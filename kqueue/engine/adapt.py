@@ -190,6 +190,7 @@ def _pod_label(wl: ApiWorkload) -> str | None:
 def workload(wl: ApiWorkload, *, owner_labels: Mapping[str, str] | None = None) -> t.Workload:
     """The engine's view of ``wl``; ``owner_labels`` are the labels of its top-level owner."""
     spec = wl.spec
+    admission = _admission(wl)
     return t.Workload(
         namespace=wl.namespace or "default",
         name=wl.name,
@@ -209,7 +210,8 @@ def workload(wl: ApiWorkload, *, owner_labels: Mapping[str, str] | None = None) 
         pod_preemptibility_label=_pod_label(wl),
         active=spec.active,
         requeue_at=_requeue_at(wl),
-        admission=_admission(wl),
+        admission=admission,
+        evicting=admission is not None and wl.is_true(c.EVICTED),
         generation=wl.metadata.generation or 0,
     )
 

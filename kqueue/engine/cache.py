@@ -71,8 +71,15 @@ class Cache:
     # -- workloads holding quota -------------------------------------------------------------
 
     def add_workload(self, wl: AdmittedWorkload) -> None:
-        """Record that ``wl`` holds quota (replacing any previous record of it)."""
+        """Record that ``wl`` holds quota (replacing any previous record of it).
+
+        A workload being evicted stays marked as such: an update of a victim that still holds
+        its quota must not make it a candidate again.
+        """
+        evicting = wl.key in self.evicting
         self.remove_workload(wl.key)
+        if evicting:
+            self.evicting.add(wl.key)
         self.workloads[wl.key] = wl
         self._by_cq.setdefault(wl.cluster_queue, {})[wl.key] = wl
         add_into(self._cq_usage.setdefault(wl.cluster_queue, {}), wl.usage)

@@ -159,6 +159,8 @@ class Engine:
             self.queues.delete(wl.key)
             self._last_pending.pop(wl.key, None)
             self.cache.add_workload(AdmittedWorkload.of(info, wl.admission))
+            if wl.evicting:
+                self.cache.evicting.add(wl.key)
             if held is not None and held.cluster_queue != wl.admission.cluster_queue:
                 self._requeue_trees([held.cluster_queue])
             if self._must_drain(wl.key):

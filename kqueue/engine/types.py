@@ -365,6 +365,9 @@ class Workload:
     requeue_at: datetime | None = None
     # Set when the workload holds quota (e.g. rebuilt after a restart).
     admission: Admission | None = None
+    # Evicted=True while it still holds quota: the eviction is under way (victims of earlier
+    # preemptions after a restart), so it is neither evicted again nor counted twice.
+    evicting: bool = False
     # Bumped by the adapter on spec changes; lets the queues tell "changed" from "same again".
     generation: int = 0
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import pytest
 
@@ -334,3 +334,28 @@ def test_partial_admission_reports_the_full_count_when_nothing_fits() -> None:
         "couldn't assign flavors to pod set main: insufficient quota for cpu in flavor default, "
         "request > maximum capacity (10 > 1)"
     )
+
+
+def test_a_victim_being_evicted_is_not_preempted_twice() -> None:
+    objs, preemptor = _preempt_env()
+    low = make_workload("low").priority(1).request("cpu", "3").reserved_in("cq", "default")
+    engine = make_engine(
+        *objs, low.obj(), make_workload("high").priority(10).request("cpu", "3").obj(),
+        preemptor=preemptor,
+    )
+    assert [p.victim for p in engine.schedule(t(1)).preempted] == [key("low")]
+    # The informer shows the victim again (Evicted=True, still holding quota).
+    engine.upsert_workload(low.obj())
+    assert engine.schedule(t(2)).preempted == ()
+
+
+def test_eviction_in_progress_survives_a_restart() -> None:
+    objs, preemptor = _preempt_env()
+    low = make_workload("low").priority(1).request("cpu", "3").reserved_in("cq", "default").obj()
+    engine = make_engine(
+        *objs, replace(low, evicting=True), make_workload("high").priority(10).request("cpu", "3").obj(),
+        preemptor=preemptor,
+    )
+    r = engine.schedule(t(1))
+    assert r.preempted == ()
+    assert pending_reasons(r) == {"high": "WaitingForPreemptedWorkloads"}
