@@ -43,30 +43,50 @@ class Cache:
         self._cq_nodes: dict[ClusterQueueName, ClusterQueueNode] = {}
         self._cohort_nodes: dict[CohortName, CohortNode] = {}
         self._in_cycle: set[CohortName] = set()
+        # Generations of what a ClusterQueue can allocate (Kueue's AllocatableResourceGeneration):
+        # bumped by any change of quota, tree or flavors, and per root cohort when quota is freed.
+        self._structure_generation = 0
+        self._freed_generation: dict[str, int] = {}
 
     # -- objects -----------------------------------------------------------------------------
 
     def upsert_flavor(self, flavor: ResourceFlavor) -> None:
         self.flavors[flavor.name] = flavor
+        self._structure_generation += 1
 
     def delete_flavor(self, name: FlavorName) -> None:
         self.flavors.pop(name, None)
+        self._structure_generation += 1
 
     def upsert_cluster_queue(self, spec: ClusterQueueSpec) -> None:
         self.cluster_queues[spec.name] = spec
-        self._dirty = True
+        self._changed()
 
     def delete_cluster_queue(self, name: ClusterQueueName) -> None:
         if self.cluster_queues.pop(name, None) is not None:
-            self._dirty = True
+            self._changed()
 
     def upsert_cohort(self, spec: CohortSpec) -> None:
         self.cohorts[spec.name] = spec
-        self._dirty = True
+        self._changed()
 
     def delete_cohort(self, name: CohortName) -> None:
         if self.cohorts.pop(name, None) is not None:
-            self._dirty = True
+            self._changed()
+
+    def _changed(self) -> None:
+        self._dirty = True
+        self._structure_generation += 1
+
+    def generation(self, cq: ClusterQueueName) -> tuple[int, int]:
+        """Changes whenever what ``cq`` can allocate may have grown or changed.
+
+        A flavor search resumed from where the last one stopped is only valid while this stays
+        the same.
+        """
+        node = self.cluster_queue_node(cq)
+        root = node.root().name if node is not None else cq
+        return self._structure_generation, self._freed_generation.get(root, 0)
 
     # -- workloads holding quota -------------------------------------------------------------
 
@@ -77,7 +97,7 @@ class Cache:
         its quota must not make it a candidate again.
         """
         evicting = wl.key in self.evicting
-        self.remove_workload(wl.key)
+        self.remove_workload(wl.key, freed=False)
         if evicting:
             self.evicting.add(wl.key)
         self.workloads[wl.key] = wl
@@ -87,11 +107,15 @@ class Cache:
         if node is not None:
             node.add_usage(wl.usage)
 
-    def remove_workload(self, key: WorkloadKey) -> AdmittedWorkload | None:
+    def remove_workload(self, key: WorkloadKey, *, freed: bool = True) -> AdmittedWorkload | None:
         wl = self.workloads.pop(key, None)
         self.evicting.discard(key)
         if wl is None:
             return None
+        if freed:
+            node = self.cluster_queue_node(wl.cluster_queue)
+            root = node.root().name if node is not None else wl.cluster_queue
+            self._freed_generation[root] = self._freed_generation.get(root, 0) + 1
         per_cq = self._by_cq.get(wl.cluster_queue)
         if per_cq is not None:
             per_cq.pop(key, None)

@@ -30,10 +30,11 @@ from .types import (
     PodSetAssignment,
     PreemptionReason,
     RequeueReason,
+    ResourceName,
     Usage,
     WorkloadKey,
 )
-from .workload import AdmittedWorkload
+from .workload import AdmittedWorkload, WorkloadInfo
 
 # -- decisions --------------------------------------------------------------------------------
 
@@ -111,6 +112,49 @@ class CycleResult:
 
 
 # -- the cycle --------------------------------------------------------------------------------
+
+
+class FlavorScans:
+    """Where each pending workload's last flavor search stopped (Kueue's LastAssignment).
+
+    The next search resumes after the last flavor tried, as long as the workload and what its
+    ClusterQueue can allocate are unchanged; a skipped entry or one that issued preemptions
+    starts over, as in Kueue.
+    """
+
+    def __init__(self) -> None:
+        self._state: dict[
+            WorkloadKey,
+            tuple[WorkloadInfo, ClusterQueueName, tuple[int, int], tuple[dict[ResourceName, int], ...]],
+        ] = {}
+
+    def get(
+        self, cache: Cache, info: WorkloadInfo, cq: ClusterQueueName
+    ) -> tuple[dict[ResourceName, int], ...] | None:
+        state = self._state.get(info.key)
+        if state is None:
+            return None
+        seen, seen_cq, generation, last = state
+        if seen is not info or seen_cq != cq or generation != cache.generation(cq):
+            del self._state[info.key]
+            return None
+        return last
+
+    def record(self, cache: Cache, e: Entry) -> bool:
+        """Remember ``e``'s search; returns whether flavors are left to try."""
+        skipped = e.status == Status.SKIPPED or e.requeue_reason == RequeueReason.PENDING_PREEMPTION
+        if e.assignment is None or skipped:
+            self.forget(e.info.key)
+            return False
+        last = e.assignment.last_tried()
+        if not any(idx != -1 for per_pod_set in last for idx in per_pod_set.values()):
+            self.forget(e.info.key)
+            return False
+        self._state[e.info.key] = (e.info, e.cluster_queue, cache.generation(e.cluster_queue), last)
+        return True
+
+    def forget(self, key: WorkloadKey) -> None:
+        self._state.pop(key, None)
 
 
 def _order_key(e: Entry) -> tuple[int, int, datetime, str, str]:
@@ -239,8 +283,10 @@ def run_cycle(
     queues: QueueManager,
     preemptor: Preemptor,
     namespace_labels: Callable[[str], Mapping[str, str]],
+    scan: FlavorScans | None = None,
 ) -> CycleResult:
-    """Run one cycle."""
+    """Run one cycle; ``scan`` keeps where each head's flavor search stopped across cycles."""
+    scan = scan if scan is not None else FlavorScans()
     # 1. Heads.
     active = {name for name in queues.queues if cache.inactive(name) is None}
     heads = queues.heads(active)
@@ -249,7 +295,9 @@ def run_cycle(
     # 2. Snapshot.
     snapshot = cache.snapshot()
     # 3. Nominate.
-    entries, inadmissible = nominate(heads, snapshot, preemptor, namespace_labels)
+    entries, inadmissible = nominate(
+        heads, snapshot, preemptor, namespace_labels, lambda i, cq: scan.get(cache, i, cq)
+    )
     # 4. Order.
     entries.sort(key=_order_key)
     # 5. Process.
@@ -261,11 +309,16 @@ def run_cycle(
     requeued: list[Requeued] = []
     for e in [*entries, *inadmissible]:
         if e.status == Status.ASSUMED:
+            scan.forget(e.info.key)
             queues.delete(e.info.key)
             continue
         if e.status != Status.NOT_NOMINATED and e.requeue_reason == RequeueReason.GENERIC:
             e.requeue_reason = RequeueReason.FAILED_AFTER_NOMINATION
+        more_flavors = scan.record(cache, e)
         active_again = queues.requeue(e.info, e.cluster_queue, e.requeue_reason)
+        if not active_again and more_flavors and e.cluster_queue in queues.queues:
+            # Kueue: a head with flavors left to try goes back at once (PendingFlavors).
+            active_again = queues.queues[e.cluster_queue].queue_inadmissible({e.info.key}) > 0
         requeued.append(Requeued(e.info.key, e.cluster_queue, e.requeue_reason, active_again))
         reason = e.reason or PendingReason.WAITING_FOR_QUOTA
         targets = tuple(t.workload.key for t in e.targets)

@@ -17,7 +17,7 @@ from dataclasses import replace
 from datetime import datetime
 
 from .cache import Cache
-from .cycle import CycleResult, Evict, Pending, run_cycle
+from .cycle import CycleResult, Evict, FlavorScans, Pending, run_cycle
 from .explain import PendingDetails
 from .preemption import NoPreemption, Preemptor
 from .queue import QueueManager
@@ -52,6 +52,7 @@ class Engine:
         self._last_pending: dict[WorkloadKey, Pending] = {}
         # Workloads holding quota that the engine must evict (stop policies, deactivation).
         self._drain: set[WorkloadKey] = set()
+        self._scans = FlavorScans()
 
     # -- flavors, queues, cohorts ------------------------------------------------------------
 
@@ -156,6 +157,7 @@ class Engine:
         info = make_info(wl, self.priority_classes)
         held = self.cache.get(wl.key)
         if wl.admission is not None:
+            self._scans.forget(wl.key)
             self.queues.delete(wl.key)
             self._last_pending.pop(wl.key, None)
             self.cache.add_workload(AdmittedWorkload.of(info, wl.admission))
@@ -181,6 +183,7 @@ class Engine:
 
     def finish(self, key: WorkloadKey) -> None:
         """The workload finished or is gone: forget it and free its quota."""
+        self._scans.forget(key)
         self.queues.delete(key)
         self._last_pending.pop(key, None)
         self._drain.discard(key)
@@ -249,6 +252,7 @@ class Engine:
             queues=self.queues,
             preemptor=self.preemptor,
             namespace_labels=self._namespace_labels,
+            scan=self._scans,
         )
         for admit in result.admitted:
             self._last_pending.pop(admit.workload, None)

@@ -8,7 +8,7 @@ tried; ``Preempt`` asks the preemptor for victims; when neither works and pod se
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 
@@ -24,6 +24,7 @@ from .types import (
     PendingReason,
     Preemptibility,
     RequeueReason,
+    ResourceName,
 )
 from .workload import WorkloadInfo
 
@@ -59,13 +60,21 @@ class Entry:
 NAMESPACE_MISMATCH = "workload namespace doesn't match ClusterQueue selector"
 
 
+LastTried = Callable[[WorkloadInfo, ClusterQueueName], Sequence[Mapping[ResourceName, int]] | None]
+
+
 def nominate(
     heads: list[tuple[WorkloadInfo, ClusterQueueName]],
     snapshot: Snapshot,
     preemptor: Preemptor,
     namespace_labels: Callable[[str], Mapping[str, str]],
+    last_tried: LastTried | None = None,
 ) -> tuple[list[Entry], list[Entry]]:
-    """Entries to process, and entries already known to be inadmissible."""
+    """Entries to process, and entries already known to be inadmissible.
+
+    ``last_tried`` gives, per head, where the previous flavor search stopped (Kueue's
+    LastTriedFlavorIdx), so that it resumes with the next flavor.
+    """
     oracle = preemptor.oracle(snapshot)
     entries: list[Entry] = []
     inadmissible: list[Entry] = []
@@ -86,7 +95,13 @@ def nominate(
             threshold = cq.spec.preemption.preemptible_priority_threshold
             e.non_preemptible = info.preemptibility(threshold) == Preemptibility.NON_PREEMPTIBLE
             e.assignment, e.targets = assignments(
-                info, cq, snapshot, preemptor, oracle, non_preemptible=e.non_preemptible
+                info,
+                cq,
+                snapshot,
+                preemptor,
+                oracle,
+                non_preemptible=e.non_preemptible,
+                last_tried=last_tried(info, cq_name) if last_tried is not None else None,
             )
             e.message = e.assignment.message()
             entries.append(e)
@@ -103,10 +118,11 @@ def assignments(
     oracle: PreemptionOracle,
     *,
     non_preemptible: bool,
+    last_tried: Sequence[Mapping[ResourceName, int]] | None = None,
 ) -> tuple[Assignment, list[Target]]:
     """The assignment to try this cycle and its preemption targets (Kueue's getAssignments)."""
     assigner = FlavorAssigner(
-        info, cq, snapshot.flavors, oracle, non_preemptible=non_preemptible
+        info, cq, snapshot.flavors, oracle, non_preemptible=non_preemptible, last_tried=last_tried
     )
     full = assigner.assign()
     mode = full.mode()

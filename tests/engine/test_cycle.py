@@ -6,6 +6,7 @@ from dataclasses import dataclass, field, replace
 
 import pytest
 
+from kqueue.engine.preemption import PreemptionPossibility
 from kqueue.engine.types import PreemptionReason, RequeueReason, Workload
 
 from .builders import (
@@ -359,3 +360,48 @@ def test_eviction_in_progress_survives_a_restart() -> None:
     r = engine.schedule(t(1))
     assert r.preempted == ()
     assert pending_reasons(r) == {"high": "WaitingForPreemptedWorkloads"}
+
+
+class _OptimisticPreemptor:
+    """The oracle sees candidates, the victim search finds none (a per-resource vs whole-
+    workload disagreement)."""
+
+    def oracle(self, snapshot: object) -> object:
+        return self
+
+    def simulate_preemption(self, cq: object, wl: object, fr: object, q: int) -> tuple[object, int]:
+        return PreemptionPossibility.PREEMPT, 0
+
+    def get_targets(self, wl: object, assignment: object, snapshot: object) -> list[object]:
+        return []
+
+
+def test_flavor_search_resumes_after_the_last_flavor_tried() -> None:
+    engine = make_engine(
+        make_flavor("a").obj(),
+        make_flavor("b").obj(),
+        make_cq("cq").fungibility(preempt="MayStopSearch").quota("a", cpu="4").quota("b", cpu="4").obj(),
+        make_workload("held").request("cpu", "4").reserved_in("cq", "a").obj(),
+        make_workload("w").priority(5).request("cpu", "2").obj(),
+        preemptor=_OptimisticPreemptor(),  # type: ignore[arg-type]
+    )
+    r1 = engine.schedule(t(1))
+    assert pending_reasons(r1) == {"w": "WaitingForQuota"}
+    # Flavor "b" is left to try: back at once, not parked.
+    assert r1.requeued[0].active
+    r2 = engine.schedule(t(2))
+    assert admitted_flavors(r2) == {"w": {"cpu": "b"}}
+
+
+def test_flavor_search_starts_over_when_quota_changes() -> None:
+    engine = make_engine(
+        make_flavor("a").obj(),
+        make_flavor("b").obj(),
+        make_cq("cq").fungibility(preempt="MayStopSearch").quota("a", cpu="4").quota("b", cpu="4").obj(),
+        make_workload("held").request("cpu", "4").reserved_in("cq", "a").obj(),
+        make_workload("w").priority(5).request("cpu", "2").obj(),
+        preemptor=_OptimisticPreemptor(),  # type: ignore[arg-type]
+    )
+    engine.schedule(t(1))
+    engine.finish(key("held"))
+    assert admitted_flavors(engine.schedule(t(2))) == {"w": {"cpu": "a"}}
