@@ -20,7 +20,7 @@ missing, requeue backoff running) are kept aside with the reason, and placed whe
 from __future__ import annotations
 
 import heapq
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -165,6 +165,8 @@ class QueueManager:
         self._by_lq: dict[LocalQueueKey, set[WorkloadKey]] = {}
         self._backoff: list[tuple[datetime, WorkloadKey]] = []
         self._now: datetime | None = None
+        # Extra reasons to keep a workload out of its queue (e.g. the pod-group barrier).
+        self.gates: list[Callable[[WorkloadInfo], Blocked | None]] = []
 
     # -- queues ------------------------------------------------------------------------------
 
@@ -244,6 +246,10 @@ class QueueManager:
         wl = info.obj
         if not wl.active:
             return Blocked(PendingReason.SUSPENDED, "The workload is deactivated"), None
+        for gate in self.gates:
+            gated = gate(info)
+            if gated is not None:
+                return gated, None
         lq = self.local_queues.get(info.local_queue)
         if lq is None:
             return (
@@ -277,6 +283,17 @@ class QueueManager:
             _, key = heapq.heappop(self._backoff)
             if key in self.pending and key in self._blocked:
                 self._place(key)
+
+    def next_backoff(self) -> datetime | None:
+        """When the earliest requeue backoff expires (None: none running)."""
+        while self._backoff and self._backoff[0][1] not in self._blocked:
+            heapq.heappop(self._backoff)
+        return self._backoff[0][0] if self._backoff else None
+
+    def replace(self, key: WorkloadKey) -> None:
+        """Place a pending workload again after a gate changed its mind."""
+        if key in self.pending:
+            self._place(key)
 
     def blocked(self, key: WorkloadKey) -> Blocked | None:
         return self._blocked.get(key)

@@ -370,6 +370,11 @@ class Workload:
     evicting: bool = False
     # Bumped by the adapter on spec changes; lets the queues tell "changed" from "same again".
     generation: int = 0
+    # WorkloadSlices: the admitted slice this one replaces (annotation
+    # kqueue.io/workload-slice-replacement-for), see slice.py.
+    replacement_for: WorkloadKey | None = None
+    # status.requeueState.count: PodsReady timeouts so far (see readiness.py).
+    requeue_count: int = 0
 
     @property
     def key(self) -> WorkloadKey:
