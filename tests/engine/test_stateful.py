@@ -37,13 +37,15 @@ from kqueue.engine.types import (
 )
 
 from .builders import make_cohort, make_cq, make_flavor, make_lq, make_workload, t
+from .fakes import LowerPriorityPreemptor
 
 FLAVORS = ("f1", "f2")
 # cq -> cohort; "solo" has none.
 TOPOLOGY = {"a1": "team-a", "a2": "team-a", "b1": "team-b", "solo": None}
 COHORTS = {"team-a": "root", "team-b": "root", "root": None}
 
-quota = st.integers(min_value=0, max_value=8)
+# Mostly room for a few workloads, sometimes none (hypothesis favours the bounds).
+quota = st.one_of(st.integers(min_value=2, max_value=10), st.just(0))
 limit = st.one_of(st.none(), st.integers(min_value=0, max_value=6))
 
 
@@ -135,7 +137,9 @@ class EngineMachine(RuleBasedStateMachine):
 
     def __init__(self) -> None:
         super().__init__()
-        self.engines = [Engine(), Engine()]
+        # A simple preemptor exercises the Preempt paths; it asserts that every simulation
+        # leaves the snapshot exactly as it found it.
+        self.engines = [Engine(LowerPriorityPreemptor(cohort_wide=True)) for _ in range(2)]
         self.clock = 0
         self.created = 0
         self.sound = True
@@ -163,7 +167,7 @@ class EngineMachine(RuleBasedStateMachine):
         target=workloads,
         cq=st.sampled_from(sorted(TOPOLOGY)),
         priority=st.integers(0, 3),
-        cpu=st.integers(1, 6),
+        cpu=st.integers(1, 4),
         count=st.integers(1, 3),
         partial=st.booleans(),
         non_preemptible=st.booleans(),
@@ -182,6 +186,25 @@ class EngineMachine(RuleBasedStateMachine):
         self.both("upsert_workload", b.obj())
         return WorkloadKey(f"default/{name}")
 
+    @rule(
+        specs=st.lists(
+            st.tuples(
+                st.sampled_from(sorted(TOPOLOGY)),
+                st.integers(0, 3),
+                st.integers(1, 4),
+                st.integers(1, 3),
+                st.booleans(),
+            ),
+            min_size=1,
+            max_size=6,
+        )
+    )
+    def burst(self, specs: list[tuple[str, int, int, int, bool]]) -> None:
+        """Several workloads arrive, then a cycle runs (keeps examples busy)."""
+        for cq, priority, cpu, count, non_preemptible in specs:
+            self.create(cq, priority, cpu, count, False, non_preemptible)
+        self.schedule(1)
+
     @rule(wl=consumes(workloads))
     def finish(self, wl: WorkloadKey) -> None:
         self.both("finish", wl)
@@ -189,6 +212,12 @@ class EngineMachine(RuleBasedStateMachine):
     @rule(wl=workloads)
     def evict(self, wl: WorkloadKey) -> None:
         self.both("evicted", wl)
+
+    @rule()
+    def complete_evictions(self) -> None:
+        """The controller carries out every eviction the engine asked for."""
+        for key in sorted(self.engines[0].cache.evicting):
+            self.both("evicted", key)
 
     @rule(wl=workloads, priority=st.integers(0, 3))
     def change_priority(self, wl: WorkloadKey, priority: int) -> None:
@@ -250,7 +279,7 @@ class EngineMachine(RuleBasedStateMachine):
 
 
 EngineMachine.TestCase.settings = settings(
-    max_examples=60,
+    max_examples=40,
     stateful_step_count=30,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow],
