@@ -1,0 +1,158 @@
+{{/* Names, labels and the pieces several templates share. */}}
+
+{{- define "kqueue.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{/*
+Full name of namespaced resources: "kqueue" for a release called kqueue (the usual case, which
+gives the same names as the controller's defaults), "<release>-kqueue" otherwise.
+*/}}
+{{- define "kqueue.fullname" -}}
+{{- if .Values.fullnameOverride -}}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- $name := default .Chart.Name .Values.nameOverride -}}
+{{- if contains $name .Release.Name -}}
+{{- .Release.Name | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "kqueue.chart" -}}
+{{- printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{- define "kqueue.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "kqueue.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/component: controller
+{{- end -}}
+
+{{- define "kqueue.labels" -}}
+helm.sh/chart: {{ include "kqueue.chart" . }}
+{{ include "kqueue.selectorLabels" . }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+app.kubernetes.io/part-of: kqueue
+{{- end -}}
+
+{{- define "kqueue.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create -}}
+{{- default (include "kqueue.fullname" .) .Values.serviceAccount.name -}}
+{{- else -}}
+{{- default "default" .Values.serviceAccount.name -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "kqueue.image" -}}
+{{- $tag := default .Chart.AppVersion .Values.image.tag -}}
+{{- if .Values.image.digest -}}
+{{- printf "%s@%s" .Values.image.repository .Values.image.digest -}}
+{{- else -}}
+{{- printf "%s:%s" .Values.image.repository $tag -}}
+{{- end -}}
+{{- end -}}
+
+{{/* Development mode: webhooks point at a kqueue process outside the cluster. */}}
+{{- define "kqueue.devMode" -}}
+{{- if .Values.webhook.devUrl -}}true{{- end -}}
+{{- end -}}
+
+{{/* Whether kqueue generates its own webhook certificate (and injects the caBundle). */}}
+{{- define "kqueue.internalCerts" -}}
+{{- if and (not .Values.certManager.enabled) (not (include "kqueue.devMode" .)) -}}true{{- end -}}
+{{- end -}}
+
+{{- define "kqueue.webhookServiceName" -}}
+{{- printf "%s-webhook-service" (include "kqueue.fullname" .) | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{- define "kqueue.metricsServiceName" -}}
+{{- printf "%s-metrics-service" (include "kqueue.fullname" .) | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{- define "kqueue.webhookSecretName" -}}
+{{- printf "%s-webhook-server-cert" (include "kqueue.fullname" .) | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{- define "kqueue.certificateName" -}}
+{{- printf "%s-serving-cert" (include "kqueue.fullname" .) | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{/*
+The webhook configurations are cluster-scoped and the controller injects the caBundle into them
+by name, so their names are fixed (one kqueue per cluster, as the CRDs are cluster-wide too).
+*/}}
+{{- define "kqueue.mutatingWebhookConfigurationName" -}}kqueue-mutating-webhook-configuration{{- end -}}
+{{- define "kqueue.validatingWebhookConfigurationName" -}}kqueue-validating-webhook-configuration{{- end -}}
+
+{{/* Where the webhook server finds tls.crt/tls.key: inside the /tmp emptyDir. */}}
+{{- define "kqueue.certDir" -}}/tmp/k8s-webhook-server/serving-certs{{- end -}}
+
+{{/*
+Namespaces whose objects go through the webhooks: never kube-system (its pods must start even
+when kqueue is down: kqueue could not run otherwise) nor kqueue's own namespace (kqueue's own
+pods must not wait for kqueue), plus the user's extra terms.
+*/}}
+{{- define "kqueue.namespaceSelectorExpressions" -}}
+- key: kubernetes.io/metadata.name
+  operator: NotIn
+  values:
+    - kube-system
+    - {{ .Release.Namespace }}
+{{- with .Values.webhook.namespaceSelectorExpressions }}
+{{ toYaml . }}
+{{- end }}
+{{- end -}}
+
+{{/*
+The Configuration document: the user's `config` values with the release-dependent fields set
+by the chart, so ports, certificate paths and names always agree with the other templates.
+*/}}
+{{- define "kqueue.configuration" -}}
+{{- $cfg := deepCopy (default dict .Values.config) -}}
+{{- $internal := eq (include "kqueue.internalCerts" .) "true" -}}
+{{- $fixed := dict
+  "apiVersion" "config.kqueue.io/v1alpha1"
+  "kind" "Configuration"
+  "namespace" .Release.Namespace
+  "health" (dict "bindAddress" (printf ":%d" (int .Values.health.port)))
+  "metrics" (dict "bindAddress" (printf ":%d" (int .Values.metrics.port)))
+  "webhook" (dict "port" (int .Values.webhook.containerPort) "certDir" (include "kqueue.certDir" .))
+  "internalCertManagement" (dict
+    "enable" $internal
+    "webhookServiceName" (include "kqueue.webhookServiceName" .)
+    "webhookSecretName" (include "kqueue.webhookSecretName" .))
+-}}
+{{- $cfg = mergeOverwrite $cfg $fixed -}}
+{{- if and .Values.webhook.namespaceSelectorExpressions (not (hasKey $cfg "managedJobsNamespaceSelector")) -}}
+{{- $_ := set $cfg "managedJobsNamespaceSelector" (dict "matchExpressions" (include "kqueue.namespaceSelectorExpressions" . | fromYamlArray)) -}}
+{{- end -}}
+{{- toYaml $cfg -}}
+{{- end -}}
+
+{{/*
+Every webhook the controller serves. `scope` says which failurePolicy, timeout and selectors
+apply: "job" for the Job and Pod integrations, "kqueue" for kqueue's own kinds. Paths follow
+the controller-runtime convention Kueue uses (/mutate-<group>-<version>-<kind>, the core group
+being empty).
+*/}}
+{{- define "kqueue.webhooks" -}}
+{{- $frameworks := .Values.config.integrations.frameworks | default (list "batch/job" "pod") -}}
+{{- if has "batch/job" $frameworks }}
+- {name: mjob.kqueue.io, type: mutating, path: /mutate-batch-v1-job, group: batch, version: v1, resources: [jobs], operations: [CREATE], scope: job}
+- {name: vjob.kqueue.io, type: validating, path: /validate-batch-v1-job, group: batch, version: v1, resources: [jobs], operations: [CREATE, UPDATE], scope: job}
+{{- end }}
+{{- if has "pod" $frameworks }}
+- {name: mpod.kqueue.io, type: mutating, path: /mutate--v1-pod, group: "", version: v1, resources: [pods], operations: [CREATE], scope: job}
+- {name: vpod.kqueue.io, type: validating, path: /validate--v1-pod, group: "", version: v1, resources: [pods], operations: [CREATE, UPDATE], scope: job}
+{{- end }}
+{{- range $kind := list "clusterqueue" "cohort" "localqueue" "resourceflavor" "workloadpriorityclass" "workload" }}
+{{- $plural := ternary "workloadpriorityclasses" (printf "%ss" $kind) (eq $kind "workloadpriorityclass") }}
+- {name: m{{ $kind }}.kqueue.io, type: mutating, path: /mutate-kqueue-io-v1alpha1-{{ $kind }}, group: kqueue.io, version: v1alpha1, resources: [{{ $plural }}], operations: [CREATE], scope: kqueue}
+- {name: v{{ $kind }}.kqueue.io, type: validating, path: /validate-kqueue-io-v1alpha1-{{ $kind }}, group: kqueue.io, version: v1alpha1, resources: [{{ $plural }}{{ if eq $kind "workload" }}, workloads/status{{ end }}], operations: [CREATE, UPDATE], scope: kqueue}
+{{- end }}
+{{- end -}}
