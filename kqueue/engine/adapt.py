@@ -187,6 +187,12 @@ def _pod_label(wl: ApiWorkload) -> str | None:
     return None
 
 
+def _replacement_for(wl: ApiWorkload) -> t.WorkloadKey | None:
+    """The WorkloadSlice this one replaces (``namespace/name`` annotation)."""
+    value = wl.metadata.annotations.get(c.WORKLOAD_SLICE_REPLACEMENT_FOR_ANNOTATION)
+    return t.WorkloadKey(value) if value else None
+
+
 def workload(wl: ApiWorkload, *, owner_labels: Mapping[str, str] | None = None) -> t.Workload:
     """The engine's view of ``wl``; ``owner_labels`` are the labels of its top-level owner."""
     spec = wl.spec
@@ -213,6 +219,8 @@ def workload(wl: ApiWorkload, *, owner_labels: Mapping[str, str] | None = None) 
         admission=admission,
         evicting=admission is not None and wl.is_true(c.EVICTED),
         generation=wl.metadata.generation or 0,
+        replacement_for=_replacement_for(wl),
+        requeue_count=(wl.status.requeue_state.count or 0) if wl.status.requeue_state else 0,
     )
 
 

@@ -12,7 +12,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 
 from .cache import Cache
@@ -20,6 +20,7 @@ from .explain import PendingDetails, details_of
 from .nominate import Entry, Status, nominate
 from .preemption import Preemptor, preemption_message
 from .queue import QueueManager
+from .slice import FinishSlice, finish_message
 from .snapshot import ClusterQueueSnapshot, Snapshot
 from .types import (
     Admission,
@@ -74,6 +75,11 @@ class Evict:
     cluster_queue: ClusterQueueName
     reason: EvictionReason
     message: str
+    # PodsReady timeouts (readiness.py): the status.requeueState to write, and whether the
+    # workload is to be deactivated (spec.active false, DeactivationTarget) rather than requeued.
+    requeue_at: datetime | None = None
+    requeue_count: int | None = None
+    deactivate: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,6 +112,8 @@ class CycleResult:
     pending: tuple[Pending, ...] = ()
     requeued: tuple[Requeued, ...] = ()
     heads: int = 0
+    # Replaced WorkloadSlices to finish, each next to the Admit of its replacement.
+    finished: tuple[FinishSlice, ...] = ()
 
     def is_empty(self) -> bool:
         return not (self.admitted or self.preempted or self.evicted or self.pending)
@@ -193,6 +201,9 @@ class _Cycle:
     preempted: dict[WorkloadKey, AdmittedWorkload]
     admitted: list[Admit]
     preemptions: list[Preempt]
+    finished: list[FinishSlice] = field(default_factory=list)
+    # Why no admission may happen now (waitForPodsReady.blockAdmission), if so.
+    admission_gate: Callable[[], str | None] | None = None
 
     def process(self, e: Entry) -> None:
         assert e.assignment is not None
@@ -212,6 +223,8 @@ class _Cycle:
             self._skip(e, "Workload has overlapping preemption targets with another workload")
             return
         victims = [*self.preempted.values(), *(t.workload for t in e.targets)]
+        if e.replaces is not None:
+            victims.append(e.replaces)
         restore = self.snapshot.simulate_removal(victims)
         fits = cq.fits(e.assignment.usage, within_nominal=e.non_preemptible)
         restore()
@@ -220,9 +233,15 @@ class _Cycle:
             return
         for t in e.targets:
             self.preempted[t.workload.key] = t.workload
+        if e.replaces is not None:
+            self.snapshot.remove_workload(e.replaces)
         cq.add_usage(e.assignment.usage)
         if mode == Mode.PREEMPT:
             self._issue_preemptions(e)
+            return
+        blocked = self.admission_gate() if self.admission_gate is not None else None
+        if blocked is not None:
+            self._skip(e, blocked)
             return
         e.status = Status.NOMINATED
         self._admit(e)
@@ -262,6 +281,12 @@ class _Cycle:
             for ps in e.assignment.pod_sets
         )
         admission = Admission(e.cluster_queue, pod_sets, reserved_at=self.now)
+        if e.replaces is not None:
+            # The old slice is finished in the same step; its pods now belong to this one.
+            self.cache.remove_workload(e.replaces.key)
+            self.finished.append(
+                FinishSlice(e.replaces.key, e.info.key, e.cluster_queue, finish_message(e.info))
+            )
         self.cache.add_workload(AdmittedWorkload.of(e.info, admission, assumed=True))
         e.status = Status.ASSUMED
         self.admitted.append(
@@ -284,6 +309,7 @@ def run_cycle(
     preemptor: Preemptor,
     namespace_labels: Callable[[str], Mapping[str, str]],
     scan: FlavorScans | None = None,
+    admission_gate: Callable[[], str | None] | None = None,
 ) -> CycleResult:
     """Run one cycle; ``scan`` keeps where each head's flavor search stopped across cycles."""
     scan = scan if scan is not None else FlavorScans()
@@ -301,7 +327,7 @@ def run_cycle(
     # 4. Order.
     entries.sort(key=_order_key)
     # 5. Process.
-    cycle = _Cycle(now, cache, snapshot, preemptor, {}, [], [])
+    cycle = _Cycle(now, cache, snapshot, preemptor, {}, [], [], admission_gate=admission_gate)
     for e in entries:
         cycle.process(e)
     # 6. Requeue.
@@ -332,5 +358,6 @@ def run_cycle(
         pending=tuple(sorted(pending, key=lambda p: p.workload)),
         requeued=tuple(sorted(requeued, key=lambda r: r.workload)),
         heads=len(heads),
+        finished=tuple(cycle.finished),
     )
     return result

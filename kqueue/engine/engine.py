@@ -12,16 +12,21 @@ nothing is random, so the same calls with the same ``now`` give the same decisio
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import replace
 from datetime import datetime
 
 from .cache import Cache
 from .cycle import CycleResult, Evict, FlavorScans, Pending, run_cycle
 from .explain import PendingDetails
+from .gang import Barrier
 from .preemption import NoPreemption, Preemptor
+from .preemptor import ClassicalPreemptor
 from .queue import QueueManager
+from .readiness import PodsReadyConfig, Readiness
+from .slice import scaled_down
 from .types import (
+    Admission,
     ClusterQueueName,
     ClusterQueueSpec,
     CohortName,
@@ -31,6 +36,7 @@ from .types import (
     LocalQueueKey,
     LocalQueueSpec,
     PendingReason,
+    PodSetName,
     ResourceFlavor,
     StopPolicy,
     Usage,
@@ -38,11 +44,17 @@ from .types import (
     WorkloadKey,
     local_queue_key,
 )
+from .victim import VictimSearch
 from .workload import AdmittedWorkload, WorkloadInfo, make_info
+
+# Kueue's message while waitForPodsReady.blockAdmission holds admissions back.
+BLOCKED_BY_READINESS = "waiting for all admitted workloads to be in PodsReady condition"
 
 
 class Engine:
-    def __init__(self, preemptor: Preemptor | None = None) -> None:
+    def __init__(
+        self, preemptor: Preemptor | None = None, *, pods_ready: PodsReadyConfig | None = None
+    ) -> None:
         self.cache = Cache()
         self.queues = QueueManager()
         self.preemptor: Preemptor = preemptor if preemptor is not None else NoPreemption()
@@ -53,6 +65,10 @@ class Engine:
         # Workloads holding quota that the engine must evict (stop policies, deactivation).
         self._drain: set[WorkloadKey] = set()
         self._scans = FlavorScans()
+        # waitForPodsReady (readiness.py) and the pod-group barrier (gang.py).
+        self.readiness = Readiness(pods_ready)
+        self.barrier = Barrier()
+        self.queues.gates.append(self.barrier.gate)
 
     # -- flavors, queues, cohorts ------------------------------------------------------------
 
@@ -156,6 +172,7 @@ class Engine:
         """A workload as last seen; with ``admission`` set it holds that quota."""
         info = make_info(wl, self.priority_classes)
         held = self.cache.get(wl.key)
+        self.readiness.known_count(wl.key, wl.requeue_count)
         if wl.admission is not None:
             self._scans.forget(wl.key)
             self.queues.delete(wl.key)
@@ -187,18 +204,38 @@ class Engine:
         self.queues.delete(key)
         self._last_pending.pop(key, None)
         self._drain.discard(key)
+        self._forget_extras(key)
         held = self.cache.remove_workload(key)
         if held is not None:
             self._requeue_trees([held.cluster_queue])
 
+    def _forget_extras(self, key: WorkloadKey) -> None:
+        self.readiness.forget(key)
+        self.barrier.forget(key)
+        if isinstance(self.preemptor, ClassicalPreemptor):
+            self.preemptor.forget(key)
+
     def evicted(self, key: WorkloadKey, *, requeue_at: datetime | None = None) -> None:
-        """The workload was evicted: free its quota; it pends again (after ``requeue_at``)."""
+        """The workload was evicted: free its quota; it pends again (after ``requeue_at``).
+
+        After a PodsReady timeout the engine's own backoff applies when ``requeue_at`` is not
+        given, the workload is ordered by its eviction time, and a deactivated one stays out.
+        """
         self._drain.discard(key)
+        after = self.readiness.after_eviction(key)
         held = self.cache.remove_workload(key)
         if held is None:
             return
         self._requeue_trees([held.cluster_queue])
         wl = replace(held.info.obj, admission=None, requeue_at=requeue_at)
+        if after is not None:
+            wl = replace(
+                wl,
+                requeue_at=requeue_at or after.requeue_at,
+                queue_order_time=after.queue_order_time or wl.queue_order_time,
+                requeue_count=self.readiness.count(key),
+                active=wl.active and not after.deactivate,
+            )
         self.queues.upsert(make_info(wl, self.priority_classes))
 
     def forget(self, key: WorkloadKey) -> None:
@@ -245,6 +282,7 @@ class Engine:
         self.cycles += 1
         self.queues.advance(now)
         evictions = self._evictions()
+        evictions += self._timeouts(now)
         result = run_cycle(
             number=self.cycles,
             now=now,
@@ -253,9 +291,12 @@ class Engine:
             preemptor=self.preemptor,
             namespace_labels=self._namespace_labels,
             scan=self._scans,
+            admission_gate=self._admission_gate(),
         )
         for admit in result.admitted:
             self._last_pending.pop(admit.workload, None)
+        for done in result.finished:
+            self._forget_extras(done.old)
         for p in result.pending:
             self._last_pending[p.workload] = p
         if evictions:
@@ -273,6 +314,78 @@ class Engine:
             out.append(Evict(key, aw.cluster_queue, why[0], why[1]))
         self._drain.clear()
         return out
+
+    def _timeouts(self, now: datetime) -> list[Evict]:
+        """PodsReady timeouts due by ``now`` (readiness.py)."""
+        out: list[Evict] = []
+        for t in self.readiness.expired(self.cache.workloads, self.cache.evicting, now):
+            aw = self.cache.get(t.workload)
+            assert aw is not None
+            self.cache.evicting.add(t.workload)
+            out.append(
+                Evict(
+                    t.workload, aw.cluster_queue, t.reason, t.message,
+                    requeue_at=t.requeue_at, requeue_count=t.requeue_count,
+                    deactivate=t.deactivate,
+                )
+            )
+        return out
+
+    def _admission_gate(self) -> Callable[[], str | None] | None:
+        cfg = self.readiness.config
+        if cfg is None or not cfg.block_admission:
+            return None
+
+        def gate() -> str | None:
+            if self.readiness.all_ready(self.cache.workloads, self.cache.evicting):
+                return None
+            return BLOCKED_BY_READINESS
+
+        return gate
+
+    # -- gangs, readiness, slices ------------------------------------------------------------
+
+    def pods_present(self, key: WorkloadKey, present: int, total: int) -> None:
+        """How many pods of a pod group exist out of its declared total (the barrier)."""
+        if self.barrier.set(key, present, total):
+            self.queues.replace(key)
+
+    def pods_ready(self, key: WorkloadKey, ready: bool, now: datetime) -> None:
+        """Whether all pods of the admitted workload ``key`` are ready (PodsReady), as of ``now``."""
+        self.readiness.pods_ready(key, ready, now)
+
+    def next_deadline(self) -> datetime | None:
+        """The earliest time at which ``schedule`` may decide something new without any event:
+        a PodsReady timeout or the end of a requeue backoff."""
+        times = [
+            self.readiness.next_deadline(self.cache.workloads, self.cache.evicting),
+            self.queues.next_backoff(),
+        ]
+        present = [x for x in times if x is not None]
+        return min(present) if present else None
+
+    def scale_down(self, key: WorkloadKey, counts: Mapping[PodSetName, int]) -> Admission | None:
+        """Shrink an admitted workload in place (WorkloadSlices): returns the new admission to
+        write, and frees the difference at once. None when ``key`` holds no quota."""
+        held = self.cache.get(key)
+        if held is None:
+            return None
+        wl, admission = scaled_down(held.info.obj, held.admission, counts)
+        evicting = key in self.cache.evicting
+        self.cache.remove_workload(key)
+        self.cache.add_workload(
+            AdmittedWorkload.of(make_info(wl, self.priority_classes), admission, held.assumed)
+        )
+        if evicting:
+            self.cache.evicting.add(key)
+        self._requeue_trees([held.cluster_queue])
+        return admission
+
+    def explain_preemption(self, key: WorkloadKey) -> VictimSearch | None:
+        """The last victim search for ``key``: every candidate and why it was (not) usable."""
+        if isinstance(self.preemptor, ClassicalPreemptor):
+            return self.preemptor.explain(key)
+        return None
 
     # -- reading -----------------------------------------------------------------------------
 

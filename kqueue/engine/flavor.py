@@ -30,6 +30,7 @@ from .assignment import Assignment, FlavorAttempt, FlavorChoice, PodSetResult, S
 from .hierarchy import find_height_of_lowest_subtree_that_fits
 from .preemption import PreemptionOracle, PreemptionPossibility
 from .resources import fmt
+from .slice import sticky_message
 from .snapshot import ClusterQueueSnapshot
 from .types import (
     PODS,
@@ -189,6 +190,7 @@ class FlavorAssigner:
         *,
         non_preemptible: bool = False,
         last_tried: Sequence[Mapping[ResourceName, int]] | None = None,
+        sticky: Sequence[Mapping[ResourceName, FlavorName]] | None = None,
     ) -> None:
         self.wl = wl
         self.cq = cq
@@ -196,6 +198,9 @@ class FlavorAssigner:
         self.oracle = oracle
         self.non_preemptible = non_preemptible
         self.last_tried = last_tried
+        # Per pod set, the only flavor allowed per resource (a WorkloadSlice keeps the flavors
+        # of the slice it replaces, see slice.py).
+        self.sticky = sticky
 
     def assign(self, counts: Sequence[int] | None = None) -> Assignment:
         """Assign flavors to every pod set, at ``counts`` pods (full counts by default)."""
@@ -283,10 +288,18 @@ class FlavorAssigner:
             start = self.last_tried[ps_idx].get(res, -1) + 1
         attempted = -1
         fungibility = self.cq.spec.flavor_fungibility
+        kept = None
+        if self.sticky is not None and ps_idx < len(self.sticky):
+            kept = next(
+                (f for r, f in sorted(self.sticky[ps_idx].items()) if r in rg.covered_resources),
+                None,
+            )
         for idx in range(start, len(rg.flavors)):
             attempted = idx
             fname = rg.flavors[idx].name
             skipped = flavor_mismatch(pod_set, self.flavors.get(fname), fname)
+            if kept is not None and fname != kept:
+                skipped = sticky_message(kept, fname)
             if skipped is not None:
                 reasons.append(skipped)
                 attempts.append(

@@ -17,6 +17,7 @@ from .flavor import FlavorAssigner
 from .partial import reduce_counts
 from .preemption import PreemptionOracle, Preemptor, Target
 from .selectors import selector_matches
+from .slice import StickyFlavors, replaced_slice, sticky_flavors
 from .snapshot import ClusterQueueSnapshot, Snapshot
 from .types import (
     ClusterQueueName,
@@ -26,7 +27,7 @@ from .types import (
     RequeueReason,
     ResourceName,
 )
-from .workload import WorkloadInfo
+from .workload import AdmittedWorkload, WorkloadInfo
 
 
 class Status(StrEnum):
@@ -49,6 +50,8 @@ class Entry:
     message: str = ""
     requeue_reason: RequeueReason = RequeueReason.GENERIC
     non_preemptible: bool = False
+    # The admitted WorkloadSlice this entry replaces (finished when it is admitted).
+    replaces: AdmittedWorkload | None = None
 
     def mode(self) -> Mode:
         return Mode.NO_FIT if self.assignment is None else self.assignment.mode()
@@ -94,6 +97,9 @@ def nominate(
         else:
             threshold = cq.spec.preemption.preemptible_priority_threshold
             e.non_preemptible = info.preemptibility(threshold) == Preemptibility.NON_PREEMPTIBLE
+            # A WorkloadSlice is charged only its delta: the old slice's quota counts as free.
+            e.replaces = replaced_slice(info, snapshot, cq_name)
+            restore = snapshot.simulate_removal([e.replaces] if e.replaces else [])
             e.assignment, e.targets = assignments(
                 info,
                 cq,
@@ -101,8 +107,14 @@ def nominate(
                 preemptor,
                 oracle,
                 non_preemptible=e.non_preemptible,
-                last_tried=last_tried(info, cq_name) if last_tried is not None else None,
+                last_tried=(
+                    last_tried(info, cq_name)
+                    if last_tried is not None and e.replaces is None
+                    else None
+                ),
+                sticky=sticky_flavors(info, e.replaces) if e.replaces else None,
             )
+            restore()
             e.message = e.assignment.message()
             entries.append(e)
             continue
@@ -119,10 +131,12 @@ def assignments(
     *,
     non_preemptible: bool,
     last_tried: Sequence[Mapping[ResourceName, int]] | None = None,
+    sticky: StickyFlavors | None = None,
 ) -> tuple[Assignment, list[Target]]:
     """The assignment to try this cycle and its preemption targets (Kueue's getAssignments)."""
     assigner = FlavorAssigner(
-        info, cq, snapshot.flavors, oracle, non_preemptible=non_preemptible, last_tried=last_tried
+        info, cq, snapshot.flavors, oracle, non_preemptible=non_preemptible,
+        last_tried=last_tried, sticky=sticky,
     )
     full = assigner.assign()
     mode = full.mode()
