@@ -48,6 +48,7 @@ def register(name: str, module: str, attr: str) -> None:
 
 register("convert", "kqueue.cli.convert", "convert")
 register("generate", "kqueue.cli.generate", "generate")
+register("run", "kqueue.cli.run", "run")
 
 
 def main() -> None:

@@ -1,0 +1,89 @@
+"""`kqueue run`: the controller manager, until SIGTERM or Ctrl-C (both shut down gracefully)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import signal
+import sys
+from pathlib import Path
+
+import click
+from kubernetes_asyncio import config as kube_config
+from kubernetes_asyncio.client import ApiClient
+
+from kqueue.api.config import Configuration, ConfigurationError, load_configuration
+from kqueue.controller.manager import Manager
+
+
+class _JsonFormatter(logging.Formatter):
+    def format(self, record: logging.LogRecord) -> str:
+        out = {
+            "ts": self.formatTime(record, "%Y-%m-%dT%H:%M:%S%z"),
+            "level": record.levelname.lower(),
+            "logger": record.name,
+            "msg": record.getMessage(),
+        }
+        if record.exc_info:
+            out["error"] = self.formatException(record.exc_info)
+        return json.dumps(out)
+
+
+def _setup_logging(config: Configuration) -> None:
+    handler = logging.StreamHandler(sys.stderr)
+    if config.logging.format == "json":
+        handler.setFormatter(_JsonFormatter())
+    else:
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(config.logging.level.upper())
+    # The client libraries are chatty at debug level and say nothing useful at info.
+    for noisy in ("kubernetes_asyncio", "aiohttp.access"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
+
+
+async def _main(kubeconfig: str | None, config: Configuration) -> None:
+    if kubeconfig:
+        api = await kube_config.new_client_from_config(config_file=kubeconfig)
+    else:
+        kube_config.load_incluster_config()  # type: ignore[no-untyped-call]
+        api = ApiClient()
+    manager = Manager(api, config)
+    task = asyncio.current_task()
+    assert task is not None
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, task.cancel)
+    try:
+        await manager.run()
+    except asyncio.CancelledError:
+        logging.getLogger("kqueue").info("shut down")
+    finally:
+        await api.close()
+
+
+@click.command()
+@click.option(
+    "--kubeconfig",
+    type=click.Path(exists=True, dir_okay=False),
+    help="Kubeconfig of the cluster (default: the in-cluster service account).",
+)
+@click.option(
+    "--config",
+    "config_file",
+    type=click.Path(exists=True, dir_okay=False),
+    help="Configuration file (config.kqueue.io/v1alpha1 Configuration); defaults otherwise.",
+)
+def run(kubeconfig: str | None, config_file: str | None) -> None:
+    """Run the kqueue controller manager against a cluster."""
+    try:
+        if config_file:
+            config = load_configuration(Path(config_file).read_text(), source=config_file)
+        else:
+            config = Configuration()
+    except ConfigurationError as exc:
+        raise click.ClickException(str(exc)) from None
+    _setup_logging(config)
+    asyncio.run(_main(kubeconfig, config))

@@ -1,0 +1,547 @@
+"""The controller manager: informers, engine, scheduler, reconcilers, webhooks, probes.
+
+Every replica lists and watches (so a standby's caches and engine are warm), serves the admission
+webhooks, the probes and the metrics. Only the leader schedules and writes status:
+
+1. Start the probe and metrics servers and the webhook server.
+2. Start the informers; dicts become models once, here, and feed the engine as they change.
+3. Wait until every informer has synced: the engine then holds every admission recorded in
+   Workload status, so no quota is given twice after a restart.
+4. Campaign for the Lease. On winning, rebuild the engine from the stores (dropping any
+   assumption left from an earlier term), then run the scheduler loop, the job reconcilers and
+   the queue status reconciler until leadership ends.
+5. On cancellation (SIGTERM, Ctrl-C): stop the leader's work, release the Lease, stop serving.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import importlib
+import logging
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any, TypeVar
+
+from aiohttp import web
+from kubernetes_asyncio.client import ApiClient
+
+from kqueue.api.config import Configuration
+from kqueue.api.integrations import PriorityClasses, PriorityResolver
+from kqueue.api.v1alpha1 import (
+    ClusterQueue,
+    Cohort,
+    LocalQueue,
+    ResourceFlavor,
+    Workload,
+    WorkloadPriorityClass,
+    parse_object,
+)
+from kqueue.api.v1alpha1 import constants as c
+from kqueue.controller.events import EventRecorder
+from kqueue.controller.informer import (
+    NAMESPACES,
+    PODS,
+    PRIORITY_CLASSES,
+    Informer,
+    Obj,
+    as_dict,
+)
+from kqueue.controller.jobs import INTEGRATIONS, Integration
+from kqueue.controller.jobs.reconciler import BY_OWNER, JobReconciler, owner_uids
+from kqueue.controller.kube import (
+    CLUSTER_QUEUES,
+    COHORTS,
+    LOCAL_QUEUES,
+    RESOURCE_FLAVORS,
+    WORKLOAD_PRIORITY_CLASSES,
+    WORKLOADS,
+    Kube,
+)
+from kqueue.controller.leader import LeaderElector
+from kqueue.controller.metrics import Metrics, Probes, health_app, metrics_app, serve_app
+from kqueue.controller.scheduler import Now, Scheduler, utc_now
+from kqueue.controller.status import QueueStatusReconciler
+from kqueue.controller.supervisor import Supervisor
+from kqueue.controller.webhook import WebhookServer
+from kqueue.controller.webhook.certs import CertRotator
+from kqueue.controller.webhooks import register as register_webhooks
+from kqueue.controller.webhooks.config import MUTATING_NAME, VALIDATING_NAME
+from kqueue.controller.workqueue import WorkQueue, run_workers
+from kqueue.engine import adapt
+from kqueue.engine.engine import Engine
+from kqueue.engine.preemption import NoPreemption, Preemptor
+from kqueue.engine.types import (
+    ClusterQueueName,
+    CohortName,
+    FlavorName,
+    WorkloadKey,
+    local_queue_key,
+)
+
+logger = logging.getLogger(__name__)
+
+M = TypeVar("M")
+
+# How often the leader re-reconciles everything, as a safety net for a missed event.
+RESYNC_SECONDS = 60.0
+
+
+def default_preemptor() -> Preemptor:
+    """Kueue's classical preemption, when the engine provides it."""
+    try:
+        module = importlib.import_module("kqueue.engine.preemptor")
+    except ImportError:
+        return NoPreemption()
+    preemptor: Preemptor = module.ClassicalPreemptor()
+    return preemptor
+
+
+def _converter(cls: type[M]) -> Callable[[Obj], M]:
+    def convert(doc: Obj) -> M:
+        # Objects in the API passed the webhook and the schema: only the types are read here.
+        obj = parse_object(doc, validate=False)
+        if not isinstance(obj, cls):
+            raise TypeError(f"expected a {cls.__name__}, got {type(obj).__name__}")
+        return obj
+
+    return convert
+
+
+def _owner_job_key(obj: Obj | Workload, kind: str) -> str | None:
+    if isinstance(obj, Workload):
+        refs = [r.model_dump(by_alias=True) for r in obj.metadata.owner_references]
+        namespace = obj.namespace
+    else:
+        meta = obj.get("metadata") or {}
+        refs = meta.get("ownerReferences") or []
+        namespace = meta.get("namespace")
+    for ref in refs:
+        if ref.get("controller") and ref.get("kind") == kind:
+            return f"{namespace}/{ref.get('name')}"
+    return None
+
+
+class Manager:
+    """One replica of the kqueue controller."""
+
+    def __init__(
+        self,
+        api: ApiClient,
+        config: Configuration,
+        *,
+        metrics: Metrics | None = None,
+        preemptor: Callable[[], Preemptor] = default_preemptor,
+        identity: str | None = None,
+        now: Now = utc_now,
+    ) -> None:
+        self.api = api
+        self.config = config
+        self.kube = Kube(api)
+        self.metrics = metrics if metrics is not None else Metrics()
+        self.events = EventRecorder(self.kube, instance=identity)
+        self.probes = Probes()
+        self.supervisor = Supervisor()
+        self._preemptor = preemptor
+        self._now = now
+        self.engine = Engine(preemptor=preemptor())
+        self.identity = identity
+        self.leading = False
+
+        def informer(resource: Any, converter: Callable[[Obj], M], **kw: Any) -> Informer[M]:
+            return Informer(api, resource, converter=converter, **kw)
+
+        self.flavors = informer(RESOURCE_FLAVORS, _converter(ResourceFlavor))
+        self.cluster_queues = informer(CLUSTER_QUEUES, _converter(ClusterQueue))
+        self.cohorts = informer(COHORTS, _converter(Cohort))
+        self.local_queues = informer(LOCAL_QUEUES, _converter(LocalQueue))
+        self.workload_priority_classes = informer(
+            WORKLOAD_PRIORITY_CLASSES, _converter(WorkloadPriorityClass)
+        )
+        self.workloads = informer(WORKLOADS, _converter(Workload))
+        self.namespaces = informer(NAMESPACES, as_dict)
+        self.priority_classes = informer(PRIORITY_CLASSES, as_dict)
+        self.pods = informer(PODS, as_dict, label_selector=f"{c.MANAGED_LABEL}=true")
+        self.workloads.store.add_index(BY_OWNER, owner_uids)
+        self.pods.store.add_index(BY_OWNER, owner_uids)
+
+        self.integrations: dict[str, Integration] = {}
+        self.objects: dict[str, Informer[Obj]] = {}
+        for name in config.integrations.frameworks:
+            factory = INTEGRATIONS.get(name)
+            if factory is None:
+                logger.warning("integration %r is configured but not available yet; skipped", name)
+                continue
+            integration = factory()
+            self.integrations[name] = integration
+            self.objects[name] = informer(
+                integration.resource, as_dict, label_selector=integration.label_selector()
+            )
+
+        self.scheduler = Scheduler(
+            engine=lambda: self.engine,
+            workloads=self.workloads.store,
+            kube=self.kube,
+            events=self.events,
+            metrics=self.metrics,
+            releases_itself=self._releases_itself,
+            on_changed=self._queues_changed,
+            now=now,
+        )
+        self.status_queue: WorkQueue[str] = WorkQueue("queue-status")
+        self.status = QueueStatusReconciler(
+            engine=lambda: self.engine,
+            cluster_queues=self.cluster_queues.store,
+            local_queues=self.local_queues.store,
+            flavors=self.flavors.store,
+            kube=self.kube,
+            events=self.events,
+            metrics=self.metrics,
+            now=now,
+            resource_metrics=config.metrics.enable_cluster_queue_resources,
+        )
+        self.job_queues: dict[str, WorkQueue[str]] = {}
+        self.job_reconcilers: dict[str, JobReconciler] = {}
+        for name, integration in self.integrations.items():
+            self.job_queues[name] = WorkQueue(f"jobs/{name}")
+            self.job_reconcilers[name] = JobReconciler(
+                integration=integration,
+                objects=self.objects[name].store,
+                workloads=self.workloads.store,
+                pods=self.pods.store,
+                flavors=self.flavors.store,
+                priorities=self.priority_resolver,
+                kube=self.kube,
+                events=self.events,
+                metrics=self.metrics,
+                now=now,
+            )
+
+        self.webhook_server = WebhookServer(
+            cert_dir=Path(config.webhook.cert_dir),
+            host=config.webhook.host,
+            port=config.webhook.port,
+        )
+        register_webhooks(
+            self.webhook_server,
+            manage_jobs_without_queue_name=config.manage_jobs_without_queue_name,
+        )
+        self._runners: list[web.AppRunner] = []
+        self.health_port: int | None = None
+        self.metrics_port: int | None = None
+        self._synced = asyncio.Event()
+        self._wire_handlers()
+
+    # -- the engine's inputs -------------------------------------------------------------------
+
+    def priority_resolver(self) -> PriorityResolver:
+        return PriorityClasses.from_objects(
+            self.workload_priority_classes.store.objects(), self.priority_classes.store.objects()
+        )
+
+    def _releases_itself(self, wl: Workload) -> bool:
+        """A Workload no integration runs is released as soon as it is evicted."""
+        kinds = {i.kind for i in self.integrations.values()}
+        return not any(
+            r.controller and r.kind in kinds for r in wl.metadata.owner_references
+        )
+
+    def rebuild_engine(self) -> Engine:
+        """A fresh engine fed from the stores: admissions come from Workload status only."""
+        engine = Engine(preemptor=self._preemptor())
+        for rf in self.flavors.store.objects():
+            engine.upsert_flavor(adapt.flavor(rf))
+        for co in self.cohorts.store.objects():
+            engine.upsert_cohort(adapt.cohort(co))
+        for cq in self.cluster_queues.store.objects():
+            engine.upsert_cluster_queue(adapt.cluster_queue(cq))
+        for lq in self.local_queues.store.objects():
+            engine.upsert_local_queue(adapt.local_queue(lq))
+        for wpc in self.workload_priority_classes.store.objects():
+            engine.upsert_priority_class(*adapt.priority_class(wpc))
+        for ns in self.namespaces.store.objects():
+            meta = ns.get("metadata") or {}
+            engine.set_namespace_labels(str(meta.get("name")), meta.get("labels") or {})
+        for wl in self.workloads.store.objects():
+            adapt.apply_workload(engine, wl, owner_labels=wl.metadata.labels)
+        self.engine = engine
+        return engine
+
+    def _wire_handlers(self) -> None:
+        def on_flavor(_: str, rf: ResourceFlavor, *rest: ResourceFlavor) -> None:
+            new = rest[-1] if rest else rf
+            self.engine.upsert_flavor(adapt.flavor(new))
+            self.status_queue.add(f"rf:{new.name}")
+            self._enqueue_all_queues()
+            self.scheduler.trigger()
+
+        def on_flavor_delete(_: str, rf: ResourceFlavor) -> None:
+            self.engine.delete_flavor(FlavorName(rf.name))
+            self._enqueue_all_queues()
+            self.scheduler.trigger()
+
+        self.flavors.add_handler(on_add=on_flavor, on_update=on_flavor, on_delete=on_flavor_delete)
+
+        def on_cq(_: str, cq: ClusterQueue, *rest: ClusterQueue) -> None:
+            new = rest[-1] if rest else cq
+            self.engine.upsert_cluster_queue(adapt.cluster_queue(new))
+            self._queues_changed([ClusterQueueName(new.name)])
+            self.scheduler.trigger()
+
+        def on_cq_delete(_: str, cq: ClusterQueue) -> None:
+            self.engine.delete_cluster_queue(ClusterQueueName(cq.name))
+            self._queues_changed([ClusterQueueName(cq.name)])
+            self.scheduler.trigger()
+
+        self.cluster_queues.add_handler(on_add=on_cq, on_update=on_cq, on_delete=on_cq_delete)
+
+        def on_cohort(_: str, co: Cohort, *rest: Cohort) -> None:
+            self.engine.upsert_cohort(adapt.cohort(rest[-1] if rest else co))
+            self.scheduler.trigger()
+
+        def on_cohort_delete(_: str, co: Cohort) -> None:
+            self.engine.delete_cohort(CohortName(co.name))
+            self.scheduler.trigger()
+
+        self.cohorts.add_handler(on_add=on_cohort, on_update=on_cohort, on_delete=on_cohort_delete)
+
+        def on_lq(key: str, lq: LocalQueue, *rest: LocalQueue) -> None:
+            new = rest[-1] if rest else lq
+            self.engine.upsert_local_queue(adapt.local_queue(new))
+            self.status_queue.add(f"lq:{key}")
+            self.scheduler.trigger()
+
+        def on_lq_delete(key: str, lq: LocalQueue) -> None:
+            self.engine.delete_local_queue(lq.namespace or "default", lq.name)
+            self.scheduler.trigger()
+
+        self.local_queues.add_handler(on_add=on_lq, on_update=on_lq, on_delete=on_lq_delete)
+
+        def on_wpc(_: str, wpc: WorkloadPriorityClass, *rest: WorkloadPriorityClass) -> None:
+            self.engine.upsert_priority_class(*adapt.priority_class(rest[-1] if rest else wpc))
+            self._enqueue_all_jobs()
+            self.scheduler.trigger()
+
+        def on_wpc_delete(_: str, wpc: WorkloadPriorityClass) -> None:
+            self.engine.delete_priority_class(wpc.name)
+            self.scheduler.trigger()
+
+        self.workload_priority_classes.add_handler(
+            on_add=on_wpc, on_update=on_wpc, on_delete=on_wpc_delete
+        )
+
+        def on_ns(_: str, ns: Obj, *rest: Obj) -> None:
+            meta = (rest[-1] if rest else ns).get("metadata") or {}
+            self.engine.set_namespace_labels(str(meta.get("name")), meta.get("labels") or {})
+            self.scheduler.trigger()
+
+        def on_ns_delete(_: str, ns: Obj) -> None:
+            self.engine.delete_namespace(str((ns.get("metadata") or {}).get("name")))
+
+        self.namespaces.add_handler(on_add=on_ns, on_update=on_ns, on_delete=on_ns_delete)
+        self.priority_classes.add_handler(
+            on_add=lambda *_: self._enqueue_all_jobs(),
+            on_update=lambda *_: self._enqueue_all_jobs(),
+        )
+
+        def on_wl(key: str, wl: Workload, *rest: Workload) -> None:
+            new = rest[-1] if rest else wl
+            old = wl if rest else None
+            adapt.apply_workload(self.engine, new, owner_labels=new.metadata.labels)
+            self._workload_changed(new, old)
+
+        def on_wl_delete(key: str, wl: Workload) -> None:
+            self.engine.delete_workload(WorkloadKey(key))
+            self._workload_changed(wl, None)
+
+        self.workloads.add_handler(on_add=on_wl, on_update=on_wl, on_delete=on_wl_delete)
+
+        for name, informer in self.objects.items():
+            queue = self.job_queues[name]
+            informer.add_handler(
+                on_add=lambda key, _obj, q=queue: q.add(key),
+                on_update=lambda key, _old, _new, q=queue: q.add(key),
+                on_delete=lambda key, _obj, q=queue: q.add(key),
+            )
+
+        def on_pod(_: str, pod: Obj, *rest: Obj) -> None:
+            for name, integration in self.integrations.items():
+                job_key = _owner_job_key(rest[-1] if rest else pod, integration.kind)
+                if job_key is not None:
+                    self.job_queues[name].add(job_key)
+
+        self.pods.add_handler(on_add=on_pod, on_update=on_pod, on_delete=on_pod)
+
+    def _workload_changed(self, wl: Workload, old: Workload | None) -> None:
+        for name, integration in self.integrations.items():
+            job_key = _owner_job_key(wl, integration.kind)
+            if job_key is not None:
+                self.job_queues[name].add(job_key)
+        cqs: set[ClusterQueueName] = set()
+        for w in (wl, old):
+            if w is not None and w.status.admission is not None:
+                cqs.add(ClusterQueueName(w.status.admission.cluster_queue))
+        if wl.spec.queue_name:
+            lq_key = local_queue_key(wl.namespace or "default", wl.spec.queue_name)
+            lq = self.engine.local_queue(lq_key)
+            if lq is not None:
+                cqs.add(lq.cluster_queue)
+            self.status_queue.add(f"lq:{lq_key}")
+        self._queues_changed(sorted(cqs))
+        self.scheduler.trigger()
+
+    def _queues_changed(self, cqs: Iterable[ClusterQueueName]) -> None:
+        cq_set = set(cqs)
+        for cq in sorted(cq_set):
+            self.status_queue.add(f"cq:{cq}")
+        for lq in self.local_queues.store.objects():
+            if lq.spec.cluster_queue in cq_set:
+                self.status_queue.add(f"lq:{lq.key}")
+
+    def _enqueue_all_queues(self) -> None:
+        self._queues_changed(ClusterQueueName(k) for k in self.cluster_queues.store)
+
+    def _enqueue_all_jobs(self) -> None:
+        for name, informer in self.objects.items():
+            for key in informer.store:
+                self.job_queues[name].add(key)
+
+    def _enqueue_everything(self) -> None:
+        self._enqueue_all_jobs()
+        self._enqueue_all_queues()
+        for key in self.flavors.store:
+            self.status_queue.add(f"rf:{key}")
+        for key in self.local_queues.store:
+            self.status_queue.add(f"lq:{key}")
+
+    # -- running -------------------------------------------------------------------------------
+
+    def informers(self) -> dict[str, Informer[Any]]:
+        named: dict[str, Informer[Any]] = {
+            "resourceflavors": self.flavors,
+            "cohorts": self.cohorts,
+            "clusterqueues": self.cluster_queues,
+            "localqueues": self.local_queues,
+            "workloadpriorityclasses": self.workload_priority_classes,
+            "namespaces": self.namespaces,
+            "priorityclasses": self.priority_classes,
+            "pods": self.pods,
+            # Workloads last: the queues they name are known when they arrive.
+            "workloads": self.workloads,
+        }
+        for name, informer in self.objects.items():
+            named[f"integration/{name}"] = informer
+        return named
+
+    def _synced_check(self) -> tuple[bool, str]:
+        waiting = [n for n, i in self.informers().items() if not i.has_synced]
+        if waiting:
+            return False, "informers not synced: " + ", ".join(waiting)
+        return True, f"{len(self.informers())} informers synced"
+
+    async def _serve_probes(self) -> None:
+        self.probes.add_liveness_check("supervisor", lambda: (True, "running"))
+        self.probes.add_readiness_check("informers", self._synced_check)
+        self.probes.add_readiness_check("webhooks", self.webhook_server.check)
+        self.probes.add_readiness_check("tasks", self.supervisor.check)
+        health = await serve_app(health_app(self.probes), self.config.health.bind_address)
+        metrics = await serve_app(metrics_app(self.metrics), self.config.metrics.bind_address)
+        if health is not None:
+            self._runners.append(health)
+            self.health_port = int(health.addresses[0][1])
+        if metrics is not None:
+            self._runners.append(metrics)
+            self.metrics_port = int(metrics.addresses[0][1])
+
+    async def run(self) -> None:
+        """Run until cancelled; cancellation is the graceful shutdown."""
+        try:
+            await self._serve_probes()
+            if self.config.internal_cert_management.enable:
+                rotator = CertRotator(
+                    self.api,
+                    namespace=self.config.namespace,
+                    secret_name=self.config.internal_cert_management.webhook_secret_name,
+                    service_name=self.config.internal_cert_management.webhook_service_name,
+                    cert_dir=Path(self.config.webhook.cert_dir),
+                    webhook_configurations=[
+                        ("MutatingWebhookConfiguration", MUTATING_NAME),
+                        ("ValidatingWebhookConfiguration", VALIDATING_NAME),
+                    ],
+                )
+                await rotator.ensure()
+                self.probes.add_readiness_check("certificates", rotator.check)
+                self.supervisor.spawn("certificates", rotator.run, restart="always")
+            await self.webhook_server.start()
+            self.supervisor.spawn("webhook-certs", self.webhook_server.watch_certs, restart="always")
+            for name, informer in self.informers().items():
+                self.supervisor.spawn(f"informer/{name}", informer.run, restart="always")
+            self.supervisor.spawn("events", self.events.run, restart="always")
+            for informer in self.informers().values():
+                await informer.wait_synced()
+            self._synced.set()
+            logger.info(
+                "caches synced: %d workloads, %d ClusterQueues; %d hold quota",
+                len(self.workloads.store),
+                len(self.cluster_queues.store),
+                sum(1 for w in self.workloads.store.objects() if w.status.admission is not None),
+            )
+            le = self.config.leader_election
+            if le.leader_elect:
+                elector = LeaderElector.from_config(
+                    self.api,
+                    self.config,
+                    identity=self.identity,
+                    on_started_leading=self.lead,
+                )
+                self.probes.add_liveness_check("leader-election", elector.check)
+                self.supervisor.spawn("leader-election", elector.run, restart="always")
+                await asyncio.Event().wait()
+            else:
+                await self.lead()
+        finally:
+            await self._shutdown()
+
+    async def wait_synced(self) -> None:
+        await self._synced.wait()
+
+    async def lead(self) -> None:
+        """The leader's work: schedule, reconcile, write status, until cancelled."""
+        self.leading = True
+        engine = self.rebuild_engine()
+        logger.info(
+            "leading: engine rebuilt with %d workloads holding quota, %d pending",
+            len(engine.cache.workloads),
+            len(engine.queues.pending),
+        )
+        self._enqueue_everything()
+        try:
+            async with asyncio.TaskGroup() as tasks:
+                tasks.create_task(self.scheduler.run(), name="scheduler")
+                tasks.create_task(
+                    run_workers(self.status_queue, self.status, workers=2), name="queue-status"
+                )
+                for name, queue in self.job_queues.items():
+                    tasks.create_task(
+                        run_workers(queue, self.job_reconcilers[name], workers=8),
+                        name=f"jobs/{name}",
+                    )
+                tasks.create_task(self._resync(), name="resync")
+                self.scheduler.trigger()
+        finally:
+            self.leading = False
+
+    async def _resync(self) -> None:
+        while True:
+            await asyncio.sleep(RESYNC_SECONDS)
+            self._enqueue_everything()
+            self.scheduler.trigger()
+
+    async def _shutdown(self) -> None:
+        await self.supervisor.stop(grace_period=10)
+        with contextlib.suppress(Exception):
+            await self.events.drain()
+        await self.webhook_server.stop()
+        for runner in self._runners:
+            await runner.cleanup()
+        self._runners.clear()

@@ -1,0 +1,340 @@
+"""ClusterQueue and LocalQueue status, the resource-in-use finalizer, and the queue metrics.
+
+Keyed reconcilers over the informers' stores and the engine's view: ``cq:<name>``,
+``lq:<ns>/<name>``, ``rf:<name>``. Status is written only when it changed. The
+``kqueue.io/resource-in-use`` finalizer keeps a ClusterQueue or ResourceFlavor that admitted
+workloads still use from vanishing under them; it is removed once nothing uses it.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from kqueue.api.quantity import Quantity
+from kqueue.api.v1alpha1 import (
+    ClusterQueue,
+    Condition,
+    FlavorUsage,
+    LocalQueue,
+    LocalQueueFlavorUsage,
+    LocalQueueResourceUsage,
+    ResourceFlavor,
+    ResourceUsage,
+    set_condition,
+)
+from kqueue.api.v1alpha1 import constants as c
+from kqueue.controller.events import EventRecorder
+from kqueue.controller.informer import Resource, Store
+from kqueue.controller.kube import (
+    CLUSTER_QUEUES,
+    LOCAL_QUEUES,
+    RESOURCE_FLAVORS,
+    Conflict,
+    Kube,
+    KubeError,
+    NotFound,
+)
+from kqueue.controller.metrics import ClusterQueueStatus, Metrics
+from kqueue.controller.scheduler import Now
+from kqueue.controller.workqueue import Requeue
+from kqueue.engine.engine import Engine
+from kqueue.engine.types import ClusterQueueName, FlavorName, LocalQueueKey, ResourceName, Usage
+
+logger = logging.getLogger(__name__)
+
+Obj = dict[str, Any]
+
+
+def _conditions_equal(a: list[Condition], b: list[Condition]) -> bool:
+    def key(conds: list[Condition]) -> list[tuple[str, str, str, str]]:
+        return sorted((x.type, x.status, x.reason, x.message) for x in conds)
+
+    return key(a) == key(b)
+
+
+class QueueStatusReconciler:
+    def __init__(
+        self,
+        *,
+        engine: Callable[[], Engine],
+        cluster_queues: Store[ClusterQueue],
+        local_queues: Store[LocalQueue],
+        flavors: Store[ResourceFlavor],
+        kube: Kube,
+        events: EventRecorder,
+        metrics: Metrics,
+        now: Now,
+        resource_metrics: bool = False,
+    ) -> None:
+        self._engine = engine
+        self._cqs = cluster_queues
+        self._lqs = local_queues
+        self._flavors = flavors
+        self._kube = kube
+        self._events = events
+        self._metrics = metrics
+        self._now = now
+        self._resource_metrics = resource_metrics
+
+    async def __call__(self, key: str, /) -> Requeue | None:
+        kind, _, name = key.partition(":")
+        if kind == "cq":
+            return await self._cluster_queue(name)
+        if kind == "lq":
+            return await self._local_queue(name)
+        if kind == "rf":
+            return await self._flavor(name)
+        return None
+
+    # -- ClusterQueue ----------------------------------------------------------------------------
+
+    def cluster_queue_active(self, cq: ClusterQueue) -> tuple[str, str, str]:
+        """(status, reason, message) of the Active condition, with Kueue's reasons."""
+        if cq.metadata.deletion_timestamp is not None:
+            return "False", c.CLUSTER_QUEUE_ACTIVE_TERMINATING, (
+                "Can't admit new workloads; clusterQueue is terminating"
+            )
+        missing = sorted(
+            {fq.name for rg in cq.spec.resource_groups for fq in rg.flavors}
+            - set(self._flavors)
+        )
+        if missing:
+            return "False", c.CLUSTER_QUEUE_ACTIVE_FLAVOR_NOT_FOUND, (
+                "Can't admit new workloads: references missing ResourceFlavor(s): "
+                + ", ".join(missing)
+            )
+        if cq.spec.stop_policy not in (None, "None"):
+            return "False", c.CLUSTER_QUEUE_ACTIVE_STOPPED, (
+                f"Can't admit new workloads: ClusterQueue is stopped (stopPolicy "
+                f"{cq.spec.stop_policy}); set stopPolicy to None to resume"
+            )
+        inactive = self._engine().cache.inactive(ClusterQueueName(cq.name))
+        if inactive is not None:
+            return "False", c.CLUSTER_QUEUE_ACTIVE_UNKNOWN, inactive.message
+        return "True", c.CLUSTER_QUEUE_ACTIVE_READY, "Can admit new workloads"
+
+    async def _cluster_queue(self, name: str) -> Requeue | None:
+        cq = self._cqs.get(name)
+        if cq is None:
+            self._metrics.forget_cluster_queue(name)
+            return None
+        engine = self._engine()
+        cq_name = ClusterQueueName(name)
+        active, parked = engine.pending_counts(cq_name)
+        reserving = engine.reserving(cq_name)
+        usage = engine.usage(cq_name)
+        status, reason, message = self.cluster_queue_active(cq)
+        new = cq.model_copy(deep=True)
+        st = new.status
+        now = self._now()
+        set_condition(st.conditions, c.ACTIVE, status, reason, message, now, cq.metadata.generation)  # type: ignore[arg-type]
+        st.pending_workloads = active + parked
+        st.reserving_workloads = len(reserving)
+        st.admitted_workloads = len(reserving)
+        st.flavors_reservation = self._flavor_usage(cq, usage)
+        st.flavors_usage = self._flavor_usage(cq, usage)
+        self._report(cq, active, parked, len(reserving), usage, status, reason)
+        finalizer_patch = self._finalizer_patch(
+            new.metadata.finalizers,
+            deleting=cq.metadata.deletion_timestamp is not None,
+            in_use=bool(reserving),
+            resource_version=cq.metadata.resource_version,
+        )
+        if finalizer_patch is not None:
+            try:
+                await self._kube.patch(CLUSTER_QUEUES, name, finalizer_patch)
+            except NotFound:
+                return None
+            except KubeError as exc:
+                logger.info("ClusterQueue %s finalizer: %s", name, exc)
+                return Requeue()
+        old = cq.status
+        if (
+            _conditions_equal(old.conditions, st.conditions)
+            and old.pending_workloads == st.pending_workloads
+            and old.reserving_workloads == st.reserving_workloads
+            and old.admitted_workloads == st.admitted_workloads
+            and old.flavors_reservation == st.flavors_reservation
+            and old.flavors_usage == st.flavors_usage
+        ):
+            return None
+        before = next((x for x in old.conditions if x.type == c.ACTIVE), None)
+        if before is None or (before.status, before.reason) != (status, reason):
+            self._events.record(
+                cq.to_dict(), "Normal" if status == "True" else "Warning", reason, message
+            )
+        return await self._put_status(CLUSTER_QUEUES, new.to_dict(), None)
+
+    def _flavor_usage(self, cq: ClusterQueue, usage: Usage) -> list[FlavorUsage]:
+        out: list[FlavorUsage] = []
+        for rg in cq.spec.resource_groups:
+            for fq in rg.flavors:
+                resources = []
+                for r in fq.resources:
+                    used = usage.get((FlavorName(fq.name), ResourceName(r.name)), 0)
+                    nominal = r.nominal()
+                    resources.append(
+                        ResourceUsage(
+                            name=r.name,
+                            total=Quantity.from_units(used, r.name),
+                            borrowed=Quantity.from_units(max(used - nominal, 0), r.name),
+                        )
+                    )
+                out.append(FlavorUsage(name=fq.name, resources=resources))
+        return out
+
+    def _report(
+        self,
+        cq: ClusterQueue,
+        active: int,
+        parked: int,
+        reserving: int,
+        usage: Usage,
+        status: str,
+        reason: str,
+    ) -> None:
+        m = self._metrics
+        m.report_pending(cq.name, active, parked)
+        m.report_active_workloads(cq.name, reserving, reserving)
+        cq_status: ClusterQueueStatus = (
+            "active" if status == "True"
+            else "terminating" if reason == c.CLUSTER_QUEUE_ACTIVE_TERMINATING
+            else "pending"
+        )
+        m.report_cluster_queue_status(cq.name, cq_status)
+        for rg in cq.spec.resource_groups:
+            for fq in rg.flavors:
+                for r in fq.resources:
+                    m.report_cluster_queue_quotas(
+                        cohort=cq.spec.cohort_name,
+                        cluster_queue=cq.name,
+                        flavor=fq.name,
+                        resource=r.name,
+                        nominal=r.nominal(),
+                        borrowing_limit=r.borrowing(),
+                        lending_limit=r.lending(),
+                    )
+                    used = usage.get((FlavorName(fq.name), ResourceName(r.name)), 0)
+                    m.report_cluster_queue_usage(
+                        cohort=cq.spec.cohort_name,
+                        cluster_queue=cq.name,
+                        flavor=fq.name,
+                        resource=r.name,
+                        reserved=used,
+                        used=used,
+                    )
+
+    @staticmethod
+    def _finalizer_patch(
+        finalizers: list[str], *, deleting: bool, in_use: bool, resource_version: str | None
+    ) -> Obj | None:
+        has = c.RESOURCE_IN_USE_FINALIZER in finalizers
+        if not deleting and not has:
+            new = [*finalizers, c.RESOURCE_IN_USE_FINALIZER]
+        elif deleting and has and not in_use:
+            new = [f for f in finalizers if f != c.RESOURCE_IN_USE_FINALIZER]
+        else:
+            return None
+        # The resourceVersion makes the list replacement conditional on what we read.
+        return {"metadata": {"finalizers": new, "resourceVersion": resource_version}}
+
+    # -- ResourceFlavor --------------------------------------------------------------------------
+
+    async def _flavor(self, name: str) -> Requeue | None:
+        rf = self._flavors.get(name)
+        if rf is None:
+            return None
+        engine = self._engine()
+        in_use = any(
+            name in {str(f) for f, _ in aw.usage} for aw in engine.cache.workloads.values()
+        )
+        patch = self._finalizer_patch(
+            rf.metadata.finalizers,
+            deleting=rf.metadata.deletion_timestamp is not None,
+            in_use=in_use,
+            resource_version=rf.metadata.resource_version,
+        )
+        if patch is None:
+            return None
+        try:
+            await self._kube.patch(RESOURCE_FLAVORS, name, patch)
+        except NotFound:
+            return None
+        except KubeError as exc:
+            logger.info("ResourceFlavor %s finalizer: %s", name, exc)
+            return Requeue()
+        return None
+
+    # -- LocalQueue ------------------------------------------------------------------------------
+
+    async def _local_queue(self, key: str) -> Requeue | None:
+        lq = self._lqs.get(key)
+        if lq is None:
+            return None
+        engine = self._engine()
+        lq_key = LocalQueueKey(key)
+        pending = sum(1 for info in engine.queues.pending.values() if info.local_queue == lq_key)
+        holding = [aw for aw in engine.cache.workloads.values() if aw.info.local_queue == lq_key]
+        usage: Usage = {}
+        for aw in holding:
+            for fr, v in aw.usage.items():
+                usage[fr] = usage.get(fr, 0) + v
+        cq = self._cqs.get(lq.spec.cluster_queue or "")
+        if lq.spec.stop_policy not in (None, "None"):
+            status, reason, message = "False", c.LOCAL_QUEUE_ACTIVE_STOPPED, (
+                "Can't submit new workloads to clusterQueue: LocalQueue is stopped"
+            )
+        elif cq is None:
+            status, reason, message = "False", c.LOCAL_QUEUE_CLUSTER_QUEUE_DOES_NOT_EXIST, (
+                f"Can't submit new workloads to clusterQueue: ClusterQueue "
+                f"{lq.spec.cluster_queue} does not exist"
+            )
+        elif self.cluster_queue_active(cq)[0] != "True":
+            status, reason, message = "False", c.LOCAL_QUEUE_CLUSTER_QUEUE_IS_INACTIVE, (
+                f"Can't submit new workloads to clusterQueue: ClusterQueue {cq.name} is inactive"
+            )
+        else:
+            status, reason, message = "True", c.LOCAL_QUEUE_ACTIVE_READY, (
+                "Can submit new workloads to localQueue"
+            )
+        new = lq.model_copy(deep=True)
+        st = new.status
+        set_condition(st.conditions, c.ACTIVE, status, reason, message, self._now(), lq.metadata.generation)  # type: ignore[arg-type]
+        st.pending_workloads = pending
+        st.reserving_workloads = len(holding)
+        st.admitted_workloads = len(holding)
+        flavors: dict[str, list[LocalQueueResourceUsage]] = {}
+        for (flavor, resource), amount in sorted(usage.items()):
+            flavors.setdefault(flavor, []).append(
+                LocalQueueResourceUsage(name=resource, total=Quantity.from_units(amount, resource))
+            )
+        st.flavors_reservation = [
+            LocalQueueFlavorUsage(name=f, resources=r) for f, r in sorted(flavors.items())
+        ]
+        st.flavors_usage = list(st.flavors_reservation)
+        old = lq.status
+        if (
+            _conditions_equal(old.conditions, st.conditions)
+            and old.pending_workloads == st.pending_workloads
+            and old.reserving_workloads == st.reserving_workloads
+            and old.admitted_workloads == st.admitted_workloads
+            and old.flavors_reservation == st.flavors_reservation
+        ):
+            return None
+        return await self._put_status(LOCAL_QUEUES, new.to_dict(), lq.namespace)
+
+    async def _put_status(
+        self, resource: Resource, body: Obj, namespace: str | None
+    ) -> Requeue | None:
+        # A whole-status PUT with the resourceVersion read: counters that drop to zero are
+        # written too (a merge patch of omitted-when-empty fields would leave them), and a
+        # concurrent change makes it fail and retry with fresh data.
+        try:
+            await self._kube.replace_status(resource, body, namespace=namespace)
+        except NotFound:
+            return None
+        except Conflict:
+            return Requeue(after=0.2)
+        return None

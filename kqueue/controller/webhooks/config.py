@@ -1,0 +1,177 @@
+"""The Mutating/ValidatingWebhookConfigurations that route requests to kqueue's webhooks.
+
+In a cluster they point at the webhook Service and the certificate manager injects the CA; for
+local development (``make run``, the end-to-end tests) they point at
+``https://127.0.0.1:<port>`` with the locally generated CA. Both come from
+:func:`webhook_configurations`, so paths, rules and selectors are defined once.
+"""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Mapping
+from typing import Any, Final
+
+from kqueue.api.config import LabelSelector
+from kqueue.api.v1alpha1 import constants as c
+from kqueue.controller.kube import Conflict, Kube, NotFound
+from kqueue.controller.webhooks import job, kinds, pod
+
+Obj = dict[str, Any]
+
+MUTATING_NAME: Final = "kqueue-mutating-webhook-configuration"
+VALIDATING_NAME: Final = "kqueue-validating-webhook-configuration"
+_ADMISSION_REGISTRATION = "/apis/admissionregistration.k8s.io/v1"
+
+KQUEUE_PLURALS: Final = (
+    "resourceflavors",
+    "clusterqueues",
+    "cohorts",
+    "localqueues",
+    "workloadpriorityclasses",
+    "workloads",
+)
+
+
+def _client_config(path: str, *, base_url: str | None, service: Mapping[str, str] | None,
+                   ca_bundle: bytes | None) -> Obj:
+    cfg: Obj
+    if base_url is not None:
+        cfg = {"url": base_url.rstrip("/") + path}
+    elif service is not None:
+        cfg = {"service": {**service, "path": path}}
+    else:
+        raise ValueError("webhook client config: give base_url or service")
+    if ca_bundle:
+        cfg["caBundle"] = base64.b64encode(ca_bundle).decode()
+    return cfg
+
+
+def _selector(sel: LabelSelector) -> Obj:
+    out: Obj = {}
+    if sel.match_labels:
+        out["matchLabels"] = dict(sel.match_labels)
+    if sel.match_expressions:
+        out["matchExpressions"] = [
+            {"key": r.key, "operator": r.operator, **({"values": list(r.values)} if r.values else {})}
+            for r in sel.match_expressions
+        ]
+    return out
+
+
+def webhook_configurations(
+    *,
+    namespace_selector: LabelSelector,
+    base_url: str | None = None,
+    service: Mapping[str, str] | None = None,
+    ca_bundle: bytes | None = None,
+    manage_jobs_without_queue_name: bool = False,
+    mutating_name: str = MUTATING_NAME,
+    validating_name: str = VALIDATING_NAME,
+    timeout_seconds: int = 10,
+) -> tuple[Obj, Obj]:
+    """(MutatingWebhookConfiguration, ValidatingWebhookConfiguration) manifests.
+
+    ``base_url`` (``https://127.0.0.1:9443``) or ``service`` (``{"name": ..., "namespace": ...,
+    "port": 443}``) says where kqueue serves. Jobs are selected by the queue label (unless
+    ``manage_jobs_without_queue_name``), pods by the managed label; namespaces by
+    ``managedJobsNamespaceSelector``. Every webhook fails closed.
+    """
+    ns_sel = _selector(namespace_selector)
+    job_sel: Obj = (
+        {} if manage_jobs_without_queue_name
+        else {"matchExpressions": [{"key": c.QUEUE_NAME_LABEL, "operator": "Exists"}]}
+    )
+
+    def hook(name: str, path: str, rules: list[Obj], **extra: Any) -> Obj:
+        return {
+            "name": name,
+            "admissionReviewVersions": ["v1"],
+            "sideEffects": "None",
+            "failurePolicy": "Fail",
+            "timeoutSeconds": timeout_seconds,
+            "clientConfig": _client_config(
+                path, base_url=base_url, service=service, ca_bundle=ca_bundle
+            ),
+            "rules": rules,
+            **extra,
+        }
+
+    jobs_rule = {"apiGroups": ["batch"], "apiVersions": ["v1"], "resources": ["jobs"]}
+    mutating = {
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "MutatingWebhookConfiguration",
+        "metadata": {"name": mutating_name},
+        "webhooks": [
+            hook(
+                "mbatch-job.kqueue.io",
+                job.MUTATE_PATH,
+                [{**jobs_rule, "operations": ["CREATE"]}],
+                namespaceSelector=ns_sel,
+                objectSelector=job_sel,
+                reinvocationPolicy="Never",
+            ),
+            hook(
+                "mpod.kqueue.io",
+                pod.MUTATE_PATH,
+                [{"apiGroups": [""], "apiVersions": ["v1"], "resources": ["pods"],
+                  "operations": ["CREATE"]}],
+                namespaceSelector=ns_sel,
+                objectSelector={"matchLabels": {c.MANAGED_LABEL: "true"}},
+                # Another mutating webhook may rewrite the pod after ours: check again.
+                reinvocationPolicy="IfNeeded",
+            ),
+        ],
+    }
+    validating = {
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingWebhookConfiguration",
+        "metadata": {"name": validating_name},
+        "webhooks": [
+            hook(
+                "vbatch-job.kqueue.io",
+                job.VALIDATE_PATH,
+                [{**jobs_rule, "operations": ["CREATE", "UPDATE"]}],
+                namespaceSelector=ns_sel,
+                objectSelector=job_sel,
+            ),
+            hook(
+                "vkqueue.kqueue.io",
+                kinds.VALIDATE_PATH,
+                [{"apiGroups": [c.GROUP], "apiVersions": [c.VERSION],
+                  "resources": list(KQUEUE_PLURALS), "operations": ["CREATE", "UPDATE"]}],
+            ),
+        ],
+    }
+    return mutating, validating
+
+
+async def install_webhook_configurations(kube: Kube, *configs: Obj) -> None:
+    """Create or replace the given webhook configurations (local development and tests)."""
+    for cfg in configs:
+        plural = cfg["kind"].lower() + "s"
+        path = f"{_ADMISSION_REGISTRATION}/{plural}"
+        name = cfg["metadata"]["name"]
+        for _ in range(5):
+            status, current = await kube.request("GET", f"{path}/{name}")
+            if status == 404:
+                status, body = await kube.request("POST", path, cfg)
+            else:
+                body_cfg = {**cfg, "metadata": {**cfg["metadata"],
+                            "resourceVersion": current["metadata"]["resourceVersion"]}}
+                status, body = await kube.request("PUT", f"{path}/{name}", body_cfg)
+            if status in (200, 201):
+                break
+            if status != 409:
+                raise RuntimeError(f"{cfg['kind']} {name}: HTTP {status}: {body.get('message')}")
+        else:
+            raise Conflict(what=f"{cfg['kind']} {name}", status=409, body={})
+
+
+async def delete_webhook_configurations(kube: Kube, *configs: Obj) -> None:
+    for cfg in configs:
+        plural = cfg["kind"].lower() + "s"
+        name = cfg["metadata"]["name"]
+        status, body = await kube.request("DELETE", f"{_ADMISSION_REGISTRATION}/{plural}/{name}")
+        if status not in (200, 202, 404):
+            raise NotFound(what=f"{cfg['kind']} {name}", status=status, body=body)

@@ -1,0 +1,112 @@
+"""Admission webhooks for batch/v1 Jobs: gate their pods at creation, reject bad settings.
+
+Mutating (CREATE): a Job that names a queue gets the ``kqueue.io/admission`` scheduling gate and
+the ``kqueue.io/managed: "true"`` label in ``spec.template``, so the Job controller creates its
+pods held and kqueue's pod informer sees them. The Job itself runs (it is not suspended): the
+gate, not suspension, is what holds it until admission, as the contracts require.
+
+Validating (CREATE, UPDATE): the partial-admission annotation must be an integer between 0 and
+parallelism, and cannot be combined with an elastic job; the queue and priority-class labels
+cannot change while the Job runs.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from kqueue.api.integrations import IntegrationError, is_elastic, pods_count
+from kqueue.api.integrations.job import min_pods_count
+from kqueue.api.v1alpha1 import constants as c
+from kqueue.controller.jobs.base import add_gate
+from kqueue.controller.webhook import AdmissionRequest, FieldError, Verdict
+
+Obj = dict[str, Any]
+
+MUTATE_PATH = "/mutate-batch-v1-job"
+VALIDATE_PATH = "/validate-batch-v1-job"
+
+
+def _labels(obj: Obj) -> dict[str, str]:
+    return dict((obj.get("metadata") or {}).get("labels") or {})
+
+
+def _annotations(obj: Obj) -> dict[str, str]:
+    return dict((obj.get("metadata") or {}).get("annotations") or {})
+
+
+def managed(job: Obj, *, without_queue_name: bool = False) -> bool:
+    return without_queue_name or bool(_labels(job).get(c.QUEUE_NAME_LABEL))
+
+
+def inject_gate(job: Obj) -> Obj | None:
+    """The Job with the gate and the managed label in its pod template; None if both are there."""
+    out = copy.deepcopy(job)
+    template = out.setdefault("spec", {}).setdefault("template", {})
+    pod_spec = template.setdefault("spec", {})
+    changed = add_gate(pod_spec)
+    labels = template.setdefault("metadata", {}).setdefault("labels", {})
+    if labels.get(c.MANAGED_LABEL) != "true":
+        labels[c.MANAGED_LABEL] = "true"
+        changed = True
+    return out if changed else None
+
+
+class JobWebhooks:
+    def __init__(self, *, manage_jobs_without_queue_name: bool = False) -> None:
+        self._without_queue_name = manage_jobs_without_queue_name
+
+    async def mutate(self, req: AdmissionRequest) -> Verdict:
+        job = req.object or {}
+        if req.operation != "CREATE" or not managed(job, without_queue_name=self._without_queue_name):
+            return Verdict.allow()
+        patched = inject_gate(job)
+        return Verdict.patch(patched) if patched is not None else Verdict.allow()
+
+    async def validate(self, req: AdmissionRequest) -> Verdict:
+        job = req.object or {}
+        if not managed(job, without_queue_name=self._without_queue_name):
+            return Verdict.allow()
+        errors: list[FieldError] = []
+        warnings: list[str] = []
+        annotations = _annotations(job)
+        min_key = c.JOB_MIN_PARALLELISM_ANNOTATION
+        min_path = f"metadata.annotations[{min_key}]"
+        if min_key in annotations:
+            try:
+                min_pods_count(job, pods_count(job))
+            except IntegrationError as exc:
+                errors.append(FieldError(exc.path, exc.detail))
+            if is_elastic(job):
+                errors.append(
+                    FieldError(
+                        min_path,
+                        f"partial admission cannot be combined with an elastic job "
+                        f"({c.ELASTIC_JOB_ANNOTATION}: \"true\"): remove one of the two",
+                    )
+                )
+        labels = _labels(job)
+        value = labels.get(c.PREEMPTIBILITY_LABEL)
+        if value is not None and value not in c.PREEMPTIBILITY_LABEL_VALUES:
+            warnings.append(
+                f"metadata.labels[{c.PREEMPTIBILITY_LABEL}]: {value!r} is not "
+                f"{c.PREEMPTIBLE_LABEL_VALUE!r} or {c.NON_PREEMPTIBLE_LABEL_VALUE!r} and is ignored"
+            )
+        if req.operation == "UPDATE" and req.old_object is not None:
+            old = req.old_object
+            suspended = bool((old.get("spec") or {}).get("suspend")) and bool(
+                (job.get("spec") or {}).get("suspend")
+            )
+            old_labels = _labels(old)
+            for key in (c.QUEUE_NAME_LABEL, c.PRIORITY_CLASS_LABEL):
+                if old_labels.get(key) != labels.get(key) and not suspended:
+                    errors.append(
+                        FieldError(
+                            f"metadata.labels[{key}]",
+                            f"field is immutable while the Job is not suspended: cannot change "
+                            f"from {old_labels.get(key)!r} to {labels.get(key)!r}",
+                        )
+                    )
+        if errors:
+            return Verdict.deny(*errors)
+        return Verdict.allow(*warnings)
