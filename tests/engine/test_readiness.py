@@ -2,17 +2,27 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import timedelta
 
 import pytest
 
 from kqueue.api.config import RequeuingStrategy, WaitForPodsReady
+from kqueue.engine.engine import Engine
 from kqueue.engine.gang import Barrier
 from kqueue.engine.readiness import PodsReadyConfig, Readiness, backoff
-from kqueue.engine.types import EvictionReason
+from kqueue.engine.types import EvictionReason, PendingReason, Workload
 from kqueue.engine.workload import AdmittedWorkload, make_info
 
-from .builders import key, make_workload, t
+from .builders import (
+    admitted_flavors,
+    key,
+    make_cq,
+    make_engine,
+    make_flavor,
+    make_workload,
+    t,
+)
 
 
 def admitted(name: str, at: float = 0) -> AdmittedWorkload:
@@ -105,7 +115,7 @@ def test_workloads_being_evicted_do_not_time_out() -> None:
     assert r.expired({a.key: a}, {a.key}, t(100)) == []
 
 
-def test_backoff_limit_deactivates() -> None:
+def test_backoff_limit_counts_timeouts_then_deactivates() -> None:
     r = Readiness(PodsReadyConfig(timeout=timedelta(seconds=10), backoff_limit_count=2))
     a = admitted("a")
     wls = {a.key: a}
@@ -135,3 +145,132 @@ def test_barrier_gates_until_the_group_is_complete() -> None:
     assert not barrier.set(info.key, 3, 4)
     assert barrier.set(info.key, 4, 4)
     assert barrier.gate(info) is None
+
+
+# -- through the engine -----------------------------------------------------------------------
+
+F = make_flavor("default").obj()
+CQ = make_cq("cq").quota("default", cpu="4").obj()
+
+
+def ready_engine(config: PodsReadyConfig, *workloads: Workload) -> Engine:
+    engine = make_engine(F, CQ)
+    engine.readiness = Readiness(config)
+    for wl in workloads:
+        engine.upsert_workload(wl)
+    return engine
+
+
+def test_pods_ready_timeout_evicts_and_requeues_with_backoff_60s_120s_capped() -> None:
+    cfg = PodsReadyConfig(
+        timeout=timedelta(seconds=300), backoff_max_seconds=200, block_admission=False
+    )
+    engine = ready_engine(cfg, make_workload("w").request("cpu", "2").obj())
+    assert list(admitted_flavors(engine.schedule(t(1)))) == ["w"]
+    assert engine.next_deadline() == t(301)
+    assert engine.schedule(t(300)).evicted == ()
+    waits = []
+    now = 301.0
+    for attempt in range(1, 5):
+        r = engine.schedule(t(now))
+        (ev,) = r.evicted
+        assert (ev.workload, ev.reason, ev.deactivate) == (
+            key("w"), EvictionReason.PODS_READY_TIMEOUT, False
+        )
+        assert ev.message == "Exceeded the PodsReady timeout default/w"
+        assert ev.requeue_count == attempt
+        assert ev.requeue_at is not None
+        waits.append((ev.requeue_at - t(now)).total_seconds())
+        # No second eviction while the first is under way.
+        assert engine.schedule(t(now + 1)).evicted == ()
+        engine.evicted(key("w"))
+        details = engine.explain(key("w"))
+        assert details is not None and "requeue backoff" in details.message
+        assert engine.next_deadline() == ev.requeue_at
+        back = (ev.requeue_at - t(0)).total_seconds()
+        assert engine.schedule(t(back - 1)).admitted == ()
+        assert list(admitted_flavors(engine.schedule(t(back)))) == ["w"]
+        now = back + 300
+    assert waits == [60, 120, 200, 200]
+
+
+def test_ready_pods_stop_the_timer() -> None:
+    cfg = PodsReadyConfig(timeout=timedelta(seconds=300))
+    engine = ready_engine(cfg, make_workload("w").request("cpu", "2").obj())
+    engine.schedule(t(1))
+    engine.pods_ready(key("w"), True, t(100))
+    assert engine.next_deadline() is None
+    assert engine.schedule(t(10_000)).evicted == ()
+
+
+def test_limit_deactivated() -> None:
+    """backoffLimitCount reached: the workload is evicted as Deactivated and stays out."""
+    cfg = PodsReadyConfig(timeout=timedelta(seconds=10), backoff_limit_count=1)
+    engine = ready_engine(cfg, make_workload("w").request("cpu", "2").obj())
+    engine.schedule(t(0))
+    (first,) = engine.schedule(t(10)).evicted
+    assert (first.reason, first.requeue_count) == (EvictionReason.PODS_READY_TIMEOUT, 1)
+    engine.evicted(key("w"))
+    assert list(admitted_flavors(engine.schedule(t(70)))) == ["w"]
+    (second,) = engine.schedule(t(80)).evicted
+    assert (second.reason, second.deactivate, second.requeue_at) == (
+        EvictionReason.DEACTIVATED, True, None
+    )
+    assert second.message == (
+        "The workload is deactivated due to exceeding the maximum number of re-queuing retries"
+    )
+    engine.evicted(key("w"))
+    details = engine.explain(key("w"))
+    assert details is not None and details.message == "The workload is deactivated"
+    assert engine.schedule(t(10_000)).admitted == ()
+
+
+def test_requeue_count_survives_a_restart() -> None:
+    cfg = PodsReadyConfig(timeout=timedelta(seconds=10), backoff_limit_count=2)
+    wl = make_workload("w").request("cpu", "2").reserved_in("cq", "default").obj()
+    engine = ready_engine(cfg, replace(wl, requeue_count=2))
+    (ev,) = engine.schedule(t(10)).evicted
+    assert ev.reason == EvictionReason.DEACTIVATED
+
+
+def test_block_admission_waits_for_ready_pods() -> None:
+    cfg = PodsReadyConfig(timeout=timedelta(seconds=300), block_admission=True)
+    engine = ready_engine(
+        cfg,
+        make_workload("a").request("cpu", "1").created(1).obj(),
+        make_workload("b").request("cpu", "1").created(2).obj(),
+    )
+    assert list(admitted_flavors(engine.schedule(t(1)))) == ["a"]
+    r = engine.schedule(t(2))
+    assert r.admitted == ()
+    assert [p.message for p in r.pending] == [
+        "waiting for all admitted workloads to be in PodsReady condition"
+    ]
+    engine.pods_ready(key("a"), True, t(3))
+    assert list(admitted_flavors(engine.schedule(t(4)))) == ["b"]
+
+
+def test_barrier_holds_a_pod_group_until_all_its_pods_exist() -> None:
+    engine = make_engine(F, CQ)
+    engine.pods_present(key("group"), 2, 3)
+    engine.upsert_workload(make_workload("group").count(3).request("cpu", "1").obj())
+    r = engine.schedule(t(1))
+    assert r.admitted == ()
+    details = engine.explain(key("group"))
+    assert details is not None
+    assert (details.reason, details.message) == (
+        PendingReason.SUSPENDED,
+        "Waiting for all pods of the group to be created: 2 of 3 pods exist",
+    )
+    engine.pods_present(key("group"), 3, 3)
+    assert list(admitted_flavors(engine.schedule(t(2)))) == ["group"]
+
+
+def test_gangs_are_admitted_whole_or_not_at_all() -> None:
+    engine = make_engine(
+        F, CQ, make_workload("gang").pod_set("workers", 3).request("cpu", "1")
+        .pod_set("driver", 2).request("cpu", "1").obj()
+    )
+    r = engine.schedule(t(1))
+    assert r.admitted == ()
+    assert engine.usage(CQ.name) == {}
