@@ -456,3 +456,28 @@ class Api:
 
         items = await self.kube.list(EVENTS_V1, namespace=namespace)
         return [e for e in items if e["involvedObject"].get("name") == name]
+
+
+async def after_second_of(timestamp: str) -> None:
+    """Wait until the wall clock is past the second of ``timestamp`` (RFC 3339).
+
+    Queue order among equal priorities is by creationTimestamp, which has one-second
+    resolution: objects meant to be ordered must be created in different seconds.
+    """
+    from datetime import UTC, datetime, timedelta
+
+    from kqueue.api.v1alpha1 import parse_time
+
+    target = parse_time(timestamp) + timedelta(seconds=1)
+
+    async def passed() -> bool:
+        return datetime.now(UTC) >= target
+
+    await eventually(passed, within=5, what=f"the second after {timestamp}")
+
+
+def pending_reason(wl: Obj) -> str | None:
+    cond = condition(wl, c.QUOTA_RESERVED)
+    if cond is None or cond.get("status") != "False":
+        return None
+    return str(cond.get("reason"))
