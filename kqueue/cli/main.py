@@ -49,6 +49,7 @@ def register(name: str, module: str, attr: str) -> None:
 register("convert", "kqueue.cli.convert", "convert")
 register("generate", "kqueue.cli.generate", "generate")
 register("run", "kqueue.cli.run", "run")
+register("simulate", "kqueue.cli.simulate", "simulate")
 
 
 def main() -> None:

@@ -1,0 +1,635 @@
+"""The simulator: the controller's loop over the engine, in simulated time.
+
+The engine is the one the controller drives; the simulator plays the controller and the jobs:
+it creates workloads when they arrive, carries out the engine's decisions at once (an admission
+is final, a preemption's eviction completes at the end of the cycle that chose it, as the
+contracts require), finishes workloads when their run time is over, deletes, deactivates and
+scales them when their annotations say so.
+
+Cycle model: Kueue's scheduler runs cycles back to back. By default a cycle takes no simulated
+time: at each instant where something happens, cycles run until nothing more changes, then the
+clock jumps to the next timed action. With ``decision_time`` set, a cycle that considers k heads
+takes k x decision_time: timed actions that fall due meanwhile happen before the next cycle, as
+they would while a real scheduler is busy. Decisions carry the time their cycle started. "Nothing more changes" means: a cycle had no head to consider,
+or admitted, preempted and evicted nothing and left the same workloads pending for the same
+reasons as the cycle before it (a StrictFIFO head blocked on quota repeats forever otherwise).
+
+The clock is injected (``Scenario.start``); nothing reads the real time, so the same inputs
+give the same events.
+"""
+
+from __future__ import annotations
+
+import copy
+import heapq
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timedelta
+from enum import IntEnum
+from typing import Any, Final
+
+from kqueue.api.integrations import is_elastic, workload_for_job
+from kqueue.api.v1alpha1 import constants as c
+
+from .. import adapt
+from ..cycle import CycleResult
+from ..engine import Engine
+from ..preemption import Preemptor
+from ..types import Admission, ClusterQueueName, WorkloadKey, local_queue_key
+from .annotations import CLASS_LABEL
+from .durations import format_duration
+from .scenario import Scenario, SimWorkload
+
+# Event types (contracts, section 4).
+QUOTA_RESERVED: Final = "QuotaReserved"
+ADMITTED: Final = "Admitted"
+PREEMPTED: Final = "Preempted"
+EVICTED: Final = "Evicted"
+REQUEUED: Final = "Requeued"
+FINISHED: Final = "Finished"
+DEACTIVATED: Final = "Deactivated"
+
+# Workload states.
+PENDING: Final = "Pending"
+STATE_QUOTA_RESERVED: Final = "QuotaReserved"
+STATE_ADMITTED: Final = "Admitted"
+STATE_FINISHED: Final = "Finished"
+NOT_ARRIVED: Final = "NotArrived"
+
+# Reason of the Finished condition of a deleted workload (the simulator's own: a deleted
+# Workload has no status in a cluster, but the report still says where its quota went).
+DELETED_REASON: Final = "Deleted"
+
+
+@dataclass(frozen=True, slots=True)
+class SimEvent:
+    cycle: int
+    time: datetime
+    type: str
+    workload: str
+    cluster_queue: str | None
+    reason: str
+    message: str
+    preemptor: str | None = None
+
+
+@dataclass(slots=True)
+class Condition:
+    status: str
+    reason: str
+    message: str
+    time: datetime
+
+
+@dataclass(slots=True)
+class WorkloadRecord:
+    sw: SimWorkload
+    state: str = NOT_ARRIVED
+    admission: Admission | None = None
+    # The admission the workload last held (kept after it finishes, for the report).
+    last_admission: Admission | None = None
+    conditions: dict[str, Condition] = field(default_factory=dict)
+    arrived: datetime | None = None
+    first_admitted: datetime | None = None
+    admitted_at: datetime | None = None
+    finished_at: datetime | None = None
+    evictions: int = 0
+    # Bumped on every admission: a finish timer of an earlier admission is void.
+    epoch: int = 0
+    counts: tuple[int, ...] = ()
+    # A slice being replaced by this one (elastic scale-up), and when the job's run ends.
+    replaces: str | None = None
+    run_until: datetime | None = None
+
+    @property
+    def key(self) -> str:
+        return self.sw.key
+
+    @property
+    def class_name(self) -> str:
+        return self.sw.api.metadata.labels.get(CLASS_LABEL, "")
+
+
+@dataclass(frozen=True, slots=True)
+class Sample:
+    """A ClusterQueue's state from ``time`` on (until its next sample)."""
+
+    time: datetime
+    cluster_queue: str
+    usage: Mapping[tuple[str, str], int]
+    pending: int
+    reserving: int
+
+
+class _Action(IntEnum):
+    # Order of actions due at the same instant: frees before arrivals, so an arriving
+    # workload sees the quota a finishing one leaves.
+    FINISH = 0
+    DELETE = 1
+    DEACTIVATE = 2
+    SCALE = 3
+    ARRIVE = 4
+
+
+Progress = Callable[[datetime, int, int], None]
+
+
+class Simulation:
+    """Feed a Scenario to an Engine and play it out; see the module docstring."""
+
+    def __init__(
+        self,
+        scenario: Scenario,
+        *,
+        preemptor: Preemptor | None = None,
+        decision_time: timedelta = timedelta(0),
+    ) -> None:
+        self.scenario = scenario
+        # Simulated time the scheduler spends per head it considers (see module docstring).
+        self.decision_time = decision_time
+        self.engine = Engine(preemptor=preemptor)
+        self.start = scenario.start
+        self.now = scenario.start
+        self.events: list[SimEvent] = []
+        self.samples: list[Sample] = []
+        self.records: dict[str, WorkloadRecord] = {}
+        # Heads considered (one decision each: admit, preempt or pending), over all cycles.
+        self.decisions = 0
+        self._timeline: list[tuple[datetime, int, int, str, int]] = []
+        self._seq = 0
+        self._quiet = False
+        self._last_idle: tuple[tuple[str, str, str], ...] | None = None
+        self._idle_streak = 0
+        self._pending = 0
+        self._finished = 0
+        self._dirty: set[str] = set()
+        self._last_sample: dict[str, tuple[object, ...]] = {}
+        # Integral of usage over time per ClusterQueue and (flavor, resource), in unit-us.
+        self.usage_integral: dict[str, dict[tuple[str, str], int]] = {}
+        self._usage_since: dict[str, tuple[datetime, Mapping[tuple[str, str], int]]] = {}
+        self._lq_cq: dict[str, str] = {
+            f"{lq.namespace or 'default'}/{lq.name}": lq.spec.cluster_queue or ""
+            for lq in scenario.local_queues
+        }
+        self._setup()
+
+    # -- setup -------------------------------------------------------------------------------
+
+    def _setup(self) -> None:
+        sc = self.scenario
+        e = self.engine
+        for rf in sc.flavors:
+            e.upsert_flavor(adapt.flavor(rf))
+        for co in sc.cohorts:
+            e.upsert_cohort(adapt.cohort(co))
+        for cq in sc.cluster_queues:
+            e.upsert_cluster_queue(adapt.cluster_queue(cq))
+        for lq in sc.local_queues:
+            e.upsert_local_queue(adapt.local_queue(lq))
+        for wpc in sc.workload_priority_classes:
+            e.upsert_priority_class(*adapt.priority_class(wpc))
+        for ns, labels in sorted(sc.namespaces.items()):
+            e.set_namespace_labels(ns, labels)
+        for cq in sc.cluster_queues:
+            self._usage_since[cq.name] = (self.start, {})
+            self._dirty.add(cq.name)
+        for sw in sc.workloads:
+            rec = WorkloadRecord(sw, counts=tuple(ps.count for ps in sw.api.spec.pod_sets))
+            self.records[sw.key] = rec
+            self._schedule(sw.arrives, _Action.ARRIVE, sw.key)
+            t = sw.timing
+            if t.delete is not None:
+                self._schedule(self.start + t.delete, _Action.DELETE, sw.key)
+            if t.deactivate is not None:
+                self._schedule(self.start + t.deactivate, _Action.DEACTIVATE, sw.key)
+            for at, count in t.scale:
+                self._schedule(self.start + at, _Action.SCALE, sw.key, count)
+
+    def _schedule(self, at: datetime, action: _Action, key: str, arg: int = 0) -> None:
+        self._seq += 1
+        heapq.heappush(self._timeline, (at, int(action), self._seq, key, arg))
+
+    # -- the loop ----------------------------------------------------------------------------
+
+    def run(
+        self,
+        *,
+        cycles: int | None = None,
+        until: timedelta | None = None,
+        progress: Progress | None = None,
+    ) -> None:
+        """Run ``cycles`` cycles, or until nothing can change, or until ``start + until``."""
+        end = self.start + until if until is not None else None
+        self._apply_due()
+        while cycles is None or self.engine.cycles < cycles:
+            if not self._quiet:
+                heads = self._cycle()
+                if heads and self.decision_time:
+                    busy_until = self.now + self.decision_time * heads
+                    if end is not None and busy_until > end:
+                        self.now = end
+                        break
+                    self.now = busy_until
+                    self._apply_due()
+                    if progress is not None:
+                        progress(self.now, self._finished, len(self.records))
+                continue
+            self._sample()
+            if progress is not None:
+                progress(self.now, self._finished, len(self.records))
+            nxt = self._timeline[0][0] if self._timeline else None
+            if nxt is None or (end is not None and nxt > end):
+                if cycles is None:
+                    break
+                # Exactly ``cycles`` cycles: the rest find nothing new to do.
+                self._cycle()
+                continue
+            self.now = nxt
+            self._apply_due()
+        if end is not None and self.now < end and (cycles is None or not self._timeline):
+            self.now = end
+        self._sample()
+        self._explain_pending()
+        if progress is not None:
+            progress(self.now, self._finished, len(self.records))
+
+    def _explain_pending(self) -> None:
+        """Pending conditions from the engine's explanation, which also covers workloads that
+        never reached a cycle (missing LocalQueue, stopped queue, deactivated)."""
+        for key in sorted(self.records):
+            rec = self.records[key]
+            if rec.state != PENDING:
+                continue
+            details = self.engine.explain(WorkloadKey(key))
+            if details is not None:
+                self._set(rec, c.QUOTA_RESERVED, "False", str(details.reason), details.message)
+
+    def _apply_due(self) -> None:
+        while self._timeline and self._timeline[0][0] <= self.now:
+            _, action, _, key, arg = heapq.heappop(self._timeline)
+            if self._act(_Action(action), key, arg):
+                self._quiet = False
+                self._last_idle = None
+                self._idle_streak = 0
+
+    def _cycle(self) -> int:
+        result = self.engine.schedule(self.now)
+        self.decisions += result.heads
+        self._carry_out(result)
+        if result.heads == 0:
+            self._quiet = True
+        elif result.admitted or result.preempted or result.evicted:
+            self._quiet = False
+            self._last_idle = None
+            self._idle_streak = 0
+        else:
+            sig = tuple((p.workload, p.reason, p.message) for p in result.pending)
+            self._idle_streak += 1
+            self._quiet = sig == self._last_idle or self._idle_streak > self._pending + 2
+            self._last_idle = sig
+        return result.heads
+
+    # -- timed actions -----------------------------------------------------------------------
+
+    def _act(self, action: _Action, key: str, arg: int) -> bool:
+        rec = self.records.get(key)
+        if rec is None:
+            return False
+        if action == _Action.ARRIVE:
+            return self._arrive(rec)
+        if action == _Action.FINISH:
+            if rec.state not in (STATE_ADMITTED, STATE_QUOTA_RESERVED) or rec.epoch != arg:
+                return False  # evicted (or gone) since: this run never completed
+            self._finish(rec, c.FINISHED_SUCCEEDED, self._ran_message(rec))
+            return True
+        if action == _Action.DELETE:
+            return self._delete(rec)
+        if action == _Action.DEACTIVATE:
+            return self._deactivate(rec)
+        return self._scale(rec, arg)
+
+    def _arrive(self, rec: WorkloadRecord) -> bool:
+        sw = rec.sw
+        rec.arrived = self.now
+        if sw.api.is_finished:
+            rec.state = STATE_FINISHED
+            rec.finished_at = self.now
+            self._finished += 1
+            return False
+        wl = adapt.workload(sw.api, owner_labels=sw.owner_labels or sw.api.metadata.labels)
+        self.engine.upsert_workload(wl)
+        if wl.admission is not None:
+            # Pre-admitted: it holds its quota since QuotaReserved's lastTransitionTime.
+            rec.admission = rec.last_admission = wl.admission
+            rec.admitted_at = rec.first_admitted = wl.admission.reserved_at
+            rec.epoch += 1
+            self._mark(wl.admission.cluster_queue)
+            for cond in sw.api.status.conditions:
+                rec.conditions[cond.type] = Condition(
+                    cond.status, cond.reason, cond.message, cond.last_transition_time
+                )
+            if sw.api.is_admitted:
+                rec.state = STATE_ADMITTED
+            else:
+                # Without admission checks, kqueue admits a reservation at once.
+                rec.state = STATE_ADMITTED
+                self._set(rec, c.ADMITTED, "True", c.ADMITTED_REASON, "The workload is admitted")
+                self._event(ADMITTED, rec, c.ADMITTED_REASON, "The workload is admitted")
+            if sw.timing.run_time is not None:
+                ends = max(self.now, wl.admission.reserved_at + sw.timing.run_time)
+                rec.run_until = ends
+                self._schedule(ends, _Action.FINISH, rec.key, rec.epoch)
+        else:
+            rec.state = PENDING
+            self._pending += 1
+            cq = self._lq_cq.get(f"{wl.namespace}/{wl.queue_name}")
+            if cq:
+                self._mark(cq)
+        return True
+
+    def _finish(self, rec: WorkloadRecord, reason: str, message: str) -> None:
+        held = rec.admission
+        self.engine.finish(WorkloadKey(rec.key))
+        if rec.state == PENDING:
+            self._pending -= 1
+        rec.state = STATE_FINISHED
+        rec.admission = None
+        rec.finished_at = self.now
+        self._finished += 1
+        self._set(rec, c.FINISHED, "True", reason, message)
+        self._event(FINISHED, rec, reason, message, cq=held.cluster_queue if held else None)
+        if held is not None:
+            self._mark(held.cluster_queue)
+
+    def _ran_message(self, rec: WorkloadRecord) -> str:
+        ran = self.now - rec.admitted_at if rec.admitted_at is not None else timedelta(0)
+        return f"Finished after running for {format_duration(ran)}"
+
+    def _delete(self, rec: WorkloadRecord) -> bool:
+        if rec.state == STATE_FINISHED:
+            return False
+        if rec.state == NOT_ARRIVED:
+            rec.state = STATE_FINISHED
+            rec.finished_at = self.now
+            self._finished += 1
+            return False
+        self._finish(rec, DELETED_REASON, "The workload was deleted")
+        return True
+
+    def _deactivate(self, rec: WorkloadRecord) -> bool:
+        if rec.state in (STATE_FINISHED, NOT_ARRIVED):
+            rec.sw.api.spec.active = False
+            return False
+        aw = self.engine.admitted_workload(WorkloadKey(rec.key))
+        info = self.engine.pending_workload(WorkloadKey(rec.key))
+        obj = aw.info.obj if aw is not None else info.obj if info is not None else None
+        if obj is None:
+            return False
+        self._event(DEACTIVATED, rec, c.EVICTED_BY_DEACTIVATION, "The workload is deactivated")
+        rec.sw.api.spec.active = False
+        self.engine.upsert_workload(replace(obj, active=False, generation=obj.generation + 1))
+        return True
+
+    def _scale(self, rec: WorkloadRecord, count: int) -> bool:
+        """An elastic Job's parallelism changes (see annotations.SCALE)."""
+        if rec.state == STATE_FINISHED:
+            return False
+        key = WorkloadKey(rec.key)
+        if rec.state == NOT_ARRIVED:
+            for ps in rec.sw.api.spec.pod_sets:
+                ps.count = count
+                ps.min_count = min(ps.min_count, count) if ps.min_count else None
+            rec.counts = tuple(ps.count for ps in rec.sw.api.spec.pod_sets)
+            return False
+        if rec.state == PENDING:
+            info = self.engine.pending_workload(key)
+            if info is None:
+                return False
+            obj = info.obj
+            pod_sets = tuple(
+                replace(
+                    ps, count=count, min_count=min(ps.min_count, count) if ps.min_count else None
+                )
+                for ps in obj.pod_sets
+            )
+            rec.counts = tuple(ps.count for ps in pod_sets)
+            self.engine.upsert_workload(
+                replace(obj, pod_sets=pod_sets, generation=obj.generation + 1)
+            )
+            return True
+        aw = self.engine.admitted_workload(key)
+        if aw is None or rec.admission is None:
+            return False
+        current = rec.admission.pod_sets[0].count
+        if count == current:
+            return False
+        if count < current:
+            # Scale-down: counts change in place and the quota of the removed pods is freed.
+            obj = aw.info.obj
+            pod_sets = tuple(replace(ps, count=count) for ps in obj.pod_sets)
+            admission = replace(
+                aw.admission,
+                pod_sets=tuple(
+                    replace(
+                        psa,
+                        count=count,
+                        resource_usage={
+                            r: ps.requests.get(r, 0) * count for r in psa.resource_usage
+                        },
+                    )
+                    for psa, ps in zip(aw.admission.pod_sets, obj.pod_sets, strict=True)
+                ),
+            )
+            self.engine.upsert_workload(
+                replace(obj, pod_sets=pod_sets, admission=admission, generation=obj.generation + 1)
+            )
+            rec.admission = rec.last_admission = admission
+            rec.counts = tuple(ps.count for ps in pod_sets)
+            self._mark(admission.cluster_queue)
+            return True
+        return self._scale_up(rec, count)
+
+    def _scale_up(self, rec: WorkloadRecord, count: int) -> bool:
+        """A scale-up of an admitted elastic Job: a new WorkloadSlice replacing this one."""
+        job = rec.sw.job
+        if job is None or not is_elastic(job):
+            return False
+        job = copy.deepcopy(job)
+        job.setdefault("spec", {})["parallelism"] = count
+        meta = job.setdefault("metadata", {})
+        meta["generation"] = int(meta.get("generation") or 1) + 1
+        api = workload_for_job(job, self.scenario.priorities, replacement_for=rec.key)
+        api.metadata.uid = f"{rec.sw.api.metadata.uid}-g{meta['generation']}"
+        api.metadata.creation_timestamp = rec.sw.api.metadata.creation_timestamp
+        sw = SimWorkload(
+            api, rec.sw.timing, rec.sw.location, rec.sw.source, rec.sw.owner_labels, job, self.now
+        )
+        new = WorkloadRecord(sw, counts=(count,), replaces=rec.key, run_until=rec.run_until)
+        # Later scale events of the Job apply to the newest slice.
+        for i, (at, action, seq, key, arg) in enumerate(self._timeline):
+            if key == rec.key and action in (_Action.SCALE, _Action.DELETE, _Action.DEACTIVATE):
+                self._timeline[i] = (at, action, seq, sw.key, arg)
+        heapq.heapify(self._timeline)
+        self.records[sw.key] = new
+        return self._arrive(new)
+
+    # -- decisions ---------------------------------------------------------------------------
+
+    def _carry_out(self, result: CycleResult) -> None:
+        evicting: list[tuple[WorkloadRecord, str, str]] = []
+        for ev in result.evicted:
+            rec = self.records[ev.workload]
+            self._set(rec, c.EVICTED, "True", ev.reason, ev.message)
+            self._event(EVICTED, rec, ev.reason, ev.message, cq=ev.cluster_queue)
+            evicting.append((rec, ev.reason, ev.message))
+        for p in result.preempted:
+            rec = self.records[p.victim]
+            self._set(rec, c.PREEMPTED, "True", p.reason, p.message)
+            self._set(rec, c.EVICTED, "True", c.EVICTED_BY_PREEMPTION, p.message)
+            self._event(PREEMPTED, rec, p.reason, p.message, cq=p.cluster_queue, by=p.preemptor)
+            self._event(EVICTED, rec, c.EVICTED_BY_PREEMPTION, p.message, cq=p.cluster_queue)
+            evicting.append((rec, c.EVICTED_BY_PREEMPTION, p.message))
+        for a in result.admitted:
+            self._admit(self.records[a.workload], a.admission)
+        for pend in result.pending:
+            waiting = self.records.get(pend.workload)
+            if waiting is not None and waiting.state == PENDING:
+                self._set(waiting, c.QUOTA_RESERVED, "False", pend.reason, pend.message)
+        # Evictions chosen in this cycle complete at its end (contracts, section 4).
+        for rec, reason, message in evicting:
+            self._evicted(rec, reason, message)
+
+    def _admit(self, rec: WorkloadRecord, admission: Admission) -> None:
+        if rec.state == PENDING:
+            self._pending -= 1
+        cq = admission.cluster_queue
+        rec.state = STATE_ADMITTED
+        rec.admission = rec.last_admission = admission
+        rec.admitted_at = self.now
+        if rec.first_admitted is None:
+            rec.first_admitted = self.now
+        rec.epoch += 1
+        rec.counts = tuple(ps.count for ps in admission.pod_sets)
+        reserved = f"Quota reserved in ClusterQueue {cq}"
+        self._set(rec, c.QUOTA_RESERVED, "True", c.QUOTA_RESERVED_REASON, reserved)
+        self._set(rec, c.ADMITTED, "True", c.ADMITTED_REASON, "The workload is admitted")
+        for kind in (c.EVICTED, c.PREEMPTED):
+            old = rec.conditions.get(kind)
+            if old is not None and old.status == "True":
+                # Kueue's SetQuotaReservation: a new reservation resets these.
+                self._set(rec, kind, "False", c.QUOTA_RESERVED_REASON, "Previously: " + old.message)
+        self._event(QUOTA_RESERVED, rec, c.QUOTA_RESERVED_REASON, reserved, cq=cq)
+        self._event(ADMITTED, rec, c.ADMITTED_REASON, "The workload is admitted", cq=cq)
+        self._mark(cq)
+        if rec.replaces is not None:
+            replaced = self.records.get(rec.replaces)
+            if replaced is not None and replaced.state != STATE_FINISHED:
+                self._finish(replaced, c.WORKLOAD_SLICE_REPLACED, f"Replaced by {rec.key}")
+            rec.replaces = None
+        if rec.run_until is not None and rec.sw.job is not None and rec.epoch == 1:
+            # A new slice of a running job: the job keeps its end time.
+            self._schedule(max(self.now, rec.run_until), _Action.FINISH, rec.key, rec.epoch)
+        elif rec.sw.timing.run_time is not None:
+            rec.run_until = self.now + rec.sw.timing.run_time
+            self._schedule(rec.run_until, _Action.FINISH, rec.key, rec.epoch)
+
+    def _evicted(self, rec: WorkloadRecord, reason: str, message: str) -> None:
+        held = rec.admission
+        if held is None or rec.state == STATE_FINISHED:
+            return
+        self.engine.evicted(WorkloadKey(rec.key))
+        rec.evictions += 1
+        rec.admission = None
+        rec.state = PENDING
+        self._pending += 1
+        self._set(rec, c.QUOTA_RESERVED, "False", "Pending", message)
+        self._set(rec, c.ADMITTED, "False", "NoReservation", "The workload has no reservation")
+        if reason == c.EVICTED_BY_DEACTIVATION:
+            self._set(rec, c.REQUEUED, "False", reason, message)
+        else:
+            self._set(rec, c.REQUEUED, "True", reason, message)
+            self._event(REQUEUED, rec, reason, message, cq=held.cluster_queue)
+        self._mark(held.cluster_queue)
+
+    # -- bookkeeping -------------------------------------------------------------------------
+
+    def _set(self, rec: WorkloadRecord, kind: str, status: str, reason: str, message: str) -> None:
+        old = rec.conditions.get(kind)
+        if old is not None and old.status == status:
+            old.reason = reason
+            old.message = message
+        else:
+            rec.conditions[kind] = Condition(status, reason, message, self.now)
+
+    def _event(
+        self,
+        kind: str,
+        rec: WorkloadRecord,
+        reason: str,
+        message: str,
+        *,
+        cq: str | None = None,
+        by: str | None = None,
+    ) -> None:
+        if cq is None and rec.admission is not None:
+            cq = rec.admission.cluster_queue
+        self.events.append(
+            SimEvent(self.engine.cycles, self.now, kind, rec.key, cq, reason, message, by)
+        )
+
+    def _mark(self, cq: str) -> None:
+        self._dirty.add(cq)
+
+    def _sample(self) -> None:
+        """Record the ClusterQueues that changed since the last sample."""
+        for cq in sorted(self._dirty):
+            name = ClusterQueueName(cq)
+            usage = {(str(f), str(r)): v for (f, r), v in self.engine.usage(name).items()}
+            active, parked = self.engine.pending_counts(name)
+            reserving = len(self.engine.reserving(name))
+            since, before = self._usage_since.get(cq, (self.now, {}))
+            if before:
+                span = (self.now - since) // timedelta(microseconds=1)
+                acc = self.usage_integral.setdefault(cq, {})
+                for fr, amount in before.items():
+                    acc[fr] = acc.get(fr, 0) + amount * span
+            self._usage_since[cq] = (self.now, usage)
+            state = (tuple(sorted(usage.items())), (active + parked, reserving))
+            if self._last_sample.get(cq) == state:
+                continue
+            self._last_sample[cq] = state
+            self.samples.append(Sample(self.now, cq, usage, active + parked, reserving))
+        self._dirty.clear()
+
+    # -- reading -----------------------------------------------------------------------------
+
+    def cluster_queue_of(self, rec: WorkloadRecord) -> str | None:
+        if rec.admission is not None:
+            return rec.admission.cluster_queue
+        if rec.state == STATE_FINISHED and rec.last_admission is not None:
+            return rec.last_admission.cluster_queue
+        lq = self.engine.local_queue(
+            local_queue_key(rec.sw.api.namespace or "default", rec.sw.api.spec.queue_name or "")
+        )
+        return lq.cluster_queue if lq is not None else None
+
+    def arrived(self) -> Iterator[WorkloadRecord]:
+        for key in sorted(self.records):
+            rec = self.records[key]
+            if rec.state != NOT_ARRIVED:
+                yield rec
+
+    def usage_integral_until(self, until: datetime) -> dict[str, dict[tuple[str, str], int]]:
+        """Usage integrated from the start to ``until`` (no earlier than the last sample), in
+        unit-microseconds per flavor and resource."""
+        out = {cq: dict(v) for cq, v in self.usage_integral.items()}
+        for cq, (since, usage) in self._usage_since.items():
+            span = max(0, (until - since) // timedelta(microseconds=1))
+            acc = out.setdefault(cq, {})
+            for fr, amount in usage.items():
+                acc[fr] = acc.get(fr, 0) + amount * span
+        return out
+
+
+def describe(value: Any) -> str:
+    return str(value)

@@ -1,0 +1,306 @@
+"""A simulation's inputs: the objects of a manifest set, ready to feed the engine.
+
+Kqueue and Kueue objects arrive as models (the loader converted Kueue's); Namespaces and
+PriorityClasses as dicts; Jobs and Pods become Workloads through ``kqueue.api.integrations``,
+exactly as the controller builds them. A Workload already in the input for a Job or Pod of the
+input (``kubectl get jobs,workloads`` prints both) is kept and the owner adds its labels and
+simulation annotations, as the controller would find the existing Workload rather than create one.
+
+Time: the simulation starts at ``start`` (default: the latest timestamp found in the input, so a
+``kubectl get`` dump is replayed from the moment it was taken; ``DEFAULT_START`` if there is none).
+A workload arrives at ``start + simulate.kqueue.io/arrival``, or else at its creationTimestamp
+if that is later than the start, or else at the start. Without a creationTimestamp it gets its
+arrival time. Workloads created at the same instant are ordered as they appear in the input:
+each one without a UID gets ``sim-<n>`` with n in input order, since the engine breaks
+queue-order ties by UID.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any, Final
+
+from kqueue.api.integrations import (
+    IntegrationError,
+    PriorityClasses,
+    group_name,
+    workload_for_job,
+    workload_for_pod,
+    workload_for_pod_group,
+)
+from kqueue.api.integrations.common import is_managed
+from kqueue.api.loader import LoadedObject, LoadError, Location
+from kqueue.api.v1alpha1 import (
+    ClusterQueue,
+    Cohort,
+    LocalQueue,
+    ResourceFlavor,
+    Workload,
+    WorkloadPriorityClass,
+    parse_time,
+)
+
+from .annotations import AnnotationError, Timing, read_timing
+
+DEFAULT_START: Final = datetime(2024, 1, 1, tzinfo=UTC)
+# Every namespace carries it (the API server sets it), so selectors on it work in simulation.
+NAMESPACE_NAME_LABEL: Final = "kubernetes.io/metadata.name"
+
+
+@dataclass(slots=True)
+class SimWorkload:
+    """One workload of the simulation and where it came from."""
+
+    api: Workload
+    timing: Timing
+    location: Location
+    # Kind and name of the object in the input (a Workload, Job, Pod or pod group).
+    source: str
+    # Labels of the top-level owner (the Job or Pod), for the preemptibility chain.
+    owner_labels: Mapping[str, str] | None = None
+    # The Job an elastic workload comes from: scaling builds new slices from it.
+    job: dict[str, Any] | None = None
+    # When it is created (start + arrival, or its creationTimestamp).
+    arrives: datetime = DEFAULT_START
+
+    @property
+    def key(self) -> str:
+        return f"{self.api.namespace or 'default'}/{self.api.name}"
+
+    @property
+    def holds_quota(self) -> bool:
+        return self.api.status.admission is not None and not self.api.is_finished
+
+
+@dataclass(slots=True)
+class Scenario:
+    start: datetime
+    flavors: list[ResourceFlavor] = field(default_factory=list)
+    cohorts: list[Cohort] = field(default_factory=list)
+    cluster_queues: list[ClusterQueue] = field(default_factory=list)
+    local_queues: list[LocalQueue] = field(default_factory=list)
+    workload_priority_classes: list[WorkloadPriorityClass] = field(default_factory=list)
+    namespaces: dict[str, dict[str, str]] = field(default_factory=dict)
+    workloads: list[SimWorkload] = field(default_factory=list)
+    priorities: PriorityClasses = field(default_factory=PriorityClasses)
+    warnings: list[str] = field(default_factory=list)
+
+
+def _meta(obj: LoadedObject) -> dict[str, Any]:
+    meta = obj.raw.get("metadata")
+    return meta if isinstance(meta, dict) else {}
+
+
+def _annotations(raw: Mapping[str, Any]) -> dict[str, str]:
+    meta = raw.get("metadata") or {}
+    return {str(k): str(v) for k, v in (meta.get("annotations") or {}).items()}
+
+
+def _timing(obj: LoadedObject, raw: Mapping[str, Any]) -> Timing:
+    try:
+        return read_timing(_annotations(raw))
+    except AnnotationError as err:
+        raise LoadError(
+            obj.location, str(err), kind=obj.kind, name=obj.name, path=err.path
+        ) from None
+
+
+def _times(objects: Iterable[LoadedObject]) -> Iterable[datetime]:
+    """Every timestamp of the input: creation times and condition transitions."""
+    for obj in objects:
+        created = _meta(obj).get("creationTimestamp")
+        if created:
+            yield _parse(obj, created, "metadata.creationTimestamp")
+        if isinstance(obj.model, Workload):
+            for cond in obj.model.status.conditions:
+                yield cond.last_transition_time
+
+
+def _parse(obj: LoadedObject, value: object, path: str) -> datetime:
+    try:
+        return parse_time(value if isinstance(value, str | datetime) else str(value))
+    except ValueError as err:
+        raise LoadError(obj.location, str(err), kind=obj.kind, name=obj.name, path=path) from None
+
+
+def _owner_key(namespace: str, ref_kind: str, ref_name: str) -> tuple[str, str, str]:
+    return (namespace, ref_kind, ref_name)
+
+
+def build_scenario(objects: Sequence[LoadedObject], *, start: datetime | None = None) -> Scenario:
+    """Sort the loaded objects into a Scenario; raise LoadError naming the bad object."""
+    if start is None:
+        start = max(_times(objects), default=DEFAULT_START)
+    sc = Scenario(start=start)
+    pod_classes: list[dict[str, Any]] = []
+    jobs: list[LoadedObject] = []
+    pods: list[LoadedObject] = []
+    workloads: list[LoadedObject] = []
+    for obj in objects:
+        m = obj.model
+        if isinstance(m, ResourceFlavor):
+            sc.flavors.append(m)
+        elif isinstance(m, Cohort):
+            sc.cohorts.append(m)
+        elif isinstance(m, ClusterQueue):
+            sc.cluster_queues.append(m)
+        elif isinstance(m, LocalQueue):
+            sc.local_queues.append(m)
+            sc.namespaces.setdefault(m.namespace or "default", {})
+        elif isinstance(m, WorkloadPriorityClass):
+            sc.workload_priority_classes.append(m)
+        elif isinstance(m, Workload):
+            workloads.append(obj)
+        elif obj.kind == "Namespace":
+            labels = {str(k): str(v) for k, v in (_meta(obj).get("labels") or {}).items()}
+            sc.namespaces[obj.name] = labels
+        elif obj.kind == "PriorityClass":
+            pod_classes.append(obj.raw)
+        elif obj.kind == "Job":
+            jobs.append(obj)
+        elif obj.kind == "Pod":
+            pods.append(obj)
+    sc.priorities = PriorityClasses.from_objects(sc.workload_priority_classes, pod_classes)
+
+    # Workloads already in the input, by the owner they belong to.
+    owned: dict[tuple[str, str, str], SimWorkload] = {}
+    entries: list[tuple[int, SimWorkload, object]] = []
+    order = {id(o): i for i, o in enumerate(objects)}
+    for obj in workloads:
+        assert isinstance(obj.model, Workload)
+        sw = SimWorkload(obj.model, _timing(obj, obj.raw), obj.location, f"Workload {obj.name}")
+        ns = obj.model.namespace or "default"
+        for ref in obj.model.metadata.owner_references:
+            owned[_owner_key(ns, ref.kind, ref.name)] = sw
+        # A pod group's Workload is named after the group.
+        owned.setdefault(_owner_key(ns, "PodGroup", obj.model.name), sw)
+        entries.append((order[id(obj)], sw, _meta(obj).get("creationTimestamp")))
+
+    for obj in jobs:
+        if not is_managed(obj.raw):
+            sc.warnings.append(
+                f"{obj.location} ({obj.ref}): no kqueue.io/queue-name label; skipped"
+            )
+            continue
+        ns = obj.namespace or "default"
+        timing = _timing(obj, obj.raw)
+        labels = dict(_meta(obj).get("labels") or {})
+        existing = owned.get(_owner_key(ns, "Job", obj.name))
+        if existing is not None:
+            existing.owner_labels = labels
+            existing.timing = _merge(existing.timing, timing)
+            existing.job = obj.raw
+            continue
+        wl = _integrate(obj, workload_for_job, obj.raw, sc.priorities)
+        sw = SimWorkload(wl, timing, obj.location, f"Job {obj.name}", labels, obj.raw)
+        entries.append((order[id(obj)], sw, _meta(obj).get("creationTimestamp")))
+
+    groups: dict[tuple[str, str], list[LoadedObject]] = {}
+    for obj in pods:
+        if not is_managed(obj.raw):
+            sc.warnings.append(
+                f"{obj.location} ({obj.ref}): no kqueue.io/queue-name label; skipped"
+            )
+            continue
+        ns = obj.namespace or "default"
+        group = group_name(obj.raw)
+        if group is not None:
+            groups.setdefault((ns, group), []).append(obj)
+            continue
+        labels = dict(_meta(obj).get("labels") or {})
+        timing = _timing(obj, obj.raw)
+        existing = owned.get(_owner_key(ns, "Pod", obj.name))
+        if existing is not None:
+            existing.owner_labels = labels
+            existing.timing = _merge(existing.timing, timing)
+            continue
+        wl = _integrate(obj, workload_for_pod, obj.raw, sc.priorities)
+        sw = SimWorkload(wl, timing, obj.location, f"Pod {obj.name}", labels)
+        entries.append((order[id(obj)], sw, _meta(obj).get("creationTimestamp")))
+    for (ns, group), members in groups.items():
+        first = members[0]
+        timing = Timing()
+        for member in members:
+            t = _timing(member, member.raw)
+            if t != Timing():
+                timing = t
+                break
+        existing = owned.get(_owner_key(ns, "PodGroup", group))
+        if existing is not None:
+            existing.timing = _merge(existing.timing, timing)
+            continue
+        raws = [m.raw for m in members]
+        wl = _integrate(first, workload_for_pod_group, raws, sc.priorities)
+        earliest = min(
+            (str(_meta(member).get("creationTimestamp") or "") for member in members), default=""
+        )
+        sw = SimWorkload(wl, timing, first.location, f"pod group {ns}/{group}")
+        entries.append((order[id(first)], sw, earliest or None))
+
+    entries.sort(key=lambda e: e[0])
+    seen: dict[str, SimWorkload] = {}
+    for n, (_, sw, created) in enumerate(entries, start=1):
+        _place_in_time(sw, start, created, n)
+        if sw.key in seen:
+            raise LoadError(
+                sw.location,
+                f"workload {sw.key} is defined twice (also by {seen[sw.key].source} at "
+                f"{seen[sw.key].location})",
+                kind=sw.source.split(" ")[0],
+                name=sw.api.name,
+            )
+        seen[sw.key] = sw
+        sc.workloads.append(sw)
+        sc.namespaces.setdefault(sw.api.namespace or "default", {})
+    for ns, labels in sc.namespaces.items():
+        labels.setdefault(NAMESPACE_NAME_LABEL, ns)
+    return sc
+
+
+def _merge(a: Timing, b: Timing) -> Timing:
+    """The owner's annotations complete (and win over) the Workload's own."""
+    return Timing(
+        arrival=b.arrival or a.arrival,
+        run_time=b.run_time if b.run_time is not None else a.run_time,
+        scale=b.scale or a.scale,
+        delete=b.delete if b.delete is not None else a.delete,
+        deactivate=b.deactivate if b.deactivate is not None else a.deactivate,
+    )
+
+
+def _integrate(
+    obj: LoadedObject, build: Callable[[Any, PriorityClasses], Workload], *args: Any
+) -> Workload:
+    try:
+        wl = build(*args)
+    except IntegrationError as err:
+        raise LoadError(
+            obj.location, err.detail, kind=obj.kind, name=obj.name, path=err.path or None
+        ) from None
+    assert isinstance(wl, Workload)
+    return wl
+
+
+def _place_in_time(sw: SimWorkload, start: datetime, created: object, n: int) -> None:
+    meta = sw.api.metadata
+    if not meta.uid:
+        meta.uid = f"sim-{n:06d}"
+    creation: datetime | None = meta.creation_timestamp
+    if creation is None and created:
+        creation = parse_time(created if isinstance(created, str | datetime) else str(created))
+    if sw.holds_quota:
+        sw.arrives = start
+    elif sw.timing.arrival:
+        sw.arrives = start + sw.timing.arrival
+        creation = sw.arrives
+    elif creation is not None and creation > start:
+        sw.arrives = creation
+    else:
+        sw.arrives = start
+    meta.creation_timestamp = creation if creation is not None else sw.arrives
+
+
+def offset(sc: Scenario, at: datetime) -> timedelta:
+    return at - sc.start

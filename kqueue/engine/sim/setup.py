@@ -1,0 +1,10 @@
+"""The engine configuration the simulator uses by default: the preemptor the controller uses."""
+
+from __future__ import annotations
+
+from ..preemption import NoPreemption, Preemptor
+
+
+def default_preemptor() -> Preemptor:
+    """Kueue's classical preemption, as the controller configures it."""
+    return NoPreemption()
