@@ -24,6 +24,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 
+from kqueue.api.loader import load_text
+from kqueue.engine import adapt
 from kqueue.engine.assignment import Assignment, FlavorChoice, PodSetResult
 from kqueue.engine.cycle import CycleResult
 from kqueue.engine.engine import Engine
@@ -364,6 +366,62 @@ def preempted_keys(result: CycleResult) -> set[str]:
 
 def pending_reasons(result: CycleResult) -> dict[str, str]:
     return {str(p.workload): str(p.reason) for p in result.pending}
+
+
+# Kinds in the order Kueue's controllers make them known to the cache before scheduling.
+_MANIFEST_ORDER = (
+    "Namespace",
+    "WorkloadPriorityClass",
+    "ResourceFlavor",
+    "Cohort",
+    "ClusterQueue",
+    "LocalQueue",
+    "Workload",
+)
+
+
+def engine_from_manifests(text: str, source: str) -> Engine:
+    """An engine fed with Kueue manifests: read by ``kqueue.api.loader.load_text`` (Kueue kinds
+    are converted to kqueue's) and turned into engine objects by ``kqueue.engine.adapt``."""
+    loaded = load_text(text, source)
+    assert not loaded.warnings, loaded.warnings
+    engine = Engine(ClassicalPreemptor())
+    for kind in _MANIFEST_ORDER:
+        for o in loaded.objects:
+            if o.kind != kind:
+                continue
+            m = o.model
+            if kind == "Namespace":
+                labels = (o.raw.get("metadata") or {}).get("labels") or {}
+                engine.set_namespace_labels(o.name, labels)
+            elif kind == "WorkloadPriorityClass":
+                engine.upsert_priority_class(*adapt.priority_class(m))  # type: ignore[arg-type]
+            elif kind == "ResourceFlavor":
+                engine.upsert_flavor(adapt.flavor(m))  # type: ignore[arg-type]
+            elif kind == "Cohort":
+                engine.upsert_cohort(adapt.cohort(m))  # type: ignore[arg-type]
+            elif kind == "ClusterQueue":
+                engine.upsert_cluster_queue(adapt.cluster_queue(m))  # type: ignore[arg-type]
+            elif kind == "LocalQueue":
+                engine.upsert_local_queue(adapt.local_queue(m))  # type: ignore[arg-type]
+            else:
+                adapt.apply_workload(engine, m)  # type: ignore[arg-type]
+    return engine
+
+
+def decisions(result: CycleResult) -> dict[str, object]:
+    """A cycle's decisions in the scenario tests' shape: admissions (pod set -> count and flavors),
+    preemptions (victim -> reason) and pending reasons."""
+    return {
+        "admitted": {
+            str(a.workload): {
+                str(p.name): (p.count, {str(r): str(f) for r, f in sorted(p.flavors.items())})
+                for p in a.pod_sets
+            }
+            for a in result.admitted
+        },
+        "preempted": {str(p.victim): str(p.reason) for p in result.preempted},
+    }
 
 
 # -- flavor assignment ---------------------------------------------------------------------------

@@ -21,6 +21,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import pytest
 
@@ -48,6 +50,8 @@ from .parity_support import (
     build_engine,
     cluster_queue,
     cohort,
+    decisions,
+    engine_from_manifests,
     fq,
     fr,
     holding,
@@ -1982,3 +1986,114 @@ def test_assign_flavors(case: AssignCase) -> None:
 def test_ported_case_count() -> None:
     """At least 30 scheduler/flavor-assignment cases are ported (the brief's floor)."""
     assert len(SCHEDULE_CASES) + len(TWO_CYCLE_CASES) + len(ASSIGN_CASES) >= 30
+
+
+# -- End-to-end scenarios written as Kueue manifests ---------------------------------------------
+
+SCENARIOS_DIR = Path(__file__).parent / "kueue_scenarios"
+SCENARIO_START = datetime(2025, 1, 1, 1, 0, tzinfo=UTC)
+
+
+@dataclass
+class Step:
+    """One cycle: the decisions Kueue makes, then what the cluster does before the next cycle."""
+
+    admitted: Mapping[str, Mapping[str, tuple[int, Mapping[str, str]]]] = field(default_factory=dict)
+    preempted: Mapping[str, str] = field(default_factory=dict)
+    # Reasons of QuotaReserved=False for the workloads listed (kqueue's reasons are Kueue's).
+    pending: Mapping[str, str] = field(default_factory=dict)
+    finish: Sequence[str] = ()
+    evicted: Sequence[str] = ()
+
+
+SCENARIOS: dict[str, list[Step]] = {
+    # lend-b keeps nothing for itself (nominal 2 - lendingLimit 2) and reaches the 4 cpu the two
+    # ClusterQueues lend to the cohort; "a" holds 2 of them, so "b" (3) does not fit but could once
+    # quota is freed: Kueue leaves it inadmissible (TestSchedule "workload exceeds lending limit
+    # when borrow in cohort") with its flavor assigner's NoFitReason WaitingForQuota, not
+    # ExceedsMaxQuota (3 <= 4). Once "a" finishes, 4 cpu are free and "b" is admitted.
+    "lending-limit.yaml": [
+        Step(pending={"lend/b": "WaitingForQuota"}, finish=["lend/a"]),
+        Step(admitted={"lend/b": {"main": (1, {"cpu": "default"})}}),
+    ],
+    # Both heads need the 4 cpu of Cohort "guaranteed"; Kueue orders entries by borrowing height
+    # before priority, so "guaranteed" (borrowing within its own cohort) goes before "best-effort"
+    # (priority 3, borrowing across the root), which no longer fits (TestSchedule "in a
+    # hierarchical cohort, workload borrowing less is scheduled first"). When "guaranteed"
+    # finishes, nothing stops "best-effort" from borrowing the 4 cpu through the root.
+    "hierarchical-cohort.yaml": [
+        Step(
+            admitted={"eng-alpha/guaranteed": {"one": (1, {"cpu": "default"})}},
+            pending={"eng-alpha/best-effort": "WaitingForQuota"},
+            finish=["eng-alpha/guaranteed"],
+        ),
+        Step(admitted={"eng-alpha/best-effort": {"one": (1, {"cpu": "default"})}}),
+    ],
+    # "in" (priority 1 from WorkloadPriorityClass "high") needs 2 of the 6 full cpu. Lower
+    # priority candidates are low (1 cpu) and mid (2 cpu); Kueue removes them lowest first until
+    # "in" fits (low, then mid), then adds back what is not needed (low): only mid is preempted
+    # (TestPreemption "minimal set excludes low priority"), reason InClusterQueue. The preemptor
+    # waits for its victim, and is admitted once mid is evicted.
+    "priority-preemption.yaml": [
+        Step(
+            preempted={"team/mid": "InClusterQueue"},
+            pending={"team/in": "WaitingForPreemptedWorkloads"},
+            evicted=["team/mid"],
+        ),
+        Step(admitted={"team/in": {"main": (1, {"cpu": "default"})}}),
+    ],
+    # "single" (50 x 2 cpu, minCount 20) does not fit in 50 cpu; Kueue's binary search admits the
+    # largest count that fits, 25 (TestSchedule "partial admission single variable pod set").
+    # StrictFIFO considers one head per cycle; after "single" finishes, "multiple" (20 + 30 + 15
+    # pods of 1 cpu, minCount 10 on "two") needs 35 cpu for its fixed pod sets, so "two" gets the
+    # 15 left: Kueue's PodSetReducer searches the smallest reduction step that fits
+    # (30 - 20 * step / 20 <= 15), as in TestSchedule "partial admission multiple variable pod
+    # sets".
+    "partial-admission.yaml": [
+        Step(admitted={"sales/single": {"one": (25, {"cpu": "default"})}}, finish=["sales/single"]),
+        Step(
+            admitted={
+                "sales/multiple": {
+                    "one": (20, {"cpu": "default"}),
+                    "two": (15, {"cpu": "default"}),
+                    "three": (15, {"cpu": "default"}),
+                }
+            }
+        ),
+    ],
+    # eng-cohort-beta tries on-demand first: its 30 nominal are lent to eng-cohort-alpha, which
+    # borrows 44 of the cohort's 60; reclaiming needs one of alpha's on-demand workloads, the most
+    # recently admitted (alpha2), reason InCohortReclamation (beta stays within its nominal).
+    # TryNextFlavor also tries spot, which would need borrowing beta may not do while preempting.
+    # Kueue keeps on-demand and preempts alpha2 (TestLastSchedulingContext "TryNextFlavor, but
+    # second flavor is full and can preempt on first"); once alpha2 is gone "new" gets on-demand.
+    "flavor-fungibility.yaml": [
+        Step(
+            preempted={"default/alpha2": "InCohortReclamation"},
+            pending={"default/new": "WaitingForPreemptedWorkloads"},
+            evicted=["default/alpha2"],
+        ),
+        Step(admitted={"default/new": {"main": (1, {"cpu": "on-demand"})}}),
+    ],
+}
+
+
+@pytest.mark.parametrize("scenario", sorted(SCENARIOS))
+def test_kueue_manifest_scenario(scenario: str) -> None:
+    text = (SCENARIOS_DIR / scenario).read_text()
+    engine = engine_from_manifests(text, scenario)
+    for i, step in enumerate(SCENARIOS[scenario]):
+        result = engine.schedule(SCENARIO_START + timedelta(minutes=i))
+        got = decisions(result)
+        assert got == {"admitted": step.admitted, "preempted": step.preempted}, f"cycle {i + 1}"
+        reasons = {str(p.workload): str(p.reason) for p in result.pending}
+        for key, reason in step.pending.items():
+            assert reasons.get(key) == reason, f"cycle {i + 1}: {key}"
+        for key in step.finish:
+            engine.finish(key)  # type: ignore[arg-type]
+        for key in step.evicted:
+            engine.evicted(key)  # type: ignore[arg-type]
+
+
+def test_every_scenario_file_is_checked() -> None:
+    assert sorted(p.name for p in SCENARIOS_DIR.glob("*.yaml")) == sorted(SCENARIOS)
