@@ -185,7 +185,7 @@ class _Oracle:
             within_nominal=_non_preemptible(wl, own),
             only_evicting=bool(self.preemptor._outstanding(wl.key)),
         )
-        found = Search(ctx, self.snapshot).run()
+        found = Search(ctx, self.snapshot, record=False).run()
         if found is None:
             borrow, _ = find_height_of_lowest_subtree_that_fits(cq, fr, quantity)
             return PreemptionPossibility.NO_CANDIDATES, borrow

@@ -21,11 +21,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-
-from kqueue.api.config import WaitForPodsReady
+from typing import TYPE_CHECKING
 
 from .types import EvictionReason, WorkloadKey
 from .workload import AdmittedWorkload
+
+if TYPE_CHECKING:
+    # Only for the converter's signature: the engine does not load the configuration models.
+    from kqueue.api.config import WaitForPodsReady
 
 # Kueue's WorkloadRequeuingLimitExceeded, for the DeactivationTarget condition.
 REQUEUING_LIMIT_EXCEEDED = "RequeuingLimitExceeded"

@@ -30,7 +30,7 @@ Every simulation works on the snapshot and puts it back exactly as it found it.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
 from enum import IntEnum, StrEnum
@@ -219,34 +219,43 @@ def _time_key(wl: AdmittedWorkload) -> int:
 
 
 class _Classifier:
-    def __init__(self, ctx: SearchInput, snapshot: Snapshot) -> None:
+    """Sorts admitted workloads into candidate variants; with ``record``, notes why for each.
+
+    Messages are built only when recording: the oracle searches many times per cycle and
+    needs none of them.
+    """
+
+    def __init__(self, ctx: SearchInput, snapshot: Snapshot, record: bool) -> None:
         self.ctx = ctx
         self.snapshot = snapshot
-        self.spec = ctx.cq.spec
         self.policy = ctx.cq.spec.preemption
+        self.record = record
         self.notes: dict[WorkloadKey, CandidateNote] = {}
 
-    def note(self, wl: AdmittedWorkload, usable: bool, why: str, message: str) -> None:
-        self.notes[wl.key] = CandidateNote(
-            workload=wl.key,
+    def note(
+        self, wl: AdmittedWorkload, usable: bool, why: str, message: Callable[[], str]
+    ) -> None:
+        if not self.record:
+            return
+        key = wl.key
+        self.notes[key] = CandidateNote(
+            workload=key,
             cluster_queue=wl.cluster_queue,
             priority=wl.info.priority,
             preemption_priority=wl.info.preemption_priority,
             usable=usable,
             why=why,
-            message=message,
-            evicting=wl.key in self.snapshot.evicting,
+            message=message(),
+            evicting=key in self.snapshot.evicting,
         )
 
     def classify(self, wl: AdmittedWorkload, *, advantage: bool) -> Variant | None:
         ctx = self.ctx
-        same_cq = wl.cluster_queue == ctx.cq.name
-        contested = ", ".join(f"{f}/{r}" for f, r in sorted(ctx.contested))
         if not uses_resources(wl, ctx.contested):
-            self.note(
-                wl, False, Rejection.NOT_USING_CONTESTED,
-                f"does not use the contested resources ({contested})",
-            )
+            self.note(wl, False, Rejection.NOT_USING_CONTESTED, lambda: (
+                "does not use the contested resources ("
+                + ", ".join(f"{f}/{r}" for f, r in sorted(ctx.contested)) + ")"
+            ))
             return None
         victim_cq = self.snapshot.cluster_queues.get(wl.cluster_queue)
         threshold = (
@@ -260,55 +269,58 @@ class _Classifier:
             priority_threshold=threshold,
         )
         if resolution.value == Preemptibility.NON_PREEMPTIBLE:
-            self.note(wl, False, Rejection.NON_PREEMPTIBLE, _non_preemptible_message(
+            self.note(wl, False, Rejection.NON_PREEMPTIBLE, lambda: _non_preemptible_message(
                 resolution.source, wl, threshold
             ))
             return None
+        same_cq = wl.cluster_queue == ctx.cq.name
         policy = self.policy.within_cluster_queue if same_cq else self.policy.reclaim_within_cohort
         field_name = "withinClusterQueue" if same_cq else "reclaimWithinCohort"
         if policy == PreemptionPolicy.NEVER:
-            self.note(
-                wl, False, Rejection.POLICY_NEVER,
-                f"ClusterQueue {ctx.cq.name} has {field_name}: Never",
-            )
+            self.note(wl, False, Rejection.POLICY_NEVER, lambda: (
+                f"ClusterQueue {ctx.cq.name} has {field_name}: Never"
+            ))
             return None
         mine, theirs = ctx.preemptor.priority, wl.info.preemption_priority
-        allowed, why = _satisfies(policy, ctx.preemptor, wl)
-        if not allowed:
-            self.note(wl, False, Rejection.PRIORITY, f"{why} ({field_name}: {policy})")
+
+        def why() -> str:
+            return _why(policy, ctx.preemptor, wl)
+
+        if not _allowed(policy, ctx.preemptor, wl):
+            self.note(wl, False, Rejection.PRIORITY, lambda: f"{why()} ({field_name}: {policy})")
             return None
         if same_cq:
-            self.note(wl, True, Variant.WITHIN_CQ.name, f"{why} ({field_name}: {policy})")
+            self.note(
+                wl, True, Variant.WITHIN_CQ.name, lambda: f"{why()} ({field_name}: {policy})"
+            )
             return Variant.WITHIN_CQ
         if advantage:
-            self.note(
-                wl, True, Variant.HIERARCHICAL_RECLAIM.name,
-                f"{why}; reclaims quota of the preemptor's part of the cohort tree",
-            )
+            self.note(wl, True, Variant.HIERARCHICAL_RECLAIM.name, lambda: (
+                f"{why()}; reclaims quota of the preemptor's part of the cohort tree"
+            ))
             return Variant.HIERARCHICAL_RECLAIM
         bwc = self.policy.borrow_within_cohort
         limit = self.policy.borrow_within_cohort_max_priority_threshold
         if bwc == BorrowWithinCohortPolicy.NEVER:
-            self.note(
-                wl, True, Variant.RECLAIM_WITHOUT_BORROWING.name,
-                f"{why}; only while the preemptor does not borrow (borrowWithinCohort: Never)",
-            )
+            self.note(wl, True, Variant.RECLAIM_WITHOUT_BORROWING.name, lambda: (
+                f"{why()}; only while the preemptor does not borrow (borrowWithinCohort: Never)"
+            ))
             return Variant.RECLAIM_WITHOUT_BORROWING
         if theirs >= mine or (limit is not None and theirs > limit):
-            bound = f"not below the preemptor's priority {mine}" if theirs >= mine else (
-                f"above maxPriorityThreshold {limit}"
+            bound = (
+                f"not below the preemptor's priority {mine}"
+                if theirs >= mine
+                else f"above maxPriorityThreshold {limit}"
             )
-            self.note(
-                wl, True, Variant.RECLAIM_WITHOUT_BORROWING.name,
-                f"{why}; only while the preemptor does not borrow: preemption priority "
-                f"{theirs} is {bound}",
-            )
+            self.note(wl, True, Variant.RECLAIM_WITHOUT_BORROWING.name, lambda: (
+                f"{why()}; only while the preemptor does not borrow: preemption priority "
+                f"{theirs} is {bound}"
+            ))
             return Variant.RECLAIM_WITHOUT_BORROWING
-        self.note(
-            wl, True, Variant.RECLAIM_WHILE_BORROWING.name,
-            f"{why}; also while the preemptor borrows (borrowWithinCohort: {bwc}"
-            + (f", maxPriorityThreshold {limit})" if limit is not None else ")"),
-        )
+        self.note(wl, True, Variant.RECLAIM_WHILE_BORROWING.name, lambda: (
+            f"{why()}; also while the preemptor borrows (borrowWithinCohort: {bwc}"
+            + (f", maxPriorityThreshold {limit})" if limit is not None else ")")
+        ))
         return Variant.RECLAIM_WHILE_BORROWING
 
 
@@ -328,26 +340,41 @@ def _non_preemptible_message(
     return f"non-preemptible ({where})"
 
 
-def _satisfies(
-    policy: PreemptionPolicy, preemptor: WorkloadInfo, wl: AdmittedWorkload
-) -> tuple[bool, str]:
-    """Kueue's satisfiesPreemptionPolicy with the contracts' priorities, and why."""
+def _allowed(policy: PreemptionPolicy, preemptor: WorkloadInfo, wl: AdmittedWorkload) -> bool:
+    """Kueue's satisfiesPreemptionPolicy, with the contracts' priorities: the victim's
+    preemption priority against the preemptor's scheduling priority."""
+    mine, theirs = preemptor.priority, wl.info.preemption_priority
+    if policy == PreemptionPolicy.ANY or theirs < mine:
+        return True
+    return (
+        policy == PreemptionPolicy.LOWER_OR_NEWER_EQUAL_PRIORITY
+        and theirs == mine
+        and preemptor.order_time() < wl.info.order_time()
+    )
+
+
+def _why(policy: PreemptionPolicy, preemptor: WorkloadInfo, wl: AdmittedWorkload) -> str:
+    """The priority comparison behind ``_allowed``, in words."""
     mine, theirs = preemptor.priority, wl.info.preemption_priority
     if policy == PreemptionPolicy.ANY:
-        return True, f"preemption priority {theirs}, any priority may be reclaimed"
+        return f"preemption priority {theirs}, any priority may be reclaimed"
     if theirs < mine:
-        return True, f"preemption priority {theirs} < preemptor priority {mine}"
+        return f"preemption priority {theirs} < preemptor priority {mine}"
     if policy == PreemptionPolicy.LOWER_OR_NEWER_EQUAL_PRIORITY and theirs == mine:
-        newer = preemptor.order_time() < wl.info.order_time()
-        if newer:
-            return True, (
-                f"preemption priority {theirs} equals preemptor priority {mine} and it is newer"
-            )
-        return False, (
+        if preemptor.order_time() < wl.info.order_time():
+            return f"preemption priority {theirs} equals preemptor priority {mine} and it is newer"
+        return (
             f"preemption priority {theirs} equals preemptor priority {mine} but it is not newer "
             f"than the preemptor"
         )
-    return False, f"preemption priority {theirs} is not below preemptor priority {mine}"
+    return f"preemption priority {theirs} is not below preemptor priority {mine}"
+
+
+def _not_borrowing(name: str) -> Callable[[], str]:
+    return lambda: (
+        f"ClusterQueue {name} (or its cohort) uses no more than its nominal quota of the "
+        f"contested resources: nothing to reclaim"
+    )
 
 
 def _cq_snapshot(snapshot: Snapshot, node: ClusterQueueNode) -> ClusterQueueSnapshot | None:
@@ -358,12 +385,18 @@ class Search:
     """One victim search over a snapshot (construct, then ``run``)."""
 
     def __init__(
-        self, ctx: SearchInput, snapshot: Snapshot, order: PreemptionOrder | None = None
+        self,
+        ctx: SearchInput,
+        snapshot: Snapshot,
+        order: PreemptionOrder | None = None,
+        *,
+        record: bool = True,
     ) -> None:
         self.ctx = ctx
         self.snapshot = snapshot
         self.order = order if order is not None else ctx.cq.spec.preemption.preemption_order
-        self.classifier = _Classifier(ctx, snapshot)
+        self.record = record
+        self.classifier = _Classifier(ctx, snapshot, record)
         self.hierarchy: list[Candidate] = []
         self.priority: list[Candidate] = []
         self.same: list[Candidate] = []
@@ -390,9 +423,10 @@ class Search:
         if ctx.cq.parent is None:
             return
         if ctx.cq.spec.preemption.reclaim_within_cohort == PreemptionPolicy.NEVER:
-            for cq in self._other_cqs():
-                for key in sorted(cq.workloads):
-                    self.classifier.classify(cq.workloads[key], advantage=False)
+            if self.record:
+                for cq in self._other_cqs():
+                    for key in sorted(cq.workloads):
+                        self.classifier.classify(cq.workloads[key], advantage=False)
             return
         advantage, remaining = _fits_in_quota(ctx.cq, ctx.requests)
         previous: CohortNode | None = None
@@ -403,19 +437,18 @@ class Search:
             # using that subtree's quota, at this level and above.
             advantage = advantage or fits
             previous = subtree_root
+        if not self.record:
+            return
         # Workloads in parts of the tree that use no more than their quota: nothing to reclaim.
         for cq in self._other_cqs():
             for key in sorted(cq.workloads):
-                if key not in self.classifier.notes:
-                    wl = cq.workloads[key]
-                    if not uses_resources(wl, ctx.contested):
-                        self.classifier.classify(wl, advantage=False)
-                        continue
-                    self.classifier.note(
-                        wl, False, Rejection.NOT_BORROWING,
-                        f"ClusterQueue {cq.name} (or its cohort) uses no more than its nominal "
-                        f"quota of the contested resources: nothing to reclaim",
-                    )
+                if key in self.classifier.notes:
+                    continue
+                wl = cq.workloads[key]
+                if not uses_resources(wl, ctx.contested):
+                    self.classifier.classify(wl, advantage=False)
+                    continue
+                self.classifier.note(wl, False, Rejection.NOT_BORROWING, _not_borrowing(cq.name))
 
     def _other_cqs(self) -> list[ClusterQueueSnapshot]:
         root = self.ctx.cq.root()

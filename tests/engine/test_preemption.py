@@ -555,3 +555,20 @@ def test_evicted_victims_are_requeued_and_resume() -> None:
     assert list(admitted_flavors(engine.schedule(t(2)))) == ["h"]
     engine.finish(key("h"))
     assert list(admitted_flavors(engine.schedule(t(3)))) == ["a"]
+
+
+def test_every_simulation_leaves_the_snapshot_unchanged() -> None:
+    """snapshot.state() before and after each get_targets and oracle call, over all the cases
+    above (CheckedPreemptor asserts it on every call)."""
+    total = 0
+    for case in CASES:
+        preemptor = CheckedPreemptor()
+        engine = make_engine(*case.objects, *case.workloads, preemptor=preemptor)
+        before = engine.cache.snapshot().state()
+        engine.schedule(t(100))
+        total += preemptor.simulations
+        if case.want_preempted:
+            assert preemptor.simulations > 0, case.name
+        if not case.want_admitted:
+            assert engine.cache.snapshot().state() == before, case.name
+    assert total > len(CASES)
