@@ -14,7 +14,9 @@ Each case is a port of a case of Kueue (kubernetes-sigs/kueue) and carries its n
 
 Kueue features kqueue does not implement (fair sharing, admission checks, TAS, MultiKueue,
 limit ranges, pod-set groups, reclaimable pods, workload slices in the assigner) are not ported.
-Where kqueue disagrees with Kueue the case is ``xfail(strict=True)`` with the difference.
+Where kqueue deliberately disagrees with Kueue (the victim rule pinned by the contracts, see
+docs/engine.md "Where kqueue differs from Kueue"), the case is ``xfail(strict=True)`` with the
+difference, so a change of either behaviour is noticed.
 """
 
 from __future__ import annotations
