@@ -192,6 +192,7 @@ class Engine:
                 return
             # The quota was released (e.g. evicted and the admission cleared).
             self.cache.remove_workload(wl.key)
+            self.readiness.after_eviction(wl.key)
             self._requeue_trees([held.cluster_queue])
         self.queues.upsert(info)
 

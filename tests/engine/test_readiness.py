@@ -274,3 +274,17 @@ def test_gangs_are_admitted_whole_or_not_at_all() -> None:
     r = engine.schedule(t(1))
     assert r.admitted == ()
     assert engine.usage(CQ.name) == {}
+
+
+def test_readiness_starts_over_after_an_eviction_seen_as_an_update() -> None:
+    """Pods that were ready before an eviction say nothing about the next admission."""
+    cfg = PodsReadyConfig(timeout=timedelta(seconds=100), block_admission=False)
+    wl = make_workload("w").request("cpu", "2")
+    engine = ready_engine(cfg, wl.obj())
+    engine.schedule(t(0))
+    engine.pods_ready(key("w"), True, t(10))
+    engine.upsert_workload(wl.reserved_in("cq", "default", at=0).obj())
+    # Evicted elsewhere (e.g. preempted): the update shows the admission cleared.
+    engine.upsert_workload(make_workload("w").request("cpu", "2").obj())
+    assert list(admitted_flavors(engine.schedule(t(200)))) == ["w"]
+    assert engine.next_deadline() == t(300)
