@@ -237,7 +237,7 @@ class Simulation:
             self._sample()
             if progress is not None:
                 progress(self.now, self._finished, len(self.records))
-            nxt = self._timeline[0][0] if self._timeline else None
+            nxt = self._next_time()
             if nxt is None or (end is not None and nxt > end):
                 if cycles is None:
                     break
@@ -245,7 +245,9 @@ class Simulation:
                 self._cycle()
                 continue
             self.now = nxt
-            self._apply_due()
+            if not self._apply_due() and nxt == self.engine.next_deadline():
+                # A requeue backoff or PodsReady timeout expires: the engine may decide anew.
+                self._wake()
         if end is not None and self.now < end and (cycles is None or not self._timeline):
             self.now = end
         self._sample()
@@ -264,13 +266,27 @@ class Simulation:
             if details is not None:
                 self._set(rec, c.QUOTA_RESERVED, "False", str(details.reason), details.message)
 
-    def _apply_due(self) -> None:
+    def _next_time(self) -> datetime | None:
+        times = [self._timeline[0][0]] if self._timeline else []
+        deadline = self.engine.next_deadline()
+        if deadline is not None and deadline > self.now:
+            times.append(deadline)
+        return min(times, default=None)
+
+    def _wake(self) -> None:
+        self._quiet = False
+        self._last_idle = None
+        self._idle_streak = 0
+
+    def _apply_due(self) -> bool:
+        """Carry out the timed actions due by now; whether any changed something."""
+        changed = False
         while self._timeline and self._timeline[0][0] <= self.now:
             _, action, _, key, arg = heapq.heappop(self._timeline)
             if self._act(_Action(action), key, arg):
-                self._quiet = False
-                self._last_idle = None
-                self._idle_streak = 0
+                changed = True
+                self._wake()
+        return changed
 
     def _cycle(self) -> int:
         result = self.engine.schedule(self.now)
@@ -425,26 +441,11 @@ class Simulation:
             return False
         if count < current:
             # Scale-down: counts change in place and the quota of the removed pods is freed.
-            obj = aw.info.obj
-            pod_sets = tuple(replace(ps, count=count) for ps in obj.pod_sets)
-            admission = replace(
-                aw.admission,
-                pod_sets=tuple(
-                    replace(
-                        psa,
-                        count=count,
-                        resource_usage={
-                            r: ps.requests.get(r, 0) * count for r in psa.resource_usage
-                        },
-                    )
-                    for psa, ps in zip(aw.admission.pod_sets, obj.pod_sets, strict=True)
-                ),
-            )
-            self.engine.upsert_workload(
-                replace(obj, pod_sets=pod_sets, admission=admission, generation=obj.generation + 1)
-            )
+            admission = self.engine.scale_down(key, {ps.name: count for ps in aw.admission.pod_sets})
+            if admission is None:
+                return False
             rec.admission = rec.last_admission = admission
-            rec.counts = tuple(ps.count for ps in pod_sets)
+            rec.counts = tuple(ps.count for ps in admission.pod_sets)
             self._mark(admission.cluster_queue)
             return True
         return self._scale_up(rec, count)
@@ -491,6 +492,12 @@ class Simulation:
             evicting.append((rec, c.EVICTED_BY_PREEMPTION, p.message))
         for a in result.admitted:
             self._admit(self.records[a.workload], a.admission)
+        for done in result.finished:
+            # A WorkloadSlice replaced by its scale-up, in the same step; the engine has
+            # already moved its quota to the new slice.
+            old = self.records.get(done.old)
+            if old is not None and old.state != STATE_FINISHED:
+                self._finish(old, done.reason, done.message)
         for pend in result.pending:
             waiting = self.records.get(pend.workload)
             if waiting is not None and waiting.state == PENDING:
@@ -521,11 +528,7 @@ class Simulation:
         self._event(QUOTA_RESERVED, rec, c.QUOTA_RESERVED_REASON, reserved, cq=cq)
         self._event(ADMITTED, rec, c.ADMITTED_REASON, "The workload is admitted", cq=cq)
         self._mark(cq)
-        if rec.replaces is not None:
-            replaced = self.records.get(rec.replaces)
-            if replaced is not None and replaced.state != STATE_FINISHED:
-                self._finish(replaced, c.WORKLOAD_SLICE_REPLACED, f"Replaced by {rec.key}")
-            rec.replaces = None
+        rec.replaces = None
         if rec.run_until is not None and rec.sw.job is not None and rec.epoch == 1:
             # A new slice of a running job: the job keeps its end time.
             self._schedule(max(self.now, rec.run_until), _Action.FINISH, rec.key, rec.epoch)

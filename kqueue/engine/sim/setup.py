@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from ..preemption import NoPreemption, Preemptor
+from ..preemption import Preemptor
+from ..preemptor import ClassicalPreemptor
 
 
 def default_preemptor() -> Preemptor:
     """Kueue's classical preemption, as the controller configures it."""
-    return NoPreemption()
+    return ClassicalPreemptor()
