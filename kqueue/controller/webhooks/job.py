@@ -72,7 +72,13 @@ class JobWebhooks:
         annotations = _annotations(job)
         min_key = c.JOB_MIN_PARALLELISM_ANNOTATION
         min_path = f"metadata.annotations[{min_key}]"
-        if min_key in annotations:
+        # Checked when set or changed: kqueue itself lowers parallelism under a partial
+        # admission, which must not make the (unchanged) annotation invalid.
+        old_annotations = _annotations(req.old_object or {})
+        changed = req.operation == "CREATE" or old_annotations.get(min_key) != annotations.get(
+            min_key
+        )
+        if min_key in annotations and changed:
             try:
                 min_pods_count(job, pods_count(job))
             except IntegrationError as exc:

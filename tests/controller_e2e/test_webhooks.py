@@ -1,0 +1,102 @@
+"""Webhook rejections name the field; partial admission through the Job annotation."""
+
+from __future__ import annotations
+
+import pytest
+
+from kqueue.api.v1alpha1 import constants as c
+from kqueue.controller.kube import CLUSTER_QUEUES, JOBS, LOCAL_QUEUES, KubeError
+from tests.controller_e2e.harness import (
+    Api,
+    cluster_queue,
+    eventually,
+    flavor,
+    is_true,
+    job,
+    local_queue,
+    unique,
+)
+
+pytestmark = pytest.mark.cluster
+
+MIN = c.JOB_MIN_PARALLELISM_ANNOTATION
+
+
+async def _rejected(api: Api, obj: dict[str, object]) -> KubeError:
+    with pytest.raises(KubeError) as info:
+        await api.apply(obj)  # type: ignore[arg-type]
+    return info.value
+
+
+async def test_job_rejections(api: Api, namespace: str) -> None:
+    err = await _rejected(api, job("bad", namespace, "q", count=3, annotations={MIN: "abc"}))
+    assert err.status == 422
+    assert f"metadata.annotations[{MIN}]" in err.message and "integer" in err.message
+
+    err = await _rejected(api, job("big", namespace, "q", count=3, annotations={MIN: "3"}))
+    assert f"metadata.annotations[{MIN}]" in err.message and "between 0 and 2" in err.message
+
+    err = await _rejected(
+        api,
+        job(
+            "elastic", namespace, "q", count=3,
+            annotations={MIN: "1", c.ELASTIC_JOB_ANNOTATION: "true"},
+        ),
+    )
+    assert f"metadata.annotations[{MIN}]" in err.message and "elastic" in err.message
+
+    # The queue cannot change under a running Job.
+    await api.apply(job("ok", namespace, "q"))
+    with pytest.raises(KubeError) as info:
+        await api.kube.patch(
+            JOBS, "ok", {"metadata": {"labels": {c.QUEUE_NAME_LABEL: "other"}}},
+            namespace=namespace,
+        )
+    assert f"metadata.labels[{c.QUEUE_NAME_LABEL}]" in info.value.message
+
+
+async def test_kqueue_object_rejections(api: Api, namespace: str) -> None:
+    a, b, cq = unique("a"), unique("b"), unique("cq")
+    bad = cluster_queue(cq, [(a, "1")])
+    bad["spec"]["resourceGroups"].append(  # type: ignore[index]
+        {
+            "coveredResources": ["nvidia.com/gpu"],
+            "flavors": [{"name": a, "resources": [{"name": "nvidia.com/gpu", "nominalQuota": 1}]}],
+        }
+    )
+    err = await _rejected(api, bad)
+    assert err.status == 422
+    assert "spec.resourceGroups[1].flavors[0].name" in err.message
+    assert "duplicate flavor" in err.message
+
+    await api.apply(cluster_queue(cq, [(a, "1")]))
+    await api.apply(cluster_queue(b, [(a, "1")]))
+    await api.apply(local_queue("q", namespace, cq))
+    with pytest.raises(KubeError) as info:
+        await api.kube.patch(
+            LOCAL_QUEUES, "q", {"spec": {"clusterQueue": b}}, namespace=namespace
+        )
+    assert "spec.clusterQueue" in info.value.message and "immutable" in info.value.message
+
+
+async def test_partial_admission(api: Api, namespace: str) -> None:
+    od, cq = unique("od"), unique("cq")
+    await api.apply(flavor(od, "on-demand"))
+    await api.apply(cluster_queue(cq, [(od, "2")]))
+    await api.apply(local_queue("q", namespace, cq))
+    await api.apply(job("partial", namespace, "q", count=4, cpu="1", annotations={MIN: "2"}))
+    wl = await api.wait_workload(
+        namespace, "partial", lambda w: is_true(w, c.ADMITTED), what="partially admitted"
+    )
+    [psa] = wl["status"]["admission"]["podSetAssignments"]
+    assert psa["count"] == 2 and psa["resourceUsage"]["cpu"] == "2"
+
+    async def scaled() -> bool:
+        j = await api.job(namespace, "partial")
+        pods = await api.pods_of(namespace, "partial")
+        running = [p for p in pods if p["status"].get("phase") == "Running"]
+        return j["spec"]["parallelism"] == 2 and len(running) == 2
+
+    await eventually(scaled, what="Job parallelism 2 with 2 running pods")
+    cq_obj = await api.kube.get(CLUSTER_QUEUES, cq)
+    assert cq_obj["status"]["admittedWorkloads"] == 1
