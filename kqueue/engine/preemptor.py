@@ -120,6 +120,10 @@ class ClassicalPreemptor:
         self._snapshot = snapshot
         self._issued.update(self._current)
         self._current = {}
+        # Searches of workloads now holding quota explain nothing any more.
+        for key in sorted(self._searches):
+            if snapshot.workload(key, self._searches[key].cluster_queue) is not None:
+                del self._searches[key]
         for preemptor in sorted(self._issued):
             victims = self._issued[preemptor]
             present = {

@@ -572,3 +572,15 @@ def test_every_simulation_leaves_the_snapshot_unchanged() -> None:
         if not case.want_admitted:
             assert engine.cache.snapshot().state() == before, case.name
     assert total > len(CASES)
+
+
+def test_explanations_are_dropped_once_the_preemptor_holds_quota() -> None:
+    preemptor = ClassicalPreemptor()
+    engine = make_engine(F, CQ_LOWER, wl("a", 1, "4"), incoming("h", 10, "4"), preemptor=preemptor)
+    engine.schedule(t(1))
+    assert engine.explain_preemption(key("h")) is not None
+    engine.evicted(key("a"))
+    engine.schedule(t(2))
+    assert engine.holds_quota(key("h"))
+    engine.schedule(t(3))
+    assert engine.explain_preemption(key("h")) is None
