@@ -57,7 +57,7 @@ class Engine:
     ) -> None:
         self.cache = Cache()
         self.queues = QueueManager()
-        self.preemptor: Preemptor = preemptor if preemptor is not None else NoPreemption()
+        self.preemptor: Preemptor = preemptor if preemptor is not None else ClassicalPreemptor()
         self.priority_classes: dict[str, int] = {}
         self.namespaces: dict[str, dict[str, str]] = {}
         self.cycles = 0
