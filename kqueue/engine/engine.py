@@ -20,7 +20,7 @@ from .cache import Cache
 from .cycle import CycleResult, Evict, FlavorScans, Pending, run_cycle
 from .explain import PendingDetails
 from .gang import Barrier
-from .preemption import NoPreemption, Preemptor
+from .preemption import Preemptor
 from .preemptor import ClassicalPreemptor
 from .queue import QueueManager
 from .readiness import PodsReadyConfig, Readiness
