@@ -162,6 +162,54 @@ def _wait(what: str, check: Any, timeout: float = 90) -> None:
         time.sleep(0.5)
 
 
+def _check_permissions(cluster: LocalCluster, release: str, namespace: str) -> None:
+    """What the certificate manager and leader election need, and no more (`auth can-i`).
+
+    The development-mode test runs the controller itself under these permissions; these two
+    needs only arise in a cluster (kqueue's own certificates), so they are checked here.
+    """
+    sa = f"system:serviceaccount:{namespace}:{release}-kqueue"
+    secret = f"secrets/{release}-kqueue-webhook-server-cert"
+    mutating = "mutatingwebhookconfigurations/kqueue-mutating-webhook-configuration"
+    validating = "validatingwebhookconfigurations/kqueue-validating-webhook-configuration"
+    expected = {
+        ("get", secret, namespace): True,
+        ("update", secret, namespace): True,
+        ("create", "secrets", namespace): True,
+        ("get", "secrets/other", namespace): False,
+        ("list", "secrets", namespace): False,
+        ("get", secret, "default"): False,
+        ("create", "secrets", "default"): False,
+        ("get", "leases/kqueue-leader", namespace): True,
+        ("update", "leases/kqueue-leader", namespace): True,
+        ("create", "leases", namespace): True,
+        ("get", "leases/kqueue-leader", "default"): False,
+        ("get", mutating, None): True,
+        ("update", validating, None): True,
+        ("update", "mutatingwebhookconfigurations/someone-else", None): False,
+        ("delete", mutating, None): False,
+        ("patch", "pods", "default"): True,
+        ("delete", "pods", "default"): False,
+        ("create", "pods", "default"): False,
+        ("update", "workloads.kqueue.io#status", "default"): True,
+        ("update", "workloads.kqueue.io", "default"): False,
+        ("delete", "clusterqueues.kqueue.io", None): False,
+        ("get", "configmaps", "default"): False,
+        ("list", "nodes", None): False,
+    }
+    wrong = []
+    for (verb, resource, ns), allowed in expected.items():
+        # "resource#subresource": kubectl takes the subresource as a flag.
+        resource, _, sub = resource.partition("#")
+        args = ["auth", "can-i", verb, resource, f"--as={sa}"]
+        args += [f"--subresource={sub}"] if sub else []
+        args += ["-n", ns] if ns else []
+        got = cluster.kubectl(*args, check=False).stdout.strip() == "yes"
+        if got != allowed:
+            wrong.append(f"{verb} {resource} in {ns or 'cluster'}: {got}, want {allowed}")
+    assert not wrong, "\n".join(wrong)
+
+
 def test_install_then_uninstall_leaves_only_the_crds(
     cluster: LocalCluster, cluster_helm: Helm, release_namespace: str, tmp_path: Any
 ) -> None:
@@ -210,6 +258,7 @@ def test_install_then_uninstall_leaves_only_the_crds(
         assert f"{release}-kqueue-controller" in pdb
         crds = cluster.kubectl("get", "crd", "-o", "name").stdout
         assert "customresourcedefinition.apiextensions.k8s.io/clusterqueues.kqueue.io" in crds
+        _check_permissions(cluster, release, release_namespace)
     finally:
         cluster_helm.run(
             "uninstall",

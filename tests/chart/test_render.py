@@ -9,7 +9,12 @@ import pytest
 import yaml
 
 from kqueue import __version__
-from kqueue.api.config import load_configuration, parse_bind_address
+from kqueue.api.config import (
+    default_managed_namespace_selector,
+    load_configuration,
+    parse_bind_address,
+)
+from kqueue.controller.webhooks.config import webhook_configurations
 from tests.chart.conftest import CHART, RELEASE_NAMESPACE, Helm, find, one
 
 Obj = dict[str, Any]
@@ -250,42 +255,72 @@ def test_rbac_can_be_left_to_the_user(helm: Helm) -> None:
         assert not find(objs, kind)
 
 
+def _by_name(configs: list[Obj]) -> dict[str, Obj]:
+    return {wh["name"]: wh for cfg in configs for wh in cfg["webhooks"]}
+
+
+@pytest.mark.parametrize("mode", ["service", "dev", "all-jobs"])
+def test_webhooks_are_the_controllers_own(helm: Helm, mode: str) -> None:
+    """The chart renders exactly what kqueue's generator (used by `make run`) produces."""
+    selector = default_managed_namespace_selector(RELEASE_NAMESPACE)
+    if mode == "dev":
+        objs = helm.template({"webhook": {"devUrl": DEV_URL, "caBundle": DEV_CA}})
+        expected = webhook_configurations(
+            namespace_selector=selector, base_url=DEV_URL, ca_bundle=base64.b64decode(DEV_CA)
+        )
+    else:
+        all_jobs = mode == "all-jobs"
+        objs = helm.template({"config": {"manageJobsWithoutQueueName": all_jobs}})
+        expected = webhook_configurations(
+            namespace_selector=selector,
+            service={"name": "kqueue-webhook-service", "namespace": RELEASE_NAMESPACE, "port": 443},
+            manage_jobs_without_queue_name=all_jobs,
+        )
+    for want in expected:
+        got = one(objs, want["kind"], want["metadata"]["name"])
+        assert got["webhooks"] == want["webhooks"]
+
+
 def test_webhooks_are_selective_and_fail_closed(default: list[Obj]) -> None:
-    all_webhooks = webhooks(default)
-    names = {wh["name"] for wh in all_webhooks}
-    assert {"mjob.kqueue.io", "vjob.kqueue.io", "mpod.kqueue.io", "vpod.kqueue.io"} <= names
-    assert {"vclusterqueue.kqueue.io", "vworkload.kqueue.io", "mworkload.kqueue.io"} <= names
+    hooks = _by_name(find(default, "MutatingWebhookConfiguration"))
+    hooks |= _by_name(find(default, "ValidatingWebhookConfiguration"))
+    assert set(hooks) == {
+        "mbatch-job.kqueue.io",
+        "mpod.kqueue.io",
+        "vbatch-job.kqueue.io",
+        "vkqueue.kqueue.io",
+    }
     svc = one(default, "Service", "kqueue-webhook-service")
-    for wh in all_webhooks:
+    excluded = {
+        "key": "kubernetes.io/metadata.name",
+        "operator": "NotIn",
+        "values": ["kube-system", RELEASE_NAMESPACE],
+    }
+    for wh in hooks.values():
         assert wh["sideEffects"] == "None"
         assert wh["admissionReviewVersions"] == ["v1"]
-        assert 1 <= wh["timeoutSeconds"] <= 10
+        assert wh["timeoutSeconds"] == 10
         assert wh["failurePolicy"] == "Fail"
-        exprs = wh["namespaceSelector"]["matchExpressions"]
-        assert {
-            "key": "kubernetes.io/metadata.name",
-            "operator": "NotIn",
-            "values": ["kube-system", RELEASE_NAMESPACE],
-        } in exprs
         ref = wh["clientConfig"]["service"]
-        assert ref["name"] == svc["metadata"]["name"]
-        assert ref["namespace"] == RELEASE_NAMESPACE
+        assert (ref["name"], ref["namespace"]) == (svc["metadata"]["name"], RELEASE_NAMESPACE)
         assert ref["port"] == svc["spec"]["ports"][0]["port"]
-        assert ref["path"].startswith(("/mutate-", "/validate-"))
-        assert ref["path"].startswith("/mutate-") == wh["name"].startswith("m")
-        # caBundle is injected by the controller at run time, not rendered.
+        # The caBundle is injected by the controller at run time, not rendered.
         assert "caBundle" not in wh["clientConfig"]
         if is_job_or_pod(wh):
-            assert wh["objectSelector"] == {
-                "matchExpressions": [{"key": "kqueue.io/queue-name", "operator": "Exists"}]
-            }
+            # Never kube-system nor kqueue's namespace: no deadlock on kqueue being down.
+            assert wh["namespaceSelector"] == {"matchExpressions": [excluded]}
         else:
-            assert "objectSelector" not in wh
-            assert wh["rules"][0]["apiGroups"] == ["kqueue.io"]
-    assert len(names) == len(all_webhooks), "webhook names must be unique"
+            assert "namespaceSelector" not in wh and "objectSelector" not in wh
+    # Only managed objects pay the latency.
+    queue_label = {"matchExpressions": [{"key": "kqueue.io/queue-name", "operator": "Exists"}]}
+    assert hooks["mbatch-job.kqueue.io"]["objectSelector"] == queue_label
+    assert hooks["vbatch-job.kqueue.io"]["objectSelector"] == queue_label
+    assert hooks["mpod.kqueue.io"]["objectSelector"] == {
+        "matchLabels": {"kqueue.io/managed": "true"}
+    }
 
 
-def test_webhook_values_change_policies_selectors_and_frameworks(helm: Helm) -> None:
+def test_webhook_values_change_policies_and_selectors(helm: Helm) -> None:
     objs = helm.template(
         {
             "webhook": {
@@ -295,36 +330,37 @@ def test_webhook_values_change_policies_selectors_and_frameworks(helm: Helm) -> 
                     {"key": "kqueue.io/managed", "operator": "In", "values": ["true"]}
                 ],
             },
-            "config": {
-                "manageJobsWithoutQueueName": True,
-                "integrations": {"frameworks": ["batch/job"]},
-            },
+            "config": {"manageJobsWithoutQueueName": True},
         }
     )
-    all_webhooks = webhooks(objs)
-    assert not any("pods" in wh["rules"][0]["resources"] for wh in all_webhooks)
-    for wh in all_webhooks:
-        exprs = wh["namespaceSelector"]["matchExpressions"]
-        assert {"key": "kqueue.io/managed", "operator": "In", "values": ["true"]} in exprs
+    for wh in webhooks(objs):
         if is_job_or_pod(wh):
+            exprs = wh["namespaceSelector"]["matchExpressions"]
+            assert {"key": "kqueue.io/managed", "operator": "In", "values": ["true"]} in exprs
             assert wh["failurePolicy"] == "Ignore"
             assert wh["timeoutSeconds"] == 5
-            # Every Job in a managed namespace is managed: no object selector.
-            assert "objectSelector" not in wh
         else:
             assert wh["failurePolicy"] == "Fail"
+        if "jobs" in wh["rules"][0]["resources"]:
+            # Every Job in a managed namespace is managed: the object selector matches all.
+            assert wh["objectSelector"] == {}
+    # The controller manages the same namespaces the webhooks see.
     config = load_configuration(yaml.safe_dump(config_of(objs)))
-    assert config.managed_jobs_namespace_selector.matches(
-        {"kubernetes.io/metadata.name": "team-a", "kqueue.io/managed": "true"}
-    )
-    assert not config.managed_jobs_namespace_selector.matches(
-        {"kubernetes.io/metadata.name": "team-a"}
-    )
-    assert not config.managed_jobs_namespace_selector.matches(
+    selector = config.managed_jobs_namespace_selector
+    assert selector.matches({"kubernetes.io/metadata.name": "team-a", "kqueue.io/managed": "true"})
+    assert not selector.matches({"kubernetes.io/metadata.name": "team-a"})
+    assert not selector.matches(
         {"kubernetes.io/metadata.name": "kube-system", "kqueue.io/managed": "true"}
     )
-    rules = _rules(objs, "ClusterRole")
-    assert not _grants(rules, "", "pods/status")
+
+
+def test_a_managed_namespace_selector_in_config_drives_the_webhooks(helm: Helm) -> None:
+    sel = {"matchLabels": {"team": "ml"}}
+    objs = helm.template({"config": {"managedJobsNamespaceSelector": sel}})
+    for wh in webhooks(objs):
+        if is_job_or_pod(wh):
+            assert wh["namespaceSelector"] == sel
+    assert config_of(objs)["managedJobsNamespaceSelector"] == sel
 
 
 def test_cert_manager_option(helm: Helm) -> None:

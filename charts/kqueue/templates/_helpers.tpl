@@ -135,24 +135,16 @@ by the chart, so ports, certificate paths and names always agree with the other 
 {{- end -}}
 
 {{/*
-Every webhook the controller serves. `scope` says which failurePolicy, timeout and selectors
-apply: "job" for the Job and Pod integrations, "kqueue" for kqueue's own kinds. Paths follow
-the controller-runtime convention Kueue uses (/mutate-<group>-<version>-<kind>, the core group
-being empty).
+namespaceSelector of the Job and Pod webhooks: the Configuration's managedJobsNamespaceSelector
+when the user sets one, otherwise the same default the controller uses (everything but
+kube-system and the release namespace) plus webhook.namespaceSelectorExpressions. The webhooks
+and the controller then agree on which namespaces are managed.
 */}}
-{{- define "kqueue.webhooks" -}}
-{{- $frameworks := .Values.config.integrations.frameworks | default (list "batch/job" "pod") -}}
-{{- if has "batch/job" $frameworks }}
-- {name: mjob.kqueue.io, type: mutating, path: /mutate-batch-v1-job, group: batch, version: v1, resources: [jobs], operations: [CREATE], scope: job}
-- {name: vjob.kqueue.io, type: validating, path: /validate-batch-v1-job, group: batch, version: v1, resources: [jobs], operations: [CREATE, UPDATE], scope: job}
-{{- end }}
-{{- if has "pod" $frameworks }}
-- {name: mpod.kqueue.io, type: mutating, path: /mutate--v1-pod, group: "", version: v1, resources: [pods], operations: [CREATE], scope: job}
-- {name: vpod.kqueue.io, type: validating, path: /validate--v1-pod, group: "", version: v1, resources: [pods], operations: [CREATE, UPDATE], scope: job}
-{{- end }}
-{{- range $kind := list "clusterqueue" "cohort" "localqueue" "resourceflavor" "workloadpriorityclass" "workload" }}
-{{- $plural := ternary "workloadpriorityclasses" (printf "%ss" $kind) (eq $kind "workloadpriorityclass") }}
-- {name: m{{ $kind }}.kqueue.io, type: mutating, path: /mutate-kqueue-io-v1alpha1-{{ $kind }}, group: kqueue.io, version: v1alpha1, resources: [{{ $plural }}], operations: [CREATE], scope: kqueue}
-- {name: v{{ $kind }}.kqueue.io, type: validating, path: /validate-kqueue-io-v1alpha1-{{ $kind }}, group: kqueue.io, version: v1alpha1, resources: [{{ $plural }}{{ if eq $kind "workload" }}, workloads/status{{ end }}], operations: [CREATE, UPDATE], scope: kqueue}
-{{- end }}
+{{- define "kqueue.jobNamespaceSelector" -}}
+{{- if hasKey (default dict .Values.config) "managedJobsNamespaceSelector" -}}
+{{- toYaml .Values.config.managedJobsNamespaceSelector -}}
+{{- else -}}
+matchExpressions:
+  {{- include "kqueue.namespaceSelectorExpressions" . | nindent 2 }}
+{{- end -}}
 {{- end -}}
