@@ -20,6 +20,7 @@ import contextlib
 import importlib
 import logging
 from collections.abc import Callable, Iterable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -73,8 +74,10 @@ from kqueue.engine.engine import Engine
 from kqueue.engine.preemption import NoPreemption, Preemptor
 from kqueue.engine.types import (
     ClusterQueueName,
+    ClusterQueueSpec,
     CohortName,
     FlavorName,
+    StopPolicy,
     WorkloadKey,
     local_queue_key,
 )
@@ -120,6 +123,15 @@ def _owner_job_key(obj: Obj | Workload, kind: str) -> str | None:
         if ref.get("controller") and ref.get("kind") == kind:
             return f"{namespace}/{ref.get('name')}"
     return None
+
+
+def _engine_cluster_queue(cq: ClusterQueue) -> ClusterQueueSpec:
+    """The engine's ClusterQueue; one being deleted admits nothing new (Kueue's Terminating),
+    while the workloads it holds keep their quota until they finish."""
+    spec = adapt.cluster_queue(cq)
+    if cq.metadata.deletion_timestamp is not None and spec.stop_policy == StopPolicy.NONE:
+        spec = replace(spec, stop_policy=StopPolicy.HOLD)
+    return spec
 
 
 class Manager:
@@ -254,7 +266,7 @@ class Manager:
         for co in self.cohorts.store.objects():
             engine.upsert_cohort(adapt.cohort(co))
         for cq in self.cluster_queues.store.objects():
-            engine.upsert_cluster_queue(adapt.cluster_queue(cq))
+            engine.upsert_cluster_queue(_engine_cluster_queue(cq))
         for lq in self.local_queues.store.objects():
             engine.upsert_local_queue(adapt.local_queue(lq))
         for wpc in self.workload_priority_classes.store.objects():
@@ -284,7 +296,7 @@ class Manager:
 
         def on_cq(_: str, cq: ClusterQueue, *rest: ClusterQueue) -> None:
             new = rest[-1] if rest else cq
-            self.engine.upsert_cluster_queue(adapt.cluster_queue(new))
+            self.engine.upsert_cluster_queue(_engine_cluster_queue(new))
             self._queues_changed([ClusterQueueName(new.name)])
             self.scheduler.trigger()
 
@@ -381,6 +393,10 @@ class Manager:
         for w in (wl, old):
             if w is not None and w.status.admission is not None:
                 cqs.add(ClusterQueueName(w.status.admission.cluster_queue))
+                # A flavor being deleted waits for its last user: check it again.
+                for psa in w.status.admission.pod_set_assignments:
+                    for flavor in set(psa.flavors.values()):
+                        self.status_queue.add(f"rf:{flavor}")
         if wl.spec.queue_name:
             lq_key = local_queue_key(wl.namespace or "default", wl.spec.queue_name)
             lq = self.engine.local_queue(lq_key)

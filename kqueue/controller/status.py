@@ -204,6 +204,8 @@ class QueueStatusReconciler:
             else "pending"
         )
         m.report_cluster_queue_status(cq.name, cq_status)
+        if not self._resource_metrics:
+            return  # per flavor/resource series only when enableClusterQueueResources is on
         for rg in cq.spec.resource_groups:
             for fq in rg.flavors:
                 for r in fq.resources:

@@ -122,7 +122,10 @@ class KqueueProcess:
                 "kind": "Configuration",
                 "namespace": KQUEUE_NAMESPACE,
                 "health": {"bindAddress": f"127.0.0.1:{self.health_port}"},
-                "metrics": {"bindAddress": f"127.0.0.1:{self.metrics_port}"},
+                "metrics": {
+                    "bindAddress": f"127.0.0.1:{self.metrics_port}",
+                    "enableClusterQueueResources": True,
+                },
                 "webhook": {
                     "host": "127.0.0.1",
                     "port": self.webhook_port,

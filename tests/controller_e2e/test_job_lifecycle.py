@@ -99,6 +99,12 @@ async def test_job_full_life(api: Api, kqueue: KqueueProcess, namespace: str) ->
         return st if st.get("admittedWorkloads") == 1 else None
 
     st = await eventually(cq_usage, what="ClusterQueue status admittedWorkloads=1")
+    assert kqueue.metric(
+        "kqueue_cluster_queue_resource_usage", cluster_queue=cq, flavor=od, resource="cpu"
+    ) == 2
+    assert kqueue.metric(
+        "kqueue_cluster_queue_nominal_quota", cluster_queue=cq, flavor=spot, resource="cpu"
+    ) == 4
     usage = {f["name"]: {r["name"]: r["total"] for r in f["resources"]} for f in st["flavorsUsage"]}
     assert usage[od]["cpu"] == "2"
     active = next(x for x in st["conditions"] if x["type"] == c.ACTIVE)

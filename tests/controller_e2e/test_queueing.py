@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from kqueue.api.v1alpha1 import constants as c
-from kqueue.controller.kube import CLUSTER_QUEUES, JOBS
+from kqueue.controller.kube import CLUSTER_QUEUES, JOBS, RESOURCE_FLAVORS, NotFound
 from tests.controller_e2e.harness import (
     Api,
     after_second_of,
@@ -100,3 +100,50 @@ async def test_borrowing_in_a_cohort(api: Api, namespace: str) -> None:
         namespace, "more", lambda w: pending_reason(w) is not None, what="pending"
     )
     assert pending_reason(more) in (c.WAITING_FOR_QUOTA, c.EXCEEDS_MAX_QUOTA)
+
+
+async def test_resources_in_use_are_not_deleted_under_workloads(api: Api, namespace: str) -> None:
+    od, cq = unique("od"), unique("cq")
+    await api.apply(flavor(od, "on-demand"))
+    await api.apply(cluster_queue(cq, [(od, "2")]))
+    await api.apply(local_queue("q", namespace, cq))
+    await api.apply(job("running", namespace, "q", cpu="1"))
+    await api.wait_workload(namespace, "running", lambda w: is_true(w, c.ADMITTED), what="admitted")
+
+    async def has_finalizers() -> bool:
+        objs = [await api.kube.get(CLUSTER_QUEUES, cq), await api.kube.get(RESOURCE_FLAVORS, od)]
+        return all(c.RESOURCE_IN_USE_FINALIZER in o["metadata"].get("finalizers", []) for o in objs)
+
+    await eventually(has_finalizers, what="resource-in-use finalizers")
+    await api.kube.delete(CLUSTER_QUEUES, cq)
+    await api.kube.delete(RESOURCE_FLAVORS, od)
+
+    async def terminating() -> dict[str, str] | None:
+        obj = await api.kube.get(CLUSTER_QUEUES, cq)
+        for cond in (obj.get("status") or {}).get("conditions") or []:
+            if cond["type"] == c.ACTIVE and cond["reason"] == c.CLUSTER_QUEUE_ACTIVE_TERMINATING:
+                return dict(cond)
+        return None
+
+    cond = await eventually(terminating, what="ClusterQueue Active=False Terminating")
+    assert cond["status"] == "False"
+    # A new workload is not admitted into a terminating ClusterQueue.
+    await api.apply(job("late", namespace, "q", cpu="1"))
+    await api.wait_workload(
+        namespace, "late", lambda w: pending_reason(w) is not None, what="late job pending"
+    )
+    assert (await api.kube.get(RESOURCE_FLAVORS, od))["metadata"].get("deletionTimestamp")
+
+    # Once the last admitted workload is gone, both go.
+    await api.kube.delete(JOBS, "running", namespace=namespace)
+
+    async def gone() -> bool:
+        for resource, name in ((CLUSTER_QUEUES, cq), (RESOURCE_FLAVORS, od)):
+            try:
+                await api.kube.get(resource, name)
+                return False
+            except NotFound:
+                pass
+        return True
+
+    await eventually(gone, what="ClusterQueue and ResourceFlavor deleted")

@@ -86,6 +86,10 @@ class JobReconciler:
         self._events = events
         self._metrics = metrics
         self._now = now
+        # Pods released by us, by UID, with the resourceVersion we saw before releasing:
+        # until the informer shows a newer version, the pod is not released again (client-go's
+        # "expectations"), which spares a request bound to fail.
+        self._released: dict[str, str] = {}
 
     async def __call__(self, key: str, /) -> Requeue | None:
         obj = self._objects.get(key)
@@ -278,6 +282,10 @@ class JobReconciler:
         return out
 
     async def _release_pod(self, pod: Obj, release: PodSetRelease) -> bool:
+        meta = pod.get("metadata") or {}
+        uid, version = str(meta.get("uid") or ""), str(meta.get("resourceVersion") or "")
+        if self._released.get(uid) == version:
+            return True  # released; the informer has not caught up yet
         new = ungate(pod, release)
         if new is None:
             return True
@@ -315,8 +323,16 @@ class JobReconciler:
         except NotFound:
             return True
         except KubeError as exc:
-            logger.info("releasing pod %s: %s (patch %s)", object_key(pod), exc, ops)
+            if exc.status == 422:
+                # The "test" failed: the pod changed since our informer saw it. Its update
+                # event brings this Job back with the current pod.
+                logger.debug("pod %s changed before its release: %s", object_key(pod), exc)
+                return True
+            logger.info("releasing pod %s: %s", object_key(pod), exc)
             return False
+        if len(self._released) > 50_000:
+            self._released.clear()
+        self._released[uid] = version
         return True
 
     def _running_pods(self, obj: Obj) -> list[Obj]:
