@@ -88,6 +88,7 @@ class Scheduler:
         self._write_slots = asyncio.Semaphore(_WRITE_CONCURRENCY)
         self.cycles = 0
         self.admitted = 0
+        self._last_sweep = float("-inf")
 
     def trigger(self) -> None:
         """Something changed that may let a workload in: run a cycle soon."""
@@ -269,6 +270,12 @@ class Scheduler:
         cycle; its reason comes from ``engine.explain``. Only workloads that have no
         QuotaReserved condition yet or sit behind an inactive or missing queue are checked.
         """
+        # The sweep reads every pending workload: at most once per tick, not once per cycle,
+        # so a burst of cycles stays linear in the number of pending workloads.
+        loop_now = asyncio.get_running_loop().time()
+        if loop_now - self._last_sweep < self.settings.tick_s / 4:
+            return
+        self._last_sweep = loop_now
         decided = {p.workload for p in result.pending}
         writes: list[Awaitable[None]] = []
         for key in sorted(engine.queues.pending):

@@ -7,6 +7,7 @@ from typing import Any
 import pytest
 
 from kqueue.api.v1alpha1 import constants as c
+from kqueue.controller.kube import JOBS
 from tests.controller_e2e.harness import (
     Api,
     KqueueProcess,
@@ -136,3 +137,25 @@ async def test_non_preemptible_job_is_protected(api: Api, namespace: str) -> Non
         )
 
     await stays(untouched, for_s=4, what="the non-preemptible Job keeps running")
+
+
+async def test_preemption_priority_follows_the_job_label(api: Api, namespace: str) -> None:
+    _, low, high = await _setup(api, namespace)
+    await api.apply(job("runner", namespace, "q", cpu="1", labels={c.PRIORITY_CLASS_LABEL: low}))
+    await api.wait_workload(namespace, "runner", lambda w: is_true(w, c.ADMITTED), what="admitted")
+    # Raising the preemption priority of a running Job protects it from lower preemptors.
+    await api.kube.patch(
+        JOBS,
+        "runner",
+        {"metadata": {"labels": {c.PREEMPTION_PRIORITY_CLASS_LABEL: high}}},
+        namespace=namespace,
+    )
+    wl = await api.wait_workload(
+        namespace,
+        "runner",
+        lambda w: w["spec"].get("preemptionPriority") == 1000,
+        what="preemptionPriority 1000",
+    )
+    assert wl["spec"]["preemptionPriorityClassRef"]["name"] == high
+    assert wl["spec"]["priority"] == 100
+    assert is_true(wl, c.ADMITTED)
