@@ -50,6 +50,7 @@ register("convert", "kqueue.cli.convert", "convert")
 register("generate", "kqueue.cli.generate", "generate")
 register("run", "kqueue.cli.run", "run")
 register("simulate", "kqueue.cli.simulate", "simulate")
+register("explain", "kqueue.cli.explain", "explain_command")
 
 
 def main() -> None:

@@ -143,8 +143,11 @@ class Simulation:
         *,
         preemptor: Preemptor | None = None,
         decision_time: timedelta = timedelta(0),
+        carry_out_evictions: bool = True,
     ) -> None:
         self.scenario = scenario
+        # False for ``explain``: victims are chosen but stay, so the state is not changed.
+        self.carry_out_evictions = carry_out_evictions
         # Simulated time the scheduler spends per head it considers (see module docstring).
         self.decision_time = decision_time
         self.engine = Engine(preemptor=preemptor)
@@ -225,6 +228,7 @@ class Simulation:
             if not self._quiet:
                 heads = self._cycle()
                 if heads and self.decision_time:
+                    self._sample()
                     busy_until = self.now + self.decision_time * heads
                     if end is not None and busy_until > end:
                         self.now = end
@@ -266,6 +270,22 @@ class Simulation:
             if details is not None:
                 self._set(rec, c.QUOTA_RESERVED, "False", str(details.reason), details.message)
 
+    def arrive_all(self) -> None:
+        """Create every workload now, whatever its arrival time (``explain``: the objects
+        given are the cluster as it is)."""
+        arrivals = [e for e in self._timeline if e[1] == _Action.ARRIVE]
+        self._timeline = [e for e in self._timeline if e[1] != _Action.ARRIVE]
+        heapq.heapify(self._timeline)
+        for _, _, _, key, _ in sorted(arrivals, key=lambda e: e[2]):
+            self._arrive(self.records[key])
+
+    def step(self) -> CycleResult:
+        """One scheduling cycle at the current time, its decisions carried out."""
+        result = self.engine.schedule(self.now)
+        self.decisions += result.heads
+        self._carry_out(result)
+        return result
+
     def _next_time(self) -> datetime | None:
         times = [self._timeline[0][0]] if self._timeline else []
         deadline = self.engine.next_deadline()
@@ -281,17 +301,20 @@ class Simulation:
     def _apply_due(self) -> bool:
         """Carry out the timed actions due by now; whether any changed something."""
         changed = False
-        while self._timeline and self._timeline[0][0] <= self.now:
-            _, action, _, key, arg = heapq.heappop(self._timeline)
+        now = self.now
+        while self._timeline and self._timeline[0][0] <= now:
+            due, action, _, key, arg = heapq.heappop(self._timeline)
+            # While the scheduler was busy, things happened at their own time: so say the
+            # events; the engine sees them before its next cycle.
+            self.now = due
             if self._act(_Action(action), key, arg):
                 changed = True
                 self._wake()
+        self.now = now
         return changed
 
     def _cycle(self) -> int:
-        result = self.engine.schedule(self.now)
-        self.decisions += result.heads
-        self._carry_out(result)
+        result = self.step()
         if result.heads == 0:
             self._quiet = True
         elif result.admitted or result.preempted or result.evicted:
@@ -503,8 +526,9 @@ class Simulation:
             if waiting is not None and waiting.state == PENDING:
                 self._set(waiting, c.QUOTA_RESERVED, "False", pend.reason, pend.message)
         # Evictions chosen in this cycle complete at its end (contracts, section 4).
-        for rec, reason, message in evicting:
-            self._evicted(rec, reason, message)
+        if self.carry_out_evictions:
+            for rec, reason, message in evicting:
+                self._evicted(rec, reason, message)
 
     def _admit(self, rec: WorkloadRecord, admission: Admission) -> None:
         if rec.state == PENDING:
