@@ -26,6 +26,10 @@ lint: venv
 	$(VENV)/bin/lint-imports
 	$(VENV)/bin/mypy
 
+# A local control plane (built from Go modules on first use) with kqueue and sample queues.
+run: venv
+	hack/run-local.sh
+
 crds: venv
 	$(VENV)/bin/kqueue generate crds --output-dir api
 
