@@ -15,6 +15,7 @@ from kubernetes_asyncio.client import ApiClient
 
 from kqueue.api.config import Configuration, ConfigurationError, load_configuration
 from kqueue.controller.manager import Manager
+from kqueue.controller.ratelimit import throttle
 
 
 class _JsonFormatter(logging.Formatter):
@@ -50,6 +51,7 @@ async def _main(kubeconfig: str | None, config: Configuration) -> None:
     else:
         kube_config.load_incluster_config()  # type: ignore[no-untyped-call]
         api = ApiClient()
+    throttle(api, config.client_connection.qps, config.client_connection.burst)
     manager = Manager(api, config)
     task = asyncio.current_task()
     assert task is not None
