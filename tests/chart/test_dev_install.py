@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
+import sys
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -155,39 +157,7 @@ def _run_job(
     cluster: LocalCluster, dev: DevRelease, ns: str, flavor: str, cq: str, watch: Watch
 ) -> None:
     res = cluster.kubectl(
-        "create",
-        "-o",
-        "json",
-        "-f",
-        "-",
-        input=yaml.safe_dump(
-            {
-                "apiVersion": "batch/v1",
-                "kind": "Job",
-                "metadata": {
-                    "name": "sample",
-                    "namespace": ns,
-                    "labels": {"kqueue.io/queue-name": "user-queue"},
-                },
-                "spec": {
-                    "parallelism": 2,
-                    "completions": 2,
-                    "template": {
-                        "metadata": {"annotations": {COMPLETE_AFTER_ANNOTATION: "3s"}},
-                        "spec": {
-                            "restartPolicy": "Never",
-                            "containers": [
-                                {
-                                    "name": "main",
-                                    "image": "registry.k8s.io/pause:3.10",
-                                    "resources": {"requests": {"cpu": "500m", "memory": "100Mi"}},
-                                }
-                            ],
-                        },
-                    },
-                },
-            }
-        ),
+        "create", "-o", "json", "-f", "-", input=yaml.safe_dump(_job("sample", ns))
     )
     job = json.loads(res.stdout)
     # The mutating webhook on the host gated the Job's pods.
@@ -235,6 +205,46 @@ def _run_job(
     ):
         assert text in described, (text, described)
 
+    # A Job bigger than the ClusterQueue can ever hold: the message gives the numbers, and
+    # `kqueue explain` on the live cluster says what is missing.
+    cluster.kubectl(
+        "create",
+        "-f",
+        "-",
+        input=yaml.safe_dump(_job("too-big", ns, parallelism=4, cpu="1")),
+    )
+
+    def too_big() -> str | None:
+        items = kubectl_json(cluster, "get", "workloads.kqueue.io", "-n", ns)["items"]
+        for item in items:
+            if item["metadata"]["ownerReferences"][0]["name"] == "too-big":
+                cond = condition(item, "QuotaReserved")
+                if cond and cond["reason"] == "ExceedsMaxQuota":
+                    return str(item["metadata"]["name"])
+        return None
+
+    big = wait_for("the too big Job to pend with ExceedsMaxQuota", too_big)
+    described = cluster.kubectl("describe", "workload", big, "-n", ns).stdout
+    assert "ExceedsMaxQuota" in described and "(4 > 2)" in " ".join(described.split()), described
+    explained = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "kqueue",
+            "explain",
+            f"{ns}/{big}",
+            f"--kubeconfig={cluster.kubeconfig_path}",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert explained.returncode == 0, explained.stderr
+    assert "ExceedsMaxQuota" in explained.stdout and "missing 2" in explained.stdout, (
+        explained.stdout
+    )
+
     # The watch saw the Workload pending, then admitted, then finished.
     wait_for(
         "the watch to print the finished Workload",
@@ -256,3 +266,32 @@ def _run_job(
         if not states or states[-1] != state:
             states.append(state)
     assert states == ["pending", "admitted", "finished"], watch.lines
+
+
+def _job(name: str, ns: str, *, parallelism: int = 2, cpu: str = "500m") -> Obj:
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {
+            "name": name,
+            "namespace": ns,
+            "labels": {"kqueue.io/queue-name": "user-queue"},
+        },
+        "spec": {
+            "parallelism": parallelism,
+            "completions": parallelism,
+            "template": {
+                "metadata": {"annotations": {COMPLETE_AFTER_ANNOTATION: "3s"}},
+                "spec": {
+                    "restartPolicy": "Never",
+                    "containers": [
+                        {
+                            "name": "main",
+                            "image": "registry.k8s.io/pause:3.10",
+                            "resources": {"requests": {"cpu": cpu, "memory": "100Mi"}},
+                        }
+                    ],
+                },
+            },
+        },
+    }
