@@ -3,7 +3,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PYTHON ?= python3
 
-.PHONY: venv test test-fast lint crds run bench clean
+.PHONY: venv test test-fast lint crds chart-crds config-docs run bench clean
 
 venv: $(VENV)/.installed
 
@@ -22,7 +22,7 @@ test-fast: venv
 	$(VENV)/bin/pytest -m "not cluster"
 
 lint: venv
-	$(VENV)/bin/ruff check kqueue tests
+	$(VENV)/bin/ruff check kqueue tests bench hack
 	$(VENV)/bin/lint-imports
 	$(VENV)/bin/mypy
 
@@ -30,8 +30,17 @@ lint: venv
 run: venv
 	hack/run-local.sh
 
+# Regenerate everything derived from the models: CRDs and API reference, the chart's copy of the
+# CRDs, and the configuration reference. Tests fail when the committed files drift.
 crds: venv
 	$(VENV)/bin/kqueue generate crds --output-dir api
+	hack/sync-chart-crds.sh
+
+chart-crds:
+	hack/sync-chart-crds.sh
+
+config-docs: venv
+	$(PY) hack/gen-config-docs.py
 
 clean:
 	rm -rf $(VENV) build dist .mypy_cache .ruff_cache .pytest_cache

@@ -630,7 +630,7 @@ def configuration_reference_markdown() -> str:
         "# Controller configuration",
         "",
         f"The controller reads one YAML document of `apiVersion: {API_VERSION}`, "
-        f"`kind: {KIND}` (`kqueue controller --config FILE`). Every field is optional; "
+        f"`kind: {KIND}` (`kqueue run --config FILE`). Every field is optional; "
         "unknown fields are rejected. Durations are Kubernetes duration strings such as "
         '`"15s"`, `"5m"` or `"1h30m"`.',
         "",
