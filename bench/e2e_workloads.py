@@ -1,0 +1,534 @@
+"""Kueue's scheduler performance test on the real API server: Workload objects, kqueue as controller.
+
+    python bench/e2e_workloads.py --qps 50 --burst 100 [--scale 0.2] [--out FILE]
+    python bench/e2e_workloads.py --qps 0 ...          # unthrottled client
+
+As Kueue's runner (test/performance/scheduler) does: a fresh local control plane, the
+``baseline`` generator's ResourceFlavor, Cohorts, ClusterQueues, namespaces and LocalQueues; then
+the generator's Workloads (one pod, the class's cpu and priority) created at their arrival
+times. The runner watches Workloads; when one is admitted it marks it finished after the class's
+run time (a Finished condition added through the status subresource) and records the time to
+admission. ``kqueue run`` is the controller (a subprocess, webhooks included), with the given
+client QPS/burst.
+
+Figures: wall time (start to the last finish), average time to admission per class (from the
+runner's create response to the watch event showing Admitted), minimum ClusterQueue usage
+(cpu-seconds held over nominal quota x wall, per ClusterQueue), API requests per admitted
+workload (kube-apiserver's ``apiserver_request_total`` delta over the run, minus the runner's own
+requests and the idle control plane's rate measured before kqueue starts), and the controller's
+CPU seconds and peak RSS from /proc.
+
+``--scale`` multiplies every class's count (30 ClusterQueues stay): arrivals keep their rate but
+the run is shorter. Not a test: the figures depend on the machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from kubernetes_asyncio import config as kube_config  # noqa: E402
+
+from kqueue.api.v1alpha1 import constants as c  # noqa: E402
+from kqueue.controller.informer import NAMESPACES, Resource  # noqa: E402
+from kqueue.controller.kube import (  # noqa: E402
+    CLUSTER_QUEUES,
+    COHORTS,
+    JSON_PATCH,
+    LOCAL_QUEUES,
+    RESOURCE_FLAVORS,
+    WORKLOADS,
+    Kube,
+)
+from kqueue.engine.sim import generate as gen  # noqa: E402
+from kqueue.engine.sim.annotations import CLASS_LABEL  # noqa: E402
+from kqueue.localcluster.cluster import LocalCluster  # noqa: E402
+from tests.controller_e2e.harness import KqueueProcess, install_crds  # noqa: E402
+
+Obj = dict[str, Any]
+
+RESOURCES: dict[str, Resource] = {
+    "ResourceFlavor": RESOURCE_FLAVORS,
+    "Cohort": COHORTS,
+    "ClusterQueue": CLUSTER_QUEUES,
+    "Namespace": NAMESPACES,
+    "LocalQueue": LOCAL_QUEUES,
+    "Workload": WORKLOADS,
+}
+
+# Kueue's published baseline (site/content/en/docs/overview/performance, v0.x) and thresholds.
+KUEUE_BASELINE = {
+    "wallSeconds": 351,
+    "wallThresholdSeconds": 425,
+    "averageTimeToAdmissionSeconds": {"small": 215, "medium": 77, "large": 16.5},
+    "minClusterQueueUsagePercent": 55.9,
+    "minClusterQueueUsageThresholdPercent": 50,
+}
+
+
+@dataclass
+class BenchKqueue(KqueueProcess):
+    """The harness's ``kqueue run`` subprocess with the benchmark's client settings."""
+
+    qps: int = 50
+    burst: int = 100
+
+    def config_yaml(self) -> str:
+        doc = yaml.safe_load(super().config_yaml())
+        doc["clientConnection"] = {"qps": self.qps, "burst": self.burst}
+        # One replica: no lease renewals in the request count.
+        doc["leaderElection"] = {"leaderElect": False}
+        return yaml.safe_dump(doc)
+
+
+# -- /proc and /metrics ------------------------------------------------------------------------
+
+
+def proc_cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def proc_memory(pid: int) -> tuple[int, int]:
+    """(current RSS, peak RSS) in bytes."""
+    rss = hwm = 0
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            rss = int(line.split()[1]) * 1024
+        elif line.startswith("VmHWM:"):
+            hwm = int(line.split()[1]) * 1024
+    return rss, hwm
+
+
+_SAMPLE = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{(.*)\})? (\S+)")
+_LABEL = re.compile(r'(\w+)="((?:[^"\\]|\\.)*)"')
+
+
+def metric_samples(text: str, name: str) -> list[tuple[dict[str, str], float]]:
+    out = []
+    for line in text.splitlines():
+        if not line.startswith(name):
+            continue
+        m = _SAMPLE.match(line)
+        if m is None or m.group(1) != name:
+            continue
+        out.append((dict(_LABEL.findall(m.group(3) or "")), float(m.group(4))))
+    return out
+
+
+def apiserver_requests(cluster: LocalCluster) -> dict[str, float]:
+    """``apiserver_request_total`` of resource requests by "VERB resource[/sub]"."""
+    status, text = cluster.request("GET", "/metrics", timeout=30)
+    assert status == 200, status
+    out: dict[str, float] = {}
+    for labels, value in metric_samples(str(text), "apiserver_request_total"):
+        resource = labels.get("resource", "")
+        if not resource:
+            continue  # /metrics, /healthz, discovery: not the controller's traffic
+        sub = labels.get("subresource", "")
+        key = f"{labels.get('verb')} {resource}{'/' + sub if sub else ''}"
+        out[key] = out.get(key, 0.0) + value
+    return out
+
+
+def delta(after: dict[str, float], before: dict[str, float]) -> dict[str, float]:
+    keys = set(after) | set(before)
+    d = {k: after.get(k, 0.0) - before.get(k, 0.0) for k in keys}
+    return {k: v for k, v in sorted(d.items()) if v}
+
+
+# -- the runner ---------------------------------------------------------------------------------
+
+
+@dataclass
+class Record:
+    name: str
+    namespace: str
+    klass: str
+    cpu: float
+    run_time: float
+    arrival: float
+    created: float | None = None
+    admitted_first: float | None = None
+    admitted_at: float | None = None
+    finished: float | None = None
+    evictions: int = 0
+    finish_task: asyncio.Task[None] | None = None
+
+
+@dataclass
+class Runner:
+    kube: Kube
+    records: dict[str, Record]
+    t0: float = 0.0
+    requests: int = 0
+    # (namespace, cpu-seconds) of held quota, accumulated when a hold ends.
+    held: dict[str, float] = field(default_factory=dict)
+    done: asyncio.Event = field(default_factory=asyncio.Event)
+    finished: int = 0
+    create_errors: int = 0
+    finish_errors: int = 0
+
+    def now(self) -> float:
+        return time.monotonic() - self.t0
+
+    async def create_all(self, workers: int) -> None:
+        order = sorted(self.records.values(), key=lambda r: r.arrival)
+        queue: asyncio.Queue[Record] = asyncio.Queue()
+        for r in order:
+            queue.put_nowait(r)
+
+        async def worker() -> None:
+            while not queue.empty():
+                r = queue.get_nowait()
+                wait = r.arrival - self.now()
+                if wait > 0:
+                    await asyncio.sleep(wait)
+                body = self.docs.pop(f"{r.namespace}/{r.name}")
+                self.requests += 1
+                try:
+                    await self.kube.create(WORKLOADS, body, namespace=r.namespace)
+                except Exception as exc:
+                    self.create_errors += 1
+                    print(f"create {r.name}: {exc}", file=sys.stderr)
+                    continue
+                r.created = self.now()
+
+        await asyncio.gather(*(worker() for _ in range(workers)))
+
+    docs: dict[str, Obj] = field(default_factory=dict)
+
+    def _release(self, r: Record, at: float) -> None:
+        if r.admitted_at is not None:
+            self.held[r.namespace] = self.held.get(r.namespace, 0.0) + r.cpu * (at - r.admitted_at)
+            r.admitted_at = None
+
+    async def _finish_after(self, r: Record, delay: float) -> None:
+        await asyncio.sleep(delay)
+        patch = [
+            {
+                "op": "add",
+                "path": "/status/conditions/-",
+                "value": {
+                    "type": c.FINISHED,
+                    "status": "True",
+                    "reason": c.FINISHED_SUCCEEDED,
+                    "message": "benchmark runner: run time over",
+                    "lastTransitionTime": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                },
+            }
+        ]
+        self.requests += 1
+        try:
+            await self.kube.patch(
+                WORKLOADS, r.name, patch, namespace=r.namespace, subresource="status",
+                content_type=JSON_PATCH,
+            )
+        except Exception as exc:
+            self.finish_errors += 1
+            print(f"finish {r.name}: {exc}", file=sys.stderr)
+            return
+        at = self.now()
+        self._release(r, at)
+        r.finished = at
+        self.finished += 1
+        if self.finished == len(self.records):
+            self.done.set()
+
+    def observe(self, wl: Obj) -> None:
+        meta = wl["metadata"]
+        r = self.records.get(f"{meta['namespace']}/{meta['name']}")
+        if r is None or r.finished is not None:
+            return
+        conds = {x["type"]: x.get("status") for x in (wl.get("status") or {}).get("conditions") or []}
+        if conds.get(c.FINISHED) == "True":
+            return
+        admitted = conds.get(c.ADMITTED) == "True"
+        now = self.now()
+        if admitted and r.admitted_at is None and r.finish_task is None:
+            if r.admitted_first is None:
+                r.admitted_first = now
+            r.admitted_at = now
+            r.finish_task = asyncio.create_task(self._finish_after(r, r.run_time))
+        elif not admitted and r.finish_task is not None:
+            # Evicted (preempted) before its run time was over: it runs again when readmitted.
+            r.finish_task.cancel()
+            r.finish_task = None
+            r.evictions += 1
+            self._release(r, now)
+
+    async def watch(self, resource_version: str) -> None:
+        rv = resource_version
+        while not self.done.is_set():
+            self.requests += 1
+            response: aiohttp.ClientResponse = await self.kube.api.call_api(
+                WORKLOADS.collection_path(None),
+                "GET",
+                query_params=[
+                    ("watch", "1"),
+                    ("resourceVersion", rv),
+                    ("allowWatchBookmarks", "true"),
+                    ("timeoutSeconds", "3600"),
+                ],
+                header_params={"Accept": "application/json"},
+                auth_settings=["BearerToken"],
+                _preload_content=False,
+                _request_timeout=aiohttp.ClientTimeout(total=None, sock_read=None),
+            )
+            async with response:
+                async for line in response.content:
+                    if not line.strip():
+                        continue
+                    ev = json.loads(line)
+                    obj = ev.get("object") or {}
+                    if ev.get("type") == "ERROR":
+                        raise RuntimeError(f"watch error: {obj}")
+                    rv = obj.get("metadata", {}).get("resourceVersion", rv)
+                    if ev.get("type") in ("ADDED", "MODIFIED"):
+                        self.observe(obj)
+
+
+async def setup_objects(kube: Kube, docs: list[Obj]) -> None:
+    for d in docs:
+        ns = d["metadata"].get("namespace")
+        await kube.create(RESOURCES[d["kind"]], d, namespace=ns)
+
+
+async def wait_cluster_queues_active(kube: Kube, count: int, within: float = 120) -> float:
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < within:
+        cqs = await kube.list(CLUSTER_QUEUES)
+        active = sum(
+            1
+            for cq in cqs
+            for cond in (cq.get("status") or {}).get("conditions") or []
+            if cond.get("type") == "Active" and cond.get("status") == "True"
+        )
+        if active >= count:
+            return time.monotonic() - t0
+        await asyncio.sleep(0.5)
+    raise RuntimeError(f"ClusterQueues not active after {within}s")
+
+
+def kqueue_admitted_total(kq: KqueueProcess) -> float:
+    try:
+        text = kq.metrics()
+    except OSError:
+        return float("nan")
+    return sum(v for _, v in metric_samples(text, "kqueue_admitted_workloads_total"))
+
+
+async def sample_loop(
+    kq: KqueueProcess, runner: Runner, series: list[dict[str, float]], period: float = 1.0
+) -> None:
+    assert kq.proc is not None
+    pid = kq.proc.pid
+    while True:
+        admitted = await asyncio.to_thread(kqueue_admitted_total, kq)
+        rss, _ = proc_memory(pid)
+        series.append(
+            {
+                "t": round(runner.now(), 2),
+                "admittedTotal": admitted,
+                "cpuSeconds": round(proc_cpu_seconds(pid), 2),
+                "rssBytes": rss,
+                "created": sum(1 for r in runner.records.values() if r.created is not None),
+                "finished": runner.finished,
+            }
+        )
+        await asyncio.sleep(period)
+
+
+async def bench(args: argparse.Namespace, cluster: LocalCluster, work: Path) -> dict[str, Any]:
+    base = gen.BASELINE
+    shape = replace(
+        base,
+        classes=tuple(replace(k, count=max(1, round(k.count * args.scale))) for k in base.classes),
+    )
+    docs = list(gen.documents(shape))
+    setup_docs = [d for d in docs if d["kind"] != "Workload"]
+    wl_docs = [d for d in docs if d["kind"] == "Workload"]
+    classes = {k.name: k for k in shape.classes}
+
+    work.mkdir(parents=True, exist_ok=True)  # noqa: ASYNC240 (setup, before timing)
+    install_crds(cluster)
+    kq = BenchKqueue(cluster, work, qps=args.qps, burst=args.burst)
+    kq.setup()
+
+    # The idle control plane's own traffic (controller-manager, scheduler, kwok), per second.
+    idle_window = 10.0
+    before_idle = await asyncio.to_thread(apiserver_requests, cluster)
+    await asyncio.sleep(idle_window)
+    idle = delta(await asyncio.to_thread(apiserver_requests, cluster), before_idle)
+    idle_rate = sum(idle.values()) / idle_window
+
+    await asyncio.to_thread(kq.start)
+    assert kq.proc is not None
+    pid = kq.proc.pid
+    api = await kube_config.new_client_from_config(config_file=str(cluster.kubeconfig_path))
+    kube = Kube(api, timeout=120)
+    await setup_objects(kube, setup_docs)
+    await wait_cluster_queues_active(kube, shape.cluster_queues)
+
+    records: dict[str, Record] = {}
+    runner = Runner(kube, records)
+    for d in wl_docs:
+        k = classes[d["metadata"]["labels"][CLASS_LABEL]]
+        key = f"{d['metadata']['namespace']}/{d['metadata']['name']}"
+        records[key] = Record(
+            d["metadata"]["name"], d["metadata"]["namespace"], k.name, float(k.cpu),
+            k.run_time.total_seconds(),
+            # Kueue's generator: the n-th of a class arrives after n+1 intervals.
+            arrival=(int(d["metadata"]["name"].split("-")[2]) + 1) * k.interval.total_seconds(),
+        )
+        runner.docs[key] = d
+
+    listed_rv = (await kube.request("GET", WORKLOADS.collection_path(None)))[1]["metadata"][
+        "resourceVersion"
+    ]
+    api_before = await asyncio.to_thread(apiserver_requests, cluster)
+    cpu_before = proc_cpu_seconds(pid)
+    wall_before = time.monotonic()
+    profiler = None
+    if args.profile:
+        profiler = subprocess.Popen(  # noqa: ASYNC220 (starts at once, runs beside)
+            [str(Path(sys.executable).parent / "py-spy"), "record", "-p", str(pid), "-r", "50",
+             "-d", str(int(args.profile)), "-f", "raw", "-o", str(args.profile_out), "--nonblocking"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        )
+
+    runner.t0 = time.monotonic()
+    series: list[dict[str, float]] = []
+    watch = asyncio.create_task(runner.watch(listed_rv))
+    sampler = asyncio.create_task(sample_loop(kq, runner, series))
+    creating = asyncio.create_task(runner.create_all(args.workers))
+    timed_out = False
+    try:
+        await asyncio.wait_for(runner.done.wait(), timeout=args.timeout)
+    except TimeoutError:
+        timed_out = True
+    wall = runner.now()
+    await creating if creating.done() else creating.cancel()
+    for t in (watch, sampler):
+        t.cancel()
+        with contextlib.suppress(asyncio.CancelledError, Exception):
+            await t
+    for r in records.values():
+        if r.finish_task is not None and not r.finish_task.done():
+            r.finish_task.cancel()
+        runner._release(r, wall)
+
+    elapsed = time.monotonic() - wall_before
+    cpu = proc_cpu_seconds(pid) - cpu_before
+    rss, peak = proc_memory(pid)
+    api_after = await asyncio.to_thread(apiserver_requests, cluster)
+    if profiler is not None:
+        profiler.wait(timeout=args.profile + 60)
+    requests = delta(api_after, api_before)
+    total_requests = sum(requests.values())
+    kqueue_requests = total_requests - runner.requests - idle_rate * elapsed
+    admitted = sum(1 for r in records.values() if r.admitted_first is not None)
+    kq_admitted = kqueue_admitted_total(kq)
+    await api.close()
+    await asyncio.to_thread(kq.stop)
+
+    per_class: dict[str, Any] = {}
+    for name in classes:
+        recs = [r for r in records.values() if r.klass == name]
+        waits = [
+            r.admitted_first - r.created
+            for r in recs
+            if r.admitted_first is not None and r.created is not None
+        ]
+        lag = [r.created - r.arrival for r in recs if r.created is not None]
+        per_class[name] = {
+            "count": len(recs),
+            "created": sum(1 for r in recs if r.created is not None),
+            "admitted": len(waits),
+            "finished": sum(1 for r in recs if r.finished is not None),
+            "evictions": sum(r.evictions for r in recs),
+            "averageTimeToAdmissionSeconds": round(sum(waits) / len(waits), 2) if waits else None,
+            "averageCreateLagSeconds": round(sum(lag) / len(lag), 2) if lag else None,
+        }
+    nominal = float(shape.nominal_quota)
+    usage = {
+        ns: 100 * held / (nominal * wall) for ns, held in runner.held.items()
+    }
+    return {
+        "shape": "baseline",
+        "scale": args.scale,
+        "clusterQueues": shape.cluster_queues,
+        "workloads": len(records),
+        "qps": args.qps,
+        "burst": args.burst,
+        "timedOut": timed_out,
+        "wallSeconds": round(wall, 1),
+        "admitted": admitted,
+        "finished": runner.finished,
+        "createErrors": runner.create_errors,
+        "finishErrors": runner.finish_errors,
+        "classes": per_class,
+        "minClusterQueueUsagePercent": round(min(usage.values(), default=0.0), 2),
+        "clusterQueueUsagePercent": round(sum(usage.values()) / max(len(usage), 1), 2),
+        "apiserverRequests": {
+            "total": total_requests,
+            "runner": runner.requests,
+            "idleControlPlanePerSecond": round(idle_rate, 2),
+            "kqueueEstimate": round(kqueue_requests),
+            "kqueuePerAdmittedWorkload": round(kqueue_requests / max(kq_admitted, 1), 2),
+            "byVerbResource": requests,
+        },
+        "kqueueAdmittedWorkloadsTotal": kq_admitted,
+        "controller": {
+            "cpuSeconds": round(cpu, 1),
+            "cpuPercentOfOneCore": round(100 * cpu / elapsed, 1),
+            "rssBytesAtEnd": rss,
+            "peakRssBytes": peak,
+        },
+        "series": series,
+        "kueueBaseline": KUEUE_BASELINE,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--qps", type=int, default=50, help="kqueue's client QPS (0: unthrottled)")
+    parser.add_argument("--burst", type=int, default=100)
+    parser.add_argument("--scale", type=float, default=1.0, help="multiply every class's count")
+    parser.add_argument("--workers", type=int, default=64, help="concurrent creates")
+    parser.add_argument("--timeout", type=float, default=1200, help="give up after (s)")
+    parser.add_argument("--profile", type=float, default=0, help="py-spy the controller for (s)")
+    parser.add_argument("--profile-out", type=Path, default=Path("bench/results/profile.txt"))
+    parser.add_argument("--out", type=Path, required=True)
+    args = parser.parse_args()
+
+    async def go() -> dict[str, Any]:
+        with LocalCluster() as cluster:
+            assert cluster.work_dir is not None
+            return await bench(args, cluster, cluster.work_dir / "kqueue")
+
+    result = asyncio.run(go())
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(result, indent=1) + "\n")
+    summary = {k: v for k, v in result.items() if k not in ("series", "kueueBaseline")}
+    print(json.dumps(summary, indent=1))
+
+
+if __name__ == "__main__":
+    main()

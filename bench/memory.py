@@ -1,0 +1,183 @@
+"""The controller's memory with many pending workloads.
+
+    python bench/memory.py [--counts 0,10000,50000] [--out bench/results/memory.json]
+
+A fresh local control plane with one ClusterQueue whose cpu quota is 0, so that every Workload
+stays pending (inadmissible). Workloads are created directly (without kqueue's webhooks, so the
+creates are not held up by the controller being measured); then ``kqueue run`` starts, and once
+its ``kqueue_pending_workloads`` gauge shows all of them the resident set size (VmRSS) and its
+peak (VmHWM, which includes the initial list) are read from /proc. kqueue is restarted for each
+count, so each figure is a cold start over that backlog.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from kubernetes_asyncio import config as kube_config  # noqa: E402
+
+from bench.e2e_workloads import (  # noqa: E402
+    BenchKqueue,
+    metric_samples,
+    proc_cpu_seconds,
+    proc_memory,
+)
+from kqueue.api.v1alpha1 import constants as c  # noqa: E402
+from kqueue.controller.informer import NAMESPACES  # noqa: E402
+from kqueue.controller.kube import (  # noqa: E402
+    CLUSTER_QUEUES,
+    LOCAL_QUEUES,
+    RESOURCE_FLAVORS,
+    WORKLOADS,
+    Kube,
+    NotFound,
+)
+from kqueue.localcluster.cluster import LocalCluster  # noqa: E402
+from tests.controller_e2e.harness import install_crds  # noqa: E402
+
+NS = "mem"
+
+
+def workload(i: int) -> dict[str, Any]:
+    return {
+        "apiVersion": c.API_VERSION,
+        "kind": "Workload",
+        "metadata": {"name": f"wl-{i:06d}", "namespace": NS},
+        "spec": {
+            "queueName": NS,
+            "priority": i % 3,
+            "podSets": [
+                {
+                    "name": c.DEFAULT_POD_SET_NAME,
+                    "count": 1,
+                    "template": {
+                        "spec": {
+                            "containers": [{"name": "c", "resources": {"requests": {"cpu": "1"}}}]
+                        }
+                    },
+                }
+            ],
+        },
+    }
+
+
+async def create_range(kube: Kube, start: int, stop: int, workers: int = 48) -> float:
+    t0 = time.monotonic()
+    it = iter(range(start, stop))
+
+    async def worker() -> None:
+        for i in it:
+            await kube.create(WORKLOADS, workload(i), namespace=NS)
+
+    await asyncio.gather(*(worker() for _ in range(workers)))
+    return time.monotonic() - t0
+
+
+def pending_total(kq: BenchKqueue) -> float:
+    try:
+        return sum(v for _, v in metric_samples(kq.metrics(), "kqueue_pending_workloads"))
+    except OSError:
+        return -1
+
+
+async def measure(kq: BenchKqueue, expected: int, within: float = 900) -> dict[str, Any]:
+    t0 = time.monotonic()
+    await asyncio.to_thread(kq.start)
+    assert kq.proc is not None
+    pid = kq.proc.pid
+    while await asyncio.to_thread(pending_total, kq) < expected:
+        if time.monotonic() - t0 > within:
+            raise RuntimeError(f"kqueue did not report {expected} pending within {within}s")
+        await asyncio.sleep(1)
+    synced = time.monotonic() - t0
+    await asyncio.sleep(10)  # let the first cycles and status writes settle
+    rss, peak = proc_memory(pid)
+    cpu = proc_cpu_seconds(pid)
+    await asyncio.to_thread(kq.stop)
+    return {
+        "pending": expected,
+        "secondsToSeePending": round(synced, 1),
+        "rssBytes": rss,
+        "peakRssBytes": peak,
+        "cpuSecondsSinceStart": round(cpu, 1),
+    }
+
+
+async def run(counts: list[int], cluster: LocalCluster) -> list[dict[str, Any]]:
+    assert cluster.work_dir is not None
+    work = cluster.work_dir / "kqueue"
+    work.mkdir(parents=True, exist_ok=True)
+    install_crds(cluster)
+    kq = BenchKqueue(cluster, work)
+    kq.setup()
+    # No webhooks: the creates must not wait for the controller that is not running.
+    for kind, name in (
+        ("mutatingwebhookconfiguration", "kqueue-mutating-webhook-configuration"),
+        ("validatingwebhookconfiguration", "kqueue-validating-webhook-configuration"),
+    ):
+        cluster.kubectl("delete", kind, name, "--ignore-not-found", check=False)
+    api = await kube_config.new_client_from_config(config_file=str(cluster.kubeconfig_path))
+    kube = Kube(api, timeout=120)
+    await kube.create(RESOURCE_FLAVORS, {
+        "apiVersion": c.API_VERSION, "kind": "ResourceFlavor", "metadata": {"name": "rf"}})
+    await kube.create(CLUSTER_QUEUES, {
+        "apiVersion": c.API_VERSION, "kind": "ClusterQueue", "metadata": {"name": NS},
+        "spec": {"namespaceSelector": {}, "resourceGroups": [{
+            "coveredResources": ["cpu"],
+            "flavors": [{"name": "rf", "resources": [{"name": "cpu", "nominalQuota": "0"}]}],
+        }]},
+    })
+    await kube.create(NAMESPACES, {"apiVersion": "v1", "kind": "Namespace",
+                                   "metadata": {"name": NS}})
+    # Right after the CRDs are established a kind can still answer 404 for a moment.
+    for _ in range(30):
+        with contextlib.suppress(NotFound):
+            await kube.list(LOCAL_QUEUES, namespace=NS)
+            await kube.list(WORKLOADS, namespace=NS)
+            break
+        await asyncio.sleep(1)
+    await kube.create(LOCAL_QUEUES, {
+        "apiVersion": c.API_VERSION, "kind": "LocalQueue",
+        "metadata": {"name": NS, "namespace": NS}, "spec": {"clusterQueue": NS}})
+    results = []
+    have = 0
+    for n in counts:
+        took = await create_range(kube, have, n)
+        print(f"created {n - have} workloads in {took:.1f}s", flush=True)
+        have = n
+        r = await measure(kq, n)
+        print(json.dumps(r), flush=True)
+        results.append(r)
+    await api.close()
+    return results
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--counts", default="0,10000,50000")
+    parser.add_argument("--out", type=Path, default=Path("bench/results/memory.json"))
+    args = parser.parse_args()
+    counts = [int(x) for x in args.counts.split(",")]
+
+    async def go() -> list[dict[str, Any]]:
+        with LocalCluster() as cluster:
+            return await run(counts, cluster)
+
+    results = asyncio.run(go())
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(results, indent=1) + "\n")
+    print(f"wrote {args.out}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# Every benchmark, one after the other (`make bench`); results under bench/results/, plots under
+# docs/img/. About 45 minutes on 2 cores; each script also runs alone (see docs/benchmarks.md).
+set -eu
+cd "$(dirname "$0")/.."
+PY=${PY:-.venv/bin/python}
+$PY bench/sim_shapes.py --out bench/results/sim_shapes.json
+$PY bench/engine_cycle.py --out bench/results/engine_cycle.json \
+    --plot docs/img/engine_cycle_scaling.png
+bench/run_e2e_workloads.sh
+$PY bench/e2e_jobs.py --out bench/results/e2e_jobs.json --plot docs/img/e2e_jobs_admission.png
+$PY bench/memory.py --out bench/results/memory.json
+$PY bench/plots.py
