@@ -9,34 +9,21 @@ service-account tokens. All of it lives in the cluster's temporary directory and
 from __future__ import annotations
 
 import datetime as dt
-import ipaddress
 from dataclasses import dataclass
 from pathlib import Path
 
 from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
-from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+from kqueue import pki
 
 _VALIDITY = dt.timedelta(days=7)
 _CLOCK_SKEW = dt.timedelta(minutes=5)
 
 
-def _key() -> ec.EllipticCurvePrivateKey:
-    # P-256 keys are generated in microseconds (RSA-2048 takes tens of milliseconds each).
-    return ec.generate_private_key(ec.SECP256R1())
-
-
-def _key_pem(key: ec.EllipticCurvePrivateKey | rsa.RSAPrivateKey) -> bytes:
-    return key.private_bytes(
-        serialization.Encoding.PEM,
-        serialization.PrivateFormat.PKCS8,
-        serialization.NoEncryption(),
-    )
-
-
-def _cert_pem(cert: x509.Certificate) -> bytes:
-    return cert.public_bytes(serialization.Encoding.PEM)
+_key_pem = pki.key_pem
+_cert_pem = pki.cert_pem
 
 
 def _write(path: Path, data: bytes, *, private: bool = False) -> None:
@@ -61,34 +48,9 @@ class CertificateAuthority:
 
     @classmethod
     def create(cls, directory: Path, common_name: str = "kqueue-local-ca") -> CertificateAuthority:
-        key = _key()
-        name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
         now = dt.datetime.now(dt.UTC)
-        cert = (
-            x509.CertificateBuilder()
-            .subject_name(name)
-            .issuer_name(name)
-            .public_key(key.public_key())
-            .serial_number(x509.random_serial_number())
-            .not_valid_before(now - _CLOCK_SKEW)
-            .not_valid_after(now + _VALIDITY)
-            .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
-            .add_extension(
-                x509.KeyUsage(
-                    digital_signature=True,
-                    content_commitment=False,
-                    key_encipherment=False,
-                    data_encipherment=False,
-                    key_agreement=False,
-                    key_cert_sign=True,
-                    crl_sign=True,
-                    encipher_only=False,
-                    decipher_only=False,
-                ),
-                critical=True,
-            )
-            .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), False)
-            .sign(key, hashes.SHA256())
+        key, cert = pki.make_ca(
+            common_name, not_before=now - _CLOCK_SKEW, not_after=now + _VALIDITY
         )
         directory.mkdir(parents=True, exist_ok=True)
         cert_path = directory / "ca.crt"
@@ -113,48 +75,18 @@ class CertificateAuthority:
         client: bool = False,
     ) -> CertKey:
         """Sign a leaf certificate and write ``<name>.crt`` and ``<name>.key``."""
-        key = _key()
-        attrs = [x509.NameAttribute(NameOID.COMMON_NAME, common_name)]
-        attrs += [x509.NameAttribute(NameOID.ORGANIZATION_NAME, org) for org in organizations]
-        usages = []
-        if server:
-            usages.append(ExtendedKeyUsageOID.SERVER_AUTH)
-        if client:
-            usages.append(ExtendedKeyUsageOID.CLIENT_AUTH)
         now = dt.datetime.now(dt.UTC)
-        builder = (
-            x509.CertificateBuilder()
-            .subject_name(x509.Name(attrs))
-            .issuer_name(self.cert.subject)
-            .public_key(key.public_key())
-            .serial_number(x509.random_serial_number())
-            .not_valid_before(now - _CLOCK_SKEW)
-            .not_valid_after(now + _VALIDITY)
-            .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-            .add_extension(
-                x509.KeyUsage(
-                    digital_signature=True,
-                    content_commitment=False,
-                    key_encipherment=False,
-                    data_encipherment=False,
-                    key_agreement=False,
-                    key_cert_sign=False,
-                    crl_sign=False,
-                    encipher_only=False,
-                    decipher_only=False,
-                ),
-                critical=True,
-            )
-            .add_extension(x509.ExtendedKeyUsage(usages), critical=False)
-            .add_extension(
-                x509.AuthorityKeyIdentifier.from_issuer_public_key(self.key.public_key()), False
-            )
+        key, cert = pki.issue(
+            self.key,
+            self.cert,
+            common_name=common_name,
+            organizations=organizations,
+            hosts=(*dns_names, *ip_addresses),
+            server=server,
+            client=client,
+            not_before=now - _CLOCK_SKEW,
+            not_after=now + _VALIDITY,
         )
-        sans: list[x509.GeneralName] = [x509.DNSName(d) for d in dns_names]
-        sans += [x509.IPAddress(ipaddress.ip_address(ip)) for ip in ip_addresses]
-        if sans:
-            builder = builder.add_extension(x509.SubjectAlternativeName(sans), critical=False)
-        cert = builder.sign(self.key, hashes.SHA256())
         directory.mkdir(parents=True, exist_ok=True)
         cert_path = directory / f"{name}.crt"
         key_path = directory / f"{name}.key"

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import ipaddress
 import logging
 import os
 import tempfile
@@ -29,11 +28,11 @@ from typing import Any, Literal
 
 from cryptography import x509
 from cryptography.exceptions import InvalidSignature
-from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 from kubernetes_asyncio.client import ApiClient
 
+from kqueue import pki
 from kqueue.controller.rest import request_json
 
 logger = logging.getLogger(__name__)
@@ -106,19 +105,6 @@ def service_hosts(service: str, namespace: str, cluster_domain: str = "cluster.l
     ]
 
 
-def _key_pem(key: ec.EllipticCurvePrivateKey) -> bytes:
-    return key.private_bytes(
-        serialization.Encoding.PEM,
-        serialization.PrivateFormat.PKCS8,
-        serialization.NoEncryption(),
-    )
-
-
-def _new_key() -> ec.EllipticCurvePrivateKey:
-    # P-256: accepted by the API server and generated in microseconds, unlike RSA.
-    return ec.generate_private_key(ec.SECP256R1())
-
-
 def generate_ca(
     *,
     common_name: str = "kqueue-webhook-ca",
@@ -127,35 +113,8 @@ def generate_ca(
 ) -> tuple[bytes, bytes]:
     """A self-signed CA: ``(cert_pem, key_pem)``."""
     now = now or datetime.now(UTC)
-    key = _new_key()
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(name)
-        .issuer_name(name)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - _BACKDATE)
-        .not_valid_after(now + valid_for)
-        .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
-        .add_extension(
-            x509.KeyUsage(
-                digital_signature=True,
-                key_cert_sign=True,
-                crl_sign=True,
-                content_commitment=False,
-                key_encipherment=False,
-                data_encipherment=False,
-                key_agreement=False,
-                encipher_only=False,
-                decipher_only=False,
-            ),
-            critical=True,
-        )
-        .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)
-        .sign(key, hashes.SHA256())
-    )
-    return cert.public_bytes(serialization.Encoding.PEM), _key_pem(key)
+    key, cert = pki.make_ca(common_name, not_before=now - _BACKDATE, not_after=now + valid_for)
+    return pki.cert_pem(cert), pki.key_pem(key)
 
 
 def issue_serving_cert(
@@ -174,31 +133,16 @@ def issue_serving_cert(
     ca_key = serialization.load_pem_private_key(ca_key_pem, password=None)
     if not isinstance(ca_key, ec.EllipticCurvePrivateKey):
         raise CertError("the CA key is not an EC key")
-    key = _new_key()
-    alt_names: list[x509.GeneralName] = []
-    for host in hosts:
-        try:
-            alt_names.append(x509.IPAddress(ipaddress.ip_address(host)))
-        except ValueError:
-            alt_names.append(x509.DNSName(host))
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, hosts[0])]))
-        .issuer_name(ca_cert.subject)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - _BACKDATE)
-        # Never outlive the CA: a certificate past its issuer's expiry is not trusted anyway.
-        .not_valid_after(min(now + valid_for, ca_cert.not_valid_after_utc))
-        .add_extension(x509.SubjectAlternativeName(alt_names), critical=False)
-        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
-        .add_extension(
-            x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()), critical=False
-        )
-        .sign(ca_key, hashes.SHA256())
+    key, cert = pki.issue(
+        ca_key,
+        ca_cert,
+        common_name=hosts[0],
+        hosts=hosts,
+        server=True,
+        not_before=now - _BACKDATE,
+        not_after=now + valid_for,
     )
-    return cert.public_bytes(serialization.Encoding.PEM), _key_pem(key)
+    return pki.cert_pem(cert), pki.key_pem(key)
 
 
 def generate_bundle(
