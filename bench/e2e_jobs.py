@@ -158,7 +158,8 @@ async def run(args: argparse.Namespace, cluster: LocalCluster) -> dict[str, Any]
     })
     await kube.create(LOCAL_QUEUES, {
         "apiVersion": c.API_VERSION, "kind": "LocalQueue",
-        "metadata": {"name": NS, "namespace": NS}, "spec": {"clusterQueue": NS}})
+        "metadata": {"name": NS, "namespace": NS}, "spec": {"clusterQueue": NS}},
+        namespace=NS)
     await asyncio.sleep(3)  # the ClusterQueue becomes active
 
     tr = Tracker()

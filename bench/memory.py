@@ -40,7 +40,7 @@ from kqueue.controller.kube import (  # noqa: E402
     RESOURCE_FLAVORS,
     WORKLOADS,
     Kube,
-    NotFound,
+    KubeError,
 )
 from kqueue.localcluster.cluster import LocalCluster  # noqa: E402
 from tests.controller_e2e.harness import install_crds  # noqa: E402
@@ -139,16 +139,17 @@ async def run(counts: list[int], cluster: LocalCluster) -> list[dict[str, Any]]:
     })
     await kube.create(NAMESPACES, {"apiVersion": "v1", "kind": "Namespace",
                                    "metadata": {"name": NS}})
-    # Right after the CRDs are established a kind can still answer 404 for a moment.
+    # Right after the CRDs are established a kind can still answer 404 or 429 for a moment.
     for _ in range(30):
-        with contextlib.suppress(NotFound):
+        with contextlib.suppress(KubeError):
             await kube.list(LOCAL_QUEUES, namespace=NS)
             await kube.list(WORKLOADS, namespace=NS)
             break
         await asyncio.sleep(1)
     await kube.create(LOCAL_QUEUES, {
         "apiVersion": c.API_VERSION, "kind": "LocalQueue",
-        "metadata": {"name": NS, "namespace": NS}, "spec": {"clusterQueue": NS}})
+        "metadata": {"name": NS, "namespace": NS}, "spec": {"clusterQueue": NS}},
+        namespace=NS)
     results = []
     have = 0
     for n in counts:

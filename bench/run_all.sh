@@ -11,3 +11,7 @@ bench/run_e2e_workloads.sh
 $PY bench/e2e_jobs.py --out bench/results/e2e_jobs.json --plot docs/img/e2e_jobs_admission.png
 $PY bench/memory.py --out bench/results/memory.json
 $PY bench/plots.py
+for n in qps50 unthrottled; do
+    $PY bench/profile_summary.py bench/results/profile_e2e_$n.txt \
+        > bench/results/profile_e2e_x0.2_$n.summary.txt
+done
