@@ -98,6 +98,30 @@ class ConversionWarning:
         return f"{self.path}: {self.message}"
 
 
+class ShapeError(ValueError):
+    """A field the conversion has to rewrite is of the wrong type; ``path`` names it.
+
+    Fields kqueue only copies are left for the models to check; the ones rewritten here
+    (labels, annotations, finalizers, scheduling gates, pod sets) must have their shape first.
+    """
+
+    def __init__(self, path: str, expected: str, got: Any) -> None:
+        self.path = path
+        self.detail = f"must be {expected}, got {_type_name(got)}"
+        super().__init__(f"{path}: {self.detail}")
+
+
+def _type_name(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, dict):
+        return "a mapping"
+    if isinstance(value, list):
+        return "a list"
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
 def is_kueue(doc: dict[str, Any]) -> bool:
     api_version = str(doc.get("apiVersion", ""))
     return api_version.split("/", 1)[0] == KUEUE_GROUP
@@ -109,8 +133,12 @@ def convert_keys(
     """Rename Kueue labels or annotations to kqueue's, reporting those with no equivalent."""
     if not mapping:
         return mapping
+    if not isinstance(mapping, dict):
+        raise ShapeError(path, "a mapping of strings", mapping)
     out: dict[str, Any] = {}
     for key, value in mapping.items():
+        if not isinstance(key, str):
+            raise ShapeError(path, "a mapping with string keys", key)
         if key in KEY_MAP:
             out[KEY_MAP[key]] = value
         elif key.startswith(KUEUE_GROUP + "/"):
@@ -125,11 +153,15 @@ def convert_keys(
     return out
 
 
-def _convert_metadata(meta: dict[str, Any], path: str, warnings: list[ConversionWarning]) -> None:
+def _convert_metadata(meta: Any, path: str, warnings: list[ConversionWarning]) -> None:
+    if not isinstance(meta, dict):
+        raise ShapeError(path, "a mapping", meta)
     for field in ("labels", "annotations"):
         if field in meta:
             meta[field] = convert_keys(meta[field], f"{path}.{field}", warnings)
     finalizers = meta.get("finalizers")
+    if finalizers and not isinstance(finalizers, list):
+        raise ShapeError(f"{path}.finalizers", "a list of strings", finalizers)
     if finalizers:
         # Kueue's finalizers belong to Kueue's controllers; kqueue adds its own where needed.
         kept = [f for f in finalizers if not str(f).startswith(KUEUE_GROUP)]
@@ -137,12 +169,18 @@ def _convert_metadata(meta: dict[str, Any], path: str, warnings: list[Conversion
             meta["finalizers"] = kept
 
 
-def convert_pod_spec_gates(spec: dict[str, Any]) -> None:
+def convert_pod_spec_gates(spec: Any, path: str = "spec") -> None:
+    if not isinstance(spec, dict):
+        raise ShapeError(path, "a mapping", spec)
     gates = spec.get("schedulingGates")
+    if gates and not isinstance(gates, list):
+        raise ShapeError(f"{path}.schedulingGates", "a list", gates)
     if gates:
-        for gate in gates:
+        for i, gate in enumerate(gates):
+            if not isinstance(gate, dict):
+                raise ShapeError(f"{path}.schedulingGates[{i}]", "a mapping", gate)
             name = gate.get("name")
-            if name in KEY_MAP:
+            if isinstance(name, str) and name in KEY_MAP:
                 gate["name"] = KEY_MAP[name]
 
 
@@ -152,12 +190,14 @@ def convert_workload_object(doc: dict[str, Any]) -> tuple[dict[str, Any], list[C
     warnings: list[ConversionWarning] = []
     _convert_metadata(out.setdefault("metadata", {}), "metadata", warnings)
     spec = out.get("spec") or {}
+    if not isinstance(spec, dict):
+        raise ShapeError("spec", "a mapping", spec)
     if out.get("kind") == "Pod":
         convert_pod_spec_gates(spec)
     template = spec.get("template")
     if isinstance(template, dict):
         _convert_metadata(template.setdefault("metadata", {}), "spec.template.metadata", warnings)
-        convert_pod_spec_gates(template.get("spec") or {})
+        convert_pod_spec_gates(template.get("spec") or {}, "spec.template.spec")
     return out, warnings
 
 
@@ -245,7 +285,8 @@ def _convert_spec(kind: str, spec: dict[str, Any], warnings: list[ConversionWarn
         ref = spec.get("priorityClassRef")
         if isinstance(ref, dict) and ref.get("group") == KUEUE_GROUP:
             ref["group"] = "kqueue.io"
-        for i, pod_set in enumerate(spec.get("podSets") or []):
+        pod_sets = spec.get("podSets")
+        for i, pod_set in enumerate(pod_sets if isinstance(pod_sets, list) else []):
             if not isinstance(pod_set, dict):
                 continue
             if "topologyRequest" in pod_set:
@@ -272,7 +313,8 @@ def _convert_status(kind: str, status: dict[str, Any], warnings: list[Conversion
     if kind == "Workload":
         admission = status.get("admission")
         if isinstance(admission, dict):
-            for i, psa in enumerate(admission.get("podSetAssignments") or []):
+            assignments = admission.get("podSetAssignments")
+            for i, psa in enumerate(assignments if isinstance(assignments, list) else []):
                 if isinstance(psa, dict) and "topologyAssignment" in psa:
                     psa.pop("topologyAssignment")
                     warnings.append(

@@ -170,6 +170,8 @@ def load_object(doc: Any, location: Location) -> LoadedObject | None:
     if from_kueue_doc:
         try:
             doc, conversion_warnings = kueue.from_kueue(doc)
+        except kueue.ShapeError as err:
+            raise LoadError(location, err.detail, kind=kind, name=name, path=err.path) from err
         except ValueError as err:
             raise LoadError(location, str(err), kind=kind, name=name) from err
         warnings.extend(f"{w} (from {api_version})" for w in conversion_warnings)
@@ -196,7 +198,12 @@ def load_object(doc: Any, location: Location) -> LoadedObject | None:
 
     if (api_version, kind) in PASSTHROUGH_KINDS:
         if kind in ("Job", "Pod"):
-            doc, conversion_warnings = kueue.convert_workload_object(doc)
+            try:
+                doc, conversion_warnings = kueue.convert_workload_object(doc)
+            except kueue.ShapeError as err:
+                raise LoadError(
+                    location, err.detail, kind=kind, name=name, path=err.path
+                ) from err
             warnings.extend(str(w) for w in conversion_warnings)
         return LoadedObject(
             location, api_version, kind, name, namespace, None, doc, tuple(warnings)
@@ -234,8 +241,13 @@ def _drop_unknown_fields(doc: dict[str, Any]) -> tuple[dict[str, Any], list[str]
             for e in unknown:
                 parts = _split_path(e.path)
                 parent: Any = doc
-                for part in parts[:-1]:
-                    parent = parent[part]
+                try:
+                    for part in parts[:-1]:
+                        parent = parent[part]
+                except (KeyError, IndexError, TypeError):
+                    # A key the path syntax cannot spell back ("a.b", "x[0"): the validation
+                    # that follows reports it, with its path, as an unknown field.
+                    return doc, warnings
                 if isinstance(parent, dict):
                     parent.pop(parts[-1], None)
                 warnings.append(f"{e.path}: not supported by kqueue; ignored")

@@ -463,7 +463,7 @@ CASES: Final[list[Case]] = [
     # --- immutable fields -----------------------------------------------------------------------
     Case("local-queue-retarget", local_queue(), "spec.clusterQueue", Layer.CEL,
          "LocalQueue.spec.clusterQueue changed", "field is immutable",
-         change=_set(["spec", "clusterQueue"], "other-SFX")),
+         change=_set(["spec", "clusterQueue"], "other-queue")),
     Case("admitted-pod-set-grows", workload([pod_set(count=2)]), "spec.podSets[0].count",
          Layer.WEBHOOK, "an admitted Workload's pod set count raised",
          "cannot grow while the workload holds quota", old_status=ADMITTED_STATUS,

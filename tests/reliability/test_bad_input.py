@@ -13,10 +13,8 @@ source of the table in docs/reliability.md.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
-import threading
 import time
 import uuid
 from collections.abc import AsyncIterator, Iterator
@@ -30,21 +28,24 @@ from kubernetes_asyncio.client.exceptions import ApiException
 
 from kqueue.api.config import LabelSelector
 from kqueue.api.v1alpha1 import constants as c
-from kqueue.controller.webhook import WebhookServer
 from kqueue.controller.webhook.certs import ensure_local_certs
-from kqueue.controller.webhooks import register
 from kqueue.controller.webhooks.config import webhook_configurations
 from kqueue.localcluster.cluster import LocalCluster
-from tests.controller_e2e.harness import install_crds
+from tests.controller_e2e.harness import KqueueProcess, condition, eventually, install_crds
 from tests.fixtures.cluster import TEST_NAMESPACE_LABEL
 from tests.reliability.bad_input_cases import (
     CASE_LABEL,
     CASES,
     Case,
     Layer,
+    cluster_queue,
     cohort,
+    flavor,
+    group,
     instantiate,
+    job,
 )
+from tests.reliability.webhook_thread import ThreadedWebhookServer
 
 pytestmark = pytest.mark.cluster
 
@@ -66,26 +67,6 @@ MESSAGES: dict[str, Obj] = {}
 
 
 # --- kqueue's webhook server, in this process ------------------------------------------------------
-
-
-class ThreadedWebhookServer:
-    """The real webhook server on its own loop: the API server calls it while a test awaits."""
-
-    def __init__(self, cert_dir: Path) -> None:
-        self.server = WebhookServer(cert_dir=cert_dir, host="127.0.0.1", port=0)
-        register(self.server)
-        self.loop = asyncio.new_event_loop()
-        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
-
-    def start(self) -> None:
-        self.thread.start()
-        asyncio.run_coroutine_threadsafe(self.server.start(), self.loop).result(timeout=30)
-
-    def stop(self) -> None:
-        asyncio.run_coroutine_threadsafe(self.server.stop(), self.loop).result(timeout=30)
-        self.loop.call_soon_threadsafe(self.loop.stop)
-        self.thread.join(timeout=10)
-        self.loop.close()
 
 
 def _wait_until_enforced(cluster: LocalCluster) -> None:
@@ -116,7 +97,7 @@ def kqueue_webhooks(
     server.start()
     _, validating = webhook_configurations(
         namespace_selector=LabelSelector(match_labels={TEST_NAMESPACE_LABEL: "true"}),
-        base_url=f"https://127.0.0.1:{server.server.port}",
+        base_url=f"https://127.0.0.1:{server.port}",
         ca_bundle=bundle.ca_pem,
         validating_name=VALIDATING_NAME,
     )
@@ -238,20 +219,24 @@ def _message(exc: ApiException) -> str:
 async def _refusal(objects: Objects, case: Case, namespace: str) -> tuple[int, str]:
     suffix = uuid.uuid4().hex[:6]
     body = instantiate(case.body, suffix, namespace)
-    if case.is_update:
-        await objects.create(body)
-        current = await objects.get(body)
-        if case.old_status is not None:
-            current["status"] = instantiate(case.old_status, suffix, namespace)
-            current = await objects.replace(current, status=True)
-        assert case.change is not None
-        case.change(current)
-        body = current
-    with pytest.raises(ApiException) as err:
-        if case.is_update:
-            await objects.replace(body)
-        else:
+    if not case.is_update:
+        with pytest.raises(ApiException) as err:
             await objects.create(body)
+        return err.value.status, _message(err.value)
+    await objects.create(body)
+    if case.old_status is not None:
+        current = await objects.get(body)
+        current["status"] = instantiate(case.old_status, suffix, namespace)
+        await objects.replace(current, status=True)
+    assert case.change is not None
+    for _ in range(10):
+        # Controllers (the Job controller) may write the object in between: retry on conflicts.
+        current = await objects.get(body)
+        case.change(current)
+        with pytest.raises(ApiException) as err:
+            await objects.replace(current)
+        if err.value.status != 409:
+            break
     return err.value.status, _message(err.value)
 
 
@@ -271,3 +256,100 @@ async def test_bad_input_is_refused_naming_the_field(
         f"{case.id}: expected {case.layer.value} to refuse it, got: {message}"
     )
     assert case.message in message, f"{case.id}: {case.message!r} not in: {message}"
+
+
+# --- accepted on purpose: the controller reports the problem -----------------------------------------
+
+
+@pytest.fixture(scope="module")
+def kqueue_controller(
+    cluster: LocalCluster, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[KqueueProcess]:
+    """``kqueue run`` (controller and webhooks) against the cluster, for the fallback cases."""
+    proc = KqueueProcess(cluster=cluster, work_dir=Path(tmp_path_factory.mktemp("kqueue")))
+    proc.setup()
+    proc.start()
+    try:
+        yield proc
+    finally:
+        proc.teardown()
+
+
+def _named(obj: Obj, name: str) -> Obj:
+    obj["metadata"]["name"] = name
+    return obj
+
+
+async def _wait_active(
+    objects: Objects, cq: Obj, status: str, reason: str | None = None
+) -> Obj:
+    async def probe() -> Obj | None:
+        cond = condition(await objects.get(cq), c.ACTIVE)
+        if cond is None or cond["status"] != status:
+            return None
+        return cond if reason is None or cond["reason"] == reason else None
+
+    what = f"ClusterQueue {cq['metadata']['name']} Active={status} {reason or ''}"
+    return await eventually(probe, within=30, what=what)
+
+
+async def test_missing_flavor_is_accepted_and_the_queue_inactive(
+    kqueue_controller: KqueueProcess, objects: Objects, namespace: str
+) -> None:
+    sfx = uuid.uuid4().hex[:6]
+    cq = instantiate(cluster_queue([group(["cpu"], ["missing-SFX"])]), sfx, namespace)
+    await objects.create(cq)  # accepted: flavors may be created after the queues naming them
+    cond = await _wait_active(objects, cq, "False", c.CLUSTER_QUEUE_ACTIVE_FLAVOR_NOT_FOUND)
+    assert f"missing-{sfx}" in cond["message"], cond
+    MESSAGES["fallback-missing-flavor"] = cond
+    await objects.create(instantiate(_named(flavor(), "missing-SFX"), sfx, namespace))
+    await _wait_active(objects, cq, "True", c.CLUSTER_QUEUE_ACTIVE_READY)
+
+
+async def test_cohort_cycle_is_accepted_and_its_queues_inactive(
+    kqueue_controller: KqueueProcess, objects: Objects, namespace: str
+) -> None:
+    """a -> b -> a cannot be refused object by object (each is valid alone, and the second may
+    arrive first); the engine cuts the cycle loose and its ClusterQueues admit nothing."""
+    sfx = uuid.uuid4().hex[:6]
+    await objects.create(instantiate(_named(flavor(), "default-SFX"), sfx, namespace))
+    a = instantiate(cohort("a-SFX", parentName="b-SFX"), sfx, namespace)
+    b = instantiate(cohort("b-SFX", parentName="a-SFX"), sfx, namespace)
+    await objects.create(a)
+    await objects.create(b)
+    cq = instantiate(cluster_queue(cohortName="a-SFX"), sfx, namespace)
+    await objects.create(cq)
+    cond = await _wait_active(objects, cq, "False")
+    assert f"cohort a-{sfx} is part of a cycle" in cond["message"] or (
+        f"cohort b-{sfx} is part of a cycle" in cond["message"]
+    ), cond
+    MESSAGES["fallback-cohort-cycle"] = cond
+    # (The ClusterQueue is created after the cycle on purpose: a Cohort change does not requeue
+    # the ClusterQueues' status, so a cycle made or broken later shows only on their next status
+    # update. Reported; not asserted here.)
+
+
+async def test_bad_preemptibility_label_is_accepted_with_a_warning(
+    kqueue_controller: KqueueProcess,
+    cluster: LocalCluster,
+    api_client: client.ApiClient,
+    namespace: str,
+) -> None:
+    sfx = uuid.uuid4().hex[:6]
+    body = instantiate(job(labels={c.PREEMPTIBILITY_LABEL: "maybe"}), sfx, namespace)
+    # kubectl prints the admission warnings the API server passes on from the webhook.
+    res = cluster.kubectl("create", "-f", "-", input=yaml.safe_dump(body))
+    assert "Warning:" in res.stderr, res.stderr
+    assert f"metadata.labels[{c.PREEMPTIBILITY_LABEL}]" in res.stderr, res.stderr
+    core = client.CoreV1Api(api_client)
+
+    async def warned() -> Obj | None:
+        for ev in (await core.list_namespaced_event(namespace)).items:
+            if ev.reason == "InvalidPreemptibility" and ev.involved_object.name == f"job-{sfx}":
+                return {"type": ev.type, "message": ev.message}
+        return None
+
+    event = await eventually(warned, within=30, what="an InvalidPreemptibility event")
+    assert event["type"] == "Warning"
+    assert "'maybe' is ignored" in event["message"], event
+    MESSAGES["fallback-preemptibility-label"] = {"warning": res.stderr.strip(), **event}
