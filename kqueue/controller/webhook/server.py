@@ -97,7 +97,12 @@ class AdmissionRequest:
 
     def describe(self) -> str:
         """``Workload team-a/job-1`` for messages and logs."""
-        meta = (self.object or self.old_object or {}).get("metadata") or {}
+        obj = self.object or self.old_object
+        # Called on the error path too, so it must survive any shape a client sent: a 500 here
+        # would hide the handler's real failure behind a transport error.
+        meta = obj.get("metadata") if isinstance(obj, dict) else None
+        if not isinstance(meta, dict):
+            meta = {}
         name = self.name or meta.get("name") or f"{meta.get('generateName', '')}<generated>"
         target = f"{self.namespace}/{name}" if self.namespace else str(name)
         return f"{self.kind.get('kind', '?')} {target}"
