@@ -19,7 +19,7 @@ import asyncio
 import contextlib
 import importlib
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Coroutine, Iterable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, TypeVar
@@ -40,6 +40,7 @@ from kqueue.api.v1alpha1 import (
 )
 from kqueue.api.v1alpha1 import constants as c
 from kqueue.controller.events import EventRecorder
+from kqueue.controller.extensions import install as install_extensions
 from kqueue.controller.informer import (
     NAMESPACES,
     PODS,
@@ -72,6 +73,7 @@ from kqueue.controller.workqueue import WorkQueue, run_workers
 from kqueue.engine import adapt
 from kqueue.engine.engine import Engine
 from kqueue.engine.preemption import NoPreemption, Preemptor
+from kqueue.engine.readiness import PodsReadyConfig
 from kqueue.engine.types import (
     ClusterQueueName,
     ClusterQueueSpec,
@@ -156,7 +158,7 @@ class Manager:
         self.supervisor = Supervisor()
         self._preemptor = preemptor
         self._now = now
-        self.engine = Engine(preemptor=preemptor())
+        self.engine = Engine(preemptor=preemptor(), pods_ready=self._pods_ready())
         self.identity = identity
         self.leading = False
 
@@ -243,8 +245,15 @@ class Manager:
         self.metrics_port: int | None = None
         self._synced = asyncio.Event()
         self._wire_handlers()
+        # Extension point: work only the leader runs next to the scheduler (set up by
+        # kqueue.controller.extensions: elastic jobs, plain pods, waitForPodsReady).
+        self.leader_tasks: list[Callable[[], Coroutine[Any, Any, None]]] = []
+        install_extensions(self)
 
     # -- the engine's inputs -------------------------------------------------------------------
+
+    def _pods_ready(self) -> PodsReadyConfig | None:
+        return PodsReadyConfig.from_config(self.config.wait_for_pods_ready)
 
     def priority_resolver(self) -> PriorityResolver:
         return PriorityClasses.from_objects(
@@ -260,7 +269,7 @@ class Manager:
 
     def rebuild_engine(self) -> Engine:
         """A fresh engine fed from the stores: admissions come from Workload status only."""
-        engine = Engine(preemptor=self._preemptor())
+        engine = Engine(preemptor=self._preemptor(), pods_ready=self._pods_ready())
         for rf in self.flavors.store.objects():
             engine.upsert_flavor(adapt.flavor(rf))
         for co in self.cohorts.store.objects():
@@ -543,6 +552,8 @@ class Manager:
                         name=f"jobs/{name}",
                     )
                 tasks.create_task(self._resync(), name="resync")
+                for task in self.leader_tasks:
+                    tasks.create_task(task(), name=getattr(task, "__name__", "extension"))
                 self.scheduler.trigger()
         finally:
             self.leading = False

@@ -89,6 +89,9 @@ class Scheduler:
         self.cycles = 0
         self.admitted = 0
         self._last_sweep = float("-inf")
+        # Extension point: called after each cycle's decisions are written (workload slices to
+        # finish, requeue state of PodsReady timeouts...), in registration order.
+        self.after_cycle: list[Callable[[Engine, CycleResult], Awaitable[None]]] = []
 
     def trigger(self) -> None:
         """Something changed that may let a workload in: run a cycle soon."""
@@ -97,7 +100,7 @@ class Scheduler:
     async def run(self) -> None:
         while True:
             try:
-                async with asyncio.timeout(self.settings.tick_s):
+                async with asyncio.timeout(self._sleep_s()):
                     await self._wake.wait()
             except TimeoutError:
                 pass
@@ -106,6 +109,14 @@ class Scheduler:
             progressed = await self.run_once()
             if progressed:
                 self._wake.set()
+
+    def _sleep_s(self) -> float:
+        """Until the next tick, or sooner when the engine has a deadline (a PodsReady timeout,
+        the end of a requeue backoff) that lets it decide something without any event."""
+        deadline = self._engine().next_deadline()
+        if deadline is None:
+            return self.settings.tick_s
+        return min(self.settings.tick_s, max((deadline - self._now()).total_seconds(), 0.0))
 
     async def run_once(self) -> bool:
         """One cycle and its writes; returns whether it admitted, preempted or evicted."""
@@ -118,6 +129,8 @@ class Scheduler:
                 "success" if result.admitted else "inadmissible", time.perf_counter() - started
             )
         await self._apply(engine, result)
+        for hook in self.after_cycle:
+            await hook(engine, result)
         await self._explain_unconsidered(engine, result)
         touched = {a.cluster_queue for a in result.admitted}
         touched |= {p.cluster_queue for p in result.preempted}
@@ -125,7 +138,7 @@ class Scheduler:
         touched |= {p.cluster_queue for p in result.pending if p.cluster_queue is not None}
         if touched or result.heads:
             self._on_changed(sorted(touched))
-        return bool(result.admitted or result.preempted or result.evicted)
+        return bool(result.admitted or result.preempted or result.evicted or result.finished)
 
     # -- writing decisions -------------------------------------------------------------------
 

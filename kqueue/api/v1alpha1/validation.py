@@ -33,7 +33,7 @@ from kqueue.api.v1alpha1.localqueue import LocalQueue
 from kqueue.api.v1alpha1.meta import Condition, KObject, LabelSelector, Toleration
 from kqueue.api.v1alpha1.podtemplate import Container
 from kqueue.api.v1alpha1.resourceflavor import ResourceFlavor
-from kqueue.api.v1alpha1.workload import PodSet, PriorityClassRef, Workload
+from kqueue.api.v1alpha1.workload import Admission, PodSet, PriorityClassRef, Workload
 
 # Kueue's webhook limits on a ClusterQueue as a whole (the per-list limits are in the schema).
 MAX_TOTAL_FLAVORS: Final = 256
@@ -592,12 +592,26 @@ def _validate_workload_update(old: Workload, new: Workload, errs: _Errors) -> No
         old.status.admission is not None
         and new.status.admission is not None
         and old.status.admission != new.status.admission
+        and not _is_scale_down(old.status.admission, new.status.admission)
     ):
         errs.add(
             "status.admission",
             f"{_IMMUTABLE}: an admission can be set or cleared, not changed",
             "the current admission, or none",
         )
+
+
+def _is_scale_down(old: Admission, new: Admission) -> bool:
+    """An elastic workload's scale-down: the same ClusterQueue, pod sets and flavors, with
+    counts (and so usage) that only shrink. Any other change of an admission is refused."""
+    if old.cluster_queue != new.cluster_queue:
+        return False
+    if [a.name for a in old.pod_set_assignments] != [a.name for a in new.pod_set_assignments]:
+        return False
+    for a, b in zip(old.pod_set_assignments, new.pod_set_assignments, strict=True):
+        if a.flavors != b.flavors or a.count is None or b.count is None or b.count > a.count:
+            return False
+    return True
 
 
 def _validate_pod_sets_unchanged(old: list[PodSet], new: list[PodSet], errs: _Errors) -> None:

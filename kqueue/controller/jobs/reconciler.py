@@ -14,7 +14,7 @@ Per object key, from the informers' stores (never from events, so it is idempote
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from datetime import datetime
 from typing import Any
 
@@ -90,6 +90,9 @@ class JobReconciler:
         # until the informer shows a newer version, the pod is not released again (client-go's
         # "expectations"), which spares a request bound to fail.
         self._released: dict[str, str] = {}
+        # Extension point: kinds with several Workloads per object (an elastic Job's slices)
+        # narrow the object's Workloads to the one the steps below work with.
+        self.workload_hooks: list[Callable[[Obj, list[Workload]], Awaitable[list[Workload]]]] = []
 
     async def __call__(self, key: str, /) -> Requeue | None:
         obj = self._objects.get(key)
@@ -100,6 +103,8 @@ class JobReconciler:
             return None
         uid = str(meta.get("uid") or "")
         owned = [w for w in self._workloads.by_index(BY_OWNER, uid) if not w.metadata.deletion_timestamp]
+        for hook in self.workload_hooks:
+            owned = await hook(obj, owned)
         finished = self.integration.finished(obj)
         if not owned:
             if finished is None:

@@ -1,0 +1,36 @@
+"""Features wired into the manager through its extension points.
+
+The manager, the scheduler and the job reconciler stay generic; what follows plugs into them:
+
+* elastic Jobs (``elastic.py``): a hook on the ``batch/job`` reconciler that picks the slice it
+  drives, and a scheduler ``after_cycle`` hook that finishes replaced slices;
+* waitForPodsReady (``readiness.py``): a leader task that feeds pod readiness to the engine and
+  writes ``PodsReady``, and an ``after_cycle`` hook for what a PodsReady timeout writes;
+* plain Pods and pod groups (``jobs/pod.py``): a leader task with its own reconciler, when
+  ``pod`` is in ``integrations.frameworks``.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from kqueue.controller.elastic import ElasticSlices
+
+if TYPE_CHECKING:
+    from kqueue.controller.manager import Manager
+
+
+def install(manager: Manager) -> None:
+    elastic = ElasticSlices(
+        engine=lambda: manager.engine,
+        workloads=manager.workloads.store,
+        priorities=manager.priority_resolver,
+        kube=manager.kube,
+        events=manager.events,
+        metrics=manager.metrics,
+        now=manager._now,
+    )
+    job_reconciler = manager.job_reconcilers.get("batch/job")
+    if job_reconciler is not None:
+        job_reconciler.workload_hooks.append(elastic.select)
+    manager.scheduler.after_cycle.append(elastic.after_cycle)
