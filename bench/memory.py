@@ -92,7 +92,13 @@ def pending_total(kq: BenchKqueue) -> float:
 
 async def measure(kq: BenchKqueue, expected: int, within: float = 900) -> dict[str, Any]:
     t0 = time.monotonic()
-    await asyncio.to_thread(kq.start)
+    try:
+        await asyncio.to_thread(kq.start)
+    except RuntimeError:
+        # The harness gives readiness 60 s; listing 50,000 Workloads on shared cores takes
+        # longer. Still running is fine: the pending gauge below is what is waited for.
+        if kq.proc is None or kq.proc.poll() is not None:
+            raise
     assert kq.proc is not None
     pid = kq.proc.pid
     while await asyncio.to_thread(pending_total, kq) < expected:
