@@ -514,6 +514,10 @@ class FaultProxy:
     forwarded: int = 0
     calls: Counter[tuple[str, str]] = field(default_factory=Counter)
     statuses: Counter[tuple[str, str, int]] = field(default_factory=Counter)
+    # Seconds to hold requests while the API server is unreachable (0: answer 503 at once).
+    hold_while_down: float = 0.0
+    held: int = 0
+    streams_cut: int = 0
     _runner: web.AppRunner | None = None
     _admin: aiohttp.ClientSession | None = None
     _bearer: aiohttp.ClientSession | None = None
@@ -583,23 +587,41 @@ class FaultProxy:
         assert session is not None
         data = await request.read()
         upstream = self.cluster.server_url + request.path_qs
+        deadline = time.monotonic() + (self.hold_while_down if self.hold_while_down else 0)
+        while True:
+            try:
+                up_cm = session.request(
+                    request.method, upstream, headers=headers, data=data or None
+                )
+                up = await up_cm.__aenter__()
+                break
+            except (aiohttp.ClientError, ConnectionError) as exc:
+                # The API server is down (being restarted). Hold the request until it is back,
+                # as a load balancer draining to a restarting backend does, or answer 503.
+                if time.monotonic() > deadline:
+                    return web.json_response({"message": str(exc)}, status=503)
+                self.held += 1
+                await asyncio.sleep(0.2)
+        resp = web.StreamResponse(status=up.status)
         try:
-            async with session.request(
-                request.method, upstream, headers=headers, data=data or None
-            ) as up:
-                self.statuses[(verb, resource, up.status)] += 1
-                resp = web.StreamResponse(status=up.status)
-                for k, v in up.headers.items():
-                    if k.lower() not in ("content-length", "transfer-encoding", "connection"):
-                        resp.headers[k] = v
-                await resp.prepare(request)
+            self.statuses[(verb, resource, up.status)] += 1
+            for k, v in up.headers.items():
+                if k.lower() not in ("content-length", "transfer-encoding", "connection"):
+                    resp.headers[k] = v
+            await resp.prepare(request)
+            try:
                 async for chunk in up.content.iter_any():
                     await resp.write(chunk)
+            except (aiohttp.ClientError, ConnectionError):
+                # The API server went away mid-stream (a watch during a restart): end the
+                # stream cleanly, as a server-side watch timeout does, so the client resumes
+                # its watch from the last resourceVersion it saw.
+                self.streams_cut += 1
+            with contextlib.suppress(ConnectionError, RuntimeError):
                 await resp.write_eof()
-                return resp
-        except (aiohttp.ClientError, ConnectionError) as exc:
-            # The API server itself is down (being restarted): what a load balancer answers.
-            return web.json_response({"message": str(exc)}, status=503)
+            return resp
+        finally:
+            await up_cm.__aexit__(None, None, None)
 
 
 @contextlib.asynccontextmanager
