@@ -15,6 +15,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from kqueue.controller.elastic import ElasticSlices
+from kqueue.controller.readiness import BY_ANY_OWNER, ReadinessWatcher, any_owner_uids
 
 if TYPE_CHECKING:
     from kqueue.controller.manager import Manager
@@ -34,3 +35,22 @@ def install(manager: Manager) -> None:
     if job_reconciler is not None:
         job_reconciler.workload_hooks.append(elastic.select)
     manager.scheduler.after_cycle.append(elastic.after_cycle)
+
+    manager.workloads.store.add_index(BY_ANY_OWNER, any_owner_uids)
+    readiness = ReadinessWatcher(
+        engine=lambda: manager.engine,
+        workloads=manager.workloads.store,
+        pods=manager.pods.store,
+        kube=manager.kube,
+        events=manager.events,
+        trigger=manager.scheduler.trigger,
+        now=manager._now,
+    )
+    manager.workloads.add_handler(
+        on_add=readiness.on_workload,
+        on_update=readiness.on_workload,
+        on_delete=readiness.on_workload,
+    )
+    manager.pods.add_handler(on_add=readiness.on_pod, on_update=readiness.on_pod)
+    manager.scheduler.after_cycle.append(readiness.after_cycle)
+    manager.leader_tasks.append(readiness.run)

@@ -3,11 +3,17 @@ waitForPodsReady and high availability."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
+
+import yaml
 
 from kqueue.api.v1alpha1 import constants as c
 from kqueue.controller.kube import PODS, WORKLOADS
-from tests.controller_e2e.harness import Api
+from kqueue.localcluster.cluster import LocalCluster
+from tests.controller_e2e.harness import Api, KqueueProcess
 
 Obj = dict[str, Any]
 
@@ -39,3 +45,36 @@ async def running_pods(api: Api, namespace: str, job_name: str, n: int) -> list[
 
 async def pods(api: Api, namespace: str, label_selector: str = "") -> list[Obj]:
     return await api.kube.list(PODS, namespace=namespace, label_selector=label_selector)
+
+
+@dataclass
+class ConfiguredKqueue(KqueueProcess):
+    """``kqueue run`` with settings merged over the harness's configuration."""
+
+    overrides: Obj = field(default_factory=dict)
+
+    def config_yaml(self) -> str:
+        config = yaml.safe_load(super().config_yaml())
+        _merge(config, self.overrides)
+        return str(yaml.safe_dump(config))
+
+
+def _merge(base: Obj, extra: Obj) -> None:
+    for key, value in extra.items():
+        if isinstance(value, dict) and isinstance(base.get(key), dict):
+            _merge(base[key], value)
+        else:
+            base[key] = value
+
+
+def configured_kqueue(
+    cluster: LocalCluster, work_dir: Path, overrides: Obj
+) -> Iterator[ConfiguredKqueue]:
+    """Set up, start and finally tear down a configured ``kqueue run`` (for module fixtures)."""
+    proc = ConfiguredKqueue(cluster=cluster, work_dir=work_dir, overrides=overrides)
+    proc.setup()
+    proc.start()
+    try:
+        yield proc
+    finally:
+        proc.teardown()

@@ -1,0 +1,252 @@
+"""waitForPodsReady: whether the pods of admitted workloads are ready, and what a timeout writes.
+
+Kueue's ``PodsReady`` definition: a workload is ready once as many of its pods as were admitted
+are Ready (condition ``Ready=True``) or have Succeeded. The leader:
+
+1. Watches the managed pods and the Workloads; per admitted workload key, counts its ready pods
+   (pods owned by its Job, or the pods it is owned by, for plain pods and pod groups).
+2. Feeds the result to the engine (``Engine.pods_ready``), which owns the timers, and writes the
+   Workload's ``PodsReady`` condition when it changes (reasons ``PodsReady``, ``WaitForStart``,
+   ``WaitForRecovery``, as Kueue's).
+3. After each scheduling cycle, for an eviction the engine decided for a PodsReady timeout,
+   writes ``status.requeueState`` (count and requeueAt: the backoff the engine applies); when the
+   requeue limit is exceeded, sets ``spec.active: false`` and ``DeactivationTarget=True``. The
+   eviction itself (``Evicted``) is written by the scheduler; the integration stops the pods.
+
+The engine wakes the scheduler at its next deadline (``Engine.next_deadline``), so a timeout is
+acted on when it is due, not at the next event.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from typing import Any, Final
+
+from kqueue.api.v1alpha1 import RequeueState, Workload, set_condition
+from kqueue.api.v1alpha1 import constants as c
+from kqueue.controller import workloads as wlstatus
+from kqueue.controller.events import EventRecorder
+from kqueue.controller.informer import Store
+from kqueue.controller.jobs.base import is_terminal
+from kqueue.controller.jobs.reconciler import BY_OWNER
+from kqueue.controller.kube import WORKLOADS, Conflict, Kube, KubeError, NotFound
+from kqueue.controller.scheduler import Now
+from kqueue.controller.workqueue import Requeue, WorkQueue, run_workers
+from kqueue.engine.cycle import CycleResult, Evict
+from kqueue.engine.engine import Engine
+from kqueue.engine.types import WorkloadKey
+
+logger = logging.getLogger(__name__)
+
+Obj = dict[str, Any]
+
+# Kueue's reasons on the PodsReady condition and DeactivationTarget.
+PODS_READY_REASON: Final = "PodsReady"
+WAIT_FOR_START: Final = "WaitForStart"
+WAIT_FOR_RECOVERY: Final = "WaitForRecovery"
+REQUEUING_LIMIT_EXCEEDED: Final = "RequeuingLimitExceeded"
+_WRITE_ATTEMPTS: Final = 5
+
+
+# Index on the Workload store: every owner's UID (a pod group's Workload is owned by each of its
+# pods, none of them its controller).
+BY_ANY_OWNER: Final = "any-owner-uid"
+
+
+def any_owner_uids(wl: Workload) -> list[str]:
+    return [r.uid for r in wl.metadata.owner_references if r.uid]
+
+
+def pod_ready(pod: Obj) -> bool:
+    """Ready (condition Ready=True) or Succeeded, and not being deleted."""
+    if (pod.get("metadata") or {}).get("deletionTimestamp"):
+        return False
+    status = pod.get("status") or {}
+    if status.get("phase") == "Succeeded":
+        return True
+    return any(
+        cond.get("type") == "Ready" and cond.get("status") == "True"
+        for cond in status.get("conditions") or []
+    )
+
+
+def admitted_pods(wl: Workload) -> int:
+    adm = wl.status.admission
+    if adm is None:
+        return 0
+    total = 0
+    for psa in adm.pod_set_assignments:
+        ps = wl.pod_set(psa.name)
+        total += psa.count if psa.count is not None else (ps.count if ps is not None else 0)
+    return total
+
+
+class ReadinessWatcher:
+    def __init__(
+        self,
+        *,
+        engine: Callable[[], Engine],
+        workloads: Store[Workload],
+        pods: Store[Obj],
+        kube: Kube,
+        events: EventRecorder,
+        trigger: Callable[[], None],
+        now: Now,
+    ) -> None:
+        self._engine = engine
+        self._workloads = workloads
+        self._pods = pods
+        self._kube = kube
+        self._events = events
+        self._trigger = trigger
+        self._now = now
+        self.queue: WorkQueue[str] = WorkQueue("pods-ready")
+
+    # -- events ------------------------------------------------------------------------------
+
+    def on_workload(self, key: str, *_: Any) -> None:
+        self.queue.add(key)
+
+    def on_pod(self, _key: str, pod: Obj, *rest: Obj) -> None:
+        new = rest[-1] if rest else pod
+        meta = new.get("metadata") or {}
+        namespace = meta.get("namespace") or "default"
+        # The pod's Job owns the Workload; a plain pod (or each pod of a group) owns it itself.
+        uids = {str(r.get("uid")) for r in meta.get("ownerReferences") or [] if r.get("uid")}
+        uids.add(str(meta.get("uid") or ""))
+        for uid in sorted(uids):
+            for wl in self._workloads.by_index(BY_ANY_OWNER, uid):
+                self.queue.add(f"{namespace}/{wl.name}")
+
+    # -- the leader's task -------------------------------------------------------------------
+
+    async def run(self) -> None:
+        if self._engine().readiness.config is None:
+            await asyncio.Event().wait()  # disabled: nothing to watch, but stay a task
+        # The engine was rebuilt for this term: its readiness signals start empty.
+        for key in self._workloads:
+            self.queue.add(key)
+        await run_workers(self.queue, self, workers=2)
+
+    def pods_of(self, wl: Workload) -> list[Obj]:
+        namespace = wl.namespace or "default"
+        out: dict[str, Obj] = {}
+        for ref in wl.metadata.owner_references:
+            if ref.kind == "Pod":
+                pod = self._pods.get(f"{namespace}/{ref.name}")
+                if pod is not None and (pod.get("metadata") or {}).get("uid") == ref.uid:
+                    out[ref.uid] = pod
+            elif ref.controller:
+                for pod in self._pods.by_index(BY_OWNER, ref.uid):
+                    out[str(pod["metadata"].get("uid"))] = pod
+        return list(out.values())
+
+    async def __call__(self, key: str, /) -> Requeue | None:
+        wl = self._workloads.get(key)
+        if wl is None or not wlstatus.holds_quota(wl) or wlstatus.is_evicting(wl):
+            return None
+        engine = self._engine()
+        if engine.readiness.config is None:
+            return None
+        pods = [p for p in self.pods_of(wl) if not (is_terminal(p) and not pod_ready(p))]
+        ready_count = sum(1 for p in pods if pod_ready(p))
+        want = admitted_pods(wl)
+        ready = want > 0 and ready_count >= want
+        now = self._now()
+        was_ready = engine.readiness.is_ready(WorkloadKey(key))
+        engine.pods_ready(WorkloadKey(key), ready, now)
+        if ready != was_ready:
+            self._trigger()
+        return await self._write_condition(wl, ready, ready_count, want)
+
+    async def _write_condition(
+        self, wl: Workload, ready: bool, ready_count: int, want: int
+    ) -> Requeue | None:
+        cond = wl.condition(c.PODS_READY)
+        if ready:
+            status, reason, message = "True", PODS_READY_REASON, "All pods reached readiness"
+        else:
+            status = "False"
+            reason = WAIT_FOR_RECOVERY if cond is not None and cond.is_true else WAIT_FOR_START
+            if reason == WAIT_FOR_START and cond is not None and cond.reason == WAIT_FOR_RECOVERY:
+                reason = WAIT_FOR_RECOVERY
+            message = (
+                f"Not all pods are ready or succeeded: {ready_count} of {want} admitted pods"
+            )
+        if cond is not None and (cond.status, cond.reason, cond.message) == (status, reason, message):
+            return None
+        out = wl.model_copy(deep=True)
+        set_condition(
+            out.status.conditions, c.PODS_READY, status, reason, message,  # type: ignore[arg-type]
+            self._now(), wl.metadata.generation,
+        )
+        try:
+            await self._kube.replace_status(WORKLOADS, out.to_dict(), namespace=wl.namespace)
+        except NotFound:
+            return None
+        except Conflict:
+            return Requeue(after=0.2)  # the informer brings the newer version
+        return None
+
+    # -- the scheduler's hook ----------------------------------------------------------------
+
+    async def after_cycle(self, engine: Engine, result: CycleResult) -> None:
+        for evict in result.evicted:
+            if evict.requeue_count is None:
+                continue  # not a PodsReady timeout
+            await self._write_timeout(evict)
+
+    async def _write_timeout(self, evict: Evict) -> None:
+        namespace, name = evict.workload.split("/", 1)
+        for _ in range(_WRITE_ATTEMPTS):
+            try:
+                wl = Workload.model_validate(await self._kube.get(WORKLOADS, name, namespace))
+            except NotFound:
+                return
+            out = wl.model_copy(deep=True)
+            out.status.requeue_state = RequeueState(
+                count=evict.requeue_count, requeue_at=evict.requeue_at
+            )
+            if evict.deactivate:
+                set_condition(
+                    out.status.conditions,
+                    c.DEACTIVATION_TARGET,
+                    "True",
+                    REQUEUING_LIMIT_EXCEEDED,
+                    "exceeding the maximum number of re-queuing retries",
+                    self._now(),
+                    wl.metadata.generation,
+                )
+            try:
+                await self._kube.replace_status(WORKLOADS, out.to_dict(), namespace=namespace)
+            except Conflict:
+                continue
+            except KubeError as exc:
+                logger.warning("requeue state of Workload %s not written: %s", evict.workload, exc)
+                return
+            break
+        if evict.deactivate:
+            try:
+                await self._kube.patch(WORKLOADS, name, {"spec": {"active": False}}, namespace=namespace)
+            except KubeError as exc:
+                logger.warning("deactivating Workload %s: %s", evict.workload, exc)
+                return
+            self._events.record(
+                wl.to_dict(),
+                "Warning",
+                c.EVICTED_BY_DEACTIVATION,
+                "Deactivated: its pods did not become ready in time too many times "
+                "(waitForPodsReady.requeuingStrategy.backoffLimitCount); set spec.active to true "
+                "to queue it again",
+            )
+        else:
+            at = evict.requeue_at.isoformat() if evict.requeue_at is not None else "now"
+            self._events.record(
+                wl.to_dict(),
+                "Normal",
+                c.EVICTED_BY_PODS_READY_TIMEOUT,
+                f"Pods not ready within the timeout: requeued (attempt {evict.requeue_count}) "
+                f"after the backoff, at {at}",
+            )
