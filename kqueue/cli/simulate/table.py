@@ -35,7 +35,10 @@ def _rows_note(table: Table, shown: int, total: int) -> None:
 
 
 def _offset(sim: Simulation, at: datetime | None) -> str:
-    return "-" if at is None else "+" + format_duration(at - sim.start)
+    if at is None:
+        return "-"
+    offset = format_duration(at - sim.start)
+    return offset if offset.startswith("-") else "+" + offset
 
 
 def _flavors(rec: WorkloadRecord) -> str:

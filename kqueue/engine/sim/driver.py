@@ -421,8 +421,13 @@ class Simulation:
             return False
         aw = self.engine.admitted_workload(WorkloadKey(rec.key))
         info = self.engine.pending_workload(WorkloadKey(rec.key))
-        obj = aw.info.obj if aw is not None else info.obj if info is not None else None
-        if obj is None:
+        if aw is not None:
+            # As the controller sees it: spec.active false on a Workload holding its admission;
+            # the engine then evicts it (reason Deactivated).
+            obj = replace(aw.info.obj, admission=aw.admission)
+        elif info is not None:
+            obj = info.obj
+        else:
             return False
         self._event(DEACTIVATED, rec, c.EVICTED_BY_DEACTIVATION, "The workload is deactivated")
         rec.sw.api.spec.active = False
@@ -464,7 +469,9 @@ class Simulation:
             return False
         if count < current:
             # Scale-down: counts change in place and the quota of the removed pods is freed.
-            admission = self.engine.scale_down(key, {ps.name: count for ps in aw.admission.pod_sets})
+            admission = self.engine.scale_down(
+                key, {ps.name: count for ps in aw.admission.pod_sets}
+            )
             if admission is None:
                 return False
             rec.admission = rec.last_admission = admission

@@ -35,7 +35,7 @@ def parse_duration(text: str, *, allow_negative: bool = False) -> timedelta:
     """Parse a Go duration string; ``0`` alone is allowed, as in Go."""
     s = text.strip()
     sign = 1
-    if s[:1] in "+-":
+    if s and s[0] in "+-":
         sign = -1 if s[0] == "-" else 1
         s = s[1:]
     if s == "0":

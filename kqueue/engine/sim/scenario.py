@@ -26,6 +26,7 @@ from kqueue.api.integrations import (
     IntegrationError,
     PriorityClasses,
     group_name,
+    is_elastic,
     workload_for_job,
     workload_for_pod,
     workload_for_pod_group,
@@ -42,7 +43,7 @@ from kqueue.api.v1alpha1 import (
     parse_time,
 )
 
-from .annotations import AnnotationError, Timing, read_timing
+from .annotations import SCALE, AnnotationError, Timing, read_timing
 
 DEFAULT_START: Final = datetime(2024, 1, 1, tzinfo=UTC)
 # Every namespace carries it (the API server sets it), so selectors on it work in simulation.
@@ -64,10 +65,22 @@ class SimWorkload:
     job: dict[str, Any] | None = None
     # When it is created (start + arrival, or its creationTimestamp).
     arrives: datetime = DEFAULT_START
+    # The name of the object at ``location`` (the first pod, for a pod group).
+    location_name: str = ""
 
     @property
     def key(self) -> str:
         return f"{self.api.namespace or 'default'}/{self.api.name}"
+
+    @property
+    def source_kind(self) -> str:
+        return "Pod" if self.source.startswith("pod group ") else self.source.partition(" ")[0]
+
+    @property
+    def source_name(self) -> str:
+        if self.source.startswith("pod group "):
+            return self.location_name
+        return self.source.partition(" ")[2]
 
     @property
     def holds_quota(self) -> bool:
@@ -193,8 +206,13 @@ def build_scenario(objects: Sequence[LoadedObject], *, start: datetime | None = 
             existing.timing = _merge(existing.timing, timing)
             existing.job = obj.raw
             continue
-        wl = _integrate(obj, workload_for_job, obj.raw, sc.priorities)
-        sw = SimWorkload(wl, timing, obj.location, f"Job {obj.name}", labels, obj.raw)
+        job = obj.raw
+        if not (job.get("metadata") or {}).get("generation"):
+            # The API server starts every object at generation 1 (elastic slices are named
+            # after it); a manifest usually leaves it out.
+            job = {**job, "metadata": {**job["metadata"], "generation": 1}}
+        wl = _integrate(obj, workload_for_job, job, sc.priorities)
+        sw = SimWorkload(wl, timing, obj.location, f"Job {obj.name}", labels, job)
         entries.append((order[id(obj)], sw, _meta(obj).get("creationTimestamp")))
 
     groups: dict[tuple[str, str], list[LoadedObject]] = {}
@@ -236,9 +254,20 @@ def build_scenario(objects: Sequence[LoadedObject], *, start: datetime | None = 
         earliest = min(
             (str(_meta(member).get("creationTimestamp") or "") for member in members), default=""
         )
-        sw = SimWorkload(wl, timing, first.location, f"pod group {ns}/{group}")
+        sw = SimWorkload(
+            wl, timing, first.location, f"pod group {ns}/{group}", location_name=first.name
+        )
         entries.append((order[id(first)], sw, earliest or None))
 
+    for _, sw, _ in entries:
+        if sw.timing.scale and (sw.job is None or not is_elastic(sw.job)):
+            raise LoadError(
+                sw.location,
+                'only an elastic Job (annotation kqueue.io/elastic-job: "true") can scale',
+                kind=sw.source_kind,
+                name=sw.source_name,
+                path=f"metadata.annotations[{SCALE}]",
+            )
     entries.sort(key=lambda e: e[0])
     seen: dict[str, SimWorkload] = {}
     for n, (_, sw, created) in enumerate(entries, start=1):
@@ -248,8 +277,8 @@ def build_scenario(objects: Sequence[LoadedObject], *, start: datetime | None = 
                 sw.location,
                 f"workload {sw.key} is defined twice (also by {seen[sw.key].source} at "
                 f"{seen[sw.key].location})",
-                kind=sw.source.split(" ")[0],
-                name=sw.api.name,
+                kind=sw.source_kind,
+                name=sw.source_name,
             )
         seen[sw.key] = sw
         sc.workloads.append(sw)
