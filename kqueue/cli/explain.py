@@ -59,7 +59,7 @@ async def _fetch(kubeconfig: str | None) -> list[dict[str, Any]]:
     try:
         for resource, kind in kinds:
             try:
-                items = await client.list(resource)
+                items = await _list(client, resource)
             except k.NotFound:
                 continue  # that kind is not installed: nothing of it to take into account
             for item in items:
@@ -72,6 +72,27 @@ async def _fetch(kubeconfig: str | None) -> list[dict[str, Any]]:
     finally:
         await api.close()
     return docs
+
+
+# Statuses worth another try: an API server that is starting or overloaded (429 "storage is
+# (re)initializing" right after a CRD is established, 503 while it is not ready).
+_TRANSIENT = frozenset({429, 500, 503, 504})
+
+
+async def _list(client: Any, resource: Any) -> list[dict[str, Any]]:
+    from kqueue.controller import kube as k
+
+    delay = 0.2
+    for attempt in range(8):
+        try:
+            items: list[dict[str, Any]] = await client.list(resource)
+            return items
+        except k.KubeError as err:
+            if err.status not in _TRANSIENT or attempt == 7:
+                raise
+        await asyncio.sleep(delay)
+        delay = min(delay * 2, 3.0)
+    raise AssertionError("unreachable")
 
 
 def _cluster_objects(kubeconfig: str | None) -> list[LoadedObject]:
