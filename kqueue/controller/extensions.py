@@ -15,10 +15,14 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from kqueue.controller.elastic import ElasticSlices
+from kqueue.controller.jobs import pod as plain_pods
 from kqueue.controller.readiness import BY_ANY_OWNER, ReadinessWatcher, any_owner_uids
 
 if TYPE_CHECKING:
     from kqueue.controller.manager import Manager
+
+# Frameworks in ``integrations.frameworks`` served here rather than by the generic job reconciler.
+EXTENSION_FRAMEWORKS: frozenset[str] = frozenset({plain_pods.FRAMEWORK})
 
 
 def install(manager: Manager) -> None:
@@ -54,3 +58,21 @@ def install(manager: Manager) -> None:
     manager.pods.add_handler(on_add=readiness.on_pod, on_update=readiness.on_pod)
     manager.scheduler.after_cycle.append(readiness.after_cycle)
     manager.leader_tasks.append(readiness.run)
+
+    if plain_pods.FRAMEWORK in manager.config.integrations.frameworks:
+        manager.pods.store.add_index(plain_pods.BY_GROUP, plain_pods.group_key)
+        pods = plain_pods.PodReconciler(
+            engine=lambda: manager.engine,
+            pods=manager.pods.store,
+            workloads=manager.workloads.store,
+            flavors=manager.flavors.store,
+            priorities=manager.priority_resolver,
+            kube=manager.kube,
+            events=manager.events,
+            now=manager._now,
+        )
+        manager.pods.add_handler(on_add=pods.on_pod, on_update=pods.on_pod, on_delete=pods.on_pod)
+        manager.workloads.add_handler(on_add=pods.on_workload, on_update=pods.on_workload)
+        manager.webhook_server.add_mutating(plain_pods.MUTATE_PATH, plain_pods.mutate_plain_pod)
+        manager.leader_tasks.append(pods.run)
+        manager.workload_runners.append(plain_pods.runs)

@@ -40,6 +40,7 @@ from kqueue.api.v1alpha1 import (
 )
 from kqueue.api.v1alpha1 import constants as c
 from kqueue.controller.events import EventRecorder
+from kqueue.controller.extensions import EXTENSION_FRAMEWORKS
 from kqueue.controller.extensions import install as install_extensions
 from kqueue.controller.informer import (
     NAMESPACES,
@@ -184,7 +185,8 @@ class Manager:
         for name in config.integrations.frameworks:
             factory = INTEGRATIONS.get(name)
             if factory is None:
-                logger.warning("integration %r is configured but not available yet; skipped", name)
+                if name not in EXTENSION_FRAMEWORKS:
+                    logger.warning("integration %r is configured but not available yet; skipped", name)
                 continue
             integration = factory()
             self.integrations[name] = integration
@@ -248,6 +250,8 @@ class Manager:
         # Extension point: work only the leader runs next to the scheduler (set up by
         # kqueue.controller.extensions: elastic jobs, plain pods, waitForPodsReady).
         self.leader_tasks: list[Callable[[], Coroutine[Any, Any, None]]] = []
+        # Extension point: whether an extension runs (and so stops) a Workload's pods.
+        self.workload_runners: list[Callable[[Workload], bool]] = []
         install_extensions(self)
 
     # -- the engine's inputs -------------------------------------------------------------------
@@ -263,6 +267,8 @@ class Manager:
     def _releases_itself(self, wl: Workload) -> bool:
         """A Workload no integration runs is released as soon as it is evicted."""
         kinds = {i.kind for i in self.integrations.values()}
+        if any(runs(wl) for runs in self.workload_runners):
+            return False
         return not any(
             r.controller and r.kind in kinds for r in wl.metadata.owner_references
         )

@@ -3,6 +3,7 @@ waitForPodsReady and high availability."""
 
 from __future__ import annotations
 
+import base64
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -11,9 +12,11 @@ from typing import Any
 import yaml
 
 from kqueue.api.v1alpha1 import constants as c
+from kqueue.controller.jobs import pod as plain_pods
 from kqueue.controller.kube import PODS, WORKLOADS
+from kqueue.controller.webhook.certs import ensure_local_certs
 from kqueue.localcluster.cluster import LocalCluster
-from tests.controller_e2e.harness import Api, KqueueProcess
+from tests.controller_e2e.harness import KQUEUE_NAMESPACE, Api, KqueueProcess
 
 Obj = dict[str, Any]
 
@@ -72,6 +75,58 @@ def configured_kqueue(
 ) -> Iterator[ConfiguredKqueue]:
     """Set up, start and finally tear down a configured ``kqueue run`` (for module fixtures)."""
     proc = ConfiguredKqueue(cluster=cluster, work_dir=work_dir, overrides=overrides)
+    proc.setup()
+    proc.start()
+    try:
+        yield proc
+    finally:
+        proc.teardown()
+
+
+@dataclass
+class PodsKqueue(ConfiguredKqueue):
+    """A configured ``kqueue run`` that also routes plain pods (queue label) to its webhook."""
+
+    def setup(self) -> None:
+        super().setup()
+        bundle = ensure_local_certs(self.work_dir / "certs")
+        cfg = plain_pods.webhook_configuration(
+            namespace_selector={
+                "matchExpressions": [
+                    {
+                        "key": "kubernetes.io/metadata.name",
+                        "operator": "NotIn",
+                        "values": ["kube-system", KQUEUE_NAMESPACE],
+                    }
+                ]
+            },
+            base_url=f"https://127.0.0.1:{self.webhook_port}",
+            ca_bundle=base64.b64encode(bundle.ca_pem).decode(),
+        )
+        self.cluster.kubectl("apply", "-f", "-", input=yaml.safe_dump(cfg))
+
+    def teardown(self) -> None:
+        self.cluster.kubectl(
+            "delete", "mutatingwebhookconfiguration", plain_pods.MUTATING_NAME,
+            "--ignore-not-found", check=False,
+        )
+        # Pods left by a failed test keep kqueue's finalizer: drop it so namespaces can go.
+        res = self.cluster.kubectl(
+            "get", "pods", "-A", "-l", c.MANAGED_LABEL, "-o",
+            "jsonpath={range .items[*]}{.metadata.namespace}/{.metadata.name}{\"\\n\"}{end}",
+            check=False,
+        )
+        for line in res.stdout.split():
+            namespace, name = line.split("/", 1)
+            self.cluster.kubectl(
+                "patch", "pod", name, "-n", namespace, "--type=merge",
+                "-p", '{"metadata":{"finalizers":null}}', check=False,
+            )
+        super().teardown()
+
+
+def pods_kqueue(cluster: LocalCluster, work_dir: Path, overrides: Obj) -> Iterator[PodsKqueue]:
+    proc = PodsKqueue(cluster=cluster, work_dir=work_dir, overrides=overrides)
     proc.setup()
     proc.start()
     try:

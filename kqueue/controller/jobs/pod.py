@@ -1,0 +1,460 @@
+"""Plain Pods: a single Pod, or a pod group admitted as one gang (Kueue's pod integration).
+
+A Pod labelled ``kqueue.io/queue-name`` with no controlling owner is kqueue's to manage. The pod
+webhook (:func:`mutate_plain_pod`) holds it at creation: the ``kqueue.io/admission`` gate, the
+``kqueue.io/managed`` label (so kqueue's pod informer sees it) and the ``kqueue.io/managed``
+finalizer, which keeps the pod, and so its accounting, until kqueue has seen it terminate.
+
+Per single pod (key ``pod:<ns>/<name>``) or group (key ``group:<ns>/<group>``), the reconciler:
+
+1. Feeds the group's size to the engine's barrier (``Engine.pods_present``) and, once all pods
+   of the group exist (``kqueue.io/pod-group-total-count``), creates the one Workload.
+2. Admitted: releases the gated pods together (gate removed, the flavors' node labels as
+   nodeSelector and their tolerations).
+3. Evicted: marks each live pod ``DisruptionTarget=True`` (reason ``EvictedByKqueue``) and deletes
+   it; once none runs, the quota is released and the Workload requeued (new pods of the group
+   join it).
+4. All pods terminated: ``Finished`` (Succeeded when they all succeeded, else Failed).
+5. Removes the finalizer from pods that terminated, or whose Workload finished.
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+from collections.abc import Callable, Iterable
+from datetime import datetime
+from typing import Any, Final
+
+from kqueue.api.integrations import (
+    IntegrationError,
+    PriorityResolver,
+    group_name,
+    group_total_count,
+    role_hash,
+    workload_for_pod,
+    workload_for_pod_group,
+)
+from kqueue.api.integrations.pod import group_pods
+from kqueue.api.v1alpha1 import ResourceFlavor, Workload
+from kqueue.api.v1alpha1 import constants as c
+from kqueue.controller import workloads as wlstatus
+from kqueue.controller.events import EventRecorder
+from kqueue.controller.informer import Store, object_key
+from kqueue.controller.jobs.base import PodSetRelease, add_gate, is_gated, is_terminal, ungate
+from kqueue.controller.jobs.reconciler import BY_OWNER
+from kqueue.controller.kube import JSON_PATCH, PODS, WORKLOADS, Conflict, Kube, KubeError, NotFound
+from kqueue.controller.scheduler import Now
+from kqueue.controller.webhook import AdmissionRequest, Verdict
+from kqueue.controller.workqueue import Requeue, WorkQueue, run_workers
+from kqueue.engine.engine import Engine
+from kqueue.engine.types import WorkloadKey
+
+logger = logging.getLogger(__name__)
+
+Obj = dict[str, Any]
+
+FRAMEWORK: Final = "pod"
+MUTATE_PATH: Final = "/mutate--v1-pod-plain"
+WEBHOOK_NAME: Final = "mplainpod.kqueue.io"
+MUTATING_NAME: Final = "kqueue-pod-mutating-webhook-configuration"
+# Index on the pod store: ``<namespace>/<group>`` of pods in a group.
+BY_GROUP: Final = "pod-group"
+DISRUPTION_TARGET: Final = "DisruptionTarget"
+EVICTED_BY_KQUEUE: Final = "EvictedByKqueue"
+SINGLE: Final = "pod:"
+GROUP: Final = "group:"
+
+
+# -- which pods ----------------------------------------------------------------------------
+
+
+def _meta(pod: Obj) -> Obj:
+    return pod.get("metadata") or {}
+
+
+def is_plain(pod: Obj) -> bool:
+    """A pod kqueue manages on its own: it names a queue and no controller owns it."""
+    meta = _meta(pod)
+    if not (meta.get("labels") or {}).get(c.QUEUE_NAME_LABEL):
+        return False
+    return not any(r.get("controller") for r in meta.get("ownerReferences") or [])
+
+
+def group_key(pod: Obj) -> list[str]:
+    name = group_name(pod)
+    return [f"{_meta(pod).get('namespace') or 'default'}/{name}"] if name else []
+
+
+def reconcile_key(pod: Obj) -> str | None:
+    if not is_plain(pod):
+        return None
+    namespace = _meta(pod).get("namespace") or "default"
+    name = group_name(pod)
+    if name:
+        return f"{GROUP}{namespace}/{name}"
+    return f"{SINGLE}{namespace}/{_meta(pod).get('name')}"
+
+
+def runs(wl: Workload) -> bool:
+    """Whether the Workload is a plain pod's or a pod group's (its pods are stopped here)."""
+    return any(r.kind == "Pod" and r.api_version == "v1" for r in wl.metadata.owner_references)
+
+
+# -- the webhook -----------------------------------------------------------------------------
+
+
+async def mutate_plain_pod(req: AdmissionRequest) -> Verdict:
+    """Hold a plain pod at creation: gate, managed label, finalizer."""
+    pod = req.object or {}
+    if req.operation != "CREATE" or not is_plain(pod):
+        return Verdict.allow()
+    out = copy.deepcopy(pod)
+    changed = add_gate(out.setdefault("spec", {}))
+    meta = out.setdefault("metadata", {})
+    labels = meta.setdefault("labels", {})
+    if labels.get(c.MANAGED_LABEL) != "true":
+        labels[c.MANAGED_LABEL] = "true"
+        changed = True
+    finalizers = meta.setdefault("finalizers", [])
+    if c.MANAGED_FINALIZER not in finalizers:
+        finalizers.append(c.MANAGED_FINALIZER)
+        changed = True
+    return Verdict.patch(out) if changed else Verdict.allow()
+
+
+def webhook_configuration(
+    *,
+    namespace_selector: Obj,
+    base_url: str | None = None,
+    service: Obj | None = None,
+    ca_bundle: str | None = None,
+    timeout_seconds: int = 10,
+) -> Obj:
+    """The MutatingWebhookConfiguration that routes plain pods (queue label) to kqueue."""
+    client: Obj
+    if base_url is not None:
+        client = {"url": base_url.rstrip("/") + MUTATE_PATH}
+    elif service is not None:
+        client = {"service": {**service, "path": MUTATE_PATH}}
+    else:
+        raise ValueError("webhook client config: give base_url or service")
+    if ca_bundle:
+        client["caBundle"] = ca_bundle
+    return {
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "MutatingWebhookConfiguration",
+        "metadata": {"name": MUTATING_NAME},
+        "webhooks": [
+            {
+                "name": WEBHOOK_NAME,
+                "admissionReviewVersions": ["v1"],
+                "sideEffects": "None",
+                "failurePolicy": "Fail",
+                "timeoutSeconds": timeout_seconds,
+                "clientConfig": client,
+                "rules": [
+                    {"apiGroups": [""], "apiVersions": ["v1"], "resources": ["pods"],
+                     "operations": ["CREATE"]}
+                ],
+                "namespaceSelector": namespace_selector,
+                "objectSelector": {
+                    "matchExpressions": [{"key": c.QUEUE_NAME_LABEL, "operator": "Exists"}]
+                },
+                "reinvocationPolicy": "IfNeeded",
+            }
+        ],
+    }
+
+
+# -- the reconciler --------------------------------------------------------------------------
+
+
+def _terminal_reason(pods: list[Obj]) -> tuple[str, str]:
+    failed = [p for p in pods if (p.get("status") or {}).get("phase") == "Failed"]
+    if failed:
+        names = ", ".join(sorted(str(_meta(p).get("name")) for p in failed))
+        return c.FINISHED_FAILED, f"Pods failed: {names}"
+    return c.FINISHED_SUCCEEDED, "Pods succeeded"
+
+
+class PodReconciler:
+    def __init__(
+        self,
+        *,
+        engine: Callable[[], Engine],
+        pods: Store[Obj],
+        workloads: Store[Workload],
+        flavors: Store[ResourceFlavor],
+        priorities: Callable[[], PriorityResolver],
+        kube: Kube,
+        events: EventRecorder,
+        now: Now,
+    ) -> None:
+        self._engine = engine
+        self._pods = pods
+        self._workloads = workloads
+        self._flavors = flavors
+        self._priorities = priorities
+        self._kube = kube
+        self._events = events
+        self._now = now
+        self.queue: WorkQueue[str] = WorkQueue("jobs/pod")
+
+    def on_pod(self, _key: str, pod: Obj, *rest: Obj) -> None:
+        key = reconcile_key(rest[-1] if rest else pod)
+        if key is not None:
+            self.queue.add(key)
+
+    def on_workload(self, _key: str, wl: Workload, *rest: Workload) -> None:
+        new = rest[-1] if rest else wl
+        namespace = new.namespace or "default"
+        for ref in new.metadata.owner_references:
+            if ref.kind != "Pod":
+                continue
+            pod = self._pods.get(f"{namespace}/{ref.name}")
+            key = reconcile_key(pod) if pod is not None else None
+            if key is not None:
+                self.queue.add(key)
+
+    async def run(self) -> None:
+        for key in self._pods:
+            pod = self._pods.get(key)
+            rkey = reconcile_key(pod) if pod is not None else None
+            if rkey is not None:
+                self.queue.add(rkey)
+        await run_workers(self.queue, self, workers=4)
+
+    async def __call__(self, key: str, /) -> Requeue | None:
+        if key.startswith(GROUP):
+            namespace, name = key[len(GROUP):].split("/", 1)
+            members = [p for p in self._pods.by_index(BY_GROUP, f"{namespace}/{name}") if is_plain(p)]
+            return await self._group(namespace, name, members)
+        namespace, name = key[len(SINGLE):].split("/", 1)
+        pod = self._pods.get(f"{namespace}/{name}")
+        if pod is None:
+            return None  # gone: its Workload follows it (owner reference)
+        uid = str(_meta(pod).get("uid") or "")
+        owned = [w for w in self._workloads.by_index(BY_OWNER, uid) if not w.metadata.deletion_timestamp]
+        wl = owned[-1] if owned else None
+        if wl is None:
+            if is_terminal(pod) or _meta(pod).get("deletionTimestamp"):
+                await self._drop_finalizers([pod])
+                return None
+            try:
+                created = workload_for_pod(pod, self._priorities())
+            except IntegrationError as exc:
+                self._events.record(pod, "Warning", "ErrWorkloadCompose", f"Cannot create the Workload: {exc}")
+                return None
+            return await self._create(created, pod)
+        return await self._drive(wl, [pod])
+
+    async def _group(self, namespace: str, name: str, members: list[Obj]) -> Requeue | None:
+        key = WorkloadKey(f"{namespace}/{name}")
+        wl = self._workloads.get(key)
+        if wl is not None and wl.metadata.deletion_timestamp:
+            wl = None
+        if not members:
+            return None
+        try:
+            total = group_total_count(members[0])
+        except IntegrationError as exc:
+            self._events.record(members[0], "Warning", "ErrWorkloadCompose", str(exc))
+            return None
+        live = [p for p in members if not is_terminal(p) and not _meta(p).get("deletionTimestamp")]
+        if wl is None or not wlstatus.holds_quota(wl):
+            # The gang waits for all of its pods: the engine's barrier keeps the Workload out
+            # of the cycle until then (a pod deleted before admission closes it again).
+            self._engine().pods_present(key, len(live), total)
+        if wl is None:
+            if len(live) < total:
+                if live:
+                    newest = max(live, key=lambda p: str(_meta(p).get("creationTimestamp") or ""))
+                    self._events.record(
+                        newest,
+                        "Normal",
+                        "WaitingForPodGroup",
+                        f"Pod group {name}: {len(live)} of {total} pods exist; the group is "
+                        f"queued once all {total} exist",
+                    )
+                await self._drop_finalizers(p for p in members if is_terminal(p))
+                return None
+            try:
+                created = workload_for_pod_group(group_pods(live), self._priorities())
+            except IntegrationError as exc:
+                self._events.record(live[0], "Warning", "ErrWorkloadCompose", f"Cannot create the Workload: {exc}")
+                return None
+            return await self._create(created, live[0])
+        return await self._drive(wl, members)
+
+    async def _create(self, wl: Workload, pod: Obj) -> Requeue | None:
+        try:
+            await self._kube.create(WORKLOADS, wl.to_dict(), namespace=wl.namespace)
+        except Conflict:
+            return Requeue(after=0.5)
+        self._events.record(pod, "Normal", "CreatedWorkload", f"Created Workload: {wl.namespace}/{wl.name}")
+        logger.info("created Workload %s/%s for pod %s", wl.namespace, wl.name, object_key(pod))
+        return None
+
+    async def _drive(self, wl: Workload, pods: list[Obj]) -> Requeue | None:
+        now = self._now()
+        logger.debug(
+            "pods of Workload %s: %s", wl.key,
+            ", ".join(f"{_meta(p).get('name')}={(p.get('status') or {}).get('phase')}" for p in pods),
+        )
+        live = [p for p in pods if not is_terminal(p)]
+        if wl.is_finished:
+            await self._drop_finalizers(pods)
+            return None
+        if wlstatus.is_evicting(wl):
+            for pod in live:
+                await self._evict_pod(pod, wl)
+            if live:
+                return None  # their termination brings us back
+            await self._release(wl, now)
+            await self._drop_finalizers(pods)
+            return None
+        terminated = [p for p in pods if is_terminal(p)]
+        if pods and not live and wlstatus.holds_quota(wl):
+            reason, message = _terminal_reason(terminated)
+            finished = wlstatus.finish(wl, reason, message, now)
+            if finished is not None:
+                await self._kube.replace_status(WORKLOADS, finished.to_dict(), namespace=wl.namespace)
+                self._events.record(wl.to_dict(), "Normal", c.FINISHED, message)
+            await self._drop_finalizers(pods)
+            return None
+        if wlstatus.holds_quota(wl):
+            retry = False
+            releases = self._releases(wl)
+            for pod in live:
+                if not is_gated(pod) or _meta(pod).get("deletionTimestamp"):
+                    continue
+                release = releases.get(self._pod_set_of(wl, pod))
+                if release is None:
+                    continue
+                retry |= not await self._release_pod(pod, release)
+            return Requeue() if retry else None
+        await self._drop_finalizers(terminated)
+        return None
+
+    def _pod_set_of(self, wl: Workload, pod: Obj) -> str:
+        if len(wl.spec.pod_sets) == 1:
+            return wl.spec.pod_sets[0].name
+        return role_hash(pod)
+
+    def _releases(self, wl: Workload) -> dict[str, PodSetRelease]:
+        out: dict[str, PodSetRelease] = {}
+        adm = wl.status.admission
+        if adm is None:
+            return out
+        for psa in adm.pod_set_assignments:
+            selector: dict[str, str] = {}
+            tolerations: list[Obj] = []
+            for flavor_name in sorted(set(psa.flavors.values())):
+                flavor = self._flavors.get(flavor_name)
+                if flavor is None:
+                    continue
+                selector.update(flavor.spec.node_labels)
+                tolerations += [t.to_dict() for t in flavor.spec.tolerations]
+            ps = wl.pod_set(psa.name)
+            count = psa.count if psa.count is not None else (ps.count if ps else 0)
+            out[psa.name] = PodSetRelease(psa.name, count, selector, tolerations)
+        return out
+
+    async def _release_pod(self, pod: Obj, release: PodSetRelease) -> bool:
+        new = ungate(pod, release)
+        if new is None:
+            return True
+        old_spec, new_spec = pod.get("spec") or {}, new["spec"]
+        gates = old_spec.get("schedulingGates") or []
+        # "test" first: if the gates changed since our informer saw them, the patch fails
+        # instead of dropping someone else's gate.
+        ops: list[Obj] = [{"op": "test", "path": "/spec/schedulingGates", "value": gates}]
+        if new_spec.get("schedulingGates"):
+            ops.append({"op": "replace", "path": "/spec/schedulingGates", "value": new_spec["schedulingGates"]})
+        else:
+            ops.append({"op": "remove", "path": "/spec/schedulingGates"})
+        if new_spec.get("nodeSelector") != old_spec.get("nodeSelector"):
+            ops.append({"op": "add", "path": "/spec/nodeSelector", "value": new_spec["nodeSelector"]})
+        if new_spec.get("tolerations") != old_spec.get("tolerations"):
+            ops.append({"op": "add", "path": "/spec/tolerations", "value": new_spec["tolerations"]})
+        try:
+            await self._kube.patch(
+                PODS, str(_meta(pod)["name"]), ops, namespace=_meta(pod).get("namespace"),
+                content_type=JSON_PATCH,
+            )
+        except NotFound:
+            return True
+        except KubeError as exc:
+            if exc.status == 422:
+                return True  # changed under us: its update event brings the group back
+            logger.info("releasing pod %s: %s", object_key(pod), exc)
+            return False
+        return True
+
+    async def _evict_pod(self, pod: Obj, wl: Workload) -> None:
+        meta = _meta(pod)
+        if meta.get("deletionTimestamp"):
+            return
+        evicted = wl.condition(c.EVICTED)
+        why = f"{evicted.reason}: {evicted.message}" if evicted is not None else "Evicted"
+        conditions = (pod.get("status") or {}).get("conditions") or []
+        if not any(x.get("type") == DISRUPTION_TARGET for x in conditions):
+            cond = {
+                "type": DISRUPTION_TARGET,
+                "status": "True",
+                "reason": EVICTED_BY_KQUEUE,
+                "message": f"Evicted by kqueue: {why}",
+                "lastTransitionTime": self._now().strftime("%Y-%m-%dT%H:%M:%SZ"),
+            }
+            op = (
+                {"op": "add", "path": "/status/conditions/-", "value": cond}
+                if conditions
+                else {"op": "add", "path": "/status/conditions", "value": [cond]}
+            )
+            try:
+                await self._kube.patch(
+                    PODS, str(meta["name"]), [op], namespace=meta.get("namespace"),
+                    subresource="status", content_type=JSON_PATCH,
+                )
+            except NotFound:
+                return
+            except KubeError as exc:
+                logger.info("DisruptionTarget on pod %s: %s", object_key(pod), exc)
+        await self._kube.delete(PODS, str(meta["name"]), namespace=meta.get("namespace"))
+        self._events.record(pod, "Normal", "Stopped", f"Deleted by kqueue: {why}")
+        logger.info("deleted pod %s of evicted Workload %s: %s", object_key(pod), wl.key, why)
+
+    async def _release(self, wl: Workload, now: datetime) -> None:
+        released = wlstatus.release(wl, now)
+        if released is None:
+            return
+        try:
+            await self._kube.replace_status(WORKLOADS, released.to_dict(), namespace=wl.namespace)
+        except NotFound:
+            return
+        cond = released.condition(c.REQUEUED)
+        self._events.record(
+            wl.to_dict(), "Normal", c.REQUEUED,
+            (cond.message if cond is not None else "Requeued")
+            + "; its pods were deleted: create them again to run",
+        )
+
+    async def _drop_finalizers(self, pods: Iterable[Obj]) -> None:
+        for pod in pods:
+            meta = _meta(pod)
+            finalizers = list(meta.get("finalizers") or [])
+            if c.MANAGED_FINALIZER not in finalizers:
+                continue
+            patch = {
+                "metadata": {
+                    "finalizers": [f for f in finalizers if f != c.MANAGED_FINALIZER],
+                    "resourceVersion": meta.get("resourceVersion"),
+                }
+            }
+            try:
+                await self._kube.patch(PODS, str(meta["name"]), patch, namespace=meta.get("namespace"))
+            except NotFound:
+                continue
+            except Conflict:
+                continue  # the pod's newer version comes back through the informer
