@@ -110,13 +110,15 @@ async def mutate_plain_pod(req: AdmissionRequest) -> Verdict:
     if req.operation != "CREATE" or not is_plain(pod):
         return Verdict.allow()
     out = copy.deepcopy(pod)
-    changed = add_gate(out.setdefault("spec", {}))
-    meta = out.setdefault("metadata", {})
-    labels = meta.setdefault("labels", {})
+    # Null fields are read as empty: the API server reports what is wrong with such a pod.
+    out["spec"] = out.get("spec") or {}
+    changed = add_gate(out["spec"])
+    meta = out["metadata"] = out.get("metadata") or {}
+    labels = meta["labels"] = meta.get("labels") or {}
     if labels.get(c.MANAGED_LABEL) != "true":
         labels[c.MANAGED_LABEL] = "true"
         changed = True
-    finalizers = meta.setdefault("finalizers", [])
+    finalizers = meta["finalizers"] = meta.get("finalizers") or []
     if c.MANAGED_FINALIZER not in finalizers:
         finalizers.append(c.MANAGED_FINALIZER)
         changed = True
