@@ -1,10 +1,11 @@
 """``--plot``: quota usage and pending workloads over simulated time (matplotlib, Agg backend).
 
 One panel per ClusterQueue, or per cohort when there are more than ``MAX_PANELS`` ClusterQueues
-(usage and quota summed over its members), so that 30 or 1000 queues still read at a glance.
+(usage and quota summed over its members; up to ``MAX_LINES`` members appear as stacked bands,
+one per ClusterQueue, so borrowing shows), so that 30 or 1000 queues still read at a glance.
 Each panel shows usage as a percentage of nominal quota per flavor/resource (100% dashed: above
 it the queue borrows), admissions as green ticks along the bottom, preemptions as red crosses
-along the top, and the number of pending workloads as a grey area on the right-hand axis.
+along the top, and the number of pending workloads as a black line on the right-hand axis.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
+from matplotlib.ticker import MaxNLocator
 
 from kqueue.engine.sim.driver import ADMITTED, PREEMPTED, Simulation
 from kqueue.engine.types import ClusterQueueName
@@ -105,6 +107,7 @@ def draw(sim: Simulation, path: Path) -> None:
     resources_seen: dict[tuple[str, str], str] = {}
     axes = fig.subplots(rows, cols, squeeze=False, sharex=True)
     stacked = False
+    drawn_lines: set[tuple[str, str]] = set()
     for index, (title, members) in enumerate(groups.items()):
         ax = axes[index // cols][index % cols]
         times, per_member, pending = _steps(sim, members)
@@ -146,19 +149,22 @@ def draw(sim: Simulation, path: Path) -> None:
             values.append(values[-1])
             peak = max(peak, *values)
             ax.step(times, values, where="post", color=color, linewidth=1.2)
+            drawn_lines.add(fr)
         ax.axhline(100, color="black", linestyle="--", linewidth=0.8)
         admitted = [t for cq in members for t in marks[cq][ADMITTED]]
         preempted = [t for cq in members for t in marks[cq][PREEMPTED]]
         top = peak * 1.12
         ax.set_ylim(0, top)
+        # Marks stay readable from a handful of events to thousands (they merge into a band).
         if admitted:
             ax.plot(
                 admitted,
-                [top * 0.02] * len(admitted),
+                [top * 0.03] * len(admitted),
                 "|",
                 color="#2ca02c",
-                markersize=6,
-                alpha=0.35,
+                markersize=10,
+                markeredgewidth=1.5,
+                alpha=1.0 if len(admitted) < 200 else 0.3,
             )
         if preempted:
             ax.plot(
@@ -166,10 +172,10 @@ def draw(sim: Simulation, path: Path) -> None:
                 [top * 0.95] * len(preempted),
                 "x",
                 color="#d62728",
-                markersize=5,
-                alpha=0.6,
+                markersize=6,
+                alpha=1.0 if len(preempted) < 200 else 0.5,
             )
-        ax.set_xlim(0, end)
+        ax.set_xlim(-end * 0.01, end * 1.01)
         ax.set_title(
             f"{title} ({len(members)} ClusterQueues)" if len(members) > 1 else title,
             fontsize=10,
@@ -177,12 +183,13 @@ def draw(sim: Simulation, path: Path) -> None:
         ax.set_ylabel("% of nominal", fontsize=8)
         ax.tick_params(labelsize=8)
         twin = ax.twinx()
-        # Usage in front, the pending area behind it.
-        ax.set_zorder(twin.get_zorder() + 1)
-        ax.patch.set_visible(False)
+        # The pending line in front of the usage bands.
+        twin.set_zorder(ax.get_zorder() + 1)
+        twin.patch.set_visible(False)
         if times:
-            twin.fill_between(times, pending, step="post", color="grey", alpha=0.25, linewidth=0)
+            twin.step(times, pending, where="post", color="black", linewidth=1.1)
         twin.set_ylim(0, max([*pending, 1]) * 1.15)
+        twin.yaxis.set_major_locator(MaxNLocator(integer=True))
         twin.set_ylabel("pending", fontsize=8, color="dimgrey")
         twin.tick_params(labelsize=8, colors="dimgrey")
     for index in range(n, rows * cols):
@@ -192,6 +199,7 @@ def draw(sim: Simulation, path: Path) -> None:
     handles: list[Artist] = [
         Line2D([], [], color=color, label=f"{f}/{r} usage")
         for (f, r), color in sorted(resources_seen.items())
+        if (f, r) in drawn_lines
     ]
     if stacked:
         handles.insert(
@@ -201,7 +209,7 @@ def draw(sim: Simulation, path: Path) -> None:
         Line2D([], [], color="black", linestyle="--", label="nominal quota"),
         Line2D([], [], color="#2ca02c", marker="|", linestyle="", label="admission"),
         Line2D([], [], color="#d62728", marker="x", linestyle="", label="preemption"),
-        Patch(color="grey", alpha=0.25, label="pending workloads"),
+        Line2D([], [], color="black", label="pending workloads (right axis)"),
     ]
     fig.legend(
         handles=handles,

@@ -48,7 +48,7 @@ def _flavors(rec: WorkloadRecord) -> str:
     parts = []
     for ps in adm.pod_sets:
         flavors = ", ".join(f"{r}={f}" for r, f in sorted(ps.flavors.items()))
-        parts.append(f"{ps.name}x{ps.count}: {flavors}")
+        parts.append(f"{ps.name} ({ps.count}): {flavors}")
     return "; ".join(parts)
 
 
