@@ -23,7 +23,7 @@ from kqueue.engine.sim import generate as gen
 from kqueue.engine.sim.driver import Simulation
 from kqueue.engine.sim.durations import DurationError, parse_duration
 from kqueue.engine.sim.report import Figures, figures, to_json
-from kqueue.engine.sim.scenario import DEFAULT_START, Scenario, build_scenario
+from kqueue.engine.sim.scenario import DEFAULT_START, build_scenario
 from kqueue.engine.sim.setup import default_preemptor
 
 # Simulated time per head considered when a shape is generated: without a cost per decision,
@@ -208,4 +208,4 @@ def _write_manifests(shape: gen.Shape, directory: Path) -> None:
         click.echo(f"wrote {path} ({len(docs)} objects)")
 
 
-__all__ = ["Scenario", "simulate"]
+__all__ = ["simulate"]

@@ -26,7 +26,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from enum import IntEnum
-from typing import Any, Final
+from typing import Final
 
 from kqueue.api.integrations import is_elastic, workload_for_job
 from kqueue.api.v1alpha1 import constants as c
@@ -663,7 +663,3 @@ class Simulation:
             for fr, amount in usage.items():
                 acc[fr] = acc.get(fr, 0) + amount * span
         return out
-
-
-def describe(value: Any) -> str:
-    return str(value)
