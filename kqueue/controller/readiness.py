@@ -169,9 +169,18 @@ class ReadinessWatcher:
             status, reason, message = "True", PODS_READY_REASON, "All pods reached readiness"
         else:
             status = "False"
-            reason = WAIT_FOR_RECOVERY if cond is not None and cond.is_true else WAIT_FOR_START
-            if reason == WAIT_FOR_START and cond is not None and cond.reason == WAIT_FOR_RECOVERY:
-                reason = WAIT_FOR_RECOVERY
+            # A condition from before this admission (the workload was evicted and admitted
+            # again) says nothing about these pods: they are starting, not recovering.
+            admitted_at = wl.quota_reserved_at
+            current = (
+                cond is not None
+                and cond.last_transition_time is not None
+                and (admitted_at is None or cond.last_transition_time >= admitted_at)
+            )
+            recovering = current and cond is not None and (
+                cond.is_true or cond.reason == WAIT_FOR_RECOVERY
+            )
+            reason = WAIT_FOR_RECOVERY if recovering else WAIT_FOR_START
             message = (
                 f"Not all pods are ready or succeeded: {ready_count} of {want} admitted pods"
             )

@@ -95,7 +95,8 @@ async def test_timeout_evicts_requeues_with_backoff_then_deactivates(
         what="Admitted with PodsReady=False",
         within=20,
     )
-    assert "0 of 1" in condition(wl, c.PODS_READY)["message"]  # type: ignore[index]
+    first = condition(wl, c.PODS_READY)
+    assert first is not None and first["reason"] == "WaitForStart" and "0 of 1" in first["message"]
 
     # First timeout: evicted with PodsReadyTimeout, requeueState count 1, requeued after ~1s.
     wl = await api.wait_workload(
