@@ -20,6 +20,7 @@ from kqueue.api.integrations.job import min_pods_count
 from kqueue.api.v1alpha1 import constants as c
 from kqueue.controller.jobs.base import add_gate
 from kqueue.controller.webhook import AdmissionRequest, FieldError, Verdict
+from kqueue.controller.webhooks.shape import request_shape_errors
 
 Obj = dict[str, Any]
 
@@ -57,13 +58,19 @@ class JobWebhooks:
         self._without_queue_name = manage_jobs_without_queue_name
 
     async def mutate(self, req: AdmissionRequest) -> Verdict:
+        if errors := request_shape_errors(req.object, req.old_object, "Job"):
+            return Verdict.deny(*errors)
         job = req.object or {}
-        if req.operation != "CREATE" or not managed(job, without_queue_name=self._without_queue_name):
+        if req.operation != "CREATE" or not managed(
+            job, without_queue_name=self._without_queue_name
+        ):
             return Verdict.allow()
         patched = inject_gate(job)
         return Verdict.patch(patched) if patched is not None else Verdict.allow()
 
     async def validate(self, req: AdmissionRequest) -> Verdict:
+        if shape := request_shape_errors(req.object, req.old_object, "Job"):
+            return Verdict.deny(*shape)
         job = req.object or {}
         if not managed(job, without_queue_name=self._without_queue_name):
             return Verdict.allow()
@@ -88,7 +95,7 @@ class JobWebhooks:
                     FieldError(
                         min_path,
                         f"partial admission cannot be combined with an elastic job "
-                        f"({c.ELASTIC_JOB_ANNOTATION}: \"true\"): remove one of the two",
+                        f'({c.ELASTIC_JOB_ANNOTATION}: "true"): remove one of the two',
                     )
                 )
         labels = _labels(job)

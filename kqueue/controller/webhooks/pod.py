@@ -13,11 +13,14 @@ import copy
 from kqueue.api.v1alpha1 import constants as c
 from kqueue.controller.jobs.base import add_gate
 from kqueue.controller.webhook import AdmissionRequest, Verdict
+from kqueue.controller.webhooks.shape import request_shape_errors
 
 MUTATE_PATH = "/mutate--v1-pod"
 
 
 async def mutate_pod(req: AdmissionRequest) -> Verdict:
+    if errors := request_shape_errors(req.object, req.old_object, "Pod"):
+        return Verdict.deny(*errors)
     pod = req.object or {}
     labels = (pod.get("metadata") or {}).get("labels") or {}
     if req.operation != "CREATE" or labels.get(c.MANAGED_LABEL) != "true":
