@@ -118,8 +118,11 @@ class ElasticSlices:
             for w in waiting:
                 await self._delete(w, "the Job finished")
             return [active]
+        if wlstatus.is_evicting(active):
+            # Stopping: once it is requeued, only the current generation's slice is kept.
+            return [active]
         have = _admitted_count(active)
-        if want > have and not wlstatus.is_evicting(active):
+        if want > have:
             for w in waiting:
                 if w.name != current_name:
                     await self._delete(w, "superseded by a newer scale-up")
@@ -128,7 +131,7 @@ class ElasticSlices:
         else:
             for w in waiting:
                 await self._delete(w, f"the Job is back to {want} pod(s)")
-            if want < have and not wlstatus.is_evicting(active):
+            if want < have:
                 await self._scale_down(job, active, want)
         return [active]
 
