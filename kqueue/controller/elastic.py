@@ -131,7 +131,8 @@ class ElasticSlices:
         else:
             for w in waiting:
                 await self._delete(w, f"the Job is back to {want} pod(s)")
-            if want < have:
+            # Parallelism 0 is a pause, not a size: the slice keeps its quota (as suspending).
+            if 0 < want < have:
                 await self._scale_down(job, active, want)
         return [active]
 
