@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 from kqueue.engine.cycle import Preempt
 from kqueue.engine.engine import Engine
 from kqueue.engine.preemptibility import resolve_preemptibility
+from kqueue.engine.preemption import NoPreemption
 from kqueue.engine.types import (
     BorrowWithinCohortPolicy,
     ClusterQueueName,
@@ -257,7 +258,11 @@ def test_reclaim_properties(scenario: tuple[list[CQ], list[W], W]) -> None:
 def _run(cqs: list[CQ], ws: list[W], pw: W) -> None:
     cohort = len(cqs) > 1
     specs = [_spec(i, c, cohort) for i, c in enumerate(cqs)]
-    engine = make_engine(F, *specs, *[_workload(f"w{i}", w) for i, w in enumerate(ws)])
+    # The starting state is what fits without preemption: preemptions during the set-up would
+    # leave victims marked as evicting, which the preemptor under test must not inherit.
+    engine = make_engine(
+        F, *specs, *[_workload(f"w{i}", w) for i, w in enumerate(ws)], preemptor=NoPreemption()
+    )
     run_until_quiet(engine, start=0)
     for key in sorted(engine.queues.pending):
         engine.finish(key)
