@@ -335,7 +335,7 @@ class Scenario:
                 self.namespace,
                 queue,
                 cpu=rng.choice(["1", "1", "2"]),
-                complete_after=f"{rng.uniform(1.0, 3.0):.1f}s",
+                complete_after=f"{rng.uniform(0.5, 2.0):.1f}s",
                 labels={c.PRIORITY_CLASS_LABEL: prio},
             )
             await create_retrying(self.api, obj)

@@ -43,7 +43,8 @@ from tests.reliability.faults import (
 pytestmark = pytest.mark.cluster
 __all__ = ["api", "kq"]  # fixtures
 
-JOBS_PER_RUN = 150 if SOAK else 40
+JOBS_PER_RUN = 150 if SOAK else 30
+RESTARTS = 3 if SOAK else 2
 
 
 async def _etcd_revision(session: aiohttp.ClientSession, etcd: str) -> int:
@@ -140,7 +141,7 @@ async def test_restarts_and_compaction_force_relists_and_nothing_is_lost(
             gone_seen = 0
             async with running(watcher):
                 submitting = asyncio.create_task(scenario.submit(JOBS_PER_RUN, rng, rate=4.0))
-                for _ in range(3):
+                for _ in range(RESTARTS):
                     await asyncio.sleep(2.5)
                     # Revisions below the compacted one are gone from etcd.
                     old_rv = str(await compact_etcd(cluster) - 1)
