@@ -42,5 +42,9 @@ chart-crds:
 config-docs: venv
 	$(PY) hack/gen-config-docs.py
 
+# Benchmarks are not tests: they print their figures and write docs/benchmarks.md.
+bench: venv
+	bench/run_all.sh
+
 clean:
 	rm -rf $(VENV) build dist .mypy_cache .ruff_cache .pytest_cache
