@@ -227,7 +227,8 @@ class DevRelease:
         return [
             line
             for line in self.log().splitlines()
-            if re.search(r"\b403\b|forbidden", line, re.IGNORECASE)
+            # Not a "403" inside a timestamp's milliseconds ("17:40:14,403 INFO").
+            if re.search(r"(?<![,.:\d])\b403\b|forbidden", line, re.IGNORECASE)
         ]
 
     def uninstall(self) -> None:

@@ -52,6 +52,10 @@ NOT_REQUESTED: dict[tuple[str, str], str] = {
         "creates a Workload owned by a Job (blockOwnerDeletion); an authorization check on "
         "another request, never a request of its own"
     ),
+    ("delete", "kqueue.io/workloads"): (
+        "a pending replacement slice of an elastic Job that scaled back before it was admitted "
+        "(kqueue/controller/elastic.py); the RBAC run has no elastic Job"
+    ),
     ("get", "kqueue.io/workloads"): (
         "re-reading a Workload after a conflicting eviction write (scheduler), and in the "
         "elastic-slice and readiness controllers; reached here only if an eviction meets a 409"
