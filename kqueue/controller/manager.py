@@ -324,10 +324,14 @@ class Manager:
 
         def on_cohort(_: str, co: Cohort, *rest: Cohort) -> None:
             self.engine.upsert_cohort(adapt.cohort(rest[-1] if rest else co))
+            # A cohort change (a new parent, a cycle made or broken) can change every queue's
+            # Active condition, not only what fits: refresh their status too.
+            self._enqueue_all_queues()
             self.scheduler.trigger()
 
         def on_cohort_delete(_: str, co: Cohort) -> None:
             self.engine.delete_cohort(CohortName(co.name))
+            self._enqueue_all_queues()
             self.scheduler.trigger()
 
         self.cohorts.add_handler(on_add=on_cohort, on_update=on_cohort, on_delete=on_cohort_delete)
