@@ -38,7 +38,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-# v1.36.5 is on the module proxy but not in the checksum database (sum.golang.org answers 404),
+# v1.36.5 is on the module proxy but not in the checksum database (it answers 404),
 # so the go command refuses it; v1.36.4 is the newest v1.36 patch that verifies and builds.
 KUBERNETES_VERSION = os.environ.get("KQUEUE_KUBERNETES_VERSION", "v1.36.4")
 ETCD_VERSION = os.environ.get("KQUEUE_ETCD_VERSION", "v3.6.16")
