@@ -55,6 +55,33 @@ async def test_job_rejections(api: Api, namespace: str) -> None:
     assert f"metadata.labels[{c.QUEUE_NAME_LABEL}]" in info.value.message
 
 
+async def test_elastic_and_partial_admission_on_update(api: Api, namespace: str) -> None:
+    # Adding the elastic annotation to a running Job that already allows partial admission is
+    # refused as at creation, naming both annotations.
+    await api.apply(job("partial", namespace, "q", count=3, annotations={MIN: "1"}))
+    with pytest.raises(KubeError) as info:
+        await api.kube.patch(
+            JOBS, "partial", {"metadata": {"annotations": {c.ELASTIC_JOB_ANNOTATION: "true"}}},
+            namespace=namespace,
+        )
+    assert info.value.status == 422
+    assert f"metadata.annotations[{MIN}]" in info.value.message
+    assert c.ELASTIC_JOB_ANNOTATION in info.value.message
+    # An elastic Job stays elastic: removing the annotation is refused too.
+    await api.apply(
+        job("elastic", namespace, "q", count=2, annotations={c.ELASTIC_JOB_ANNOTATION: "true"})
+    )
+    with pytest.raises(KubeError) as info:
+        await api.kube.patch(
+            JOBS, "elastic", {"metadata": {"annotations": {c.ELASTIC_JOB_ANNOTATION: None}}},
+            namespace=namespace,
+        )
+    assert f"metadata.annotations[{c.ELASTIC_JOB_ANNOTATION}]" in info.value.message
+    assert "immutable" in info.value.message
+    current = await api.job(namespace, "elastic")
+    assert current["metadata"]["annotations"][c.ELASTIC_JOB_ANNOTATION] == "true"
+
+
 async def test_kqueue_object_rejections(api: Api, namespace: str) -> None:
     a, b, cq = unique("a"), unique("b"), unique("cq")
     bad = cluster_queue(cq, [(a, "1")])

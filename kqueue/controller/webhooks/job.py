@@ -6,7 +6,10 @@ pods held and kqueue's pod informer sees them. The Job itself runs (it is not su
 gate, not suspension, is what holds it until admission, as the contracts require.
 
 Validating (CREATE, UPDATE): the partial-admission annotation must be an integer between 0 and
-parallelism, and cannot be combined with an elastic job; the queue and priority-class labels
+parallelism, and cannot be combined with an elastic job (checked whenever either annotation is
+set or changed); the elastic annotation cannot be added or removed after creation (Kueue's rule:
+an elastic Job's Workloads are slices named by generation, a non-elastic Job's Workload is not,
+so a switch would give a running Job a second Workload); the queue and priority-class labels
 cannot change while the Job runs.
 """
 
@@ -81,23 +84,34 @@ class JobWebhooks:
         min_path = f"metadata.annotations[{min_key}]"
         # Checked when set or changed: kqueue itself lowers parallelism under a partial
         # admission, which must not make the (unchanged) annotation invalid.
-        old_annotations = _annotations(req.old_object or {})
-        changed = req.operation == "CREATE" or old_annotations.get(min_key) != annotations.get(
-            min_key
-        )
-        if min_key in annotations and changed:
+        creating = req.operation == "CREATE" or req.old_object is None
+        old = req.old_object or {}
+        min_changed = creating or _annotations(old).get(min_key) != annotations.get(min_key)
+        elastic_changed = not creating and is_elastic(old) != is_elastic(job)
+        if min_key in annotations and min_changed:
             try:
                 min_pods_count(job, pods_count(job))
             except IntegrationError as exc:
                 errors.append(FieldError(exc.path, exc.detail))
-            if is_elastic(job):
-                errors.append(
-                    FieldError(
-                        min_path,
-                        f"partial admission cannot be combined with an elastic job "
-                        f'({c.ELASTIC_JOB_ANNOTATION}: "true"): remove one of the two',
-                    )
+        # Either annotation may be the one added: the pair is refused whichever came last.
+        if min_key in annotations and is_elastic(job) and (min_changed or elastic_changed):
+            errors.append(
+                FieldError(
+                    min_path,
+                    f"partial admission ({min_key}) cannot be combined with an elastic job "
+                    f'({c.ELASTIC_JOB_ANNOTATION}: "true"): remove one of the two',
                 )
+            )
+        if elastic_changed:
+            errors.append(
+                FieldError(
+                    f"metadata.annotations[{c.ELASTIC_JOB_ANNOTATION}]",
+                    f"field is immutable: a Job is elastic or not from its creation "
+                    f"(cannot change from {_annotations(old).get(c.ELASTIC_JOB_ANNOTATION)!r} "
+                    f"to {annotations.get(c.ELASTIC_JOB_ANNOTATION)!r}); "
+                    f"create a new Job instead",
+                )
+            )
         labels = _labels(job)
         value = labels.get(c.PREEMPTIBILITY_LABEL)
         if value is not None and value not in c.PREEMPTIBILITY_LABEL_VALUES:
@@ -105,8 +119,7 @@ class JobWebhooks:
                 f"metadata.labels[{c.PREEMPTIBILITY_LABEL}]: {value!r} is not "
                 f"{c.PREEMPTIBLE_LABEL_VALUE!r} or {c.NON_PREEMPTIBLE_LABEL_VALUE!r} and is ignored"
             )
-        if req.operation == "UPDATE" and req.old_object is not None:
-            old = req.old_object
+        if not creating:
             suspended = bool((old.get("spec") or {}).get("suspend")) and bool(
                 (job.get("spec") or {}).get("suspend")
             )

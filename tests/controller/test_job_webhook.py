@@ -1,0 +1,102 @@
+"""The Job validating webhook on UPDATE: partial admission and elastic Jobs never meet, and a Job
+does not switch between elastic and not (Kueue's rule), whatever order the annotations come in."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+
+from kqueue.api.v1alpha1 import constants as c
+from kqueue.controller.webhook import AdmissionRequest
+from kqueue.controller.webhooks.job import JobWebhooks
+
+Obj = dict[str, Any]
+
+MIN = c.JOB_MIN_PARALLELISM_ANNOTATION
+ELASTIC = c.ELASTIC_JOB_ANNOTATION
+MIN_PATH = f"metadata.annotations[{MIN}]"
+ELASTIC_PATH = f"metadata.annotations[{ELASTIC}]"
+
+
+def _job(annotations: dict[str, str], *, suspend: bool = False, parallelism: int = 3) -> Obj:
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {
+            "name": "j",
+            "namespace": "ns",
+            "labels": {c.QUEUE_NAME_LABEL: "q"},
+            "annotations": dict(annotations),
+        },
+        "spec": {
+            "parallelism": parallelism,
+            "completions": parallelism,
+            "suspend": suspend,
+            "template": {"spec": {"containers": [{"name": "c", "image": "busybox"}]}},
+        },
+    }
+
+
+def _request(new: Obj, old: Obj | None) -> AdmissionRequest:
+    return AdmissionRequest(
+        uid="u",
+        operation="UPDATE" if old is not None else "CREATE",
+        kind={"group": "batch", "version": "v1", "kind": "Job"},
+        resource={"group": "batch", "version": "v1", "resource": "jobs"},
+        namespace="ns",
+        name="j",
+        object=new,
+        old_object=old,
+    )
+
+
+async def _errors(new: Obj, old: Obj | None) -> dict[str, str]:
+    verdict = await JobWebhooks().validate(_request(new, old))
+    return {e.field: e.message for e in verdict.errors}
+
+
+async def test_adding_elastic_to_a_job_with_min_parallelism_is_refused_naming_both() -> None:
+    old = _job({MIN: "1"})
+    errors = await _errors(_job({MIN: "1", ELASTIC: "true"}), old)
+    assert MIN in errors[MIN_PATH] and ELASTIC in errors[MIN_PATH]
+    assert "cannot be combined" in errors[MIN_PATH]
+    # The same message as at creation.
+    created = await _errors(_job({MIN: "1", ELASTIC: "true"}), None)
+    assert created[MIN_PATH] == errors[MIN_PATH]
+
+
+async def test_adding_min_parallelism_to_an_elastic_job_is_refused() -> None:
+    errors = await _errors(_job({MIN: "2", ELASTIC: "true"}), _job({ELASTIC: "true"}))
+    assert set(errors) == {MIN_PATH}
+    assert ELASTIC in errors[MIN_PATH]
+
+
+@pytest.mark.parametrize("suspend", [False, True], ids=["running", "suspended"])
+@pytest.mark.parametrize(
+    ("before", "after"),
+    [({}, {ELASTIC: "true"}), ({ELASTIC: "true"}, {}), ({ELASTIC: "true"}, {ELASTIC: "false"})],
+    ids=["add", "remove", "turn-off"],
+)
+async def test_the_elastic_annotation_is_immutable(
+    before: dict[str, str], after: dict[str, str], suspend: bool
+) -> None:
+    # Kueue refuses the switch whether or not the Job is suspended: the Workload's name
+    # depends on it, so a switch would give the Job a second Workload.
+    errors = await _errors(_job(after, suspend=suspend), _job(before, suspend=suspend))
+    assert set(errors) == {ELASTIC_PATH}
+    assert "immutable" in errors[ELASTIC_PATH]
+
+
+async def test_unrelated_updates_of_an_elastic_or_partial_job_pass() -> None:
+    elastic = _job({ELASTIC: "true"})
+    scaled = copy.deepcopy(elastic)
+    scaled["spec"]["parallelism"] = 5
+    assert await _errors(scaled, elastic) == {}
+    partial = _job({MIN: "1"})
+    # kqueue lowers parallelism under a partial admission: the unchanged annotation stays valid.
+    lowered = _job({MIN: "1"}, parallelism=1)
+    assert await _errors(lowered, partial) == {}
+    # A value other than "true" is not elastic: going from absent to "false" changes nothing.
+    assert await _errors(_job({ELASTIC: "false"}), _job({})) == {}
