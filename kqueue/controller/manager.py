@@ -50,7 +50,7 @@ from kqueue.controller.informer import (
     Obj,
     as_dict,
 )
-from kqueue.controller.jobs import INTEGRATIONS, Integration
+from kqueue.controller.jobs import INTEGRATIONS, Integration, Management
 from kqueue.controller.jobs.reconciler import BY_OWNER, JobReconciler, owner_uids
 from kqueue.controller.kube import (
     CLUSTER_QUEUES,
@@ -191,7 +191,11 @@ class Manager:
             integration = factory()
             self.integrations[name] = integration
             self.objects[name] = informer(
-                integration.resource, as_dict, label_selector=integration.label_selector()
+                integration.resource,
+                as_dict,
+                label_selector=integration.label_selector(
+                    without_queue_name=config.manage_jobs_without_queue_name
+                ),
             )
 
         self.scheduler = Scheduler(
@@ -231,6 +235,9 @@ class Manager:
                 events=self.events,
                 metrics=self.metrics,
                 now=now,
+                management=Management.from_config(config),
+                namespaces=self.namespaces.store,
+                local_queues=self.local_queues.store,
             )
 
         self.webhook_server = WebhookServer(
@@ -530,6 +537,8 @@ class Manager:
                     on_started_leading=self.lead,
                 )
                 self.probes.add_liveness_check("leader-election", elector.check)
+                # No write outlives the leadership it was issued under (leader.py).
+                self.kube.write_deadline = elector.write_deadline
                 self.supervisor.spawn("leader-election", elector.run, restart="always")
                 await asyncio.Event().wait()
             else:

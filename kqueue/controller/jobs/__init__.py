@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from kqueue.controller.jobs.base import Integration, PodSetRelease
+from kqueue.controller.jobs.base import Integration, Management, PodSetRelease
 from kqueue.controller.jobs.job import JobIntegration
 
 # Name in ``integrations.frameworks`` -> factory. Plain Pods ("pod") and elastic jobs plug in
@@ -19,4 +19,4 @@ INTEGRATIONS: dict[str, Callable[[], Integration]] = {
     "batch/job": JobIntegration,
 }
 
-__all__ = ["INTEGRATIONS", "Integration", "JobIntegration", "PodSetRelease"]
+__all__ = ["INTEGRATIONS", "Integration", "JobIntegration", "Management", "PodSetRelease"]

@@ -14,12 +14,46 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from kqueue.api.config import Configuration, LabelSelector
 from kqueue.api.integrations import PriorityResolver
 from kqueue.api.v1alpha1 import Workload
 from kqueue.api.v1alpha1 import constants as c
 from kqueue.controller.informer import Resource
 
 Obj = dict[str, Any]
+
+DEFAULT_LOCAL_QUEUE = "default"
+"""The LocalQueue a job without a queue label is submitted to, when its namespace has one
+(Kueue's LocalQueueDefaulting)."""
+NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"
+
+
+@dataclass(frozen=True)
+class Management:
+    """Which objects kqueue manages: Kueue's ``manageJobsWithoutQueueName`` and
+    ``managedJobsNamespaceSelector``.
+
+    An object with a queue label is always managed. One without is managed only with
+    ``without_queue_name``, and only in namespaces the selector matches (by default every
+    namespace but ``kube-system`` and kqueue's own).
+    """
+
+    without_queue_name: bool = False
+    namespace_selector: LabelSelector | None = None
+
+    @classmethod
+    def from_config(cls, config: Configuration) -> Management:
+        return cls(
+            without_queue_name=config.manage_jobs_without_queue_name,
+            namespace_selector=config.managed_jobs_namespace_selector,
+        )
+
+    def manages_unlabelled(self, namespace_labels: Mapping[str, str]) -> bool:
+        if not self.without_queue_name:
+            return False
+        return self.namespace_selector is None or self.namespace_selector.matches(
+            namespace_labels
+        )
 
 
 @dataclass(frozen=True)
@@ -41,8 +75,9 @@ class Integration(Protocol):
     api_version: str
     kind: str
 
-    def label_selector(self) -> str:
-        """Which objects the informer lists (those that name a queue)."""
+    def label_selector(self, *, without_queue_name: bool = False) -> str | None:
+        """Which objects the informer lists: those that name a queue, or every one (None)
+        when objects without a queue name are managed too."""
         ...
 
     def workload_for(self, obj: Obj, priorities: PriorityResolver) -> Workload:
@@ -69,6 +104,15 @@ class Integration(Protocol):
 
     def pod_set_of(self, obj: Obj, pod: Obj) -> str:
         """The pod set a pod of the object belongs to."""
+        ...
+
+    def holds_pods(self, obj: Obj) -> bool:
+        """Whether the object's pods are created gated (the webhook saw the object)."""
+        ...
+
+    def hold_patch(self, obj: Obj) -> Obj | None:
+        """A merge patch that makes the stopped object's future pods gated; None if they are
+        already, or if the object cannot be changed yet."""
         ...
 
 

@@ -6,16 +6,23 @@ until its Workload is admitted. On eviction the Job is suspended: the Job contro
 pods without counting failures. On re-admission it is resumed and the new pods are released.
 Partial admission (``kqueue.io/job-min-parallelism``) lowers ``parallelism`` to the admitted
 count while it runs and puts it back when the Job is stopped.
+
+A Job the webhook never saw (created before kqueue's webhooks were installed) has no gate in its
+template: the reconciler suspends it until its Workload is admitted, and once the Job controller
+has reset it (``status.startTime`` cleared), adds the gate and the managed label to its template,
+which the API server allows for a suspended Job that has not started.
 """
 
 from __future__ import annotations
 
+import copy
 from typing import Any, Final
 
 from kqueue.api.integrations import PriorityResolver, pods_count, workload_for_job
 from kqueue.api.v1alpha1 import Workload
 from kqueue.api.v1alpha1 import constants as c
 from kqueue.controller.informer import JOBS, Resource
+from kqueue.controller.jobs.base import add_gate, is_gated
 
 Obj = dict[str, Any]
 
@@ -35,8 +42,9 @@ class JobIntegration:
     api_version = "batch/v1"
     kind = "Job"
 
-    def label_selector(self) -> str:
-        return c.QUEUE_NAME_LABEL
+    def label_selector(self, *, without_queue_name: bool = False) -> str | None:
+        # Listing every Job costs memory in big clusters: only when unlabelled ones count.
+        return None if without_queue_name else c.QUEUE_NAME_LABEL
 
     def workload_for(self, obj: Obj, priorities: PriorityResolver) -> Workload:
         return workload_for_job(obj, priorities)
@@ -96,3 +104,30 @@ class JobIntegration:
 
     def pod_set_of(self, obj: Obj, pod: Obj) -> str:
         return c.DEFAULT_POD_SET_NAME
+
+    def holds_pods(self, obj: Obj) -> bool:
+        template = (obj.get("spec") or {}).get("template") or {}
+        return is_gated(template)
+
+    def hold_patch(self, obj: Obj) -> Obj | None:
+        spec = obj.get("spec") or {}
+        # The template's scheduling fields are mutable only while the Job is suspended and the
+        # Job controller has cleared startTime (it does when it suspends the Job).
+        if not spec.get("suspend") or (obj.get("status") or {}).get("startTime"):
+            return None
+        template = spec.get("template") or {}
+        pod_spec = copy.deepcopy(template.get("spec") or {})
+        labels = (template.get("metadata") or {}).get("labels") or {}
+        if not add_gate(pod_spec) and labels.get(c.MANAGED_LABEL) == "true":
+            return None
+        return {
+            # The resourceVersion makes the patch fail if the gates changed meanwhile, rather
+            # than overwrite someone else's (a merge patch replaces the whole list).
+            "metadata": {"resourceVersion": (obj.get("metadata") or {}).get("resourceVersion")},
+            "spec": {
+                "template": {
+                    "metadata": {"labels": {c.MANAGED_LABEL: "true"}},
+                    "spec": {"schedulingGates": pod_spec["schedulingGates"]},
+                }
+            },
+        }

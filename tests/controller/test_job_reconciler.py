@@ -1,0 +1,464 @@
+"""The Job reconciler against in-memory stores and a fake API: concurrent pod release, jobs
+without a queue name (manageJobsWithoutQueueName), and Jobs that started before the webhooks."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterable
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+from kqueue.api.config import Configuration
+from kqueue.api.integrations import PriorityClasses
+from kqueue.api.v1alpha1 import LocalQueue, ResourceFlavor, Workload, parse_object
+from kqueue.api.v1alpha1 import constants as c
+from kqueue.controller.events import EventRecorder, ObjectRef
+from kqueue.controller.informer import Store
+from kqueue.controller.jobs import JobIntegration, Management
+from kqueue.controller.jobs.reconciler import BY_OWNER, JobReconciler, owner_uids
+from kqueue.controller.kube import JOBS, PODS, WORKLOADS, KubeError
+from kqueue.controller.metrics import Metrics
+from kqueue.controller.workqueue import Requeue
+from tests.controller_e2e.harness import job as e2e_job
+
+Obj = dict[str, Any]
+
+NOW = datetime(2025, 3, 1, 12, 0, tzinfo=UTC)
+ADMITTED_AT = NOW - timedelta(seconds=5)
+
+
+class FakeKube:
+    """Records requests; every patch awaits, so concurrent patches overlap."""
+
+    def __init__(self, *, fail: Iterable[str] = (), boom: Iterable[str] = ()) -> None:
+        self.fail = set(fail)
+        self.boom = set(boom)
+        self.in_flight = 0
+        self.max_in_flight = 0
+        self.patched: list[tuple[str, str, Any]] = []
+        self.created: list[Obj] = []
+        self.finished_after_boom = 0
+        self._boomed = False
+
+    async def patch(self, resource: Any, name: str, patch: Any, **_: Any) -> Obj:
+        self.in_flight += 1
+        self.max_in_flight = max(self.max_in_flight, self.in_flight)
+        try:
+            await asyncio.sleep(0.005)
+            if name in self.boom:
+                self._boomed = True
+                raise OSError(f"connection reset while patching {name}")
+            if name in self.fail:
+                raise KubeError(what=f"patch {name}", status=500, body={"reason": "InternalError"})
+            if self._boomed:
+                self.finished_after_boom += 1
+            self.patched.append((resource.plural, name, patch))
+            return {}
+        finally:
+            self.in_flight -= 1
+
+    async def create(self, resource: Any, body: Obj, namespace: str | None = None) -> Obj:
+        self.created.append(body)
+        return body
+
+    async def replace_status(self, resource: Any, body: Obj, *, namespace: str | None = None) -> Obj:
+        return body
+
+
+class Events(EventRecorder):
+    def __init__(self) -> None:
+        self.recorded: list[tuple[str, str, str, str]] = []
+
+    def record(self, obj: Obj | ObjectRef, type_: Any, reason: str, message: str) -> None:
+        name = obj.name if isinstance(obj, ObjectRef) else obj["metadata"]["name"]
+        self.recorded.append((name, type_, reason, message))
+
+    def reasons(self, name: str) -> list[str]:
+        return [r for n, _, r, _ in self.recorded if n == name]
+
+
+def job(
+    name: str,
+    *,
+    namespace: str = "team-a",
+    queue: str | None = "main",
+    count: int = 2,
+    gated: bool = True,
+    suspend: bool = False,
+    started: bool = False,
+) -> Obj:
+    out = e2e_job(name, namespace, queue or "", count=count)
+    meta = out["metadata"]
+    meta.update(uid=f"uid-{name}", resourceVersion="7")
+    if queue is None:
+        del meta["labels"][c.QUEUE_NAME_LABEL]
+    if gated:
+        # What the Job webhook does at creation.
+        out["spec"]["template"]["spec"]["schedulingGates"] = [{"name": c.ADMISSION_GATE}]
+        out["spec"]["template"]["metadata"]["labels"] = {c.MANAGED_LABEL: "true"}
+    out["spec"]["suspend"] = suspend
+    out["status"] = {"startTime": "2025-03-01T11:00:00Z", "active": count} if started else {}
+    return out
+
+
+def workload(job_obj: Obj, *, admitted: int | None = None, queue: str | None = None) -> Workload:
+    wl = JobIntegration().workload_for(job_obj, PriorityClasses.from_objects([], []))
+    doc = wl.to_dict()
+    doc["metadata"]["uid"] = f"wl-{job_obj['metadata']['name']}"
+    if queue is not None:
+        doc["spec"]["queueName"] = queue
+    if admitted is not None:
+        doc["status"] = {
+            "conditions": [
+                {
+                    "type": c.QUOTA_RESERVED,
+                    "status": "True",
+                    "reason": c.QUOTA_RESERVED_REASON,
+                    "message": "reserved",
+                    "lastTransitionTime": ADMITTED_AT.strftime("%Y-%m-%dT%H:%M:%SZ"),
+                }
+            ],
+            "admission": {
+                "clusterQueue": "cq",
+                "podSetAssignments": [
+                    {
+                        "name": c.DEFAULT_POD_SET_NAME,
+                        "flavors": {"cpu": "on-demand"},
+                        "resourceUsage": {"cpu": str(admitted)},
+                        "count": admitted,
+                    }
+                ],
+            },
+        }
+    out = parse_object(doc, validate=False)
+    assert isinstance(out, Workload)
+    return out
+
+
+def gated_pods(job_obj: Obj, n: int) -> list[Obj]:
+    meta = job_obj["metadata"]
+    return [
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {
+                "name": f"{meta['name']}-{i}",
+                "namespace": meta["namespace"],
+                "uid": f"{meta['name']}-pod-{i}",
+                "resourceVersion": "1",
+                "creationTimestamp": "2025-03-01T11:00:00Z",
+                "labels": {c.MANAGED_LABEL: "true"},
+                "ownerReferences": [
+                    {"kind": "Job", "name": meta["name"], "uid": meta["uid"], "controller": True}
+                ],
+            },
+            "spec": {"schedulingGates": [{"name": c.ADMISSION_GATE}], "containers": []},
+            "status": {"phase": "Pending"},
+        }
+        for i in range(n)
+    ]
+
+
+class World:
+    def __init__(self, kube: FakeKube, **reconciler_args: Any) -> None:
+        self.kube = kube
+        self.jobs: Store[Obj] = Store()
+        self.workloads: Store[Workload] = Store()
+        self.workloads.add_index(BY_OWNER, owner_uids)
+        self.pods: Store[Obj] = Store()
+        self.pods.add_index(BY_OWNER, owner_uids)
+        self.namespaces: Store[Obj] = Store()
+        self.local_queues: Store[LocalQueue] = Store()
+        self.events = Events()
+        self.metrics = Metrics()
+        self.reconciler = JobReconciler(
+            integration=JobIntegration(),
+            objects=self.jobs,
+            workloads=self.workloads,
+            pods=self.pods,
+            flavors=Store[ResourceFlavor](),
+            priorities=lambda: PriorityClasses.from_objects([], []),
+            kube=kube,  # type: ignore[arg-type]
+            events=self.events,
+            metrics=self.metrics,
+            now=lambda: NOW,
+            namespaces=self.namespaces,
+            local_queues=self.local_queues,
+            **reconciler_args,
+        )
+
+    def add_job(self, job_obj: Obj, wl: Workload | None = None, pods: Iterable[Obj] = ()) -> str:
+        key = f"{job_obj['metadata']['namespace']}/{job_obj['metadata']['name']}"
+        self.jobs._put(key, job_obj, "7")
+        if wl is not None:
+            self.workloads._put(f"{wl.namespace}/{wl.name}", wl, "1")
+        for pod in pods:
+            self.pods._put(f"{pod['metadata']['namespace']}/{pod['metadata']['name']}", pod, "1")
+        return key
+
+    def add_namespace(self, name: str, labels: dict[str, str] | None = None) -> None:
+        meta = {"name": name, "labels": {"kubernetes.io/metadata.name": name, **(labels or {})}}
+        self.namespaces._put(name, {"metadata": meta}, "1")
+
+    def add_local_queue(self, namespace: str, name: str) -> None:
+        lq = parse_object(
+            {
+                "apiVersion": c.API_VERSION,
+                "kind": "LocalQueue",
+                "metadata": {"name": name, "namespace": namespace},
+                "spec": {"clusterQueue": "cq"},
+            },
+            validate=False,
+        )
+        assert isinstance(lq, LocalQueue)
+        self.local_queues._put(f"{namespace}/{name}", lq, "1")
+
+    def gate_removals(self) -> float:
+        value = self.metrics.registry.get_sample_value(
+            "kqueue_pod_scheduling_gate_removal_seconds_count"
+        )
+        return float(value or 0)
+
+    def pod_patches(self) -> list[str]:
+        return [name for plural, name, _ in self.kube.patched if plural == PODS.plural]
+
+    def job_patches(self) -> list[Any]:
+        return [patch for plural, _, patch in self.kube.patched if plural == JOBS.plural]
+
+
+# -- concurrent release --------------------------------------------------------------------------
+
+
+async def test_pods_of_one_job_are_released_concurrently_within_the_per_job_bound() -> None:
+    world = World(FakeKube(), releases_per_job=8, releases_in_flight=64)
+    j = job("big", count=40)
+    key = world.add_job(j, workload(j, admitted=40), gated_pods(j, 40))
+
+    assert await world.reconciler(key) is None
+
+    assert sorted(world.pod_patches()) == sorted(f"big-{i}" for i in range(40))
+    # Overlapping, but never more than the per-Job bound.
+    assert 1 < world.kube.max_in_flight <= 8
+    assert world.gate_removals() == 40
+    assert world.events.reasons("big") == ["Started"]
+
+
+async def test_the_global_bound_holds_across_jobs() -> None:
+    world = World(FakeKube(), releases_per_job=16, releases_in_flight=20)
+    keys = []
+    for name in ("a", "b", "c"):
+        j = job(name, count=30)
+        keys.append(world.add_job(j, workload(j, admitted=30), gated_pods(j, 30)))
+
+    await asyncio.gather(*(world.reconciler(k) for k in keys))
+
+    assert len(world.pod_patches()) == 90
+    # Several Jobs together go past one Job's bound, never past the global one.
+    assert 16 < world.kube.max_in_flight <= 20
+
+
+async def test_never_more_pods_released_than_admitted() -> None:
+    world = World(FakeKube())
+    j = job("partial", count=10)
+    key = world.add_job(j, workload(j, admitted=4), gated_pods(j, 10))
+
+    await world.reconciler(key)
+
+    assert len(world.pod_patches()) == 4
+
+
+async def test_a_failed_release_is_retried_and_the_others_still_go() -> None:
+    j = job("flaky", count=10)
+    world = World(FakeKube(fail={"flaky-3", "flaky-7"}))
+    key = world.add_job(j, workload(j, admitted=10), gated_pods(j, 10))
+
+    result = await world.reconciler(key)
+
+    assert isinstance(result, Requeue) and result.after is None
+    assert len(world.pod_patches()) == 8
+    assert world.gate_removals() == 8  # observed for the released pods only
+
+    # Next time only the two still gated are sent (the store says the rest are released).
+    world.kube.fail = set()
+    world.kube.patched.clear()
+    for pod in gated_pods(j, 10):
+        if pod["metadata"]["name"] not in ("flaky-3", "flaky-7"):
+            pod["spec"] = {"containers": []}
+        world.pods._put(f"team-a/{pod['metadata']['name']}", pod, "2")
+    assert await world.reconciler(key) is None
+    assert sorted(world.pod_patches()) == ["flaky-3", "flaky-7"]
+
+
+async def test_an_unexpected_error_is_raised_after_every_release_ended() -> None:
+    j = job("boom", count=12)
+    kube = FakeKube(boom={"boom-0"})
+    world = World(kube, releases_per_job=4)
+    key = world.add_job(j, workload(j, admitted=12), gated_pods(j, 12))
+
+    with pytest.raises(OSError, match="boom-0"):
+        await world.reconciler(key)
+
+    # Nothing left in flight, and the pods after the failing one were still released.
+    assert kube.in_flight == 0
+    assert len(world.pod_patches()) == 11 and kube.finished_after_boom > 0
+
+
+# -- manageJobsWithoutQueueName -----------------------------------------------------------------
+
+
+def _managing(**kw: Any) -> dict[str, Any]:
+    config = Configuration.model_validate({"manageJobsWithoutQueueName": True, **kw})
+    return {"management": Management.from_config(config)}
+
+
+def test_the_informer_lists_every_job_only_when_unlabelled_ones_are_managed() -> None:
+    integration = JobIntegration()
+    assert integration.label_selector() == c.QUEUE_NAME_LABEL
+    assert integration.label_selector(without_queue_name=True) is None
+
+
+async def test_unlabelled_jobs_are_ignored_unless_configured() -> None:
+    world = World(FakeKube())
+    world.add_namespace("team-a")
+    key = world.add_job(job("plain", queue=None))
+
+    assert await world.reconciler(key) is None
+    assert world.kube.created == [] and world.events.recorded == []
+
+
+@pytest.mark.parametrize("namespace", ["kube-system", "kqueue-system"])
+async def test_unlabelled_jobs_outside_the_managed_namespaces_are_ignored(namespace: str) -> None:
+    world = World(FakeKube(), **_managing())
+    world.add_namespace(namespace)
+    key = world.add_job(job("plain", namespace=namespace, queue=None, gated=False, started=True))
+
+    assert await world.reconciler(key) is None
+    assert world.kube.created == [] and world.kube.patched == []
+
+
+async def test_an_unlabelled_job_waits_without_a_default_queue_and_says_what_to_do() -> None:
+    world = World(FakeKube(), **_managing())
+    world.add_namespace("team-a")
+    j = job("plain", queue=None)
+    key = world.add_job(j)
+
+    await world.reconciler(key)
+
+    [body] = world.kube.created
+    assert "queueName" not in body["spec"]
+    [warning] = [e for e in world.events.recorded if e[2] == "NoQueueName"]
+    assert warning[1] == "Warning"
+    assert "LocalQueue 'default'" in warning[3] and c.QUEUE_NAME_LABEL in warning[3]
+
+    # With its Workload pending and no queue, it is looked at again (a default may come).
+    world.kube.created.clear()
+    wl = workload(j)
+    world.workloads._put(f"team-a/{wl.name}", wl, "1")
+    result = await world.reconciler(key)
+    assert isinstance(result, Requeue) and result.after is not None and result.after > 0
+    assert world.kube.patched == []  # gated: held by its pods' gate, not suspended
+
+    # A LocalQueue "default" created since: the waiting Workload moves to it.
+    world.add_local_queue("team-a", "default")
+    assert await world.reconciler(key) is None
+    [(plural, name, patch)] = world.kube.patched
+    assert (plural, name) == (WORKLOADS.plural, wl.name)
+    assert patch == {"spec": {"queueName": "default"}}
+
+
+async def test_an_unlabelled_job_goes_to_the_namespace_default_queue() -> None:
+    world = World(FakeKube(), **_managing())
+    world.add_namespace("team-a")
+    world.add_local_queue("team-a", "default")
+    key = world.add_job(job("plain", queue=None))
+
+    await world.reconciler(key)
+
+    [body] = world.kube.created
+    assert body["spec"]["queueName"] == "default"
+    assert "NoQueueName" not in world.events.reasons("plain")
+
+
+async def test_a_labelled_job_is_managed_in_any_namespace() -> None:
+    # As in Kueue, the namespace selector only limits jobs without a queue name.
+    world = World(FakeKube(), **_managing())
+    world.add_namespace("kube-system")
+    key = world.add_job(job("named", namespace="kube-system"))
+
+    await world.reconciler(key)
+
+    [body] = world.kube.created
+    assert body["spec"]["queueName"] == "main"
+
+
+async def test_an_admitted_workload_keeps_its_queue() -> None:
+    world = World(FakeKube(), **_managing())
+    world.add_namespace("team-a")
+    world.add_local_queue("team-a", "default")
+    j = job("plain", queue=None, count=1)
+    key = world.add_job(j, workload(j, admitted=1, queue="other"), gated_pods(j, 1))
+
+    await world.reconciler(key)
+
+    assert world.pod_patches() == ["plain-0"]
+    assert not [p for plural, _, p in world.kube.patched if plural == WORKLOADS.plural]
+
+
+# -- Jobs that started before the webhooks ------------------------------------------------------
+
+
+async def test_a_job_running_ungated_without_admission_is_suspended() -> None:
+    world = World(FakeKube())
+    j = job("early", gated=False, started=True)
+    key = world.add_job(j, workload(j))
+
+    assert await world.reconciler(key) is None
+
+    assert world.job_patches() == [{"spec": {"suspend": True}}]
+    [stopped] = [e for e in world.events.recorded if e[2] == "Stopped"]
+    assert "started before kqueue admitted it" in stopped[3]
+    assert "suspended until admitted" in stopped[3]
+
+
+async def test_a_gated_job_is_the_normal_case_and_left_running() -> None:
+    world = World(FakeKube())
+    j = job("fresh", gated=True, started=True)
+    key = world.add_job(j, workload(j), gated_pods(j, 2))
+
+    assert await world.reconciler(key) is None
+    assert world.kube.patched == [] and world.events.recorded == []
+
+
+async def test_a_job_admitted_before_a_restart_is_not_suspended() -> None:
+    # Its Workload holds quota in the API: whatever its template says, it keeps running.
+    world = World(FakeKube())
+    j = job("old", gated=False, started=True)
+    key = world.add_job(j, workload(j, admitted=2))
+
+    assert await world.reconciler(key) is None
+    assert world.job_patches() == []
+
+
+async def test_the_suspended_job_gets_the_gate_once_reset() -> None:
+    world = World(FakeKube())
+    # Suspended, but the Job controller has not cleared startTime yet: wait.
+    j = job("early", gated=False, suspend=True, started=True)
+    key = world.add_job(j, workload(j))
+    await world.reconciler(key)
+    assert world.job_patches() == []
+
+    j = job("early", gated=False, suspend=True, started=False)
+    j["spec"]["template"]["spec"]["schedulingGates"] = [{"name": "other.io/gate"}]
+    world.add_job(j)
+    await world.reconciler(key)
+
+    [patch] = world.job_patches()
+    template = patch["spec"]["template"]
+    assert template["spec"]["schedulingGates"] == [
+        {"name": "other.io/gate"},
+        {"name": c.ADMISSION_GATE},
+    ]
+    assert template["metadata"]["labels"] == {c.MANAGED_LABEL: "true"}
+    assert patch["metadata"]["resourceVersion"] == "7"
