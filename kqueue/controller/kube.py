@@ -9,7 +9,9 @@ or a writer and a restart, from admitting one workload twice.
 
 from __future__ import annotations
 
+import asyncio
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -77,6 +79,10 @@ class NotFound(KubeError):
     """404: the object (or its namespace) is gone."""
 
 
+class WriteDeadlinePassed(TimeoutError):
+    """A write not sent: the leadership it would have been issued under may be over."""
+
+
 def _raise_for(what: str, status: int, body: Obj) -> None:
     if status == 409:
         raise Conflict(what=what, status=status, body=body)
@@ -96,6 +102,28 @@ class Kube:
 
     api: ApiClient
     timeout: float = 30.0
+    write_deadline: Callable[[], float | None] | None = None
+    """Event-loop time by which a write (any method but GET) must be over; None: no bound.
+
+    With leader election this is the leader's renew deadline
+    (:meth:`~kqueue.controller.leader.LeaderElector.write_deadline`): the client abandons a
+    write before the leadership it was issued under can end, and refuses to send one after.
+    A request the API server already accepted may still complete: that is the bound's limit.
+    """
+
+    def _timeout(self, method: str, what: str) -> float:
+        if method == "GET" or self.write_deadline is None:
+            return self.timeout
+        deadline = self.write_deadline()
+        if deadline is None:
+            return self.timeout
+        left = deadline - asyncio.get_running_loop().time()
+        if left <= 0:
+            raise WriteDeadlinePassed(
+                f"{method} {what}: not sent, the leadership it was issued under may be over "
+                f"(renew deadline passed {-left:.1f}s ago)"
+            )
+        return min(self.timeout, left)
 
     async def request(
         self,
@@ -106,6 +134,7 @@ class Kube:
         content_type: str = "application/json",
         query: list[tuple[str, str]] | None = None,
     ) -> tuple[int, Obj]:
+        timeout = self._timeout(method, path)
         response: aiohttp.ClientResponse = await self.api.call_api(
             path,
             method,
@@ -114,7 +143,7 @@ class Kube:
             body=body,
             auth_settings=["BearerToken"],
             _preload_content=False,
-            _request_timeout=aiohttp.ClientTimeout(total=self.timeout),
+            _request_timeout=aiohttp.ClientTimeout(total=timeout),
         )
         async with response:
             raw = await response.read()

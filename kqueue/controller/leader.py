@@ -8,7 +8,12 @@ leader stops renewing. The rules that keep two replicas from leading at once:
 * a standby measures a lease's expiry on its own monotonic clock, from the moment it *saw* the
   lease change, never from the ``renewTime`` written by another machine's clock;
 * the leader gives up after ``renew_deadline`` without a successful renewal, which is shorter
-  than ``lease_duration``, so it stops before anyone else may start.
+  than ``lease_duration``, so it stops before anyone else may start. A watchdog ends leadership
+  at that deadline, measured from the *start* of the last successful renewal, even while a
+  renewal request hangs: the leading task (with its in-flight writes) is cancelled then.
+* :meth:`LeaderElector.write_deadline` is that same moment: writers bound their requests by it
+  (``Kube.write_deadline``), so a write is abandoned before the leadership it was issued under
+  can end, and ``lease_duration - renew_deadline`` is left before another replica may lead.
 
 A standby therefore takes over at most ``lease_duration`` (plus one ``retry_period`` of
 polling) after it last saw the leader renew. A leader that shuts down cleanly releases the
@@ -104,6 +109,10 @@ class LeaderElector:
         """The holder last seen on the lease (this replica's identity while it leads)."""
         self.last_renewed_at: float | None = None
         """Clock time of this replica's last successful acquire or renewal."""
+        self._renewed_from: float | None = None
+        # When the attempt that last succeeded started: the lease record it wrote is no older,
+        # so no other replica can see it expire before this plus ``lease_duration``.
+        self._attempt_started = 0.0
 
     @classmethod
     def from_config(
@@ -127,6 +136,20 @@ class LeaderElector:
     @property
     def is_leader(self) -> bool:
         return self._is_leader
+
+    def write_deadline(self) -> float | None:
+        """Clock time by which a write issued under this leadership must be over.
+
+        It is the renew deadline: the moment this replica stops leading unless it renews first,
+        counted from the start of its last successful renewal. Another replica can take the
+        lease only ``lease_duration`` after that start, so a write bounded by this deadline ends
+        ``lease_duration - renew_deadline`` before anyone else may lead. None while not
+        leading: the leading task and its writes are cancelled and awaited when a term ends, and
+        what remains (events posted at shutdown) does not act as leader.
+        """
+        if self._renewed_from is None or not self._is_leader:
+            return None
+        return self._renewed_from + self._renew_deadline
 
     def check(self) -> tuple[bool, str]:
         """A health summary (a standby is healthy too)."""
@@ -170,37 +193,52 @@ class LeaderElector:
             await self._clock.sleep(self._retry_period * (1 + random.random() * _JITTER))
 
     async def _lead(self) -> str:
-        """Renew until a renewal misses the deadline or the leading task ends; says which."""
+        """Renew until the renew deadline passes without a renewal or the leading task ends;
+        says which."""
+        loop = asyncio.get_running_loop()
         leading: asyncio.Task[None] | None = None
         if self._on_started is not None:
-            leading = asyncio.get_running_loop().create_task(
+            leading = loop.create_task(
                 self._run_leading(self._on_started), name=f"leading {self.name}"
             )
+        renewing = loop.create_task(self._keep_renewing(), name=f"renewing {self.name}")
+        watchdog = loop.create_task(self._watch_deadline(), name=f"deadline {self.name}")
+        waited: set[asyncio.Task[None]] = {renewing, watchdog}
+        if leading is not None:
+            waited.add(leading)
         try:
-            while True:
-                await self._clock.sleep(self._retry_period)
-                if leading is not None and leading.done():
-                    logger.error(
-                        "leader election: the leading task of %s ended; stepping down",
-                        self.identity,
-                    )
-                    return "task ended"
-                if not await self._renew():
-                    logger.error(
-                        "leader election: %s failed to renew lease %s/%s within %.1fs; "
-                        "leadership lost",
-                        self.identity,
-                        self.namespace,
-                        self.name,
-                        self._renew_deadline,
-                    )
-                    return "lost"
+            await asyncio.wait(waited, return_when=asyncio.FIRST_COMPLETED)
+            if renewing.done() and not renewing.cancelled() and renewing.exception():
+                logger.error(
+                    "leader election: renewing lease %s/%s failed",
+                    self.namespace,
+                    self.name,
+                    exc_info=renewing.exception(),
+                )
+            if watchdog.done() or renewing.done():
+                logger.error(
+                    "leader election: %s failed to renew lease %s/%s within %.1fs; "
+                    "leadership lost",
+                    self.identity,
+                    self.namespace,
+                    self.name,
+                    self._renew_deadline,
+                )
+                return "lost"
+            logger.error(
+                "leader election: the leading task of %s ended; stepping down", self.identity
+            )
+            return "task ended"
         finally:
             # Leadership ends here, before anything else: nothing may act as leader from now on.
             self._is_leader = False
-            if leading is not None:
-                leading.cancel()
-                await asyncio.gather(leading, return_exceptions=True)
+            for task in (renewing, watchdog, leading):
+                if task is not None:
+                    task.cancel()
+            await asyncio.gather(
+                *(t for t in (renewing, watchdog, leading) if t is not None),
+                return_exceptions=True,
+            )
 
     async def _run_leading(self, start: Callable[[], Awaitable[None]]) -> None:
         try:
@@ -210,17 +248,22 @@ class LeaderElector:
         except Exception:
             logger.exception("leader election: the leading task of %s crashed", self.identity)
 
-    async def _renew(self) -> bool:
-        deadline = (self.last_renewed_at or self._clock.now()) + self._renew_deadline
+    async def _keep_renewing(self) -> None:
+        """Renew every ``retry_period``; after a failure retry (jittered) until it works. Only
+        the watchdog decides that leadership is lost, so a hung request cannot delay that."""
         while True:
-            if await self._try_acquire_or_renew():
-                return True
-            remaining = deadline - self._clock.now()
+            await self._clock.sleep(self._retry_period)
+            while not await self._try_acquire_or_renew():
+                await self._clock.sleep(self._retry_period * (1 + random.random() * _JITTER))
+
+    async def _watch_deadline(self) -> None:
+        """Return once the renew deadline passed without a renewal moving it."""
+        while True:
+            deadline = self.write_deadline()
+            remaining = -1.0 if deadline is None else deadline - self._clock.now()
             if remaining <= 0:
-                return False
-            await self._clock.sleep(
-                min(self._retry_period * (1 + random.random() * _JITTER), remaining)
-            )
+                return
+            await self._clock.sleep(remaining)
 
     async def _step_down(self, *, release: bool) -> None:
         """After leading: release the lease if asked, then tell ``on_stopped_leading``."""
@@ -246,6 +289,7 @@ class LeaderElector:
     # -- one attempt ---------------------------------------------------------------------------
 
     async def _try_acquire_or_renew(self) -> bool:
+        self._attempt_started = self._clock.now()
         now = datetime.now(UTC)
         try:
             status, lease = await self._request("GET", self._lease_path())
@@ -311,6 +355,7 @@ class LeaderElector:
         spec = lease.get("spec") or {}
         self._observe(self.identity, spec)
         self.last_renewed_at = self._clock.now()
+        self._renewed_from = self._attempt_started
 
     def _observe(self, holder: str, spec: Obj) -> None:
         record = (
