@@ -27,6 +27,7 @@ from tests.controller_e2e.harness import (
     local_queue,
     unique,
 )
+from tests.controller_e2e.support_extra import running_pods
 
 pytestmark = pytest.mark.cluster
 
@@ -45,14 +46,22 @@ def gates(obj: Obj) -> list[Obj]:
     return list((obj.get("spec") or {}).get("schedulingGates") or [])
 
 
+async def on_demand_queue(
+    api: Api, namespace: str, *, stop_policy: str | None = None, lq: str = "lq"
+) -> str:
+    """LocalQueue ``lq`` in ``namespace`` onto a new ClusterQueue of 4 on-demand cpus."""
+    od, cq = unique("on-demand"), unique("cq")
+    await api.apply(flavor(od, "on-demand"))
+    await api.apply(cluster_queue(cq, [(od, "4")], stop_policy=stop_policy))
+    await api.apply(local_queue(lq, namespace, cq))
+    return cq
+
+
 async def test_job_created_before_the_webhooks_is_suspended_until_admitted(
     api: Api, kqueue: KqueueProcess, namespace: str
 ) -> None:
-    od, cq = unique("on-demand"), unique("cq")
-    await api.apply(flavor(od, "on-demand"))
     # Held, so the Job is seen running without an admission.
-    await api.apply(cluster_queue(cq, [(od, "4")], stop_policy="Hold"))
-    await api.apply(local_queue("lq", namespace, cq))
+    cq = await on_demand_queue(api, namespace, stop_policy="Hold")
 
     # kqueue not installed yet: no controller, no webhook configurations.
     kqueue.stop()
@@ -133,18 +142,12 @@ async def test_job_created_before_the_webhooks_is_suspended_until_admitted(
 async def test_job_admitted_before_a_restart_keeps_running(
     api: Api, kqueue: KqueueProcess, namespace: str
 ) -> None:
-    od, cq = unique("on-demand"), unique("cq")
-    await api.apply(flavor(od, "on-demand"))
-    await api.apply(cluster_queue(cq, [(od, "4")]))
-    await api.apply(local_queue("lq", namespace, cq))
+    await on_demand_queue(api, namespace)
     await api.apply(job("steady", namespace, "lq", count=2, complete_after="60s"))
-
-    async def running() -> list[Obj] | None:
-        pods = live(await api.pods_of(namespace, "steady"))
-        ok = len(pods) == 2 and all(p["status"].get("phase") == "Running" for p in pods)
-        return pods if ok else None
-
-    before = {p["metadata"]["uid"] for p in await eventually(running, what="2 running pods")}
+    pods = await eventually(
+        lambda: running_pods(api, namespace, "steady", 2), what="2 running pods"
+    )
+    before = {p["metadata"]["uid"] for p in pods}
     kqueue.restart()
     # The restarted kqueue has reconciled the Job (it re-lists everything on start); the
     # admitted Job keeps its pods and is not suspended.
