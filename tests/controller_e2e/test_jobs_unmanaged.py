@@ -9,7 +9,6 @@ Namespaces outside ``managedJobsNamespaceSelector`` (kube-system, kqueue's own) 
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +30,12 @@ from tests.controller_e2e.harness import (
     stays,
     unique,
 )
-from tests.controller_e2e.support_extra import ConfiguredKqueue, gated, running_pods
+from tests.controller_e2e.support_extra import (
+    ConfiguredKqueue,
+    configured_kqueue,
+    gated,
+    running_pods,
+)
 from tests.controller_e2e.test_jobs_before_webhooks import on_demand_queue
 
 pytestmark = pytest.mark.cluster
@@ -39,34 +43,23 @@ pytestmark = pytest.mark.cluster
 Obj = dict[str, Any]
 
 
-@dataclass
-class UnlabelledKqueue(ConfiguredKqueue):
-    """kqueue managing Jobs without a queue name: its Job webhooks select every Job."""
-
-    def setup(self) -> None:
-        super().setup()
-        mutating, validating = webhook_configurations(
-            namespace_selector=default_managed_namespace_selector(KQUEUE_NAMESPACE),
-            base_url=f"https://127.0.0.1:{self.webhook_port}",
-            ca_bundle=ensure_local_certs(self.work_dir / "certs").ca_pem,
-            manage_jobs_without_queue_name=True,
-        )
-        self.cluster.kubectl("apply", "-f", "-", input=yaml.safe_dump_all([mutating, validating]))
+def select_every_job(proc: ConfiguredKqueue) -> None:
+    """Point kqueue's Job webhooks at every Job (their objectSelector with the option on)."""
+    mutating, validating = webhook_configurations(
+        namespace_selector=default_managed_namespace_selector(KQUEUE_NAMESPACE),
+        base_url=f"https://127.0.0.1:{proc.webhook_port}",
+        ca_bundle=ensure_local_certs(proc.work_dir / "certs").ca_pem,
+        manage_jobs_without_queue_name=True,
+    )
+    proc.cluster.kubectl("apply", "-f", "-", input=yaml.safe_dump_all([mutating, validating]))
 
 
 @pytest.fixture(scope="module")
-def kqueue(cluster: LocalCluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[UnlabelledKqueue]:
-    proc = UnlabelledKqueue(
-        cluster=cluster,
-        work_dir=Path(tmp_path_factory.mktemp("kqueue-unlabelled")),
-        overrides={"manageJobsWithoutQueueName": True},
-    )
-    proc.setup()
-    proc.start()
-    try:
+def kqueue(cluster: LocalCluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ConfiguredKqueue]:
+    work_dir = Path(tmp_path_factory.mktemp("kqueue-unlabelled"))
+    for proc in configured_kqueue(cluster, work_dir, {"manageJobsWithoutQueueName": True}):
+        select_every_job(proc)
         yield proc
-    finally:
-        proc.teardown()
 
 
 def unlabelled(name: str, namespace: str, count: int = 2) -> Obj:
@@ -76,7 +69,7 @@ def unlabelled(name: str, namespace: str, count: int = 2) -> Obj:
 
 
 async def test_unlabelled_job_waits_for_the_default_local_queue(
-    api: Api, kqueue: UnlabelledKqueue, namespace: str
+    api: Api, kqueue: ConfiguredKqueue, namespace: str
 ) -> None:
     cq = await on_demand_queue(api, namespace, lq="main")
     created = await api.apply(unlabelled("plain", namespace))
@@ -119,7 +112,7 @@ async def test_unlabelled_job_waits_for_the_default_local_queue(
 
 
 async def test_unlabelled_job_in_kqueue_namespace_is_left_alone(
-    api: Api, kqueue: UnlabelledKqueue
+    api: Api, kqueue: ConfiguredKqueue
 ) -> None:
     name = unique("plain")
     await api.apply(unlabelled(name, KQUEUE_NAMESPACE, count=1))
