@@ -4,25 +4,34 @@
    short debounce so a burst of events makes one cycle, not one per event.
 2. Run one engine cycle. Admissions are already *assumed* in the engine when it returns, so the
    next cycle counts their quota even before the API has them.
-3. Write each admission to its Workload's status with the resourceVersion that was read
-   (optimistic concurrency). A refused or failed write rolls the assumption back
-   (``engine.forget``) and the workload is tried again: an admission exists only once it is in
-   the API, and never twice.
-4. Write evictions (``Evicted=True``, plus ``Preempted=True`` for victims) and pending reasons
-   (``QuotaReserved=False``, only when reason or message changed, to spare the API server).
-5. Run again at once while cycles make progress; otherwise wait for the next change, or for the
+3. Start writing the cycle's decisions and go on to the next cycle without waiting for them
+   (pipelining: the API round trips of one cycle overlap the next cycles). Each admission is
+   written to its Workload's status with the resourceVersion that was read (optimistic
+   concurrency). A refused or failed write rolls the assumption back (``engine.forget``) and the
+   workload is tried again: an admission exists only once it is in the API, and never twice.
+   Writes for one workload run one after the other, never side by side; a bounded number of
+   decision writes may be queued before the loop waits for them.
+4. Evictions (``Evicted=True``, plus ``Preempted=True`` for victims) are written the same way.
+   The ``after_cycle`` hooks run once a cycle's writes are done, cycle after cycle, in order.
+5. Pending reasons (``QuotaReserved=False``) go through a low-priority lane: a small fixed rate,
+   only while no admission or eviction is being written, only when reason or message changed,
+   and at most once per workload every few seconds, so they never hold back an admission. Heads a
+   cycle considered come first; workloads no cycle considers (a stopped, missing or
+   misconfigured queue, or no reason at all yet) are found by a periodic sweep.
+6. Run again at once while cycles make progress; otherwise wait for the next change, or for the
    periodic tick that lets requeue backoffs expire.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import time
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Protocol
+from typing import Any, Protocol
 
 from kqueue.api.v1alpha1 import Workload
 from kqueue.api.v1alpha1 import constants as c
@@ -31,16 +40,27 @@ from kqueue.controller.events import EventRecorder
 from kqueue.controller.informer import Store
 from kqueue.controller.kube import WORKLOADS, Conflict, Kube, KubeError, NotFound
 from kqueue.controller.metrics import Metrics
-from kqueue.engine.cycle import Admit, CycleResult, Evict, Pending, Preempt
+from kqueue.controller.ratelimit import TokenBucket
+from kqueue.engine.cycle import Admit, CycleResult, Evict, Preempt
 from kqueue.engine.engine import Engine
 from kqueue.engine.types import ClusterQueueName, WorkloadKey
 
 logger = logging.getLogger(__name__)
 
-# Concurrent status writes per cycle: enough to admit a burst quickly, bounded so a cycle with
-# thousands of pending workloads does not open thousands of connections.
+Obj = dict[str, Any]
+
+# Concurrent status writes: enough to admit a burst quickly, bounded so a cycle with thousands
+# of decisions does not open thousands of connections.
 _WRITE_CONCURRENCY = 16
+# Decision writes (admissions, evictions) that may be started but unfinished before the loop
+# waits for some to finish: cycles run ahead of the API only this far.
+_MAX_QUEUED_DECISIONS = 4 * _WRITE_CONCURRENCY
 _EVICTION_ATTEMPTS = 5
+# Pending-reason writes in flight at once; the lane only gets the budget decisions leave.
+_REASON_CONCURRENCY = 2
+# Responses of our own writes kept to chain a workload's next write on (the informer's copy
+# lags behind); a cache, dropped wholesale past this size.
+_MAX_WRITTEN = 4096
 
 
 class Now(Protocol):
@@ -57,6 +77,18 @@ class SchedulerSettings:
     """Wait this long after the first change before a cycle, to batch a burst of events."""
     tick_s: float = 2.0
     """Run a cycle at least this often while anything is pending (requeue backoffs expire)."""
+    reason_qps: float = 5.0
+    """Pending-reason writes per second at most (a small share of the client's QPS)."""
+    reason_burst: int = 5
+    """Pending-reason writes allowed back to back after a quiet spell."""
+    reason_interval_s: float = 10.0
+    """At most one pending-reason write per workload this often (messages carry numbers)."""
+
+
+def _ref(wl: Workload) -> Obj:
+    """What an Event needs of its object, without serializing the whole Workload."""
+    meta: Obj = {"name": wl.name, "namespace": wl.namespace, "uid": wl.metadata.uid}
+    return {"apiVersion": f"{c.GROUP}/{c.VERSION}", "kind": "Workload", "metadata": meta}
 
 
 class Scheduler:
@@ -88,27 +120,58 @@ class Scheduler:
         self._write_slots = asyncio.Semaphore(_WRITE_CONCURRENCY)
         self.cycles = 0
         self.admitted = 0
+        self.reasons_written = 0
         self._last_sweep = float("-inf")
         # Extension point: called after each cycle's decisions are written (workload slices to
-        # finish, requeue state of PodsReady timeouts...), in registration order.
+        # finish, requeue state of PodsReady timeouts...), in registration order, cycle after
+        # cycle.
         self.after_cycle: list[Callable[[Engine, CycleResult], Awaitable[None]]] = []
+        # The last write started per workload: a workload's next write waits for it.
+        self._inflight: dict[WorkloadKey, asyncio.Task[None]] = {}
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._decisions: set[asyncio.Task[None]] = set()
+        self._no_decisions = asyncio.Event()
+        self._no_decisions.set()
+        self._hooks: asyncio.Task[None] | None = None
+        # Admissions assumed in an engine whose write has not ended: forgotten on shutdown.
+        self._assumed: dict[WorkloadKey, Engine] = {}
+        # Our last write per workload: (resourceVersion it was based on, the API's answer).
+        self._written: dict[WorkloadKey, tuple[str | None, Obj]] = {}
+        # The pending-reason lane: heads a cycle considered first, then the sweep's finds.
+        self._reasons_heads: dict[WorkloadKey, None] = {}
+        self._reasons_rest: dict[WorkloadKey, None] = {}
+        self._reasons_wake = asyncio.Event()
+        self._reason_slots = asyncio.Semaphore(_REASON_CONCURRENCY)
+        self._reason_bucket: TokenBucket | None = None
+        # When each workload's reason was last written, and whether a cycle had considered it.
+        self._last_reason: dict[WorkloadKey, tuple[float, bool]] = {}
 
     def trigger(self) -> None:
         """Something changed that may let a workload in: run a cycle soon."""
         self._wake.set()
 
     async def run(self) -> None:
-        while True:
-            try:
-                async with asyncio.timeout(self._sleep_s()):
-                    await self._wake.wait()
-            except TimeoutError:
-                pass
-            await asyncio.sleep(self.settings.debounce_s)
-            self._wake.clear()
-            progressed = await self.run_once()
-            if progressed:
-                self._wake.set()
+        lane = asyncio.get_running_loop().create_task(
+            self._reason_lane(), name="scheduler: pending reasons"
+        )
+        lane.add_done_callback(_log_crash)
+        try:
+            while True:
+                try:
+                    async with asyncio.timeout(self._sleep_s()):
+                        await self._wake.wait()
+                except TimeoutError:
+                    pass
+                await asyncio.sleep(self.settings.debounce_s)
+                await self._room()
+                self._wake.clear()
+                progressed = await self.run_once()
+                if progressed:
+                    self._wake.set()
+        finally:
+            lane.cancel()
+            await asyncio.gather(lane, return_exceptions=True)
+            await self.stop_writes()
 
     def _sleep_s(self) -> float:
         """Until the next tick, or sooner when the engine has a deadline (a PodsReady timeout,
@@ -119,7 +182,7 @@ class Scheduler:
         return min(self.settings.tick_s, max((deadline - self._now()).total_seconds(), 0.0))
 
     async def run_once(self) -> bool:
-        """One cycle and its writes; returns whether it admitted, preempted or evicted."""
+        """One cycle, its writes started; returns whether it admitted, preempted or evicted."""
         engine = self._engine()
         started = time.perf_counter()
         result = engine.schedule(self._now())
@@ -128,10 +191,12 @@ class Scheduler:
             self._metrics.admission_attempt(
                 "success" if result.admitted else "inadmissible", time.perf_counter() - started
             )
-        await self._apply(engine, result)
-        for hook in self.after_cycle:
-            await hook(engine, result)
-        await self._explain_unconsidered(engine, result)
+        writes = self._apply(engine, result)
+        if self.after_cycle:
+            self._hooks = self._spawn_task(
+                self._run_hooks(engine, result, writes, self._hooks), "after-cycle hooks"
+            )
+        self._explain_unconsidered(engine, result)
         touched = {a.cluster_queue for a in result.admitted}
         touched |= {p.cluster_queue for p in result.preempted}
         touched |= {e.cluster_queue for e in result.evicted}
@@ -140,26 +205,149 @@ class Scheduler:
             self._on_changed(sorted(touched))
         return bool(result.admitted or result.preempted or result.evicted or result.finished)
 
+    async def drain(self) -> None:
+        """Wait until every decision write started so far and the hooks after it are done."""
+        while self._decisions or (self._hooks is not None and not self._hooks.done()):
+            await asyncio.wait([*self._decisions, *([self._hooks] if self._hooks else [])])
+
+    async def stop_writes(self) -> None:
+        """Cancel every write in flight; admissions not written are forgotten by the engine."""
+        tasks = list(self._tasks)
+        for task in tasks:
+            task.cancel()
+        if tasks:
+            await asyncio.gather(*tasks, return_exceptions=True)
+        # A write cancelled before it began never reached its own rollback.
+        for key, engine in list(self._assumed.items()):
+            engine.forget(key)
+        self._assumed.clear()
+        self._written.clear()
+
+    # -- write tasks -------------------------------------------------------------------------
+
+    def _spawn_task(self, coro: Awaitable[None], what: str) -> asyncio.Task[None]:
+        task = asyncio.ensure_future(coro)
+        task.set_name(f"scheduler: {what}")
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        task.add_done_callback(_log_crash)
+        return task
+
+    def _spawn_write(
+        self, key: WorkloadKey, write: Callable[[], Awaitable[None]], what: str, *, decision: bool
+    ) -> asyncio.Task[None]:
+        task = self._spawn_task(self._write(key, self._inflight.get(key), write, what), what)
+        self._inflight[key] = task
+        task.add_done_callback(functools.partial(self._write_done, key))
+        if decision:
+            self._decisions.add(task)
+            self._no_decisions.clear()
+        return task
+
+    def _write_done(self, key: WorkloadKey, task: asyncio.Task[None]) -> None:
+        if self._inflight.get(key) is task:
+            del self._inflight[key]
+        self._decisions.discard(task)
+        if not self._decisions:
+            self._no_decisions.set()
+
+    async def _write(
+        self,
+        key: WorkloadKey,
+        before: asyncio.Task[None] | None,
+        write: Callable[[], Awaitable[None]],
+        what: str,
+    ) -> None:
+        if before is not None:
+            # One write at a time per workload: this one starts from what the last one wrote.
+            await asyncio.wait([before])
+        try:
+            await write()
+        except Exception:
+            # A bug, not an API answer (those are handled by each write): log it and decide
+            # again, rather than lose the workload's decision silently.
+            logger.exception("%s of Workload %s failed unexpectedly", what, key)
+            self.trigger()
+
+    async def _room(self) -> None:
+        """Wait while too many decision writes are queued: cycles run ahead only so far."""
+        while len(self._decisions) >= _MAX_QUEUED_DECISIONS:
+            await asyncio.wait(list(self._decisions), return_when=asyncio.FIRST_COMPLETED)
+
+    async def _run_hooks(
+        self,
+        engine: Engine,
+        result: CycleResult,
+        writes: list[asyncio.Task[None]],
+        before: asyncio.Task[None] | None,
+    ) -> None:
+        # The hooks read what the cycle's writes did (an admission written or rolled back) and
+        # must see the cycles in order.
+        if writes:
+            await asyncio.wait(writes)
+        if before is not None:
+            await asyncio.wait([before])
+        for hook in self.after_cycle:
+            try:
+                await hook(engine, result)
+            except Exception:
+                logger.exception("after-cycle hook %s failed (cycle %d)", hook, result.cycle)
+
     # -- writing decisions -------------------------------------------------------------------
 
-    async def _apply(self, engine: Engine, result: CycleResult) -> None:
-        jobs: list[Awaitable[None]] = []
-        jobs += [self._write_admission(engine, a, result.now) for a in result.admitted]
-        jobs += [self._write_preemption(engine, p, result.now) for p in result.preempted]
-        jobs += [self._write_eviction(engine, e, result.now) for e in result.evicted]
-        jobs += [self._write_pending(p, result.now) for p in result.pending]
-        if jobs:
-            await asyncio.gather(*jobs)
+    def _apply(self, engine: Engine, result: CycleResult) -> list[asyncio.Task[None]]:
+        tasks: list[asyncio.Task[None]] = []
+        now = result.now
+        for a in result.admitted:
+            self._assumed[a.workload] = engine
+            tasks.append(self._spawn_write(
+                a.workload, functools.partial(self._write_admission, engine, a, now),
+                "admission", decision=True,
+            ))
+        for p in result.preempted:
+            tasks.append(self._spawn_write(
+                p.victim, functools.partial(self._write_preemption, engine, p, now),
+                "preemption", decision=True,
+            ))
+        for e in result.evicted:
+            tasks.append(self._spawn_write(
+                e.workload, functools.partial(self._write_eviction, engine, e, now),
+                "eviction", decision=True,
+            ))
+        for pending in result.pending:
+            self._queue_reason(pending.workload, head=True)
+        return tasks
 
     def _get(self, key: WorkloadKey) -> Workload | None:
-        return self._workloads.get(key)
+        """The informer's Workload, or our own last write to it when the informer lags."""
+        wl = self._workloads.get(key)
+        written = self._written.pop(key, None)
+        if wl is None or written is None:
+            return wl
+        based_on, body = written
+        if wl.metadata.resource_version != based_on:
+            return wl  # the informer has caught up (or someone else wrote since)
+        try:
+            return Workload.model_validate(body)
+        except ValueError:
+            return wl
 
-    async def _put(self, wl: Workload) -> Workload:
+    async def _put(self, key: WorkloadKey, wl: Workload) -> Obj:
         async with self._write_slots:
             body = await self._kube.replace_status(WORKLOADS, wl.to_dict(), namespace=wl.namespace)
-        return Workload.model_validate(body)
+        if len(self._written) >= _MAX_WRITTEN:
+            self._written.clear()
+        self._written[key] = (wl.metadata.resource_version, body)
+        return body
 
     async def _write_admission(self, engine: Engine, admit: Admit, now: datetime) -> None:
+        try:
+            await self._admit(engine, admit, now)
+        finally:
+            # Written or rolled back (also on a crash or cancellation): no longer ours to undo.
+            self._assumed.pop(admit.workload, None)
+
+    async def _admit(self, engine: Engine, admit: Admit, now: datetime) -> None:
         wl = self._get(admit.workload)
         if wl is None:
             engine.forget(admit.workload)
@@ -171,16 +359,15 @@ class Scheduler:
             return
         updated = wlstatus.admit(wl, admit.admission, now)
         try:
-            await self._put(updated)
-        except asyncio.CancelledError:
-            engine.forget(admit.workload)
-            raise
-        except (KubeError, OSError, TimeoutError) as exc:
+            await self._put(admit.workload, updated)
+        except BaseException as exc:
             # Conflict: the workload changed since our informer saw it. Either way the
             # assumption goes, and the workload is tried again with what the API says.
+            engine.forget(admit.workload)
+            if not isinstance(exc, KubeError | OSError | TimeoutError):
+                raise
             level = logging.INFO if isinstance(exc, Conflict | NotFound) else logging.WARNING
             logger.log(level, "admission of Workload %s not written: %s", admit.workload, exc)
-            engine.forget(admit.workload)
             self.trigger()
             return
         self.admitted += 1
@@ -188,7 +375,7 @@ class Scheduler:
         wait_s = max((now - queued).total_seconds(), 0.0)
         self._metrics.quota_reserved(admit.cluster_queue, wait_s)
         self._metrics.workload_admitted(admit.cluster_queue, wait_s)
-        obj = wl.to_dict()
+        obj = _ref(wl)
         self._events.record(
             obj,
             "Normal",
@@ -247,7 +434,7 @@ class Scheduler:
             if self._releases_itself(wl):
                 updated = wlstatus.release(updated, now) or updated
             try:
-                await self._put(updated)
+                await self._put(key, updated)
             except NotFound:
                 engine.cache.evicting.discard(key)
                 return False
@@ -264,7 +451,7 @@ class Scheduler:
                 except (KubeError, OSError, TimeoutError):
                     await asyncio.sleep(0.1 * (attempt + 1))
                 continue
-            obj = wl.to_dict()
+            obj = _ref(wl)
             if preempted_reason is not None:
                 self._events.record(obj, "Normal", c.PREEMPTED, message)
             self._events.record(obj, "Normal", c.EVICTED, f"{reason}: {message}")
@@ -275,13 +462,15 @@ class Scheduler:
         self.trigger()
         return False
 
-    async def _explain_unconsidered(self, engine: Engine, result: CycleResult) -> None:
-        """Pending reasons for workloads no cycle looks at.
+    # -- pending reasons ---------------------------------------------------------------------
+
+    def _explain_unconsidered(self, engine: Engine, result: CycleResult) -> None:
+        """Queue pending reasons for workloads no cycle looks at.
 
         Heads are taken from active ClusterQueues only, so a workload whose ClusterQueue is
         stopped or misconfigured, or whose LocalQueue is missing, gets no decision from the
-        cycle; its reason comes from ``engine.explain``. Only workloads that have no
-        QuotaReserved condition yet or sit behind an inactive or missing queue are checked.
+        cycle; its reason comes from ``engine.explain``. A workload merely queued behind others
+        gets one only if it has no QuotaReserved condition at all, through the low-priority lane.
         """
         # The sweep reads every pending workload: at most once per tick, not once per cycle,
         # so a burst of cycles stays linear in the number of pending workloads.
@@ -290,42 +479,135 @@ class Scheduler:
             return
         self._last_sweep = loop_now
         decided = {p.workload for p in result.pending}
-        writes: list[Awaitable[None]] = []
-        for key in sorted(engine.queues.pending):
-            if key in decided:
+        for key in engine.queues.pending:
+            if key in decided or key in self._reasons_rest or key in self._reasons_heads:
                 continue
-            wl = self._get(key)
+            wl = self._workloads.get(key)
             if wl is None:
                 continue
-            cq = engine.queues.cluster_queue_of(key)
-            blocked = cq is None or engine.cache.inactive(cq) is not None
-            if not blocked and wl.condition(c.QUOTA_RESERVED) is not None:
-                continue
-            details = engine.explain(key)
-            if details is None:
-                continue
-            writes.append(
-                self._write_pending_reason(wl, str(details.reason), details.message, result.now)
-            )
-        if writes:
-            await asyncio.gather(*writes)
+            cond = wl.condition(c.QUOTA_RESERVED)
+            if cond is not None:
+                cq = engine.queues.cluster_queue_of(key)
+                if cq is not None and engine.cache.inactive(cq) is None:
+                    continue
+            self._queue_reason(key, head=False)
 
-    async def _write_pending(self, p: Pending, now: datetime) -> None:
-        wl = self._get(p.workload)
+    def _queue_reason(self, key: WorkloadKey, *, head: bool) -> None:
+        if head:
+            self._reasons_rest.pop(key, None)
+            self._reasons_heads[key] = None
+        elif key not in self._reasons_heads:
+            self._reasons_rest[key] = None
+        self._reasons_wake.set()
+
+    def _next_reason(self) -> tuple[WorkloadKey, bool] | None:
+        """The next workload to write a reason for, and whether a cycle considered it."""
+        for queued, head in ((self._reasons_heads, True), (self._reasons_rest, False)):
+            if queued:
+                key = next(iter(queued))
+                del queued[key]
+                return key, head
+        return None
+
+    def _reason_update(
+        self, key: WorkloadKey, head: bool
+    ) -> tuple[Workload, Workload, str] | None:
+        """(the Workload as read, as it should be written, the reason) or None: no write due."""
+        if key in self._inflight:
+            return None  # a decision (or reason) is being written: it speaks for the workload
+        last = self._last_reason.get(key)
+        if last is not None:
+            at, was_head = last
+            # Once per interval; but a cycle's first verdict replaces a placeholder ("waiting
+            # to be considered") at once.
+            if time.monotonic() - at < self.settings.reason_interval_s and (was_head or not head):
+                return None
+        engine = self._engine()
+        details = engine.explain(key)
+        if details is None:
+            return None  # admitted or gone since it was queued
+        wl = self._get(key)
         if wl is None:
-            return
-        await self._write_pending_reason(wl, str(p.reason), p.message, now)
+            return None
+        reason = str(details.reason)
+        updated = wlstatus.pending(wl, reason, details.message, self._now())
+        return None if updated is None else (wl, updated, reason)
 
-    async def _write_pending_reason(
-        self, wl: Workload, reason: str, message: str, now: datetime
+    async def _reason_lane(self) -> None:
+        """Write queued pending reasons with what admissions and evictions leave of the budget."""
+        while True:
+            try:
+                await self._reason_lane_loop()
+            except Exception:
+                # A bug here must not end pending reasons for the rest of the term.
+                logger.exception("pending-reason writer failed; restarting it in 1s")
+                await asyncio.sleep(1.0)
+
+    async def _reason_lane_loop(self) -> None:
+        if self._reason_bucket is None:
+            self._reason_bucket = TokenBucket(
+                self.settings.reason_qps, self.settings.reason_burst
+            )
+        skipped = 0
+        while True:
+            nxt = self._next_reason()
+            if nxt is None:
+                self._reasons_wake.clear()
+                self._prune_reason_times()
+                await self._reasons_wake.wait()
+                continue
+            key, head = nxt
+            if self._reason_update(key, head) is None:
+                skipped += 1
+                if skipped % 256 == 0:
+                    await asyncio.sleep(0)  # a long run of skips must not hold the loop
+                continue
+            await self._reason_slots.acquire()
+            try:
+                # Only while no admission or eviction is being written: a reason never queues
+                # in front of a decision for the client's request budget.
+                await self._no_decisions.wait()
+                await self._reason_bucket.acquire()
+            except BaseException:
+                self._reason_slots.release()
+                raise
+            # Read again: the workload may have been admitted while the lane waited.
+            change = self._reason_update(key, head)
+            if change is None:
+                self._reason_slots.release()
+                continue
+            self._last_reason[key] = (time.monotonic(), head)
+            task = self._spawn_write(
+                key, functools.partial(self._write_reason, key, *change), "pending reason",
+                decision=False,
+            )
+            task.add_done_callback(lambda _: self._reason_slots.release())
+
+    def _prune_reason_times(self) -> None:
+        horizon = time.monotonic() - self.settings.reason_interval_s
+        for key in [k for k, (at, _) in self._last_reason.items() if at < horizon]:
+            del self._last_reason[key]
+
+    async def _write_reason(
+        self, key: WorkloadKey, wl: Workload, updated: Workload, reason: str
     ) -> None:
-        updated = wlstatus.pending(wl, reason, message, now)
-        if updated is None:
-            return
         try:
-            await self._put(updated)
+            await self._put(key, updated)
         except (KubeError, OSError, TimeoutError) as exc:
-            # The next cycle that decides the same writes it again.
-            logger.debug("pending status of Workload %s not written: %s", wl.key, exc)
+            # The next cycle (or sweep) that finds it pending queues it again.
+            logger.debug("pending status of Workload %s not written: %s", key, exc)
             return
-        self._events.record(wl.to_dict(), "Normal", "Pending", f"{reason}: {message}")
+        self.reasons_written += 1
+        before = wl.condition(c.QUOTA_RESERVED)
+        if before is None or before.status != "False" or before.reason != reason:
+            # One Pending event per reason, not per message (numbers in it change often).
+            cond = updated.condition(c.QUOTA_RESERVED)
+            message = cond.message if cond is not None else ""
+            self._events.record(_ref(wl), "Normal", "Pending", f"{reason}: {message}")
+
+
+def _log_crash(task: asyncio.Task[Any]) -> None:
+    if not task.cancelled() and task.exception() is not None:
+        logger.error(
+            "scheduler task %r crashed", task.get_name(), exc_info=task.exception()
+        )

@@ -1,0 +1,370 @@
+"""The scheduler's writes against an in-memory API: pipelined cycles, rollbacks, hooks, reasons.
+
+The fake API keeps resourceVersions (a stale write is a Conflict, as on a real server) and can
+hold writes back, so a test sees what the scheduler does while its writes are in flight. The
+informer is played by :meth:`FakeApi.sync`, which copies the API's objects into the store and
+the engine, as the manager's handlers do.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import logging
+from datetime import UTC, datetime
+from typing import Any, cast
+
+import pytest
+
+from kqueue.api.v1alpha1 import ClusterQueue, LocalQueue, ResourceFlavor, Workload
+from kqueue.api.v1alpha1 import constants as c
+from kqueue.controller.events import EventRecorder
+from kqueue.controller.informer import Resource, Store
+from kqueue.controller.kube import Conflict, Kube, NotFound
+from kqueue.controller.metrics import Metrics
+from kqueue.controller.scheduler import Scheduler, SchedulerSettings
+from kqueue.engine import adapt
+from kqueue.engine.cycle import CycleResult
+from kqueue.engine.engine import Engine
+from kqueue.engine.types import WorkloadKey
+
+Obj = dict[str, Any]
+NOW = datetime(2026, 1, 1, 12, tzinfo=UTC)
+NS = "team"
+
+
+def workload(name: str, cpu: str, *, priority: int = 0, created_s: int = 0) -> Obj:
+    return {
+        "apiVersion": "kqueue.io/v1alpha1",
+        "kind": "Workload",
+        "metadata": {
+            "name": name,
+            "namespace": NS,
+            "uid": f"uid-{name}",
+            "resourceVersion": "1",
+            "creationTimestamp": f"2026-01-01T11:00:{created_s:02d}Z",
+        },
+        "spec": {
+            "queueName": "lq",
+            "priority": priority,
+            "podSets": [
+                {
+                    "name": "main",
+                    "count": 1,
+                    "template": {
+                        "spec": {
+                            "containers": [{"name": "c", "resources": {"requests": {"cpu": cpu}}}]
+                        }
+                    },
+                }
+            ],
+        },
+    }
+
+
+class FakeApi:
+    """Workload status writes with optimistic concurrency; writes can be held at a gate."""
+
+    def __init__(self, engine: Engine, store: Store[Workload]) -> None:
+        self.engine = engine
+        self.store = store
+        self.objects: dict[str, Obj] = {}
+        self.gate = asyncio.Event()
+        self.gate.set()
+        self.writes: list[tuple[str, Obj]] = []
+        self.in_flight: dict[str, int] = {}
+        self.max_in_flight_per_key = 0
+        self.fail: BaseException | None = None
+
+    def create(self, obj: Obj) -> None:
+        key = f"{NS}/{obj['metadata']['name']}"
+        self.objects[key] = copy.deepcopy(obj)
+        self.sync()
+
+    def sync(self) -> None:
+        """The informer catches up: the store and the engine see what the API holds."""
+        for key, obj in self.objects.items():
+            wl = Workload.model_validate(obj)
+            self.store._put(key, wl, obj["metadata"]["resourceVersion"])
+            adapt.apply_workload(self.engine, wl, owner_labels=wl.metadata.labels)
+
+    async def replace_status(self, _: Resource, obj: Obj, *, namespace: str | None = None) -> Obj:
+        key = f"{namespace}/{obj['metadata']['name']}"
+        self.in_flight[key] = self.in_flight.get(key, 0) + 1
+        self.max_in_flight_per_key = max(self.max_in_flight_per_key, self.in_flight[key])
+        try:
+            await self.gate.wait()
+            if self.fail is not None:
+                raise self.fail
+            have = self.objects.get(key)
+            if have is None:
+                raise NotFound(what=key, status=404, body={})
+            if have["metadata"]["resourceVersion"] != obj["metadata"]["resourceVersion"]:
+                raise Conflict(what=key, status=409, body={"reason": "Conflict"})
+            new = copy.deepcopy(have)
+            new["status"] = copy.deepcopy(obj.get("status") or {})
+            new["metadata"]["resourceVersion"] = str(int(have["metadata"]["resourceVersion"]) + 1)
+            self.objects[key] = new
+            self.writes.append((key, new))
+            return copy.deepcopy(new)
+        finally:
+            self.in_flight[key] -= 1
+
+    async def get(self, _: Resource, name: str, namespace: str | None = None) -> Obj:
+        key = f"{namespace}/{name}"
+        if key not in self.objects:
+            raise NotFound(what=key, status=404, body={})
+        return copy.deepcopy(self.objects[key])
+
+    def admitted(self) -> set[str]:
+        return {k for k, o in self.objects.items() if (o.get("status") or {}).get("admission")}
+
+    def reason_writes(self, key: str) -> list[Obj]:
+        out = []
+        for k, obj in self.writes:
+            for cond in (obj.get("status") or {}).get("conditions") or []:
+                if k == key and cond["type"] == c.QUOTA_RESERVED and cond["status"] == "False":
+                    out.append(cond)
+        return out
+
+
+class FakeEvents:
+    def __init__(self) -> None:
+        self.recorded: list[tuple[str, str, str]] = []
+
+    def record(self, obj: Obj, _type: str, reason: str, message: str) -> None:
+        self.recorded.append((obj["metadata"]["name"], reason, message))
+
+
+def cluster_queue(cpu: str) -> ClusterQueue:
+    return ClusterQueue.model_validate({
+        "apiVersion": "kqueue.io/v1alpha1",
+        "kind": "ClusterQueue",
+        "metadata": {"name": "cq"},
+        "spec": {
+            "namespaceSelector": {},
+            "queueingStrategy": "StrictFIFO",
+            "preemption": {"withinClusterQueue": "LowerPriority"},
+            "resourceGroups": [{
+                "coveredResources": ["cpu"],
+                "flavors": [{"name": "f", "resources": [{"name": "cpu", "nominalQuota": cpu}]}],
+            }],
+        },
+    })
+
+
+def make(cpu: str = "4", **settings: Any) -> tuple[Scheduler, FakeApi, FakeEvents, Engine]:
+    engine = Engine()
+    engine.upsert_flavor(adapt.flavor(ResourceFlavor.model_validate(
+        {"apiVersion": "kqueue.io/v1alpha1", "kind": "ResourceFlavor", "metadata": {"name": "f"}}
+    )))
+    engine.upsert_cluster_queue(adapt.cluster_queue(cluster_queue(cpu)))
+    engine.upsert_local_queue(adapt.local_queue(LocalQueue.model_validate({
+        "apiVersion": "kqueue.io/v1alpha1",
+        "kind": "LocalQueue",
+        "metadata": {"name": "lq", "namespace": NS},
+        "spec": {"clusterQueue": "cq"},
+    })))
+    store: Store[Workload] = Store()
+    api = FakeApi(engine, store)
+    events = FakeEvents()
+    scheduler = Scheduler(
+        engine=lambda: engine,
+        workloads=store,
+        kube=cast(Kube, api),
+        events=cast(EventRecorder, events),
+        metrics=Metrics(),
+        releases_itself=lambda wl: True,
+        now=lambda: NOW,
+        settings=SchedulerSettings(**settings),
+    )
+    return scheduler, api, events, engine
+
+
+def key(name: str) -> WorkloadKey:
+    return WorkloadKey(f"{NS}/{name}")
+
+
+async def test_cycles_run_ahead_of_their_writes_without_overcommitting() -> None:
+    scheduler, api, _, engine = make(cpu="4")
+    for i, name in enumerate(("a", "b", "c")):
+        api.create(workload(name, "2", created_s=i))
+    api.gate.clear()  # the API holds every write
+    for _ in range(3):
+        await scheduler.run_once()
+    # Both admissions were decided while the first write was still held: the second cycle
+    # counted the first's quota, and the third found no room for c.
+    assert engine.holds_quota(key("a")) and engine.holds_quota(key("b"))
+    assert not engine.holds_quota(key("c"))
+    assert api.admitted() == set()
+    api.gate.set()
+    await scheduler.drain()
+    assert api.admitted() == {key("a"), key("b")}
+    assert scheduler.admitted == 2
+
+
+async def test_a_refused_admission_is_rolled_back_and_retried() -> None:
+    scheduler, api, _, engine = make()
+    api.create(workload("a", "1"))
+    api.objects[key("a")]["metadata"]["resourceVersion"] = "7"  # someone wrote since we read
+    await scheduler.run_once()
+    await scheduler.drain()
+    assert not engine.holds_quota(key("a"))
+    assert api.admitted() == set()
+    api.sync()
+    await scheduler.run_once()
+    await scheduler.drain()
+    assert api.admitted() == {key("a")}
+
+
+async def test_a_crashing_write_is_logged_and_rolled_back(caplog: pytest.LogCaptureFixture) -> None:
+    scheduler, api, _, engine = make()
+    api.create(workload("a", "1"))
+    api.fail = RuntimeError("bug in the writer")
+    with caplog.at_level(logging.ERROR, logger="kqueue.controller.scheduler"):
+        await scheduler.run_once()
+        await scheduler.drain()
+    assert not engine.holds_quota(key("a"))
+    assert any("admission of Workload team/a failed" in r.getMessage() for r in caplog.records)
+    assert any("bug in the writer" in (r.exc_text or "") for r in caplog.records)
+
+
+async def test_stopping_cancels_writes_and_forgets_their_assumptions() -> None:
+    scheduler, api, _, engine = make()
+    api.create(workload("a", "1"))
+    api.create(workload("b", "1", created_s=1))
+    api.gate.clear()
+    await scheduler.run_once()
+    await scheduler.run_once()
+    assert engine.holds_quota(key("a")) and engine.holds_quota(key("b"))
+    await scheduler.stop_writes()
+    assert not engine.holds_quota(key("a")) and not engine.holds_quota(key("b"))
+    api.gate.set()
+    assert api.admitted() == set()
+
+
+async def test_hooks_run_after_their_cycles_writes_in_cycle_order() -> None:
+    scheduler, api, _, _ = make()
+    api.create(workload("a", "1"))
+    api.create(workload("b", "1", created_s=1))
+    seen: list[tuple[int, set[str]]] = []
+
+    async def hook(_: Engine, result: CycleResult) -> None:
+        seen.append((result.cycle, api.admitted()))
+
+    scheduler.after_cycle.append(hook)
+    api.gate.clear()
+    await scheduler.run_once()
+    await scheduler.run_once()
+    await asyncio.sleep(0.01)
+    assert seen == []  # writes held: no hook has run
+    api.gate.set()
+    await scheduler.drain()
+    assert [cycle for cycle, _ in seen] == [1, 2]
+    assert key("a") in seen[0][1]
+    assert {key("a"), key("b")} <= seen[1][1]
+
+
+async def test_one_write_at_a_time_per_workload() -> None:
+    scheduler, api, events, _ = make(cpu="1")
+    api.create(workload("low", "1"))
+    api.gate.clear()
+    await scheduler.run_once()
+    # A higher-priority workload preempts "low" while low's admission is still being written:
+    # the eviction waits for the admission, then starts from what it wrote.
+    api.create(workload("high", "1", priority=100, created_s=1))
+    result = await scheduler.run_once()
+    assert result  # the preemption was decided
+    api.gate.set()
+    await scheduler.drain()
+    assert api.max_in_flight_per_key == 1
+    evicted = [o for k, o in api.writes if k == key("low")][-1]
+    assert any(
+        cond["type"] == c.EVICTED and cond["status"] == "True"
+        for cond in evicted["status"]["conditions"]
+    )
+    assert ("low", c.PREEMPTED) in {(name, reason) for name, reason, _ in events.recorded}
+
+
+async def _lane(scheduler: Scheduler) -> asyncio.Task[None]:
+    task = asyncio.get_running_loop().create_task(scheduler._reason_lane())
+    await asyncio.sleep(0)
+    return task
+
+
+async def _settle(api: FakeApi, scheduler: Scheduler) -> None:
+    for _ in range(20):
+        await asyncio.sleep(0.01)
+    await scheduler.drain()
+
+
+async def _cycle(scheduler: Scheduler, api: FakeApi) -> None:
+    """One cycle (sweeping too), its writes and reasons done, seen by the informer."""
+    scheduler._last_sweep = float("-inf")
+    await scheduler.run_once()
+    await _settle(api, scheduler)
+    api.sync()
+
+
+def _a_admitted_b_waiting(
+    cpu: str = "1", **settings: Any
+) -> tuple[Scheduler, FakeApi, FakeEvents, Engine]:
+    scheduler, api, events, engine = make(cpu=cpu, reason_qps=100, reason_burst=10, **settings)
+    size = "2" if cpu != "1" else "1"
+    api.create(workload("a", size))
+    api.create(workload("b", size, created_s=1))
+    return scheduler, api, events, engine
+
+
+async def test_a_blocked_head_gets_its_verdict_once_and_one_event() -> None:
+    scheduler, api, events, _ = _a_admitted_b_waiting()
+    lane = await _lane(scheduler)
+    try:
+        for _ in range(4):
+            await _cycle(scheduler, api)
+    finally:
+        lane.cancel()
+    # While a's admission was decided b was not considered: the sweep gave it a placeholder,
+    # replaced by the cycle's verdict at once; later cycles with the same verdict write nothing.
+    placeholder, verdict = api.reason_writes(key("b"))
+    assert placeholder["message"].startswith("Waiting to be considered")
+    assert verdict["reason"] == c.WAITING_FOR_QUOTA and "more needed" in verdict["message"]
+    assert len([e for e in events.recorded if e[0] == "b" and e[1] == "Pending"]) == 1
+
+
+async def test_reasons_wait_while_decisions_are_written() -> None:
+    scheduler, api, _, _ = _a_admitted_b_waiting()
+    lane = await _lane(scheduler)
+    try:
+        api.gate.clear()
+        await scheduler.run_once()  # admits a (held), b is queued behind it
+        scheduler._last_sweep = float("-inf")
+        await scheduler.run_once()
+        await asyncio.sleep(0.05)
+        assert api.in_flight.get(key("b"), 0) == 0  # nothing for b while a's admission waits
+        api.gate.set()
+        await _settle(api, scheduler)
+    finally:
+        lane.cancel()
+    assert api.admitted() == {key("a")}
+    assert len(api.reason_writes(key("b"))) == 1
+
+
+@pytest.mark.parametrize(("interval_s", "writes"), [(0.0, 4), (10.0, 1)])
+async def test_a_changing_message_is_not_rewritten_every_cycle(
+    interval_s: float, writes: int
+) -> None:
+    scheduler, api, events, engine = _a_admitted_b_waiting("3", reason_interval_s=interval_s)
+    lane = await _lane(scheduler)
+    try:
+        for quota in ("3", "2800m", "2600m", "2400m", "2200m"):
+            # Less quota each time: b's message ("... N more needed") changes every cycle.
+            engine.upsert_cluster_queue(adapt.cluster_queue(cluster_queue(quota)))
+            await _cycle(scheduler, api)
+    finally:
+        lane.cancel()
+    heads = [w for w in api.reason_writes(key("b")) if "more needed" in w["message"]]
+    assert len(heads) == writes
+    # One Pending event per reason, however often the message changed.
+    pending_events = [e for e in events.recorded if e[0] == "b" and e[1] == "Pending"]
+    assert len(pending_events) == 1
