@@ -214,6 +214,7 @@ class Manager:
             cluster_queues=self.cluster_queues.store,
             local_queues=self.local_queues.store,
             flavors=self.flavors.store,
+            workloads=self.workloads.store,
             kube=self.kube,
             events=self.events,
             metrics=self.metrics,

@@ -22,6 +22,7 @@ from kqueue.api.v1alpha1 import (
     LocalQueueResourceUsage,
     ResourceFlavor,
     ResourceUsage,
+    Workload,
     set_condition,
 )
 from kqueue.api.v1alpha1 import constants as c
@@ -40,11 +41,28 @@ from kqueue.controller.metrics import ClusterQueueStatus, Metrics
 from kqueue.controller.scheduler import Now
 from kqueue.controller.workqueue import Requeue
 from kqueue.engine.engine import Engine
-from kqueue.engine.types import ClusterQueueName, FlavorName, LocalQueueKey, ResourceName, Usage
+from kqueue.engine.types import (
+    ClusterQueueName,
+    FlavorName,
+    LocalQueueKey,
+    ResourceName,
+    Usage,
+    WorkloadKey,
+)
 
 logger = logging.getLogger(__name__)
 
 Obj = dict[str, Any]
+
+# Workloads by the LocalQueue they name (``namespace/queueName``): a LocalQueue's status reads
+# its own workloads, not every workload of the cluster.
+BY_LOCAL_QUEUE = "local-queue"
+
+
+def local_queue_of(wl: Workload) -> list[str]:
+    if not wl.spec.queue_name:
+        return []
+    return [f"{wl.namespace or 'default'}/{wl.spec.queue_name}"]
 
 
 def _conditions_equal(a: list[Condition], b: list[Condition]) -> bool:
@@ -62,6 +80,7 @@ class QueueStatusReconciler:
         cluster_queues: Store[ClusterQueue],
         local_queues: Store[LocalQueue],
         flavors: Store[ResourceFlavor],
+        workloads: Store[Workload],
         kube: Kube,
         events: EventRecorder,
         metrics: Metrics,
@@ -72,6 +91,8 @@ class QueueStatusReconciler:
         self._cqs = cluster_queues
         self._lqs = local_queues
         self._flavors = flavors
+        self._workloads = workloads
+        workloads.add_index(BY_LOCAL_QUEUE, local_queue_of)
         self._kube = kube
         self._events = events
         self._metrics = metrics
@@ -277,8 +298,17 @@ class QueueStatusReconciler:
             return None
         engine = self._engine()
         lq_key = LocalQueueKey(key)
-        pending = sum(1 for info in engine.queues.pending.values() if info.local_queue == lq_key)
-        holding = [aw for aw in engine.cache.workloads.values() if aw.info.local_queue == lq_key]
+        pending = 0
+        holding = []
+        for wl in self._workloads.by_index(BY_LOCAL_QUEUE, key):
+            wl_key = WorkloadKey(wl.key)
+            info = engine.queues.pending.get(wl_key)
+            if info is not None and info.local_queue == lq_key:
+                pending += 1
+                continue
+            aw = engine.cache.get(wl_key)
+            if aw is not None and aw.info.local_queue == lq_key:
+                holding.append(aw)
         usage: Usage = {}
         for aw in holding:
             for fr, v in aw.usage.items():
