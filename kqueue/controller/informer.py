@@ -15,6 +15,7 @@ into typed objects once, here at the I/O boundary, with the ``converter`` callba
 from __future__ import annotations
 
 import asyncio
+import gc
 import json
 import logging
 import random
@@ -58,6 +59,25 @@ class Resource:
 
     def __str__(self) -> str:
         return f"{self.plural}.{self.group}" if self.group else self.plural
+
+
+# A relist of at least this many objects freezes the heap again (see :func:`freeze_heap`).
+FREEZE_AFTER_RELIST = 10_000
+
+
+def freeze_heap() -> None:
+    """Take what is alive now out of the cyclic garbage collector's work.
+
+    A controller keeps its caches (and the engine built from them) for its whole life, yet every
+    full collection walks every tracked object: with 100,000 pending Workloads that is most of a
+    scheduling cycle (bench/engine_gc.py: freezing after loading halves it). What an earlier
+    call froze is let go first and collected with the rest (a replaced engine, a relisted store:
+    frozen garbage in reference cycles would never be freed), so nothing dead is frozen; it
+    costs one full collection, on the rare occasions this is called.
+    """
+    gc.unfreeze()
+    gc.collect()
+    gc.freeze()
 
 
 CONFIGMAPS = Resource("", "v1", "configmaps")
@@ -418,6 +438,10 @@ class Informer(Generic[T]):
         if not self._synced.is_set():
             self._synced.set()
             logger.info("informer %s: synced %d objects", self._where, len(self.store))
+        elif len(self.store) >= FREEZE_AFTER_RELIST:
+            # A relist rebuilt a large store: its new objects join the frozen ones (the first
+            # list is frozen by the manager once every informer has synced).
+            freeze_heap()
 
     async def _watch(self) -> None:
         """One watch request, until the server ends it. Raises _Gone on 410."""

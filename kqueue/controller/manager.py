@@ -49,6 +49,7 @@ from kqueue.controller.informer import (
     Informer,
     Obj,
     as_dict,
+    freeze_heap,
 )
 from kqueue.controller.jobs import INTEGRATIONS, Integration, Management
 from kqueue.controller.jobs.reconciler import BY_OWNER, JobReconciler, owner_uids
@@ -522,6 +523,9 @@ class Manager:
             self.supervisor.spawn("events", self.events.run, restart="always")
             for informer in self.informers().values():
                 await informer.wait_synced()
+            # The caches now hold what this process keeps for its life: out of the collector's
+            # walk (full collections would otherwise grow with the number of Workloads).
+            freeze_heap()
             self._synced.set()
             logger.info(
                 "caches synced: %d workloads, %d ClusterQueues; %d hold quota",
@@ -554,6 +558,7 @@ class Manager:
         """The leader's work: schedule, reconcile, write status, until cancelled."""
         self.leading = True
         engine = self.rebuild_engine()
+        freeze_heap()  # the new engine lives as long as the term; the old one is collected
         logger.info(
             "leading: engine rebuilt with %d workloads holding quota, %d pending",
             len(engine.cache.workloads),

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
+import weakref
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
@@ -12,6 +14,7 @@ import pytest
 from aiohttp.test_utils import TestServer
 from kubernetes_asyncio.client import ApiClient
 
+from kqueue.controller import informer as informer_module
 from kqueue.controller.informer import CONFIGMAPS, Informer, Resource, as_dict
 from tests.controller.mock_apiserver import (
     Close,
@@ -290,3 +293,42 @@ def test_resource_paths() -> None:
     nodes = Resource("", "v1", "nodes", namespaced=False)
     assert nodes.collection_path("ignored") == "/api/v1/nodes"
     assert str(workloads) == "workloads.kqueue.io"
+
+
+async def test_a_large_relist_freezes_the_heap(
+    env: Env, running: list[asyncio.Task[None]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    frozen: list[int] = []
+    monkeypatch.setattr(informer_module, "FREEZE_AFTER_RELIST", 2)
+    monkeypatch.setattr(informer_module, "freeze_heap", lambda: frozen.append(1))
+    env.api.lists.extend([
+        ListResponse(10, [configmap("a", 5), configmap("b", 6)]),
+        ListResponse(30, [configmap("a", 5), configmap("c", 25)]),
+        ListResponse(40, [configmap("c", 25)]),
+    ])
+    env.api.watches.extend([[HttpStatus(410)], [HttpStatus(410)], []])
+    informer = make_informer(env)
+    running.append(asyncio.create_task(informer.run()))
+    await eventually(lambda: len(env.api.watch_requests) == 3, what="a watch after two relists")
+    # The first list is the manager's to freeze; the relist of 2 objects freezes, that of 1 not.
+    assert informer.lists == 3
+    assert frozen == [1]
+
+
+def test_freeze_heap_moves_live_objects_out_of_the_collectors_walk() -> None:
+    class Node:
+        def __init__(self) -> None:
+            self.me = self  # a reference cycle: only the collector frees it
+
+    kept = [{"n": i} for i in range(1000)]
+    try:
+        informer_module.freeze_heap()
+        assert gc.get_freeze_count() >= len(kept)
+        dead = Node()
+        informer_module.freeze_heap()  # the cycle is alive: frozen with the rest
+        probe = weakref.ref(dead)
+        del dead
+        informer_module.freeze_heap()  # frozen earlier, dead now: collected, not kept frozen
+        assert probe() is None
+    finally:
+        gc.unfreeze()
