@@ -12,6 +12,11 @@ are Ready (condition ``Ready=True``) or have Succeeded. The leader:
    writes ``status.requeueState`` (count and requeueAt: the backoff the engine applies); when the
    requeue limit is exceeded, sets ``spec.active: false`` and ``DeactivationTarget=True``. The
    eviction itself (``Evicted``) is written by the scheduler; the integration stops the pods.
+4. Once released, such a workload carries ``Requeued=False`` (reason ``PodsReadyTimeout``) for
+   as long as its backoff runs; when ``requeueAt`` has passed, writes ``Requeued=True`` with
+   reason ``BackoffFinished`` and clears ``requeueAt`` (Kueue's workload controller), with an
+   event. The key is processed again when the backoff ends, and at the start of every term, so
+   a backoff that ended while no replica led is declared over too.
 
 The engine wakes the scheduler at its next deadline (``Engine.next_deadline``), so a timeout is
 acted on when it is due, not at the next event.
@@ -19,9 +24,9 @@ acted on when it is due, not at the next event.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Callable
+from datetime import timedelta
 from typing import Any, Final
 
 from kqueue.api.v1alpha1 import RequeueState, Workload, set_condition
@@ -123,9 +128,8 @@ class ReadinessWatcher:
     # -- the leader's task -------------------------------------------------------------------
 
     async def run(self) -> None:
-        if self._engine().readiness.config is None:
-            await asyncio.Event().wait()  # disabled: nothing to watch, but stay a task
-        # The engine was rebuilt for this term: its readiness signals start empty.
+        # The engine was rebuilt for this term: its readiness signals start empty. Runs even
+        # with waitForPodsReady off, so a backoff left from when it was on still ends.
         for key in self._workloads:
             self.queue.add(key)
         await run_workers(self.queue, self, workers=2)
@@ -145,6 +149,8 @@ class ReadinessWatcher:
 
     async def __call__(self, key: str, /) -> Requeue | None:
         wl = self._workloads.get(key)
+        if wl is not None and wlstatus.in_backoff(wl):
+            return await self._end_backoff(wl)
         if wl is None or not wlstatus.holds_quota(wl) or wlstatus.is_evicting(wl):
             return None
         engine = self._engine()
@@ -191,12 +197,39 @@ class ReadinessWatcher:
             out.status.conditions, c.PODS_READY, status, reason, message,  # type: ignore[arg-type]
             self._now(), wl.metadata.generation,
         )
+        written = await self._put_status(out)
+        return written if isinstance(written, Requeue) else None
+
+    async def _put_status(self, out: Workload) -> Requeue | bool:
+        """Write ``out``'s status: True when written, False when the Workload is gone, and a
+        Requeue on a conflict (the informer brings the newer version)."""
         try:
-            await self._kube.replace_status(WORKLOADS, out.to_dict(), namespace=wl.namespace)
+            await self._kube.replace_status(WORKLOADS, out.to_dict(), namespace=out.namespace)
         except NotFound:
-            return None
+            return False
         except Conflict:
-            return Requeue(after=0.2)  # the informer brings the newer version
+            return Requeue(after=0.2)
+        return True
+
+    async def _end_backoff(self, wl: Workload) -> Requeue | None:
+        """``Requeued=True`` once the PodsReady backoff is over; until then, come back then."""
+        cfg = self._engine().readiness.config
+        unwritten = timedelta(seconds=cfg.backoff_base_seconds if cfg is not None else 0)
+        now = self._now()
+        end = wlstatus.backoff_end(wl, now, unwritten=unwritten)
+        if end is not None and end > now:
+            return Requeue(after=max((end - now).total_seconds(), 0.05))
+        updated = wlstatus.backoff_finished(wl, now, unwritten=unwritten)
+        if updated is None:
+            return None
+        written = await self._put_status(updated)
+        if written is not True:
+            return written or None
+        self._events.record(
+            wl.to_dict(), "Normal", c.REQUEUED,
+            f"{wlstatus.BACKOFF_FINISHED_MESSAGE}: queued again after its PodsReady timeout",
+        )
+        self._trigger()
         return None
 
     # -- the scheduler's hook ----------------------------------------------------------------
@@ -218,6 +251,13 @@ class ReadinessWatcher:
             out.status.requeue_state = RequeueState(
                 count=evict.requeue_count, requeue_at=evict.requeue_at
             )
+            if out.status.admission is None and not evict.deactivate:
+                # Released before this write (a workload no integration runs): the backoff
+                # this write starts keeps Requeued False, whatever was seen in between.
+                set_condition(
+                    out.status.conditions, c.REQUEUED, "False", c.EVICTED_BY_PODS_READY_TIMEOUT,
+                    evict.message, self._now(), wl.metadata.generation,
+                )
             if evict.deactivate:
                 set_condition(
                     out.status.conditions,

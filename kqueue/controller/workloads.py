@@ -7,7 +7,7 @@ reasons and messages are Kueue's, so tooling written for Kueue reads kqueue's st
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from kqueue.api.quantity import Quantity
 from kqueue.api.v1alpha1 import Admission, PodSetAssignment, Workload, set_condition
@@ -17,6 +17,9 @@ from kqueue.engine import types as t
 # Kueue's reasons for conditions it turns off.
 NO_RESERVATION = "NoReservation"
 PENDING = "Pending"
+# Kueue's Requeued=True reason once a PodsReady requeue backoff is over, and its message.
+BACKOFF_FINISHED = "BackoffFinished"
+BACKOFF_FINISHED_MESSAGE = "The workload backoff was finished"
 
 
 def api_admission(admission: t.Admission) -> Admission:
@@ -64,6 +67,11 @@ def admit(wl: Workload, admission: t.Admission, now: datetime) -> Workload:
         gen,
     )
     set_condition(conds, c.ADMITTED, "True", c.ADMITTED_REASON, ADMITTED_MESSAGE, now, gen)
+    if in_backoff(wl):
+        # The engine admits only after the backoff: if the admission comes before the write
+        # that declares the backoff over, it says so itself, so Requeued=False never stands
+        # next to an admission.
+        _backoff_over(out, now)
     for type_ in (c.EVICTED, c.PREEMPTED):
         cond = out.condition(type_)
         if cond is not None and cond.is_true:
@@ -132,8 +140,9 @@ def release(wl: Workload, now: datetime) -> Workload | None:
     """The workload stopped after an eviction: quota released, back in its queue.
 
     ``status.admission`` cleared, ``QuotaReserved=False`` and ``Admitted=False``, and
-    ``Requeued=True`` with the eviction's reason (Kueue's ``UnsetQuotaReservationWithCondition``
-    followed by the requeue). None if it holds no quota.
+    ``Requeued`` with the eviction's reason (Kueue's ``UnsetQuotaReservationWithCondition``
+    followed by the requeue): True, except after a PodsReady timeout, whose requeue backoff
+    keeps it False until :func:`backoff_finished`. None if it holds no quota.
     """
     if wl.status.admission is None and not wl.has_quota_reservation:
         return None
@@ -148,8 +157,60 @@ def release(wl: Workload, now: datetime) -> Workload | None:
     set_condition(
         conds, c.ADMITTED, "False", NO_RESERVATION, "The workload has no reservation", now, gen
     )
-    set_condition(conds, c.REQUEUED, "True", why, message, now, gen)
+    backing_off = why == c.EVICTED_BY_PODS_READY_TIMEOUT
+    set_condition(conds, c.REQUEUED, "False" if backing_off else "True", why, message, now, gen)
     return out
+
+
+def in_backoff(wl: Workload) -> bool:
+    """Requeued=False for a PodsReady timeout: the requeue backoff has not been declared over."""
+    cond = wl.condition(c.REQUEUED)
+    return (
+        cond is not None
+        and cond.status == "False"
+        and cond.reason == c.EVICTED_BY_PODS_READY_TIMEOUT
+        and wl.status.admission is None
+    )
+
+
+def backoff_end(wl: Workload, now: datetime, *, unwritten: timedelta) -> datetime | None:
+    """When the PodsReady backoff of ``wl`` ends; None when it is not in one.
+
+    ``status.requeueState.requeueAt`` says; if it was never written (the write after the
+    eviction failed), the backoff lasts ``unwritten`` from the Requeued=False transition.
+    """
+    if not in_backoff(wl):
+        return None
+    state = wl.status.requeue_state
+    if state is not None and state.requeue_at is not None:
+        return state.requeue_at
+    cond = wl.condition(c.REQUEUED)
+    since = cond.last_transition_time if cond is not None else None
+    return (since or now) + unwritten
+
+
+def backoff_finished(
+    wl: Workload, now: datetime, *, unwritten: timedelta = timedelta(0)
+) -> Workload | None:
+    """``Requeued=True`` (``BackoffFinished``) and ``requeueState.requeueAt`` cleared, the count
+    kept, once the PodsReady backoff is over (Kueue's workload controller); None before that,
+    or when the workload is not waiting for one.
+    """
+    end = backoff_end(wl, now, unwritten=unwritten)
+    if end is None or end > now:
+        return None
+    out = wl.model_copy(deep=True)
+    _backoff_over(out, now)
+    return out
+
+
+def _backoff_over(out: Workload, now: datetime) -> None:
+    if out.status.requeue_state is not None:
+        out.status.requeue_state.requeue_at = None
+    set_condition(
+        out.status.conditions, c.REQUEUED, "True", BACKOFF_FINISHED, BACKOFF_FINISHED_MESSAGE,
+        now, out.metadata.generation,
+    )
 
 
 def finish(wl: Workload, reason: str, message: str, now: datetime) -> Workload | None:

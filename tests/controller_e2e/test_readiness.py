@@ -35,7 +35,8 @@ pytestmark = pytest.mark.cluster
 Obj = dict[str, Any]
 
 TIMEOUT_S = 3
-BACKOFF_BASE_S = 1
+# Long enough to see the released workload wait out its backoff (Requeued=False) by polling.
+BACKOFF_BASE_S = 4
 LIMIT = 2
 
 
@@ -98,7 +99,8 @@ async def test_timeout_evicts_requeues_with_backoff_then_deactivates(
     first = condition(wl, c.PODS_READY)
     assert first is not None and first["reason"] == "WaitForStart" and "0 of 1" in first["message"]
 
-    # First timeout: evicted with PodsReadyTimeout, requeueState count 1, requeued after ~1s.
+    # First timeout: evicted with PodsReadyTimeout, requeueState count 1, requeued after the
+    # base backoff.
     wl = await api.wait_workload(
         namespace,
         "stuck",
@@ -112,7 +114,21 @@ async def test_timeout_evicts_requeues_with_backoff_then_deactivates(
     backoff = parse_time(state["requeueAt"]) - parse_time(evicted["lastTransitionTime"])
     assert timedelta(0) <= backoff <= timedelta(seconds=BACKOFF_BASE_S + 1)
 
-    # Re-admitted after the backoff, as a new attempt.
+    requeue_at = parse_time(state["requeueAt"])
+
+    # Released while the backoff runs: not requeued yet (Kueue's Requeued=False).
+    def waiting(w: Obj) -> bool:
+        cond = condition(w, c.REQUEUED) or {}
+        return (w.get("status") or {}).get("admission") is None and (
+            cond.get("status"), cond.get("reason")
+        ) == ("False", c.EVICTED_BY_PODS_READY_TIMEOUT)
+
+    wl = await api.wait_workload(
+        namespace, "stuck", waiting, what="released with Requeued=False", within=BACKOFF_BASE_S
+    )
+    assert not is_true(wl, c.ADMITTED)
+
+    # Re-admitted after the backoff, as a new attempt, and Requeued=True says the backoff ended.
     wl = await api.wait_workload(
         namespace,
         "stuck",
@@ -120,10 +136,13 @@ async def test_timeout_evicts_requeues_with_backoff_then_deactivates(
         and not is_true(w, c.EVICTED)
         and ((w.get("status") or {}).get("requeueState") or {}).get("count") == 1,
         what="admitted again after the backoff",
-        within=20,
+        within=BACKOFF_BASE_S + 20,
     )
     requeued = condition(wl, c.REQUEUED)
-    assert requeued is not None and requeued["reason"] == c.EVICTED_BY_PODS_READY_TIMEOUT
+    assert requeued is not None and requeued["status"] == "True"
+    assert requeued["reason"] == "BackoffFinished"
+    assert parse_time(requeued["lastTransitionTime"]) >= requeue_at - timedelta(seconds=1)
+    assert wl["status"]["requeueState"].get("requeueAt") is None
     events = {e["reason"] for e in await api.events_for(namespace, wl["metadata"]["name"])}
     assert c.EVICTED in events
 

@@ -1,0 +1,146 @@
+"""Requeued after a PodsReady timeout, as Kueue writes it: False (PodsReadyTimeout) while the
+requeue backoff runs, True (BackoffFinished) once ``requeueAt`` has passed."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from kqueue.api.v1alpha1 import RequeueState, Workload, parse_object
+from kqueue.api.v1alpha1 import constants as c
+from kqueue.controller import workloads as wlstatus
+from kqueue.controller.readiness import ReadinessWatcher
+from kqueue.controller.workqueue import Requeue
+from kqueue.engine import types as t
+from kqueue.engine.engine import Engine
+from kqueue.engine.readiness import PodsReadyConfig
+from tests.api.test_validation import workload
+
+Obj = dict[str, Any]
+
+T0 = datetime(2026, 5, 1, 12, 0, tzinfo=UTC)
+KEY = "team-a/job-a"
+MESSAGE = f"Exceeded the PodsReady timeout {KEY}"
+BASE_S = 5
+
+
+def _admitted() -> Workload:
+    wl = parse_object(workload(reserved=True))
+    assert isinstance(wl, Workload)
+    return wl
+
+
+def _released(reason: str, *, requeue_at: datetime | None) -> Workload:
+    evicted = wlstatus.evict(_admitted(), reason, MESSAGE, T0)
+    assert evicted is not None
+    if requeue_at is not None:
+        evicted.status.requeue_state = RequeueState(count=1, requeue_at=requeue_at)
+    released = wlstatus.release(evicted, T0)
+    assert released is not None
+    return released
+
+
+def _requeued(wl: Workload) -> tuple[str, str]:
+    cond = wl.condition(c.REQUEUED)
+    assert cond is not None
+    return cond.status, cond.reason
+
+
+def test_released_after_a_pods_ready_timeout_is_not_requeued_yet() -> None:
+    wl = _released(c.EVICTED_BY_PODS_READY_TIMEOUT, requeue_at=T0 + timedelta(seconds=BASE_S))
+    assert _requeued(wl) == ("False", c.EVICTED_BY_PODS_READY_TIMEOUT)
+    assert wl.condition(c.REQUEUED).message == MESSAGE  # type: ignore[union-attr]
+    # Any other eviction requeues at once, as before.
+    preempted = _released(c.EVICTED_BY_PREEMPTION, requeue_at=None)
+    assert _requeued(preempted) == ("True", c.EVICTED_BY_PREEMPTION)
+
+
+def test_backoff_finished_only_once_requeue_at_passed() -> None:
+    at = T0 + timedelta(seconds=BASE_S)
+    wl = _released(c.EVICTED_BY_PODS_READY_TIMEOUT, requeue_at=at)
+    assert wlstatus.backoff_end(wl, T0, unwritten=timedelta(0)) == at
+    assert wlstatus.backoff_finished(wl, at - timedelta(seconds=1)) is None
+    done = wlstatus.backoff_finished(wl, at)
+    assert done is not None
+    assert _requeued(done) == ("True", wlstatus.BACKOFF_FINISHED)
+    assert done.condition(c.REQUEUED).message == wlstatus.BACKOFF_FINISHED_MESSAGE  # type: ignore[union-attr]
+    assert done.status.requeue_state is not None
+    assert (done.status.requeue_state.count, done.status.requeue_state.requeue_at) == (1, None)
+    # Once over, nothing more to write.
+    assert wlstatus.backoff_finished(done, at + timedelta(hours=1)) is None
+
+
+def test_an_unwritten_requeue_at_lasts_the_given_backoff_from_the_transition() -> None:
+    wl = _released(c.EVICTED_BY_PODS_READY_TIMEOUT, requeue_at=None)
+    base = timedelta(seconds=BASE_S)
+    assert wlstatus.backoff_end(wl, T0, unwritten=base) == T0 + base
+    assert wlstatus.backoff_finished(wl, T0 + base - timedelta(seconds=1), unwritten=base) is None
+    assert wlstatus.backoff_finished(wl, T0 + base, unwritten=base) is not None
+
+
+def test_an_admission_declares_the_backoff_over_itself() -> None:
+    at = T0 + timedelta(seconds=BASE_S)
+    wl = _released(c.EVICTED_BY_PODS_READY_TIMEOUT, requeue_at=at)
+    admission = t.Admission(
+        t.ClusterQueueName("team-a"),
+        (t.PodSetAssignment(t.PodSetName("main"), {}, {}, 2),),
+        at,
+    )
+    admitted = wlstatus.admit(wl, admission, at)
+    assert _requeued(admitted) == ("True", wlstatus.BACKOFF_FINISHED)
+    assert admitted.status.requeue_state is not None
+    assert admitted.status.requeue_state.requeue_at is None
+
+
+class _Store:
+    def __init__(self, wl: Workload) -> None:
+        self.wl = wl
+
+    def get(self, key: str) -> Workload | None:
+        return self.wl if key == KEY else None
+
+
+class _Kube:
+    def __init__(self) -> None:
+        self.written: list[Obj] = []
+
+    async def replace_status(self, _resource: object, obj: Obj, *, namespace: str | None) -> Obj:
+        self.written.append(obj)
+        return obj
+
+
+class _Events:
+    def __init__(self) -> None:
+        self.recorded: list[tuple[str, str, str]] = []
+
+    def record(self, _obj: Obj, type_: str, reason: str, message: str) -> None:
+        self.recorded.append((type_, reason, message))
+
+
+async def test_the_watcher_writes_the_transition_when_the_backoff_ends() -> None:
+    at = T0 + timedelta(seconds=BASE_S)
+    wl = _released(c.EVICTED_BY_PODS_READY_TIMEOUT, requeue_at=at)
+    now = [T0 + timedelta(seconds=2)]
+    kube, events, triggered = _Kube(), _Events(), []
+    engine = Engine(pods_ready=PodsReadyConfig(backoff_base_seconds=BASE_S))
+    watcher = ReadinessWatcher(
+        engine=lambda: engine,
+        workloads=_Store(wl),  # type: ignore[arg-type]
+        pods=_Store(wl),  # type: ignore[arg-type]
+        kube=kube,  # type: ignore[arg-type]
+        events=events,  # type: ignore[arg-type]
+        trigger=lambda: triggered.append(True),
+        now=lambda: now[0],
+    )
+    # During the backoff: nothing written, the key comes back when it ends.
+    assert await watcher(KEY) == Requeue(after=3.0)
+    assert kube.written == [] and events.recorded == []
+    now[0] = at
+    assert await watcher(KEY) is None
+    [body] = kube.written
+    done = Workload.model_validate(body)
+    assert _requeued(done) == ("True", wlstatus.BACKOFF_FINISHED)
+    assert done.status.requeue_state is not None and done.status.requeue_state.requeue_at is None
+    assert events.recorded and events.recorded[0][:2] == ("Normal", c.REQUEUED)
+    assert wlstatus.BACKOFF_FINISHED_MESSAGE in events.recorded[0][2]
+    assert triggered == [True]
