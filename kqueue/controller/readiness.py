@@ -247,6 +247,10 @@ class ReadinessWatcher:
                 wl = Workload.model_validate(await self._kube.get(WORKLOADS, name, namespace))
             except NotFound:
                 return
+            except (KubeError, OSError, TimeoutError) as exc:
+                # An after-cycle hook must not take the scheduler down with it.
+                logger.warning("requeue state of Workload %s not written: %s", evict.workload, exc)
+                return
             out = wl.model_copy(deep=True)
             out.status.requeue_state = RequeueState(
                 count=evict.requeue_count, requeue_at=evict.requeue_at
@@ -272,14 +276,14 @@ class ReadinessWatcher:
                 await self._kube.replace_status(WORKLOADS, out.to_dict(), namespace=namespace)
             except Conflict:
                 continue
-            except KubeError as exc:
+            except (KubeError, OSError, TimeoutError) as exc:
                 logger.warning("requeue state of Workload %s not written: %s", evict.workload, exc)
                 return
             break
         if evict.deactivate:
             try:
                 await self._kube.patch(WORKLOADS, name, {"spec": {"active": False}}, namespace=namespace)
-            except KubeError as exc:
+            except (KubeError, OSError, TimeoutError) as exc:
                 logger.warning("deactivating Workload %s: %s", evict.workload, exc)
                 return
             self._events.record(

@@ -12,6 +12,7 @@ from kqueue.controller import workloads as wlstatus
 from kqueue.controller.readiness import ReadinessWatcher
 from kqueue.controller.workqueue import Requeue
 from kqueue.engine import types as t
+from kqueue.engine.cycle import Evict
 from kqueue.engine.engine import Engine
 from kqueue.engine.readiness import PodsReadyConfig
 from tests.api.test_validation import workload
@@ -144,3 +145,29 @@ async def test_the_watcher_writes_the_transition_when_the_backoff_ends() -> None
     assert events.recorded and events.recorded[0][:2] == ("Normal", c.REQUEUED)
     assert wlstatus.BACKOFF_FINISHED_MESSAGE in events.recorded[0][2]
     assert triggered == [True]
+
+
+class _TimingOutKube(_Kube):
+    async def get(self, *_args: object) -> Obj:
+        raise TimeoutError("the API server did not answer in time")
+
+
+async def test_a_failed_requeue_state_write_does_not_stop_the_scheduler() -> None:
+    # The after-cycle hook runs inside the scheduler loop: a write that times out (the client
+    # timeout is bounded by the leader's renew deadline) is logged, not raised.
+    kube = _TimingOutKube()
+    watcher = ReadinessWatcher(
+        engine=lambda: Engine(),
+        workloads=_Store(_admitted()),  # type: ignore[arg-type]
+        pods=_Store(_admitted()),  # type: ignore[arg-type]
+        kube=kube,  # type: ignore[arg-type]
+        events=_Events(),  # type: ignore[arg-type]
+        trigger=lambda: None,
+        now=lambda: T0,
+    )
+    evict = Evict(
+        t.WorkloadKey(KEY), t.ClusterQueueName("team-a"), t.EvictionReason.PODS_READY_TIMEOUT,
+        MESSAGE, requeue_at=T0 + timedelta(seconds=BASE_S), requeue_count=1,
+    )
+    await watcher._write_timeout(evict)
+    assert kube.written == []
