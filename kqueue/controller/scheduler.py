@@ -134,7 +134,7 @@ class Scheduler:
         self._no_decisions.set()
         self._hooks: asyncio.Task[None] | None = None
         # Admissions assumed in an engine whose write has not ended: forgotten on shutdown.
-        self._assumed: dict[WorkloadKey, Engine] = {}
+        self._assumed: dict[WorkloadKey, tuple[Engine, Admit]] = {}
         # Our last write per workload: (resourceVersion it was based on, the API's answer).
         self._written: dict[WorkloadKey, tuple[str | None, Obj]] = {}
         # The pending-reason lane: heads a cycle considered first, then the sweep's finds.
@@ -218,7 +218,7 @@ class Scheduler:
         if tasks:
             await asyncio.gather(*tasks, return_exceptions=True)
         # A write cancelled before it began never reached its own rollback.
-        for key, engine in list(self._assumed.items()):
+        for key, (engine, _) in list(self._assumed.items()):
             engine.forget(key)
         self._assumed.clear()
         self._written.clear()
@@ -299,7 +299,7 @@ class Scheduler:
         tasks: list[asyncio.Task[None]] = []
         now = result.now
         for a in result.admitted:
-            self._assumed[a.workload] = engine
+            self._assumed[a.workload] = (engine, a)
             tasks.append(self._spawn_write(
                 a.workload, functools.partial(self._write_admission, engine, a, now),
                 "admission", decision=True,
@@ -321,11 +321,12 @@ class Scheduler:
     def _get(self, key: WorkloadKey) -> Workload | None:
         """The informer's Workload, or our own last write to it when the informer lags."""
         wl = self._workloads.get(key)
-        written = self._written.pop(key, None)
+        written = self._written.get(key)
         if wl is None or written is None:
             return wl
         based_on, body = written
         if wl.metadata.resource_version != based_on:
+            del self._written[key]
             return wl  # the informer has caught up (or someone else wrote since)
         try:
             return Workload.model_validate(body)
@@ -344,8 +345,10 @@ class Scheduler:
         try:
             await self._admit(engine, admit, now)
         finally:
-            # Written or rolled back (also on a crash or cancellation): no longer ours to undo.
-            self._assumed.pop(admit.workload, None)
+            # Written or rolled back (also on a crash or cancellation): no longer ours to undo,
+            # unless a later cycle admitted the workload again meanwhile.
+            if self._assumed.get(admit.workload, (None, None))[1] is admit:
+                del self._assumed[admit.workload]
 
     async def _admit(self, engine: Engine, admit: Admit, now: datetime) -> None:
         wl = self._get(admit.workload)

@@ -368,3 +368,19 @@ async def test_a_changing_message_is_not_rewritten_every_cycle(
     # One Pending event per reason, however often the message changed.
     pending_events = [e for e in events.recorded if e[0] == "b" and e[1] == "Pending"]
     assert len(pending_events) == 1
+
+
+async def test_a_write_starts_from_our_last_write_when_the_informer_lags() -> None:
+    scheduler, api, _, engine = _a_admitted_b_waiting()
+    lane = await _lane(scheduler)
+    try:
+        await scheduler.run_once()  # admits a; the sweep gives b a placeholder reason
+        await _settle(api, scheduler)
+        assert len(api.reason_writes(key("b"))) == 1
+        # a finishes; the informer has not delivered b's new resourceVersion yet.
+        engine.finish(key("a"))
+        await scheduler.run_once()
+        await scheduler.drain()
+    finally:
+        lane.cancel()
+    assert api.admitted() == {key("a"), key("b")}
