@@ -10,12 +10,11 @@ import sys
 from pathlib import Path
 
 import click
-from kubernetes_asyncio import config as kube_config
-from kubernetes_asyncio.client import ApiClient
 
 from kqueue.api.config import Configuration, ConfigurationError, load_configuration
 from kqueue.controller.manager import Manager
 from kqueue.controller.ratelimit import throttle
+from kqueue.controller.rest import new_api_client
 
 
 class _JsonFormatter(logging.Formatter):
@@ -46,11 +45,7 @@ def _setup_logging(config: Configuration) -> None:
 
 
 async def _main(kubeconfig: str | None, config: Configuration) -> None:
-    if kubeconfig:
-        api = await kube_config.new_client_from_config(config_file=kubeconfig)
-    else:
-        kube_config.load_incluster_config()  # type: ignore[no-untyped-call]
-        api = ApiClient()
+    api = await new_api_client(kubeconfig)
     throttle(api, config.client_connection.qps, config.client_connection.burst)
     manager = Manager(api, config)
     task = asyncio.current_task()
