@@ -6,8 +6,9 @@ The manager, the scheduler and the job reconciler stay generic; what follows plu
   drives, and a scheduler ``after_cycle`` hook that finishes replaced slices;
 * waitForPodsReady (``readiness.py``): a leader task that feeds pod readiness to the engine and
   writes ``PodsReady``, and an ``after_cycle`` hook for what a PodsReady timeout writes;
-* plain Pods and pod groups (``jobs/pod.py``): a leader task with its own reconciler, when
-  ``pod`` is in ``integrations.frameworks``.
+* plain Pods and pod groups (``jobs/pod.py``): a leader task with its own reconciler and the
+  plain-pod webhook, when ``pod`` is in ``integrations.frameworks`` (else that webhook's path
+  answers "allowed, unchanged").
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from typing import TYPE_CHECKING
 from kqueue.controller.elastic import ElasticSlices
 from kqueue.controller.jobs import pod as plain_pods
 from kqueue.controller.readiness import BY_ANY_OWNER, ReadinessWatcher, any_owner_uids
+from kqueue.controller.webhook import AdmissionRequest, Verdict
 
 if TYPE_CHECKING:
     from kqueue.controller.manager import Manager
@@ -76,3 +78,11 @@ def install(manager: Manager) -> None:
         manager.webhook_server.add_mutating(plain_pods.MUTATE_PATH, plain_pods.mutate_plain_pod)
         manager.leader_tasks.append(pods.run)
         manager.workload_runners.append(plain_pods.runs)
+    else:
+        # A webhook configuration made for the default frameworks still routes plain pods here
+        # (and fails closed): answer, leaving them alone, rather than block their creation.
+        manager.webhook_server.add_mutating(plain_pods.MUTATE_PATH, _allow)
+
+
+async def _allow(_req: AdmissionRequest) -> Verdict:
+    return Verdict.allow()

@@ -189,7 +189,8 @@ def _check_permissions(cluster: LocalCluster, release: str, namespace: str) -> N
         ("update", "mutatingwebhookconfigurations/someone-else", None): False,
         ("delete", mutating, None): False,
         ("patch", "pods", "default"): True,
-        ("delete", "pods", "default"): False,
+        ("delete", "pods", "default"): True,  # evicting plain pods (integration `pod`)
+        ("patch", "pods#status", "default"): True,
         ("create", "pods", "default"): False,
         ("update", "workloads.kqueue.io#status", "default"): True,
         ("update", "workloads.kqueue.io", "default"): False,

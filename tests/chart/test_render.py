@@ -10,6 +10,7 @@ import yaml
 
 from kqueue import __version__
 from kqueue.api.config import (
+    SUPPORTED_FRAMEWORKS,
     default_managed_namespace_selector,
     load_configuration,
     parse_bind_address,
@@ -236,6 +237,15 @@ def test_rbac_secrets_and_webhook_configurations_only_with_internal_certificates
                 "kqueue-validating-webhook-configuration",
             ]
     assert _grants(cluster, "admissionregistration.k8s.io", "mutatingwebhookconfigurations")
+    # The pod integration evicts plain pods: DisruptionTarget on the status, then delete.
+    assert _grants(cluster, "", "pods") == {"list", "watch", "patch", "delete"}
+    assert _grants(cluster, "", "pods/status") == {"patch"}
+    assert _grants(cluster, "", "pods/finalizers") == {"update"}
+    jobs_only = _rules(helm.template({"config": {"integrations": {"frameworks": ["batch/job"]}}}),
+                       "ClusterRole")
+    assert _grants(jobs_only, "", "pods") == {"list", "watch", "patch"}
+    assert not _grants(jobs_only, "", "pods/status")
+    assert not _grants(jobs_only, "", "pods/finalizers")
     for values in (
         {"certManager": {"enabled": True}},
         {"webhook": {"devUrl": DEV_URL, "caBundle": DEV_CA}},
@@ -259,10 +269,13 @@ def _by_name(configs: list[Obj]) -> dict[str, Obj]:
     return {wh["name"]: wh for cfg in configs for wh in cfg["webhooks"]}
 
 
-@pytest.mark.parametrize("mode", ["service", "dev", "all-jobs"])
+@pytest.mark.parametrize("mode", ["service", "dev", "all-jobs", "jobs-only", "pods-only"])
 def test_webhooks_are_the_controllers_own(helm: Helm, mode: str) -> None:
     """The chart renders exactly what kqueue's generator (used by `make run`) produces."""
     selector = default_managed_namespace_selector(RELEASE_NAMESPACE)
+    frameworks = {"jobs-only": ["batch/job"], "pods-only": ["pod"]}.get(
+        mode, list(SUPPORTED_FRAMEWORKS)
+    )
     if mode == "dev":
         objs = helm.template({"webhook": {"devUrl": DEV_URL, "caBundle": DEV_CA}})
         expected = webhook_configurations(
@@ -270,12 +283,23 @@ def test_webhooks_are_the_controllers_own(helm: Helm, mode: str) -> None:
         )
     else:
         all_jobs = mode == "all-jobs"
-        objs = helm.template({"config": {"manageJobsWithoutQueueName": all_jobs}})
+        objs = helm.template(
+            {
+                "config": {
+                    "manageJobsWithoutQueueName": all_jobs,
+                    "integrations": {"frameworks": frameworks},
+                }
+            }
+        )
         expected = webhook_configurations(
             namespace_selector=selector,
             service={"name": "kqueue-webhook-service", "namespace": RELEASE_NAMESPACE, "port": 443},
             manage_jobs_without_queue_name=all_jobs,
+            frameworks=frameworks,
         )
+    names = {wh["name"] for cfg in expected for wh in cfg["webhooks"]}
+    # The plain-pod webhook exactly when the pod integration runs.
+    assert ("mplainpod.kqueue.io" in names) == ("pod" in frameworks)
     for want in expected:
         got = one(objs, want["kind"], want["metadata"]["name"])
         assert got["webhooks"] == want["webhooks"]
@@ -286,6 +310,7 @@ def test_webhooks_are_selective_and_fail_closed(default: list[Obj]) -> None:
     hooks |= _by_name(find(default, "ValidatingWebhookConfiguration"))
     assert set(hooks) == {
         "mbatch-job.kqueue.io",
+        "mplainpod.kqueue.io",
         "mpod.kqueue.io",
         "vbatch-job.kqueue.io",
         "vkqueue.kqueue.io",
@@ -318,6 +343,17 @@ def test_webhooks_are_selective_and_fail_closed(default: list[Obj]) -> None:
     assert hooks["mpod.kqueue.io"]["objectSelector"] == {
         "matchLabels": {"kqueue.io/managed": "true"}
     }
+    # Plain pods name a queue; a Job's pods (managed label from the Job webhook) never get here.
+    assert hooks["mplainpod.kqueue.io"]["objectSelector"] == {
+        "matchExpressions": [
+            {"key": "kqueue.io/queue-name", "operator": "Exists"},
+            {"key": "kqueue.io/managed", "operator": "DoesNotExist"},
+        ]
+    }
+    assert hooks["mplainpod.kqueue.io"]["rules"][0]["operations"] == ["CREATE"]
+    # Before mpod, so the managed label it adds routes the pod on to mpod's gate check.
+    order = [wh["name"] for wh in one(default, "MutatingWebhookConfiguration")["webhooks"]]
+    assert order.index("mplainpod.kqueue.io") < order.index("mpod.kqueue.io")
 
 
 def test_webhook_values_change_policies_and_selectors(helm: Helm) -> None:

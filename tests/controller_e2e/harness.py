@@ -25,7 +25,7 @@ from typing import Any, TypeVar
 import pytest
 import yaml
 
-from kqueue.api.config import LabelSelector, LabelSelectorRequirement
+from kqueue.api.config import SUPPORTED_FRAMEWORKS, LabelSelector, LabelSelectorRequirement
 from kqueue.api.v1alpha1 import constants as c
 from kqueue.controller.kube import (
     CLUSTER_QUEUES,
@@ -159,10 +159,13 @@ class KqueueProcess:
                 )
             ]
         )
+        config = yaml.safe_load(self.config_yaml())
         mutating, validating = webhook_configurations(
             namespace_selector=selector,
             base_url=f"https://127.0.0.1:{self.webhook_port}",
             ca_bundle=bundle.ca_pem,
+            # The plain-pod webhook only when this kqueue runs the pod integration.
+            frameworks=(config.get("integrations") or {}).get("frameworks", SUPPORTED_FRAMEWORKS),
         )
         self.cluster.kubectl(
             "apply", "-f", "-", input=yaml.safe_dump_all([mutating, validating])

@@ -3,7 +3,6 @@ waitForPodsReady and high availability."""
 
 from __future__ import annotations
 
-import base64
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -12,11 +11,9 @@ from typing import Any
 import yaml
 
 from kqueue.api.v1alpha1 import constants as c
-from kqueue.controller.jobs import pod as plain_pods
 from kqueue.controller.kube import PODS, WORKLOADS
-from kqueue.controller.webhook.certs import ensure_local_certs
 from kqueue.localcluster.cluster import LocalCluster
-from tests.controller_e2e.harness import KQUEUE_NAMESPACE, Api, KqueueProcess
+from tests.controller_e2e.harness import Api, KqueueProcess
 
 Obj = dict[str, Any]
 
@@ -85,31 +82,10 @@ def configured_kqueue(
 
 @dataclass
 class PodsKqueue(ConfiguredKqueue):
-    """A configured ``kqueue run`` that also routes plain pods (queue label) to its webhook."""
-
-    def setup(self) -> None:
-        super().setup()
-        bundle = ensure_local_certs(self.work_dir / "certs")
-        cfg = plain_pods.webhook_configuration(
-            namespace_selector={
-                "matchExpressions": [
-                    {
-                        "key": "kubernetes.io/metadata.name",
-                        "operator": "NotIn",
-                        "values": ["kube-system", KQUEUE_NAMESPACE],
-                    }
-                ]
-            },
-            base_url=f"https://127.0.0.1:{self.webhook_port}",
-            ca_bundle=base64.b64encode(bundle.ca_pem).decode(),
-        )
-        self.cluster.kubectl("apply", "-f", "-", input=yaml.safe_dump(cfg))
+    """A configured ``kqueue run`` with the pod integration; the harness's generated webhook
+    configuration routes plain pods (queue label) to it."""
 
     def teardown(self) -> None:
-        self.cluster.kubectl(
-            "delete", "mutatingwebhookconfiguration", plain_pods.MUTATING_NAME,
-            "--ignore-not-found", check=False,
-        )
         # Pods left by a failed test keep kqueue's finalizer: drop it so namespaces can go.
         res = self.cluster.kubectl(
             "get", "pods", "-A", "-l", c.MANAGED_LABEL, "-o",

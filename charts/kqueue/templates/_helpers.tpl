@@ -148,3 +148,13 @@ matchExpressions:
   {{- include "kqueue.namespaceSelectorExpressions" . | nindent 2 }}
 {{- end -}}
 {{- end -}}
+
+{{/*
+"true" when the controller runs the plain-Pod integration: `pod` in
+config.integrations.frameworks, or no frameworks given (the controller's default has it). The
+plain-Pod webhook and the RBAC only that integration needs follow it.
+*/}}
+{{- define "kqueue.plainPods" -}}
+{{- $integrations := default dict (default dict .Values.config).integrations -}}
+{{- if or (not (hasKey $integrations "frameworks")) (has "pod" (default list $integrations.frameworks)) -}}true{{- end -}}
+{{- end -}}

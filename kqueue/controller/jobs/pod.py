@@ -1,7 +1,8 @@
 """Plain Pods: a single Pod, or a pod group admitted as one gang (Kueue's pod integration).
 
 A Pod labelled ``kqueue.io/queue-name`` with no controlling owner is kqueue's to manage. The pod
-webhook (:func:`mutate_plain_pod`) holds it at creation: the ``kqueue.io/admission`` gate, the
+webhook (:func:`mutate_plain_pod`; ``mplainpod.kqueue.io`` in the mutating configuration of
+``kqueue.controller.webhooks.config``) holds it at creation: the ``kqueue.io/admission`` gate, the
 ``kqueue.io/managed`` label (so kqueue's pod informer sees it) and the ``kqueue.io/managed``
 finalizer, which keeps the pod, and so its accounting, until kqueue has seen it terminate.
 
@@ -57,7 +58,6 @@ Obj = dict[str, Any]
 FRAMEWORK: Final = "pod"
 MUTATE_PATH: Final = "/mutate--v1-pod-plain"
 WEBHOOK_NAME: Final = "mplainpod.kqueue.io"
-MUTATING_NAME: Final = "kqueue-pod-mutating-webhook-configuration"
 # Index on the pod store: ``<namespace>/<group>`` of pods in a group.
 BY_GROUP: Final = "pod-group"
 DISRUPTION_TARGET: Final = "DisruptionTarget"
@@ -123,50 +123,6 @@ async def mutate_plain_pod(req: AdmissionRequest) -> Verdict:
         finalizers.append(c.MANAGED_FINALIZER)
         changed = True
     return Verdict.patch(out) if changed else Verdict.allow()
-
-
-def webhook_configuration(
-    *,
-    namespace_selector: Obj,
-    base_url: str | None = None,
-    service: Obj | None = None,
-    ca_bundle: str | None = None,
-    timeout_seconds: int = 10,
-) -> Obj:
-    """The MutatingWebhookConfiguration that routes plain pods (queue label) to kqueue."""
-    client: Obj
-    if base_url is not None:
-        client = {"url": base_url.rstrip("/") + MUTATE_PATH}
-    elif service is not None:
-        client = {"service": {**service, "path": MUTATE_PATH}}
-    else:
-        raise ValueError("webhook client config: give base_url or service")
-    if ca_bundle:
-        client["caBundle"] = ca_bundle
-    return {
-        "apiVersion": "admissionregistration.k8s.io/v1",
-        "kind": "MutatingWebhookConfiguration",
-        "metadata": {"name": MUTATING_NAME},
-        "webhooks": [
-            {
-                "name": WEBHOOK_NAME,
-                "admissionReviewVersions": ["v1"],
-                "sideEffects": "None",
-                "failurePolicy": "Fail",
-                "timeoutSeconds": timeout_seconds,
-                "clientConfig": client,
-                "rules": [
-                    {"apiGroups": [""], "apiVersions": ["v1"], "resources": ["pods"],
-                     "operations": ["CREATE"]}
-                ],
-                "namespaceSelector": namespace_selector,
-                "objectSelector": {
-                    "matchExpressions": [{"key": c.QUEUE_NAME_LABEL, "operator": "Exists"}]
-                },
-                "reinvocationPolicy": "IfNeeded",
-            }
-        ],
-    }
 
 
 # -- the reconciler --------------------------------------------------------------------------

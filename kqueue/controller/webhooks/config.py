@@ -9,11 +9,12 @@ local development (``make run``, the end-to-end tests) they point at
 from __future__ import annotations
 
 import base64
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any, Final
 
-from kqueue.api.config import LabelSelector
+from kqueue.api.config import SUPPORTED_FRAMEWORKS, LabelSelector
 from kqueue.api.v1alpha1 import constants as c
+from kqueue.controller.jobs import pod as plain_pod
 from kqueue.controller.kube import Conflict, Kube, NotFound
 from kqueue.controller.webhooks import job, kinds, pod
 
@@ -66,6 +67,7 @@ def webhook_configurations(
     service: Mapping[str, str] | None = None,
     ca_bundle: bytes | None = None,
     manage_jobs_without_queue_name: bool = False,
+    frameworks: Iterable[str] = SUPPORTED_FRAMEWORKS,
     mutating_name: str = MUTATING_NAME,
     validating_name: str = VALIDATING_NAME,
     timeout_seconds: int = 10,
@@ -74,8 +76,10 @@ def webhook_configurations(
 
     ``base_url`` (``https://127.0.0.1:9443``) or ``service`` (``{"name": ..., "namespace": ...,
     "port": 443}``) says where kqueue serves. Jobs are selected by the queue label (unless
-    ``manage_jobs_without_queue_name``), pods by the managed label; namespaces by
-    ``managedJobsNamespaceSelector``. Every webhook fails closed.
+    ``manage_jobs_without_queue_name``), a Job's pods by the managed label; namespaces by
+    ``managedJobsNamespaceSelector``. With the ``pod`` framework in ``frameworks`` (the
+    default Configuration has it), plain pods are selected by the queue label without the
+    managed label. Every webhook fails closed.
     """
     ns_sel = _selector(namespace_selector)
     job_sel: Obj = (
@@ -98,6 +102,26 @@ def webhook_configurations(
         }
 
     jobs_rule = {"apiGroups": ["batch"], "apiVersions": ["v1"], "resources": ["jobs"]}
+    pods_create = [{"apiGroups": [""], "apiVersions": ["v1"], "resources": ["pods"],
+                    "operations": ["CREATE"]}]
+    plain_pods: list[Obj] = []
+    if plain_pod.FRAMEWORK in frameworks:
+        plain_pods.append(hook(
+            plain_pod.WEBHOOK_NAME,
+            plain_pod.MUTATE_PATH,
+            pods_create,
+            namespaceSelector=ns_sel,
+            # A Job's pods carry the managed label from the Job webhook (their template), so
+            # only pods created on their own get here; the handler also skips controller-owned
+            # pods. It must come before mpod: the managed label it adds routes the pod on to
+            # mpod, which re-checks the gate if a later webhook rewrites the pod (the selector
+            # no longer matches this one then).
+            objectSelector={"matchExpressions": [
+                {"key": c.QUEUE_NAME_LABEL, "operator": "Exists"},
+                {"key": c.MANAGED_LABEL, "operator": "DoesNotExist"},
+            ]},
+            reinvocationPolicy="Never",
+        ))
     mutating = {
         "apiVersion": "admissionregistration.k8s.io/v1",
         "kind": "MutatingWebhookConfiguration",
@@ -111,11 +135,11 @@ def webhook_configurations(
                 objectSelector=job_sel,
                 reinvocationPolicy="Never",
             ),
+            *plain_pods,
             hook(
                 "mpod.kqueue.io",
                 pod.MUTATE_PATH,
-                [{"apiGroups": [""], "apiVersions": ["v1"], "resources": ["pods"],
-                  "operations": ["CREATE"]}],
+                pods_create,
                 namespaceSelector=ns_sel,
                 objectSelector={"matchLabels": {c.MANAGED_LABEL: "true"}},
                 # Another mutating webhook may rewrite the pod after ours: check again.
