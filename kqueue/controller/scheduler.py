@@ -58,9 +58,10 @@ _MAX_QUEUED_DECISIONS = 4 * _WRITE_CONCURRENCY
 _EVICTION_ATTEMPTS = 5
 # Pending-reason writes in flight at once; the lane only gets the budget decisions leave.
 _REASON_CONCURRENCY = 2
-# Responses of our own writes kept to chain a workload's next write on (the informer's copy
-# lags behind); a cache, dropped wholesale past this size.
-_MAX_WRITTEN = 4096
+# Responses of our own writes are kept this long, to start a workload's next write from when
+# the informer's copy lags behind (it catches up within a second or so); older ones are dropped,
+# so the cache holds a few seconds of writes, not one response per workload ever written.
+_WRITTEN_TTL_S = 5.0
 
 
 class Now(Protocol):
@@ -136,7 +137,7 @@ class Scheduler:
         # Admissions assumed in an engine whose write has not ended: forgotten on shutdown.
         self._assumed: dict[WorkloadKey, tuple[Engine, Admit]] = {}
         # Our last write per workload: (resourceVersion it was based on, the API's answer).
-        self._written: dict[WorkloadKey, tuple[str | None, Obj]] = {}
+        self._written: dict[WorkloadKey, tuple[float, str | None, Obj]] = {}
         # The pending-reason lane: heads a cycle considered first, then the sweep's finds.
         self._reasons_heads: dict[WorkloadKey, None] = {}
         self._reasons_rest: dict[WorkloadKey, None] = {}
@@ -324,7 +325,7 @@ class Scheduler:
         written = self._written.get(key)
         if wl is None or written is None:
             return wl
-        based_on, body = written
+        _, based_on, body = written
         if wl.metadata.resource_version != based_on:
             del self._written[key]
             return wl  # the informer has caught up (or someone else wrote since)
@@ -336,9 +337,15 @@ class Scheduler:
     async def _put(self, key: WorkloadKey, wl: Workload) -> Obj:
         async with self._write_slots:
             body = await self._kube.replace_status(WORKLOADS, wl.to_dict(), namespace=wl.namespace)
-        if len(self._written) >= _MAX_WRITTEN:
-            self._written.clear()
-        self._written[key] = (wl.metadata.resource_version, body)
+        now = time.monotonic()
+        # Oldest first (a rewritten key moves to the end): drop what the informer surely has.
+        while self._written:
+            oldest = next(iter(self._written))
+            if now - self._written[oldest][0] < _WRITTEN_TTL_S:
+                break
+            del self._written[oldest]
+        self._written.pop(key, None)
+        self._written[key] = (now, wl.metadata.resource_version, body)
         return body
 
     async def _write_admission(self, engine: Engine, admit: Admit, now: datetime) -> None:

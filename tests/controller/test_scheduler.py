@@ -384,3 +384,17 @@ async def test_a_write_starts_from_our_last_write_when_the_informer_lags() -> No
     finally:
         lane.cancel()
     assert api.admitted() == {key("a"), key("b")}
+
+
+@pytest.mark.parametrize(("ttl_s", "kept"), [(0.0, 1), (60.0, 3)])
+async def test_responses_are_kept_only_for_a_few_seconds(
+    ttl_s: float, kept: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("kqueue.controller.scheduler._WRITTEN_TTL_S", ttl_s)
+    scheduler, api, _, _ = make(cpu="3")
+    for i, name in enumerate(("a", "b", "c")):
+        api.create(workload(name, "1", created_s=i))
+        await scheduler.run_once()
+        await scheduler.drain()
+    assert api.admitted() == {key("a"), key("b"), key("c")}
+    assert len(scheduler._written) == kept
