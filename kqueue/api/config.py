@@ -423,7 +423,9 @@ class Configuration(_Model):
     """Namespaces whose jobs and pods kqueue manages. The default excludes ``kube-system`` and
     ``namespace``."""
     manage_jobs_without_queue_name: bool = False
-    """Also manage (suspend) jobs that carry no ``kqueue.io/queue-name`` label."""
+    """Also manage Jobs that carry no ``kqueue.io/queue-name`` label, in the namespaces
+    ``managedJobsNamespaceSelector`` selects: their pods are held until their Workload is
+    admitted, from the namespace's LocalQueue named ``default`` (without one it stays pending)."""
     internal_cert_management: InternalCertManagement = InternalCertManagement()
     """Self-managed webhook certificates."""
     logging: Logging = Logging()
