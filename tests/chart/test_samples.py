@@ -2,8 +2,8 @@
 
 Without a cluster, every sample is validated by kqueue's own models and the whole set is run
 through ``kqueue simulate``. On the local cluster each is checked by the API server (server-side
-dry-run), and the setup plus the Jobs run for real under kqueue installed by the chart in
-development mode. quickstart.yaml and job.yaml are tested by their own suite.
+dry-run), and the setup plus the Jobs, the elastic Job and the pod group run for real under
+kqueue installed by the chart in development mode. quickstart.yaml and job.yaml are tested by their own suite.
 """
 
 from __future__ import annotations
@@ -12,7 +12,9 @@ import json
 import re
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -222,8 +224,7 @@ def test_setup_and_jobs_run_under_kqueue(
 ) -> None:
     """The setup applied for real; the Jobs admitted where their comments say, and finished.
 
-    The elastic Job and the pod group are checked by the simulator and the dry-run only: the
-    controller does not run WorkloadSlices or plain-Pod groups yet.
+    The elastic Job and the pod group have their own test below.
     """
     with dev_release(cluster, tmp_path, sample_namespaces, request) as dev:
         dev.install()
@@ -317,3 +318,231 @@ def _check_jobs(cluster: LocalCluster, jobs: dict[str, Obj]) -> None:
         wait_for(f"{name} finished", finished, timeout=90)
     table = cluster.kubectl("get", "clusterqueues", "team-a", "team-b", "gpu").stdout
     assert re.search(r"team-a\s+research\s+0\b", table), table
+
+
+# -- elastic-job.yaml and pod-group.yaml under the chart ------------------------------------------
+
+
+@pytest.mark.cluster
+def test_elastic_job_and_pod_group_run_under_kqueue(
+    cluster: LocalCluster,
+    sample_namespaces: list[str],
+    tmp_path: Path,
+    request: pytest.FixtureRequest,
+) -> None:
+    """Both samples behave as their comments say, through the chart's webhooks and RBAC."""
+    with dev_release(cluster, tmp_path, sample_namespaces, request) as dev:
+        dev.install()
+        dev.start()
+        job: Obj | None = None
+        try:
+            for name in SETUP:
+                cluster.kubectl("apply", "-f", str(SAMPLES / name))
+            job = json.loads(
+                cluster.kubectl(
+                    "create", "-o", "json", "-f", str(SAMPLES / "elastic-job.yaml")
+                ).stdout
+            )
+            _check_elastic_job(cluster, job)
+            # The elastic Job keeps 1 of team-a's 4 on-demand CPUs: the group's 3 fit beside it.
+            _check_pod_group(cluster)
+            assert dev.forbidden_in_log() == []
+        finally:
+            if job is not None:
+                cluster.kubectl(
+                    "delete", "job", job["metadata"]["name"], "-n", "team-a",
+                    "--wait=true", "--timeout=30s", check=False,
+                )
+            _delete_pod_group(cluster)
+            _delete_setup(cluster)
+
+
+def _slices(cluster: LocalCluster, job: Obj) -> list[Obj]:
+    uid = job["metadata"]["uid"]
+    return [
+        wl
+        for wl in kubectl_json(cluster, "get", "workloads.kqueue.io", "-n", "team-a")["items"]
+        if any(r["uid"] == uid for r in wl["metadata"].get("ownerReferences", []))
+    ]
+
+
+def _is_true(obj: Obj | None, kind: str) -> bool:
+    cond = condition(obj, kind) if obj else None
+    return bool(cond and cond["status"] == "True")
+
+
+def _admitted_slice(cluster: LocalCluster, job: Obj, count: int) -> Obj:
+    def probe() -> Obj | None:
+        for wl in _slices(cluster, job):
+            if _is_true(wl, "Admitted") and not _is_true(wl, "Finished"):
+                [psa] = wl["status"]["admission"]["podSetAssignments"]
+                if psa["count"] == count:
+                    return wl
+        return None
+
+    found: Obj = wait_for(f"an admitted slice of the elastic Job with {count} pods", probe)
+    return found
+
+
+def _running(cluster: LocalCluster, selector: str, n: int) -> list[Obj]:
+    """Exactly ``n`` live pods matching ``selector``, all Running on a node, none gated."""
+
+    def probe() -> list[Obj] | None:
+        pods = [
+            p
+            for p in kubectl_json(cluster, "get", "pods", "-n", "team-a", "-l", selector)["items"]
+            if not p["metadata"].get("deletionTimestamp")
+        ]
+        ok = len(pods) == n and all(
+            p["status"].get("phase") == "Running"
+            and p["spec"].get("nodeName")
+            and not p["spec"].get("schedulingGates")
+            for p in pods
+        )
+        return pods if ok else None
+
+    found: list[Obj] = wait_for(f"{n} pods ({selector}) Running", probe, timeout=60)
+    return found
+
+
+def _team_a_cpu(cluster: LocalCluster) -> dict[str, str]:
+    cq = kubectl_json(cluster, "get", "clusterqueues.kqueue.io", "team-a")
+    return {
+        fu["name"]: r["total"]
+        for fu in cq.get("status", {}).get("flavorsUsage", [])
+        for r in fu["resources"]
+        if r["name"] == "cpu"
+    }
+
+
+def _check_elastic_job(cluster: LocalCluster, job: Obj) -> None:
+    name = job["metadata"]["name"]
+    selector = f"batch.kubernetes.io/job-name={name}"
+    # Admitted as a Workload for 2 pods (2 x 500m CPU).
+    first = _admitted_slice(cluster, job, 2)
+    flavors = first["status"]["admission"]["podSetAssignments"][0]["flavors"]
+    assert flavors["cpu"] == "on-demand", flavors
+    before = {p["metadata"]["uid"] for p in _running(cluster, selector, 2)}
+    wait_for("team-a charged 1 CPU", lambda: _team_a_cpu(cluster).get("on-demand") == "1")
+
+    # Scale up: a replacement slice for 4, naming the old one; the old one is finished as
+    # replaced; only the 2 new pods are charged, on the same flavors; running pods untouched.
+    cluster.kubectl(
+        "patch", "job", name, "-n", "team-a", "--type=merge", "-p", '{"spec":{"parallelism":4}}'
+    )
+    second = _admitted_slice(cluster, job, 4)
+    assert second["metadata"]["name"] != first["metadata"]["name"]
+    annotations = second["metadata"].get("annotations", {})
+    assert annotations["kqueue.io/workload-slice-replacement-for"] == (
+        f"team-a/{first['metadata']['name']}"
+    )
+    assert second["status"]["admission"]["podSetAssignments"][0]["flavors"] == flavors
+
+    def old_finished() -> Obj | None:
+        for wl in _slices(cluster, job):
+            if wl["metadata"]["name"] == first["metadata"]["name"] and _is_true(wl, "Finished"):
+                return wl
+        return None
+
+    old = wait_for("the old slice Finished", old_finished)
+    assert condition(old, "Finished")["reason"] == "WorkloadSliceReplaced"
+    scaled_up = {p["metadata"]["uid"] for p in _running(cluster, selector, 4)}
+    assert before <= scaled_up
+    wait_for("team-a charged 2 CPUs", lambda: _team_a_cpu(cluster).get("on-demand") == "2")
+
+    # Scale down: the admitted slice shrinks in place and the quota is freed at once; the Job
+    # controller removes the surplus pods, the others keep running.
+    cluster.kubectl(
+        "patch", "job", name, "-n", "team-a", "--type=merge", "-p", '{"spec":{"parallelism":2}}'
+    )
+    shrunk = _admitted_slice(cluster, job, 2)
+    assert shrunk["metadata"]["name"] == second["metadata"]["name"]
+    assert shrunk["status"]["admission"]["podSetAssignments"][0]["resourceUsage"]["cpu"] == "1"
+    wait_for("team-a charged 1 CPU again", lambda: _team_a_cpu(cluster).get("on-demand") == "1")
+    assert {p["metadata"]["uid"] for p in _running(cluster, selector, 2)} <= scaled_up
+
+
+GROUP_SELECTOR = "kqueue.io/pod-group-name=sample-group"
+
+
+def _group_workload(cluster: LocalCluster) -> Obj | None:
+    pods = kubectl_json(cluster, "get", "pods", "-n", "team-a", "-l", GROUP_SELECTOR)["items"]
+    uids = {p["metadata"]["uid"] for p in pods}
+    for wl in kubectl_json(cluster, "get", "workloads.kqueue.io", "-n", "team-a")["items"]:
+        if any(r["uid"] in uids for r in wl["metadata"].get("ownerReferences", [])):
+            return wl
+    return None
+
+
+def _check_pod_group(cluster: LocalCluster) -> None:
+    # Pods complete quickly here; the sample uses 30s so people can watch them.
+    pods = [
+        yaml.safe_dump(p).replace(f"{COMPLETE_AFTER_ANNOTATION}: 30s", f"{COMPLETE_AFTER_ANNOTATION}: 15s")
+        for p in docs("pod-group.yaml")
+    ]
+    assert all(f"{COMPLETE_AFTER_ANNOTATION}: 15s" in p for p in pods)
+    for text in pods[:-1]:
+        cluster.kubectl("create", "-f", "-", input=text)
+    # Two of three: held by the gate (with the label and finalizer of the plain-pod webhook),
+    # and no Workload until the whole group exists.
+    deadline = time.monotonic() + 3
+    while time.monotonic() < deadline:
+        held = kubectl_json(cluster, "get", "pods", "-n", "team-a", "-l", GROUP_SELECTOR)["items"]
+        assert len(held) == 2
+        for p in held:
+            assert {"name": "kqueue.io/admission"} in p["spec"].get("schedulingGates", []), p
+            assert p["metadata"]["labels"]["kqueue.io/managed"] == "true"
+            assert "kqueue.io/managed" in p["metadata"]["finalizers"]
+            assert not p["spec"].get("nodeName")
+        assert _group_workload(cluster) is None
+        time.sleep(0.5)
+
+    cluster.kubectl("create", "-f", "-", input=pods[-1])
+
+    def admitted() -> Obj | None:
+        wl = _group_workload(cluster)
+        return wl if _is_true(wl, "Admitted") else None
+
+    wl = wait_for("the pod group admitted", admitted)
+    [psa] = wl["status"]["admission"]["podSetAssignments"]
+    assert psa["count"] == 3
+    assert set(psa["flavors"].values()) == {"on-demand"}, psa
+    node_labels = {
+        d["metadata"]["name"]: d["spec"]["nodeLabels"] for d in docs("flavors.yaml")
+    }["on-demand"]
+
+    running = _running(cluster, GROUP_SELECTOR, 3)
+    nodes = {
+        n["metadata"]["name"]: n["metadata"]["labels"]
+        for n in kubectl_json(cluster, "get", "nodes")["items"]
+    }
+    for p in running:
+        assert p["spec"]["nodeSelector"] == node_labels, p["metadata"]["name"]
+        labels = nodes[p["spec"]["nodeName"]]
+        assert labels.get("type") == "kwok", labels
+        assert all(labels.get(k) == v for k, v in node_labels.items()), labels
+    # Released together: all were scheduled within moments of each other.
+    scheduled = [
+        datetime.fromisoformat(condition(p, "PodScheduled")["lastTransitionTime"])
+        for p in running
+    ]
+    assert max(scheduled) - min(scheduled) <= timedelta(seconds=5), scheduled
+
+    def finished() -> Obj | None:
+        wl = _group_workload(cluster)
+        return wl if _is_true(wl, "Finished") else None
+
+    done = wait_for("the pod group finished", finished, timeout=90)
+    assert condition(done, "Finished")["reason"] == "Succeeded"
+
+
+def _delete_pod_group(cluster: LocalCluster) -> None:
+    cluster.kubectl(
+        "delete", "pods", "-n", "team-a", "-l", GROUP_SELECTOR, "--wait=false", check=False
+    )
+    # A pod kqueue has not released keeps its finalizer once kqueue stops: drop it here.
+    for p in kubectl_json(cluster, "get", "pods", "-n", "team-a", "-l", GROUP_SELECTOR)["items"]:
+        cluster.kubectl(
+            "patch", "pod", p["metadata"]["name"], "-n", "team-a", "--type=merge",
+            "-p", '{"metadata":{"finalizers":null}}', check=False,
+        )
