@@ -252,10 +252,17 @@ class QueueManager:
                 return gated, None
         lq = self.local_queues.get(info.local_queue)
         if lq is None:
-            return (
-                Blocked(PendingReason.MISCONFIGURED, f"LocalQueue {wl.queue_name} doesn't exist"),
-                None,
-            )
+            if not wl.queue_name:
+                # A Workload made for an object without a queue label (manageJobsWithoutQueueName
+                # and no LocalQueue "default" in its namespace): say what would let it in.
+                message = (
+                    "The workload has no queue: spec.queueName is empty; set it (or the "
+                    "kqueue.io/queue-name label of its job), or create a LocalQueue named "
+                    "\"default\" in its namespace"
+                )
+            else:
+                message = f"LocalQueue {wl.queue_name} doesn't exist"
+            return Blocked(PendingReason.MISCONFIGURED, message), None
         if lq.stop_policy != StopPolicy.NONE:
             return Blocked(PendingReason.SUSPENDED, f"LocalQueue {lq.name} is stopped"), None
         if lq.cluster_queue not in self.queues:

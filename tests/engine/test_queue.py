@@ -228,6 +228,17 @@ BLOCKED = [
         "LocalQueue nope doesn't exist",
     ),
     BlockedCase(
+        "no queue name",
+        lambda: make_engine(
+            F, make_cq("cq").quota("default", cpu="1").obj(),
+            make_workload("a").queue("").request("cpu", "1").obj(),
+        ),
+        PendingReason.MISCONFIGURED,
+        "The workload has no queue: spec.queueName is empty; set it (or the "
+        "kqueue.io/queue-name label of its job), or create a LocalQueue named \"default\" in "
+        "its namespace",
+    ),
+    BlockedCase(
         "missing ClusterQueue",
         lambda: make_engine(F, make_lq("lq", "ghost"), make_workload("a").request("cpu", "1").obj()),
         PendingReason.MISCONFIGURED,
