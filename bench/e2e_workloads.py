@@ -244,7 +244,11 @@ class Runner:
             self.finish_errors += 1
             print(f"finish {r.name}: {exc}", file=sys.stderr)
             return
-        at = self.now()
+        self._mark_finished(r, self.now())
+
+    def _mark_finished(self, r: Record, at: float) -> None:
+        if r.finished is not None:
+            return
         self._release(r, at)
         r.finished = at
         self.finished += 1
@@ -258,6 +262,9 @@ class Runner:
             return
         conds = {x["type"]: x.get("status") for x in (wl.get("status") or {}).get("conditions") or []}
         if conds.get(c.FINISHED) == "True":
+            # Our finish patch can land even though an eviction seen meanwhile cancelled its
+            # task: count it when the watch shows it, or the run never ends.
+            self._mark_finished(r, self.now())
             return
         admitted = conds.get(c.ADMITTED) == "True"
         now = self.now()
