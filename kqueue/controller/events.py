@@ -16,6 +16,7 @@ import contextlib
 import logging
 import os
 import socket
+import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Final, Literal
@@ -31,6 +32,9 @@ COMPONENT: Final = "kqueue-controller"
 _MAX_QUEUED: Final = 4096
 # How long a repeat is folded into the existing Event (client-go uses ten minutes).
 _REPEAT_WINDOW_S: Final = 600.0
+# At most one warning about dropped events this often: under load (thousands of admissions a
+# minute) the queue overflows for a while, and a line per dropped event would flood the log.
+_DROP_WARNING_EVERY_S: Final = 30.0
 
 
 @dataclass(frozen=True)
@@ -83,6 +87,9 @@ class EventRecorder:
         # (uid or ref, type, reason, message) -> (event name, namespace, count, first seen)
         self._recent: dict[tuple[Any, ...], tuple[str, str, int, float]] = {}
         self.posted = 0
+        self.dropped = 0
+        self._dropped_unreported = 0
+        self._drop_warned_at = float("-inf")
 
     def record(self, obj: Obj | ObjectRef, type_: EventType, reason: str, message: str) -> None:
         """Queue an event about ``obj``; never blocks, never raises."""
@@ -90,13 +97,22 @@ class EventRecorder:
         try:
             self._queue.put_nowait(_Event(ref, type_, reason, message[:1024]))
         except asyncio.QueueFull:
-            logger.warning(
-                "event queue full; dropping %s event %s on %s %s",
-                type_,
-                reason,
-                ref.kind,
-                ref.name,
-            )
+            self.dropped += 1
+            self._dropped_unreported += 1
+            now = time.monotonic()
+            if now - self._drop_warned_at >= _DROP_WARNING_EVERY_S:
+                logger.warning(
+                    "event queue full (%d events); dropped %d event(s) since the last warning, "
+                    "the latest %s %s on %s %s",
+                    _MAX_QUEUED,
+                    self._dropped_unreported,
+                    type_,
+                    reason,
+                    ref.kind,
+                    ref.name,
+                )
+                self._drop_warned_at = now
+                self._dropped_unreported = 0
 
     async def run(self) -> None:
         """Post queued events until cancelled (run it under a Supervisor)."""
