@@ -35,6 +35,7 @@ from bench.e2e_workloads import (  # noqa: E402
     kqueue_admitted_total,
     proc_cpu_seconds,
     proc_memory,
+    run_info,
 )
 from kqueue.api.v1alpha1 import constants as c  # noqa: E402
 from kqueue.controller.informer import NAMESPACES, PODS  # noqa: E402
@@ -169,6 +170,7 @@ async def run(args: argparse.Namespace, cluster: LocalCluster) -> dict[str, Any]
     sampling = asyncio.create_task(sampler(kq, tr, series))
     assert kq.proc is not None
     cpu0 = proc_cpu_seconds(kq.proc.pid)
+    info_before = run_info()
     phases: list[dict[str, Any]] = []
     for size in args.sizes:
         names = [f"job-{size}-{i:03d}" for i in range(args.jobs)]
@@ -213,7 +215,8 @@ async def run(args: argparse.Namespace, cluster: LocalCluster) -> dict[str, Any]
     await api.close()
     await asyncio.to_thread(kq.stop)
     return {
-        "qps": args.qps, "burst": args.burst, "rate": args.rate, "phases": phases,
+        "qps": args.qps, "burst": args.burst, "rate": args.rate,
+        "run": {"before": info_before, "after": run_info()}, "phases": phases,
         "controllerCpuSeconds": round(cpu, 1), "controllerPeakRssBytes": peak,
         "series": series,
     }

@@ -34,6 +34,7 @@ import subprocess
 import sys
 import time
 from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -95,6 +96,19 @@ class BenchKqueue(KqueueProcess):
         # One replica: no lease renewals in the request count.
         doc["leaderElection"] = {"leaderElect": False}
         return yaml.safe_dump(doc)
+
+
+def run_info() -> dict[str, Any]:
+    """Which code ran, when, and how busy the (shared) machine was: for a result's header."""
+    commit = subprocess.run(
+        ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True,
+        check=False,
+    ).stdout.strip()
+    return {
+        "commit": commit,
+        "utc": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "loadAverage": [round(x, 2) for x in os.getloadavg()],
+    }
 
 
 # -- /proc and /metrics ------------------------------------------------------------------------
@@ -311,6 +325,42 @@ class Runner:
                         self.observe(obj)
 
 
+async def profile(pid: int, seconds: float, delay: float, out: Path) -> None:
+    """py-spy the controller for ``seconds``, ``delay`` seconds into the run (raw stacks)."""
+    await asyncio.sleep(delay)
+    proc = await asyncio.create_subprocess_exec(
+        str(Path(sys.executable).parent / "py-spy"), "record", "-p", str(pid), "-r", "50",
+        "-d", str(int(seconds)), "-f", "raw", "-o", str(out), "--nonblocking",
+        stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL,
+    )
+    try:
+        await proc.wait()
+    except asyncio.CancelledError:
+        proc.kill()
+        await proc.wait()
+        raise
+
+
+async def sample_unfinished(kube: Kube, records: dict[str, Record], n: int = 10) -> list[Obj]:
+    """Where some unfinished workloads stand (their conditions), when a run times out."""
+    out: list[Obj] = []
+    for r in [r for r in records.values() if r.finished is None][:n]:
+        try:
+            wl = await kube.get(WORKLOADS, r.name, namespace=r.namespace)
+        except Exception as exc:
+            out.append({"name": r.name, "error": str(exc)})
+            continue
+        out.append({
+            "name": f"{r.namespace}/{r.name}", "class": r.klass, "created": r.created,
+            "admittedFirst": r.admitted_first, "evictions": r.evictions,
+            "conditions": [
+                {k: x.get(k) for k in ("type", "status", "reason", "message")}
+                for x in (wl.get("status") or {}).get("conditions") or []
+            ],
+        })
+    return out
+
+
 async def setup_objects(kube: Kube, docs: list[Obj]) -> None:
     for d in docs:
         ns = d["metadata"].get("namespace")
@@ -412,15 +462,13 @@ async def bench(args: argparse.Namespace, cluster: LocalCluster, work: Path) -> 
     api_before = await asyncio.to_thread(apiserver_requests, cluster)
     cpu_before = proc_cpu_seconds(pid)
     wall_before = time.monotonic()
-    profiler = None
-    if args.profile:
-        profiler = subprocess.Popen(  # noqa: ASYNC220 (starts at once, runs beside)
-            [str(Path(sys.executable).parent / "py-spy"), "record", "-p", str(pid), "-r", "50",
-             "-d", str(int(args.profile)), "-f", "raw", "-o", str(args.profile_out), "--nonblocking"],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-        )
-
+    info_before = run_info()
     runner.t0 = time.monotonic()
+    profiling = (
+        asyncio.create_task(profile(pid, args.profile, args.profile_delay, args.profile_out))
+        if args.profile
+        else None
+    )
     series: list[dict[str, float]] = []
     watch = asyncio.create_task(runner.watch(listed_rv))
     sampler = asyncio.create_task(sample_loop(kq, runner, series))
@@ -445,13 +493,20 @@ async def bench(args: argparse.Namespace, cluster: LocalCluster, work: Path) -> 
     cpu = proc_cpu_seconds(pid) - cpu_before
     rss, peak = proc_memory(pid)
     api_after = await asyncio.to_thread(apiserver_requests, cluster)
-    if profiler is not None:
-        profiler.wait(timeout=args.profile + 60)
+    info_after = run_info()
+    if profiling is not None:
+        if profiling.done():
+            await profiling
+        else:  # the run ended before the profile's window: no profile
+            profiling.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await profiling
     requests = delta(api_after, api_before)
     total_requests = sum(requests.values())
     kqueue_requests = total_requests - runner.requests - idle_rate * elapsed
     admitted = sum(1 for r in records.values() if r.admitted_first is not None)
     kq_admitted = kqueue_admitted_total(kq)
+    unfinished = await sample_unfinished(kube, records) if timed_out else []
     await api.close()
     await asyncio.to_thread(kq.stop)
 
@@ -485,6 +540,7 @@ async def bench(args: argparse.Namespace, cluster: LocalCluster, work: Path) -> 
         "qps": args.qps,
         "burst": args.burst,
         "timedOut": timed_out,
+        "run": {"before": info_before, "after": info_after},
         "wallSeconds": round(wall, 1),
         "admitted": admitted,
         "finished": runner.finished,
@@ -502,6 +558,7 @@ async def bench(args: argparse.Namespace, cluster: LocalCluster, work: Path) -> 
             "byVerbResource": requests,
         },
         "kqueueAdmittedWorkloadsTotal": kq_admitted,
+        "unfinishedSample": unfinished,
         "controller": {
             "cpuSeconds": round(cpu, 1),
             "cpuPercentOfOneCore": round(100 * cpu / elapsed, 1),
@@ -521,6 +578,9 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=64, help="concurrent creates")
     parser.add_argument("--timeout", type=float, default=1200, help="give up after (s)")
     parser.add_argument("--profile", type=float, default=0, help="py-spy the controller for (s)")
+    parser.add_argument(
+        "--profile-delay", type=float, default=0, help="start the profile this far in (s)"
+    )
     parser.add_argument("--profile-out", type=Path, default=Path("bench/results/profile.txt"))
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args()

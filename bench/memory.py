@@ -16,6 +16,7 @@ import argparse
 import asyncio
 import contextlib
 import json
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -31,6 +32,7 @@ from bench.e2e_workloads import (  # noqa: E402
     metric_samples,
     proc_cpu_seconds,
     proc_memory,
+    run_info,
 )
 from kqueue.api.v1alpha1 import constants as c  # noqa: E402
 from kqueue.controller.informer import NAMESPACES  # noqa: E402
@@ -90,7 +92,22 @@ def pending_total(kq: BenchKqueue) -> float:
         return -1
 
 
-async def measure(kq: BenchKqueue, expected: int, within: float = 900) -> dict[str, Any]:
+def py_spy_dump(pid: int) -> str:
+    """The controller's Python stacks right now (py-spy, from the dev extra)."""
+    out = subprocess.run(
+        [str(Path(sys.executable).parent / "py-spy"), "dump", "--pid", str(pid)],
+        capture_output=True, text=True, timeout=60, check=False,
+    )
+    return out.stdout + out.stderr
+
+
+async def measure(kq: BenchKqueue, expected: int, within: float) -> dict[str, Any]:
+    """Start kqueue cold and wait until it reports ``expected`` pending (at most ``within`` s).
+
+    If it does not get there, the result says so (``completed`` false) with what it did reach,
+    the progress over time, a py-spy dump of the controller and the tail of its log.
+    """
+    info = run_info()
     t0 = time.monotonic()
     try:
         await asyncio.to_thread(kq.start)
@@ -101,25 +118,42 @@ async def measure(kq: BenchKqueue, expected: int, within: float = 900) -> dict[s
             raise
     assert kq.proc is not None
     pid = kq.proc.pid
-    while await asyncio.to_thread(pending_total, kq) < expected:
-        if time.monotonic() - t0 > within:
-            raise RuntimeError(f"kqueue did not report {expected} pending within {within}s")
+    progress: list[dict[str, float]] = []
+    completed = True
+    while (seen := await asyncio.to_thread(pending_total, kq)) < expected:
+        now = time.monotonic() - t0
+        if not progress or now - progress[-1]["t"] >= 5:
+            progress.append({"t": round(now, 1), "pending": seen,
+                             "rssBytes": proc_memory(pid)[0],
+                             "cpuSeconds": round(proc_cpu_seconds(pid), 1)})
+        if now > within:
+            completed = False
+            break
         await asyncio.sleep(1)
     synced = time.monotonic() - t0
-    await asyncio.sleep(10)  # let the first cycles and status writes settle
+    result: dict[str, Any] = {"pending": expected, "completed": completed, "run": info}
+    if completed:
+        await asyncio.sleep(10)  # let the first cycles and status writes settle
+    else:
+        result["pendingSeen"] = seen
+        result["pySpyDump"] = await asyncio.to_thread(py_spy_dump, pid)
+        result["logTail"] = kq.log_tail()
     rss, peak = proc_memory(pid)
     cpu = proc_cpu_seconds(pid)
     await asyncio.to_thread(kq.stop)
-    return {
-        "pending": expected,
+    result.update({
         "secondsToSeePending": round(synced, 1),
         "rssBytes": rss,
         "peakRssBytes": peak,
         "cpuSecondsSinceStart": round(cpu, 1),
-    }
+        "progress": progress,
+    })
+    return result
 
 
-async def run(counts: list[int], cluster: LocalCluster) -> list[dict[str, Any]]:
+async def run(
+    counts: list[int], cluster: LocalCluster, within: float, out: Path
+) -> list[dict[str, Any]]:
     assert cluster.work_dir is not None
     work = cluster.work_dir / "kqueue"
     work.mkdir(parents=True, exist_ok=True)
@@ -162,27 +196,36 @@ async def run(counts: list[int], cluster: LocalCluster) -> list[dict[str, Any]]:
         took = await create_range(kube, have, n)
         print(f"created {n - have} workloads in {took:.1f}s", flush=True)
         have = n
-        r = await measure(kq, n)
-        print(json.dumps(r), flush=True)
+        r = await measure(kq, n, within)
+        r["createSeconds"] = round(took, 1)
+        print(json.dumps({k: v for k, v in r.items() if k not in ("pySpyDump", "logTail")}),
+              flush=True)
         results.append(r)
+        write(out, results)  # what is measured so far, should a later count fail
     await api.close()
     return results
+
+
+def write(out: Path, results: list[dict[str, Any]]) -> None:
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(results, indent=1) + "\n")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--counts", default="0,10000,50000")
+    parser.add_argument("--within", type=float, default=900,
+                        help="give up on a count if kqueue does not see it all pending by then (s)")
     parser.add_argument("--out", type=Path, default=Path("bench/results/memory.json"))
     args = parser.parse_args()
     counts = [int(x) for x in args.counts.split(",")]
 
     async def go() -> list[dict[str, Any]]:
         with LocalCluster() as cluster:
-            return await run(counts, cluster)
+            return await run(counts, cluster, args.within, args.out)
 
     results = asyncio.run(go())
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(results, indent=1) + "\n")
+    write(args.out, results)
     print(f"wrote {args.out}")
 
 

@@ -8,10 +8,14 @@ $PY bench/sim_shapes.py --out bench/results/sim_shapes.json
 $PY bench/engine_cycle.py --out bench/results/engine_cycle.json \
     --plot docs/img/engine_cycle_scaling.png
 bench/run_e2e_workloads.sh
-$PY bench/e2e_jobs.py --out bench/results/e2e_jobs.json --plot docs/img/e2e_jobs_admission.png
+$PY bench/e2e_jobs.py --jobs 20 --out bench/results/e2e_jobs.json --plot docs/img/e2e_jobs_admission.png
+$PY bench/e2e_jobs.py --jobs 20 --qps 0 --out bench/results/e2e_jobs_unthrottled.json \
+    --plot docs/img/e2e_jobs_admission_unthrottled.png
 $PY bench/memory.py --out bench/results/memory.json
 $PY bench/plots.py
-for n in qps50 unthrottled; do
-    $PY bench/profile_summary.py bench/results/profile_e2e_$n.txt \
-        > bench/results/profile_e2e_x0.2_$n.summary.txt
+for n in x0.2_qps50 x0.2_unthrottled full_unthrottled; do
+    if [ -f bench/results/profile_e2e_$n.txt ]; then
+        $PY bench/profile_summary.py bench/results/profile_e2e_$n.txt \
+            > bench/results/profile_e2e_$n.summary.txt
+    fi
 done

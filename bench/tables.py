@@ -10,12 +10,17 @@ from pathlib import Path
 from typing import Any
 
 RESULTS = Path(__file__).resolve().parent / "results"
+BEFORE = RESULTS / "before"  # the same runs on the controller before its performance changes
 KUEUE = {"wall": 351, "small": 215, "medium": 77, "large": 16.5, "min_usage": 55.9}
 
 
-def _load(name: str) -> Any:
-    p = RESULTS / name
+def _load(name: str, where: Path = RESULTS) -> Any:
+    p = where / name
     return json.loads(p.read_text()) if p.exists() else None
+
+
+def _commit(r: dict[str, Any]) -> str:
+    return str((r.get("run") or {}).get("before", {}).get("commit", "before"))
 
 
 def sim() -> None:
@@ -46,16 +51,15 @@ def e2e() -> None:
     print(f"| Kueue published baseline | 15,000 | {KUEUE['wall']} (threshold 425) | | "
           f"{KUEUE['small']} | {KUEUE['medium']} | {KUEUE['large']} | "
           f"{KUEUE['min_usage']}% (threshold 50%) | | | | |")
-    for n in names:
-        r = _load(n)
-        if r is None:
-            continue
+    rows = [(r, n) for n in names for r in (_load(n, BEFORE), _load(n)) if r is not None]
+    for r, _ in rows:
         qps = f"QPS {r['qps']}/burst {r['burst']}" if r["qps"] > 0 else "unthrottled"
         k = r["classes"]
         timed = " (timed out)" if r["timedOut"] else ""
         a = r["apiserverRequests"]
         ctl = r["controller"]
-        print(f"| x{r['scale']:g}, {qps} | {r['workloads']:,} | {r['wallSeconds']}{timed} | "
+        print(f"| x{r['scale']:g}, {qps}, {_commit(r)} | {r['workloads']:,} | "
+              f"{r['wallSeconds']}{timed} | "
               f"{r['admitted']:,} / {r['finished']:,} | "
               + " | ".join(str(k[c]["averageTimeToAdmissionSeconds"])
                            for c in ("small", "medium", "large"))
@@ -72,33 +76,42 @@ def requests() -> None:
               f"plane {a['idleControlPlanePerSecond']}/s, kqueue ≈ {a['kqueueEstimate']:,}")
         print("| verb resource | requests |\n|---|---:|")
         for key, v in a["byVerbResource"].items():
+            if key.startswith("WATCH") and "workloads" not in key:
+                continue  # the control plane's own watches, re-established now and then
             print(f"| {key} | {v:,.0f} |")
 
 
 def jobs() -> None:
-    r = _load("e2e_jobs.json")
-    if r is None:
-        return
-    print("| pods/Job | Jobs | released p50 / p95 / p99 (s) | bound p50 / p95 / p99 (s) |")
-    print("|---:|---:|---|---|")
-    for ph in r["phases"]:
-        rel, bnd = ph["releasedSeconds"], ph["boundSeconds"]
-        print(f"| {ph['podsPerJob']} | {ph['jobs']} ({ph['allBound']} all bound) | "
-              f"{rel['p50']} / {rel['p95']} / {rel['p99']} | "
-              f"{bnd['p50']} / {bnd['p95']} / {bnd['p99']} |")
-    print(f"\ncontroller CPU {r['controllerCpuSeconds']} s, "
-          f"peak RSS {r['controllerPeakRssBytes'] / 2**20:.0f} MiB")
+    print("| client | code | pods/Job | Jobs | released p50 / p95 / p99 (s) | "
+          "bound p50 / p95 / p99 (s) | phase (s) |")
+    print("|---|---|---:|---:|---|---|---:|")
+    notes = []
+    for n in ("e2e_jobs.json", "e2e_jobs_unthrottled.json"):
+        for r in (_load(n, BEFORE), _load(n)):
+            if r is None:
+                continue
+            client = f"QPS {r['qps']} / burst {r['burst']}" if r["qps"] > 0 else "unthrottled"
+            for ph in r["phases"]:
+                rel, bnd = ph["releasedSeconds"], ph["boundSeconds"]
+                print(f"| {client} | {_commit(r)} | {ph['podsPerJob']} | {ph['jobs']} "
+                      f"({ph['allBound']} all bound) | {rel['p50']} / {rel['p95']} / {rel['p99']} "
+                      f"| {bnd['p50']} / {bnd['p95']} / {bnd['p99']} | "
+                      f"{ph['end'] - ph['start']:.1f} |")
+            notes.append(f"{client}, {_commit(r)}: controller CPU {r['controllerCpuSeconds']} s, "
+                         f"peak RSS {r['controllerPeakRssBytes'] / 2**20:.0f} MiB")
+    print("\n" + "\n".join(notes))
 
 
 def memory() -> None:
-    rs = _load("memory.json")
-    if rs is None:
-        return
-    print("| pending workloads | RSS (MiB) | peak RSS (MiB) | s until all seen pending |")
-    print("|---:|---:|---:|---:|")
-    for r in rs:
-        print(f"| {r['pending']:,} | {r['rssBytes'] / 2**20:.0f} | "
-              f"{r['peakRssBytes'] / 2**20:.0f} | {r['secondsToSeePending']} |")
+    print("| code | pending workloads | RSS (MiB) | peak RSS (MiB) | s until all seen pending |")
+    print("|---|---:|---:|---:|---:|")
+    for where in (BEFORE, RESULTS):
+        for r in _load("memory.json", where) or []:
+            seen = r["secondsToSeePending"]
+            if r.get("completed") is False:
+                seen = f"not reached in {seen} ({r['pendingSeen']:,.0f} seen)"
+            print(f"| {_commit(r)} | {r['pending']:,} | {r['rssBytes'] / 2**20:.0f} | "
+                  f"{r['peakRssBytes'] / 2**20:.0f} | {seen} |")
 
 
 def engine() -> None:
