@@ -56,6 +56,8 @@ _WRITE_CONCURRENCY = 16
 # waits for some to finish: cycles run ahead of the API only this far.
 _MAX_QUEUED_DECISIONS = 4 * _WRITE_CONCURRENCY
 _EVICTION_ATTEMPTS = 5
+# The pending-reason sweep looks at every pending workload again at least this often.
+_FULL_SWEEP_S = 30.0
 # Pending-reason writes in flight at once; the lane only gets the budget decisions leave.
 _REASON_CONCURRENCY = 2
 # Responses of our own writes are kept this long, to start a workload's next write from when
@@ -123,6 +125,10 @@ class Scheduler:
         self.admitted = 0
         self.reasons_written = 0
         self._last_sweep = float("-inf")
+        # Pending workloads the sweep found fine, by the object it saw; see _explain_unconsidered.
+        self._settled: dict[WorkloadKey, Workload] = {}
+        self._settled_shape: tuple[object, ...] = ()
+        self._full_sweep_at = float("-inf")
         # Extension point: called after each cycle's decisions are written (workload slices to
         # finish, requeue state of PodsReady timeouts...), in registration order, cycle after
         # cycle.
@@ -488,19 +494,41 @@ class Scheduler:
         if loop_now - self._last_sweep < self.settings.tick_s / 4:
             return
         self._last_sweep = loop_now
+        # A workload found fine (it has a reason, its queue can admit) stays fine until the
+        # Workload changes (the informer stores a new object) or the queues do: only those are
+        # looked at again, so a sweep over 50,000 settled workloads costs a few milliseconds.
+        # A full sweep now and then catches what the queues' shape does not show (namespace
+        # labels, for instance).
+        shape = self._queues_shape(engine)
+        if shape != self._settled_shape or loop_now - self._full_sweep_at >= _FULL_SWEEP_S:
+            self._settled.clear()
+            self._settled_shape = shape
+            self._full_sweep_at = loop_now
+        settled = self._settled
         decided = {p.workload for p in result.pending}
         for key in engine.queues.pending:
-            if key in decided or key in self._reasons_rest or key in self._reasons_heads:
-                continue
             wl = self._workloads.get(key)
-            if wl is None:
+            if wl is None or settled.get(key) is wl:
+                continue
+            if key in decided or key in self._reasons_rest or key in self._reasons_heads:
                 continue
             cond = wl.condition(c.QUOTA_RESERVED)
             if cond is not None:
                 cq = engine.queues.cluster_queue_of(key)
                 if cq is not None and engine.cache.inactive(cq) is None:
+                    settled[key] = wl
                     continue
             self._queue_reason(key, head=False)
+
+    @staticmethod
+    def _queues_shape(engine: Engine) -> tuple[object, ...]:
+        """What decides whether a queued workload is blocked: where each LocalQueue points
+        and which ClusterQueues cannot admit (a new engine starts over)."""
+        lqs = frozenset(engine.queues.local_queues.values())
+        inactive = frozenset(
+            cq for cq in engine.cache.cluster_queues if engine.cache.inactive(cq) is not None
+        )
+        return (id(engine), lqs, inactive)
 
     def _queue_reason(self, key: WorkloadKey, *, head: bool) -> None:
         if head:
@@ -525,13 +553,6 @@ class Scheduler:
         """(the Workload as read, as it should be written, the reason) or None: no write due."""
         if key in self._inflight:
             return None  # a decision (or reason) is being written: it speaks for the workload
-        last = self._last_reason.get(key)
-        if last is not None:
-            at, was_head = last
-            # Once per interval; but a cycle's first verdict replaces a placeholder ("waiting
-            # to be considered") at once.
-            if time.monotonic() - at < self.settings.reason_interval_s and (was_head or not head):
-                return None
         engine = self._engine()
         details = engine.explain(key)
         if details is None:
@@ -540,6 +561,15 @@ class Scheduler:
         if wl is None:
             return None
         reason = str(details.reason)
+        last = self._last_reason.get(key)
+        cond = wl.condition(c.QUOTA_RESERVED)
+        if last is not None and cond is not None and cond.reason == reason:
+            at, was_head = last
+            # The same reason with another message: once per interval. A new reason (its
+            # queue was stopped, say), or a cycle's first verdict replacing a placeholder
+            # ("waiting to be considered"), is written at once.
+            if time.monotonic() - at < self.settings.reason_interval_s and (was_head or not head):
+                return None
         updated = wlstatus.pending(wl, reason, details.message, self._now())
         return None if updated is None else (wl, updated, reason)
 

@@ -84,6 +84,8 @@ class FakeApi:
     def sync(self) -> None:
         """The informer catches up: the store and the engine see what the API holds."""
         for key, obj in self.objects.items():
+            if self.store.resource_version(key) == obj["metadata"]["resourceVersion"]:
+                continue  # unchanged: the informer keeps the object it has
             wl = Workload.model_validate(obj)
             self.store._put(key, wl, obj["metadata"]["resourceVersion"])
             adapt.apply_workload(self.engine, wl, owner_labels=wl.metadata.labels)
@@ -398,3 +400,24 @@ async def test_responses_are_kept_only_for_a_few_seconds(
         await scheduler.drain()
     assert api.admitted() == {key("a"), key("b"), key("c")}
     assert len(scheduler._written) == kept
+
+
+async def test_a_stopped_queue_shows_in_settled_workloads_at_once() -> None:
+    scheduler, api, _, engine = _a_admitted_b_waiting()
+    api.create(workload("c", "1", created_s=2))  # behind b: never a head, the sweep's to explain
+    lane = await _lane(scheduler)
+    try:
+        for _ in range(2):
+            await _cycle(scheduler, api)
+        assert scheduler._settled.get(key("c")) is not None  # the sweep skips c from now on
+        writes = len(api.reason_writes(key("c")))
+        stopped = cluster_queue("1")
+        stopped.spec.stop_policy = "Hold"
+        engine.upsert_cluster_queue(adapt.cluster_queue(stopped))
+        await _cycle(scheduler, api)
+    finally:
+        lane.cancel()
+    # Within the per-workload interval, but a new reason: written at once.
+    latest = api.reason_writes(key("c"))
+    assert len(latest) == writes + 1
+    assert latest[-1]["reason"] == c.SUSPENDED and "stopped" in latest[-1]["message"]
