@@ -482,7 +482,7 @@ CASES: Final[list[Case]] = [
          job(annotations={c.ELASTIC_JOB_ANNOTATION: "true",
                           c.JOB_MIN_PARALLELISM_ANNOTATION: "1"}),
          MIN_PARALLELISM, Layer.WEBHOOK, "an elastic Job asking for partial admission",
-         "partial admission cannot be combined with an elastic job"),
+         "cannot be combined with an elastic job"),
     Case("job-min-parallelism-word", job(annotations={c.JOB_MIN_PARALLELISM_ANNOTATION: "half"}),
          MIN_PARALLELISM, Layer.WEBHOOK, 'job-min-parallelism "half"', "must be an integer"),
     Case("job-min-parallelism-too-high",

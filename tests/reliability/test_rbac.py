@@ -60,6 +60,18 @@ NOT_REQUESTED: dict[tuple[str, str], str] = {
         "re-reading a Workload after a conflicting eviction write (scheduler), and in the "
         "elastic-slice and readiness controllers; reached here only if an eviction meets a 409"
     ),
+    ("delete", "pods"): (
+        "evicting a plain Pod or pod group (kqueue/controller/jobs/pod.py: the pods are deleted "
+        "once marked DisruptionTarget); the RBAC run evicts Jobs only"
+    ),
+    ("patch", "pods/status"): (
+        "the DisruptionTarget condition written on a plain Pod before it is deleted on eviction; "
+        "the RBAC run evicts Jobs only"
+    ),
+    ("update", "pods/finalizers"): (
+        "checked by the OwnerReferencesPermissionEnforcement admission plugin when kqueue creates "
+        "a Workload owned by a plain Pod (blockOwnerDeletion); the RBAC run has no plain Pods"
+    ),
 }
 
 SECRET_PATTERNS = [
