@@ -104,8 +104,14 @@ def run_info() -> dict[str, Any]:
         ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True,
         check=False,
     ).stdout.strip()
+    # Uncommitted changes to the controller's code in this tree (it runs from the tree).
+    dirty = subprocess.run(
+        ["git", "status", "--porcelain", "--", "kqueue"], cwd=ROOT, capture_output=True,
+        text=True, check=False,
+    ).stdout.split("\n")
     return {
         "commit": commit,
+        "uncommitted": [line[3:] for line in dirty if line.strip()],
         "utc": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
         "loadAverage": [round(x, 2) for x in os.getloadavg()],
     }
