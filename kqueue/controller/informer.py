@@ -275,6 +275,13 @@ class Informer(Generic[T]):
         self._synced = asyncio.Event()
         self.resource_version: str | None = None
         self.lists = 0
+        # relist(): list attempts started / the attempt whose list last completed, and the watch
+        # request in flight (cancelled so the relist starts at once).
+        self._list_attempts = 0
+        self._listed_attempt = 0
+        self._listed = asyncio.Condition()
+        self._relist_requested = False
+        self._watching: asyncio.Task[None] | None = None
         self.watches = 0
         # Whether the current round's watches delivered anything; a failure after progress
         # relists at once, a failure without progress backs off.
@@ -310,6 +317,20 @@ class Informer(Generic[T]):
 
     async def wait_synced(self) -> None:
         await self._synced.wait()
+
+    async def relist(self) -> None:
+        """Replace the store with a list started after this call, then watch on from it.
+
+        A list without a resourceVersion is a consistent read (from etcd, not a cache), so once
+        this returns the store holds every change committed before the call, however far the
+        watch lagged. A new leader does this before it rebuilds its engine from the store.
+        """
+        wanted = self._list_attempts + 1
+        self._relist_requested = True
+        if self._watching is not None and not self._watching.done():
+            self._watching.cancel()
+        async with self._listed:
+            await self._listed.wait_for(lambda: self._listed_attempt >= wanted)
 
     def check(self) -> tuple[bool, str]:
         """Readiness: synced or not."""
@@ -356,8 +377,20 @@ class Informer(Generic[T]):
         await self._list()
         self._progressed = False
         while True:
+            if self._relist_requested:
+                return
+            self._watching = asyncio.ensure_future(self._watch())
             try:
-                await self._watch()
+                await self._watching
+            except asyncio.CancelledError:
+                # Our own cancellation (relist) ends this round; the caller's is passed on.
+                current = asyncio.current_task()
+                if current is not None and current.cancelling():
+                    raise
+                if not self._relist_requested:
+                    raise
+                logger.info("informer %s: relisting on request", self._where)
+                return
             except _Gone:
                 logger.info(
                     "informer %s: resourceVersion expired (410 Gone); relisting", self._where
@@ -407,6 +440,9 @@ class Informer(Generic[T]):
         )
 
     async def _list(self) -> None:
+        self._list_attempts += 1
+        attempt = self._list_attempts
+        self._relist_requested = False
         items: dict[str, tuple[Obj, str]] = {}
         params = [*self._selector_params(), ("limit", str(self._page_size))]
         token: str | None = None
@@ -435,6 +471,9 @@ class Informer(Generic[T]):
         self.lists += 1
         self._replace(items)
         self.resource_version = list_rv
+        async with self._listed:
+            self._listed_attempt = attempt
+            self._listed.notify_all()
         if not self._synced.is_set():
             self._synced.set()
             logger.info("informer %s: synced %d objects", self._where, len(self.store))

@@ -163,6 +163,7 @@ class Manager:
         self.engine = Engine(preemptor=preemptor(), pods_ready=self._pods_ready())
         self.identity = identity
         self.leading = False
+        self._terms = 0  # leadership terms begun by this process
 
         def informer(resource: Any, converter: Callable[[Obj], M], **kw: Any) -> Informer[M]:
             return Informer(api, resource, converter=converter, **kw)
@@ -557,6 +558,12 @@ class Manager:
     async def lead(self) -> None:
         """The leader's work: schedule, reconcile, write status, until cancelled."""
         self.leading = True
+        if self.config.leader_election.leader_elect or self._terms:
+            # A standby's caches are only as fresh as its watches, and a watch may lag behind
+            # admissions the previous leader wrote: rebuilding from them could over-commit
+            # quota. A consistent list first (a term right after the initial sync needs none).
+            await self.workloads.relist()
+        self._terms += 1
         engine = self.rebuild_engine()
         freeze_heap()  # the new engine lives as long as the term; the old one is collected
         logger.info(

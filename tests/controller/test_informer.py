@@ -332,3 +332,41 @@ def test_freeze_heap_moves_live_objects_out_of_the_collectors_walk() -> None:
         assert probe() is None
     finally:
         gc.unfreeze()
+
+
+async def test_relist_replaces_a_lagging_store_and_watches_on_from_the_new_list(
+    env: Env, running: list[asyncio.Task[None]]
+) -> None:
+    # The first watch stays open and silent: a change committed meanwhile (a@12, b created)
+    # is not seen until a relist, the way a lagging standby's watch misses the last admissions.
+    env.api.lists.extend(
+        [
+            ListResponse(10, [configmap("a", 5)]),
+            ListResponse(20, [configmap("a", 12, v="2"), configmap("b", 18)]),
+        ]
+    )
+    env.api.watches.extend([[], []])
+    informer = make_informer(env)
+    rec = Recorder()
+    informer.add_handler(on_add=rec.on_add, on_update=rec.on_update, on_delete=rec.on_delete)
+    running.append(asyncio.create_task(informer.run()))
+    await eventually(lambda: len(env.api.watch_requests) == 1, what="the first watch")
+    assert versions(informer) == {"default/a": "5"}
+
+    await asyncio.wait_for(informer.relist(), 5)
+    # When relist() returns, the store already holds what the fresh list said.
+    assert versions(informer) == {"default/a": "12", "default/b": "18"}
+    assert informer.lists == 2
+    assert rec.seen[-2:] == ["update default/a@5->12", "add default/b@18"]
+    await eventually(lambda: len(env.api.watch_requests) == 2, what="a watch after the relist")
+    assert env.api.watch_requests[1].query["resourceVersion"] == "20"
+
+    # A second relist is a second list, not the one already done.
+    env.api.lists.clear()  # the scripted server repeats its last list: replace it
+    env.api.lists.append(ListResponse(30, [configmap("b", 25)]))
+    env.api.watches.append([])
+    await asyncio.wait_for(informer.relist(), 5)
+    assert informer.lists == 3
+    assert versions(informer) == {"default/b": "25"}
+    # The informer keeps running: relist() is not a cancellation of the informer.
+    assert not running[0].done()
