@@ -140,6 +140,8 @@ class Scheduler:
         self._no_decisions = asyncio.Event()
         self._no_decisions.set()
         self._hooks: asyncio.Task[None] | None = None
+        # The hooks of the last cycle that finished replaced slices, until they are done.
+        self._finishing: asyncio.Task[None] | None = None
         # Admissions assumed in an engine whose write has not ended: forgotten on shutdown.
         self._assumed: dict[WorkloadKey, tuple[Engine, Admit]] = {}
         # Our last write per workload: (resourceVersion it was based on, the API's answer).
@@ -190,6 +192,11 @@ class Scheduler:
 
     async def run_once(self) -> bool:
         """One cycle, its writes started; returns whether it admitted, preempted or evicted."""
+        if self._finishing is not None and not self._finishing.done():
+            # A cycle that admitted a replacement slice took the old slice's quota out of the
+            # engine. If the replacement's write fails, only that cycle's hooks give it back
+            # (the old slice's pods still run): no cycle may decide before then.
+            await asyncio.wait([self._finishing])
         engine = self._engine()
         started = time.perf_counter()
         result = engine.schedule(self._now())
@@ -203,6 +210,8 @@ class Scheduler:
             self._hooks = self._spawn_task(
                 self._run_hooks(engine, result, writes, self._hooks), "after-cycle hooks"
             )
+            if result.finished:
+                self._finishing = self._hooks
         self._explain_unconsidered(engine, result)
         touched = {a.cluster_queue for a in result.admitted}
         touched |= {p.cluster_queue for p in result.preempted}
@@ -373,8 +382,10 @@ class Scheduler:
             # Never write a second admission; the informer's next event corrects the engine.
             engine.forget(admit.workload)
             return
-        updated = wlstatus.admit(wl, admit.admission, now)
         try:
+            # Inside: whatever fails before the write lands (building the status too) rolls
+            # the assumption back.
+            updated = wlstatus.admit(wl, admit.admission, now)
             await self._put(admit.workload, updated)
         except BaseException as exc:
             # Conflict: the workload changed since our informer saw it. Either way the
@@ -437,42 +448,48 @@ class Scheduler:
         preempted_reason: str | None = None,
     ) -> bool:
         """Write the eviction, re-reading on conflicts: the engine already counts it as going."""
-        wl = self._get(key)
-        for attempt in range(_EVICTION_ATTEMPTS):
-            if wl is None or not wlstatus.holds_quota(wl):
-                engine.cache.evicting.discard(key)
-                return False
-            updated = wlstatus.evict(
-                wl, reason, message, now, preempted_reason=preempted_reason
-            )
-            if updated is None:
-                return False
-            if self._releases_itself(wl):
-                updated = wlstatus.release(updated, now) or updated
-            try:
-                await self._put(key, updated)
-            except NotFound:
-                engine.cache.evicting.discard(key)
-                return False
-            except (KubeError, OSError, TimeoutError) as exc:
-                logger.info("eviction of Workload %s (attempt %d): %s", key, attempt + 1, exc)
+        try:
+            wl = self._get(key)
+            for attempt in range(_EVICTION_ATTEMPTS):
+                if wl is None or not wlstatus.holds_quota(wl):
+                    engine.cache.evicting.discard(key)
+                    return False
+                updated = wlstatus.evict(
+                    wl, reason, message, now, preempted_reason=preempted_reason
+                )
+                if updated is None:
+                    return False
+                if self._releases_itself(wl):
+                    updated = wlstatus.release(updated, now) or updated
                 try:
-                    wl = Workload.model_validate(
-                        await self._kube.get(
-                            WORKLOADS, key.split("/", 1)[1], key.split("/", 1)[0]
-                        )
-                    )
+                    await self._put(key, updated)
                 except NotFound:
-                    wl = None
-                except (KubeError, OSError, TimeoutError):
-                    await asyncio.sleep(0.1 * (attempt + 1))
-                continue
-            obj = _ref(wl)
-            if preempted_reason is not None:
-                self._events.record(obj, "Normal", c.PREEMPTED, message)
-            self._events.record(obj, "Normal", c.EVICTED, f"{reason}: {message}")
-            logger.info("evicting Workload %s: %s: %s", key, reason, message)
-            return True
+                    engine.cache.evicting.discard(key)
+                    return False
+                except (KubeError, OSError, TimeoutError) as exc:
+                    logger.info("eviction of Workload %s (attempt %d): %s", key, attempt + 1, exc)
+                    try:
+                        wl = Workload.model_validate(
+                            await self._kube.get(
+                                WORKLOADS, key.split("/", 1)[1], key.split("/", 1)[0]
+                            )
+                        )
+                    except NotFound:
+                        wl = None
+                    except (KubeError, OSError, TimeoutError):
+                        await asyncio.sleep(0.1 * (attempt + 1))
+                    continue
+                obj = _ref(wl)
+                if preempted_reason is not None:
+                    self._events.record(obj, "Normal", c.PREEMPTED, message)
+                self._events.record(obj, "Normal", c.EVICTED, f"{reason}: {message}")
+                logger.info("evicting Workload %s: %s: %s", key, reason, message)
+                return True
+        except Exception:
+            # A bug, not an API answer: the victim is no longer counted as going, so a later
+            # cycle decides again (one left counted as going would never be evicted).
+            engine.cache.evicting.discard(key)
+            raise
         logger.error("could not write the eviction of Workload %s; will decide again", key)
         engine.cache.evicting.discard(key)
         self.trigger()

@@ -71,10 +71,17 @@ class FakeApi:
         self.objects: dict[str, Obj] = {}
         self.gate = asyncio.Event()
         self.gate.set()
+        # Keys whose writes are held back (until release()) while the others go through.
+        self.held: set[str] = set()
+        self._released = asyncio.Event()
         self.writes: list[tuple[str, Obj]] = []
         self.in_flight: dict[str, int] = {}
         self.max_in_flight_per_key = 0
         self.fail: BaseException | None = None
+
+    def release(self) -> None:
+        self.held.clear()
+        self._released.set()
 
     def create(self, obj: Obj) -> None:
         key = f"{NS}/{obj['metadata']['name']}"
@@ -96,6 +103,8 @@ class FakeApi:
         self.max_in_flight_per_key = max(self.max_in_flight_per_key, self.in_flight[key])
         try:
             await self.gate.wait()
+            if key in self.held:
+                await self._released.wait()
             if self.fail is not None:
                 raise self.fail
             have = self.objects.get(key)
@@ -421,3 +430,105 @@ async def test_a_stopped_queue_shows_in_settled_workloads_at_once() -> None:
     latest = api.reason_writes(key("c"))
     assert len(latest) == writes + 1
     assert latest[-1]["reason"] == c.SUSPENDED and "stopped" in latest[-1]["message"]
+
+
+async def test_no_cycle_uses_a_replaced_slices_quota_before_its_replacement_is_written() -> None:
+    """A cycle that admits a replacement slice takes the old slice's quota out of the engine
+    at once; if the replacement's write then fails, only the after-cycle hook gives it back.
+    A later cycle that ran before that hook would hand the old slice's quota (its pods still
+    run) to someone else."""
+    from kqueue.controller.elastic import ElasticSlices
+
+    scheduler, api, events, engine = make(cpu="6")
+    slices = ElasticSlices(
+        engine=lambda: engine,
+        workloads=api.store,
+        priorities=lambda: cast(Any, None),
+        kube=cast(Kube, api),
+        events=cast(EventRecorder, events),
+        metrics=Metrics(),
+        now=lambda: NOW,
+    )
+    scheduler.after_cycle.append(slices.after_cycle)
+    api.create(workload("s1", "3"))
+    await scheduler.run_once()
+    await scheduler.drain()
+    api.sync()
+    assert api.admitted() == {key("s1")}
+    # Admitted next, in this order (StrictFIFO): w0, then s2 (s1 scaled up to 4 cpu), then x.
+    api.create(workload("w0", "1", created_s=1))
+    s2 = workload("s2", "4", created_s=2)
+    s2["metadata"]["annotations"] = {c.WORKLOAD_SLICE_REPLACEMENT_FOR_ANNOTATION: key("s1")}
+    api.create(s2)
+    api.create(workload("x", "3", created_s=3))
+    api.held.add(key("w0"))  # w0's write (and so its cycle's hooks) takes a while
+    await scheduler.run_once()  # admits w0
+    await scheduler.run_once()  # admits s2 and finishes s1 in the engine
+    assert engine.holds_quota(key("s2")) and not engine.holds_quota(key("s1"))
+    # The Job went back to its old size: s2 is deleted before its admission is written.
+    del api.objects[key("s2")]
+    api.store._delete(key("s2"))
+    engine.delete_workload(key("s2"))
+    for _ in range(5):
+        await asyncio.sleep(0)  # s2's write fails (NotFound) and is rolled back
+    nxt = asyncio.ensure_future(scheduler.run_once())
+    await asyncio.sleep(0.05)
+    api.release()
+    await nxt
+    await scheduler.drain()
+    api.sync()
+    # s1 still runs 3 cpu and w0 holds 1: x (3 cpu) does not fit in 6.
+    assert api.admitted() == {key("s1"), key("w0")}
+    assert engine.holds_quota(key("s1")) and not engine.holds_quota(key("x"))
+
+
+async def test_an_admission_that_fails_before_its_write_is_rolled_back(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Building the status can fail too (a bug): the assumption must go with it, or the engine
+    # keeps the quota for an admission that never reaches the API, for the rest of the term.
+    scheduler, api, _, engine = make()
+    api.create(workload("a", "1"))
+
+    def broken(*_: object) -> Workload:
+        raise ValueError("cannot build the admission")
+
+    monkeypatch.setattr("kqueue.controller.scheduler.wlstatus.admit", broken)
+    await scheduler.run_once()
+    await scheduler.drain()
+    assert api.admitted() == set()
+    assert not engine.holds_quota(key("a"))
+    monkeypatch.undo()
+    await scheduler.run_once()
+    await scheduler.drain()
+    assert api.admitted() == {key("a")}
+
+
+async def test_an_eviction_that_fails_unexpectedly_is_decided_again(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The engine counts a victim as leaving until its eviction is written or given up. A write
+    # that crashes must give it up too, or no later cycle ever evicts it again: the victim
+    # keeps its quota and the preemptor waits for it for the rest of the term.
+    scheduler, api, _, engine = make(cpu="1")
+    api.create(workload("low", "1"))
+    await scheduler.run_once()
+    await scheduler.drain()
+    api.sync()
+    api.create(workload("high", "1", priority=100, created_s=1))
+
+    def broken(*_: object, **__: object) -> Workload:
+        raise ValueError("cannot build the eviction")
+
+    monkeypatch.setattr("kqueue.controller.scheduler.wlstatus.evict", broken)
+    assert await scheduler.run_once()  # preempts low; its write crashes
+    await scheduler.drain()
+    assert key("low") not in engine.cache.evicting
+    monkeypatch.undo()
+    await scheduler.run_once()
+    await scheduler.drain()
+    low = api.objects[key("low")]
+    assert any(
+        cond["type"] == c.EVICTED and cond["status"] == "True"
+        for cond in low["status"]["conditions"]
+    )
