@@ -625,19 +625,21 @@ class Scheduler:
                 # in front of a decision for the client's request budget.
                 await self._no_decisions.wait()
                 await self._reason_bucket.acquire()
+                # Read again: the workload may have been admitted while the lane waited.
+                change = self._reason_update(key, head)
+                if change is None:
+                    self._reason_slots.release()
+                    continue
+                self._last_reason[key] = (time.monotonic(), head)
+                task = self._spawn_write(
+                    key, functools.partial(self._write_reason, key, *change), "pending reason",
+                    decision=False,
+                )
             except BaseException:
+                # Cancelled or crashed before the write took the slot over: give it back, or
+                # each restart of the lane would leave one slot fewer.
                 self._reason_slots.release()
                 raise
-            # Read again: the workload may have been admitted while the lane waited.
-            change = self._reason_update(key, head)
-            if change is None:
-                self._reason_slots.release()
-                continue
-            self._last_reason[key] = (time.monotonic(), head)
-            task = self._spawn_write(
-                key, functools.partial(self._write_reason, key, *change), "pending reason",
-                decision=False,
-            )
             task.add_done_callback(lambda _: self._reason_slots.release())
 
     def _prune_reason_times(self) -> None:

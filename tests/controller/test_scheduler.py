@@ -532,3 +532,36 @@ async def test_an_eviction_that_fails_unexpectedly_is_decided_again(
         cond["type"] == c.EVICTED and cond["status"] == "True"
         for cond in low["status"]["conditions"]
     )
+
+
+async def test_the_reason_lane_survives_crashes_between_its_slot_and_its_write(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The lane restarts after a crash; a crash after it took a write slot must give the slot
+    # back, or after as many crashes as there are slots the lane never writes again.
+    scheduler, api, _, _ = _a_admitted_b_waiting()
+    await scheduler.run_once()  # admits a; b pends without a reason
+    await scheduler.drain()
+    api.sync()
+    real = Scheduler._reason_update
+    calls = 0
+
+    def flaky(self: Scheduler, k: WorkloadKey, head: bool) -> Any:
+        nonlocal calls
+        calls += 1
+        if calls in (2, 4):  # the second look, after the slot was taken
+            raise RuntimeError("bug while reading the reason again")
+        return real(self, k, head)
+
+    monkeypatch.setattr(Scheduler, "_reason_update", flaky)
+    lane = await _lane(scheduler)
+    try:
+        for _ in range(3):
+            scheduler._queue_reason(key("b"), head=False)
+            for _ in range(120):
+                await asyncio.sleep(0.02)
+                if api.reason_writes(key("b")) or lane.done():
+                    break
+    finally:
+        lane.cancel()
+    assert len(api.reason_writes(key("b"))) == 1
