@@ -30,6 +30,7 @@ import contextlib
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
 import time
@@ -342,8 +343,13 @@ async def profile(pid: int, seconds: float, delay: float, out: Path) -> None:
     try:
         await proc.wait()
     except asyncio.CancelledError:
-        proc.kill()
-        await proc.wait()
+        # The run ended first: py-spy writes what it sampled so far when interrupted.
+        proc.send_signal(signal.SIGINT)
+        try:
+            await asyncio.wait_for(proc.wait(), 30)
+        except TimeoutError:
+            proc.kill()
+            await proc.wait()
         raise
 
 
@@ -503,7 +509,7 @@ async def bench(args: argparse.Namespace, cluster: LocalCluster, work: Path) -> 
     if profiling is not None:
         if profiling.done():
             await profiling
-        else:  # the run ended before the profile's window: no profile
+        else:  # the run ended within the profile's window: keep what was sampled
             profiling.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await profiling
