@@ -179,8 +179,11 @@ class Scheduler:
                     self._wake.set()
         finally:
             lane.cancel()
-            await asyncio.gather(lane, return_exceptions=True)
-            await self.stop_writes()
+            try:
+                await asyncio.gather(lane, return_exceptions=True)
+            finally:
+                # Even if cancelled again meanwhile: no write may outlive the loop.
+                await self.stop_writes()
 
     def _sleep_s(self) -> float:
         """Until the next tick, or sooner when the engine has a deadline (a PodsReady timeout,
@@ -231,13 +234,15 @@ class Scheduler:
         tasks = list(self._tasks)
         for task in tasks:
             task.cancel()
-        if tasks:
-            await asyncio.gather(*tasks, return_exceptions=True)
-        # A write cancelled before it began never reached its own rollback.
-        for key, (engine, _) in list(self._assumed.items()):
-            engine.forget(key)
-        self._assumed.clear()
-        self._written.clear()
+        try:
+            if tasks:
+                await asyncio.gather(*tasks, return_exceptions=True)
+        finally:
+            # A write cancelled before it began never reached its own rollback.
+            for key, (engine, _) in list(self._assumed.items()):
+                engine.forget(key)
+            self._assumed.clear()
+            self._written.clear()
 
     # -- write tasks -------------------------------------------------------------------------
 

@@ -565,3 +565,27 @@ async def test_the_reason_lane_survives_crashes_between_its_slot_and_its_write(
     finally:
         lane.cancel()
     assert len(api.reason_writes(key("b"))) == 1
+
+
+async def test_a_second_cancellation_while_stopping_still_stops_every_write() -> None:
+    # A term can be cancelled twice (the leadership ends while the process shuts down): the
+    # second cancellation must not skip the stop, or a held write lands after the term.
+    scheduler, api, _, engine = make()
+    api.create(workload("a", "1"))
+    api.gate.clear()
+    scheduler_task = asyncio.ensure_future(scheduler.run())
+    scheduler.trigger()
+    for _ in range(50):
+        await asyncio.sleep(0.01)
+        if api.in_flight.get(key("a")):
+            break
+    assert engine.holds_quota(key("a")) and api.in_flight.get(key("a")) == 1
+    scheduler_task.cancel()
+    await asyncio.sleep(0)  # run() is stopping: it waits for its reason lane to end
+    scheduler_task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await scheduler_task
+    api.gate.set()
+    await asyncio.sleep(0.05)
+    assert api.admitted() == set()
+    assert not engine.holds_quota(key("a"))
