@@ -462,3 +462,24 @@ async def test_the_suspended_job_gets_the_gate_once_reset() -> None:
     ]
     assert template["metadata"]["labels"] == {c.MANAGED_LABEL: "true"}
     assert patch["metadata"]["resourceVersion"] == "7"
+
+
+
+async def test_a_released_pod_the_informer_still_shows_gated_counts_as_released() -> None:
+    # Our informer may show a pod we released as still gated for a while. A pod created since
+    # that sorts before it (same second, smaller name) must not take its place: that would
+    # run one pod more than admitted.
+    world = World(FakeKube())
+    j = job("lag", count=3)  # partial admission: 2 of 3
+    first, second, newer = gated_pods(j, 3)
+    for pod, name in ((first, "lag-a"), (second, "lag-m"), (newer, "lag-b")):
+        pod["metadata"]["name"] = name
+    key = world.add_job(j, workload(j, admitted=2), [first])
+    await world.reconciler(key)  # releases lag-a
+    world.pods._put("team-a/lag-a", {**first, "spec": {"containers": []}}, "2")
+    world.pods._put("team-a/lag-m", second, "1")
+    await world.reconciler(key)  # releases lag-m; the informer does not show that yet
+    assert world.pod_patches() == ["lag-a", "lag-m"]
+    world.pods._put("team-a/lag-b", newer, "1")
+    await world.reconciler(key)
+    assert world.pod_patches() == ["lag-a", "lag-m"]  # lag-a and lag-m run: 2 of 2

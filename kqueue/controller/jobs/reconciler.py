@@ -334,10 +334,12 @@ class JobReconciler:
             release = releases.get(set_name)
             if release is None:
                 continue
-            running = sum(1 for p in members if not is_gated(p))
+            # A pod we released counts as released even while our informer still shows it
+            # gated: otherwise a newer pod sorted before it would take its place, one too many.
+            running = sum(1 for p in members if not is_gated(p) or self._releasing(p))
             already_running += running
             gated = sorted(
-                (p for p in members if is_gated(p)),
+                (p for p in members if is_gated(p) and not self._releasing(p)),
                 key=lambda p: (p["metadata"].get("creationTimestamp", ""), p["metadata"]["name"]),
             )
             # Never more pods released than admitted (partial admission, or extra pods the
@@ -451,6 +453,13 @@ class JobReconciler:
             count = psa.count if psa.count is not None else (pod_set.count if pod_set else 0)
             out[psa.name] = PodSetRelease(psa.name, count, node_selector, tolerations)
         return out
+
+    def _releasing(self, pod: Obj) -> bool:
+        """Released by us; the informer has not shown it since."""
+        meta = pod.get("metadata") or {}
+        return self._released.get(str(meta.get("uid") or "")) == str(
+            meta.get("resourceVersion") or ""
+        )
 
     async def _release_pod(self, pod: Obj, release: PodSetRelease) -> bool:
         meta = pod.get("metadata") or {}
