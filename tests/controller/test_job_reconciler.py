@@ -406,6 +406,20 @@ async def test_an_admitted_workload_keeps_its_queue() -> None:
     assert not [p for plural, _, p in world.kube.patched if plural == WORKLOADS.plural]
 
 
+async def test_an_unlabelled_job_with_a_workload_stays_managed_when_its_namespace_leaves() -> None:
+    # Admitted while its namespace was selected; the namespace no longer is (here: one the
+    # selector never matches). Its Workload still holds quota, so the Job is still driven:
+    # its pods are released now and its Workload is finished when it ends.
+    world = World(FakeKube(), **_managing())
+    world.add_namespace("kube-system")
+    j = job("plain", namespace="kube-system", queue=None, count=1)
+    key = world.add_job(j, workload(j, admitted=1, queue="default"), gated_pods(j, 1))
+
+    await world.reconciler(key)
+
+    assert world.pod_patches() == ["plain-0"]
+
+
 # -- Jobs that started before the webhooks ------------------------------------------------------
 
 

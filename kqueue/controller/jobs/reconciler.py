@@ -140,10 +140,14 @@ class JobReconciler:
         if obj is None:
             return None  # gone: its Workload goes with it (owner reference, garbage collector)
         meta = obj.get("metadata") or {}
-        if meta.get("deletionTimestamp") or not self._manages(obj):
+        if meta.get("deletionTimestamp"):
             return None
         uid = str(meta.get("uid") or "")
         owned = [w for w in self._workloads.by_index(BY_OWNER, uid) if not w.metadata.deletion_timestamp]
+        # An object with a Workload stays ours even if it no longer matches (its namespace
+        # left managedJobsNamespaceSelector): its Workload still has to finish and free quota.
+        if not owned and not self._manages(obj):
+            return None
         for hook in self.workload_hooks:
             owned = await hook(obj, owned)
         finished = self.integration.finished(obj)
