@@ -8,10 +8,12 @@ are Ready (condition ``Ready=True``) or have Succeeded. The leader:
 2. Feeds the result to the engine (``Engine.pods_ready``), which owns the timers, and writes the
    Workload's ``PodsReady`` condition when it changes (reasons ``PodsReady``, ``WaitForStart``,
    ``WaitForRecovery``, as Kueue's).
-3. After each scheduling cycle, for an eviction the engine decided for a PodsReady timeout,
-   writes ``status.requeueState`` (count and requeueAt: the backoff the engine applies); when the
-   requeue limit is exceeded, sets ``spec.active: false`` and ``DeactivationTarget=True``. The
-   eviction itself (``Evicted``) is written by the scheduler; the integration stops the pods.
+3. After each scheduling cycle, for an eviction the engine decided for a PodsReady timeout
+   and the scheduler wrote (an eviction given up is not one: the scheduler leaves it out of
+   the hooks' result and the engine takes its count back), writes ``status.requeueState``
+   (count and requeueAt: the backoff the engine applies); when the requeue limit is exceeded,
+   sets ``spec.active: false`` and ``DeactivationTarget=True``. The eviction itself
+   (``Evicted``) is written by the scheduler; the integration stops the pods.
 4. Once released, such a workload carries ``Requeued=False`` (reason ``PodsReadyTimeout``) for
    as long as its backoff runs; when ``requeueAt`` has passed, writes ``Requeued=True`` with
    reason ``BackoffFinished`` and clears ``requeueAt`` (Kueue's workload controller), with an
@@ -235,6 +237,8 @@ class ReadinessWatcher:
     # -- the scheduler's hook ----------------------------------------------------------------
 
     async def after_cycle(self, engine: Engine, result: CycleResult) -> None:
+        # ``result.evicted`` holds the evictions that are in the API, no others: the requeue
+        # state counts requeues that happened.
         for evict in result.evicted:
             if evict.requeue_count is None:
                 continue  # not a PodsReady timeout

@@ -12,7 +12,9 @@
    Writes for one workload run one after the other, never side by side; a bounded number of
    decision writes may be queued before the loop waits for them.
 4. Evictions (``Evicted=True``, plus ``Preempted=True`` for victims) are written the same way.
-   The ``after_cycle`` hooks run once a cycle's writes are done, cycle after cycle, in order.
+   The ``after_cycle`` hooks run once a cycle's writes are done, cycle after cycle, in order;
+   the result they get lists only the evictions that are in the API (an eviction given up is
+   decided again by a later cycle, and a PodsReady timeout it carried is taken back).
 5. Pending reasons (``QuotaReserved=False``) go through a low-priority lane: a small fixed rate,
    only while no admission or eviction is being written, only when reason or message changed,
    and at most once per workload every few seconds, so they never hold back an admission. Heads a
@@ -29,7 +31,7 @@ import functools
 import logging
 import time
 from collections.abc import Awaitable, Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
@@ -208,10 +210,11 @@ class Scheduler:
             self._metrics.admission_attempt(
                 "success" if result.admitted else "inadmissible", time.perf_counter() - started
             )
-        writes = self._apply(engine, result)
+        landed: set[WorkloadKey] = set()
+        writes = self._apply(engine, result, landed)
         if self.after_cycle:
             self._hooks = self._spawn_task(
-                self._run_hooks(engine, result, writes, self._hooks), "after-cycle hooks"
+                self._run_hooks(engine, result, writes, landed, self._hooks), "after-cycle hooks"
             )
             if result.finished:
                 self._finishing = self._hooks
@@ -300,6 +303,7 @@ class Scheduler:
         engine: Engine,
         result: CycleResult,
         writes: list[asyncio.Task[None]],
+        landed: set[WorkloadKey],
         before: asyncio.Task[None] | None,
     ) -> None:
         # The hooks read what the cycle's writes did (an admission written or rolled back) and
@@ -308,6 +312,12 @@ class Scheduler:
             await asyncio.wait(writes)
         if before is not None:
             await asyncio.wait([before])
+        if any(e.workload not in landed for e in result.evicted):
+            # An eviction given up did not happen: no hook may act on it (write the requeue
+            # state of a PodsReady timeout that never evicted anything, for one).
+            result = replace(
+                result, evicted=tuple(e for e in result.evicted if e.workload in landed)
+            )
         for hook in self.after_cycle:
             try:
                 await hook(engine, result)
@@ -316,7 +326,9 @@ class Scheduler:
 
     # -- writing decisions -------------------------------------------------------------------
 
-    def _apply(self, engine: Engine, result: CycleResult) -> list[asyncio.Task[None]]:
+    def _apply(
+        self, engine: Engine, result: CycleResult, landed: set[WorkloadKey]
+    ) -> list[asyncio.Task[None]]:
         tasks: list[asyncio.Task[None]] = []
         now = result.now
         for a in result.admitted:
@@ -332,7 +344,7 @@ class Scheduler:
             ))
         for e in result.evicted:
             tasks.append(self._spawn_write(
-                e.workload, functools.partial(self._write_eviction, engine, e, now),
+                e.workload, functools.partial(self._write_eviction, engine, e, now, landed),
                 "eviction", decision=True,
             ))
         for pending in result.pending:
@@ -438,9 +450,30 @@ class Scheduler:
             self._metrics.workload_preempted(p.cluster_queue, str(p.reason))
             self._metrics.workload_evicted(p.cluster_queue, c.EVICTED_BY_PREEMPTION)
 
-    async def _write_eviction(self, engine: Engine, e: Evict, now: datetime) -> None:
-        if await self._evict(engine, e.workload, str(e.reason), e.message, now):
+    async def _write_eviction(
+        self, engine: Engine, e: Evict, now: datetime, landed: set[WorkloadKey]
+    ) -> None:
+        """Write ``e``; once it is in the API, add its workload to ``landed`` (its cycle's)."""
+        try:
+            written = await self._evict(engine, e.workload, str(e.reason), e.message, now)
+        except Exception:
+            self._undo_timeout(engine, e)
+            raise
+        if written is False:
+            self._undo_timeout(engine, e)
+            return
+        landed.add(e.workload)
+        if written:
             self._metrics.workload_evicted(e.cluster_queue, str(e.reason))
+
+    @staticmethod
+    def _undo_timeout(engine: Engine, e: Evict) -> None:
+        # Given up: the engine no longer counts the workload as going, and the next cycle may
+        # decide its PodsReady timeout again; that decision must be the same requeue, not the
+        # next one (counted twice, a workload would be deactivated too early). Done before any
+        # await, so no cycle runs in between.
+        if e.requeue_count is not None:
+            engine.readiness.undo_timeout(e.workload, e.requeue_count, e.deactivate)
 
     async def _evict(
         self,
@@ -451,8 +484,12 @@ class Scheduler:
         now: datetime,
         *,
         preempted_reason: str | None = None,
-    ) -> bool:
-        """Write the eviction, re-reading on conflicts: the engine already counts it as going."""
+    ) -> bool | None:
+        """Write the eviction, re-reading on conflicts: the engine already counts it as going.
+
+        True once written; None when the API already has it (nothing to write); False when
+        given up (the engine no longer counts the workload as going).
+        """
         try:
             wl = self._get(key)
             for attempt in range(_EVICTION_ATTEMPTS):
@@ -463,7 +500,7 @@ class Scheduler:
                     wl, reason, message, now, preempted_reason=preempted_reason
                 )
                 if updated is None:
-                    return False
+                    return None
                 if self._releases_itself(wl):
                     updated = wlstatus.release(updated, now) or updated
                 try:

@@ -223,6 +223,19 @@ class Readiness:
             self._after[key] = AfterEviction(at, now if cfg.order_by_eviction else None, False)
         return out
 
+    def undo_timeout(self, key: WorkloadKey, requeue_count: int, deactivate: bool) -> None:
+        """A timeout :meth:`expired` decided was not carried out (its eviction was never
+        written): forget its requeue settings and take back the count it added, so that the
+        count grows once per eviction that happened. A count learnt since (``known_count``) is
+        kept."""
+        self._after.pop(key, None)
+        if deactivate or self._counts.get(key) != requeue_count:
+            return  # a deactivation adds nothing; a different count is not this timeout's
+        if requeue_count > 1:
+            self._counts[key] = requeue_count - 1
+        else:
+            self._counts.pop(key, None)
+
     def after_eviction(self, key: WorkloadKey) -> AfterEviction | None:
         """The workload's quota is released: its readiness starts over with its next admission
         (its pods are new); returns the requeue settings if the engine evicted it for readiness."""

@@ -20,12 +20,13 @@ from kqueue.api.v1alpha1 import ClusterQueue, LocalQueue, ResourceFlavor, Worklo
 from kqueue.api.v1alpha1 import constants as c
 from kqueue.controller.events import EventRecorder
 from kqueue.controller.informer import Resource, Store
-from kqueue.controller.kube import Conflict, Kube, NotFound
+from kqueue.controller.kube import Conflict, Kube, KubeError, NotFound
 from kqueue.controller.metrics import Metrics
-from kqueue.controller.scheduler import Scheduler, SchedulerSettings
+from kqueue.controller.scheduler import Now, Scheduler, SchedulerSettings
 from kqueue.engine import adapt
 from kqueue.engine.cycle import CycleResult
 from kqueue.engine.engine import Engine
+from kqueue.engine.readiness import PodsReadyConfig
 from kqueue.engine.types import WorkloadKey
 
 Obj = dict[str, Any]
@@ -62,6 +63,13 @@ def workload(name: str, cpu: str, *, priority: int = 0, created_s: int = 0) -> O
     }
 
 
+def is_evicted(obj: Obj) -> bool:
+    return any(
+        cond["type"] == c.EVICTED and cond["status"] == "True"
+        for cond in (obj.get("status") or {}).get("conditions") or []
+    )
+
+
 class FakeApi:
     """Workload status writes with optimistic concurrency; writes can be held at a gate."""
 
@@ -78,6 +86,8 @@ class FakeApi:
         self.in_flight: dict[str, int] = {}
         self.max_in_flight_per_key = 0
         self.fail: BaseException | None = None
+        # Refuse every write that evicts (Evicted=True), as a server failing them would.
+        self.refuse_evictions = False
 
     def release(self) -> None:
         self.held.clear()
@@ -107,6 +117,8 @@ class FakeApi:
                 await self._released.wait()
             if self.fail is not None:
                 raise self.fail
+            if self.refuse_evictions and is_evicted(obj):
+                raise KubeError(what=key, status=500, body={"reason": "InternalError"})
             have = self.objects.get(key)
             if have is None:
                 raise NotFound(what=key, status=404, body={})
@@ -164,8 +176,14 @@ def cluster_queue(cpu: str) -> ClusterQueue:
     })
 
 
-def make(cpu: str = "4", **settings: Any) -> tuple[Scheduler, FakeApi, FakeEvents, Engine]:
-    engine = Engine()
+def make(
+    cpu: str = "4",
+    *,
+    pods_ready: PodsReadyConfig | None = None,
+    now: Now = lambda: NOW,
+    **settings: Any,
+) -> tuple[Scheduler, FakeApi, FakeEvents, Engine]:
+    engine = Engine(pods_ready=pods_ready)
     engine.upsert_flavor(adapt.flavor(ResourceFlavor.model_validate(
         {"apiVersion": "kqueue.io/v1alpha1", "kind": "ResourceFlavor", "metadata": {"name": "f"}}
     )))
@@ -186,7 +204,7 @@ def make(cpu: str = "4", **settings: Any) -> tuple[Scheduler, FakeApi, FakeEvent
         events=cast(EventRecorder, events),
         metrics=Metrics(),
         releases_itself=lambda wl: True,
-        now=lambda: NOW,
+        now=now,
         settings=SchedulerSettings(**settings),
     )
     return scheduler, api, events, engine

@@ -131,6 +131,42 @@ def test_backoff_limit_counts_timeouts_then_deactivates() -> None:
     ]
 
 
+def test_an_undone_timeout_is_decided_again_with_the_same_count() -> None:
+    # The eviction of a decided timeout was never written: the next decision must not count
+    # it, or a workload is deactivated before backoffLimitCount requeues really happened.
+    r = Readiness(PodsReadyConfig(timeout=timedelta(seconds=10), backoff_limit_count=1))
+    a = admitted("a")
+    wls = {a.key: a}
+    (first,) = r.expired(wls, set(), t(10))
+    assert (first.requeue_count, first.deactivate) == (1, False)
+    r.undo_timeout(a.key, first.requeue_count, first.deactivate)
+    assert r.count(a.key) == 0
+    # Nothing to requeue with: no eviction happened.
+    assert r.after_eviction(a.key) is None
+    (again,) = r.expired(wls, set(), t(11))
+    assert (again.reason, again.requeue_count, again.deactivate) == (
+        EvictionReason.PODS_READY_TIMEOUT, 1, False
+    )
+    assert r.count(a.key) == 1
+    r.after_eviction(a.key)
+    # The limit is reached only by evictions that happened; undoing a deactivation leaves the
+    # count as it was.
+    (deactivated,) = r.expired(wls, set(), t(30))
+    assert (deactivated.requeue_count, deactivated.deactivate) == (1, True)
+    r.undo_timeout(a.key, deactivated.requeue_count, deactivated.deactivate)
+    assert r.count(a.key) == 1
+    assert r.after_eviction(a.key) is None
+
+
+def test_undoing_a_timeout_keeps_a_count_learnt_since() -> None:
+    r = Readiness(PodsReadyConfig(timeout=timedelta(seconds=10)))
+    a = admitted("a")
+    (timeout,) = r.expired({a.key: a}, set(), t(10))
+    r.known_count(a.key, 3)  # the Workload's status says more requeues happened
+    r.undo_timeout(a.key, timeout.requeue_count, timeout.deactivate)
+    assert r.count(a.key) == 3
+
+
 # -- the barrier ------------------------------------------------------------------------------
 
 
