@@ -11,7 +11,8 @@ An admitted elastic Job keeps running while its parallelism changes:
   pods now count against the new slice and are never touched (a released pod is never gated
   again).
 * **Scale-down**: the admitted slice shrinks in place (``Engine.scale_down``): its pod set count
-  and ``status.admission`` are rewritten at the smaller size and the difference is free at once.
+  and ``status.admission`` are rewritten at the smaller size, and the difference is free as soon
+  as the status is written (not before: a write that fails leaves the quota counted).
   The Job controller removes the surplus pods itself.
 
 :class:`ElasticSlices` plugs into the generic job reconciler (``workload_hooks``: which of the
@@ -44,6 +45,7 @@ from kqueue.controller.scheduler import Now
 from kqueue.engine import adapt
 from kqueue.engine.cycle import CycleResult
 from kqueue.engine.engine import Engine
+from kqueue.engine.slice import scaled_down
 from kqueue.engine.types import PodSetName, WorkloadKey
 
 logger = logging.getLogger(__name__)
@@ -181,13 +183,17 @@ class ElasticSlices:
     async def _scale_down(self, job: Obj, wl: Workload, want: int) -> None:
         key = _key(wl)
         have = _admitted_count(wl)
-        admission = self._engine().scale_down(key, {PodSetName(c.DEFAULT_POD_SET_NAME): want})
-        if admission is None:
+        counts = {PodSetName(c.DEFAULT_POD_SET_NAME): want}
+        held = self._engine().admitted_workload(key)
+        if held is None:
             return
+        _, admission = scaled_down(held.info.obj, held.admission, counts)
         index = next(
             i for i, ps in enumerate(wl.spec.pod_sets) if ps.name == c.DEFAULT_POD_SET_NAME
         )
-        # Status first: the quota the engine already freed is then freed in the API too.
+        # Status first, and the engine frees the quota only once the API has the smaller
+        # admission: freed before, a write that fails (or a cycle that runs while it is in
+        # flight) would hand out quota the running pods still hold.
         for _ in range(_WRITE_ATTEMPTS):
             fresh = Workload.model_validate(await self._kube.get(WORKLOADS, wl.name, wl.namespace))
             if fresh.status.admission is None:
@@ -199,6 +205,15 @@ class ElasticSlices:
                 break
             except Conflict:
                 continue
+        else:
+            # Not written: the engine still counts the admission the API has; the Job's next
+            # reconcile tries again.
+            logger.info("scale-down of workload slice %s not written: conflicts", key)
+            return
+        # Cycles that ran while the write was in flight counted the larger admission (more than
+        # the API, never less). The informer may have brought the smaller one already: then
+        # this changes nothing.
+        self._engine().scale_down(key, counts)
         await self._kube.patch(
             WORKLOADS,
             wl.name,

@@ -18,6 +18,7 @@ import pytest
 
 from kqueue.api.v1alpha1 import ClusterQueue, LocalQueue, ResourceFlavor, Workload
 from kqueue.api.v1alpha1 import constants as c
+from kqueue.controller.elastic import ElasticSlices
 from kqueue.controller.events import EventRecorder
 from kqueue.controller.informer import Resource, Store
 from kqueue.controller.kube import Conflict, Kube, KubeError, NotFound
@@ -88,6 +89,7 @@ class FakeApi:
         self.fail: BaseException | None = None
         # Refuse every write that evicts (Evicted=True), as a server failing them would.
         self.refuse_evictions = False
+        self.patches: list[tuple[str, Any]] = []
 
     def release(self) -> None:
         self.held.clear()
@@ -132,6 +134,11 @@ class FakeApi:
             return copy.deepcopy(new)
         finally:
             self.in_flight[key] -= 1
+
+    async def patch(self, _: Resource, name: str, body: Any, **_kw: Any) -> Obj:
+        """Recorded only (the tests read status writes)."""
+        self.patches.append((name, body))
+        return copy.deepcopy(self.objects[f"{NS}/{name}"])
 
     async def get(self, _: Resource, name: str, namespace: str | None = None) -> Obj:
         key = f"{namespace}/{name}"
@@ -208,6 +215,18 @@ def make(
         settings=SchedulerSettings(**settings),
     )
     return scheduler, api, events, engine
+
+
+def elastic_slices(api: FakeApi, events: FakeEvents) -> ElasticSlices:
+    return ElasticSlices(
+        engine=lambda: api.engine,
+        workloads=api.store,
+        priorities=lambda: cast(Any, None),
+        kube=cast(Kube, api),
+        events=cast(EventRecorder, events),
+        metrics=Metrics(),
+        now=lambda: NOW,
+    )
 
 
 def key(name: str) -> WorkloadKey:
@@ -455,18 +474,8 @@ async def test_no_cycle_uses_a_replaced_slices_quota_before_its_replacement_is_w
     at once; if the replacement's write then fails, only the after-cycle hook gives it back.
     A later cycle that ran before that hook would hand the old slice's quota (its pods still
     run) to someone else."""
-    from kqueue.controller.elastic import ElasticSlices
-
     scheduler, api, events, engine = make(cpu="6")
-    slices = ElasticSlices(
-        engine=lambda: engine,
-        workloads=api.store,
-        priorities=lambda: cast(Any, None),
-        kube=cast(Kube, api),
-        events=cast(EventRecorder, events),
-        metrics=Metrics(),
-        now=lambda: NOW,
-    )
+    slices = elastic_slices(api, events)
     scheduler.after_cycle.append(slices.after_cycle)
     api.create(workload("s1", "3"))
     await scheduler.run_once()
