@@ -3,7 +3,8 @@
     python bench/plots.py
 
 Reads bench/results/{sim_shapes,e2e_baseline_*}.json (whichever exist) and writes
-docs/img/e2e_baseline_admitted.png (admitted workloads over time, per run) and
+docs/img/e2e_baseline_admitted.png (admitted workloads over time, per run, with the same runs
+from bench/results/before/ dashed) and
 docs/img/time_to_admission.png (average time to admission per class: Kueue's published baseline,
 the simulator, and each end-to-end run).
 """
@@ -20,6 +21,7 @@ import matplotlib.pyplot as plt
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "bench" / "results"
+BEFORE = RESULTS / "before"
 IMG = ROOT / "docs" / "img"
 KUEUE = {"small": 215.0, "medium": 77.0, "large": 16.5}
 CLASSES = ("small", "medium", "large")
@@ -31,15 +33,23 @@ def _label(r: dict) -> str:
 
 
 def main() -> None:
-    runs = [
-        json.loads(p.read_text()) for p in sorted(RESULTS.glob("e2e_baseline_*.json"))
-    ]
+    runs = [json.loads(p.read_text()) for p in sorted(RESULTS.glob("e2e_baseline_*.json"))]
     IMG.mkdir(parents=True, exist_ok=True)
+    # The same runs on the controller before its performance changes, dashed, where kept.
+    before = {
+        p.name: json.loads(p.read_text()) for p in sorted(BEFORE.glob("e2e_baseline_*.json"))
+    }
     if runs:
-        fig, ax = plt.subplots(figsize=(9, 4))
-        for r in runs:
+        fig, ax = plt.subplots(figsize=(9, 4.5))
+        names = sorted(p.name for p in RESULTS.glob("e2e_baseline_*.json"))
+        for i, (name, r) in enumerate(zip(names, runs, strict=True)):
             s = r["series"]
-            ax.plot([x["t"] for x in s], [x["admittedTotal"] for x in s], label=_label(r))
+            ax.plot([x["t"] for x in s], [x["admittedTotal"] for x in s], color=f"C{i}",
+                    label=_label(r))
+            if name in before:
+                s = before[name]["series"]
+                ax.plot([x["t"] for x in s], [x["admittedTotal"] for x in s], color=f"C{i}",
+                        linestyle="--", alpha=0.7, label=_label(r) + " (before)")
         ax.set(xlabel="seconds since the first arrival", ylabel="kqueue_admitted_workloads_total",
                title="baseline shape on the real API server: admissions over time")
         ax.grid(alpha=0.3)
