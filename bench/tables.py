@@ -20,7 +20,9 @@ def _load(name: str, where: Path = RESULTS) -> Any:
 
 
 def _commit(r: dict[str, Any]) -> str:
-    return str((r.get("run") or {}).get("before", {}).get("commit", "before"))
+    """The commit a result ran on ("before" for the first results, which did not record it)."""
+    run = r.get("run") or {}
+    return str(run.get("before", run).get("commit", "before"))
 
 
 def sim() -> None:
