@@ -59,6 +59,11 @@ def _key(wl: Workload) -> WorkloadKey:
     return WorkloadKey(f"{wl.namespace or 'default'}/{wl.name}")
 
 
+def _spec_count(wl: Workload) -> int:
+    ps = wl.pod_set(c.DEFAULT_POD_SET_NAME)
+    return ps.count if ps is not None else 0
+
+
 def _admitted_count(wl: Workload) -> int:
     adm = wl.status.admission
     psa = adm.assignment(c.DEFAULT_POD_SET_NAME) if adm is not None else None
@@ -136,6 +141,11 @@ class ElasticSlices:
             # Parallelism 0 is a pause, not a size: the slice keeps its quota (as suspending).
             if 0 < want < have:
                 await self._scale_down(job, active, want)
+            elif 0 < want == have and _spec_count(active) > want:
+                # A scale-down whose status write landed but whose spec patch did not (the
+                # admission already says ``want``): finish it, or the spec keeps asking for pods
+                # the quota no longer covers.
+                await self._shrink_spec(active, want)
         return [active]
 
     async def _settle_replaced(self, holding: list[Workload]) -> Workload:
@@ -180,6 +190,18 @@ class ElasticSlices:
         )
         logger.info("created workload slice %s/%s replacing %s", wl.namespace, wl.name, _key(active))
 
+    async def _shrink_spec(self, wl: Workload, want: int) -> None:
+        index = next(
+            i for i, ps in enumerate(wl.spec.pod_sets) if ps.name == c.DEFAULT_POD_SET_NAME
+        )
+        await self._kube.patch(
+            WORKLOADS,
+            wl.name,
+            [{"op": "replace", "path": f"/spec/podSets/{index}/count", "value": want}],
+            namespace=wl.namespace,
+            content_type=JSON_PATCH,
+        )
+
     async def _scale_down(self, job: Obj, wl: Workload, want: int) -> None:
         key = _key(wl)
         have = _admitted_count(wl)
@@ -188,9 +210,6 @@ class ElasticSlices:
         if held is None:
             return
         _, admission = scaled_down(held.info.obj, held.admission, counts)
-        index = next(
-            i for i, ps in enumerate(wl.spec.pod_sets) if ps.name == c.DEFAULT_POD_SET_NAME
-        )
         # Status first, and the engine frees the quota only once the API has the smaller
         # admission: freed before, a write that fails (or a cycle that runs while it is in
         # flight) would hand out quota the running pods still hold.
@@ -214,13 +233,7 @@ class ElasticSlices:
         # the API, never less). The informer may have brought the smaller one already: then
         # this changes nothing.
         self._engine().scale_down(key, counts)
-        await self._kube.patch(
-            WORKLOADS,
-            wl.name,
-            [{"op": "replace", "path": f"/spec/podSets/{index}/count", "value": want}],
-            namespace=wl.namespace,
-            content_type=JSON_PATCH,
-        )
+        await self._shrink_spec(wl, want)
         message = f"Scaled down from {have} to {want} pod(s); quota of {have - want} pod(s) freed"
         self._events.record(wl.to_dict(), "Normal", "ScaledDown", message)
         self._events.record(job, "Normal", "ScaledDown", message)

@@ -35,6 +35,11 @@ async def _four_pods_admitted() -> tuple[Scheduler, FakeApi, ElasticSlices, Engi
     return scheduler, api, slices, engine
 
 
+def _bump(obj: Obj) -> None:
+    """A change made behind the fake API's back gets a new resourceVersion, as on a server."""
+    obj["metadata"]["resourceVersion"] = str(int(obj["metadata"]["resourceVersion"]) + 1)
+
+
 def _engine_count(engine: Engine) -> int:
     held = engine.admitted_workload(key("flex"))
     assert held is not None
@@ -89,3 +94,35 @@ async def test_a_scale_down_frees_the_quota_once_written() -> None:
     await scheduler.run_once()
     await scheduler.drain()
     assert api.admitted() == {key("flex"), key("x")}
+
+
+async def test_a_scale_down_whose_spec_patch_failed_is_finished_on_the_next_reconcile() -> None:
+    # The status write landed (2 pods admitted) but the spec patch after it did not (the spec
+    # still asks for 4): the next reconcile of the Job, still at parallelism 2, shrinks the spec.
+    _, api, slices, _ = await _four_pods_admitted()
+    flex = api.objects[key("flex")]
+    flex["status"]["admission"]["podSetAssignments"][0]["count"] = 2
+    _bump(flex)
+    api.sync()
+    wl = api.store.get(key("flex"))
+    assert wl is not None and wl.spec.pod_sets[0].count == 4
+    assert wl.status.admission is not None
+    assert wl.status.admission.pod_set_assignments[0].count == 2
+    job = {
+        **JOB,
+        "metadata": {**JOB["metadata"], "annotations": {"kqueue.io/elastic-job": "true"}},
+        "spec": {"parallelism": 2},
+    }
+    assert await slices.select(job, [wl]) == [wl]
+    assert api.patches == [
+        ("flex", [{"op": "replace", "path": "/spec/podSets/0/count", "value": 2}])
+    ]
+    # Nothing to do once the spec agrees (the patch recorded here is not applied by the fake).
+    api.patches.clear()
+    flex["spec"]["podSets"][0]["count"] = 2
+    _bump(flex)
+    api.sync()
+    wl = api.store.get(key("flex"))
+    assert wl is not None
+    await slices.select(job, [wl])
+    assert api.patches == []
