@@ -190,3 +190,43 @@ def ungate(pod: Obj, release: PodSetRelease) -> Obj | None:
             if not any(_same_toleration(tol, t) for t in tolerations):
                 tolerations.append(dict(tol))
     return out
+
+
+
+def release_ops(pod: Obj, new: Obj) -> list[Obj]:
+    """The JSON patch that turns gated ``pod`` into ``new``, its :func:`ungate` result.
+
+    It starts with a "test" of the admission gate, so a patch built from a stale copy of the pod
+    fails (422) instead of removing someone else's gate; selector entries and tolerations are
+    added, never rewritten.
+    """
+    old_spec, new_spec = pod["spec"], new["spec"]
+    gates = old_spec.get("schedulingGates") or []
+    index = next(i for i, g in enumerate(gates) if g.get("name") == c.ADMISSION_GATE)
+    ops: list[Obj] = [
+        {"op": "test", "path": f"/spec/schedulingGates/{index}", "value": gates[index]},
+        {"op": "remove", "path": "/spec/schedulingGates" + ("" if len(gates) == 1 else f"/{index}")},
+    ]
+    if new_spec.get("nodeSelector") != old_spec.get("nodeSelector"):
+        if old_spec.get("nodeSelector"):
+            ops += [
+                {"op": "add", "path": f"/spec/nodeSelector/{_escape(k)}", "value": v}
+                for k, v in sorted(new_spec["nodeSelector"].items())
+                if k not in old_spec["nodeSelector"]
+            ]
+        else:
+            ops.append({"op": "add", "path": "/spec/nodeSelector", "value": new_spec["nodeSelector"]})
+    if new_spec.get("tolerations") != old_spec.get("tolerations"):
+        if old_spec.get("tolerations"):
+            ops += [
+                {"op": "add", "path": "/spec/tolerations/-", "value": tol}
+                for tol in new_spec["tolerations"][len(old_spec["tolerations"]) :]
+            ]
+        else:
+            ops.append({"op": "add", "path": "/spec/tolerations", "value": new_spec["tolerations"]})
+    return ops
+
+
+def _escape(token: str) -> str:
+    """A JSON pointer token (RFC 6901)."""
+    return token.replace("~", "~0").replace("/", "~1")

@@ -42,7 +42,14 @@ from kqueue.api.v1alpha1 import constants as c
 from kqueue.controller import workloads as wlstatus
 from kqueue.controller.events import EventRecorder
 from kqueue.controller.informer import Store, object_key
-from kqueue.controller.jobs.base import PodSetRelease, add_gate, is_gated, is_terminal, ungate
+from kqueue.controller.jobs.base import (
+    PodSetRelease,
+    add_gate,
+    is_gated,
+    is_terminal,
+    release_ops,
+    ungate,
+)
 from kqueue.controller.jobs.reconciler import BY_OWNER
 from kqueue.controller.kube import JSON_PATCH, PODS, WORKLOADS, Conflict, Kube, KubeError, NotFound
 from kqueue.controller.scheduler import Now
@@ -323,19 +330,7 @@ class PodReconciler:
         new = ungate(pod, release)
         if new is None:
             return True
-        old_spec, new_spec = pod.get("spec") or {}, new["spec"]
-        gates = old_spec.get("schedulingGates") or []
-        # "test" first: if the gates changed since our informer saw them, the patch fails
-        # instead of dropping someone else's gate.
-        ops: list[Obj] = [{"op": "test", "path": "/spec/schedulingGates", "value": gates}]
-        if new_spec.get("schedulingGates"):
-            ops.append({"op": "replace", "path": "/spec/schedulingGates", "value": new_spec["schedulingGates"]})
-        else:
-            ops.append({"op": "remove", "path": "/spec/schedulingGates"})
-        if new_spec.get("nodeSelector") != old_spec.get("nodeSelector"):
-            ops.append({"op": "add", "path": "/spec/nodeSelector", "value": new_spec["nodeSelector"]})
-        if new_spec.get("tolerations") != old_spec.get("tolerations"):
-            ops.append({"op": "add", "path": "/spec/tolerations", "value": new_spec["tolerations"]})
+        ops = release_ops(pod, new)
         try:
             await self._kube.patch(
                 PODS, str(_meta(pod)["name"]), ops, namespace=_meta(pod).get("namespace"),

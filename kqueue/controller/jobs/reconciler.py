@@ -41,6 +41,7 @@ from kqueue.controller.jobs.base import (
     PodSetRelease,
     is_gated,
     is_terminal,
+    release_ops,
     ungate,
 )
 from kqueue.controller.kube import (
@@ -473,33 +474,7 @@ class JobReconciler:
         new = ungate(pod, release)
         if new is None:
             return True
-        ops: list[Obj] = []
-        gates = pod["spec"].get("schedulingGates") or []
-        index = next(i for i, g in enumerate(gates) if g.get("name") == c.ADMISSION_GATE)
-        # "test" first: if the gates moved since our informer saw them, the patch fails
-        # instead of removing someone else's gate.
-        ops.append({"op": "test", "path": f"/spec/schedulingGates/{index}", "value": gates[index]})
-        if len(gates) == 1:
-            ops.append({"op": "remove", "path": "/spec/schedulingGates"})
-        else:
-            ops.append({"op": "remove", "path": f"/spec/schedulingGates/{index}"})
-        new_spec = new["spec"]
-        old_spec = pod["spec"]
-        if new_spec.get("nodeSelector") != old_spec.get("nodeSelector"):
-            if old_spec.get("nodeSelector"):
-                for k, v in sorted(new_spec["nodeSelector"].items()):
-                    if k not in old_spec["nodeSelector"]:
-                        ops.append(
-                            {"op": "add", "path": f"/spec/nodeSelector/{_escape(k)}", "value": v}
-                        )
-            else:
-                ops.append({"op": "add", "path": "/spec/nodeSelector", "value": new_spec["nodeSelector"]})
-        if new_spec.get("tolerations") != old_spec.get("tolerations"):
-            if old_spec.get("tolerations"):
-                for tol in new_spec["tolerations"][len(old_spec["tolerations"]) :]:
-                    ops.append({"op": "add", "path": "/spec/tolerations/-", "value": tol})
-            else:
-                ops.append({"op": "add", "path": "/spec/tolerations", "value": new_spec["tolerations"]})
+        ops = release_ops(pod, new)
         try:
             await self._kube.patch(
                 PODS, _name(pod), ops, namespace=_namespace(pod), content_type=JSON_PATCH
@@ -536,6 +511,3 @@ def _name(obj: Obj) -> str:
 def _namespace(obj: Obj) -> str | None:
     return (obj.get("metadata") or {}).get("namespace")
 
-
-def _escape(token: str) -> str:
-    return token.replace("~", "~0").replace("/", "~1")
