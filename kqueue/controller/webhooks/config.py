@@ -98,10 +98,10 @@ def webhook_configurations(
         }
 
     def framework_hook(w: Webhook) -> Obj:
-        extra: Obj = {"namespaceSelector": ns_sel}
-        selector = w.object_selector(manage_jobs_without_queue_name)
-        if selector:
-            extra["objectSelector"] = selector
+        extra: Obj = {
+            "namespaceSelector": ns_sel,
+            "objectSelector": w.object_selector(manage_jobs_without_queue_name),
+        }
         if w.reinvocation_policy is not None:
             extra["reinvocationPolicy"] = w.reinvocation_policy
         return hook(w.name, w.path, [dict(r) for r in w.rules], **extra)
