@@ -34,6 +34,7 @@ from kqueue.api.integrations import (
     workload_for_pod_group,
 )
 from kqueue.api.integrations.management import (
+    KUEUE_QUEUE_NAME_LABEL,
     ManagementPolicy,
     kueue_key_warnings,
     manages,
@@ -50,6 +51,7 @@ from kqueue.api.v1alpha1 import (
     WorkloadPriorityClass,
     parse_time,
 )
+from kqueue.api.v1alpha1.constants import QUEUE_NAME_LABEL
 
 from .annotations import SCALE, AnnotationError, Timing, read_timing
 
@@ -166,6 +168,11 @@ def _policy(objects: Sequence[LoadedObject], given: ManagementPolicy | None) -> 
     return given if given is not None else ManagementPolicy()
 
 
+def _names_a_queue(raw: Mapping[str, Any]) -> bool:
+    labels = (raw.get("metadata") or {}).get("labels") or {}
+    return QUEUE_NAME_LABEL in labels or KUEUE_QUEUE_NAME_LABEL in labels
+
+
 def _unmanaged(obj: LoadedObject, reason: str) -> str:
     return f"{obj.location} ({obj.ref}): not managed by kqueue, skipped: {reason}"
 
@@ -237,7 +244,10 @@ def build_scenario(
             obj.raw, namespace_labels=namespace_labels_of(ns, sc.namespaces), policy=policy
         )
         if not decision:
-            sc.warnings.append(_unmanaged(obj, decision.reason))
+            # A pod without any queue label was never meant to queue (a dump of a namespace
+            # lists every pod): only Jobs, and pods that name a queue, are worth a warning.
+            if obj.kind == "Job" or _names_a_queue(obj.raw):
+                sc.warnings.append(_unmanaged(obj, decision.reason))
             return False
         sc.warnings.extend(f"{obj.location} ({obj.ref}): {w}" for w in kueue_key_warnings(obj.raw))
         return True
@@ -344,11 +354,12 @@ def _missing_references(sc: Scenario) -> list[str]:
     out: list[str] = []
     cluster_queues = [cq.name for cq in sc.cluster_queues]
     for lq in sc.local_queues:
-        if lq.spec.cluster_queue not in cluster_queues:
-            hint = did_you_mean(lq.spec.cluster_queue, cluster_queues)
+        cq = lq.spec.cluster_queue
+        if cq and cq not in cluster_queues:
+            hint = did_you_mean(cq, cluster_queues)
             out.append(
-                f"LocalQueue {lq.namespace or 'default'}/{lq.name}: ClusterQueue "
-                f"{lq.spec.cluster_queue} is not defined" + (f"; {hint}" if hint else "")
+                f"LocalQueue {lq.namespace or 'default'}/{lq.name}: ClusterQueue {cq} is not "
+                "defined" + (f"; {hint}" if hint else "")
             )
     by_namespace: dict[str, list[str]] = {}
     for lq in sc.local_queues:
@@ -359,8 +370,11 @@ def _missing_references(sc: Scenario) -> list[str]:
         if not queue or queue in by_namespace.get(ns, []):
             continue
         hint = did_you_mean(queue, by_namespace.get(ns, []))
+        what = sw.source if sw.source.startswith("pod group ") else (
+            f"{sw.source_kind} {ns}/{sw.source_name}"
+        )
         out.append(
-            f"{sw.location} ({sw.source}): LocalQueue {ns}/{queue} is not defined"
+            f"{sw.location} ({what}): LocalQueue {ns}/{queue} is not defined"
             + (f"; {hint}" if hint else f" (LocalQueues in {ns}: "
                + (", ".join(sorted(by_namespace.get(ns, []))) or "none") + ")")
         )
