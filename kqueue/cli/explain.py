@@ -110,7 +110,7 @@ def _cluster_objects(kubeconfig: str | None) -> list[LoadedObject]:
     return out
 
 
-def _context_namespace(kubeconfig: str | None) -> str:
+def context_namespace(kubeconfig: str | None) -> str:
     """The namespace kubectl would use: the current context's, else ``default``."""
     if not kubeconfig and os.environ.get("KUBERNETES_SERVICE_HOST"):
         try:
@@ -168,16 +168,19 @@ def not_found_hint(scenario: Scenario, key: str) -> str:
     ns, _, name = key.partition("/")
     names = _names(scenario)
     here = [k.partition("/")[2] for k in names if k.partition("/")[0] == ns]
-    best = closest(name, here)
-    if best is not None:
-        return f'did you mean "{ns}/{best}"?'
-    # In another namespace: the name decides (a namespace typo is no reason to suggest).
+    # Elsewhere the name alone decides (a namespace typo is no reason to suggest anything).
     elsewhere: dict[str, str] = {}
     for k in sorted(names):
         other_ns, _, other = k.partition("/")
         if other_ns != ns:
             elsewhere.setdefault(other, k)
-    best = closest(name, elsewhere) if name not in elsewhere else name
+    # The exact name in another namespace first: the namespace is the likelier mistake.
+    if name in elsewhere:
+        return f'did you mean "{elsewhere[name]}"?'
+    best = closest(name, here)
+    if best is not None:
+        return f'did you mean "{ns}/{best}"?'
+    best = closest(name, elsewhere)
     if best is not None:
         return f'did you mean "{elsewhere[best]}"?'
     if not here:
@@ -453,7 +456,7 @@ def explain_command(
     WORKLOAD is NAMESPACE/NAME, or NAME with -n NAMESPACE (or the default namespace).
     """
     if "/" not in workload and namespace is None:
-        default_namespace = "default" if files else _context_namespace(kubeconfig)
+        default_namespace = "default" if files else context_namespace(kubeconfig)
     else:
         default_namespace = "default"
     wanted = _key(workload, namespace, default_namespace)
