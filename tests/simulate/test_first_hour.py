@@ -180,3 +180,23 @@ def test_unknown_cluster_queue_gets_a_suggestion() -> None:
     assert 'LocalQueue default/user-queue: ClusterQueue cqq is not defined; did you mean "cq"?' in (
         result.stderr
     )
+
+
+@pytest.mark.parametrize(
+    ("condition", "want_skipped"),
+    [
+        pytest.param({"type": "Complete", "status": "True"}, True, id="complete"),
+        pytest.param({"type": "Failed", "status": "True"}, True, id="failed"),
+        pytest.param({"type": "Complete", "status": "False"}, False, id="complete false"),
+        pytest.param({"type": "SuccessCriteriaMet", "status": "True"}, False, id="not yet"),
+    ],
+)
+def test_finished_job_gets_no_workload(condition: dict[str, str], want_skipped: bool) -> None:
+    job = yaml.safe_load(_job("done", {"kqueue.io/queue-name": "user-queue"}).lstrip("-\n"))
+    job["status"] = {"conditions": [condition]}
+    result = run_cli("simulate", "-o", "json", "-", input=SETUP + "---\n" + yaml.safe_dump(job))
+    assert result.exit_code == 0, result.stderr
+    assert (json.loads(result.stdout)["workloads"] == {}) is want_skipped
+    assert (
+        f"(Job default/done): finished (condition {condition['type']})" in result.stderr
+    ) is want_skipped

@@ -27,6 +27,7 @@ from typing import Any, Final
 from kqueue.api.integrations import (
     IntegrationError,
     PriorityClasses,
+    finished_condition,
     group_name,
     is_elastic,
     workload_for_job,
@@ -264,6 +265,13 @@ def build_scenario(
             existing.timing = _merge(existing.timing, timing)
             existing.job = obj.raw
             continue
+        finished = finished_condition(obj.raw)
+        if finished is not None:
+            sc.warnings.append(
+                f"{obj.location} ({obj.ref}): finished (condition {finished}), so the "
+                "controller creates no Workload for it; skipped"
+            )
+            continue
         job = obj.raw
         if not (job.get("metadata") or {}).get("generation"):
             # The API server starts every object at generation 1 (elastic slices are named
@@ -361,22 +369,22 @@ def _missing_references(sc: Scenario) -> list[str]:
                 f"LocalQueue {lq.namespace or 'default'}/{lq.name}: ClusterQueue {cq} is not "
                 "defined" + (f"; {hint}" if hint else "")
             )
-    by_namespace: dict[str, list[str]] = {}
+    by_namespace: dict[str, set[str]] = {}
     for lq in sc.local_queues:
-        by_namespace.setdefault(lq.namespace or "default", []).append(lq.name)
+        by_namespace.setdefault(lq.namespace or "default", set()).add(lq.name)
     for sw in sc.workloads:
         queue = sw.api.spec.queue_name
         ns = sw.api.namespace or "default"
-        if not queue or queue in by_namespace.get(ns, []):
+        if not queue or queue in by_namespace.get(ns, set()):
             continue
-        hint = did_you_mean(queue, by_namespace.get(ns, []))
+        hint = did_you_mean(queue, by_namespace.get(ns, set()))
         what = sw.source if sw.source.startswith("pod group ") else (
             f"{sw.source_kind} {ns}/{sw.source_name}"
         )
         out.append(
             f"{sw.location} ({what}): LocalQueue {ns}/{queue} is not defined"
             + (f"; {hint}" if hint else f" (LocalQueues in {ns}: "
-               + (", ".join(sorted(by_namespace.get(ns, []))) or "none") + ")")
+               + (", ".join(sorted(by_namespace.get(ns, set()))) or "none") + ")")
         )
     return out
 
