@@ -9,7 +9,9 @@ the result:
   ``priorityClassName``/``priorityClassSource`` -> ``priorityClassRef``, LocalQueue
   ``status.flavorUsage`` -> ``status.flavorsUsage``, flavor fungibility ``Borrow``/``Preempt``
   -> ``MayStopSearch``) and the v1alpha1 Cohort's ``spec.parent``;
-* Kueue's labels, annotations and scheduling gate to kqueue's (also on Jobs and Pods);
+* Kueue's labels, annotations and scheduling gate to kqueue's (also on Jobs, Pods and objects
+  of any other kind, top-level and in their pod templates); renamed fields keep their place, so
+  ``kqueue convert`` prints the input's keys in the input's order;
 * features kqueue does not implement (admission checks, fair sharing, topology-aware scheduling,
   MultiKueue...) are dropped with a warning that names the field, never silently.
 """

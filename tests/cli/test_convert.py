@@ -306,3 +306,16 @@ def test_unknown_kueue_key_on_another_kind_is_a_dropped_field() -> None:
     assert "(Deployment ns/x): metadata.labels[kueue.x-k8s.io/something]: Kueue-specific key" in (
         res.stderr
     )
+
+
+SAMPLES_DIR = Path(__file__).resolve().parents[2] / "config" / "samples"
+
+
+@pytest.mark.parametrize("path", sorted(SAMPLES_DIR.glob("*.yaml")), ids=lambda p: p.name)
+def test_kqueue_manifests_convert_to_themselves(path: Path) -> None:
+    res = _invoke("--strict", str(path))
+    assert res.exit_code == 0, res.stderr
+    want = [d for d in yaml.safe_load_all(path.read_text()) if d]
+    got = list(yaml.safe_load_all(res.stdout))
+    assert got == want
+    assert [_keys(d) for d in got] == [_keys(d) for d in want]
