@@ -200,3 +200,31 @@ def test_finished_job_gets_no_workload(condition: dict[str, str], want_skipped: 
     assert (
         f"(Job default/done): finished (condition {condition['type']})" in result.stderr
     ) is want_skipped
+
+
+def test_a_job_whose_workload_is_in_the_input_is_followed_whatever_its_labels() -> None:
+    """A dump of a cluster: the Job (Kueue's label only) and the Workload made for it; the
+    controller keeps reconciling an object it has a Workload for, so its annotations count."""
+    workload = """\
+---
+apiVersion: kqueue.io/v1alpha1
+kind: Workload
+metadata:
+  name: job-old-12345
+  namespace: default
+  ownerReferences: [{apiVersion: batch/v1, kind: Job, name: old, uid: u1, controller: true}]
+spec:
+  queueName: user-queue
+  podSets:
+  - name: main
+    count: 1
+    template: {spec: {containers: [{name: c, resources: {requests: {cpu: "1"}}}]}}
+"""
+    job = yaml.safe_load(_job("old", {"kueue.x-k8s.io/queue-name": "user-queue"}).lstrip("-\n"))
+    job["metadata"]["annotations"] = {"simulate.kqueue.io/run-time": "1m"}
+    text = SETUP + workload + "---\n" + yaml.safe_dump(job)
+    result = run_cli("simulate", "-o", "json", "-", input=text)
+    assert result.exit_code == 0, result.stderr
+    assert result.stderr == ""
+    out = json.loads(result.stdout)
+    assert out["workloads"]["default/job-old-12345"]["state"] == "Finished"

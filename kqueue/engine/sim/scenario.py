@@ -4,9 +4,10 @@ Kqueue and Kueue objects arrive as models (the loader converted Kueue's); Namesp
 PriorityClasses as dicts; Jobs and Pods become Workloads through ``kqueue.api.integrations``,
 exactly as the controller builds them, and only those the controller manages
 (``kqueue.api.integrations.management.manages``, under the input's Configuration or the default
-one); the others are reported in ``warnings`` with the reason and what to do. A Workload already in the input for a Job or Pod of the
-input (``kubectl get jobs,workloads`` prints both) is kept and the owner adds its labels and
-simulation annotations, as the controller would find the existing Workload rather than create one.
+one); the others are reported in ``warnings`` with the reason and what to do. A Workload already
+in the input for a Job or Pod of the input (``kubectl get jobs,workloads`` prints both) is kept
+and the owner adds its labels and simulation annotations, as the controller would find the
+existing Workload rather than create one (and keeps following the owner, labelled or not).
 
 Time: the simulation starts at ``start`` (default: the latest timestamp found in the input, so a
 ``kubectl get`` dump is replayed from the moment it was taken; ``DEFAULT_START`` if there is none).
@@ -148,7 +149,9 @@ def _parse(obj: LoadedObject, value: object, path: str) -> datetime:
     try:
         return parse_time(value if isinstance(value, str | datetime) else str(value))
     except ValueError as err:
-        raise LoadError(obj.location, str(err), kind=obj.kind, name=obj.display_name, path=path) from None
+        raise LoadError(
+            obj.location, str(err), kind=obj.kind, name=obj.display_name, path=path
+        ) from None
 
 
 def _owner_key(namespace: str, ref_kind: str, ref_name: str) -> tuple[str, str, str]:
@@ -250,16 +253,20 @@ def build_scenario(
             if obj.kind == "Job" or _names_a_queue(obj.raw):
                 sc.warnings.append(_unmanaged(obj, decision.reason))
             return False
-        sc.warnings.extend(f"{obj.location} ({obj.ref}): {w}" for w in kueue_key_warnings(obj.raw))
+        sc.warnings.extend(
+            f"{obj.location} ({obj.ref}): {w}" for w in kueue_key_warnings(obj.raw)
+        )
         return True
 
+    # An object whose Workload is in the input is the controller's whatever its labels say (its
+    # reconciler keeps following an object it made a Workload for); the others only if managed.
     for obj in jobs:
-        if not managed(obj):
-            continue
         ns = obj.namespace or "default"
+        existing = owned.get(_owner_key(ns, "Job", obj.name))
+        if existing is None and not managed(obj):
+            continue
         timing = _timing(obj, obj.raw)
         labels = dict(_meta(obj).get("labels") or {})
-        existing = owned.get(_owner_key(ns, "Job", obj.name))
         if existing is not None:
             existing.owner_labels = labels
             existing.timing = _merge(existing.timing, timing)
@@ -287,9 +294,9 @@ def build_scenario(
 
     groups: dict[tuple[str, str], list[LoadedObject]] = {}
     for obj in pods:
-        if not managed(obj):
-            continue
         ns = obj.namespace or "default"
+        if owned.get(_owner_key(ns, "Pod", obj.name)) is None and not managed(obj):
+            continue
         group = group_name(obj.raw)
         if group is not None:
             groups.setdefault((ns, group), []).append(obj)
