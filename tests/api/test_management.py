@@ -22,8 +22,8 @@ from kqueue.api.integrations.management import (
     manages,
     namespace_labels_of,
 )
-from kqueue.controller.jobs.base import Management as ControllerManagement
-from kqueue.controller.jobs.pod import is_plain
+from kqueue.controller.integrations.management import Management as ControllerManagement
+from kqueue.controller.integrations.pod.reconciler import is_plain
 
 Obj = dict[str, Any]
 
