@@ -7,8 +7,10 @@ the result:
 * the group (``kueue.x-k8s.io/*`` -> ``kqueue.io/v1alpha1``);
 * v1beta1 field names that v1beta2 renamed (``spec.cohort`` -> ``spec.cohortName``,
   ``priorityClassName``/``priorityClassSource`` -> ``priorityClassRef``, LocalQueue
-  ``status.flavorUsage`` -> ``status.flavorsUsage``, flavor fungibility ``Borrow``/``Preempt``
-  -> ``MayStopSearch``) and the v1alpha1 Cohort's ``spec.parent``;
+  ``status.flavorUsage`` -> ``status.flavorsUsage``, Workload
+  ``status.accumulatedPastExexcutionTimeSeconds`` -> ``accumulatedPastExecutionTimeSeconds``,
+  flavor fungibility ``Borrow``/``Preempt`` -> ``MayStopSearch``) and the v1alpha1 Cohort's
+  ``spec.parent``;
 * Kueue's labels, annotations and scheduling gate to kqueue's (also on Jobs and Pods);
 * features kqueue does not implement (admission checks, fair sharing, topology-aware scheduling,
   MultiKueue...) are dropped with a warning that names the field, never silently.
@@ -39,6 +41,7 @@ KEY_MAP: Final[dict[str, str]] = {
     "kueue.x-k8s.io/workload-slice-replacement-for": "kqueue.io/workload-slice-replacement-for",
     "kueue.x-k8s.io/managed": "kqueue.io/managed",
     "kueue.x-k8s.io/admission": "kqueue.io/admission",
+    "kueue.x-k8s.io/max-exec-time-seconds": "kqueue.io/max-exec-time-seconds",
 }
 
 # Kueue's own bookkeeping keys: dropped without a warning because kqueue recomputes them.
@@ -52,6 +55,9 @@ _SILENT_KEYS: Final = frozenset(
         "kueue.x-k8s.io/workload",
     }
 )
+
+# v1beta1 Workload status field that v1beta2 renamed to accumulatedPastExecutionTimeSeconds.
+_V1BETA1_ACCUMULATED: Final = "accumulatedPastExexcutionTimeSeconds"
 
 _FUNGIBILITY: Final[dict[str, str]] = {"Borrow": "MayStopSearch", "Preempt": "MayStopSearch"}
 
@@ -74,10 +80,7 @@ _UNSUPPORTED: Final[dict[str, tuple[tuple[str, ...], ...]]] = {
     "LocalQueue": (("spec", "fairSharing"), ("status", "fairSharing")),
     "ResourceFlavor": (("spec", "topologyName"),),
     "Workload": (
-        ("spec", "maximumExecutionTimeSeconds"),
         ("status", "admissionChecks"),
-        ("status", "accumulatedPastExexcutionTimeSeconds"),
-        ("status", "accumulatedPastExecutionTimeSeconds"),
         ("status", "resourceRequests"),
         ("status", "unhealthyNodes"),
         ("status", "nominatedClusterNames"),
@@ -311,6 +314,10 @@ def _convert_status(kind: str, status: dict[str, Any], warnings: list[Conversion
         usage = status.pop("flavorUsage")
         status.setdefault("flavorsUsage", usage)
     if kind == "Workload":
+        if _V1BETA1_ACCUMULATED in status:
+            # v1beta1's misspelt name; v1beta2 (and kqueue) spell it correctly.
+            accumulated = status.pop(_V1BETA1_ACCUMULATED)
+            status.setdefault("accumulatedPastExecutionTimeSeconds", accumulated)
         admission = status.get("admission")
         if isinstance(admission, dict):
             assignments = admission.get("podSetAssignments")
