@@ -16,6 +16,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from kqueue.api.v1alpha1 import Workload as ApiWorkload
+from kqueue.api.v1alpha1 import parse_object
+from kqueue.engine import adapt
 from kqueue.engine.engine import Engine
 from kqueue.engine.execution import accumulated, admitted_seconds
 from kqueue.engine.readiness import PodsReadyConfig, Readiness
@@ -345,3 +348,57 @@ def test_never_admitted_longer_than_its_budget_plus_one_tick(
     if deactivated:
         pending = engine.pending_workload(key("wl"))
         assert pending is not None and not pending.obj.active
+
+
+def test_adapt_reads_the_limit_and_the_accumulated_time_after_a_restart() -> None:
+    """A Workload as the API holds it after a restart: admitted 30s ago with 50s used before,
+    limit 100s: 20s are left."""
+    api = parse_object(
+        {
+            "apiVersion": "kqueue.io/v1alpha1",
+            "kind": "Workload",
+            "metadata": {"name": "wl", "namespace": "default"},
+            "spec": {
+                "queueName": "lq",
+                "maximumExecutionTimeSeconds": 100,
+                "podSets": [
+                    {
+                        "name": "main",
+                        "count": 1,
+                        "template": {
+                            "spec": {
+                                "containers": [
+                                    {"name": "c", "resources": {"requests": {"cpu": "1"}}}
+                                ]
+                            }
+                        },
+                    }
+                ],
+            },
+            "status": {
+                "accumulatedPastExecutionTimeSeconds": 50,
+                "admission": {
+                    "clusterQueue": "cq",
+                    "podSetAssignments": [
+                        {"name": "main", "flavors": {"cpu": "default"},
+                         "resourceUsage": {"cpu": "1"}, "count": 1}
+                    ],
+                },
+                "conditions": [
+                    {"type": "QuotaReserved", "status": "True", "reason": "QuotaReserved",
+                     "message": "", "lastTransitionTime": "1970-01-01T00:16:40Z"},
+                    {"type": "Admitted", "status": "True", "reason": "Admitted",
+                     "message": "", "lastTransitionTime": "1970-01-01T00:16:40Z"},
+                ],
+            },
+        }
+    )
+    assert isinstance(api, ApiWorkload)
+    wl = adapt.workload(api)
+    assert (wl.max_execution_seconds, wl.past_execution_seconds) == (100, 50)
+    engine = make_engine(F, CQ)
+    adapt.apply_workload(engine, api)
+    assert engine.schedule(t(1030)).evicted == ()
+    assert engine.next_deadline() == t(1050)
+    (ev,) = engine.schedule(t(1050)).evicted
+    assert ev.reason == MAX_EXEC_EXCEEDED
