@@ -68,7 +68,7 @@ def exceeded_message(wl: AdmittedWorkload, now: datetime) -> str:
         used += f" ({past}s before its last eviction, {current}s since)"
     return (
         f"The workload is deactivated due to {EXCEEDING_MESSAGE}: it exceeded its maximum "
-        f"execution time of {limit}s ({used}); set spec.active to true to queue it again with "
+        f"execution time of {limit}s; {used}; set spec.active to true to queue it again with "
         f"a new budget of {limit}s, or raise the limit first "
         "(spec.maximumExecutionTimeSeconds, from the kqueue.io/max-exec-time-seconds label)"
     )

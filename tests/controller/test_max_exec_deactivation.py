@@ -54,7 +54,7 @@ async def test_exceeding_the_maximum_execution_time_deactivates_the_workload() -
     assert evicted.reason == "DeactivatedDueToMaximumExecutionTimeExceeded"
     assert evicted.message.startswith(
         "The workload is deactivated due to exceeding the maximum execution time: it exceeded "
-        "its maximum execution time of 60s (admitted for 60s in total"
+        "its maximum execution time of 60s; admitted for 60s in total"
     )
     target = wl.condition(c.DEACTIVATION_TARGET)
     assert target is not None and target.is_true

@@ -122,8 +122,8 @@ def test_the_message_gives_the_numbers_and_what_to_do() -> None:
     (ev,) = engine.schedule(t(1061.5)).evicted
     assert ev.message == (
         "The workload is deactivated due to exceeding the maximum execution time: it exceeded "
-        "its maximum execution time of 600s (admitted for 601s in total (540s before its last "
-        "eviction, 61s since)); set spec.active to true to queue it again with a new budget of "
+        "its maximum execution time of 600s; admitted for 601s in total (540s before its last "
+        "eviction, 61s since); set spec.active to true to queue it again with a new budget of "
         "600s, or raise the limit first (spec.maximumExecutionTimeSeconds, from the "
         "kqueue.io/max-exec-time-seconds label)"
     )
