@@ -7,7 +7,9 @@ the result:
 * the group (``kueue.x-k8s.io/*`` -> ``kqueue.io/v1alpha1``);
 * v1beta1 field names that v1beta2 renamed (``spec.cohort`` -> ``spec.cohortName``,
   ``priorityClassName``/``priorityClassSource`` -> ``priorityClassRef``, LocalQueue
-  ``status.flavorUsage`` -> ``status.flavorsUsage``, flavor fungibility ``Borrow``/``Preempt``
+  ``status.flavorUsage`` -> ``status.flavorsUsage``, Workload
+  ``status.accumulatedPastExexcutionTimeSeconds`` -> ``accumulatedPastExecutionTimeSeconds``,
+  flavor fungibility ``Borrow``/``Preempt``
   -> ``MayStopSearch``) and the v1alpha1 Cohort's ``spec.parent``;
 * Kueue's labels, annotations and scheduling gate to kqueue's (also on Jobs, Pods and objects
   of any other kind, top-level and in their pod templates); renamed fields keep their place, so
@@ -68,6 +70,9 @@ _SILENT_KEYS: Final = frozenset(
     }
 )
 
+# v1beta1 Workload status field that v1beta2 renamed to accumulatedPastExecutionTimeSeconds.
+_V1BETA1_ACCUMULATED: Final = "accumulatedPastExexcutionTimeSeconds"
+
 _FUNGIBILITY: Final[dict[str, str]] = {"Borrow": "MayStopSearch", "Preempt": "MayStopSearch"}
 
 _PRIORITY_SOURCES: Final[dict[str, tuple[str, str]]] = {
@@ -89,10 +94,7 @@ _UNSUPPORTED: Final[dict[str, tuple[tuple[str, ...], ...]]] = {
     "LocalQueue": (("spec", "fairSharing"), ("status", "fairSharing")),
     "ResourceFlavor": (("spec", "topologyName"),),
     "Workload": (
-        ("spec", "maximumExecutionTimeSeconds"),
         ("status", "admissionChecks"),
-        ("status", "accumulatedPastExexcutionTimeSeconds"),
-        ("status", "accumulatedPastExecutionTimeSeconds"),
         ("status", "resourceRequests"),
         ("status", "unhealthyNodes"),
         ("status", "nominatedClusterNames"),
@@ -377,6 +379,10 @@ def _convert_status(kind: str, status: dict[str, Any], warnings: list[Conversion
     if kind == "LocalQueue":
         rename_key(status, "flavorUsage", "flavorsUsage")
     if kind == "Workload":
+        if _V1BETA1_ACCUMULATED in status:
+            # v1beta1's misspelt name; v1beta2 (and kqueue) spell it correctly.
+            accumulated = status.pop(_V1BETA1_ACCUMULATED)
+            status.setdefault("accumulatedPastExecutionTimeSeconds", accumulated)
         admission = status.get("admission")
         if isinstance(admission, dict):
             assignments = admission.get("podSetAssignments")

@@ -20,6 +20,13 @@ are Ready (condition ``Ready=True``) or have Succeeded. The leader:
    event. The key is processed again when the backoff ends, and at the start of every term, so
    a backoff that ended while no replica led is declared over too.
 
+5. The same hook carries out the engine's other deactivation, for a workload admitted longer
+   than ``spec.maximumExecutionTimeSeconds``: once its eviction
+   (``DeactivatedDueToMaximumExecutionTimeExceeded``) is written, sets ``DeactivationTarget=True``
+   (reason ``MaximumExecutionTimeExceeded``, Kueue's), clears
+   ``status.accumulatedPastExecutionTimeSeconds`` (a reactivated workload has its whole budget
+   again) and ``spec.active: false``, with a warning event.
+
 The engine wakes the scheduler at its next deadline (``Engine.next_deadline``), so a timeout is
 acted on when it is due, not at the next event.
 """
@@ -240,9 +247,48 @@ class ReadinessWatcher:
         # ``result.evicted`` holds the evictions that are in the API, no others: the requeue
         # state counts requeues that happened.
         for evict in result.evicted:
-            if evict.requeue_count is None:
-                continue  # not a PodsReady timeout
-            await self._write_timeout(evict)
+            if evict.requeue_count is not None:
+                await self._write_timeout(evict)
+            elif evict.deactivate and evict.reason == c.EVICTED_BY_MAXIMUM_EXECUTION_TIME:
+                await self._write_max_exec_deactivation(evict)
+
+    async def _write_max_exec_deactivation(self, evict: Evict) -> None:
+        namespace, name = evict.workload.split("/", 1)
+        for _ in range(_WRITE_ATTEMPTS):
+            try:
+                wl = Workload.model_validate(await self._kube.get(WORKLOADS, name, namespace))
+            except NotFound:
+                return
+            except (KubeError, OSError, TimeoutError) as exc:
+                logger.warning("deactivation of Workload %s not written: %s", evict.workload, exc)
+                return
+            out = wl.model_copy(deep=True)
+            out.status.accumulated_past_execution_time_seconds = None
+            set_condition(
+                out.status.conditions,
+                c.DEACTIVATION_TARGET,
+                "True",
+                c.MAXIMUM_EXECUTION_TIME_EXCEEDED,
+                c.MAXIMUM_EXECUTION_TIME_EXCEEDED_MESSAGE,
+                self._now(),
+                wl.metadata.generation,
+            )
+            try:
+                await self._kube.replace_status(WORKLOADS, out.to_dict(), namespace=namespace)
+            except Conflict:
+                continue
+            except (KubeError, OSError, TimeoutError) as exc:
+                logger.warning("deactivation of Workload %s not written: %s", evict.workload, exc)
+                return
+            break
+        try:
+            await self._kube.patch(WORKLOADS, name, {"spec": {"active": False}}, namespace=namespace)
+        except (KubeError, OSError, TimeoutError) as exc:
+            logger.warning("deactivating Workload %s: %s", evict.workload, exc)
+            return
+        self._events.record(
+            wl.to_dict(), "Warning", c.MAXIMUM_EXECUTION_TIME_EXCEEDED, evict.message
+        )
 
     async def _write_timeout(self, evict: Evict) -> None:
         namespace, name = evict.workload.split("/", 1)

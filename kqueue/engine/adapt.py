@@ -2,7 +2,7 @@
 
 The boundary where quantities become exact integers (milli-units for cpu), optional fields get
 their Kueue defaults, and a Workload's status is read for what the engine needs: the admission it
-holds (and since when), the queue-order timestamp, the requeue backoff.
+holds (and since when), the queue-order timestamp, the requeue backoff, the execution time used.
 """
 
 from __future__ import annotations
@@ -221,6 +221,8 @@ def workload(wl: ApiWorkload, *, owner_labels: Mapping[str, str] | None = None) 
         generation=wl.metadata.generation or 0,
         replacement_for=_replacement_for(wl),
         requeue_count=(wl.status.requeue_state.count or 0) if wl.status.requeue_state else 0,
+        max_execution_seconds=spec.maximum_execution_time_seconds,
+        past_execution_seconds=wl.status.accumulated_past_execution_time_seconds or 0,
     )
 
 

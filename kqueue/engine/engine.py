@@ -18,6 +18,7 @@ from datetime import datetime
 
 from .cache import Cache
 from .cycle import CycleResult, Evict, FlavorScans, Pending, run_cycle
+from .execution import ExecutionLimits, accumulated
 from .explain import PendingDetails
 from .gang import Barrier
 from .preemption import Preemptor
@@ -65,8 +66,13 @@ class Engine:
         # Workloads holding quota that the engine must evict (stop policies, deactivation).
         self._drain: set[WorkloadKey] = set()
         self._scans = FlavorScans()
-        # waitForPodsReady (readiness.py) and the pod-group barrier (gang.py).
+        # waitForPodsReady (readiness.py), maximum execution times (execution.py) and the
+        # pod-group barrier (gang.py).
         self.readiness = Readiness(pods_ready)
+        self.execution = ExecutionLimits()
+        # The ``now`` of the last cycle: when an eviction it decided completes, unless the
+        # caller says otherwise (see ``evicted``).
+        self._last_now: datetime | None = None
         self.barrier = Barrier()
         self.queues.gates.append(self.barrier.gate)
 
@@ -194,6 +200,10 @@ class Engine:
             self.cache.remove_workload(wl.key)
             self.readiness.after_eviction(wl.key)
             self._requeue_trees([held.cluster_queue])
+            if self.execution.after_eviction(wl.key) and wl.active:
+                # Deactivated for its maximum execution time, and the release arrived before
+                # spec.active false: it must not be admitted again meanwhile.
+                info = make_info(replace(wl, active=False), self.priority_classes)
         self.queues.upsert(info)
 
     def delete_workload(self, key: WorkloadKey) -> None:
@@ -212,23 +222,41 @@ class Engine:
 
     def _forget_extras(self, key: WorkloadKey) -> None:
         self.readiness.forget(key)
+        self.execution.forget(key)
         self.barrier.forget(key)
         if isinstance(self.preemptor, ClassicalPreemptor):
             self.preemptor.forget(key)
 
-    def evicted(self, key: WorkloadKey, *, requeue_at: datetime | None = None) -> None:
+    def evicted(
+        self,
+        key: WorkloadKey,
+        *,
+        requeue_at: datetime | None = None,
+        now: datetime | None = None,
+    ) -> None:
         """The workload was evicted: free its quota; it pends again (after ``requeue_at``).
 
         After a PodsReady timeout the engine's own backoff applies when ``requeue_at`` is not
         given, the workload is ordered by its eviction time, and a deactivated one stays out.
+        The time it was admitted, up to ``now`` (default: the last cycle's), adds to its
+        accumulated execution time; a workload deactivated for exceeding its maximum execution
+        time stays out and starts over with none (execution.py).
         """
         self._drain.discard(key)
         after = self.readiness.after_eviction(key)
+        exceeded = self.execution.after_eviction(key)
         held = self.cache.remove_workload(key)
         if held is None:
             return
         self._requeue_trees([held.cluster_queue])
         wl = replace(held.info.obj, admission=None, requeue_at=requeue_at)
+        released_at = now if now is not None else self._last_now
+        if exceeded:
+            wl = replace(wl, active=False, past_execution_seconds=0)
+        elif released_at is not None:
+            wl = replace(
+                wl, past_execution_seconds=accumulated(wl, held.reserved_at, released_at)
+            )
         if after is not None:
             wl = replace(
                 wl,
@@ -281,6 +309,7 @@ class Engine:
     def schedule(self, now: datetime) -> CycleResult:
         """Run one scheduling cycle at ``now``."""
         self.cycles += 1
+        self._last_now = now
         self.queues.advance(now)
         evictions = self._evictions()
         evictions += self._timeouts(now)
@@ -317,8 +346,21 @@ class Engine:
         return out
 
     def _timeouts(self, now: datetime) -> list[Evict]:
-        """PodsReady timeouts due by ``now`` (readiness.py)."""
+        """Maximum execution times exceeded (execution.py) and PodsReady timeouts (readiness.py)
+        due by ``now``. The first go first: a workload past its budget is deactivated rather than
+        requeued with a backoff only to be deactivated at its next admission."""
         out: list[Evict] = []
+        for x in self.execution.expired(self.cache.workloads, self.cache.evicting, now):
+            aw = self.cache.get(x.workload)
+            assert aw is not None
+            self.cache.evicting.add(x.workload)
+            out.append(
+                Evict(
+                    x.workload, aw.cluster_queue,
+                    EvictionReason.DEACTIVATED_DUE_TO_MAXIMUM_EXECUTION_TIME_EXCEEDED, x.message,
+                    deactivate=True,
+                )
+            )
         for t in self.readiness.expired(self.cache.workloads, self.cache.evicting, now):
             aw = self.cache.get(t.workload)
             assert aw is not None
@@ -357,9 +399,10 @@ class Engine:
 
     def next_deadline(self) -> datetime | None:
         """The earliest time at which ``schedule`` may decide something new without any event:
-        a PodsReady timeout or the end of a requeue backoff."""
+        a PodsReady timeout, a maximum execution time, or the end of a requeue backoff."""
         times = [
             self.readiness.next_deadline(self.cache.workloads, self.cache.evicting),
+            self.execution.next_deadline(self.cache.workloads, self.cache.evicting),
             self.queues.next_backoff(),
         ]
         present = [x for x in times if x is not None]

@@ -122,6 +122,10 @@ class EvictionReason(StrEnum):
     CLUSTER_QUEUE_STOPPED = "ClusterQueueStopped"
     LOCAL_QUEUE_STOPPED = "LocalQueueStopped"
     DEACTIVATED = "Deactivated"
+    # Kueue's Deactivated + "DueTo" + cause, when kqueue deactivates the workload itself.
+    DEACTIVATED_DUE_TO_MAXIMUM_EXECUTION_TIME_EXCEEDED = (
+        "DeactivatedDueToMaximumExecutionTimeExceeded"
+    )
 
 
 class RequeueReason(StrEnum):
@@ -375,6 +379,10 @@ class Workload:
     replacement_for: WorkloadKey | None = None
     # status.requeueState.count: PodsReady timeouts so far (see readiness.py).
     requeue_count: int = 0
+    # spec.maximumExecutionTimeSeconds (None: no limit) and
+    # status.accumulatedPastExecutionTimeSeconds: see execution.py.
+    max_execution_seconds: int | None = None
+    past_execution_seconds: int = 0
 
     @property
     def key(self) -> WorkloadKey:

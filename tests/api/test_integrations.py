@@ -444,3 +444,63 @@ def test_pod_group_total_count_annotation_required_and_positive() -> None:
     assert exc.value.path == "metadata.annotations[kqueue.io/pod-group-total-count]"
     with pytest.raises(IntegrationError, match="greater than zero"):
         workload_for_pod_group([make_pod("a", group="g", total=0)], PRIORITIES)
+
+
+# --- maximum execution time (kqueue.io/max-exec-time-seconds) -------------------------------
+
+MAX_EXEC = "kqueue.io/max-exec-time-seconds"
+MAX_EXEC_PATH = f"metadata.labels[{MAX_EXEC}]"
+
+
+def test_the_maximum_execution_time_is_passed_to_the_created_workload() -> None:
+    """Kueue's job controller case "the maximum execution time is passed to the created
+    workload": the Job's label becomes the Workload's spec field."""
+    wl = workload_for_job(make_job(labels={MAX_EXEC: "10"}), PRIORITIES)
+    assert wl.spec.maximum_execution_time_seconds == 10
+    assert wl.to_dict()["spec"]["maximumExecutionTimeSeconds"] == 10
+
+
+def test_without_the_label_there_is_no_maximum_execution_time() -> None:
+    wl = workload_for_job(make_job(), PRIORITIES)
+    assert wl.spec.maximum_execution_time_seconds is None
+    assert "maximumExecutionTimeSeconds" not in wl.to_dict()["spec"]
+
+
+def test_maximum_execution_time_of_a_single_pod_and_of_a_pod_group() -> None:
+    pod = make_pod("p", labels={MAX_EXEC: "600"})
+    assert workload_for_pod(pod, PRIORITIES).spec.maximum_execution_time_seconds == 600
+    group = [make_pod(f"w{i}", group="g", total=2, labels={MAX_EXEC: "60"}) for i in range(2)]
+    assert workload_for_pod_group(group, PRIORITIES).spec.maximum_execution_time_seconds == 60
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "want_message"),
+    [
+        # Kueue's job webhook cases, under their names.
+        ("invalid maximum execution time", "NaN", "must be an integer, got 'NaN'"),
+        ("zero maximum execution time", "0", "should be greater than 0, got 0"),
+        ("negative maximum execution time", "-10", "should be greater than 0, got -10"),
+        ("beyond int32", str(2**31), f"is too large, got {2**31}"),
+        ("not base 10", "1e3", "must be an integer, got '1e3'"),
+        ("surrounding space", " 5", "must be an integer, got ' 5'"),
+    ],
+)
+def test_an_invalid_maximum_execution_time_label_is_refused(
+    name: str, value: str, want_message: str
+) -> None:
+    for build in (
+        lambda: workload_for_job(make_job(labels={MAX_EXEC: value}), PRIORITIES),
+        lambda: workload_for_pod(make_pod("p", labels={MAX_EXEC: value}), PRIORITIES),
+    ):
+        with pytest.raises(IntegrationError) as exc:
+            build()
+        assert exc.value.path == MAX_EXEC_PATH, name
+        assert exc.value.detail.startswith(want_message), exc.value.detail
+        assert "allowed: a whole number of seconds from 1 to 2147483647" in exc.value.detail
+
+
+@pytest.mark.parametrize(("value", "want"), [("10", 10), ("+10", 10), ("2147483647", 2**31 - 1)])
+def test_valid_maximum_execution_time(value: str, want: int) -> None:
+    """Kueue's job webhook case "valid maximum execution time" (and what strconv.Atoi reads)."""
+    wl = workload_for_job(make_job(labels={MAX_EXEC: value}), PRIORITIES)
+    assert wl.spec.maximum_execution_time_seconds == want

@@ -151,3 +151,56 @@ def test_unknown_kueue_key_warns() -> None:
     )
     assert pod["metadata"]["labels"] == {}
     assert [w.path for w in warnings] == ["metadata.labels[kueue.x-k8s.io/podset]"]
+
+
+def _kueue_workload(version: str, status: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "apiVersion": f"kueue.x-k8s.io/{version}",
+        "kind": "Workload",
+        "metadata": {"name": "wl", "namespace": "team-a"},
+        "spec": {
+            "queueName": "main",
+            "maximumExecutionTimeSeconds": 3600,
+            "podSets": [{"name": "main", "count": 1, "template": {"spec": {"containers": []}}}],
+        },
+        "status": status,
+    }
+
+
+@pytest.mark.parametrize(
+    ("version", "status_field"),
+    [
+        ("v1beta2", "accumulatedPastExecutionTimeSeconds"),
+        # v1beta1 spells it "Exexcution"; Kueue's conversion maps it to v1beta2's name.
+        ("v1beta1", "accumulatedPastExexcutionTimeSeconds"),
+    ],
+)
+def test_maximum_execution_time_and_accumulated_time_carry_over(
+    version: str, status_field: str
+) -> None:
+    out, warnings = from_kueue(_kueue_workload(version, {status_field: 1800}))
+    assert warnings == []
+    assert out["spec"]["maximumExecutionTimeSeconds"] == 3600
+    assert out["status"] == {"accumulatedPastExecutionTimeSeconds": 1800}
+
+
+def test_max_exec_time_label_is_mapped() -> None:
+    job, warnings = convert_workload_object(
+        {
+            "apiVersion": "batch/v1",
+            "kind": "Job",
+            "metadata": {
+                "name": "j",
+                "labels": {
+                    "kueue.x-k8s.io/queue-name": "main",
+                    "kueue.x-k8s.io/max-exec-time-seconds": "600",
+                },
+            },
+            "spec": {"template": {"spec": {"containers": []}}},
+        }
+    )
+    assert warnings == []
+    assert job["metadata"]["labels"] == {
+        "kqueue.io/queue-name": "main",
+        "kqueue.io/max-exec-time-seconds": "600",
+    }

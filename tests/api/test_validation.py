@@ -811,6 +811,35 @@ CASES: list[Case] = [
         "status.reclaimablePods[0].name",
         "Workload team-a/job-a",
     ),
+    # Kueue's webhook cases "invalid maximumExexcutionTimeSeconds" (0) and beyond int32.
+    Case(
+        "invalid maximumExexcutionTimeSeconds",
+        workload,
+        _set(["spec", "maximumExecutionTimeSeconds"], 0),
+        "spec.maximumExecutionTimeSeconds",
+        "Workload team-a/job-a",
+    ),
+    Case(
+        "maximumExecutionTimeSeconds not an integer",
+        workload,
+        _set(["spec", "maximumExecutionTimeSeconds"], "10m"),
+        "spec.maximumExecutionTimeSeconds",
+        "Workload team-a/job-a",
+    ),
+    Case(
+        "maximumExecutionTimeSeconds beyond int32",
+        workload,
+        _set(["spec", "maximumExecutionTimeSeconds"], 2**31),
+        "spec.maximumExecutionTimeSeconds",
+        "Workload team-a/job-a",
+    ),
+    Case(
+        "negative accumulated past execution time",
+        workload,
+        _set(["status"], {"accumulatedPastExecutionTimeSeconds": -1}),
+        "status.accumulatedPastExecutionTimeSeconds",
+        "Workload team-a/job-a",
+    ),
     Case(
         "negative requeue count",
         workload,
@@ -915,6 +944,20 @@ def _ps0(doc: Doc) -> Doc:
 
 def _reserved() -> Doc:
     return workload(reserved=True)
+
+
+def _admitted() -> Doc:
+    doc = _reserved()
+    doc["status"]["conditions"].append(
+        {
+            "type": "Admitted",
+            "status": "True",
+            "reason": "Admitted",
+            "message": "The workload is admitted",
+            "lastTransitionTime": "2024-05-01T12:00:00Z",
+        }
+    )
+    return doc
 
 
 UPDATE_CASES: list[UpdateCase] = [
@@ -1042,6 +1085,41 @@ UPDATE_CASES: list[UpdateCase] = [
         lambda d: d["status"].pop("reclaimablePods"),
         "status.reclaimablePods[main]",
     ),
+    # Kueue's webhook cases on maximumExecutionTimeSeconds, under their names.
+    UpdateCase(
+        "can add maximum execution time when not admitted",
+        workload,
+        _set(["spec", "maximumExecutionTimeSeconds"], 1),
+        None,
+    ),
+    UpdateCase(
+        "can update maximum execution time when not admitted",
+        lambda: _with_max_exec(workload(), 1),
+        _set(["spec", "maximumExecutionTimeSeconds"], 2),
+        None,
+    ),
+    UpdateCase(
+        "cannot add maximum execution time when admitted",
+        _admitted,
+        _set(["spec", "maximumExecutionTimeSeconds"], 1),
+        "spec.maximumExecutionTimeSeconds",
+    ),
+    UpdateCase(
+        "cannot update maximum execution time when admitted",
+        lambda: _with_max_exec(_admitted(), 1),
+        _set(["spec", "maximumExecutionTimeSeconds"], 2),
+        "spec.maximumExecutionTimeSeconds",
+    ),
+    UpdateCase(
+        "maximum execution time may change as the admission is cleared",
+        lambda: _with_max_exec(_admitted(), 1),
+        lambda d: (
+            _spec(d).update(maximumExecutionTimeSeconds=2),
+            d["status"].pop("admission"),
+            d["status"].pop("conditions"),
+        ),
+        None,
+    ),
     UpdateCase(
         "ClusterQueue quota", cluster_queue, lambda d: _q00(d).update(nominalQuota="20"), None
     ),
@@ -1052,6 +1130,29 @@ UPDATE_CASES: list[UpdateCase] = [
 def _with_ref(doc: Doc, group: str, kind: str) -> Doc:
     _spec(doc)["priorityClassRef"] = {"group": group, "kind": kind, "name": "high"}
     return doc
+
+
+def _with_max_exec(doc: Doc, seconds: int) -> Doc:
+    _spec(doc)["maximumExecutionTimeSeconds"] = seconds
+    return doc
+
+
+def test_max_exec_time_error_names_the_field_and_what_is_allowed() -> None:
+    doc = workload()
+    _spec(doc)["maximumExecutionTimeSeconds"] = 0
+    (err,) = _errors(doc)
+    assert str(err) == (
+        "Workload team-a/job-a: spec.maximumExecutionTimeSeconds: must be greater than or "
+        "equal to 1, got 0 (allowed: >= 1)"
+    )
+    before = parse_object(_with_max_exec(_admitted(), 600))
+    after_doc = _with_max_exec(_admitted(), 1200)
+    (change,) = validate_update(before, parse_object(after_doc))
+    assert str(change) == (
+        "Workload team-a/job-a: spec.maximumExecutionTimeSeconds: field is immutable while the "
+        "workload is admitted: cannot change from 600 to 1200 (allowed: 600 until the workload "
+        "is no longer admitted)"
+    )
 
 
 def _with_reclaimable(doc: Doc, count: int) -> Doc:

@@ -290,6 +290,8 @@ class WorkloadBuilder:
         self._active = True
         self._admission: Admission | None = None
         self._requeue_at: datetime | None = None
+        self._max_exec: int | None = None
+        self._past_exec = 0
 
     def queue(self, name: str) -> Self:
         self._queue = name
@@ -370,6 +372,16 @@ class WorkloadBuilder:
         self._active = False
         return self
 
+    def max_exec(self, seconds: int) -> Self:
+        """spec.maximumExecutionTimeSeconds."""
+        self._max_exec = seconds
+        return self
+
+    def past_exec(self, seconds: int) -> Self:
+        """status.accumulatedPastExecutionTimeSeconds."""
+        self._past_exec = seconds
+        return self
+
     def requeue_at(self, seconds: float) -> Self:
         self._requeue_at = t(seconds)
         return self
@@ -418,6 +430,8 @@ class WorkloadBuilder:
             active=self._active,
             requeue_at=self._requeue_at,
             admission=self._admission,
+            max_execution_seconds=self._max_exec,
+            past_execution_seconds=self._past_exec,
         )
 
     def info(self) -> WorkloadInfo:

@@ -3,7 +3,8 @@
 ``workload_for_job`` (batch/v1 Job), ``workload_for_pod`` (a single v1 Pod) and
 ``workload_for_pod_group`` (Pods labelled ``kqueue.io/pod-group-name``) build exactly the
 Workload kqueue creates, following Kueue's job framework: deterministic names, owner references,
-queue name, pod sets, partial admission, priorities through a :class:`PriorityResolver`.
+queue name, pod sets, partial admission, priorities through a :class:`PriorityResolver`, the
+maximum execution time (``max_exec_time_seconds``).
 ``manages`` decides which Jobs and Pods kqueue manages at all (see ``management``).
 ``preemptibility_labels`` reads back where the owner's and the pods' ``kqueue.io/preemptibility``
 labels were put, for the engine's preemptibility chain.
@@ -14,6 +15,7 @@ from kqueue.api.integrations.common import (
     PriorityClasses,
     PriorityResolver,
     is_managed,
+    max_exec_time_seconds,
     preemptibility_labels,
     queue_name,
     workload_name,
@@ -50,6 +52,7 @@ __all__ = [
     "is_elastic",
     "is_managed",
     "manages",
+    "max_exec_time_seconds",
     "pods_count",
     "preemptibility_labels",
     "queue_name",

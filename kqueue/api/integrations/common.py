@@ -7,6 +7,7 @@ controller and ``kqueue simulate`` build the very same Workload for the same Job
 from __future__ import annotations
 
 import hashlib
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final, Protocol
@@ -174,6 +175,37 @@ def resolve_preemption_priority(
             f"scheduling priority {priority}",
         )
     return {"group": c.GROUP, "kind": "WorkloadPriorityClass", "name": name}, value
+
+
+# --- maximum execution time ---------------------------------------------------------------------
+
+# The Workload field is an int32 of at least 1.
+MAX_EXEC_TIME_SECONDS_LIMIT: Final = 2**31 - 1
+# What Go's strconv.Atoi accepts: an optional sign and ASCII digits.
+_BASE10_INT: Final = re.compile(r"[+-]?[0-9]+")
+
+
+def max_exec_time_seconds(labels: Mapping[str, str]) -> int | None:
+    """``spec.maximumExecutionTimeSeconds`` from the ``kqueue.io/max-exec-time-seconds`` label
+    of the top-level object (Kueue's ``MaximumExecutionTimeSecondsForObject``); None without it.
+
+    Kueue's webhook refuses a value that is not a base-10 integer above 0 and its reconciler then
+    ignores it; kqueue refuses to build the Workload instead, so a Job with a typo is reported
+    rather than run without its limit.
+    """
+    raw = labels.get(c.MAX_EXEC_TIME_SECONDS_LABEL)
+    if raw is None:
+        return None
+    path = f"metadata.labels[{c.MAX_EXEC_TIME_SECONDS_LABEL}]"
+    allowed = f"a whole number of seconds from 1 to {MAX_EXEC_TIME_SECONDS_LIMIT}, e.g. \"3600\""
+    if _BASE10_INT.fullmatch(raw) is None:
+        raise IntegrationError(path, f"must be an integer, got {raw!r} (allowed: {allowed})")
+    value = int(raw)
+    if value < 1:
+        raise IntegrationError(path, f"should be greater than 0, got {value} (allowed: {allowed})")
+    if value > MAX_EXEC_TIME_SECONDS_LIMIT:
+        raise IntegrationError(path, f"is too large, got {value} (allowed: {allowed})")
+    return value
 
 
 # --- metadata -----------------------------------------------------------------------------------

@@ -21,6 +21,7 @@ from kqueue.api.integrations.common import (
     annotations_of,
     kept_annotations,
     labels_of,
+    max_exec_time_seconds,
     owner_reference,
     queue_name,
     resolve_preemption_priority,
@@ -138,6 +139,9 @@ def _spec(
     if preemption_ref is not None:
         spec["preemptionPriorityClassRef"] = preemption_ref
         spec["preemptionPriority"] = preemption_priority
+    max_exec = max_exec_time_seconds(labels)
+    if max_exec is not None:
+        spec["maximumExecutionTimeSeconds"] = max_exec
     return spec
 
 

@@ -33,6 +33,9 @@ SUSPENDED_BY_KQUEUE_ANNOTATION: Final = "kqueue.io/suspended-by-kqueue"
 # Kueue's kueue.x-k8s.io/managed does.
 MANAGED_LABEL: Final = "kqueue.io/managed"
 ADMISSION_GATE: Final = "kqueue.io/admission"
+# Kueue's kueue.x-k8s.io/max-exec-time-seconds: on the top-level object, copied to the Workload's
+# spec.maximumExecutionTimeSeconds (a base-10 integer of at least 1).
+MAX_EXEC_TIME_SECONDS_LABEL: Final = "kqueue.io/max-exec-time-seconds"
 
 # Values of PREEMPTIBILITY_LABEL (lower-case, as label values conventionally are) and of
 # Workload.spec.preemptibility (CamelCase, as enum fields conventionally are).
@@ -86,13 +89,23 @@ EVICTED_BY_PODS_READY_TIMEOUT: Final = "PodsReadyTimeout"
 EVICTED_BY_CLUSTER_QUEUE_STOPPED: Final = "ClusterQueueStopped"
 EVICTED_BY_LOCAL_QUEUE_STOPPED: Final = "LocalQueueStopped"
 EVICTED_BY_DEACTIVATION: Final = "Deactivated"
+# Kueue's ReasonWithCause(Deactivated, cause): deactivated by kqueue itself, for ``cause``.
+EVICTED_BY_DEACTIVATION_DUE_TO: Final = EVICTED_BY_DEACTIVATION + "DueTo"
+EVICTED_BY_MAXIMUM_EXECUTION_TIME: Final = (
+    EVICTED_BY_DEACTIVATION_DUE_TO + "MaximumExecutionTimeExceeded"
+)
 EVICTED_REASONS: Final = (
     EVICTED_BY_PREEMPTION,
     EVICTED_BY_PODS_READY_TIMEOUT,
     EVICTED_BY_CLUSTER_QUEUE_STOPPED,
     EVICTED_BY_LOCAL_QUEUE_STOPPED,
     EVICTED_BY_DEACTIVATION,
+    EVICTED_BY_MAXIMUM_EXECUTION_TIME,
 )
+
+# DeactivationTarget: why kqueue deactivates a workload itself (Kueue's reason and message).
+MAXIMUM_EXECUTION_TIME_EXCEEDED: Final = "MaximumExecutionTimeExceeded"
+MAXIMUM_EXECUTION_TIME_EXCEEDED_MESSAGE: Final = "exceeding the maximum execution time"
 
 # Preempted
 IN_CLUSTER_QUEUE: Final = "InClusterQueue"

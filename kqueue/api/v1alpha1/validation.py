@@ -588,6 +588,18 @@ def _validate_workload_update(old: Workload, new: Workload, errs: _Errors) -> No
                 repr(before),
             )
         _validate_reclaimable_update(old, new, errs)
+    if old.is_admitted and new.is_admitted:
+        # Kueue's CEL rule: the budget of a running workload does not move under it.
+        before_max = old.spec.maximum_execution_time_seconds
+        after_max = new.spec.maximum_execution_time_seconds
+        if before_max != after_max:
+            errs.add(
+                "spec.maximumExecutionTimeSeconds",
+                f"{_IMMUTABLE} while the workload is admitted: cannot change from "
+                f"{before_max} to {after_max}",
+                f"{'unset' if before_max is None else before_max} until the workload is no "
+                "longer admitted",
+            )
     if (
         old.status.admission is not None
         and new.status.admission is not None

@@ -148,6 +148,15 @@ class WorkloadSpec(KBase):
         description="Whether the workload may be admitted (default true). Setting it to false "
         "evicts the workload if it is admitted and keeps it from being admitted.",
     )
+    maximum_execution_time_seconds: Int32 | None = Field(
+        default=None,
+        ge=1,
+        description="The most time, in seconds, the workload may be admitted in total (over all "
+        "its admissions) before kqueue deactivates it (spec.active false, Evicted reason "
+        "DeactivatedDueToMaximumExecutionTimeExceeded). Unset: no limit. Set from the "
+        "kqueue.io/max-exec-time-seconds label of the Job. Cannot change while the workload is "
+        "admitted.",
+    )
     preemption_priority_class_ref: PriorityClassRef | None = Field(
         default=None,
         description="kqueue extension. The class the preemption priority comes from; may change "
@@ -242,6 +251,13 @@ class WorkloadStatus(KBase):
     )
     requeue_state: RequeueState | None = Field(
         default=None, description="Backoff state after evictions for a PodsReady timeout."
+    )
+    accumulated_past_execution_time_seconds: Int32 | None = Field(
+        default=None,
+        ge=0,
+        description="Seconds the workload was admitted in its previous admissions (each ended "
+        "by an eviction); counts toward spec.maximumExecutionTimeSeconds. Cleared when kqueue "
+        "deactivates the workload for exceeding it.",
     )
     reclaimable_pods: list[ReclaimablePod] = Field(
         default_factory=list,

@@ -4,7 +4,9 @@ The engine is the one the controller drives; the simulator plays the controller 
 it creates workloads when they arrive, carries out the engine's decisions at once (an admission
 is final, a preemption's eviction completes at the end of the cycle that chose it, as the
 contracts require), finishes workloads when their run time is over, deletes, deactivates and
-scales them when their annotations say so.
+scales them when their annotations say so. A workload past its maximum execution time is
+deactivated by the engine (a ``Deactivated`` event, then its eviction) at the simulated time its
+budget runs out: the clock stops there as it does for any engine deadline.
 
 Cycle model: Kueue's scheduler runs cycles back to back. By default a cycle takes no simulated
 time: at each instant where something happens, cycles run until nothing more changes, then the
@@ -510,6 +512,14 @@ class Simulation:
         evicting: list[tuple[WorkloadRecord, str, str]] = []
         for ev in result.evicted:
             rec = self.records[ev.workload]
+            if ev.deactivate and ev.reason == c.EVICTED_BY_MAXIMUM_EXECUTION_TIME:
+                # The engine deactivates it (Kueue's DeactivationTarget, then spec.active false),
+                # then evicts it, as for a deactivation by its owner.
+                rec.sw.api.spec.active = False
+                self._event(
+                    DEACTIVATED, rec, c.MAXIMUM_EXECUTION_TIME_EXCEEDED,
+                    c.MAXIMUM_EXECUTION_TIME_EXCEEDED_MESSAGE, cq=ev.cluster_queue,
+                )
             self._set(rec, c.EVICTED, "True", ev.reason, ev.message)
             self._event(EVICTED, rec, ev.reason, ev.message, cq=ev.cluster_queue)
             evicting.append((rec, ev.reason, ev.message))
@@ -571,14 +581,15 @@ class Simulation:
         held = rec.admission
         if held is None or rec.state == STATE_FINISHED:
             return
-        self.engine.evicted(WorkloadKey(rec.key))
+        self.engine.evicted(WorkloadKey(rec.key), now=self.now)
         rec.evictions += 1
         rec.admission = None
         rec.state = PENDING
         self._pending += 1
         self._set(rec, c.QUOTA_RESERVED, "False", "Pending", message)
         self._set(rec, c.ADMITTED, "False", "NoReservation", "The workload has no reservation")
-        if reason == c.EVICTED_BY_DEACTIVATION:
+        if reason.startswith(c.EVICTED_BY_DEACTIVATION):
+            # Deactivated by its owner, or by kqueue (DeactivatedDueTo...): not requeued.
             self._set(rec, c.REQUEUED, "False", reason, message)
         else:
             self._set(rec, c.REQUEUED, "True", reason, message)
