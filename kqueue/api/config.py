@@ -36,7 +36,11 @@ API_VERSION: Final = "config.kqueue.io/v1alpha1"
 KIND: Final = "Configuration"
 
 DEFAULT_NAMESPACE: Final = "kqueue-system"
-SUPPORTED_FRAMEWORKS: Final[tuple[str, ...]] = ("batch/job", "pod")
+# Every integration kqueue has (kqueue/controller/integrations registers one per name; a test
+# keeps the two lists equal), and those on when the Configuration names none: a kind whose
+# operator (and CRD) a cluster may lack is opt-in, so kqueue never waits on an absent API.
+SUPPORTED_FRAMEWORKS: Final[tuple[str, ...]] = ("batch/job", "pod", "jobset.x-k8s.io/jobset")
+DEFAULT_FRAMEWORKS: Final[tuple[str, ...]] = ("batch/job", "pod")
 
 # ---------------------------------------------------------------------------------------------
 # Durations
@@ -303,8 +307,10 @@ class WaitForPodsReady(_Model):
 
 
 class Integrations(_Model):
-    frameworks: list[str] = Field(default_factory=lambda: list(SUPPORTED_FRAMEWORKS))
-    """Job kinds kqueue manages: ``batch/job`` (Jobs) and ``pod`` (plain pods and pod groups)."""
+    frameworks: list[str] = Field(default_factory=lambda: list(DEFAULT_FRAMEWORKS))
+    """Kinds kqueue manages: ``batch/job`` (Jobs), ``pod`` (plain pods and pod groups) and
+    ``jobset.x-k8s.io/jobset`` (JobSets; needs the JobSet operator and its CRD). See
+    docs/integrations.md."""
 
     @field_validator("frameworks")
     @classmethod

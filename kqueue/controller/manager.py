@@ -52,7 +52,7 @@ from kqueue.controller.informer import (
     as_dict,
     freeze_heap,
 )
-from kqueue.controller.integrations import Framework, IntegrationContext, registry
+from kqueue.controller.integrations import Framework, GenericJob, IntegrationContext, registry
 from kqueue.controller.integrations.management import Management
 from kqueue.controller.integrations.owners import BY_OWNER, owner_uids
 from kqueue.controller.integrations.reconciler import JobReconciler
@@ -183,16 +183,21 @@ class Manager:
         self.priority_classes = informer(PRIORITY_CLASSES, as_dict)
         self.pods = informer(PODS, as_dict, label_selector=f"{c.MANAGED_LABEL}=true")
         self.workloads.store.add_index(BY_OWNER, owner_uids)
-        self.pods.store.add_index(BY_OWNER, owner_uids)
 
         # The enabled integrations; those driven by the generic reconciler get an informer on
         # their kind (listing only objects that name a queue, unless unlabelled ones count).
         self.frameworks: list[Framework] = registry.enabled(config.integrations.frameworks)
+        self.generic_jobs: dict[str, GenericJob] = {
+            fw.name: fw.job() for fw in self.frameworks if fw.job is not None
+        }
+        # Pods by the UID of every object they belong to: their controller, and the top-level
+        # object of each integration that claims them (a JobSet's pods are its Jobs').
+        self.pods.store.add_index(BY_OWNER, self._pod_owner_uids)
         self.objects: dict[str, Informer[Obj]] = {}
         for fw in self.frameworks:
             if fw.job is None:
                 continue
-            generic = fw.job()
+            generic = self.generic_jobs[fw.name]
             self.objects[fw.name] = informer(
                 generic.resource,
                 as_dict,
@@ -232,7 +237,7 @@ class Manager:
                 continue
             self.job_queues[fw.name] = WorkQueue(f"jobs/{fw.name}")
             self.job_reconcilers[fw.name] = JobReconciler(
-                job=fw.job(),
+                job=self.generic_jobs[fw.name],
                 objects=self.objects[fw.name].store,
                 workloads=self.workloads.store,
                 pods=self.pods.store,
@@ -245,6 +250,7 @@ class Manager:
                 management=Management.from_config(config),
                 namespaces=self.namespaces.store,
                 local_queues=self.local_queues.store,
+                parent_kinds=self._parent_kinds(fw),
             )
 
         self.webhook_server = WebhookServer(
@@ -323,6 +329,19 @@ class Manager:
         logger.info(
             "integrations enabled: %s", ", ".join(fw.name for fw in self.frameworks) or "none"
         )
+
+    def _pod_owner_uids(self, pod: Obj) -> list[str]:
+        uids = owner_uids(pod)
+        for generic in self.generic_jobs.values():
+            owner = generic.owner_of_pod(pod)
+            if owner is not None and owner[1] not in uids:
+                uids.append(owner[1])
+        return uids
+
+    def _parent_kinds(self, fw: Framework) -> frozenset[tuple[str, str]]:
+        """Kinds of the other enabled integrations: an object of ``fw``'s kind that one of them
+        controls (a JobSet's Jobs) is queued through its parent, never on its own."""
+        return frozenset((f.api_version, f.kind) for f in self.frameworks if f is not fw)
 
     def _releases_itself(self, wl: Workload) -> bool:
         """A Workload no enabled integration runs is released as soon as it is evicted."""
@@ -451,12 +470,10 @@ class Manager:
             )
 
         def on_pod(_: str, pod: Obj, *rest: Obj) -> None:
-            for fw in self.frameworks:
-                if fw.job is None:
-                    continue
-                job_key = _owner_job_key(rest[-1] if rest else pod, fw.kind)
-                if job_key is not None:
-                    self.job_queues[fw.name].add(job_key)
+            for name, generic in self.generic_jobs.items():
+                owner = generic.owner_of_pod(rest[-1] if rest else pod)
+                if owner is not None:
+                    self.job_queues[name].add(owner[0])
 
         self.pods.add_handler(on_add=on_pod, on_update=on_pod, on_delete=on_pod)
 

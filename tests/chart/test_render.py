@@ -10,7 +10,7 @@ import yaml
 
 from kqueue import __version__
 from kqueue.api.config import (
-    SUPPORTED_FRAMEWORKS,
+    DEFAULT_FRAMEWORKS,
     default_managed_namespace_selector,
     load_configuration,
     parse_bind_address,
@@ -274,7 +274,7 @@ def test_webhooks_are_the_controllers_own(helm: Helm, mode: str) -> None:
     """The chart renders exactly what kqueue's generator (used by `make run`) produces."""
     selector = default_managed_namespace_selector(RELEASE_NAMESPACE)
     frameworks = {"jobs-only": ["batch/job"], "pods-only": ["pod"]}.get(
-        mode, list(SUPPORTED_FRAMEWORKS)
+        mode, list(DEFAULT_FRAMEWORKS)
     )
     if mode == "dev":
         objs = helm.template({"webhook": {"devUrl": DEV_URL, "caBundle": DEV_CA}})

@@ -25,7 +25,7 @@ from typing import Any, TypeVar
 import pytest
 import yaml
 
-from kqueue.api.config import SUPPORTED_FRAMEWORKS, LabelSelector, LabelSelectorRequirement
+from kqueue.api.config import DEFAULT_FRAMEWORKS, LabelSelector, LabelSelectorRequirement
 from kqueue.api.v1alpha1 import constants as c
 from kqueue.controller.admission.certs import ensure_local_certs
 from kqueue.controller.kube import (
@@ -165,7 +165,7 @@ class KqueueProcess:
             base_url=f"https://127.0.0.1:{self.webhook_port}",
             ca_bundle=bundle.ca_pem,
             # The plain-pod webhook only when this kqueue runs the pod integration.
-            frameworks=(config.get("integrations") or {}).get("frameworks", SUPPORTED_FRAMEWORKS),
+            frameworks=(config.get("integrations") or {}).get("frameworks", DEFAULT_FRAMEWORKS),
         )
         self.cluster.kubectl(
             "apply", "-f", "-", input=yaml.safe_dump_all([mutating, validating])

@@ -16,6 +16,16 @@ only when it is in config.integrations.frameworks (all registered defaults when 
   resources: [jobs/finalizers]
   verbs: [update]
 {{- end }}
+{{- if has "jobset.x-k8s.io/jobset" $on }}
+# jobset.x-k8s.io/jobset: JobSets naming a queue are watched, suspended while queued or evicted, and resumed with the admission's node labels and tolerations
+- apiGroups: ["jobset.x-k8s.io"]
+  resources: [jobsets]
+  verbs: [list, watch, patch]
+# jobset.x-k8s.io/jobset: a Workload's owner reference to its JobSet blocks the JobSet's deletion, which OwnerReferencesPermissionEnforcement allows only with update on its finalizers
+- apiGroups: ["jobset.x-k8s.io"]
+  resources: [jobsets/finalizers]
+  verbs: [update]
+{{- end }}
 {{- if has "pod" $on }}
 # pod: an evicted plain pod or pod group is stopped by deleting its pods
 - apiGroups: [""]

@@ -7,7 +7,7 @@ template copied, the Workload owned by the Job and named deterministically from 
 from __future__ import annotations
 
 import copy
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Final
 
 from kqueue.api.integrations.common import (
@@ -167,19 +167,22 @@ def workload_for_job(
     if annotations:
         wl_meta["annotations"] = annotations
     doc = {"apiVersion": c.API_VERSION, "kind": "Workload", "metadata": wl_meta, "spec": wl_spec}
-    return _parse(doc, template_path="spec.template")
+    return parse_workload(doc, template_paths=["spec.template"])
 
 
-def _parse(doc: dict[str, Any], *, template_path: str) -> Workload:
+def parse_workload(doc: dict[str, Any], *, template_paths: Sequence[str]) -> Workload:
+    """The Workload ``doc`` describes; an error in pod set ``i``'s template is reported at the
+    owner's field ``template_paths[i]``, where the user can fix it."""
     try:
         wl = parse_object(doc)
     except ValidationFailed as err:
         first = err.errors[0]
         path = first.path
-        # Report the owner's field, not the Workload's, when the problem is in the template.
-        prefix = "spec.podSets[0].template"
-        if path.startswith(prefix):
-            path = template_path + path[len(prefix) :]
+        for i, owner_path in enumerate(template_paths):
+            prefix = f"spec.podSets[{i}].template"
+            if path.startswith(prefix):
+                path = owner_path + path[len(prefix) :]
+                break
         detail = first.message + (f" (allowed: {first.allowed})" if first.allowed else "")
         raise IntegrationError(path, detail) from None
     assert isinstance(wl, Workload)

@@ -24,8 +24,8 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from kqueue.api.config import (
+    DEFAULT_FRAMEWORKS,
     DEFAULT_NAMESPACE,
-    SUPPORTED_FRAMEWORKS,
     Configuration,
     LabelSelector,
     default_managed_namespace_selector,
@@ -54,7 +54,7 @@ NAMESPACE_NAME_LABEL: Final = "kubernetes.io/metadata.name"
 class ManagementPolicy:
     """The parts of the Configuration that decide which objects kqueue manages."""
 
-    frameworks: frozenset[str] = frozenset(SUPPORTED_FRAMEWORKS)
+    frameworks: frozenset[str] = frozenset(DEFAULT_FRAMEWORKS)
     manage_jobs_without_queue_name: bool = False
     namespace_selector: LabelSelector | None = field(
         default_factory=lambda: default_managed_namespace_selector(DEFAULT_NAMESPACE)

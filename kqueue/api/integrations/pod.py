@@ -29,7 +29,7 @@ from kqueue.api.integrations.common import (
     workload_labels,
     workload_name,
 )
-from kqueue.api.integrations.job import _parse
+from kqueue.api.integrations.job import parse_workload
 from kqueue.api.quantity import canonical
 from kqueue.api.v1alpha1 import Workload
 from kqueue.api.v1alpha1 import constants as c
@@ -181,7 +181,7 @@ def workload_for_pod(
         "metadata": wl_meta,
         "spec": _spec(pod, [pod_set], [_pod_spec(pod)], priorities),
     }
-    return _parse(doc, template_path="spec")
+    return parse_workload(doc, template_paths=["spec"])
 
 
 def _runnable_or_succeeded(pod: Mapping[str, Any]) -> bool:
@@ -300,4 +300,4 @@ def workload_for_pod_group(
         "metadata": wl_meta,
         "spec": _spec(owner, pod_sets, specs, priorities),
     }
-    return _parse(doc, template_path="spec")
+    return parse_workload(doc, template_paths=["spec"])

@@ -1,6 +1,6 @@
 """Integrations: each managed kind in its own package, registered in :mod:`.registry`.
 
-``job`` (batch/v1 Job) and ``pod`` (plain Pods and pod groups) are imported here so that
+``job`` (batch/v1 Job), ``pod`` (plain Pods and pod groups) and ``jobset`` are imported here so that
 importing this package registers every integration. See :mod:`.framework` for what an
 integration supplies, :mod:`.reconciler` for the generic reconciler and :mod:`.release` for the
 one pod-release path.
@@ -8,7 +8,7 @@ one pod-release path.
 
 from __future__ import annotations
 
-from kqueue.controller.integrations import job, pod
+from kqueue.controller.integrations import job, jobset, pod
 from kqueue.controller.integrations.framework import (
     Framework,
     GenericJob,
@@ -30,5 +30,6 @@ __all__ = [
     "frameworks",
     "get",
     "job",
+    "jobset",
     "pod",
 ]

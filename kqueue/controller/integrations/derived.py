@@ -23,7 +23,7 @@ def chart_rbac_template() -> str:
     lines.append("{{- $integrations := default dict (default dict .Values.config).integrations -}}")
     lines.append(
         '{{- $on := ternary (default list $integrations.frameworks) (list '
-        + " ".join(f'"{f.name}"' for f in frameworks())
+        + " ".join(f'"{f.name}"' for f in frameworks() if f.default_enabled)
         + ') (hasKey $integrations "frameworks") -}}'
     )
     for fw in frameworks():

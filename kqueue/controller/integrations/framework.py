@@ -94,6 +94,13 @@ class GenericJob(Protocol):
         cannot be changed yet."""
         ...
 
+    def owner_of_pod(self, pod: Obj) -> tuple[str, str] | None:
+        """``(namespace/name, uid)`` of the object of this kind a pod belongs to, or None.
+
+        Through the owner chain or the labels its controller puts on the pod (a JobSet's pods
+        are owned by its Jobs and labelled with the JobSet's name and UID)."""
+        ...
+
     def user_suspended(self, obj: Obj) -> bool:
         """Suspended by its user, not by kqueue: kqueue neither queues nor resumes it until the
         user resumes it."""
@@ -186,6 +193,8 @@ class Framework:
     rbac: tuple[PolicyRule, ...] = ()
     simulate: bool = False
     """Whether ``kqueue simulate`` and ``kqueue explain`` turn objects of the kind into Workloads."""
+    default_enabled: bool = True
+    """On when the Configuration lists no frameworks (kinds that need an operator are not)."""
 
     def owns(self, wl: Workload) -> bool:
         """Whether the Workload is one this kind's objects own (its pods are stopped by them)."""

@@ -92,8 +92,10 @@ class JobReconciler:
         management: Management | None = None,
         namespaces: Store[Obj] | None = None,
         local_queues: Store[LocalQueue] | None = None,
+        parent_kinds: frozenset[tuple[str, str]] = frozenset(),
     ) -> None:
         self.job = job
+        self._parent_kinds = parent_kinds
         self._objects = objects
         self._workloads = workloads
         self._pods = pods
@@ -158,7 +160,11 @@ class JobReconciler:
     # -- which objects, which queue ------------------------------------------------------------
 
     def _manages(self, obj: Obj) -> bool:
-        """Labelled objects always; unlabelled ones per manageJobsWithoutQueueName."""
+        """Labelled objects always; unlabelled ones per manageJobsWithoutQueueName; never one
+        that another integration's object controls (it is queued as part of that object)."""
+        for ref in (obj.get("metadata") or {}).get("ownerReferences") or []:
+            if ref.get("controller") and (ref.get("apiVersion"), ref.get("kind")) in self._parent_kinds:
+                return False
         if queue_name(obj) is not None:
             return True
         ns = _namespace(obj) or "default"

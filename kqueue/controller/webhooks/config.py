@@ -12,7 +12,7 @@ import base64
 from collections.abc import Iterable, Mapping
 from typing import Any, Final
 
-from kqueue.api.config import SUPPORTED_FRAMEWORKS, LabelSelector
+from kqueue.api.config import DEFAULT_FRAMEWORKS, LabelSelector
 from kqueue.api.v1alpha1 import constants as c
 from kqueue.controller.integrations import Webhook, registry
 from kqueue.controller.kube import Conflict, Kube, NotFound
@@ -67,7 +67,7 @@ def webhook_configurations(
     service: Mapping[str, str] | None = None,
     ca_bundle: bytes | None = None,
     manage_jobs_without_queue_name: bool = False,
-    frameworks: Iterable[str] = SUPPORTED_FRAMEWORKS,
+    frameworks: Iterable[str] = DEFAULT_FRAMEWORKS,
     mutating_name: str = MUTATING_NAME,
     validating_name: str = VALIDATING_NAME,
     timeout_seconds: int = 10,

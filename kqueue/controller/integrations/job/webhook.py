@@ -28,7 +28,7 @@ from kqueue.api.integrations import IntegrationError, is_elastic, pods_count
 from kqueue.api.integrations.job import min_pods_count
 from kqueue.api.v1alpha1 import constants as c
 from kqueue.controller.admission import AdmissionRequest, FieldError, Verdict
-from kqueue.controller.integrations.gate import add_gate
+from kqueue.controller.integrations.suspension import gate_templates, mutate_suspendable
 from kqueue.controller.webhooks.shape import request_shape_errors
 
 Obj = dict[str, Any]
@@ -49,50 +49,20 @@ def managed(job: Obj, *, without_queue_name: bool = False) -> bool:
     return without_queue_name or bool(_labels(job).get(c.QUEUE_NAME_LABEL))
 
 
-QUEUED_WARNING = (
-    "spec.suspend: kqueue holds this Job suspended until its Workload is admitted "
-    "(see `kubectl get workloads -n {namespace}`)"
-)
-
-
 def inject_gate(job: Obj) -> Obj | None:
     """The Job with the gate and the managed label in its pod template; None if both are there."""
     out = copy.deepcopy(job)
     template = out.setdefault("spec", {}).setdefault("template", {})
-    pod_spec = template.setdefault("spec", {})
-    changed = add_gate(pod_spec)
-    labels = template.setdefault("metadata", {}).setdefault("labels", {})
-    if labels.get(c.MANAGED_LABEL) != "true":
-        labels[c.MANAGED_LABEL] = "true"
-        changed = True
-    return out if changed else None
+    return out if gate_templates([template]) else None
 
 
-def hold_suspended(job: Obj) -> bool:
-    """Suspend the Job as kqueue's (in place); returns whether it changed anything."""
-    spec = job.setdefault("spec", {})
-    meta = job.setdefault("metadata", {})
-    annotations = meta.get("annotations") or {}
-    if spec.get("suspend") and annotations.get(c.SUSPENDED_BY_KQUEUE_ANNOTATION) == "true":
-        return False
-    spec["suspend"] = True
-    meta["annotations"] = {**annotations, c.SUSPENDED_BY_KQUEUE_ANNOTATION: "true"}
-    return True
+def _template(job: Obj) -> list[Obj]:
+    return [job.setdefault("spec", {}).setdefault("template", {})]
 
 
-def _suspended(job: Obj) -> bool:
-    return bool((job.get("spec") or {}).get("suspend"))
-
-
-def resumed_by_other(old: Obj, new: Obj) -> bool:
-    """A resume kqueue did not make: kqueue's own drops the annotation in the same update."""
-    if not _suspended(old) or _suspended(new):
-        return False
-    if (old.get("status") or {}).get("startTime"):
-        return False  # a running Job the Job controller has not reset yet: not a queued one
-    return c.SUSPENDED_BY_KQUEUE_ANNOTATION in _annotations(new) or (
-        c.SUSPENDED_BY_KQUEUE_ANNOTATION not in _annotations(old)
-    )
+def _started(old: Obj) -> bool:
+    # A running Job the Job controller has not reset yet: not a queued one.
+    return bool((old.get("status") or {}).get("startTime"))
 
 
 class JobWebhooks:
@@ -105,21 +75,7 @@ class JobWebhooks:
         job = req.object or {}
         if not managed(job, without_queue_name=self._without_queue_name):
             return Verdict.allow()
-        if req.operation == "UPDATE":
-            old = req.old_object or {}
-            if not resumed_by_other(old, job):
-                return Verdict.allow()
-            out = copy.deepcopy(job)
-            hold_suspended(out)
-            namespace = (job.get("metadata") or {}).get("namespace") or "default"
-            return Verdict.patch(out, QUEUED_WARNING.format(namespace=namespace))
-        if req.operation != "CREATE":
-            return Verdict.allow()
-        out = inject_gate(job) or copy.deepcopy(job)
-        # A Job created suspended is its user's: left so, without kqueue's annotation.
-        if not _suspended(job):
-            hold_suspended(out)
-        return Verdict.patch(out) if out != job else Verdict.allow()
+        return mutate_suspendable(req, kind="Job", pod_templates=_template, started=_started)
 
     async def validate(self, req: AdmissionRequest) -> Verdict:
         if shape := request_shape_errors(req.object, req.old_object, "Job"):

@@ -1,0 +1,90 @@
+"""Admission webhooks for JobSets (jobset.x-k8s.io/v1alpha2) that name a queue.
+
+Mutating: suspended while queued, every replicated Job's pod template gated
+(:mod:`kqueue.controller.integrations.suspension`). Validating: the queue and priority-class
+labels cannot change while the JobSet runs; annotations a JobSet cannot honour (elastic
+WorkloadSlices, partial admission) are refused naming the annotation, as Kueue's JobSet webhook
+refuses what its integration does not support.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+from kqueue.api.v1alpha1 import constants as c
+from kqueue.controller.admission import AdmissionRequest, FieldError, Verdict
+from kqueue.controller.integrations.suspension import mutate_suspendable, suspended
+
+Obj = dict[str, Any]
+
+MUTATE_PATH: Final = "/mutate-jobset-x-k8s-io-v1alpha2-jobset"
+VALIDATE_PATH: Final = "/validate-jobset-x-k8s-io-v1alpha2-jobset"
+
+UNSUPPORTED_ANNOTATIONS: Final = {
+    c.ELASTIC_JOB_ANNOTATION: "a JobSet cannot be elastic (WorkloadSlices are for batch Jobs)",
+    c.JOB_MIN_PARALLELISM_ANNOTATION: "partial admission is not supported for JobSets",
+}
+
+
+def _labels(obj: Obj) -> dict[str, str]:
+    return dict((obj.get("metadata") or {}).get("labels") or {})
+
+
+def managed(obj: Obj, *, without_queue_name: bool = False) -> bool:
+    return without_queue_name or bool(_labels(obj).get(c.QUEUE_NAME_LABEL))
+
+
+def pod_templates(jobset: Obj) -> list[Obj]:
+    out: list[Obj] = []
+    rjobs = jobset.setdefault("spec", {}).get("replicatedJobs")
+    for rjob in rjobs if isinstance(rjobs, list) else []:
+        if not isinstance(rjob, dict):
+            continue
+        job_spec = rjob.setdefault("template", {}).setdefault("spec", {})
+        out.append(job_spec.setdefault("template", {}))
+    return out
+
+
+def _started(old: Obj) -> bool:
+    # Jobs still running from before a suspension: the JobSet is stopping, not queued.
+    return any(
+        int(s.get("active") or 0) > 0
+        for s in (old.get("status") or {}).get("replicatedJobsStatus") or []
+    )
+
+
+class JobSetWebhooks:
+    def __init__(self, *, manage_jobs_without_queue_name: bool = False) -> None:
+        self._without_queue_name = manage_jobs_without_queue_name
+
+    async def mutate(self, req: AdmissionRequest) -> Verdict:
+        obj = req.object
+        if not isinstance(obj, dict) or not managed(obj, without_queue_name=self._without_queue_name):
+            return Verdict.allow()
+        return mutate_suspendable(req, kind="JobSet", pod_templates=pod_templates, started=_started)
+
+    async def validate(self, req: AdmissionRequest) -> Verdict:
+        obj = req.object
+        if not isinstance(obj, dict) or not managed(obj, without_queue_name=self._without_queue_name):
+            return Verdict.allow()
+        errors: list[FieldError] = []
+        annotations = (obj.get("metadata") or {}).get("annotations") or {}
+        for key, why in UNSUPPORTED_ANNOTATIONS.items():
+            if key in annotations:
+                errors.append(
+                    FieldError(f"metadata.annotations[{key}]", f"not supported: {why}; remove it")
+                )
+        old = req.old_object
+        if req.operation == "UPDATE" and isinstance(old, dict):
+            both_suspended = suspended(old) and suspended(obj)
+            for key in (c.QUEUE_NAME_LABEL, c.PRIORITY_CLASS_LABEL):
+                before, after = _labels(old).get(key), _labels(obj).get(key)
+                if before != after and not both_suspended:
+                    errors.append(
+                        FieldError(
+                            f"metadata.labels[{key}]",
+                            f"field is immutable while the JobSet is not suspended: cannot "
+                            f"change from {before!r} to {after!r}",
+                        )
+                    )
+        return Verdict.deny(*errors) if errors else Verdict.allow()
