@@ -23,6 +23,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
+from pydantic import BaseModel
 from pydantic.json_schema import GenerateJsonSchema, JsonSchemaValue
 from pydantic_core import core_schema
 
@@ -152,14 +153,18 @@ class UnmappedValidatorError(Exception):
     """The model has a validator that VALIDATOR_RULES does not describe."""
 
 
+def _validator_name(schema: Any) -> str:
+    function = schema["function"]["function"]
+    return str(getattr(function, "__qualname__", repr(function)))
+
+
 class _Generator(GenerateJsonSchema):
     def timedelta_schema(self, schema: core_schema.TimedeltaSchema) -> JsonSchemaValue:
         # Configuration durations are Go duration strings (the Duration type), not ISO 8601.
         return {"type": "string", "pattern": DURATION_PATTERN}
 
     def _rule(self, schema: Any, inner: JsonSchemaValue) -> JsonSchemaValue:
-        function = schema["function"]["function"]
-        name = getattr(function, "__qualname__", repr(function))
+        name = _validator_name(schema)
         rule = VALIDATOR_RULES.get(name)
         if rule is None:
             raise UnmappedValidatorError(
@@ -242,16 +247,29 @@ def _tidy(node: Any, defs: Mapping[str, Any]) -> Any:
     return dict(sorted(out.items(), key=lambda kv: (rank.get(kv[0], len(rank)), kv[0])))
 
 
-def configuration_json_schema() -> JsonSchema:
+def configuration_json_schema(model: type[BaseModel] = Configuration) -> JsonSchema:
     """The draft-07 JSON Schema of a Configuration document (camelCase keys, no ``$ref``).
 
     Raises :class:`UnmappedValidatorError` when the model has a validator that
     :data:`VALIDATOR_RULES` does not describe.
     """
-    raw = Configuration.model_json_schema(by_alias=True, schema_generator=_Generator)
+    raw = model.model_json_schema(by_alias=True, schema_generator=_Generator)
     defs = raw.pop("$defs", {})
     schema: JsonSchema = _tidy(raw, defs)
     return schema
+
+
+def validator_names(model: type[BaseModel] = Configuration) -> set[str]:
+    """The validators of the model, as VALIDATOR_RULES names them."""
+    seen: set[str] = set()
+
+    class _Collect(_Generator):
+        def _rule(self, schema: Any, inner: JsonSchemaValue) -> JsonSchemaValue:
+            seen.add(_validator_name(schema))
+            return inner
+
+    model.model_json_schema(by_alias=True, schema_generator=_Collect)
+    return seen
 
 
 def controller_only_rules() -> list[str]:

@@ -68,7 +68,7 @@ StrictLoader.add_constructor(
 
 
 def strict_load_all(text: str) -> list[Obj]:
-    return [d for d in yaml.load_all(text, Loader=StrictLoader) if d is not None]  # noqa: S506
+    return [d for d in yaml.load_all(text, Loader=StrictLoader) if d is not None]
 
 
 @pytest.mark.parametrize(
@@ -268,9 +268,7 @@ SWITCHES: tuple[Switch, ...] = (
             "config-namespace-selector",
             {
                 "config.managedJobsNamespaceSelector": {"matchLabels": {"team": "batch"}},
-                "webhook.namespaceSelectorExpressions": [
-                    {"key": "tier", "operator": "Exists"}
-                ],
+                "webhook.namespaceSelectorExpressions": [{"key": "tier", "operator": "Exists"}],
             },
         ),
     ),
@@ -383,12 +381,15 @@ def all_pairs(switches: Sequence[Switch]) -> list[Combination]:
 def combinations() -> list[tuple[str, Combination]]:
     by_name = {s.name: s for s in SWITCHES}
     structural = [by_name[n] for n in STRUCTURAL]
-    rest = [s for s in SWITCHES if s.name not in STRUCTURAL]
     out: list[tuple[str, Combination]] = []
     for combo in itertools.product(*(s.options for s in structural)):
-        out.append(("/".join(f"{s.name}={o.name}" for s, o in zip(structural, combo)), combo))
+        out.append(
+            ("/".join(f"{s.name}={o.name}" for s, o in zip(structural, combo, strict=True)), combo)
+        )
     for row in all_pairs(SWITCHES):
-        label = "/".join(f"{s.name}={o.name}" for s, o in zip(SWITCHES, row) if o != DEFAULT)
+        label = "/".join(
+            f"{s.name}={o.name}" for s, o in zip(SWITCHES, row, strict=True) if o != DEFAULT
+        )
         out.append((f"pairs:{label or 'defaults'}", row))
     return out
 
@@ -471,7 +472,7 @@ def test_every_combination_renders_without_duplicate_keys(helm: Helm) -> None:
         results = list(pool.map(lambda c: render(helm, values_of(c[1])), cases))
     failures = []
     kinds: set[str] = set()
-    for (name, _), res in zip(cases, results):
+    for (name, _), res in zip(cases, results, strict=True):
         if res.returncode != 0:
             failures.append(f"{name}: helm template failed: {res.stderr.strip()}")
             continue
@@ -514,7 +515,9 @@ def test_kustomize_accepts_the_rendered_chart(helm: Helm, kubectl_bin: Path) -> 
     values = values_of(
         (
             Option("", {"metrics.serviceMonitor.enabled": True, "replicaCount": 2}),
-            Option("", {"certManager.enabled": True, "podLabels": {"app.kubernetes.io/part-of": "x"}}),
+            Option(
+                "", {"certManager.enabled": True, "podLabels": {"app.kubernetes.io/part-of": "x"}}
+            ),
         )
     )
     res = render(helm, values)
