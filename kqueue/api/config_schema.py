@@ -77,8 +77,11 @@ def _positive_duration(schema: JsonSchema) -> JsonSchema:
     if schema.get("pattern") == DURATION_PATTERN:
         return {**schema, "pattern": POSITIVE_DURATION_PATTERN}
     if "anyOf" in schema:
-        return {**schema, "anyOf": [_positive_duration(branch) for branch in schema["anyOf"]]}
-    return schema
+        branches = [b if b == {"type": "null"} else _positive_duration(b) for b in schema["anyOf"]]
+        return {**schema, "anyOf": branches}
+    raise UnmappedValidatorError(
+        f"a positive-duration rule on a field that is not a duration: {schema}"
+    )
 
 
 def _known_frameworks(schema: JsonSchema) -> JsonSchema:
