@@ -510,6 +510,8 @@ def kubectl_bin() -> Path:
     return path
 
 
+# kubectl comes with the control plane build, which the `cluster` tests need anyway.
+@pytest.mark.cluster
 def test_kustomize_accepts_the_rendered_chart(helm: Helm, kubectl_bin: Path) -> None:
     """The report: `helm template | kubectl kustomize` failed on the metrics labels."""
     values = values_of(
