@@ -39,9 +39,13 @@ crds: venv
 chart-crds:
 	hack/sync-chart-crds.sh
 
+# The configuration reference and the chart's schema of its `config` value, both from the
+# Configuration model, and what the integration registry derives (chart RBAC, docs table):
+# re-run after changing kqueue/api/config.py or an integration.
 config-docs: venv
 	$(PY) hack/gen-config-docs.py
 	$(PY) hack/gen-integrations.py
+	$(PY) hack/gen-chart-schema.py
 
 # Benchmarks are not tests: they print their figures and write docs/benchmarks.md.
 bench: venv

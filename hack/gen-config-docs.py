@@ -41,7 +41,14 @@ under `config` is overridden: `namespace` (the release namespace), `health.bindA
 `internalCertManagement` (enabled unless cert-manager or development mode is used; Service and
 Secret names of the release). When `webhook.namespaceSelectorExpressions` is set and
 `config.managedJobsNamespaceSelector` is not, the chart also sets the latter, so the controller
-and the webhooks agree on which namespaces are managed. See `charts/kqueue/README.md`.
+and the webhooks agree on which namespaces are managed.
+
+The chart's `values.schema.json` checks `config` against this model (its `config` part is
+generated from it by `hack/gen-chart-schema.py`, which `make config-docs` runs): Helm refuses a
+configuration the controller would refuse, naming the field, except for the rules that compare
+two fields (the `leaderElection` timings, `backoffMaxSeconds >= backoffBaseSeconds`) and
+durations finer than a microsecond, which only the controller checks. The chart accepts only
+the camelCase names above. See `charts/kqueue/README.md`.
 """
 
 

@@ -25,18 +25,60 @@ gives the same names as the controller's defaults), "<release>-kqueue" otherwise
 {{- printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" -}}
 {{- end -}}
 
+{{/*
+Labels are built as dicts and printed once, so that no object carries a key twice (a duplicate
+mapping key is invalid YAML for kustomize and strict parsers). The component is a parameter:
+"controller" for the controller's objects and pods, "metrics" for the metrics Service and its
+ServiceMonitor.
+*/}}
+{{- define "kqueue.selectorLabelsFor" -}}
+{{- $ctx := index . 0 -}}
+app.kubernetes.io/name: {{ include "kqueue.name" $ctx | quote }}
+app.kubernetes.io/instance: {{ $ctx.Release.Name | quote }}
+app.kubernetes.io/component: {{ index . 1 }}
+{{- end -}}
+
+{{- define "kqueue.labelsFor" -}}
+{{- $ctx := index . 0 -}}
+helm.sh/chart: {{ include "kqueue.chart" $ctx }}
+{{ include "kqueue.selectorLabelsFor" . }}
+app.kubernetes.io/version: {{ $ctx.Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ $ctx.Release.Service }}
+app.kubernetes.io/part-of: kqueue
+{{- end -}}
+
+{{/* The controller pods: what the Deployment, the Services and the PDB select. */}}
 {{- define "kqueue.selectorLabels" -}}
-app.kubernetes.io/name: {{ include "kqueue.name" . }}
-app.kubernetes.io/instance: {{ .Release.Name }}
-app.kubernetes.io/component: controller
+{{ include "kqueue.selectorLabelsFor" (list . "controller") }}
 {{- end -}}
 
 {{- define "kqueue.labels" -}}
-helm.sh/chart: {{ include "kqueue.chart" . }}
-{{ include "kqueue.selectorLabels" . }}
-app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
-app.kubernetes.io/managed-by: {{ .Release.Service }}
-app.kubernetes.io/part-of: kqueue
+{{ include "kqueue.labelsFor" (list . "controller") }}
+{{- end -}}
+
+{{/* The metrics Service, and what the ServiceMonitor selects it by. */}}
+{{- define "kqueue.metricsSelectorLabels" -}}
+{{ include "kqueue.selectorLabelsFor" (list . "metrics") }}
+{{- end -}}
+
+{{- define "kqueue.metricsLabels" -}}
+{{ include "kqueue.labelsFor" (list . "metrics") }}
+{{- end -}}
+
+{{/*
+Pod template labels: the chart's labels and podLabels, where podLabels may replace the chart's
+informational labels but never the selector labels (the Deployment would not own its pods).
+*/}}
+{{- define "kqueue.podLabels" -}}
+{{- $selector := include "kqueue.selectorLabels" . | fromYaml -}}
+{{- $all := include "kqueue.labels" . | fromYaml -}}
+{{- toYaml (merge (dict) $selector (default dict .Values.podLabels) $all) -}}
+{{- end -}}
+
+{{/* ServiceMonitor labels: the chart's metrics labels and metrics.serviceMonitor.labels. */}}
+{{- define "kqueue.serviceMonitorLabels" -}}
+{{- $all := include "kqueue.metricsLabels" . | fromYaml -}}
+{{- toYaml (merge (dict) (default dict .Values.metrics.serviceMonitor.labels) $all) -}}
 {{- end -}}
 
 {{- define "kqueue.serviceAccountName" -}}
