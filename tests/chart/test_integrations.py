@@ -45,12 +45,14 @@ def _cluster_rules(helm: Helm, values: dict[str, Any]) -> set[tuple[str, str, st
 
 
 @pytest.mark.parametrize(
-    "enabled", [["batch/job"], ["pod"], ["batch/job", "pod"], None], ids=str
+    "enabled",
+    [["batch/job"], ["pod"], ["batch/job", "pod"], ["jobset.x-k8s.io/jobset"], None],
+    ids=str,
 )
 def test_rbac_is_granted_only_for_enabled_integrations(helm: Helm, enabled: list[str] | None) -> None:
     values = {} if enabled is None else {"config": {"integrations": {"frameworks": enabled}}}
     rules = _cluster_rules(helm, values)
-    on = {f.name for f in frameworks()} if enabled is None else set(enabled)
+    on = {f.name for f in frameworks() if f.default_enabled} if enabled is None else set(enabled)
     for fw in frameworks():
         wanted = {
             (g, r, v) for rule in fw.rbac for g in rule.api_groups for r in rule.resources for v in rule.verbs
