@@ -90,15 +90,15 @@ async def test_unlabelled_job_waits_for_the_default_local_queue(
 
     async def held() -> bool:
         w = await api.workload_of(namespace, "plain")
-        pods = await api.pods_of(namespace, "plain")
+        j = await api.job(namespace, "plain")
         return (
             w is not None
             and "admission" not in w.get("status", {})
-            and len(pods) == 2
-            and all(gated(p) for p in pods)
+            and j["spec"].get("suspend") is True
+            and await api.pods_of(namespace, "plain") == []
         )
 
-    await eventually(held, what="2 gated pods, no admission")
+    await eventually(held, what="the Job suspended with no pods, no admission")
     await stays(held, for_s=3, what="Job plain held without a queue")
 
     # A LocalQueue named "default" in the namespace: the waiting Workload moves to it.

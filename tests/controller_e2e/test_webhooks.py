@@ -45,8 +45,25 @@ async def test_job_rejections(api: Api, namespace: str) -> None:
     )
     assert f"metadata.annotations[{MIN}]" in err.message and "elastic" in err.message
 
+    # A queued Job waits suspended: its queue may still change (the Workload follows it).
+    await api.apply(job("waiting", namespace, "q"))
+    moved = await api.kube.patch(
+        JOBS, "waiting", {"metadata": {"labels": {c.QUEUE_NAME_LABEL: "other"}}},
+        namespace=namespace,
+    )
+    assert moved["metadata"]["labels"][c.QUEUE_NAME_LABEL] == "other"
+
     # The queue cannot change under a running Job.
-    await api.apply(job("ok", namespace, "q"))
+    od, cq = unique("on-demand"), unique("cq")
+    await api.apply(flavor(od, "on-demand"))
+    await api.apply(cluster_queue(cq, [(od, "2")]))
+    await api.apply(local_queue("runs", namespace, cq))
+    await api.apply(job("ok", namespace, "runs"))
+
+    async def running() -> bool:
+        return (await api.job(namespace, "ok"))["spec"].get("suspend") is False
+
+    await eventually(running, what="Job ok admitted and resumed")
     with pytest.raises(KubeError) as info:
         await api.kube.patch(
             JOBS, "ok", {"metadata": {"labels": {c.QUEUE_NAME_LABEL: "other"}}},
