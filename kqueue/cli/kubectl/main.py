@@ -1,0 +1,67 @@
+"""Entry point of ``kubectl-kqueue``: kubectl runs it as ``kubectl kqueue ...`` when it is on
+the PATH (kubectl's plugin discovery: an executable named ``kubectl-<plugin>``)."""
+
+from __future__ import annotations
+
+import platform
+
+import click
+from click.shell_completion import get_completion_class
+
+from kqueue import __version__
+from kqueue.cli.kubectl.common import AliasGroup
+from kqueue.cli.kubectl.create import create_group
+from kqueue.cli.kubectl.listing import list_group, pending_group
+from kqueue.cli.kubectl.ops import resume_group, stop_group
+
+PROG = "kubectl-kqueue"
+# Click's completion protocol: the shell calls the program with this variable set.
+COMPLETE_VAR = "_KUBECTL_KQUEUE_COMPLETE"
+
+
+@click.group(
+    name="kqueue", cls=AliasGroup, context_settings={"help_option_names": ["-h", "--help"]}
+)
+def cli() -> None:
+    """kqueue's kubectl plugin: queues, positions, pending reasons; stop, resume, create.
+
+    \b
+    kubectl kqueue list workloads -A
+    kubectl kqueue pending clusterqueue cluster-queue
+    kubectl kqueue stop clusterqueue cluster-queue --keep-already-running
+    kubectl kqueue create clusterqueue cq --nominal-quota "default:cpu=9;memory=36Gi"
+    """
+
+
+cli.add_command(list_group)
+cli.add_command(pending_group)
+cli.add_command(stop_group)
+cli.add_command(resume_group)
+cli.add_command(create_group)
+
+
+@cli.command()
+def version() -> None:
+    """Print the plugin's version."""
+    click.echo(f"Client Version: v{__version__} (kqueue, python {platform.python_version()})")
+
+
+@cli.command()
+@click.argument("shell", type=click.Choice(["bash", "zsh", "fish"]))
+def completion(shell: str) -> None:
+    """Print the shell completion script for kubectl-kqueue.
+
+    \b
+    source <(kubectl-kqueue completion bash)
+    """
+    cls = get_completion_class(shell)
+    assert cls is not None
+    click.echo(cls(cli, {}, PROG, COMPLETE_VAR).source())
+
+
+def main() -> None:
+    cli(prog_name=PROG, complete_var=COMPLETE_VAR)
+
+
+if __name__ == "__main__":
+    main()
