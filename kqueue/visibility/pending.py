@@ -15,7 +15,7 @@ Steps:
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable, Iterator
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Final
@@ -94,6 +94,36 @@ def _ordered(engine: Engine, cq: ClusterQueueName) -> list[WorkloadInfo]:
     return queue.ordered() if queue is not None else []
 
 
+def _item(
+    engine: Engine, cq: ClusterQueueName, info: WorkloadInfo, in_cq: int, in_lq: int
+) -> PendingWorkload:
+    details = engine.explain(info.key)
+    wl = info.obj
+    return PendingWorkload(
+        namespace=wl.namespace,
+        name=wl.name,
+        local_queue=wl.queue_name,
+        cluster_queue=str(cq),
+        priority=info.priority,
+        created=wl.creation_time,
+        position_in_cluster_queue=in_cq,
+        position_in_local_queue=in_lq,
+        reason=str(details.reason) if details is not None else "",
+        message=details.message if details is not None else "",
+    )
+
+
+def _positioned(engine: Engine, cq: ClusterQueueName) -> Iterator[tuple[WorkloadInfo, int, int]]:
+    """Steps 1 and 2: each queued workload with its positions in the ClusterQueue and in its
+    LocalQueue."""
+    per_lq: dict[LocalQueueKey, int] = {}
+    for in_cq, info in enumerate(_ordered(engine, cq)):
+        lq = info.local_queue
+        in_lq = per_lq.get(lq, 0)
+        per_lq[lq] = in_lq + 1
+        yield info, in_cq, in_lq
+
+
 def _page(
     engine: Engine,
     cq: ClusterQueueName,
@@ -105,34 +135,10 @@ def _page(
         raise ValueError(f"offset must be >= 0, got {offset}")
     if limit is not None and limit < 0:
         raise ValueError(f"limit must be >= 0, got {limit}")
-    positioned: list[tuple[WorkloadInfo, int, int]] = []
-    per_lq: dict[LocalQueueKey, int] = {}
-    for in_cq, info in enumerate(_ordered(engine, cq)):
-        lq = info.local_queue
-        in_lq = per_lq.get(lq, 0)
-        per_lq[lq] = in_lq + 1
-        if only_lq is None or lq == only_lq:
-            positioned.append((info, in_cq, in_lq))
+    kept = [p for p in _positioned(engine, cq) if only_lq is None or p[0].local_queue == only_lq]
     end = None if limit is None else offset + limit
-    out = []
-    for info, in_cq, in_lq in positioned[offset:end]:
-        details = engine.explain(info.key)
-        wl = info.obj
-        out.append(
-            PendingWorkload(
-                namespace=wl.namespace,
-                name=wl.name,
-                local_queue=wl.queue_name,
-                cluster_queue=str(cq),
-                priority=info.priority,
-                created=wl.creation_time,
-                position_in_cluster_queue=in_cq,
-                position_in_local_queue=in_lq,
-                reason=str(details.reason) if details is not None else "",
-                message=details.message if details is not None else "",
-            )
-        )
-    return out
+    # Step 4 for the page only: an explanation costs a pass over the queue.
+    return [_item(engine, cq, *p) for p in kept[offset:end]]
 
 
 def in_cluster_queue(
@@ -168,10 +174,13 @@ def in_local_queue(
     return _page(engine, spec.cluster_queue, key, offset, limit)
 
 
-def positions(engine: Engine) -> dict[str, PendingWorkload]:
-    """Every queued workload of every ClusterQueue by ``namespace/name`` (for listings)."""
+def positions(engine: Engine, keys: Collection[str]) -> dict[str, PendingWorkload]:
+    """The queued workloads among ``keys`` (``namespace/name``), wherever they are queued (for
+    listings: every ClusterQueue is ordered once, only the workloads asked for are explained)."""
+    wanted = set(keys)
     out: dict[str, PendingWorkload] = {}
     for cq in sorted(engine.cache.cluster_queues):
-        for item in _page(engine, cq, None, 0, None):
-            out[item.key] = item
+        for info, in_cq, in_lq in _positioned(engine, cq):
+            if info.key in wanted:
+                out[info.key] = _item(engine, cq, info, in_cq, in_lq)
     return out

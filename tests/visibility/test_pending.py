@@ -227,3 +227,11 @@ def test_positions_are_the_engines_and_follow_queue_order(wls: list[dict], strat
             i.position_in_local_queue,
         )
         assert (str(details.reason), details.message) == (i.reason, i.message)
+
+
+def test_positions_for_a_listing_are_those_of_the_queue() -> None:
+    engine = engine_of(_base(*CASES[0].workloads))
+    queue = {i.key: i for i in pending.in_cluster_queue(engine, "cq")}
+    got = pending.positions(engine, ["team/w3", "team/w1", "team/first", "team/nope"])
+    # "first" holds quota and "nope" does not exist: neither is queued.
+    assert got == {"team/w1": queue["team/w1"], "team/w3": queue["team/w3"]}

@@ -154,7 +154,9 @@ def list_workloads(
         _emit_objects("workloads", shown, output)
         return
     engine = engine_of(docs)
-    queued = visibility.positions(engine)
+    queued = visibility.positions(
+        engine, [f"{w['metadata'].get('namespace')}/{w['metadata']['name']}" for w in shown]
+    )
     reasons: dict[str, tuple[str, str]] = {}
     for w in shown:
         key = f"{w['metadata'].get('namespace')}/{w['metadata']['name']}"
