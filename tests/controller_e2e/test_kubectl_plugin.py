@@ -412,17 +412,18 @@ async def test_unknown_queue_is_named(
 
 
 def _plugin_dir(tmp_path: Path) -> Path:
-    """``kubectl-kqueue`` as installing the project makes it: the console script of
-    pyproject.toml's [project.scripts], run by this interpreter with this checkout."""
+    """``kubectl-kqueue`` and ``kubectl_complete-kqueue`` as installing the project makes them:
+    the console scripts of pyproject.toml's [project.scripts], run by this interpreter."""
     scripts = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]
-    module, _, func = scripts["kubectl-kqueue"].partition(":")
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
-    script = bin_dir / "kubectl-kqueue"
-    script.write_text(
-        f"#!{sys.executable}\nimport sys\nfrom {module} import {func}\nsys.exit({func}())\n"
-    )
-    script.chmod(0o755)
+    for name in ("kubectl-kqueue", "kubectl_complete-kqueue"):
+        module, _, func = scripts[name].partition(":")
+        script = bin_dir / name
+        script.write_text(
+            f"#!{sys.executable}\nimport sys\nfrom {module} import {func}\nsys.exit({func}())\n"
+        )
+        script.chmod(0o755)
     return bin_dir
 
 
@@ -454,6 +455,9 @@ async def test_kubectl_finds_and_runs_the_plugin(
     assert rows_of(result.stdout)["q"][1] == cq
     version = await asyncio.to_thread(run, "kqueue", "version")
     assert version.stdout.startswith("Client Version: v")
+    # kubectl's own completion asks the plugin's completion script.
+    completed = await asyncio.to_thread(run, "__complete", "kqueue", "st")
+    assert completed.stdout.splitlines()[0].startswith("stop"), completed.stdout + completed.stderr
     missing = await asyncio.to_thread(run, "kqueue", "pending", "cq", "no-such-cq")
     assert missing.returncode == 1
     assert 'ClusterQueue "no-such-cq" not found' in missing.stderr

@@ -4,9 +4,10 @@ the PATH (kubectl's plugin discovery: an executable named ``kubectl-<plugin>``).
 from __future__ import annotations
 
 import platform
+import sys
 
 import click
-from click.shell_completion import get_completion_class
+from click.shell_completion import ShellComplete, get_completion_class
 
 from kqueue import __version__
 from kqueue.cli.kubectl.common import AliasGroup
@@ -61,6 +62,27 @@ def completion(shell: str) -> None:
 
 def main() -> None:
     cli(prog_name=PROG, complete_var=COMPLETE_VAR)
+
+
+# Cobra's directive for "complete only these words, no file names".
+_NO_FILE_COMPLETION = 4
+
+
+def complete_for_kubectl(argv: list[str] | None = None) -> None:
+    """``kubectl_complete-kqueue``: completion of ``kubectl kqueue ...`` in kubectl's own shell
+    completion. kubectl runs it as ``kubectl_complete-kqueue __complete ARGS... WORD`` and reads
+    one candidate per line (``value<TAB>help``), then ``:<directive>`` (cobra's protocol)."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    if args and args[0] in ("__complete", "__completeNoDesc"):
+        describe = args.pop(0) == "__complete"
+    else:
+        describe = True
+    incomplete = args.pop() if args else ""
+    completer = ShellComplete(cli, {}, PROG, COMPLETE_VAR)
+    for item in completer.get_completions(args, incomplete):
+        help_text = (item.help or "").splitlines()[0] if describe and item.help else ""
+        click.echo(f"{item.value}\t{help_text}" if help_text else str(item.value))
+    click.echo(f":{_NO_FILE_COMPLETION}")
 
 
 if __name__ == "__main__":

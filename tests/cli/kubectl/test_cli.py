@@ -3,11 +3,12 @@ and bad input (exit status and a message naming what is wrong)."""
 
 from __future__ import annotations
 
+import pytest
 import yaml
 from click.testing import CliRunner, Result
 
 from kqueue import __version__
-from kqueue.cli.kubectl.main import COMPLETE_VAR, cli
+from kqueue.cli.kubectl.main import COMPLETE_VAR, cli, complete_for_kubectl
 
 
 def run(*args: str) -> Result:
@@ -92,3 +93,30 @@ def test_unreadable_kubeconfig_is_an_error() -> None:
     result = run("list", "cq", "--kubeconfig", "/nonexistent/kubeconfig")
     assert result.exit_code == 1
     assert "cannot load the kubeconfig" in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("argv", "want"),
+    [
+        pytest.param(
+            ["__complete", "st"],
+            ["stop\tStop admission in a ClusterQueue or..."],
+            id="a command, with its help",
+        ),
+        pytest.param(
+            ["__completeNoDesc", "pending", ""],
+            ["clusterqueue", "localqueue"],
+            id="subcommands, no help",
+        ),
+        pytest.param(
+            ["__completeNoDesc", "stop", "cq", "--keep"], ["--keep-already-running"], id="an option"
+        ),
+    ],
+)
+def test_completion_for_kubectl_speaks_cobras_protocol(
+    argv: list[str], want: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    complete_for_kubectl(argv)
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[-1] == ":4"  # no file names
+    assert lines[:-1] == want
