@@ -13,7 +13,7 @@ from typing import Any
 
 import click
 
-from kqueue.api.loader import LoadError
+from kqueue.api.loader import LoadedObject, LoadError
 from kqueue.api.quantity import format_quantity
 from kqueue.cli.cluster import cluster_objects
 from kqueue.cli.manifests import InvalidInput, read_manifests
@@ -256,6 +256,12 @@ def explain_command(
     if "/" not in workload:
         raise click.BadParameter("expected NAMESPACE/NAME", param_hint="NAMESPACE/NAME")
     objects = read_manifests(files).objects if files else cluster_objects(kubeconfig)
+    print_explanation(objects, workload, output)
+
+
+def print_explanation(objects: Sequence[LoadedObject], workload: str, output: str) -> None:
+    """Explain ``workload`` (``namespace/name``) among ``objects`` and print the answer; exit
+    status 1 when there is no such workload (shared with ``kubectl kqueue explain``)."""
     try:
         scenario = build_scenario(objects)
     except LoadError as err:

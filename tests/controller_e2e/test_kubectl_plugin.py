@@ -150,6 +150,11 @@ async def test_list_shows_the_queues_and_workloads(
         waiting["metadata"]["name"]
     ]
 
+    # explain takes the Job's name in -n, as kqueue explain takes NAMESPACE/NAME.
+    why = await ok(cluster, "explain", "waiting", "-n", namespace)
+    assert why.startswith(f"Workload {namespace}/{waiting['metadata']['name']}: Pending")
+    assert f"reason: {c.WAITING_FOR_QUOTA}" in why
+
     cqs = rows_of(await ok(cluster, "list", "clusterqueues"))
     assert cqs[cq][1:5] == ["", "1", "1", "True"]
     assert cqs[cq][5] == f"{rf}/cpu 1/1, {rf}/memory 64Mi/64Gi"

@@ -10,7 +10,9 @@ import click
 from click.shell_completion import ShellComplete, get_completion_class
 
 from kqueue import __version__
-from kqueue.cli.kubectl.common import AliasGroup
+from kqueue.cli.cluster import cluster_objects
+from kqueue.cli.explain import print_explanation
+from kqueue.cli.kubectl.common import AliasGroup, Target, cluster_options, complete_names
 from kqueue.cli.kubectl.create import create_group
 from kqueue.cli.kubectl.listing import list_group, pending_group
 from kqueue.cli.kubectl.ops import resume_group, stop_group
@@ -39,6 +41,17 @@ cli.add_command(pending_group)
 cli.add_command(stop_group)
 cli.add_command(resume_group)
 cli.add_command(create_group)
+
+
+@cli.command()
+@click.argument("workload", shell_complete=complete_names("workloads"))
+@click.option("-o", "--output", type=click.Choice(["text", "json"]), default="text")
+@cluster_options
+def explain(target: Target, workload: str, output: str) -> None:
+    """Why WORKLOAD (a Workload, or a Job or Pod, in -n NAMESPACE) is pending, or why it has
+    its flavors: kqueue explain on the cluster of the kubeconfig."""
+    key = workload if "/" in workload else f"{target.namespace}/{workload}"
+    print_explanation(cluster_objects(target.kubeconfig, target.context), key, output)
 
 
 @cli.command()
