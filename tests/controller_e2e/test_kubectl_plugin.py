@@ -313,6 +313,9 @@ async def test_stop_holds_admission_until_resumed(
     cqs = rows_of(await ok(cluster, "list", "clusterqueues", "-o", "wide"))
     assert cqs[cq][4] == "False"
     assert cqs[cq][-2:] == ["Hold", c.CLUSTER_QUEUE_ACTIVE_STOPPED]
+    inactive_only = rows_of(await ok(cluster, "list", "clusterqueues", "--active", "false"))
+    assert cq in inactive_only
+    assert all(row[4] == "False" for row in inactive_only.values())
 
     out = await ok(cluster, "resume", "clusterqueue", cq)
     assert out.strip() == f"clusterqueue.kqueue.io/{cq} resumed"

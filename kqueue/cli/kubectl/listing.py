@@ -184,11 +184,21 @@ def _list_kind(target: Target, kind: str, selector: str, namespace: str | None) 
     return _by_name(items)
 
 
+def _active_filter(items: list[Obj], active: bool | None) -> list[Obj]:
+    if active is None:
+        return items
+    want = "True" if active else "False"
+    return [i for i in items if (rows.condition(i, "Active") or {}).get("status") == want]
+
+
 @list_group.command(name="clusterqueues")
 @list_options
-def list_cluster_queues(target: Target, output: str | None, selector: str) -> None:
+@click.option("--active", type=bool, default=None, help="Only active (true) or inactive (false).")
+def list_cluster_queues(
+    target: Target, output: str | None, selector: str, active: bool | None
+) -> None:
     """ClusterQueues with cohort, pending and admitted counts, and usage against nominal quota."""
-    items = _list_kind(target, "clusterqueues", selector, None)
+    items = _active_filter(_list_kind(target, "clusterqueues", selector, None), active)
     if output in ("yaml", "json", "name"):
         _emit_objects("clusterqueues", items, output)
         return
@@ -198,12 +208,21 @@ def list_cluster_queues(target: Target, output: str | None, selector: str) -> No
 
 @list_group.command(name="localqueues")
 @namespaced_list_options
+@click.option("-c", "--clusterqueue", default="", help="Only LocalQueues of this ClusterQueue.")
+@click.option("--active", type=bool, default=None, help="Only active (true) or inactive (false).")
 def list_local_queues(
-    target: Target, output: str | None, selector: str, all_namespaces: bool
+    target: Target,
+    output: str | None,
+    selector: str,
+    all_namespaces: bool,
+    clusterqueue: str,
+    active: bool | None,
 ) -> None:
     """LocalQueues with their ClusterQueue and pending and admitted counts."""
     namespace = None if all_namespaces else target.namespace
-    items = _list_kind(target, "localqueues", selector, namespace)
+    items = _active_filter(_list_kind(target, "localqueues", selector, namespace), active)
+    if clusterqueue:
+        items = [i for i in items if (i.get("spec") or {}).get("clusterQueue") == clusterqueue]
     if output in ("yaml", "json", "name"):
         _emit_objects("localqueues", items, output)
         return
