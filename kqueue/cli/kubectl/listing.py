@@ -287,7 +287,7 @@ def _emit_pending(items: list[visibility.PendingWorkload], output: str | None, w
 def _pending(
     target: Target, kind: str, name: str, namespace: str | None, offset: int, limit: int
 ) -> list[visibility.PendingWorkload]:
-    async def work(client: k.Kube) -> list[Obj] | click.ClickException:
+    async def work(client: k.Kube) -> list[Obj]:
         docs = await fetch_engine_objects(client)
         label = RESOURCES[kind][1]
         exists = any(
@@ -296,11 +296,11 @@ def _pending(
             and (namespace is None or d["metadata"].get("namespace") == namespace)
             for d in docs
         )
-        return docs if exists else await not_found(client, kind, name, namespace)
+        if not exists:
+            raise await not_found(client, kind, name, namespace)
+        return docs
 
     docs = target.run(work)
-    if isinstance(docs, click.ClickException):
-        raise docs
     engine = engine_of(docs)
     try:
         if kind == "clusterqueues":
