@@ -30,6 +30,7 @@ from kqueue.controller.kube import (
     WORKLOADS,
 )
 from kqueue.localcluster.cluster import LocalCluster
+from kqueue.localcluster.nodes import INSTANCE_TYPE_LABEL
 from tests.controller_e2e.harness import (
     ROOT,
     Api,
@@ -163,7 +164,7 @@ async def test_list_shows_the_queues_and_workloads(
     assert lqs["q"][1:5] == [cq, "1", "1", "True"]
 
     rfs = rows_of(await ok(cluster, "list", "resourceflavors"))
-    assert rfs[rf][1] == "node.kubernetes.io/instance-type=on-demand"
+    assert rfs[rf][1] == f"{INSTANCE_TYPE_LABEL}=on-demand"
 
     # -l goes to the API server; -o json prints a List of the objects themselves.
     listed = json.loads(
@@ -354,7 +355,7 @@ async def test_create_queues_and_flavor_from_flags(
         "resourceflavor",
         rf,
         "--node-labels",
-        "node.kubernetes.io/instance-type=on-demand",
+        f"{INSTANCE_TYPE_LABEL}=on-demand",
     )
     assert out.strip() == f"resourceflavor.kqueue.io/{rf} created"
     await ok(
