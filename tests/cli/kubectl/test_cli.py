@@ -109,6 +109,15 @@ def test_unreadable_kubeconfig_is_an_error() -> None:
             id="subcommands, no help",
         ),
         pytest.param(
+            ["stop", ""],
+            [
+                "clusterqueue\tStop ClusterQueue NAME (spec.stopPolicy...",
+                "localqueue\tStop LocalQueue NAME in -n NAMESPACE...",
+                "workload\tStop Workload NAME in -n NAMESPACE...",
+            ],
+            id="as kubectl calls it: the words only",
+        ),
+        pytest.param(
             ["__completeNoDesc", "stop", "cq", "--keep"], ["--keep-already-running"], id="an option"
         ),
     ],
