@@ -470,3 +470,86 @@ async def test_kubectl_finds_and_runs_the_plugin(
     missing = await asyncio.to_thread(run, "kqueue", "pending", "cq", "no-such-cq")
     assert missing.returncode == 1
     assert 'ClusterQueue "no-such-cq" not found' in missing.stderr
+
+
+def _kubeconfig_for(cluster: LocalCluster, namespace: str, sa: str, path: Path) -> Path:
+    """A kubeconfig for ServiceAccount ``sa``: the admin's cluster entry, the SA's token."""
+    admin = yaml.safe_load(cluster.kubeconfig_path.read_text())
+    token = cluster.kubectl("create", "token", sa, "-n", namespace).stdout.strip()
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "v1",
+                "kind": "Config",
+                "clusters": admin["clusters"],
+                "users": [{"name": sa, "user": {"token": token}}],
+                "contexts": [
+                    {
+                        "name": sa,
+                        "context": {
+                            "cluster": admin["clusters"][0]["name"],
+                            "user": sa,
+                            "namespace": namespace,
+                        },
+                    }
+                ],
+                "current-context": sa,
+            }
+        )
+    )
+    return path
+
+
+async def test_a_namespace_reader_lists_without_positions(
+    api: Api, cluster: LocalCluster, namespace: str, tmp_path: Path
+) -> None:
+    """Positions need every kqueue object; a user who may read only their namespace's
+    Workloads and LocalQueues still gets the list, with the reasons kqueue wrote."""
+    rf, cq = unique("rf"), unique("cq")
+    await api.apply(flavor(rf, "on-demand"))
+    await api.apply(cluster_queue(cq, [(rf, "1")]))
+    await api.apply(local_queue("q", namespace, cq))
+    await api.apply(job("running", namespace, "q"))
+    await _admitted(api, namespace, "running")
+    await api.apply(job("waiting", namespace, "q"))
+    waiting = await _pending(api, namespace, "waiting")
+
+    def grant() -> Path:
+        cluster.kubectl("create", "serviceaccount", "viewer", "-n", namespace)
+        cluster.kubectl(
+            "create",
+            "role",
+            "viewer",
+            "-n",
+            namespace,
+            "--verb=get,list",
+            "--resource=workloads.kqueue.io,localqueues.kqueue.io",
+        )
+        cluster.kubectl(
+            "create",
+            "rolebinding",
+            "viewer",
+            "-n",
+            namespace,
+            "--role=viewer",
+            f"--serviceaccount={namespace}:viewer",
+        )
+        return _kubeconfig_for(cluster, namespace, "viewer", tmp_path / "viewer.kubeconfig")
+
+    kubeconfig = await asyncio.to_thread(grant)
+
+    def run(*args: str) -> Result:
+        return CliRunner().invoke(
+            plugin, [*args, "--kubeconfig", str(kubeconfig)], prog_name="kubectl-kqueue"
+        )
+
+    result = await asyncio.to_thread(run, "list", "workloads")
+    assert result.exit_code == 0, result.output
+    assert "warning: no positions: they need read access to every kqueue object" in result.stderr
+    assert "403" in result.stderr
+    row = rows_of(result.stdout)[waiting["metadata"]["name"]]
+    # The ClusterQueue from the namespace's LocalQueue, the reason from the condition.
+    assert row[1:6] == ["q", cq, "PENDING", "", c.WAITING_FOR_QUOTA]
+    denied = await asyncio.to_thread(run, "pending", "localqueue", "q")
+    assert denied.exit_code == 1
+    assert "cannot read the cluster" in denied.stderr and "403" in denied.stderr

@@ -119,8 +119,10 @@ def list_workloads(
     """Workloads with their queue position, pending reason, flavors and age."""
     namespace = None if all_namespaces else target.namespace
 
-    async def work(client: k.Kube) -> tuple[list[Obj], list[Obj]]:
-        docs = await fetch_engine_objects(client) if output not in ("yaml", "json", "name") else []
+    async def work(client: k.Kube) -> tuple[list[Obj], list[Obj], list[Obj]]:
+        docs: list[Obj] = []
+        if output not in ("yaml", "json", "name"):
+            docs = await _engine_objects_if_allowed(client)
         if selector or not docs:
             shown = await list_retrying(
                 client, k.WORKLOADS, namespace=namespace, label_selector=selector
@@ -132,15 +134,18 @@ def list_workloads(
                 if d.get("kind") == "Workload"
                 and (namespace is None or d["metadata"].get("namespace") == namespace)
             ]
-        return docs, shown
+        if docs:
+            lqs = [d for d in docs if d.get("kind") == "LocalQueue"]
+        else:
+            lqs = await list_retrying(client, k.LOCAL_QUEUES, namespace=namespace)
+        return docs, lqs, shown
 
-    docs, shown = target.run(work)
+    docs, lqs, shown = target.run(work)
     lq_targets = {
         f"{d['metadata'].get('namespace')}/{d['metadata']['name']}": str(
             (d.get("spec") or {}).get("clusterQueue", "")
         )
-        for d in docs
-        if d.get("kind") == "LocalQueue"
+        for d in lqs
     }
     if clusterqueue:
         shown = [w for w in shown if rows.workload_cluster_queue(w, lq_targets) == clusterqueue]
@@ -153,15 +158,14 @@ def list_workloads(
     if output in ("yaml", "json", "name"):
         _emit_objects("workloads", shown, output)
         return
-    engine = engine_of(docs)
-    queued = visibility.positions(
-        engine, [f"{w['metadata'].get('namespace')}/{w['metadata']['name']}" for w in shown]
-    )
+    keys = [f"{w['metadata'].get('namespace')}/{w['metadata']['name']}" for w in shown]
+    queued: dict[str, visibility.PendingWorkload] = {}
     reasons: dict[str, tuple[str, str]] = {}
-    for w in shown:
-        key = f"{w['metadata'].get('namespace')}/{w['metadata']['name']}"
-        if key not in queued:
-            details = engine.explain(WorkloadKey(key))
+    if docs:
+        engine = engine_of(docs)
+        queued = visibility.positions(engine, keys)
+        for key in keys:
+            details = engine.explain(WorkloadKey(key)) if key not in queued else None
             if details is not None:
                 reasons[key] = (str(details.reason), details.message)
     table = rows.workloads_table(
@@ -174,6 +178,23 @@ def list_workloads(
         wide=output == "wide",
     )
     _emit_table(table, "workloads", namespace)
+
+
+async def _engine_objects_if_allowed(client: k.Kube) -> list[Obj]:
+    """Everything the engine needs, or nothing (with a warning) when RBAC forbids reading it:
+    a user who may read only their namespace still gets the list, with the reasons kqueue wrote
+    on the Workloads but without positions."""
+    try:
+        return await fetch_engine_objects(client)
+    except click.ClickException as err:
+        cause = err.__cause__
+        if not (isinstance(cause, k.KubeError) and cause.status == 403):
+            raise
+        click.echo(
+            f"warning: no positions: they need read access to every kqueue object ({cause})",
+            err=True,
+        )
+        return []
 
 
 def _list_kind(target: Target, kind: str, selector: str, namespace: str | None) -> list[Obj]:
