@@ -41,6 +41,7 @@ chart-crds:
 
 config-docs: venv
 	$(PY) hack/gen-config-docs.py
+	$(PY) hack/gen-integrations.py
 
 # Benchmarks are not tests: they print their figures and write docs/benchmarks.md.
 bench: venv

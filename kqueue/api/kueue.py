@@ -9,7 +9,9 @@ the result:
   ``priorityClassName``/``priorityClassSource`` -> ``priorityClassRef``, LocalQueue
   ``status.flavorUsage`` -> ``status.flavorsUsage``, flavor fungibility ``Borrow``/``Preempt``
   -> ``MayStopSearch``) and the v1alpha1 Cohort's ``spec.parent``;
-* Kueue's labels, annotations and scheduling gate to kqueue's (also on Jobs and Pods);
+* Kueue's labels, annotations and scheduling gate to kqueue's (also on Jobs, Pods and objects
+  of any other kind, top-level and in their pod templates); renamed fields keep their place, so
+  ``kqueue convert`` prints the input's keys in the input's order;
 * features kqueue does not implement (admission checks, fair sharing, topology-aware scheduling,
   MultiKueue...) are dropped with a warning that names the field, never silently.
 """
@@ -37,8 +39,21 @@ KEY_MAP: Final[dict[str, str]] = {
     "kueue.x-k8s.io/pod-group-total-count": "kqueue.io/pod-group-total-count",
     "kueue.x-k8s.io/elastic-job": "kqueue.io/elastic-job",
     "kueue.x-k8s.io/workload-slice-replacement-for": "kqueue.io/workload-slice-replacement-for",
+    "kueue.x-k8s.io/max-exec-time-seconds": "kqueue.io/max-exec-time-seconds",
     "kueue.x-k8s.io/managed": "kqueue.io/managed",
     "kueue.x-k8s.io/admission": "kqueue.io/admission",
+    # Topology requests of a pod set, on pod templates (Kueue's TAS annotations).
+    **{
+        f"kueue.x-k8s.io/podset-{name}": f"kqueue.io/podset-{name}"
+        for name in (
+            "required-topology",
+            "preferred-topology",
+            "unconstrained-topology",
+            "slice-required-topology",
+            "slice-size",
+            "group-name",
+        )
+    },
 }
 
 # Kueue's own bookkeeping keys: dropped without a warning because kqueue recomputes them.
@@ -122,6 +137,22 @@ def _type_name(value: Any) -> str:
     return text if len(text) <= 40 else text[:37] + "..."
 
 
+def rename_key(mapping: dict[str, Any], old: str, new: str) -> None:
+    """Rename ``old`` to ``new`` where ``old`` stands, so the output keeps the input's order.
+
+    If both are present ``new`` wins (it is the newer API's field) and ``old`` is removed.
+    """
+    if old not in mapping:
+        return
+    if new in mapping:
+        del mapping[old]
+        return
+    items = list(mapping.items())
+    mapping.clear()
+    for key, value in items:
+        mapping[new if key == old else key] = value
+
+
 def is_kueue(doc: dict[str, Any]) -> bool:
     api_version = str(doc.get("apiVersion", ""))
     return api_version.split("/", 1)[0] == KUEUE_GROUP
@@ -196,9 +227,45 @@ def convert_workload_object(doc: dict[str, Any]) -> tuple[dict[str, Any], list[C
         convert_pod_spec_gates(spec)
     template = spec.get("template")
     if isinstance(template, dict):
-        _convert_metadata(template.setdefault("metadata", {}), "spec.template.metadata", warnings)
+        if "metadata" in template:
+            _convert_metadata(template["metadata"] or {}, "spec.template.metadata", warnings)
         convert_pod_spec_gates(template.get("spec") or {}, "spec.template.spec")
     return out, warnings
+
+
+def convert_any_object(doc: dict[str, Any]) -> tuple[dict[str, Any], list[ConversionWarning]]:
+    """Rewrite Kueue's keys on an object of any other kind (JobSet, Deployment, StatefulSet...).
+
+    Kueue reads its labels and annotations on the top-level object, and its topology
+    annotations on pod templates, wherever the kind nests them (a JobSet's
+    ``spec.replicatedJobs[].template.spec.template``): every ``metadata`` of a template (a
+    mapping with ``metadata`` and ``spec``) under ``spec`` is rewritten, and the admission gate
+    in every pod spec.
+    """
+    out = copy.deepcopy(doc)
+    warnings: list[ConversionWarning] = []
+    if isinstance(out.get("metadata"), dict):
+        _convert_metadata(out["metadata"], "metadata", warnings)
+    spec = out.get("spec")
+    if isinstance(spec, dict | list):
+        _convert_templates(spec, "spec", warnings)
+    return out, warnings
+
+
+def _convert_templates(node: Any, path: str, warnings: list[ConversionWarning]) -> None:
+    if isinstance(node, list):
+        for i, item in enumerate(node):
+            _convert_templates(item, f"{path}[{i}]", warnings)
+        return
+    if not isinstance(node, dict):
+        return
+    if isinstance(node.get("metadata"), dict) and isinstance(node.get("spec"), dict):
+        _convert_metadata(node["metadata"], f"{path}.metadata", warnings)
+    if isinstance(node.get("containers"), list):
+        convert_pod_spec_gates(node, path)
+    for key, value in node.items():
+        if key != "metadata" and isinstance(value, dict | list):
+            _convert_templates(value, f"{path}.{key}", warnings)
 
 
 def from_kueue(doc: dict[str, Any]) -> tuple[dict[str, Any], list[ConversionWarning]]:
@@ -242,9 +309,7 @@ def from_kueue(doc: dict[str, Any]) -> tuple[dict[str, Any], list[ConversionWarn
 
 def _convert_spec(kind: str, spec: dict[str, Any], warnings: list[ConversionWarning]) -> None:
     if kind == "ClusterQueue":
-        if "cohort" in spec:
-            cohort = spec.pop("cohort")
-            spec.setdefault("cohortName", cohort)
+        rename_key(spec, "cohort", "cohortName")
         fungibility = spec.get("flavorFungibility")
         if isinstance(fungibility, dict):
             for key in ("whenCanBorrow", "whenCanPreempt"):
@@ -259,13 +324,12 @@ def _convert_spec(kind: str, spec: dict[str, Any], warnings: list[ConversionWarn
                     )
                 )
     elif kind == "Cohort":
-        if "parent" in spec:  # v1alpha1
-            parent = spec.pop("parent")
-            spec.setdefault("parentName", parent)
+        rename_key(spec, "parent", "parentName")  # v1alpha1
     elif kind == "Workload":
         source = spec.pop("priorityClassSource", None)
-        name = spec.pop("priorityClassName", None)
+        name = spec.get("priorityClassName")
         if name and "priorityClassRef" not in spec:
+            rename_key(spec, "priorityClassName", "priorityClassRef")
             group_kind = _PRIORITY_SOURCES.get(str(source or ""))
             if group_kind is None:
                 warnings.append(
@@ -276,12 +340,15 @@ def _convert_spec(kind: str, spec: dict[str, Any], warnings: list[ConversionWarn
                         + ")",
                     )
                 )
+                spec.pop("priorityClassRef")
             else:
                 spec["priorityClassRef"] = {
                     "group": group_kind[0],
                     "kind": group_kind[1],
                     "name": name,
                 }
+        else:
+            spec.pop("priorityClassName", None)
         ref = spec.get("priorityClassRef")
         if isinstance(ref, dict) and ref.get("group") == KUEUE_GROUP:
             ref["group"] = "kqueue.io"
@@ -298,18 +365,17 @@ def _convert_spec(kind: str, spec: dict[str, Any], warnings: list[ConversionWarn
                     )
                 )
             template = pod_set.get("template")
-            if isinstance(template, dict):
+            if isinstance(template, dict) and "metadata" in template:
                 _convert_metadata(
-                    template.setdefault("metadata", {}),
+                    template["metadata"] or {},
                     f"spec.podSets[{i}].template.metadata",
                     warnings,
                 )
 
 
 def _convert_status(kind: str, status: dict[str, Any], warnings: list[ConversionWarning]) -> None:
-    if kind == "LocalQueue" and "flavorUsage" in status:
-        usage = status.pop("flavorUsage")
-        status.setdefault("flavorsUsage", usage)
+    if kind == "LocalQueue":
+        rename_key(status, "flavorUsage", "flavorsUsage")
     if kind == "Workload":
         admission = status.get("admission")
         if isinstance(admission, dict):

@@ -1,4 +1,11 @@
-"""`kqueue convert`: Kueue manifests in, the equivalent kqueue manifests out (a migration path)."""
+"""`kqueue convert`: Kueue manifests in, the equivalent kqueue manifests out (a migration path).
+
+The output is the input rewritten, not re-serialised: keys stay in the input's order and fields
+the input left out stay out (``--with-defaults`` prints the objects as kqueue's models fill them
+in instead). Every object is validated by kqueue's models all the same, so what is printed
+applies. Objects of kinds kqueue does not read (a JobSet, a Deployment, a ConfigMap) pass
+through with Kueue's labels and annotations renamed, so a whole directory can be converted.
+"""
 
 from __future__ import annotations
 
@@ -8,7 +15,8 @@ from typing import Any
 import click
 import yaml
 
-from kqueue.cli.manifests import read_manifests
+from kqueue.api.loader import LoadedObject
+from kqueue.cli.manifests import InvalidInput, read_manifests
 
 # Set by the API server; an applied manifest must not carry them.
 _SERVER_METADATA = ("uid", "resourceVersion", "creationTimestamp", "generation", "managedFields")
@@ -18,7 +26,9 @@ def _clean(doc: dict[str, Any], keep_status: bool) -> dict[str, Any]:
     if keep_status:
         return doc
     doc = {k: v for k, v in doc.items() if k != "status"}
-    meta = {k: v for k, v in (doc.get("metadata") or {}).items() if k not in _SERVER_METADATA}
+    if not isinstance(doc.get("metadata"), dict):
+        return doc
+    meta = {k: v for k, v in doc["metadata"].items() if k not in _SERVER_METADATA}
     annotations = {
         k: v
         for k, v in (meta.get("annotations") or {}).items()
@@ -26,14 +36,22 @@ def _clean(doc: dict[str, Any], keep_status: bool) -> dict[str, Any]:
     }
     if annotations:
         meta["annotations"] = annotations
-    else:
-        meta.pop("annotations", None)
-    if not meta.get("finalizers"):
-        meta.pop("finalizers", None)
-    if not meta.get("labels"):
-        meta.pop("labels", None)
+    elif "annotations" in meta:
+        del meta["annotations"]
+    if "finalizers" in meta and not meta["finalizers"]:
+        del meta["finalizers"]
+    if "labels" in meta and not meta["labels"]:
+        del meta["labels"]
     doc["metadata"] = meta
     return doc
+
+
+def _output(obj: LoadedObject, *, with_defaults: bool, keep_status: bool) -> dict[str, Any]:
+    doc = obj.model.to_dict() if with_defaults and obj.model is not None else obj.raw
+    if obj.generate_name is not None and isinstance(doc.get("metadata"), dict):
+        # The loader named it to read it; the manifest stays one for `kubectl create`.
+        doc = {**doc, "metadata": {k: v for k, v in doc["metadata"].items() if k != "name"}}
+    return _clean(doc, keep_status)
 
 
 @click.command()
@@ -46,19 +64,38 @@ def _clean(doc: dict[str, Any], keep_status: bool) -> dict[str, Any]:
     is_flag=True,
     help="Keep status and server-set metadata (uid, resourceVersion, ...), e.g. for simulate.",
 )
-def convert(files: tuple[str, ...], output: str, keep_status: bool) -> None:
+@click.option(
+    "--strict",
+    is_flag=True,
+    help="Fail (exit status 2, printing nothing) if anything would be dropped; list every "
+    "dropped field with its path.",
+)
+@click.option(
+    "--with-defaults",
+    is_flag=True,
+    help="Print kqueue objects with every defaulted field filled in (default: only the fields "
+    "of the input, in its order).",
+)
+def convert(
+    files: tuple[str, ...], output: str, keep_status: bool, strict: bool, with_defaults: bool
+) -> None:
     """Print kqueue manifests equivalent to Kueue manifests (`-` reads stdin).
 
-    Reads kueue.x-k8s.io/v1beta1 and v1beta2 objects (and Jobs and Pods with Kueue labels) and
-    prints kqueue.io/v1alpha1 objects with kqueue's labels, annotations and scheduling gate.
-    What kqueue does not support is reported on stderr, never dropped silently. Exit status 2 on
-    invalid input.
+    Reads kueue.x-k8s.io/v1beta1 and v1beta2 objects (and Jobs, Pods and other objects with
+    Kueue labels) and prints kqueue.io/v1alpha1 objects with kqueue's labels, annotations and
+    scheduling gate. What kqueue does not support is reported on stderr, never dropped
+    silently; with --strict it is an error. Exit status 2 on invalid input.
     """
-    loaded = read_manifests(files)
-    docs = []
-    for obj in loaded.objects:
-        doc = obj.model.to_dict() if obj.model is not None else obj.raw
-        docs.append(_clean(doc, keep_status))
+    loaded = read_manifests(files, warn=not strict, migrate=True)
+    if strict and loaded.warnings:
+        raise InvalidInput(
+            f"--strict: {len(loaded.warnings)} field(s) or document(s) would be dropped:\n  "
+            + "\n  ".join(loaded.warnings)
+        )
+    docs = [
+        _output(obj, with_defaults=with_defaults, keep_status=keep_status)
+        for obj in loaded.objects
+    ]
     if output == "json":
         click.echo(json.dumps({"apiVersion": "v1", "kind": "List", "items": docs}, indent=2))
     else:

@@ -15,7 +15,8 @@ import click
 
 from kqueue.api.loader import LoadedObject, LoadError
 from kqueue.api.quantity import format_quantity
-from kqueue.cli.cluster import cluster_objects
+from kqueue.api.suggest import closest, did_you_mean
+from kqueue.cli.cluster import cluster_objects, current_namespace
 from kqueue.cli.manifests import InvalidInput, read_manifests
 from kqueue.engine.explain import PendingDetails
 from kqueue.engine.sim.explain import Explanation, explain
@@ -28,6 +29,99 @@ EXIT_NOT_FOUND = 1
 
 
 # --- finding ------------------------------------------------------------------------------------
+
+
+def context_namespace(kubeconfig: str | None) -> str:
+    """The namespace kubectl would use: the current context's, else ``default``."""
+    return current_namespace(kubeconfig)
+
+
+def _key(workload: str, namespace: str | None, default_namespace: str) -> str:
+    """``NAMESPACE/NAME`` from the argument and ``--namespace``; they must not disagree."""
+    if "/" in workload:
+        ns, _, name = workload.partition("/")
+        if not ns or not name or "/" in name:
+            raise click.BadParameter(
+                f"{workload!r}: expected NAME or NAMESPACE/NAME", param_hint="[NAMESPACE/]NAME"
+            )
+        if namespace is not None and namespace != ns:
+            raise click.BadParameter(
+                f"{workload!r} names namespace {ns!r} but --namespace is {namespace!r}; give one",
+                param_hint="[NAMESPACE/]NAME",
+            )
+        return workload
+    return f"{namespace or default_namespace}/{workload}"
+
+
+def _names(scenario: Scenario) -> dict[str, str]:
+    """Every name a person may give for a workload (its own, its Job's, its Pod's, its pod
+    group's) as ``namespace/name``, with the Workload key it stands for."""
+    out: dict[str, str] = {}
+    for sw in scenario.workloads:
+        ns = sw.api.namespace or "default"
+        out[sw.key] = sw.key
+        kind, _, name = sw.source.partition(" ")
+        if kind in ("Job", "Pod"):
+            out.setdefault(f"{ns}/{name}", sw.key)
+        elif sw.source.startswith("pod group "):
+            out.setdefault(sw.source.removeprefix("pod group "), sw.key)
+        for ref in sw.api.metadata.owner_references:
+            if ref.kind in ("Job", "Pod"):
+                out.setdefault(f"{ns}/{ref.name}", sw.key)
+    return out
+
+
+def not_found_hint(scenario: Scenario, key: str) -> str:
+    """Why ``key`` names no workload, with the closest name there is."""
+    ns, _, name = key.partition("/")
+    names = _names(scenario)
+    here = [k.partition("/")[2] for k in names if k.partition("/")[0] == ns]
+    # Elsewhere the name alone decides (a namespace typo is no reason to suggest anything).
+    elsewhere: dict[str, str] = {}
+    for k in sorted(names):
+        other_ns, _, other = k.partition("/")
+        if other_ns != ns:
+            elsewhere.setdefault(other, k)
+    # The exact name in another namespace first: the namespace is the likelier mistake.
+    if name in elsewhere:
+        return f'did you mean "{elsewhere[name]}"?'
+    best = closest(name, here)
+    if best is not None:
+        return f'did you mean "{ns}/{best}"?'
+    best = closest(name, elsewhere)
+    if best is not None:
+        return f'did you mean "{elsewhere[best]}"?'
+    if not here:
+        namespaces = sorted({k.partition("/")[0] for k in names})
+        return f"namespace {ns} has no workloads" + (
+            f" (namespaces with workloads: {', '.join(namespaces)})" if namespaces else ""
+        )
+    return ""
+
+
+def queue_hints(scenario: Scenario, key: str) -> list[str]:
+    """A workload's LocalQueue or its ClusterQueue that is not defined, with the closest."""
+    sw = next((w for w in scenario.workloads if w.key == key), None)
+    if sw is None or not sw.api.spec.queue_name:
+        return []
+    ns, queue = sw.api.namespace or "default", sw.api.spec.queue_name
+    local = {lq.name: lq for lq in scenario.local_queues if (lq.namespace or "default") == ns}
+    if queue not in local:
+        hint = did_you_mean(queue, local)
+        others = ", ".join(sorted(local)) or "none"
+        return [
+            f"LocalQueue {ns}/{queue} does not exist"
+            + (f"; {hint}" if hint else f" (LocalQueues in {ns}: {others})")
+        ]
+    cq = local[queue].spec.cluster_queue
+    cluster_queues = [c.name for c in scenario.cluster_queues]
+    if cq and cq not in cluster_queues:
+        hint = did_you_mean(cq, cluster_queues)
+        return [
+            f"LocalQueue {ns}/{queue} points to ClusterQueue {cq}, which does not exist"
+            + (f"; {hint}" if hint else "")
+        ]
+    return []
 
 
 def _find(scenario: Scenario, key: str) -> str | None:
@@ -105,10 +199,11 @@ def _preemption_lines(s: VictimSearch | None, d: PendingDetails | None) -> list[
     return out
 
 
-def format_text(e: Explanation) -> str:
+def format_text(e: Explanation, hints: Sequence[str] = ()) -> str:
     if not e.found:
-        return f"workload {e.key} not found"
+        return f"workload {e.key} not found" + "".join(f"; {h}" for h in hints)
     lines = [f"Workload {e.key}: {e.state}"]
+    lines += [f"hint: {h}" for h in hints]
     lines.append(f"LocalQueue {e.local_queue}, ClusterQueue {e.cluster_queue or '(none)'}")
     if e.pending is not None:
         d = e.pending
@@ -144,7 +239,7 @@ def format_text(e: Explanation) -> str:
     return "\n".join(lines)
 
 
-def to_json(e: Explanation) -> dict[str, Any]:
+def to_json(e: Explanation, hints: Sequence[str] = ()) -> dict[str, Any]:
     out: dict[str, Any] = {
         "workload": e.key,
         "found": e.found,
@@ -152,6 +247,8 @@ def to_json(e: Explanation) -> dict[str, Any]:
         "localQueue": e.local_queue,
         "clusterQueue": e.cluster_queue,
     }
+    if hints:
+        out["hints"] = list(hints)
     d = e.pending
     if d is not None:
         out["pending"] = {
@@ -235,7 +332,13 @@ def to_json(e: Explanation) -> dict[str, Any]:
 
 
 @click.command(name="explain")
-@click.argument("workload", metavar="NAMESPACE/NAME")
+@click.argument("workload", metavar="[NAMESPACE/]NAME")
+@click.option(
+    "--namespace",
+    "-n",
+    help="Namespace of NAME (default: the kubeconfig context's namespace for a cluster, "
+    "`default` with --file).",
+)
 @click.option(
     "--file",
     "-f",
@@ -250,27 +353,43 @@ def to_json(e: Explanation) -> dict[str, Any]:
 )
 @click.option("--output", "-o", type=click.Choice(["text", "json"]), default="text")
 def explain_command(
-    workload: str, files: Sequence[str], kubeconfig: str | None, output: str
+    workload: str,
+    namespace: str | None,
+    files: Sequence[str],
+    kubeconfig: str | None,
+    output: str,
 ) -> None:
-    """Explain why WORKLOAD (a Workload, or a Job or Pod) is pending, or its flavors."""
-    if "/" not in workload:
-        raise click.BadParameter("expected NAMESPACE/NAME", param_hint="NAMESPACE/NAME")
+    """Explain why WORKLOAD (a Workload, or a Job or Pod) is pending, or its flavors.
+
+    WORKLOAD is NAMESPACE/NAME, or NAME with -n NAMESPACE (or the default namespace).
+    """
+    if "/" not in workload and namespace is None:
+        default_namespace = "default" if files else context_namespace(kubeconfig)
+    else:
+        default_namespace = "default"
+    wanted = _key(workload, namespace, default_namespace)
     objects = read_manifests(files).objects if files else cluster_objects(kubeconfig)
-    print_explanation(objects, workload, output)
+    print_explanation(objects, wanted, output)
 
 
-def print_explanation(objects: Sequence[LoadedObject], workload: str, output: str) -> None:
-    """Explain ``workload`` (``namespace/name``) among ``objects`` and print the answer; exit
-    status 1 when there is no such workload (shared with ``kubectl kqueue explain``)."""
+def print_explanation(objects: Sequence[LoadedObject], wanted: str, output: str) -> None:
+    """Explain ``wanted`` (``namespace/name`` of a Workload, Job or Pod) among ``objects`` and
+    print the answer with hints; exit status 1 when there is no such workload (shared with
+    ``kubectl kqueue explain``)."""
     try:
         scenario = build_scenario(objects)
     except LoadError as err:
         raise InvalidInput(str(err)) from err
-    key = _find(scenario, workload) or workload
+    key = _find(scenario, wanted) or wanted
     result = explain(scenario, key, preemptor=default_preemptor())
-    if output == "json":
-        click.echo(json.dumps(to_json(result), indent=2))
+    if result.found:
+        hints = queue_hints(scenario, key)
     else:
-        click.echo(format_text(result))
+        hint = not_found_hint(scenario, key)
+        hints = [hint] if hint else []
+    if output == "json":
+        click.echo(json.dumps(to_json(result, hints), indent=2))
+    else:
+        click.echo(format_text(result, hints))
     if not result.found:
         raise SystemExit(EXIT_NOT_FOUND)

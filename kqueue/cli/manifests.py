@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 import click
 
-from kqueue.api.loader import LoadError, LoadResult, load_text
+from kqueue.api.loader import GeneratedNames, LoadError, LoadResult, load_text
 
 EXIT_INVALID_INPUT = 2
 
@@ -21,9 +21,16 @@ class InvalidInput(click.ClickException):
         return self.message
 
 
-def read_manifests(paths: Sequence[str], *, warn: bool = True) -> LoadResult:
-    """Load every object of ``paths`` (``-`` reads stdin); warnings go to stderr."""
+def read_manifests(
+    paths: Sequence[str], *, warn: bool = True, migrate: bool = False
+) -> LoadResult:
+    """Load every object of ``paths`` (``-`` reads stdin); warnings go to stderr.
+
+    Names generated for ``generateName`` objects are shared across the files (the same
+    manifest given twice is two objects); ``migrate`` reads for ``kqueue convert``.
+    """
     result = LoadResult()
+    names = GeneratedNames()
     for path in paths:
         source = "<stdin>" if path == "-" else path
         try:
@@ -37,7 +44,7 @@ def read_manifests(paths: Sequence[str], *, warn: bool = True) -> LoadResult:
         except UnicodeDecodeError as err:
             raise InvalidInput(f"{source}: not UTF-8 text: {err}") from err
         try:
-            part = load_text(text, source)
+            part = load_text(text, source, names=names, migrate=migrate)
         except LoadError as err:
             raise InvalidInput(str(err)) from err
         result.objects.extend(part.objects)

@@ -1,6 +1,7 @@
 """Time as the controller's timing code sees it: a monotonic ``now()`` and an awaitable ``sleep``.
 
-Work queues, the supervisor and leader election take a :class:`Clock` so tests can run them in
+``Now`` is wall-clock time for timestamps written to the API. Work queues, the supervisor and
+leader election take a :class:`Clock` so tests can run them in
 virtual time (:class:`VirtualClock`) instead of waiting for real backoffs and lease expiries.
 Seconds are floats here because that is asyncio's unit of time; these are timings, never
 quantities.
@@ -11,7 +12,18 @@ from __future__ import annotations
 import asyncio
 import heapq
 import itertools
+from datetime import UTC, datetime
 from typing import Protocol
+
+
+class Now(Protocol):
+    """Wall-clock time (timestamps written to the API: conditions, events, admission times)."""
+
+    def __call__(self) -> datetime: ...
+
+
+def utc_now() -> datetime:
+    return datetime.now(UTC)
 
 
 class Clock(Protocol):

@@ -39,9 +39,10 @@ from kqueue.api.v1alpha1 import (
     parse_object,
 )
 from kqueue.api.v1alpha1 import constants as c
+from kqueue.controller.admission import WebhookServer
+from kqueue.controller.admission.certs import CertRotator
+from kqueue.controller.clock import Now, utc_now
 from kqueue.controller.events import EventRecorder
-from kqueue.controller.extensions import EXTENSION_FRAMEWORKS
-from kqueue.controller.extensions import install as install_extensions
 from kqueue.controller.informer import (
     NAMESPACES,
     PODS,
@@ -51,8 +52,11 @@ from kqueue.controller.informer import (
     as_dict,
     freeze_heap,
 )
-from kqueue.controller.jobs import INTEGRATIONS, Integration, Management
-from kqueue.controller.jobs.reconciler import BY_OWNER, JobReconciler, owner_uids
+from kqueue.controller.integrations import Framework, IntegrationContext, registry
+from kqueue.controller.integrations.management import Management
+from kqueue.controller.integrations.owners import BY_OWNER, owner_uids
+from kqueue.controller.integrations.reconciler import JobReconciler
+from kqueue.controller.integrations.release import PodReleaser
 from kqueue.controller.kube import (
     CLUSTER_QUEUES,
     COHORTS,
@@ -64,11 +68,10 @@ from kqueue.controller.kube import (
 )
 from kqueue.controller.leader import LeaderElector
 from kqueue.controller.metrics import Metrics, Probes, health_app, metrics_app, serve_app
-from kqueue.controller.scheduler import Now, Scheduler, utc_now
+from kqueue.controller.readiness import BY_ANY_OWNER, ReadinessWatcher, any_owner_uids
+from kqueue.controller.scheduler import Scheduler
 from kqueue.controller.status import QueueStatusReconciler
 from kqueue.controller.supervisor import Supervisor
-from kqueue.controller.webhook import WebhookServer
-from kqueue.controller.webhook.certs import CertRotator
 from kqueue.controller.webhooks import register as register_webhooks
 from kqueue.controller.webhooks.config import MUTATING_NAME, VALIDATING_NAME
 from kqueue.controller.workqueue import WorkQueue, run_workers
@@ -182,20 +185,18 @@ class Manager:
         self.workloads.store.add_index(BY_OWNER, owner_uids)
         self.pods.store.add_index(BY_OWNER, owner_uids)
 
-        self.integrations: dict[str, Integration] = {}
+        # The enabled integrations; those driven by the generic reconciler get an informer on
+        # their kind (listing only objects that name a queue, unless unlabelled ones count).
+        self.frameworks: list[Framework] = registry.enabled(config.integrations.frameworks)
         self.objects: dict[str, Informer[Obj]] = {}
-        for name in config.integrations.frameworks:
-            factory = INTEGRATIONS.get(name)
-            if factory is None:
-                if name not in EXTENSION_FRAMEWORKS:
-                    logger.warning("integration %r is configured but not available yet; skipped", name)
+        for fw in self.frameworks:
+            if fw.job is None:
                 continue
-            integration = factory()
-            self.integrations[name] = integration
-            self.objects[name] = informer(
-                integration.resource,
+            generic = fw.job()
+            self.objects[fw.name] = informer(
+                generic.resource,
                 as_dict,
-                label_selector=integration.label_selector(
+                label_selector=generic.label_selector(
                     without_queue_name=config.manage_jobs_without_queue_name
                 ),
             )
@@ -223,20 +224,23 @@ class Manager:
             now=now,
             resource_metrics=config.metrics.enable_cluster_queue_resources,
         )
+        self.releaser = PodReleaser(kube=self.kube, metrics=self.metrics, now=now)
         self.job_queues: dict[str, WorkQueue[str]] = {}
         self.job_reconcilers: dict[str, JobReconciler] = {}
-        for name, integration in self.integrations.items():
-            self.job_queues[name] = WorkQueue(f"jobs/{name}")
-            self.job_reconcilers[name] = JobReconciler(
-                integration=integration,
-                objects=self.objects[name].store,
+        for fw in self.frameworks:
+            if fw.job is None:
+                continue
+            self.job_queues[fw.name] = WorkQueue(f"jobs/{fw.name}")
+            self.job_reconcilers[fw.name] = JobReconciler(
+                job=fw.job(),
+                objects=self.objects[fw.name].store,
                 workloads=self.workloads.store,
                 pods=self.pods.store,
                 flavors=self.flavors.store,
                 priorities=self.priority_resolver,
                 kube=self.kube,
                 events=self.events,
-                metrics=self.metrics,
+                releaser=self.releaser,
                 now=now,
                 management=Management.from_config(config),
                 namespaces=self.namespaces.store,
@@ -248,21 +252,17 @@ class Manager:
             host=config.webhook.host,
             port=config.webhook.port,
         )
-        register_webhooks(
-            self.webhook_server,
-            manage_jobs_without_queue_name=config.manage_jobs_without_queue_name,
-        )
+        register_webhooks(self.webhook_server, config)
         self._runners: list[web.AppRunner] = []
         self.health_port: int | None = None
         self.metrics_port: int | None = None
         self._synced = asyncio.Event()
         self._wire_handlers()
-        # Extension point: work only the leader runs next to the scheduler (set up by
-        # kqueue.controller.extensions: elastic jobs, plain pods, waitForPodsReady).
+        # Work only the leader runs next to the scheduler: waitForPodsReady, and what the
+        # integrations add through their context.
         self.leader_tasks: list[Callable[[], Coroutine[Any, Any, None]]] = []
-        # Extension point: whether an extension runs (and so stops) a Workload's pods.
-        self.workload_runners: list[Callable[[Workload], bool]] = []
-        install_extensions(self)
+        self._install_readiness()
+        self._install_integrations()
 
     # -- the engine's inputs -------------------------------------------------------------------
 
@@ -274,14 +274,59 @@ class Manager:
             self.workload_priority_classes.store.objects(), self.priority_classes.store.objects()
         )
 
-    def _releases_itself(self, wl: Workload) -> bool:
-        """A Workload no integration runs is released as soon as it is evicted."""
-        kinds = {i.kind for i in self.integrations.values()}
-        if any(runs(wl) for runs in self.workload_runners):
-            return False
-        return not any(
-            r.controller and r.kind in kinds for r in wl.metadata.owner_references
+    def _install_readiness(self) -> None:
+        """waitForPodsReady: feeds pod readiness to the engine and writes ``PodsReady``."""
+        self.workloads.store.add_index(BY_ANY_OWNER, any_owner_uids)
+        readiness = ReadinessWatcher(
+            engine=lambda: self.engine,
+            workloads=self.workloads.store,
+            pods=self.pods.store,
+            kube=self.kube,
+            events=self.events,
+            trigger=self.scheduler.trigger,
+            now=self._now,
         )
+        self.workloads.add_handler(
+            on_add=readiness.on_workload,
+            on_update=readiness.on_workload,
+            on_delete=readiness.on_workload,
+        )
+        self.pods.add_handler(on_add=readiness.on_pod, on_update=readiness.on_pod)
+        self.scheduler.after_cycle.append(readiness.after_cycle)
+        self.leader_tasks.append(readiness.run)
+
+    def integration_context(self) -> IntegrationContext:
+        """What an integration's ``install`` may use: public parts of this manager only."""
+        return IntegrationContext(
+            config=self.config,
+            engine=lambda: self.engine,
+            workloads=self.workloads,
+            pods=self.pods,
+            flavors=self.flavors.store,
+            priorities=self.priority_resolver,
+            kube=self.kube,
+            events=self.events,
+            metrics=self.metrics,
+            now=self._now,
+            releaser=self.releaser,
+            trigger=self.scheduler.trigger,
+        )
+
+    def _install_integrations(self) -> None:
+        ctx = self.integration_context()
+        for fw in self.frameworks:
+            if fw.install is not None:
+                fw.install(ctx, self.job_reconcilers.get(fw.name))
+        self.leader_tasks.extend(ctx.leader_tasks)
+        for hook in ctx.after_cycle:
+            self.scheduler.after_cycle.append(hook)
+        logger.info(
+            "integrations enabled: %s", ", ".join(fw.name for fw in self.frameworks) or "none"
+        )
+
+    def _releases_itself(self, wl: Workload) -> bool:
+        """A Workload no enabled integration runs is released as soon as it is evicted."""
+        return not any(fw.owns(wl) for fw in self.frameworks)
 
     def rebuild_engine(self) -> Engine:
         """A fresh engine fed from the stores: admissions come from Workload status only."""
@@ -406,18 +451,22 @@ class Manager:
             )
 
         def on_pod(_: str, pod: Obj, *rest: Obj) -> None:
-            for name, integration in self.integrations.items():
-                job_key = _owner_job_key(rest[-1] if rest else pod, integration.kind)
+            for fw in self.frameworks:
+                if fw.job is None:
+                    continue
+                job_key = _owner_job_key(rest[-1] if rest else pod, fw.kind)
                 if job_key is not None:
-                    self.job_queues[name].add(job_key)
+                    self.job_queues[fw.name].add(job_key)
 
         self.pods.add_handler(on_add=on_pod, on_update=on_pod, on_delete=on_pod)
 
     def _workload_changed(self, wl: Workload, old: Workload | None) -> None:
-        for name, integration in self.integrations.items():
-            job_key = _owner_job_key(wl, integration.kind)
+        for fw in self.frameworks:
+            if fw.job is None:
+                continue
+            job_key = _owner_job_key(wl, fw.kind)
             if job_key is not None:
-                self.job_queues[name].add(job_key)
+                self.job_queues[fw.name].add(job_key)
         cqs: set[ClusterQueueName] = set()
         for w in (wl, old):
             if w is not None and w.status.admission is not None:

@@ -33,13 +33,13 @@ from typing import Any, Final
 
 from kqueue.api.v1alpha1 import RequeueState, Workload, set_condition
 from kqueue.api.v1alpha1 import constants as c
-from kqueue.controller import workloads as wlstatus
+from kqueue.controller import workload_status
+from kqueue.controller.clock import Now
 from kqueue.controller.events import EventRecorder
 from kqueue.controller.informer import Store
-from kqueue.controller.jobs.base import is_terminal
-from kqueue.controller.jobs.reconciler import BY_OWNER
+from kqueue.controller.integrations.gate import is_terminal
+from kqueue.controller.integrations.owners import BY_OWNER
 from kqueue.controller.kube import WORKLOADS, Conflict, Kube, KubeError, NotFound
-from kqueue.controller.scheduler import Now
 from kqueue.controller.workqueue import Requeue, WorkQueue, run_workers
 from kqueue.engine.cycle import CycleResult, Evict
 from kqueue.engine.engine import Engine
@@ -151,9 +151,9 @@ class ReadinessWatcher:
 
     async def __call__(self, key: str, /) -> Requeue | None:
         wl = self._workloads.get(key)
-        if wl is not None and wlstatus.in_backoff(wl):
+        if wl is not None and workload_status.in_backoff(wl):
             return await self._end_backoff(wl)
-        if wl is None or not wlstatus.holds_quota(wl) or wlstatus.is_evicting(wl):
+        if wl is None or not workload_status.holds_quota(wl) or workload_status.is_evicting(wl):
             return None
         engine = self._engine()
         if engine.readiness.config is None:
@@ -218,10 +218,10 @@ class ReadinessWatcher:
         cfg = self._engine().readiness.config
         unwritten = timedelta(seconds=cfg.backoff_base_seconds if cfg is not None else 0)
         now = self._now()
-        end = wlstatus.backoff_end(wl, now, unwritten=unwritten)
+        end = workload_status.backoff_end(wl, now, unwritten=unwritten)
         if end is not None and end > now:
             return Requeue(after=max((end - now).total_seconds(), 0.05))
-        updated = wlstatus.backoff_finished(wl, now, unwritten=unwritten)
+        updated = workload_status.backoff_finished(wl, now, unwritten=unwritten)
         if updated is None:
             return None
         written = await self._put_status(updated)
@@ -229,7 +229,7 @@ class ReadinessWatcher:
             return written or None
         self._events.record(
             wl.to_dict(), "Normal", c.REQUEUED,
-            f"{wlstatus.BACKOFF_FINISHED_MESSAGE}: queued again after its PodsReady timeout",
+            f"{workload_status.BACKOFF_FINISHED_MESSAGE}: queued again after its PodsReady timeout",
         )
         self._trigger()
         return None

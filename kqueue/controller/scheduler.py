@@ -32,12 +32,13 @@ import logging
 import time
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, replace
-from datetime import UTC, datetime
-from typing import Any, Protocol
+from datetime import datetime
+from typing import Any
 
 from kqueue.api.v1alpha1 import Workload
 from kqueue.api.v1alpha1 import constants as c
-from kqueue.controller import workloads as wlstatus
+from kqueue.controller import workload_status
+from kqueue.controller.clock import Now, utc_now
 from kqueue.controller.events import EventRecorder
 from kqueue.controller.informer import Store
 from kqueue.controller.kube import WORKLOADS, Conflict, Kube, KubeError, NotFound
@@ -66,14 +67,6 @@ _REASON_CONCURRENCY = 2
 # the informer's copy lags behind (it catches up within a second or so); older ones are dropped,
 # so the cache holds a few seconds of writes, not one response per workload ever written.
 _WRITTEN_TTL_S = 5.0
-
-
-class Now(Protocol):
-    def __call__(self) -> datetime: ...
-
-
-def utc_now() -> datetime:
-    return datetime.now(UTC)
 
 
 @dataclass
@@ -402,7 +395,7 @@ class Scheduler:
         try:
             # Inside: whatever fails before the write lands (building the status too) rolls
             # the assumption back.
-            updated = wlstatus.admit(wl, admit.admission, now)
+            updated = workload_status.admit(wl, admit.admission, now)
             await self._put(admit.workload, updated)
         except BaseException as exc:
             # Conflict: the workload changed since our informer saw it. Either way the
@@ -415,7 +408,7 @@ class Scheduler:
             self.trigger()
             return
         self.admitted += 1
-        queued = wlstatus.queued_since(wl) or now
+        queued = workload_status.queued_since(wl) or now
         wait_s = max((now - queued).total_seconds(), 0.0)
         self._metrics.quota_reserved(admit.cluster_queue, wait_s)
         self._metrics.workload_admitted(admit.cluster_queue, wait_s)
@@ -493,16 +486,16 @@ class Scheduler:
         try:
             wl = self._get(key)
             for attempt in range(_EVICTION_ATTEMPTS):
-                if wl is None or not wlstatus.holds_quota(wl):
+                if wl is None or not workload_status.holds_quota(wl):
                     engine.cache.evicting.discard(key)
                     return False
-                updated = wlstatus.evict(
+                updated = workload_status.evict(
                     wl, reason, message, now, preempted_reason=preempted_reason
                 )
                 if updated is None:
                     return None
                 if self._releases_itself(wl):
-                    updated = wlstatus.release(updated, now) or updated
+                    updated = workload_status.release(updated, now) or updated
                 try:
                     await self._put(key, updated)
                 except NotFound:
@@ -629,7 +622,7 @@ class Scheduler:
             # ("waiting to be considered"), is written at once.
             if time.monotonic() - at < self.settings.reason_interval_s and (was_head or not head):
                 return None
-        updated = wlstatus.pending(wl, reason, details.message, self._now())
+        updated = workload_status.pending(wl, reason, details.message, self._now())
         return None if updated is None else (wl, updated, reason)
 
     async def _reason_lane(self) -> None:

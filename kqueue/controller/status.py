@@ -26,6 +26,7 @@ from kqueue.api.v1alpha1 import (
     set_condition,
 )
 from kqueue.api.v1alpha1 import constants as c
+from kqueue.controller.clock import Now
 from kqueue.controller.events import EventRecorder
 from kqueue.controller.informer import Resource, Store
 from kqueue.controller.kube import (
@@ -38,7 +39,6 @@ from kqueue.controller.kube import (
     NotFound,
 )
 from kqueue.controller.metrics import ClusterQueueStatus, Metrics
-from kqueue.controller.scheduler import Now
 from kqueue.controller.workqueue import Requeue
 from kqueue.engine.engine import Engine
 from kqueue.engine.types import (

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 import yaml
-from click.testing import CliRunner
+from click.testing import CliRunner, Result
 
 from kqueue.cli.main import cli
 
@@ -70,3 +71,251 @@ def test_convert_missing_file_exit_2(tmp_path: Path) -> None:
     res = CliRunner().invoke(cli, ["convert", str(tmp_path / "nope.yaml")])
     assert res.exit_code == 2
     assert "nope.yaml: cannot read" in res.stderr
+
+
+# --- --strict, input order, defaults --------------------------------------------------------------
+
+CQ_WITH_DROPS = """\
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: ClusterQueue
+metadata: {name: team-a}
+spec:
+  resourceGroups:
+  - coveredResources: [cpu]
+    flavors:
+    - name: default
+      resources: [{name: cpu, nominalQuota: "4"}]
+  admissionChecksStrategy:
+    admissionChecks: [{name: prov}]
+  namespaceSelector: {}
+  fairSharing: {weight: "2"}
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: ResourceFlavor
+metadata: {name: default}
+spec: {topologyName: racks}
+"""
+
+
+def _invoke(*args: str, input: str | None = None) -> Result:
+    return CliRunner().invoke(cli, ["convert", *args], input=input)
+
+
+def test_strict_fails_listing_every_dropped_field() -> None:
+    res = _invoke("--strict", "-", input=CQ_WITH_DROPS)
+    assert res.exit_code == 2
+    assert res.stdout == ""
+    lines = [line.strip() for line in res.stderr.splitlines()]
+    assert lines[0] == "Error: --strict: 3 field(s) or document(s) would be dropped:"
+    assert [line.split("): ", 1)[1].split(":")[0] for line in lines[1:]] == [
+        "spec.admissionChecksStrategy",
+        "spec.fairSharing",
+        "spec.topologyName",
+    ]
+    assert lines[1].startswith("<stdin>: document 1 (ClusterQueue team-a): ")
+
+
+def test_strict_passes_when_nothing_is_dropped() -> None:
+    clean = "apiVersion: kueue.x-k8s.io/v1beta2\nkind: Cohort\nmetadata: {name: org}\n"
+    res = _invoke("--strict", "-", input=clean)
+    assert res.exit_code == 0, res.stderr
+    assert yaml.safe_load(res.stdout) == {
+        "apiVersion": "kqueue.io/v1alpha1",
+        "kind": "Cohort",
+        "metadata": {"name": "org"},
+    }
+
+
+def test_without_strict_the_drops_are_warnings() -> None:
+    res = _invoke("-", input=CQ_WITH_DROPS)
+    assert res.exit_code == 0
+    assert "spec.admissionChecksStrategy: not supported by kqueue; ignored" in res.stderr
+
+
+def _keys(node: object) -> object:
+    """The key order of every mapping in a document."""
+    if isinstance(node, dict):
+        return [(k, _keys(v)) for k, v in node.items()]
+    if isinstance(node, list):
+        return [_keys(v) for v in node]
+    return None
+
+
+def test_output_keeps_input_order_and_adds_no_defaults() -> None:
+    res = _invoke("-", input=CQ_WITH_DROPS)
+    cq = next(yaml.safe_load_all(res.stdout))
+    source = next(yaml.safe_load_all(CQ_WITH_DROPS))
+    del source["spec"]["admissionChecksStrategy"], source["spec"]["fairSharing"]
+    source["apiVersion"] = "kqueue.io/v1alpha1"
+    assert _keys(cq) == _keys(source)
+    assert cq == source
+    assert "queueingStrategy" not in cq["spec"]
+
+
+def test_renamed_fields_stay_where_they_were() -> None:
+    v1beta1 = (
+        "apiVersion: kueue.x-k8s.io/v1beta1\nkind: ClusterQueue\nmetadata: {name: a}\n"
+        "spec:\n  cohort: research\n  resourceGroups: []\n"
+    )
+    cq = yaml.safe_load(_invoke("-", input=v1beta1).stdout)
+    assert list(cq["spec"]) == ["cohortName", "resourceGroups"]
+
+
+def test_with_defaults_prints_the_defaulted_object() -> None:
+    res = _invoke("--with-defaults", "-", input=CQ_WITH_DROPS)
+    cq = next(yaml.safe_load_all(res.stdout))
+    assert cq["spec"]["queueingStrategy"] == "BestEffortFIFO"
+    assert cq["spec"]["preemption"]["withinClusterQueue"] == "Never"
+
+
+def test_generate_name_stays_generate_name() -> None:
+    job = (
+        "apiVersion: batch/v1\nkind: Job\n"
+        "metadata: {generateName: sample-, labels: {kueue.x-k8s.io/queue-name: q}}\n"
+        "spec: {template: {spec: {containers: []}}}\n"
+    )
+    out = yaml.safe_load(_invoke("-", input=job).stdout)
+    assert out["metadata"] == {"generateName": "sample-", "labels": {"kqueue.io/queue-name": "q"}}
+
+
+def test_kueue_configuration_is_skipped_and_strict_refuses_it() -> None:
+    config = "apiVersion: config.kueue.x-k8s.io/v1beta2\nkind: Configuration\nnamespace: k\n"
+    res = _invoke("-", input=config)
+    assert res.exit_code == 0 and res.stdout == ""
+    assert "config.kueue.x-k8s.io/v1beta2 Configuration is not read by kqueue; skipped" in (
+        res.stderr
+    )
+    assert _invoke("--strict", "-", input=config).exit_code == 2
+
+
+# --- Kueue's labels and annotations on Jobs, Pods and other kinds -------------------------------
+
+
+def _pod_template(annotations: dict[str, str] | None = None) -> dict[str, object]:
+    meta = {"annotations": annotations} if annotations else {}
+    return {"metadata": meta, "spec": {"containers": [{"name": "c", "image": "x"}]}}
+
+
+def _obj(api_version: str, kind: str, spec: dict[str, object], **meta: object) -> dict[str, object]:
+    return {
+        "apiVersion": api_version,
+        "kind": kind,
+        "metadata": {"name": "x", "namespace": "ns", **meta},
+        "spec": spec,
+    }
+
+
+def _label(key: str, value: str = "v") -> dict[str, dict[str, str]]:
+    return {"labels": {key: value}}
+
+
+def _annotation(key: str, value: str = "v") -> dict[str, dict[str, str]]:
+    return {"annotations": {key: value}}
+
+
+JOB_SPEC = {"template": _pod_template()}
+TAS = "kueue.x-k8s.io/podset-required-topology"
+
+# name -> (input object, path in the output, the key expected there)
+LABEL_CASES: dict[str, tuple[dict[str, object], tuple[object, ...], str]] = {
+    "job queue-name label": (
+        _obj("batch/v1", "Job", JOB_SPEC, **_label("kueue.x-k8s.io/queue-name")),
+        ("metadata", "labels"), "kqueue.io/queue-name",
+    ),
+    "job priority-class label": (
+        _obj("batch/v1", "Job", JOB_SPEC, **_label("kueue.x-k8s.io/priority-class")),
+        ("metadata", "labels"), "kqueue.io/priority-class",
+    ),
+    "job job-min-parallelism annotation": (
+        _obj("batch/v1", "Job", JOB_SPEC, **_annotation("kueue.x-k8s.io/job-min-parallelism")),
+        ("metadata", "annotations"), "kqueue.io/job-min-parallelism",
+    ),
+    "job elastic-job annotation": (
+        _obj("batch/v1", "Job", JOB_SPEC, **_annotation("kueue.x-k8s.io/elastic-job", "true")),
+        ("metadata", "annotations"), "kqueue.io/elastic-job",
+    ),
+    "job max-exec-time-seconds label": (
+        _obj("batch/v1", "Job", JOB_SPEC, **_label("kueue.x-k8s.io/max-exec-time-seconds", "60")),
+        ("metadata", "labels"), "kqueue.io/max-exec-time-seconds",
+    ),
+    "job template podset-required-topology annotation": (
+        _obj("batch/v1", "Job", {"template": _pod_template({TAS: "rack"})}),
+        ("spec", "template", "metadata", "annotations"), "kqueue.io/podset-required-topology",
+    ),
+    "pod pod-group-name label": (
+        _obj("v1", "Pod", {"containers": []}, **_label("kueue.x-k8s.io/pod-group-name")),
+        ("metadata", "labels"), "kqueue.io/pod-group-name",
+    ),
+    "pod pod-group-total-count annotation": (
+        _obj("v1", "Pod", {"containers": []},
+             **_annotation("kueue.x-k8s.io/pod-group-total-count", "2")),
+        ("metadata", "annotations"), "kqueue.io/pod-group-total-count",
+    ),
+    "pod podset-slice-size annotation": (
+        _obj("v1", "Pod", {"containers": []}, **_annotation("kueue.x-k8s.io/podset-slice-size")),
+        ("metadata", "annotations"), "kqueue.io/podset-slice-size",
+    ),
+    "jobset queue-name label": (
+        _obj("jobset.x-k8s.io/v1alpha2", "JobSet", {"replicatedJobs": []},
+             **_label("kueue.x-k8s.io/queue-name")),
+        ("metadata", "labels"), "kqueue.io/queue-name",
+    ),
+    "jobset nested pod template topology annotation": (
+        _obj("jobset.x-k8s.io/v1alpha2", "JobSet", {"replicatedJobs": [
+            {"name": "w", "template": {"spec": {"template": _pod_template(
+                {"kueue.x-k8s.io/podset-preferred-topology": "block"})}}}]}),
+        ("spec", "replicatedJobs", 0, "template", "spec", "template", "metadata", "annotations"),
+        "kqueue.io/podset-preferred-topology",
+    ),
+    "deployment queue-name label": (
+        _obj("apps/v1", "Deployment", {"template": _pod_template()},
+             **_label("kueue.x-k8s.io/queue-name")),
+        ("metadata", "labels"), "kqueue.io/queue-name",
+    ),
+    "statefulset pod template group-name annotation": (
+        _obj("apps/v1", "StatefulSet",
+             {"template": _pod_template({"kueue.x-k8s.io/podset-group-name": "g"})}),
+        ("spec", "template", "metadata", "annotations"), "kqueue.io/podset-group-name",
+    ),
+    "mpijob priority-class label": (
+        _obj("kubeflow.org/v2beta1", "MPIJob", {}, **_label("kueue.x-k8s.io/priority-class")),
+        ("metadata", "labels"), "kqueue.io/priority-class",
+    ),
+}
+
+
+@pytest.mark.parametrize("name", list(LABEL_CASES))
+def test_kueue_keys_are_renamed(name: str) -> None:
+    doc, path, want = LABEL_CASES[name]
+    res = _invoke("--strict", "-", input=yaml.safe_dump(doc, sort_keys=False))
+    assert res.exit_code == 0, res.stderr
+    out = yaml.safe_load(res.stdout)
+    node = out
+    for part in path:
+        node = node[part]
+    assert list(node) == [want]
+    assert "kueue.x-k8s.io" not in res.stdout
+    # Nothing else changed.
+    assert out["kind"] == doc["kind"] and out["apiVersion"] == doc["apiVersion"]
+
+
+def test_unknown_kueue_key_on_another_kind_is_a_dropped_field() -> None:
+    doc = _obj("apps/v1", "Deployment", {}, **_label("kueue.x-k8s.io/something"))
+    res = _invoke("--strict", "-", input=yaml.safe_dump(doc))
+    assert res.exit_code == 2
+    assert "(Deployment ns/x): metadata.labels[kueue.x-k8s.io/something]: Kueue-specific key" in (
+        res.stderr
+    )
+
+
+SAMPLES_DIR = Path(__file__).resolve().parents[2] / "config" / "samples"
+
+
+@pytest.mark.parametrize("path", sorted(SAMPLES_DIR.glob("*.yaml")), ids=lambda p: p.name)
+def test_kqueue_manifests_convert_to_themselves(path: Path) -> None:
+    res = _invoke("--strict", str(path))
+    assert res.exit_code == 0, res.stderr
+    want = [d for d in yaml.safe_load_all(path.read_text()) if d]
+    got = list(yaml.safe_load_all(res.stdout))
+    assert got == want
+    assert [_keys(d) for d in got] == [_keys(d) for d in want]

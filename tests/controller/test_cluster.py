@@ -17,10 +17,10 @@ import pytest
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
+from kqueue.controller.admission import AdmissionRequest, FieldError, Verdict, WebhookServer
+from kqueue.controller.admission.certs import CertRotator
 from kqueue.controller.informer import CONFIGMAPS, Informer, as_dict
 from kqueue.controller.leader import LeaderElector
-from kqueue.controller.webhook import AdmissionRequest, FieldError, Verdict, WebhookServer
-from kqueue.controller.webhook.certs import CertRotator
 from tests.controller.mock_apiserver import eventually
 
 pytestmark = pytest.mark.cluster

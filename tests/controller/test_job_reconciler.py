@@ -16,8 +16,11 @@ from kqueue.api.v1alpha1 import LocalQueue, ResourceFlavor, Workload, parse_obje
 from kqueue.api.v1alpha1 import constants as c
 from kqueue.controller.events import EventRecorder, ObjectRef
 from kqueue.controller.informer import Store
-from kqueue.controller.jobs import JobIntegration, Management
-from kqueue.controller.jobs.reconciler import BY_OWNER, JobReconciler, owner_uids
+from kqueue.controller.integrations.job import JobIntegration
+from kqueue.controller.integrations.management import Management
+from kqueue.controller.integrations.owners import BY_OWNER, owner_uids
+from kqueue.controller.integrations.reconciler import JobReconciler
+from kqueue.controller.integrations.release import PodReleaser
 from kqueue.controller.kube import JOBS, PODS, WORKLOADS, KubeError
 from kqueue.controller.metrics import Metrics
 from kqueue.controller.workqueue import Requeue
@@ -88,6 +91,7 @@ def job(
     gated: bool = True,
     suspend: bool = False,
     started: bool = False,
+    held: bool = False,
 ) -> Obj:
     out = e2e_job(name, namespace, queue or "", count=count)
     meta = out["metadata"]
@@ -98,7 +102,10 @@ def job(
         # What the Job webhook does at creation.
         out["spec"]["template"]["spec"]["schedulingGates"] = [{"name": c.ADMISSION_GATE}]
         out["spec"]["template"]["metadata"]["labels"] = {c.MANAGED_LABEL: "true"}
-    out["spec"]["suspend"] = suspend
+    out["spec"]["suspend"] = suspend or held
+    if held:
+        # What the Job webhook does at creation: suspended while queued, as kqueue's.
+        meta.setdefault("annotations", {})[c.SUSPENDED_BY_KQUEUE_ANNOTATION] = "true"
     out["status"] = {"startTime": "2025-03-01T11:00:00Z", "active": count} if started else {}
     return out
 
@@ -162,7 +169,14 @@ def gated_pods(job_obj: Obj, n: int) -> list[Obj]:
 
 
 class World:
-    def __init__(self, kube: FakeKube, **reconciler_args: Any) -> None:
+    def __init__(
+        self,
+        kube: FakeKube,
+        *,
+        releases_per_job: int = 16,
+        releases_in_flight: int = 64,
+        **reconciler_args: Any,
+    ) -> None:
         self.kube = kube
         self.jobs: Store[Obj] = Store()
         self.workloads: Store[Workload] = Store()
@@ -174,7 +188,7 @@ class World:
         self.events = Events()
         self.metrics = Metrics()
         self.reconciler = JobReconciler(
-            integration=JobIntegration(),
+            job=JobIntegration(),
             objects=self.jobs,
             workloads=self.workloads,
             pods=self.pods,
@@ -182,7 +196,13 @@ class World:
             priorities=lambda: PriorityClasses.from_objects([], []),
             kube=kube,  # type: ignore[arg-type]
             events=self.events,
-            metrics=self.metrics,
+            releaser=PodReleaser(
+                kube=kube,  # type: ignore[arg-type]
+                metrics=self.metrics,
+                now=lambda: NOW,
+                per_object=releases_per_job,
+                in_flight=releases_in_flight,
+            ),
             now=lambda: NOW,
             namespaces=self.namespaces,
             local_queues=self.local_queues,
@@ -341,7 +361,7 @@ async def test_unlabelled_jobs_outside_the_managed_namespaces_are_ignored(namesp
 async def test_an_unlabelled_job_waits_without_a_default_queue_and_says_what_to_do() -> None:
     world = World(FakeKube(), **_managing())
     world.add_namespace("team-a")
-    j = job("plain", queue=None)
+    j = job("plain", queue=None, held=True)
     key = world.add_job(j)
 
     await world.reconciler(key)
@@ -358,7 +378,7 @@ async def test_an_unlabelled_job_waits_without_a_default_queue_and_says_what_to_
     world.workloads._put(f"team-a/{wl.name}", wl, "1")
     result = await world.reconciler(key)
     assert isinstance(result, Requeue) and result.after is not None and result.after > 0
-    assert world.kube.patched == []  # gated: held by its pods' gate, not suspended
+    assert world.kube.patched == []  # suspended by kqueue while queued: nothing to do
 
     # A LocalQueue "default" created since: the waiting Workload moves to it.
     world.add_local_queue("team-a", "default")
@@ -430,16 +450,36 @@ async def test_a_job_running_ungated_without_admission_is_suspended() -> None:
 
     assert await world.reconciler(key) is None
 
-    assert world.job_patches() == [{"spec": {"suspend": True}}]
+    assert world.job_patches() == [
+        {
+            "metadata": {"annotations": {c.SUSPENDED_BY_KQUEUE_ANNOTATION: "true"}},
+            "spec": {"suspend": True},
+        }
+    ]
     [stopped] = [e for e in world.events.recorded if e[2] == "Stopped"]
     assert "started before kqueue admitted it" in stopped[3]
     assert "suspended until admitted" in stopped[3]
 
 
-async def test_a_gated_job_is_the_normal_case_and_left_running() -> None:
+async def test_a_gated_job_running_while_queued_is_suspended() -> None:
+    # Created by a kqueue that held queued Jobs by the gate alone: its gated pods would run its
+    # deadline and use namespace quota while it waits, so it is suspended as kqueue's.
     world = World(FakeKube())
     j = job("fresh", gated=True, started=True)
     key = world.add_job(j, workload(j), gated_pods(j, 2))
+
+    assert await world.reconciler(key) is None
+    [patch] = world.job_patches()
+    assert patch["spec"] == {"suspend": True}
+    assert patch["metadata"]["annotations"] == {c.SUSPENDED_BY_KQUEUE_ANNOTATION: "true"}
+    [stopped] = [e for e in world.events.recorded if e[2] == "Stopped"]
+    assert "no pods, its deadline does not run" in stopped[3]
+
+
+async def test_a_job_the_webhook_suspended_waits_untouched() -> None:
+    world = World(FakeKube())
+    j = job("queued", held=True)
+    key = world.add_job(j, workload(j))
 
     assert await world.reconciler(key) is None
     assert world.kube.patched == [] and world.events.recorded == []
@@ -497,3 +537,109 @@ async def test_a_released_pod_the_informer_still_shows_gated_counts_as_released(
     world.pods._put("team-a/lag-b", newer, "1")
     await world.reconciler(key)
     assert world.pod_patches() == ["lag-a", "lag-m"]  # lag-a and lag-m run: 2 of 2
+
+
+# -- suspended while queued ---------------------------------------------------------------------
+
+
+def _flavor(name: str = "on-demand") -> ResourceFlavor:
+    rf = parse_object(
+        {
+            "apiVersion": c.API_VERSION,
+            "kind": "ResourceFlavor",
+            "metadata": {"name": name},
+            "spec": {
+                "nodeLabels": {"instance-type": name},
+                "tolerations": [{"key": "spot", "operator": "Exists", "effect": "NoSchedule"}],
+            },
+        },
+        validate=False,
+    )
+    assert isinstance(rf, ResourceFlavor)
+    return rf
+
+
+async def test_a_job_its_user_created_suspended_is_left_to_the_user() -> None:
+    world = World(FakeKube())
+    key = world.add_job(job("mine", suspend=True))
+
+    assert await world.reconciler(key) is None
+
+    assert world.kube.created == [] and world.kube.patched == []
+    [(_, type_, reason, message)] = world.events.recorded
+    assert (type_, reason) == ("Normal", "SuspendedByUser")
+    assert "set spec.suspend to false to queue it" in message
+
+
+async def test_an_admitted_job_is_resumed_with_the_flavors_directives_in_its_template() -> None:
+    world = World(FakeKube())
+    world.reconciler._flavors._put("on-demand", _flavor(), "1")
+    j = job("go", held=True)
+    key = world.add_job(j, workload(j, admitted=2))
+
+    assert await world.reconciler(key) is None
+
+    [patch] = world.job_patches()
+    assert patch["metadata"] == {"annotations": {c.SUSPENDED_BY_KQUEUE_ANNOTATION: None}}
+    assert patch["spec"]["suspend"] is False
+    template = patch["spec"]["template"]["spec"]
+    assert template["nodeSelector"] == {"instance-type": "on-demand"}
+    assert template["tolerations"] == [
+        {"key": "spot", "operator": "Exists", "effect": "NoSchedule"}
+    ]
+    assert "Resumed" in world.events.reasons("go")
+
+
+async def test_a_resumed_job_s_gated_pods_are_released_and_counted_in_the_event() -> None:
+    world = World(FakeKube())
+    j = job("run", count=3)
+    key = world.add_job(j, workload(j, admitted=3), gated_pods(j, 3))
+
+    assert await world.reconciler(key) is None
+
+    assert len(world.pod_patches()) == 3
+    [started] = [e for e in world.events.recorded if e[2] == "Started"]
+    assert "released 3 of 3 admitted pod(s)" in started[3]
+
+
+async def test_a_requeued_job_gets_its_recorded_template_back_once_reset() -> None:
+    world = World(FakeKube())
+    original = job("again", held=True)
+    wl = workload(original)  # records the template as the user wrote it
+    ran = job("again", held=True)
+    ran["spec"]["template"]["spec"]["nodeSelector"] = {"instance-type": "spot"}
+    ran["spec"]["template"]["spec"]["tolerations"] = [{"key": "spot", "operator": "Exists"}]
+    key = world.add_job(ran, wl)
+
+    assert await world.reconciler(key) is None
+
+    [patch] = world.job_patches()
+    template = patch["spec"]["template"]["spec"]
+    assert template["nodeSelector"] == {"instance-type": None}
+    assert template["tolerations"] is None
+    assert patch["metadata"]["resourceVersion"] == "7"
+
+
+async def test_an_evicted_job_is_suspended_as_kqueue_s() -> None:
+    world = World(FakeKube())
+    j = job("victim", started=True)
+    wl = workload(j, admitted=2)
+    doc = wl.to_dict()
+    doc["status"]["conditions"].append(
+        {
+            "type": c.EVICTED,
+            "status": "True",
+            "reason": c.EVICTED_BY_PREEMPTION,
+            "message": "Preempted to accommodate a workload",
+            "lastTransitionTime": NOW.strftime("%Y-%m-%dT%H:%M:%SZ"),
+        }
+    )
+    evicted = parse_object(doc, validate=False)
+    assert isinstance(evicted, Workload)
+    key = world.add_job(j, evicted)
+
+    assert await world.reconciler(key) is None
+
+    [patch] = world.job_patches()
+    assert patch["spec"]["suspend"] is True
+    assert patch["metadata"]["annotations"] == {c.SUSPENDED_BY_KQUEUE_ANNOTATION: "true"}

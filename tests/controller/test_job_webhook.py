@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 from kqueue.api.v1alpha1 import constants as c
-from kqueue.controller.webhook import AdmissionRequest
-from kqueue.controller.webhooks.job import JobWebhooks
+from kqueue.controller.admission import AdmissionRequest
+from kqueue.controller.integrations.job.webhook import JobWebhooks
 
 Obj = dict[str, Any]
 
@@ -100,3 +100,64 @@ async def test_unrelated_updates_of_an_elastic_or_partial_job_pass() -> None:
     assert await _errors(lowered, partial) == {}
     # A value other than "true" is not elastic: going from absent to "false" changes nothing.
     assert await _errors(_job({ELASTIC: "false"}), _job({})) == {}
+
+
+# -- suspended while queued (mutating) ------------------------------------------------------------
+
+HELD = c.SUSPENDED_BY_KQUEUE_ANNOTATION
+
+
+def _held(job: Obj) -> Obj:
+    out = copy.deepcopy(job)
+    out["spec"]["suspend"] = True
+    out["metadata"]["annotations"][HELD] = "true"
+    return out
+
+
+async def test_a_job_created_running_is_suspended_as_kqueue_s_and_gated() -> None:
+    verdict = await JobWebhooks().mutate(_request(_job({}), None))
+
+    out = verdict.patched
+    assert out is not None
+    assert out["spec"]["suspend"] is True
+    assert out["metadata"]["annotations"] == {HELD: "true"}
+    assert {"name": c.ADMISSION_GATE} in out["spec"]["template"]["spec"]["schedulingGates"]
+
+
+async def test_a_job_created_suspended_stays_its_user_s() -> None:
+    verdict = await JobWebhooks().mutate(_request(_job({}, suspend=True), None))
+
+    out = verdict.patched
+    assert out is not None  # gated all the same
+    assert out["spec"]["suspend"] is True
+    assert HELD not in out["metadata"]["annotations"]
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "held"),
+    [
+        pytest.param(_held(_job({})), _held(_job({})) | {"spec": {**_job({})["spec"], "suspend": False}},
+                     True, id="user-resumes-a-queued-job"),
+        pytest.param(_job({}, suspend=True), _job({}), True, id="user-resumes-their-own-job"),
+        pytest.param(_held(_job({})), _job({}), False, id="kqueue-resumes-on-admission"),
+        pytest.param(_job({}), _job({}), False, id="unrelated-update"),
+    ],
+)
+async def test_only_kqueue_resumes_a_queued_job(old: Obj, new: Obj, held: bool) -> None:
+    verdict = await JobWebhooks().mutate(_request(new, old))
+
+    assert verdict.allowed
+    if held:
+        assert verdict.patched is not None
+        assert verdict.patched["spec"]["suspend"] is True
+        assert verdict.patched["metadata"]["annotations"][HELD] == "true"
+        assert any("holds this Job suspended" in w for w in verdict.warnings)
+    else:
+        assert verdict.patched is None
+
+
+async def test_a_started_job_being_reset_is_not_taken_for_a_resume() -> None:
+    old = _job({}, suspend=True)
+    old["status"] = {"startTime": "2025-03-01T11:00:00Z"}
+    verdict = await JobWebhooks().mutate(_request(_job({}), old))
+    assert verdict.patched is None

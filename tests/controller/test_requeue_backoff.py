@@ -8,7 +8,7 @@ from typing import Any
 
 from kqueue.api.v1alpha1 import RequeueState, Workload, parse_object
 from kqueue.api.v1alpha1 import constants as c
-from kqueue.controller import workloads as wlstatus
+from kqueue.controller import workload_status
 from kqueue.controller.readiness import ReadinessWatcher
 from kqueue.controller.workqueue import Requeue
 from kqueue.engine import types as t
@@ -32,11 +32,11 @@ def _admitted() -> Workload:
 
 
 def _released(reason: str, *, requeue_at: datetime | None) -> Workload:
-    evicted = wlstatus.evict(_admitted(), reason, MESSAGE, T0)
+    evicted = workload_status.evict(_admitted(), reason, MESSAGE, T0)
     assert evicted is not None
     if requeue_at is not None:
         evicted.status.requeue_state = RequeueState(count=1, requeue_at=requeue_at)
-    released = wlstatus.release(evicted, T0)
+    released = workload_status.release(evicted, T0)
     assert released is not None
     return released
 
@@ -59,24 +59,24 @@ def test_released_after_a_pods_ready_timeout_is_not_requeued_yet() -> None:
 def test_backoff_finished_only_once_requeue_at_passed() -> None:
     at = T0 + timedelta(seconds=BASE_S)
     wl = _released(c.EVICTED_BY_PODS_READY_TIMEOUT, requeue_at=at)
-    assert wlstatus.backoff_end(wl, T0, unwritten=timedelta(0)) == at
-    assert wlstatus.backoff_finished(wl, at - timedelta(seconds=1)) is None
-    done = wlstatus.backoff_finished(wl, at)
+    assert workload_status.backoff_end(wl, T0, unwritten=timedelta(0)) == at
+    assert workload_status.backoff_finished(wl, at - timedelta(seconds=1)) is None
+    done = workload_status.backoff_finished(wl, at)
     assert done is not None
-    assert _requeued(done) == ("True", wlstatus.BACKOFF_FINISHED)
-    assert done.condition(c.REQUEUED).message == wlstatus.BACKOFF_FINISHED_MESSAGE  # type: ignore[union-attr]
+    assert _requeued(done) == ("True", workload_status.BACKOFF_FINISHED)
+    assert done.condition(c.REQUEUED).message == workload_status.BACKOFF_FINISHED_MESSAGE  # type: ignore[union-attr]
     assert done.status.requeue_state is not None
     assert (done.status.requeue_state.count, done.status.requeue_state.requeue_at) == (1, None)
     # Once over, nothing more to write.
-    assert wlstatus.backoff_finished(done, at + timedelta(hours=1)) is None
+    assert workload_status.backoff_finished(done, at + timedelta(hours=1)) is None
 
 
 def test_an_unwritten_requeue_at_lasts_the_given_backoff_from_the_transition() -> None:
     wl = _released(c.EVICTED_BY_PODS_READY_TIMEOUT, requeue_at=None)
     base = timedelta(seconds=BASE_S)
-    assert wlstatus.backoff_end(wl, T0, unwritten=base) == T0 + base
-    assert wlstatus.backoff_finished(wl, T0 + base - timedelta(seconds=1), unwritten=base) is None
-    assert wlstatus.backoff_finished(wl, T0 + base, unwritten=base) is not None
+    assert workload_status.backoff_end(wl, T0, unwritten=base) == T0 + base
+    assert workload_status.backoff_finished(wl, T0 + base - timedelta(seconds=1), unwritten=base) is None
+    assert workload_status.backoff_finished(wl, T0 + base, unwritten=base) is not None
 
 
 def test_an_admission_declares_the_backoff_over_itself() -> None:
@@ -87,8 +87,8 @@ def test_an_admission_declares_the_backoff_over_itself() -> None:
         (t.PodSetAssignment(t.PodSetName("main"), {}, {}, 2),),
         at,
     )
-    admitted = wlstatus.admit(wl, admission, at)
-    assert _requeued(admitted) == ("True", wlstatus.BACKOFF_FINISHED)
+    admitted = workload_status.admit(wl, admission, at)
+    assert _requeued(admitted) == ("True", workload_status.BACKOFF_FINISHED)
     assert admitted.status.requeue_state is not None
     assert admitted.status.requeue_state.requeue_at is None
 
@@ -140,10 +140,10 @@ async def test_the_watcher_writes_the_transition_when_the_backoff_ends() -> None
     assert await watcher(KEY) is None
     [body] = kube.written
     done = Workload.model_validate(body)
-    assert _requeued(done) == ("True", wlstatus.BACKOFF_FINISHED)
+    assert _requeued(done) == ("True", workload_status.BACKOFF_FINISHED)
     assert done.status.requeue_state is not None and done.status.requeue_state.requeue_at is None
     assert events.recorded and events.recorded[0][:2] == ("Normal", c.REQUEUED)
-    assert wlstatus.BACKOFF_FINISHED_MESSAGE in events.recorded[0][2]
+    assert workload_status.BACKOFF_FINISHED_MESSAGE in events.recorded[0][2]
     assert triggered == [True]
 
 

@@ -18,12 +18,13 @@ import pytest
 
 from kqueue.api.v1alpha1 import ClusterQueue, LocalQueue, ResourceFlavor, Workload
 from kqueue.api.v1alpha1 import constants as c
-from kqueue.controller.elastic import ElasticSlices
+from kqueue.controller.clock import Now
 from kqueue.controller.events import EventRecorder
 from kqueue.controller.informer import Resource, Store
+from kqueue.controller.integrations.job.elastic import ElasticSlices
 from kqueue.controller.kube import Conflict, Kube, KubeError, NotFound
 from kqueue.controller.metrics import Metrics
-from kqueue.controller.scheduler import Now, Scheduler, SchedulerSettings
+from kqueue.controller.scheduler import Scheduler, SchedulerSettings
 from kqueue.engine import adapt
 from kqueue.engine.cycle import CycleResult
 from kqueue.engine.engine import Engine
@@ -520,7 +521,7 @@ async def test_an_admission_that_fails_before_its_write_is_rolled_back(
     def broken(*_: object) -> Workload:
         raise ValueError("cannot build the admission")
 
-    monkeypatch.setattr("kqueue.controller.scheduler.wlstatus.admit", broken)
+    monkeypatch.setattr("kqueue.controller.scheduler.workload_status.admit", broken)
     await scheduler.run_once()
     await scheduler.drain()
     assert api.admitted() == set()
@@ -547,7 +548,7 @@ async def test_an_eviction_that_fails_unexpectedly_is_decided_again(
     def broken(*_: object, **__: object) -> Workload:
         raise ValueError("cannot build the eviction")
 
-    monkeypatch.setattr("kqueue.controller.scheduler.wlstatus.evict", broken)
+    monkeypatch.setattr("kqueue.controller.scheduler.workload_status.evict", broken)
     assert await scheduler.run_once()  # preempts low; its write crashes
     await scheduler.drain()
     assert key("low") not in engine.cache.evicting

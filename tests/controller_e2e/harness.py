@@ -27,6 +27,7 @@ import yaml
 
 from kqueue.api.config import SUPPORTED_FRAMEWORKS, LabelSelector, LabelSelectorRequirement
 from kqueue.api.v1alpha1 import constants as c
+from kqueue.controller.admission.certs import ensure_local_certs
 from kqueue.controller.kube import (
     CLUSTER_QUEUES,
     COHORTS,
@@ -38,7 +39,6 @@ from kqueue.controller.kube import (
     Kube,
     KubeError,
 )
-from kqueue.controller.webhook.certs import ensure_local_certs
 from kqueue.controller.webhooks.config import webhook_configurations
 from kqueue.localcluster.cluster import LocalCluster
 from kqueue.localcluster.nodes import COMPLETE_AFTER_ANNOTATION, INSTANCE_TYPE_LABEL

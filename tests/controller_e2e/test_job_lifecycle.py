@@ -30,7 +30,7 @@ async def test_job_full_life(api: Api, kqueue: KqueueProcess, namespace: str) ->
     od, spot, cq = unique("on-demand"), unique("spot"), unique("cq")
     await api.apply(flavor(od, "on-demand"))
     await api.apply(flavor(spot, "spot", spot=True))
-    # Stopped first, so the Job's pods are seen gated and its Workload pending.
+    # Stopped first, so the Job is seen queued (suspended) and its Workload pending.
     await api.apply(cluster_queue(cq, [(od, "2"), (spot, "4")], stop_policy="Hold"))
     await api.apply(local_queue("user-queue", namespace, cq))
     created = await api.apply(
@@ -56,15 +56,11 @@ async def test_job_full_life(api: Api, kqueue: KqueueProcess, namespace: str) ->
     pending = condition(wl, c.QUOTA_RESERVED)
     assert pending is not None and pending["reason"] in (c.SUSPENDED, c.MISCONFIGURED)
 
-    async def gated_pods() -> list[Any] | None:
-        pods = await api.pods_of(namespace, "sample")
-        ok = len(pods) == 2 and all(
-            {"name": c.ADMISSION_GATE} in (p["spec"].get("schedulingGates") or []) for p in pods
-        )
-        return pods if ok else None
-
-    pods = await eventually(gated_pods, what="2 gated pods")
-    assert all(not p["spec"].get("nodeName") for p in pods)
+    # Queued, the Job is suspended (as kqueue's): no pods, nothing active.
+    assert created["spec"]["suspend"] is True
+    assert created["metadata"]["annotations"][c.SUSPENDED_BY_KQUEUE_ANNOTATION] == "true"
+    assert await api.pods_of(namespace, "sample") == []
+    assert not ((await api.job(namespace, "sample")).get("status") or {}).get("active")
 
     # Resume the queue: the whole workload is admitted on the first flavor that fits.
     await api.kube.patch(CLUSTER_QUEUES, cq, {"spec": {"stopPolicy": "None"}})

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from kqueue.api.v1alpha1 import constants as c
-from kqueue.controller.jobs.pod import DISRUPTION_TARGET, EVICTED_BY_KQUEUE
+from kqueue.controller.integrations.pod.reconciler import DISRUPTION_TARGET, EVICTED_BY_KQUEUE
 from kqueue.controller.kube import CLUSTER_QUEUES, PODS, WORKLOADS, NotFound
 from kqueue.localcluster.cluster import LocalCluster
 from kqueue.localcluster.nodes import COMPLETE_AFTER_ANNOTATION, INSTANCE_TYPE_LABEL

@@ -54,14 +54,14 @@ NOT_REQUESTED: dict[tuple[str, str], str] = {
     ),
     ("delete", "kqueue.io/workloads"): (
         "a pending replacement slice of an elastic Job that scaled back before it was admitted "
-        "(kqueue/controller/elastic.py); the RBAC run has no elastic Job"
+        "(kqueue/controller/integrations/job/elastic.py); the RBAC run has no elastic Job"
     ),
     ("get", "kqueue.io/workloads"): (
         "re-reading a Workload after a conflicting eviction write (scheduler), and in the "
         "elastic-slice and readiness controllers; reached here only if an eviction meets a 409"
     ),
     ("delete", "pods"): (
-        "evicting a plain Pod or pod group (kqueue/controller/jobs/pod.py: the pods are deleted "
+        "evicting a plain Pod or pod group (kqueue/controller/integrations/pod/reconciler.py: the pods are deleted "
         "once marked DisruptionTarget); the RBAC run evicts Jobs only"
     ),
     ("patch", "pods/status"): (

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from .conftest import HERE, run_cli
 
@@ -144,5 +146,123 @@ def test_unknown_workload_exits_1() -> None:
 
 
 def test_bad_key_and_bad_file() -> None:
-    assert run_cli("explain", "no-slash", "-f", CLUSTER).exit_code == 2
+    assert run_cli("explain", "a/b/c", "-f", CLUSTER).exit_code == 2
+    assert run_cli("explain", "/b", "-f", CLUSTER).exit_code == 2
     assert run_cli("explain", "a/b", "-f", "/nonexistent.yaml").exit_code == 2
+
+
+# --- -n/--namespace and "did you mean" ------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("args", "want"),
+    [
+        pytest.param(["urgent", "-n", "lab"], "lab/urgent", id="name and -n"),
+        pytest.param(["urgent", "--namespace", "lab"], "lab/urgent", id="name and --namespace"),
+        pytest.param(["lab/urgent", "-n", "lab"], "lab/urgent", id="both, agreeing"),
+        pytest.param(["report", "-n", "ops"], "ops/job-report-", id="a Job's name with -n"),
+    ],
+)
+def test_namespace_option(args: list[str], want: str) -> None:
+    result = run_cli("explain", *args, "-f", CLUSTER, "-o", "json")
+    assert result.exit_code == 0, result.stdout + result.stderr
+    assert json.loads(result.stdout)["workload"].startswith(want)
+
+
+def test_namespace_option_and_key_disagree() -> None:
+    result = run_cli("explain", "lab/urgent", "-n", "ops", "-f", CLUSTER)
+    assert result.exit_code == 2
+    assert "names namespace 'lab' but --namespace is 'ops'" in result.stderr
+
+
+def test_name_without_namespace_is_in_default_with_files() -> None:
+    result = run_cli("explain", "urgent", "-f", CLUSTER)
+    assert result.exit_code == 1
+    assert result.stdout.strip() == 'workload default/urgent not found; did you mean "lab/urgent"?'
+
+
+@pytest.mark.parametrize(
+    ("key", "want"),
+    [
+        pytest.param("lab/urgnet", 'did you mean "lab/urgent"?', id="typo in the name"),
+        pytest.param("ops/reprot", 'did you mean "ops/report"?', id="typo in a Job's name"),
+        pytest.param("ops/urgent", 'did you mean "lab/urgent"?', id="right name, other namespace"),
+        pytest.param(
+            "labx/zzz",
+            "namespace labx has no workloads (namespaces with workloads: lab, ops)",
+            id="unknown namespace",
+        ),
+        pytest.param("ops/zzzzzz", None, id="nothing close"),
+    ],
+)
+def test_unknown_workload_suggests(key: str, want: str | None) -> None:
+    result = run_cli("explain", key, "-f", CLUSTER, "-o", "json")
+    assert result.exit_code == 1
+    out = json.loads(result.stdout)
+    assert out["found"] is False
+    assert out.get("hints") == ([want] if want else None)
+    text = run_cli("explain", key, "-f", CLUSTER).stdout.strip()
+    assert text == f"workload {key} not found" + (f"; {want}" if want else "")
+
+
+TYPO_QUEUE = """---
+apiVersion: kqueue.io/v1alpha1
+kind: Workload
+metadata: {name: typo, namespace: lab, creationTimestamp: "2024-05-01T10:04:00Z"}
+spec:
+  queueName: mian
+  podSets:
+  - name: main
+    count: 1
+    template: {spec: {containers: [{name: c, resources: {requests: {cpu: "1"}}}]}}
+"""
+
+
+def test_unknown_local_queue_hint() -> None:
+    text = (HERE / "explain" / "cluster.yaml").read_text() + TYPO_QUEUE
+    result = run_cli("explain", "lab/typo", "-f", "-", "-o", "json", input=text)
+    assert result.exit_code == 0, result.stderr
+    out = json.loads(result.stdout)
+    assert out["hints"] == ['LocalQueue lab/mian does not exist; did you mean "main"?']
+    assert out["pending"]["message"] == "LocalQueue mian doesn't exist"
+    text_out = run_cli("explain", "typo", "-n", "lab", "-f", "-", input=text).stdout
+    assert text_out.splitlines()[1] == (
+        'hint: LocalQueue lab/mian does not exist; did you mean "main"?'
+    )
+
+
+def test_unknown_cluster_queue_hint() -> None:
+    out = explain_json("lab/lost")
+    assert out["hints"] == [
+        "LocalQueue lab/orphan points to ClusterQueue does-not-exist, which does not exist"
+    ]
+
+
+@pytest.mark.parametrize(
+    ("context", "want"),
+    [
+        pytest.param({"cluster": "c", "user": "u", "namespace": "team"}, "team", id="set"),
+        pytest.param({"cluster": "c", "user": "u"}, "default", id="unset"),
+    ],
+)
+def test_cluster_mode_default_namespace_is_the_contexts(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, context: dict[str, str], want: str
+) -> None:
+    from kqueue.cli.explain import context_namespace
+
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    kubeconfig = tmp_path / "config"
+    kubeconfig.write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "v1",
+                "kind": "Config",
+                "clusters": [{"name": "c", "cluster": {"server": "https://127.0.0.1:1"}}],
+                "users": [{"name": "u", "user": {"token": "t"}}],
+                "contexts": [{"name": "x", "context": context}],
+                "current-context": "x",
+            }
+        )
+    )
+    assert context_namespace(str(kubeconfig)) == want
+    assert context_namespace(str(tmp_path / "missing")) == "default"

@@ -120,6 +120,23 @@ async def test_explain_reads_the_live_cluster(
         assert text.exit_code == 0, text.stdout + text.stderr
         assert "reason: Misconfigured" in text.stdout
         assert "LocalQueue missing doesn't exist" in text.stdout
+        assert f"hint: LocalQueue {namespace}/missing does not exist (LocalQueues in " in (
+            text.stdout
+        )
+
+        # -n/--namespace, and a name with a typo answered with the closest one.
+        by_flag = await asyncio.to_thread(
+            run_cli, "explain", "too-big", "-n", namespace, "--kubeconfig", str(kubeconfig)
+        )
+        assert by_flag.exit_code == 0, by_flag.stdout + by_flag.stderr
+        assert by_flag.stdout.startswith(f"Workload {namespace}/too-big: Pending")
+        typo = await asyncio.to_thread(
+            run_cli, "explain", "too-bgi", "-n", namespace, "--kubeconfig", str(kubeconfig)
+        )
+        assert typo.exit_code == 1
+        assert typo.stdout.strip() == (
+            f'workload {namespace}/too-bgi not found; did you mean "{namespace}/too-big"?'
+        )
     finally:
         await asyncio.to_thread(
             cluster.kubectl,

@@ -195,7 +195,8 @@ def queue_name(obj: Mapping[str, Any]) -> str | None:
 
 
 def is_managed(obj: Mapping[str, Any]) -> bool:
-    """Whether kqueue manages the object: it names a LocalQueue."""
+    """Whether the object names a LocalQueue. Only part of the decision: which objects kqueue
+    manages is ``kqueue.api.integrations.management.manages``."""
     return queue_name(obj) is not None
 
 

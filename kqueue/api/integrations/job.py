@@ -70,6 +70,24 @@ def min_pods_count(job: Mapping[str, Any], count: int) -> int | None:
     return value
 
 
+def finished_condition(job: Mapping[str, Any]) -> str | None:
+    """``Complete`` or ``Failed`` once the Job finished (the condition that is True), else None.
+
+    Not ``SuccessCriteriaMet``/``FailureTarget``: the Job controller sets Complete/Failed once
+    every pod has terminated. A finished Job gets no Workload (Kueue's job reconciler).
+    """
+    status = job.get("status")
+    conditions = (status.get("conditions") if isinstance(status, Mapping) else None) or []
+    for cond in conditions if isinstance(conditions, list) else []:
+        if (
+            isinstance(cond, Mapping)
+            and cond.get("type") in ("Complete", "Failed")
+            and cond.get("status") == "True"
+        ):
+            return str(cond["type"])
+    return None
+
+
 def is_elastic(job: Mapping[str, Any]) -> bool:
     return annotations_of(job).get(c.ELASTIC_JOB_ANNOTATION) == "true"
 

@@ -25,6 +25,10 @@ POD_GROUP_TOTAL_COUNT_ANNOTATION: Final = "kqueue.io/pod-group-total-count"
 JOB_MIN_PARALLELISM_ANNOTATION: Final = "kqueue.io/job-min-parallelism"
 ELASTIC_JOB_ANNOTATION: Final = "kqueue.io/elastic-job"
 WORKLOAD_SLICE_REPLACEMENT_FOR_ANNOTATION: Final = "kqueue.io/workload-slice-replacement-for"
+# On a top-level object kqueue keeps suspended while its workload is queued (or evicted): the
+# suspension is kqueue's, and kqueue resumes the object on admission. A suspended object
+# without it was suspended by its user, and stays so until the user resumes it.
+SUSPENDED_BY_KQUEUE_ANNOTATION: Final = "kqueue.io/suspended-by-kqueue"
 # Marks pods (label, value "true") and holds them (finalizer) while kqueue manages them, as
 # Kueue's kueue.x-k8s.io/managed does.
 MANAGED_LABEL: Final = "kqueue.io/managed"

@@ -1,22 +1,37 @@
 """kqueue's admission webhooks, registered on the webhook server (served by every replica).
 
-``/mutate-batch-v1-job`` and ``/validate-batch-v1-job`` (Jobs that name a queue),
-``/mutate--v1-pod`` (managed pods), ``/validate-kqueue-io-v1alpha1`` (the kqueue.io kinds).
-:mod:`.config` builds the webhook configurations that route requests to them.
+Core: ``/mutate--v1-pod`` (pods of every integration: born behind the admission gate) and
+``/validate-kqueue-io-v1alpha1`` (the kqueue.io kinds). Each integration adds its own
+(:mod:`kqueue.controller.integrations`): an enabled one its handlers, a disabled one a handler
+that allows unchanged (a webhook configuration made for other frameworks may still route to it,
+and failing closed would block the objects of a kind kqueue is not managing). :mod:`.config`
+builds the webhook configurations that route requests to them.
 """
 
 from __future__ import annotations
 
-from kqueue.controller.webhook import WebhookServer
-from kqueue.controller.webhooks import job, kinds, pod
+from kqueue.api.config import Configuration
+from kqueue.controller.admission import AdmissionRequest, Verdict, WebhookServer
+from kqueue.controller.integrations import registry
+from kqueue.controller.webhooks import kinds, pod
 
 
-def register(server: WebhookServer, *, manage_jobs_without_queue_name: bool = False) -> None:
-    jobs = job.JobWebhooks(manage_jobs_without_queue_name=manage_jobs_without_queue_name)
-    server.add_mutating(job.MUTATE_PATH, jobs.mutate)
-    server.add_validating(job.VALIDATE_PATH, jobs.validate)
+async def _allow(_req: AdmissionRequest) -> Verdict:
+    return Verdict.allow()
+
+
+def register(server: WebhookServer, config: Configuration | None = None) -> None:
+    config = config if config is not None else Configuration()
+    on = set(config.integrations.frameworks)
     server.add_mutating(pod.MUTATE_PATH, pod.mutate_pod)
     server.add_validating(kinds.VALIDATE_PATH, kinds.validate_kqueue_object)
+    for framework in registry.frameworks():
+        for hook in framework.webhooks:
+            handler = hook.handler(config) if framework.name in on else _allow
+            if hook.type == "mutating":
+                server.add_mutating(hook.path, handler)
+            else:
+                server.add_validating(hook.path, handler)
 
 
 __all__ = ["register"]

@@ -14,9 +14,9 @@ from typing import Any, Final
 
 from kqueue.api.config import SUPPORTED_FRAMEWORKS, LabelSelector
 from kqueue.api.v1alpha1 import constants as c
-from kqueue.controller.jobs import pod as plain_pod
+from kqueue.controller.integrations import Webhook, registry
 from kqueue.controller.kube import Conflict, Kube, NotFound
-from kqueue.controller.webhooks import job, kinds, pod
+from kqueue.controller.webhooks import kinds, pod
 
 Obj = dict[str, Any]
 
@@ -77,15 +77,11 @@ def webhook_configurations(
     ``base_url`` (``https://127.0.0.1:9443``) or ``service`` (``{"name": ..., "namespace": ...,
     "port": 443}``) says where kqueue serves. Jobs are selected by the queue label (unless
     ``manage_jobs_without_queue_name``), a Job's pods by the managed label; namespaces by
-    ``managedJobsNamespaceSelector``. With the ``pod`` framework in ``frameworks`` (the
-    default Configuration has it), plain pods are selected by the queue label without the
-    managed label. Every webhook fails closed.
+    ``managedJobsNamespaceSelector``. Each framework in ``frameworks`` adds the webhooks it
+    registered (:mod:`kqueue.controller.integrations`), mutating ones in their order, before
+    the generic pod webhook ``mpod``. Every webhook fails closed.
     """
     ns_sel = _selector(namespace_selector)
-    job_sel: Obj = (
-        {} if manage_jobs_without_queue_name
-        else {"matchExpressions": [{"key": c.QUEUE_NAME_LABEL, "operator": "Exists"}]}
-    )
 
     def hook(name: str, path: str, rules: list[Obj], **extra: Any) -> Obj:
         return {
@@ -101,41 +97,29 @@ def webhook_configurations(
             **extra,
         }
 
-    jobs_rule = {"apiGroups": ["batch"], "apiVersions": ["v1"], "resources": ["jobs"]}
+    def framework_hook(w: Webhook) -> Obj:
+        extra: Obj = {
+            "namespaceSelector": ns_sel,
+            "objectSelector": w.object_selector(manage_jobs_without_queue_name),
+        }
+        if w.reinvocation_policy is not None:
+            extra["reinvocationPolicy"] = w.reinvocation_policy
+        return hook(w.name, w.path, [dict(r) for r in w.rules], **extra)
+
+    enabled = registry.enabled(frameworks)
+    ordered = sorted(
+        ((w.order, i, w) for i, f in enumerate(enabled) for w in f.webhooks), key=lambda t: t[:2]
+    )
+    mutating_hooks = [framework_hook(w) for order, _, w in ordered if w.type == "mutating"]
+    validating_hooks = [framework_hook(w) for _, _, w in ordered if w.type == "validating"]
     pods_create = [{"apiGroups": [""], "apiVersions": ["v1"], "resources": ["pods"],
                     "operations": ["CREATE"]}]
-    plain_pods: list[Obj] = []
-    if plain_pod.FRAMEWORK in frameworks:
-        plain_pods.append(hook(
-            plain_pod.WEBHOOK_NAME,
-            plain_pod.MUTATE_PATH,
-            pods_create,
-            namespaceSelector=ns_sel,
-            # A Job's pods carry the managed label from the Job webhook (their template), so
-            # only pods created on their own get here; the handler also skips controller-owned
-            # pods. It must come before mpod: the managed label it adds routes the pod on to
-            # mpod, which re-checks the gate if a later webhook rewrites the pod (the selector
-            # no longer matches this one then).
-            objectSelector={"matchExpressions": [
-                {"key": c.QUEUE_NAME_LABEL, "operator": "Exists"},
-                {"key": c.MANAGED_LABEL, "operator": "DoesNotExist"},
-            ]},
-            reinvocationPolicy="Never",
-        ))
     mutating = {
         "apiVersion": "admissionregistration.k8s.io/v1",
         "kind": "MutatingWebhookConfiguration",
         "metadata": {"name": mutating_name},
         "webhooks": [
-            hook(
-                "mbatch-job.kqueue.io",
-                job.MUTATE_PATH,
-                [{**jobs_rule, "operations": ["CREATE"]}],
-                namespaceSelector=ns_sel,
-                objectSelector=job_sel,
-                reinvocationPolicy="Never",
-            ),
-            *plain_pods,
+            *mutating_hooks,
             hook(
                 "mpod.kqueue.io",
                 pod.MUTATE_PATH,
@@ -152,13 +136,7 @@ def webhook_configurations(
         "kind": "ValidatingWebhookConfiguration",
         "metadata": {"name": validating_name},
         "webhooks": [
-            hook(
-                "vbatch-job.kqueue.io",
-                job.VALIDATE_PATH,
-                [{**jobs_rule, "operations": ["CREATE", "UPDATE"]}],
-                namespaceSelector=ns_sel,
-                objectSelector=job_sel,
-            ),
+            *validating_hooks,
             hook(
                 "vkqueue.kqueue.io",
                 kinds.VALIDATE_PATH,

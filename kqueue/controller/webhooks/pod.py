@@ -11,8 +11,8 @@ from __future__ import annotations
 import copy
 
 from kqueue.api.v1alpha1 import constants as c
-from kqueue.controller.jobs.base import add_gate
-from kqueue.controller.webhook import AdmissionRequest, Verdict
+from kqueue.controller.admission import AdmissionRequest, Verdict
+from kqueue.controller.integrations.gate import add_gate
 from kqueue.controller.webhooks.shape import request_shape_errors
 
 MUTATE_PATH = "/mutate--v1-pod"

@@ -2,9 +2,12 @@
 
 Kqueue and Kueue objects arrive as models (the loader converted Kueue's); Namespaces and
 PriorityClasses as dicts; Jobs and Pods become Workloads through ``kqueue.api.integrations``,
-exactly as the controller builds them. A Workload already in the input for a Job or Pod of the
-input (``kubectl get jobs,workloads`` prints both) is kept and the owner adds its labels and
-simulation annotations, as the controller would find the existing Workload rather than create one.
+exactly as the controller builds them, and only those the controller manages
+(``kqueue.api.integrations.management.manages``, under the input's Configuration or the default
+one); the others are reported in ``warnings`` with the reason and what to do. A Workload already
+in the input for a Job or Pod of the input (``kubectl get jobs,workloads`` prints both) is kept
+and the owner adds its labels and simulation annotations, as the controller would find the
+existing Workload rather than create one (and keeps following the owner, labelled or not).
 
 Time: the simulation starts at ``start`` (default: the latest timestamp found in the input, so a
 ``kubectl get`` dump is replayed from the moment it was taken; ``DEFAULT_START`` if there is none).
@@ -25,14 +28,22 @@ from typing import Any, Final
 from kqueue.api.integrations import (
     IntegrationError,
     PriorityClasses,
+    finished_condition,
     group_name,
     is_elastic,
     workload_for_job,
     workload_for_pod,
     workload_for_pod_group,
 )
-from kqueue.api.integrations.common import is_managed
+from kqueue.api.integrations.management import (
+    KUEUE_QUEUE_NAME_LABEL,
+    ManagementPolicy,
+    kueue_key_warnings,
+    manages,
+    namespace_labels_of,
+)
 from kqueue.api.loader import LoadedObject, LoadError, Location
+from kqueue.api.suggest import did_you_mean
 from kqueue.api.v1alpha1 import (
     ClusterQueue,
     Cohort,
@@ -42,12 +53,15 @@ from kqueue.api.v1alpha1 import (
     WorkloadPriorityClass,
     parse_time,
 )
+from kqueue.api.v1alpha1.constants import QUEUE_NAME_LABEL
 
 from .annotations import SCALE, AnnotationError, Timing, read_timing
 
 DEFAULT_START: Final = datetime(2024, 1, 1, tzinfo=UTC)
 # Every namespace carries it (the API server sets it), so selectors on it work in simulation.
 NAMESPACE_NAME_LABEL: Final = "kubernetes.io/metadata.name"
+# The LocalQueue an unlabelled Job goes to under manageJobsWithoutQueueName (Kueue's defaulting).
+DEFAULT_LOCAL_QUEUE: Final = "default"
 
 
 @dataclass(slots=True)
@@ -116,7 +130,7 @@ def _timing(obj: LoadedObject, raw: Mapping[str, Any]) -> Timing:
         return read_timing(_annotations(raw))
     except AnnotationError as err:
         raise LoadError(
-            obj.location, str(err), kind=obj.kind, name=obj.name, path=err.path
+            obj.location, str(err), kind=obj.kind, name=obj.display_name, path=err.path
         ) from None
 
 
@@ -135,18 +149,53 @@ def _parse(obj: LoadedObject, value: object, path: str) -> datetime:
     try:
         return parse_time(value if isinstance(value, str | datetime) else str(value))
     except ValueError as err:
-        raise LoadError(obj.location, str(err), kind=obj.kind, name=obj.name, path=path) from None
+        raise LoadError(
+            obj.location, str(err), kind=obj.kind, name=obj.display_name, path=path
+        ) from None
 
 
 def _owner_key(namespace: str, ref_kind: str, ref_name: str) -> tuple[str, str, str]:
     return (namespace, ref_kind, ref_name)
 
 
-def build_scenario(objects: Sequence[LoadedObject], *, start: datetime | None = None) -> Scenario:
-    """Sort the loaded objects into a Scenario; raise LoadError naming the bad object."""
+def _policy(objects: Sequence[LoadedObject], given: ManagementPolicy | None) -> ManagementPolicy:
+    configs = [o for o in objects if o.config is not None]
+    if len(configs) > 1:
+        raise LoadError(
+            configs[1].location,
+            f"a second Configuration (the first is at {configs[0].location}); give one",
+            kind="Configuration",
+        )
+    if configs:
+        assert configs[0].config is not None
+        return ManagementPolicy.from_config(configs[0].config)
+    return given if given is not None else ManagementPolicy()
+
+
+def _names_a_queue(raw: Mapping[str, Any]) -> bool:
+    labels = (raw.get("metadata") or {}).get("labels") or {}
+    return QUEUE_NAME_LABEL in labels or KUEUE_QUEUE_NAME_LABEL in labels
+
+
+def _unmanaged(obj: LoadedObject, reason: str) -> str:
+    return f"{obj.location} ({obj.ref}): not managed by kqueue, skipped: {reason}"
+
+
+def build_scenario(
+    objects: Sequence[LoadedObject],
+    *,
+    start: datetime | None = None,
+    policy: ManagementPolicy | None = None,
+) -> Scenario:
+    """Sort the loaded objects into a Scenario; raise LoadError naming the bad object.
+
+    ``policy`` decides which Jobs and Pods are managed when the input has no Configuration
+    (default: the default Configuration's).
+    """
     if start is None:
         start = max(_times(objects), default=DEFAULT_START)
     sc = Scenario(start=start)
+    policy = _policy(objects, policy)
     pod_classes: list[dict[str, Any]] = []
     jobs: list[LoadedObject] = []
     pods: list[LoadedObject] = []
@@ -191,20 +240,44 @@ def build_scenario(objects: Sequence[LoadedObject], *, start: datetime | None = 
         owned.setdefault(_owner_key(ns, "PodGroup", obj.model.name), sw)
         entries.append((order[id(obj)], sw, _meta(obj).get("creationTimestamp")))
 
-    for obj in jobs:
-        if not is_managed(obj.raw):
-            sc.warnings.append(
-                f"{obj.location} ({obj.ref}): no kqueue.io/queue-name label; skipped"
-            )
-            continue
+    local_queues = {(lq.namespace or "default", lq.name) for lq in sc.local_queues}
+
+    def managed(obj: LoadedObject) -> bool:
         ns = obj.namespace or "default"
+        decision = manages(
+            obj.raw, namespace_labels=namespace_labels_of(ns, sc.namespaces), policy=policy
+        )
+        if not decision:
+            # A pod without any queue label was never meant to queue (a dump of a namespace
+            # lists every pod): only Jobs, and pods that name a queue, are worth a warning.
+            if obj.kind == "Job" or _names_a_queue(obj.raw):
+                sc.warnings.append(_unmanaged(obj, decision.reason))
+            return False
+        sc.warnings.extend(
+            f"{obj.location} ({obj.ref}): {w}" for w in kueue_key_warnings(obj.raw)
+        )
+        return True
+
+    # An object whose Workload is in the input is the controller's whatever its labels say (its
+    # reconciler keeps following an object it made a Workload for); the others only if managed.
+    for obj in jobs:
+        ns = obj.namespace or "default"
+        existing = owned.get(_owner_key(ns, "Job", obj.name))
+        if existing is None and not managed(obj):
+            continue
         timing = _timing(obj, obj.raw)
         labels = dict(_meta(obj).get("labels") or {})
-        existing = owned.get(_owner_key(ns, "Job", obj.name))
         if existing is not None:
             existing.owner_labels = labels
             existing.timing = _merge(existing.timing, timing)
             existing.job = obj.raw
+            continue
+        finished = finished_condition(obj.raw)
+        if finished is not None:
+            sc.warnings.append(
+                f"{obj.location} ({obj.ref}): finished (condition {finished}), so the "
+                "controller creates no Workload for it; skipped"
+            )
             continue
         job = obj.raw
         if not (job.get("metadata") or {}).get("generation"):
@@ -212,17 +285,18 @@ def build_scenario(objects: Sequence[LoadedObject], *, start: datetime | None = 
             # after it); a manifest usually leaves it out.
             job = {**job, "metadata": {**job["metadata"], "generation": 1}}
         wl = _integrate(obj, workload_for_job, job, sc.priorities)
+        if wl.spec.queue_name is None and (ns, DEFAULT_LOCAL_QUEUE) in local_queues:
+            # manageJobsWithoutQueueName: the controller submits it to the namespace's
+            # LocalQueue "default" (Kueue's LocalQueueDefaulting); without one it waits.
+            wl.spec.queue_name = DEFAULT_LOCAL_QUEUE
         sw = SimWorkload(wl, timing, obj.location, f"Job {obj.name}", labels, job)
         entries.append((order[id(obj)], sw, _meta(obj).get("creationTimestamp")))
 
     groups: dict[tuple[str, str], list[LoadedObject]] = {}
     for obj in pods:
-        if not is_managed(obj.raw):
-            sc.warnings.append(
-                f"{obj.location} ({obj.ref}): no kqueue.io/queue-name label; skipped"
-            )
-            continue
         ns = obj.namespace or "default"
+        if owned.get(_owner_key(ns, "Pod", obj.name)) is None and not managed(obj):
+            continue
         group = group_name(obj.raw)
         if group is not None:
             groups.setdefault((ns, group), []).append(obj)
@@ -285,7 +359,41 @@ def build_scenario(objects: Sequence[LoadedObject], *, start: datetime | None = 
         sc.namespaces.setdefault(sw.api.namespace or "default", {})
     for ns, labels in sc.namespaces.items():
         labels.setdefault(NAMESPACE_NAME_LABEL, ns)
+    sc.warnings.extend(_missing_references(sc))
     return sc
+
+
+def _missing_references(sc: Scenario) -> list[str]:
+    """LocalQueues and ClusterQueues named but not defined, with the closest defined name:
+    a typo in a queue name otherwise only shows as a pending workload."""
+    out: list[str] = []
+    cluster_queues = [cq.name for cq in sc.cluster_queues]
+    for lq in sc.local_queues:
+        cq = lq.spec.cluster_queue
+        if cq and cq not in cluster_queues:
+            hint = did_you_mean(cq, cluster_queues)
+            out.append(
+                f"LocalQueue {lq.namespace or 'default'}/{lq.name}: ClusterQueue {cq} is not "
+                "defined" + (f"; {hint}" if hint else "")
+            )
+    by_namespace: dict[str, set[str]] = {}
+    for lq in sc.local_queues:
+        by_namespace.setdefault(lq.namespace or "default", set()).add(lq.name)
+    for sw in sc.workloads:
+        queue = sw.api.spec.queue_name
+        ns = sw.api.namespace or "default"
+        if not queue or queue in by_namespace.get(ns, set()):
+            continue
+        hint = did_you_mean(queue, by_namespace.get(ns, set()))
+        what = sw.source if sw.source.startswith("pod group ") else (
+            f"{sw.source_kind} {ns}/{sw.source_name}"
+        )
+        out.append(
+            f"{sw.location} ({what}): LocalQueue {ns}/{queue} is not defined"
+            + (f"; {hint}" if hint else f" (LocalQueues in {ns}: "
+               + (", ".join(sorted(by_namespace.get(ns, set()))) or "none") + ")")
+        )
+    return out
 
 
 def _merge(a: Timing, b: Timing) -> Timing:
@@ -306,7 +414,7 @@ def _integrate(
         wl = build(*args)
     except IntegrationError as err:
         raise LoadError(
-            obj.location, err.detail, kind=obj.kind, name=obj.name, path=err.path or None
+            obj.location, err.detail, kind=obj.kind, name=obj.display_name, path=err.path or None
         ) from None
     assert isinstance(wl, Workload)
     return wl

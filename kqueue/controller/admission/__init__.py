@@ -1,6 +1,6 @@
 """Admission webhooks: the HTTPS server (``server``), its certificates (``certs``) and JSON Patch."""
 
-from kqueue.controller.webhook.server import (
+from kqueue.controller.admission.server import (
     AdmissionRequest,
     FieldError,
     Handler,

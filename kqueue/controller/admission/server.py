@@ -27,8 +27,8 @@ from typing import Any, Literal
 
 from aiohttp import web
 
-from kqueue.controller.webhook.certs import TLS_CERT, TLS_KEY
-from kqueue.controller.webhook.patch import json_patch
+from kqueue.controller.admission.certs import TLS_CERT, TLS_KEY
+from kqueue.controller.admission.patch import json_patch
 
 logger = logging.getLogger(__name__)
 

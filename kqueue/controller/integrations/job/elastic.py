@@ -36,12 +36,12 @@ from kqueue.api.integrations import (
 )
 from kqueue.api.v1alpha1 import Workload
 from kqueue.api.v1alpha1 import constants as c
-from kqueue.controller import workloads as wlstatus
+from kqueue.controller import workload_status
+from kqueue.controller.clock import Now
 from kqueue.controller.events import EventRecorder
 from kqueue.controller.informer import Store
 from kqueue.controller.kube import JSON_PATCH, WORKLOADS, Conflict, Kube, KubeError, NotFound
 from kqueue.controller.metrics import Metrics
-from kqueue.controller.scheduler import Now
 from kqueue.engine import adapt
 from kqueue.engine.cycle import CycleResult
 from kqueue.engine.engine import Engine
@@ -106,8 +106,8 @@ class ElasticSlices:
         live = [w for w in owned if not w.is_finished]
         if not live:
             return owned
-        holding = [w for w in live if wlstatus.holds_quota(w)]
-        waiting = [w for w in live if not wlstatus.holds_quota(w)]
+        holding = [w for w in live if workload_status.holds_quota(w)]
+        waiting = [w for w in live if not workload_status.holds_quota(w)]
         try:
             want = pods_count(job)
         except IntegrationError:
@@ -125,7 +125,7 @@ class ElasticSlices:
             for w in waiting:
                 await self._delete(w, "the Job finished")
             return [active]
-        if wlstatus.is_evicting(active):
+        if workload_status.is_evicting(active):
             # Stopping: once it is requeued, only the current generation's slice is kept.
             return [active]
         have = _admitted_count(active)
@@ -218,7 +218,7 @@ class ElasticSlices:
             if fresh.status.admission is None:
                 return
             out = fresh.model_copy(deep=True)
-            out.status.admission = wlstatus.api_admission(admission)
+            out.status.admission = workload_status.api_admission(admission)
             try:
                 await self._kube.replace_status(WORKLOADS, out.to_dict(), namespace=wl.namespace)
                 break
@@ -267,7 +267,7 @@ class ElasticSlices:
                 wl = Workload.model_validate(await self._kube.get(WORKLOADS, name, namespace))
             except NotFound:
                 return
-            updated = wlstatus.finish(wl, c.WORKLOAD_SLICE_REPLACED, message, self._now())
+            updated = workload_status.finish(wl, c.WORKLOAD_SLICE_REPLACED, message, self._now())
             if updated is None:
                 return
             try:

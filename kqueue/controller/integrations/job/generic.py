@@ -1,28 +1,38 @@
-"""The batch/v1 Job integration.
+"""A batch/v1 Job as the generic reconciler drives it (Kueue's pkg/controller/jobs/job).
 
-A Job labelled ``kqueue.io/queue-name`` is created running, but its pods are born gated (the Job
-webhook puts the ``kqueue.io/admission`` gate in ``spec.template``), so nothing is scheduled
-until its Workload is admitted. On eviction the Job is suspended: the Job controller deletes its
-pods without counting failures. On re-admission it is resumed and the new pods are released.
-Partial admission (``kqueue.io/job-min-parallelism``) lowers ``parallelism`` to the admitted
-count while it runs and puts it back when the Job is stopped.
+A Job labelled ``kqueue.io/queue-name`` waits suspended while its Workload is queued: the Job
+webhook suspends it at creation (annotation ``kqueue.io/suspended-by-kqueue``) and puts the
+``kqueue.io/admission`` gate in ``spec.template``. Suspended, it has no pods, its
+``activeDeadlineSeconds`` does not run and it uses no namespace ResourceQuota. On admission it
+is resumed with the assigned flavors' node labels and tolerations in its template; its pods are
+still born gated and released together by kqueue. On eviction it is suspended again (the Job
+controller deletes its pods without counting failures) and, once reset, its template goes back
+to what the Workload recorded. Partial admission (``kqueue.io/job-min-parallelism``) lowers
+``parallelism`` to the admitted count while it runs and puts it back when the Job is stopped.
 
-A Job the webhook never saw (created before kqueue's webhooks were installed) has no gate in its
-template: the reconciler suspends it until its Workload is admitted, and once the Job controller
-has reset it (``status.startTime`` cleared), adds the gate and the managed label to its template,
-which the API server allows for a suspended Job that has not started.
+A Job its user created suspended (no annotation) is the user's: kqueue queues it once the user
+resumes it. A Job the webhook never saw (created before kqueue's webhooks were installed) has no
+gate in its template: the reconciler suspends it until its Workload is admitted and, once the
+Job controller has reset it (``status.startTime`` cleared), gates its template.
 """
 
 from __future__ import annotations
 
-import copy
+from collections.abc import Mapping
 from typing import Any, Final
 
 from kqueue.api.integrations import PriorityResolver, pods_count, workload_for_job
 from kqueue.api.v1alpha1 import Workload
 from kqueue.api.v1alpha1 import constants as c
 from kqueue.controller.informer import JOBS, Resource
-from kqueue.controller.jobs.base import add_gate, is_gated
+from kqueue.controller.integrations.framework import PodSetRelease
+from kqueue.controller.integrations.gate import is_gated
+from kqueue.controller.integrations.podtemplate import (
+    admitted_template_patch,
+    held_template_patch,
+    merge,
+    restored_template_patch,
+)
 
 Obj = dict[str, Any]
 
@@ -36,8 +46,15 @@ def _condition(job: Obj, type_: str) -> Obj | None:
     return None
 
 
+def _annotations(obj: Obj) -> dict[str, str]:
+    return dict((obj.get("metadata") or {}).get("annotations") or {})
+
+
+def _started(job: Obj) -> bool:
+    return bool((job.get("status") or {}).get("startTime"))
+
+
 class JobIntegration:
-    name = "batch/job"
     resource: Resource = JOBS
     api_version = "batch/v1"
     kind = "Job"
@@ -73,11 +90,23 @@ class JobIntegration:
             return assignment.count
         return pods_count(obj)
 
-    def run_patch(self, obj: Obj, wl: Workload) -> Obj | None:
+    def user_suspended(self, obj: Obj) -> bool:
+        return self.is_suspended(obj) and c.SUSPENDED_BY_KQUEUE_ANNOTATION not in _annotations(obj)
+
+    def run_patch(self, obj: Obj, wl: Workload, releases: Mapping[str, PodSetRelease]) -> Obj | None:
         spec = obj.get("spec") or {}
         patch: Obj = {}
+        out: Obj = {}
         if spec.get("suspend"):
             patch["suspend"] = False
+            out["metadata"] = {"annotations": {c.SUSPENDED_BY_KQUEUE_ANNOTATION: None}}
+            release = releases.get(c.DEFAULT_POD_SET_NAME)
+            # The template may change only while the Job is suspended and not started, which
+            # is the state kqueue resumes it from; pods are then born with the directives.
+            if release is not None and not _started(obj):
+                template = admitted_template_patch(spec.get("template") or {}, release)
+                if template is not None:
+                    patch["template"] = template
         pod_set = wl.pod_set(c.DEFAULT_POD_SET_NAME)
         count = self._admitted_count(obj, wl)
         # Only a partial admission changes parallelism; a full one keeps the user's value.
@@ -85,13 +114,17 @@ class JobIntegration:
             current = spec.get("parallelism", 1)
             if count < pod_set.count and current != count:
                 patch["parallelism"] = count
-        return {"spec": patch} if patch else None
+        if not patch:
+            return None
+        return {**out, "spec": patch}
 
     def stop_patch(self, obj: Obj, wl: Workload) -> Obj | None:
         spec = obj.get("spec") or {}
         patch: Obj = {}
+        out: Obj = {}
         if not spec.get("suspend"):
             patch["suspend"] = True
+            out["metadata"] = {"annotations": {c.SUSPENDED_BY_KQUEUE_ANNOTATION: "true"}}
         pod_set = wl.pod_set(c.DEFAULT_POD_SET_NAME)
         # Restore what the user asked for after a partial admission: the next may fit more.
         if (
@@ -100,7 +133,9 @@ class JobIntegration:
             and spec.get("parallelism", 1) != pod_set.count
         ):
             patch["parallelism"] = pod_set.count
-        return {"spec": patch} if patch else None
+        if not patch:
+            return None
+        return {**out, "spec": patch}
 
     def pod_set_of(self, obj: Obj, pod: Obj) -> str:
         return c.DEFAULT_POD_SET_NAME
@@ -109,25 +144,21 @@ class JobIntegration:
         template = (obj.get("spec") or {}).get("template") or {}
         return is_gated(template)
 
-    def hold_patch(self, obj: Obj) -> Obj | None:
+    def hold_patch(self, obj: Obj, wl: Workload) -> Obj | None:
         spec = obj.get("spec") or {}
         # The template's scheduling fields are mutable only while the Job is suspended and the
         # Job controller has cleared startTime (it does when it suspends the Job).
-        if not spec.get("suspend") or (obj.get("status") or {}).get("startTime"):
+        if not spec.get("suspend") or _started(obj):
             return None
         template = spec.get("template") or {}
-        pod_spec = copy.deepcopy(template.get("spec") or {})
-        labels = (template.get("metadata") or {}).get("labels") or {}
-        if not add_gate(pod_spec) and labels.get(c.MANAGED_LABEL) == "true":
+        pod_set = wl.pod_set(c.DEFAULT_POD_SET_NAME)
+        recorded = pod_set.template.to_dict() if pod_set is not None else None
+        changes = merge(held_template_patch(template), restored_template_patch(template, recorded))
+        if changes is None:
             return None
         return {
-            # The resourceVersion makes the patch fail if the gates changed meanwhile, rather
-            # than overwrite someone else's (a merge patch replaces the whole list).
+            # The resourceVersion makes the patch fail if the template changed meanwhile, rather
+            # than overwrite someone else's (a merge patch replaces a whole list).
             "metadata": {"resourceVersion": (obj.get("metadata") or {}).get("resourceVersion")},
-            "spec": {
-                "template": {
-                    "metadata": {"labels": {c.MANAGED_LABEL: "true"}},
-                    "spec": {"schedulingGates": pod_spec["schedulingGates"]},
-                }
-            },
+            "spec": {"template": changes},
         }

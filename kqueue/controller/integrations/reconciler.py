@@ -3,16 +3,22 @@
 Per object key, from the informers' stores (never from events, so it is idempotent):
 
 1. No Workload yet: create it (owned by the object, named deterministically), or report on the
-   object with a Warning event why it cannot be built.
+   object with a Warning event why it cannot be built. An object its user created suspended is
+   left alone until the user resumes it (the webhook then hands the suspension to kqueue).
 2. The object finished: ``Finished=True`` (Succeeded/Failed) on the Workload, freeing its quota.
 3. Keep the Workload's mutable fields in step (the preemption priority may change while it runs).
-4. Evicted: stop the object (suspend), and once its pods are gone release the quota and requeue.
-5. Admitted: start the object with its admission (unsuspend, partial parallelism) and release its
-   gated pods, adding the flavor's node labels and tolerations, never more than admitted. Pods
-   are released concurrently: at most ``releases_per_job`` requests in flight per object, and
-   ``releases_in_flight`` across all objects (the client's QPS limit applies on top).
-6. Not admitted, but running with pods that are not gated (it was created before kqueue's
-   webhooks were installed): stop it until it is admitted, and gate its future pods.
+4. Evicted: stop the object (suspend, marked as kqueue's), and once its pods are gone release
+   the quota and requeue.
+5. Admitted: start the object with its admission (resume, the flavors' node labels and
+   tolerations written into its pod templates, partial counts) and release its gated pods
+   through the one release path (:mod:`.release`), never more than admitted.
+6. Queued: the object waits suspended (no pods, no deadline running, no namespace quota used),
+   its pod templates gated and as the Workload recorded them. One found running (created before
+   kqueue's webhooks were installed, or by a kqueue that held queued work by the gate alone) is
+   suspended.
+
+Kueue's ``JobReconciler`` (pkg/controller/jobframework/reconciler.go), for any kind through its
+:class:`~kqueue.controller.integrations.framework.GenericJob`.
 
 Objects without a queue label are managed only with ``manageJobsWithoutQueueName``, in the
 namespaces ``managedJobsNamespaceSelector`` selects: their Workload is submitted to the
@@ -21,53 +27,35 @@ namespace's LocalQueue named ``default`` if there is one, and stays pending othe
 
 from __future__ import annotations
 
-import asyncio
 import logging
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable
 from datetime import datetime
 from typing import Any
 
 from kqueue.api.integrations import IntegrationError, PriorityResolver, queue_name
 from kqueue.api.v1alpha1 import LocalQueue, ResourceFlavor, Workload
 from kqueue.api.v1alpha1 import constants as c
-from kqueue.controller import workloads as wlstatus
+from kqueue.controller import workload_status
+from kqueue.controller.clock import Now
 from kqueue.controller.events import EventRecorder
 from kqueue.controller.informer import Store, object_key
-from kqueue.controller.jobs.base import (
+from kqueue.controller.integrations.framework import GenericJob
+from kqueue.controller.integrations.gate import is_terminal
+from kqueue.controller.integrations.management import (
     DEFAULT_LOCAL_QUEUE,
     NAMESPACE_NAME_LABEL,
-    Integration,
     Management,
-    PodSetRelease,
-    is_gated,
-    is_terminal,
-    release_ops,
-    ungate,
 )
-from kqueue.controller.kube import (
-    JSON_PATCH,
-    PODS,
-    WORKLOADS,
-    Conflict,
-    Kube,
-    KubeError,
-    NotFound,
-)
-from kqueue.controller.metrics import Metrics
-from kqueue.controller.scheduler import Now
+from kqueue.controller.integrations.owners import BY_OWNER
+from kqueue.controller.integrations.release import PodReleaser, pod_set_releases
+from kqueue.controller.kube import WORKLOADS, Conflict, Kube, KubeError
 from kqueue.controller.workqueue import Requeue
 
 logger = logging.getLogger(__name__)
 
 Obj = dict[str, Any]
 
-# Index names on the shared stores.
-BY_OWNER = "owner-uid"
 
-# Pod releases in flight: per object, so one large Job does not take every slot, and in all,
-# so many Jobs admitted at once do not open hundreds of connections to the API server.
-RELEASES_PER_JOB = 16
-RELEASES_IN_FLIGHT = 64
 # How often an object without a queue is looked at again, so a LocalQueue named "default"
 # created later is found (LocalQueue events do not reach the job reconcilers).
 NO_QUEUE_RECHECK_S = 10.0
@@ -77,22 +65,21 @@ STOPPED_BEFORE_ADMISSION = (
     "gate: it was created before kqueue's webhooks were installed, or they did not select it); "
     "suspended until admitted"
 )
-
-
-def owner_uids(obj: Obj | Workload) -> list[str]:
-    refs = (
-        [r.model_dump(by_alias=True) for r in obj.metadata.owner_references]
-        if isinstance(obj, Workload)
-        else (obj.get("metadata") or {}).get("ownerReferences") or []
-    )
-    return [str(r.get("uid")) for r in refs if r.get("controller") and r.get("uid")]
+SUSPENDED_WHILE_QUEUED = (
+    "{kind} was running while its Workload is queued; suspended until admitted, so it has no "
+    "pods, its deadline does not run and it uses no namespace quota"
+)
+USER_SUSPENDED = (
+    "{kind} was created suspended (spec.suspend: true), so kqueue leaves it to its user: set "
+    "spec.suspend to false to queue it; kqueue then holds it suspended until it is admitted"
+)
 
 
 class JobReconciler:
     def __init__(
         self,
         *,
-        integration: Integration,
+        job: GenericJob,
         objects: Store[Obj],
         workloads: Store[Workload],
         pods: Store[Obj],
@@ -100,20 +87,13 @@ class JobReconciler:
         priorities: Callable[[], PriorityResolver],
         kube: Kube,
         events: EventRecorder,
-        metrics: Metrics,
+        releaser: PodReleaser,
         now: Now,
         management: Management | None = None,
         namespaces: Store[Obj] | None = None,
         local_queues: Store[LocalQueue] | None = None,
-        releases_per_job: int = RELEASES_PER_JOB,
-        releases_in_flight: int = RELEASES_IN_FLIGHT,
     ) -> None:
-        if releases_per_job < 1 or releases_in_flight < 1:
-            raise ValueError(
-                f"releases_per_job ({releases_per_job}) and releases_in_flight "
-                f"({releases_in_flight}) must be at least 1"
-            )
-        self.integration = integration
+        self.job = job
         self._objects = objects
         self._workloads = workloads
         self._pods = pods
@@ -121,17 +101,11 @@ class JobReconciler:
         self._priorities = priorities
         self._kube = kube
         self._events = events
-        self._metrics = metrics
+        self._releaser = releaser
         self._now = now
         self._management = management if management is not None else Management()
         self._namespaces = namespaces
         self._local_queues = local_queues
-        self._releases_per_job = releases_per_job
-        self._release_slots = asyncio.Semaphore(releases_in_flight)
-        # Pods released by us, by UID, with the resourceVersion we saw before releasing:
-        # until the informer shows a newer version, the pod is not released again (client-go's
-        # "expectations"), which spares a request bound to fail.
-        self._released: dict[str, str] = {}
         # Extension point: kinds with several Workloads per object (an elastic Job's slices)
         # narrow the object's Workloads to the one the steps below work with.
         self.workload_hooks: list[Callable[[Obj, list[Workload]], Awaitable[list[Workload]]]] = []
@@ -151,11 +125,15 @@ class JobReconciler:
             return None
         for hook in self.workload_hooks:
             owned = await hook(obj, owned)
-        finished = self.integration.finished(obj)
+        finished = self.job.finished(obj)
         if not owned:
-            if finished is None:
-                return await self._create_workload(obj)
-            return None
+            if finished is not None:
+                return None
+            if self.job.user_suspended(obj):
+                message = USER_SUSPENDED.format(kind=self.job.kind)
+                self._events.record(obj, "Normal", "SuspendedByUser", message)
+                return None
+            return await self._create_workload(obj)
         # Several Workloads for one object only happen if a previous incarnation's lingers;
         # work with the one that is not finished (the newest if all are).
         active = [w for w in owned if not w.is_finished]
@@ -164,13 +142,13 @@ class JobReconciler:
         wl = active[-1]
         now = self._now()
         if finished is not None:
-            await self._write(wlstatus.finish(wl, finished[0], finished[1], now))
+            await self._write(workload_status.finish(wl, finished[0], finished[1], now))
             self._events.record(wl.to_dict(), "Normal", c.FINISHED, finished[1])
             return None
         await self._sync_spec(obj, wl)
-        if wlstatus.is_evicting(wl):
+        if workload_status.is_evicting(wl):
             return await self._stop(obj, wl, now)
-        if wlstatus.holds_quota(wl):
+        if workload_status.holds_quota(wl):
             return await self._run(obj, wl, now)
         await self._hold(obj, wl)
         if self._queue_name(obj) is None:
@@ -202,7 +180,7 @@ class JobReconciler:
 
     def _report_no_queue(self, obj: Obj) -> None:
         ns = _namespace(obj) or "default"
-        kind = self.integration.kind
+        kind = self.job.kind
         self._events.record(
             obj,
             "Warning",
@@ -217,7 +195,7 @@ class JobReconciler:
 
     async def _create_workload(self, obj: Obj) -> Requeue | None:
         try:
-            wl = self.integration.workload_for(obj, self._priorities())
+            wl = self.job.workload_for(obj, self._priorities())
         except IntegrationError as exc:
             # Kueue's reason; the user fixes the object (or creates the missing priority
             # class), which triggers this again.
@@ -238,7 +216,7 @@ class JobReconciler:
         self._events.record(obj, "Normal", "CreatedWorkload", f"Created Workload: {ns}/{wl.name}")
         if queue is None:
             self._report_no_queue(obj)
-        logger.info("created Workload %s/%s for %s %s", ns, wl.name, self.integration.kind, object_key(obj))
+        logger.info("created Workload %s/%s for %s %s", ns, wl.name, self.job.kind, object_key(obj))
         return None
 
     def _warn_on_bad_labels(self, obj: Obj) -> None:
@@ -257,7 +235,7 @@ class JobReconciler:
         """The preemption priority follows the object's label, even while it runs; the queue
         follows it (or a LocalQueue ``default`` created since) while the Workload waits."""
         try:
-            desired = self.integration.workload_for(obj, self._priorities())
+            desired = self.job.workload_for(obj, self._priorities())
         except IntegrationError as exc:
             logger.debug("not syncing Workload %s: %s", wl.key, exc)
             return
@@ -291,19 +269,19 @@ class JobReconciler:
             )
 
     async def _stop(self, obj: Obj, wl: Workload, now: datetime) -> Requeue | None:
-        patch = self.integration.stop_patch(obj, wl)
+        patch = self.job.stop_patch(obj, wl)
         if patch is not None:
             evicted = wl.condition(c.EVICTED)
             await self._kube.patch(
-                self.integration.resource, _name(obj), patch, namespace=_namespace(obj)
+                self.job.resource, _name(obj), patch, namespace=_namespace(obj)
             )
             self._events.record(
                 obj, "Normal", "Stopped", evicted.message if evicted else "Evicted"
             )
             return None  # the Job's update (and its pods' deletion) brings us back
-        if self.integration.is_active(obj) or self._running_pods(obj):
+        if self.job.is_active(obj) or self._running_pods(obj):
             return None  # pods still terminating; their events bring us back
-        released = wlstatus.release(wl, now)
+        released = workload_status.release(wl, now)
         if released is None:
             return None
         await self._write(released)
@@ -314,185 +292,93 @@ class JobReconciler:
         return None
 
     async def _run(self, obj: Obj, wl: Workload, now: datetime) -> Requeue | None:
-        patch = self.integration.run_patch(obj, wl)
+        releases = pod_set_releases(wl, self._flavors)
+        patch = self.job.run_patch(obj, wl, releases)
+        adm = wl.status.admission
+        cq = adm.cluster_queue if adm else "?"
         if patch is not None:
-            await self._kube.patch(
-                self.integration.resource, _name(obj), patch, namespace=_namespace(obj)
-            )
-            adm = wl.status.admission
+            await self._kube.patch(self.job.resource, _name(obj), patch, namespace=_namespace(obj))
             self._events.record(
                 obj,
                 "Normal",
-                "Started",
-                f"Admitted by clusterQueue {adm.cluster_queue if adm else '?'}",
+                "Resumed",
+                f"Admitted by clusterQueue {cq}: resumed with the assigned flavors' node labels "
+                f"and tolerations; its pods are released as they are created",
             )
-        releases = self._releases(wl)
-        already_running = 0
-        todo: list[tuple[Obj, PodSetRelease]] = []
         pods = self._pods.by_index(BY_OWNER, str((obj.get("metadata") or {}).get("uid") or ""))
         by_set: dict[str, list[Obj]] = {}
         for pod in pods:
             if (pod.get("metadata") or {}).get("deletionTimestamp") or is_terminal(pod):
                 continue
-            by_set.setdefault(self.integration.pod_set_of(obj, pod), []).append(pod)
-        for set_name, members in sorted(by_set.items()):
-            release = releases.get(set_name)
-            if release is None:
-                continue
-            # A pod we released counts as released even while our informer still shows it
-            # gated: otherwise a newer pod sorted before it would take its place, one too many.
-            running = sum(1 for p in members if not is_gated(p) or self._releasing(p))
-            already_running += running
-            gated = sorted(
-                (p for p in members if is_gated(p) and not self._releasing(p)),
-                key=lambda p: (p["metadata"].get("creationTimestamp", ""), p["metadata"]["name"]),
-            )
-            # Never more pods released than admitted (partial admission, or extra pods the
-            # Job controller has not deleted yet after parallelism went down).
-            todo += [(pod, release) for pod in gated[: max(release.count - running, 0)]]
-        released = await self._release_all(todo, wl.quota_reserved_at)
-        if released and not already_running and patch is None:
-            adm = wl.status.admission
+            by_set.setdefault(self.job.pod_set_of(obj, pod), []).append(pod)
+        result = await self._releaser.release(by_set, releases, admitted_at=wl.quota_reserved_at)
+        if result.released and not result.running:
+            admitted = sum(r.count for r in releases.values())
             self._events.record(
                 obj,
                 "Normal",
                 "Started",
-                f"Admitted by clusterQueue {adm.cluster_queue if adm else '?'}; "
-                f"released {released} pod(s)",
+                f"Admitted by clusterQueue {cq}; released {result.released} of {admitted} "
+                f"admitted pod(s)",
             )
-        if released < len(todo):
+        if not result.complete:
             # Retried with the key's backoff: the pods still gated are released next time.
             logger.warning(
                 "%s %s: released %d of %d pods; retrying the rest",
-                self.integration.kind,
+                self.job.kind,
                 object_key(obj),
-                released,
-                len(todo),
+                result.released,
+                result.wanted,
             )
             return Requeue()
         return None
 
-    async def _release_all(
-        self, todo: Sequence[tuple[Obj, PodSetRelease]], admitted_at: datetime | None
-    ) -> int:
-        """Release the pods concurrently, within the per-object and global bounds; returns how
-        many were released. Every release runs to its end before an unexpected error (not an
-        API answer) is raised, so none is left in flight."""
-        per_object = asyncio.Semaphore(self._releases_per_job)
-
-        async def one(pod: Obj, release: PodSetRelease) -> bool:
-            async with per_object, self._release_slots:
-                if not await self._release_pod(pod, release):
-                    return False
-            if admitted_at is not None:
-                waited = (self._now() - admitted_at).total_seconds()
-                self._metrics.gate_removal(max(waited, 0.0))
-            return True
-
-        results = await asyncio.gather(*(one(p, r) for p, r in todo), return_exceptions=True)
-        for result in results:
-            if isinstance(result, BaseException):
-                raise result
-        return sum(1 for result in results if result)
-
     async def _hold(self, obj: Obj, wl: Workload) -> None:
-        """Stop an object that runs without an admission, and gate its future pods.
+        """Keep a queued object suspended, its future pods gated, its templates as recorded.
 
-        The normal case is a running object whose pods are born gated: nothing to do. One whose
-        template carries no gate was never seen by the webhook (created before kqueue's webhooks
-        were installed, or when they did not select it); its pods run unchecked, so, like
-        Kueue, it is suspended (the Job controller deletes its pods without counting a
-        failure) until its Workload is admitted. A Workload admitted in an earlier life of
-        kqueue holds quota and never gets here.
+        The normal case is an object the webhook suspended at creation: nothing to do. One
+        found running is suspended (its controller deletes its pods without counting a failure)
+        until its Workload is admitted: it was created before kqueue's webhooks were installed,
+        or by a kqueue that held queued work by the gate alone. A Workload admitted in an
+        earlier life of kqueue holds quota and never gets here. Once its controller has reset
+        it, its pod templates get the gate (if the webhook never saw it) and lose the
+        scheduling directives of an earlier admission.
         """
-        if self.integration.holds_pods(obj):
-            return
-        kind = self.integration.kind
-        if not self.integration.is_suspended(obj):
-            patch = self.integration.stop_patch(obj, wl)
+        kind = self.job.kind
+        if not self.job.is_suspended(obj):
+            patch = self.job.stop_patch(obj, wl)
             if patch is None:
                 return
-            await self._kube.patch(
-                self.integration.resource, _name(obj), patch, namespace=_namespace(obj)
-            )
-            message = STOPPED_BEFORE_ADMISSION.format(kind=kind, gate=c.ADMISSION_GATE)
+            await self._kube.patch(self.job.resource, _name(obj), patch, namespace=_namespace(obj))
+            if self.job.holds_pods(obj):
+                message = SUSPENDED_WHILE_QUEUED.format(kind=kind)
+            else:
+                message = STOPPED_BEFORE_ADMISSION.format(kind=kind, gate=c.ADMISSION_GATE)
             self._events.record(obj, "Normal", "Stopped", message)
             logger.info("suspended %s %s: %s", kind, object_key(obj), message)
             return
-        patch = self.integration.hold_patch(obj)
+        patch = self.job.hold_patch(obj, wl)
         if patch is None:
             return  # not reset by its controller yet: its update brings us back
         try:
             await self._kube.patch(
-                self.integration.resource, _name(obj), patch, namespace=_namespace(obj)
+                self.job.resource, _name(obj), patch, namespace=_namespace(obj)
             )
         except Conflict:
             return  # changed meanwhile: its update brings us back
         except KubeError as exc:
-            # Admission still works: its pods then start ungated, without the flavor's node
-            # labels and tolerations.
+            # Admission still works: its pods then start ungated (without the flavor's node
+            # labels and tolerations), or with an earlier flavor's node labels.
             self._events.record(
                 obj,
                 "Warning",
                 "ErrGateTemplate",
-                f"Cannot add the {c.ADMISSION_GATE} scheduling gate to spec.template: {exc}",
+                f"Cannot prepare the pod template for queueing (the {c.ADMISSION_GATE} "
+                f"scheduling gate, and the node labels and tolerations it had before its last "
+                f"admission): {exc}",
             )
             return
-        logger.info("%s %s: gated its pod template", kind, object_key(obj))
-
-    def _releases(self, wl: Workload) -> dict[str, PodSetRelease]:
-        out: dict[str, PodSetRelease] = {}
-        adm = wl.status.admission
-        if adm is None:
-            return out
-        for psa in adm.pod_set_assignments:
-            node_selector: dict[str, str] = {}
-            tolerations: list[Obj] = []
-            for flavor_name in sorted(set(psa.flavors.values())):
-                flavor = self._flavors.get(flavor_name)
-                if flavor is None:
-                    continue
-                node_selector.update(flavor.spec.node_labels)
-                tolerations += [t.to_dict() for t in flavor.spec.tolerations]
-            pod_set = wl.pod_set(psa.name)
-            count = psa.count if psa.count is not None else (pod_set.count if pod_set else 0)
-            out[psa.name] = PodSetRelease(psa.name, count, node_selector, tolerations)
-        return out
-
-    def _releasing(self, pod: Obj) -> bool:
-        """Released by us; the informer has not shown it since."""
-        meta = pod.get("metadata") or {}
-        return self._released.get(str(meta.get("uid") or "")) == str(
-            meta.get("resourceVersion") or ""
-        )
-
-    async def _release_pod(self, pod: Obj, release: PodSetRelease) -> bool:
-        meta = pod.get("metadata") or {}
-        uid, version = str(meta.get("uid") or ""), str(meta.get("resourceVersion") or "")
-        if self._released.get(uid) == version:
-            return True  # released; the informer has not caught up yet
-        new = ungate(pod, release)
-        if new is None:
-            return True
-        ops = release_ops(pod, new)
-        try:
-            await self._kube.patch(
-                PODS, _name(pod), ops, namespace=_namespace(pod), content_type=JSON_PATCH
-            )
-        except NotFound:
-            return True
-        except KubeError as exc:
-            if exc.status == 422:
-                # The "test" failed: the pod changed since our informer saw it. Its update
-                # event brings this Job back with the current pod.
-                logger.debug("pod %s changed before its release: %s", object_key(pod), exc)
-                return True
-            logger.info("releasing pod %s: %s", object_key(pod), exc)
-            return False
-        if len(self._released) > 50_000:
-            self._released.clear()
-        self._released[uid] = version
-        return True
+        logger.info("%s %s: pod template held and restored", kind, object_key(obj))
 
     def _running_pods(self, obj: Obj) -> list[Obj]:
         uid = str((obj.get("metadata") or {}).get("uid") or "")

@@ -1,9 +1,15 @@
 """Admission webhooks for batch/v1 Jobs: gate their pods at creation, reject bad settings.
 
-Mutating (CREATE): a Job that names a queue gets the ``kqueue.io/admission`` scheduling gate and
-the ``kqueue.io/managed: "true"`` label in ``spec.template``, so the Job controller creates its
-pods held and kqueue's pod informer sees them. The Job itself runs (it is not suspended): the
-gate, not suspension, is what holds it until admission, as the contracts require.
+Mutating:
+
+* CREATE: a Job that names a queue gets the ``kqueue.io/admission`` scheduling gate and the
+  ``kqueue.io/managed: "true"`` label in ``spec.template`` (its pods are born held, and kqueue's
+  pod informer sees them), and is suspended while queued (``spec.suspend: true`` with the
+  annotation ``kqueue.io/suspended-by-kqueue``), so it has no pods until admitted. A Job its user
+  created suspended is left suspended without the annotation: it is the user's until resumed.
+* UPDATE: a resume (``spec.suspend`` true -> false) by anyone but kqueue is turned into queueing:
+  the Job stays suspended, now by kqueue, until its Workload is admitted (kqueue resumes it and
+  drops the annotation in one patch, which is how its own resume is told apart).
 
 Validating (CREATE, UPDATE): the partial-admission annotation must be an integer between 0 and
 parallelism, and cannot be combined with an elastic job (checked whenever either annotation is
@@ -21,8 +27,8 @@ from typing import Any
 from kqueue.api.integrations import IntegrationError, is_elastic, pods_count
 from kqueue.api.integrations.job import min_pods_count
 from kqueue.api.v1alpha1 import constants as c
-from kqueue.controller.jobs.base import add_gate
-from kqueue.controller.webhook import AdmissionRequest, FieldError, Verdict
+from kqueue.controller.admission import AdmissionRequest, FieldError, Verdict
+from kqueue.controller.integrations.gate import add_gate
 from kqueue.controller.webhooks.shape import request_shape_errors
 
 Obj = dict[str, Any]
@@ -43,6 +49,12 @@ def managed(job: Obj, *, without_queue_name: bool = False) -> bool:
     return without_queue_name or bool(_labels(job).get(c.QUEUE_NAME_LABEL))
 
 
+QUEUED_WARNING = (
+    "spec.suspend: kqueue holds this Job suspended until its Workload is admitted "
+    "(see `kubectl get workloads -n {namespace}`)"
+)
+
+
 def inject_gate(job: Obj) -> Obj | None:
     """The Job with the gate and the managed label in its pod template; None if both are there."""
     out = copy.deepcopy(job)
@@ -56,6 +68,33 @@ def inject_gate(job: Obj) -> Obj | None:
     return out if changed else None
 
 
+def hold_suspended(job: Obj) -> bool:
+    """Suspend the Job as kqueue's (in place); returns whether it changed anything."""
+    spec = job.setdefault("spec", {})
+    meta = job.setdefault("metadata", {})
+    annotations = meta.get("annotations") or {}
+    if spec.get("suspend") and annotations.get(c.SUSPENDED_BY_KQUEUE_ANNOTATION) == "true":
+        return False
+    spec["suspend"] = True
+    meta["annotations"] = {**annotations, c.SUSPENDED_BY_KQUEUE_ANNOTATION: "true"}
+    return True
+
+
+def _suspended(job: Obj) -> bool:
+    return bool((job.get("spec") or {}).get("suspend"))
+
+
+def resumed_by_other(old: Obj, new: Obj) -> bool:
+    """A resume kqueue did not make: kqueue's own drops the annotation in the same update."""
+    if not _suspended(old) or _suspended(new):
+        return False
+    if (old.get("status") or {}).get("startTime"):
+        return False  # a running Job the Job controller has not reset yet: not a queued one
+    return c.SUSPENDED_BY_KQUEUE_ANNOTATION in _annotations(new) or (
+        c.SUSPENDED_BY_KQUEUE_ANNOTATION not in _annotations(old)
+    )
+
+
 class JobWebhooks:
     def __init__(self, *, manage_jobs_without_queue_name: bool = False) -> None:
         self._without_queue_name = manage_jobs_without_queue_name
@@ -64,12 +103,23 @@ class JobWebhooks:
         if errors := request_shape_errors(req.object, req.old_object, "Job"):
             return Verdict.deny(*errors)
         job = req.object or {}
-        if req.operation != "CREATE" or not managed(
-            job, without_queue_name=self._without_queue_name
-        ):
+        if not managed(job, without_queue_name=self._without_queue_name):
             return Verdict.allow()
-        patched = inject_gate(job)
-        return Verdict.patch(patched) if patched is not None else Verdict.allow()
+        if req.operation == "UPDATE":
+            old = req.old_object or {}
+            if not resumed_by_other(old, job):
+                return Verdict.allow()
+            out = copy.deepcopy(job)
+            hold_suspended(out)
+            namespace = (job.get("metadata") or {}).get("namespace") or "default"
+            return Verdict.patch(out, QUEUED_WARNING.format(namespace=namespace))
+        if req.operation != "CREATE":
+            return Verdict.allow()
+        out = inject_gate(job) or copy.deepcopy(job)
+        # A Job created suspended is its user's: left so, without kqueue's annotation.
+        if not _suspended(job):
+            hold_suspended(out)
+        return Verdict.patch(out) if out != job else Verdict.allow()
 
     async def validate(self, req: AdmissionRequest) -> Verdict:
         if shape := request_shape_errors(req.object, req.old_object, "Job"):

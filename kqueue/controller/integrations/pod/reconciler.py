@@ -1,8 +1,8 @@
 """Plain Pods: a single Pod, or a pod group admitted as one gang (Kueue's pod integration).
 
 A Pod labelled ``kqueue.io/queue-name`` with no controlling owner is kqueue's to manage. The pod
-webhook (:func:`mutate_plain_pod`; ``mplainpod.kqueue.io`` in the mutating configuration of
-``kqueue.controller.webhooks.config``) holds it at creation: the ``kqueue.io/admission`` gate, the
+webhook (:func:`~kqueue.controller.integrations.pod.webhook.mutate_plain_pod`,
+``mplainpod.kqueue.io``) holds it at creation: the ``kqueue.io/admission`` gate, the
 ``kqueue.io/managed`` label (so kqueue's pod informer sees it) and the ``kqueue.io/managed``
 finalizer, which keeps the pod, and so its accounting, until kqueue has seen it terminate.
 
@@ -10,8 +10,9 @@ Per single pod (key ``pod:<ns>/<name>``) or group (key ``group:<ns>/<group>``), 
 
 1. Feeds the group's size to the engine's barrier (``Engine.pods_present``) and, once all pods
    of the group exist (``kqueue.io/pod-group-total-count``), creates the one Workload.
-2. Admitted: releases the gated pods together (gate removed, the flavors' node labels as
-   nodeSelector and their tolerations).
+2. Admitted: releases the gated pods together through the one release path
+   (:mod:`kqueue.controller.integrations.release`: gate removed, the flavors' node labels as
+   nodeSelector and their tolerations, never more pods than admitted).
 3. Evicted: marks each live pod ``DisruptionTarget=True`` (reason ``EvictedByKqueue``) and deletes
    it; once none runs, the quota is released and the Workload requeued (new pods of the group
    join it).
@@ -21,7 +22,6 @@ Per single pod (key ``pod:<ns>/<name>``) or group (key ``group:<ns>/<group>``), 
 
 from __future__ import annotations
 
-import copy
 import logging
 from collections.abc import Callable, Iterable
 from datetime import datetime
@@ -39,21 +39,14 @@ from kqueue.api.integrations import (
 from kqueue.api.integrations.pod import group_pods
 from kqueue.api.v1alpha1 import ResourceFlavor, Workload
 from kqueue.api.v1alpha1 import constants as c
-from kqueue.controller import workloads as wlstatus
+from kqueue.controller import workload_status
+from kqueue.controller.clock import Now
 from kqueue.controller.events import EventRecorder
 from kqueue.controller.informer import Store, object_key
-from kqueue.controller.jobs.base import (
-    PodSetRelease,
-    add_gate,
-    is_gated,
-    is_terminal,
-    release_ops,
-    ungate,
-)
-from kqueue.controller.jobs.reconciler import BY_OWNER
+from kqueue.controller.integrations.gate import is_terminal
+from kqueue.controller.integrations.owners import BY_OWNER
+from kqueue.controller.integrations.release import PodReleaser, pod_set_releases
 from kqueue.controller.kube import JSON_PATCH, PODS, WORKLOADS, Conflict, Kube, KubeError, NotFound
-from kqueue.controller.scheduler import Now
-from kqueue.controller.webhook import AdmissionRequest, Verdict
 from kqueue.controller.workqueue import Requeue, WorkQueue, run_workers
 from kqueue.engine.engine import Engine
 from kqueue.engine.types import WorkloadKey
@@ -62,9 +55,6 @@ logger = logging.getLogger(__name__)
 
 Obj = dict[str, Any]
 
-FRAMEWORK: Final = "pod"
-MUTATE_PATH: Final = "/mutate--v1-pod-plain"
-WEBHOOK_NAME: Final = "mplainpod.kqueue.io"
 # Index on the pod store: ``<namespace>/<group>`` of pods in a group.
 BY_GROUP: Final = "pod-group"
 DISRUPTION_TARGET: Final = "DisruptionTarget"
@@ -103,35 +93,6 @@ def reconcile_key(pod: Obj) -> str | None:
     return f"{SINGLE}{namespace}/{_meta(pod).get('name')}"
 
 
-def runs(wl: Workload) -> bool:
-    """Whether the Workload is a plain pod's or a pod group's (its pods are stopped here)."""
-    return any(r.kind == "Pod" and r.api_version == "v1" for r in wl.metadata.owner_references)
-
-
-# -- the webhook -----------------------------------------------------------------------------
-
-
-async def mutate_plain_pod(req: AdmissionRequest) -> Verdict:
-    """Hold a plain pod at creation: gate, managed label, finalizer."""
-    pod = req.object or {}
-    if req.operation != "CREATE" or not is_plain(pod):
-        return Verdict.allow()
-    out = copy.deepcopy(pod)
-    # Null fields are read as empty: the API server reports what is wrong with such a pod.
-    out["spec"] = out.get("spec") or {}
-    changed = add_gate(out["spec"])
-    meta = out["metadata"] = out.get("metadata") or {}
-    labels = meta["labels"] = meta.get("labels") or {}
-    if labels.get(c.MANAGED_LABEL) != "true":
-        labels[c.MANAGED_LABEL] = "true"
-        changed = True
-    finalizers = meta["finalizers"] = meta.get("finalizers") or []
-    if c.MANAGED_FINALIZER not in finalizers:
-        finalizers.append(c.MANAGED_FINALIZER)
-        changed = True
-    return Verdict.patch(out) if changed else Verdict.allow()
-
-
 # -- the reconciler --------------------------------------------------------------------------
 
 
@@ -154,6 +115,7 @@ class PodReconciler:
         priorities: Callable[[], PriorityResolver],
         kube: Kube,
         events: EventRecorder,
+        releaser: PodReleaser,
         now: Now,
     ) -> None:
         self._engine = engine
@@ -163,6 +125,7 @@ class PodReconciler:
         self._priorities = priorities
         self._kube = kube
         self._events = events
+        self._releaser = releaser
         self._now = now
         self.queue: WorkQueue[str] = WorkQueue("jobs/pod")
 
@@ -227,7 +190,7 @@ class PodReconciler:
             self._events.record(members[0], "Warning", "ErrWorkloadCompose", str(exc))
             return None
         live = [p for p in members if not is_terminal(p) and not _meta(p).get("deletionTimestamp")]
-        if wl is None or not wlstatus.holds_quota(wl):
+        if wl is None or not workload_status.holds_quota(wl):
             # The gang waits for all of its pods: the engine's barrier keeps the Workload out
             # of the cycle until then (a pod deleted before admission closes it again).
             self._engine().pods_present(key, len(live), total)
@@ -271,7 +234,7 @@ class PodReconciler:
         if wl.is_finished:
             await self._drop_finalizers(pods)
             return None
-        if wlstatus.is_evicting(wl):
+        if workload_status.is_evicting(wl):
             for pod in live:
                 await self._evict_pod(pod, wl)
             if live:
@@ -280,25 +243,23 @@ class PodReconciler:
             await self._drop_finalizers(pods)
             return None
         terminated = [p for p in pods if is_terminal(p)]
-        if pods and not live and wlstatus.holds_quota(wl):
+        if pods and not live and workload_status.holds_quota(wl):
             reason, message = _terminal_reason(terminated)
-            finished = wlstatus.finish(wl, reason, message, now)
+            finished = workload_status.finish(wl, reason, message, now)
             if finished is not None:
                 await self._kube.replace_status(WORKLOADS, finished.to_dict(), namespace=wl.namespace)
                 self._events.record(wl.to_dict(), "Normal", c.FINISHED, message)
             await self._drop_finalizers(pods)
             return None
-        if wlstatus.holds_quota(wl):
-            retry = False
-            releases = self._releases(wl)
+        if workload_status.holds_quota(wl):
+            by_set: dict[str, list[Obj]] = {}
             for pod in live:
-                if not is_gated(pod) or _meta(pod).get("deletionTimestamp"):
-                    continue
-                release = releases.get(self._pod_set_of(wl, pod))
-                if release is None:
-                    continue
-                retry |= not await self._release_pod(pod, release)
-            return Requeue() if retry else None
+                if not _meta(pod).get("deletionTimestamp"):
+                    by_set.setdefault(self._pod_set_of(wl, pod), []).append(pod)
+            result = await self._releaser.release(
+                by_set, pod_set_releases(wl, self._flavors), admitted_at=wl.quota_reserved_at
+            )
+            return None if result.complete else Requeue()
         await self._drop_finalizers(terminated)
         return None
 
@@ -306,44 +267,6 @@ class PodReconciler:
         if len(wl.spec.pod_sets) == 1:
             return wl.spec.pod_sets[0].name
         return role_hash(pod)
-
-    def _releases(self, wl: Workload) -> dict[str, PodSetRelease]:
-        out: dict[str, PodSetRelease] = {}
-        adm = wl.status.admission
-        if adm is None:
-            return out
-        for psa in adm.pod_set_assignments:
-            selector: dict[str, str] = {}
-            tolerations: list[Obj] = []
-            for flavor_name in sorted(set(psa.flavors.values())):
-                flavor = self._flavors.get(flavor_name)
-                if flavor is None:
-                    continue
-                selector.update(flavor.spec.node_labels)
-                tolerations += [t.to_dict() for t in flavor.spec.tolerations]
-            ps = wl.pod_set(psa.name)
-            count = psa.count if psa.count is not None else (ps.count if ps else 0)
-            out[psa.name] = PodSetRelease(psa.name, count, selector, tolerations)
-        return out
-
-    async def _release_pod(self, pod: Obj, release: PodSetRelease) -> bool:
-        new = ungate(pod, release)
-        if new is None:
-            return True
-        ops = release_ops(pod, new)
-        try:
-            await self._kube.patch(
-                PODS, str(_meta(pod)["name"]), ops, namespace=_meta(pod).get("namespace"),
-                content_type=JSON_PATCH,
-            )
-        except NotFound:
-            return True
-        except KubeError as exc:
-            if exc.status == 422:
-                return True  # changed under us: its update event brings the group back
-            logger.info("releasing pod %s: %s", object_key(pod), exc)
-            return False
-        return True
 
     async def _evict_pod(self, pod: Obj, wl: Workload) -> None:
         meta = _meta(pod)
@@ -379,7 +302,7 @@ class PodReconciler:
         logger.info("deleted pod %s of evicted Workload %s: %s", object_key(pod), wl.key, why)
 
     async def _release(self, wl: Workload, now: datetime) -> None:
-        released = wlstatus.release(wl, now)
+        released = workload_status.release(wl, now)
         if released is None:
             return
         try:

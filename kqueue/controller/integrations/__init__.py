@@ -1,0 +1,34 @@
+"""Integrations: each managed kind in its own package, registered in :mod:`.registry`.
+
+``job`` (batch/v1 Job) and ``pod`` (plain Pods and pod groups) are imported here so that
+importing this package registers every integration. See :mod:`.framework` for what an
+integration supplies, :mod:`.reconciler` for the generic reconciler and :mod:`.release` for the
+one pod-release path.
+"""
+
+from __future__ import annotations
+
+from kqueue.controller.integrations import job, pod
+from kqueue.controller.integrations.framework import (
+    Framework,
+    GenericJob,
+    IntegrationContext,
+    PodSetRelease,
+    PolicyRule,
+    Webhook,
+)
+from kqueue.controller.integrations.registry import enabled, frameworks, get
+
+__all__ = [
+    "Framework",
+    "GenericJob",
+    "IntegrationContext",
+    "PodSetRelease",
+    "PolicyRule",
+    "Webhook",
+    "enabled",
+    "frameworks",
+    "get",
+    "job",
+    "pod",
+]

@@ -1,0 +1,194 @@
+"""The integration framework: what one managed kind supplies, and what kqueue gives it back.
+
+Kueue's job framework (pkg/controller/jobframework) has ``GenericJob`` (one object of a kind, as
+the generic reconciler sees it) and ``IntegrationCallbacks`` (how the manager sets the kind up:
+its webhooks, indexes, RBAC). kqueue keeps the same split:
+
+* :class:`GenericJob`: pure questions about one object of the kind (its Workload, suspended or
+  running, finished, the patches that start and stop it, which pod set a pod belongs to). It does
+  no I/O; :mod:`~kqueue.controller.integrations.reconciler` applies what it returns.
+* :class:`Framework`: the kind's registration. Its name is what ``integrations.frameworks``
+  lists; from the registered frameworks kqueue derives the webhook handlers and configurations,
+  the informers, the RBAC rules the chart grants and which kinds ``kqueue simulate`` accepts.
+* :class:`IntegrationContext`: the public surface the manager hands a framework's ``install``
+  (stores, the API client, events, hooks into the scheduler). A framework never reaches into the
+  manager itself.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Coroutine, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal, Protocol
+
+from kqueue.api.config import Configuration
+from kqueue.api.integrations import PriorityResolver
+from kqueue.api.v1alpha1 import ResourceFlavor, Workload
+from kqueue.controller.admission import AdmissionRequest, Verdict
+from kqueue.controller.clock import Now
+from kqueue.controller.events import EventRecorder
+from kqueue.controller.informer import Informer, Resource, Store
+from kqueue.controller.kube import Kube
+from kqueue.controller.metrics import Metrics
+from kqueue.engine.cycle import CycleResult
+from kqueue.engine.engine import Engine
+
+if TYPE_CHECKING:
+    from kqueue.controller.integrations.reconciler import JobReconciler
+    from kqueue.controller.integrations.release import PodReleaser
+
+Obj = dict[str, Any]
+Handler = Callable[[AdmissionRequest], Awaitable[Verdict]]
+AfterCycle = Callable[[Engine, CycleResult], Awaitable[None]]
+LeaderTask = Callable[[], Coroutine[Any, Any, None]]
+
+
+class GenericJob(Protocol):
+    """One managed kind, as the generic reconciler drives it. ``obj`` is the object as the API
+    returned it; every method is pure."""
+
+    resource: Resource
+    api_version: str
+    kind: str
+
+    def label_selector(self, *, without_queue_name: bool = False) -> str | None:
+        """Which objects the informer lists: those that name a queue, or every one (None)
+        when objects without a queue name are managed too."""
+        ...
+
+    def workload_for(self, obj: Obj, priorities: PriorityResolver) -> Workload:
+        """The Workload the object needs; raises ``IntegrationError`` naming the field."""
+        ...
+
+    def is_suspended(self, obj: Obj) -> bool: ...
+
+    def is_active(self, obj: Obj) -> bool:
+        """Whether pods of the object may still be running (stop is not complete)."""
+        ...
+
+    def finished(self, obj: Obj) -> tuple[str, str] | None:
+        """``(reason, message)`` once the object finished: reason Succeeded or Failed."""
+        ...
+
+    def run_patch(self, obj: Obj, wl: Workload, releases: Mapping[str, PodSetRelease]) -> Obj | None:
+        """A merge patch that starts the object with its admission (resume, the flavors'
+        scheduling directives in its pod templates, partial counts); None if it runs already."""
+        ...
+
+    def stop_patch(self, obj: Obj, wl: Workload) -> Obj | None:
+        """A merge patch that stops the object after an eviction (suspend, pod templates as the
+        Workload recorded them); None if already stopped."""
+        ...
+
+    def pod_set_of(self, obj: Obj, pod: Obj) -> str:
+        """The pod set a pod of the object belongs to."""
+        ...
+
+    def holds_pods(self, obj: Obj) -> bool:
+        """Whether the object's pods are created gated (the webhook saw the object)."""
+        ...
+
+    def hold_patch(self, obj: Obj, wl: Workload) -> Obj | None:
+        """A merge patch that makes the stopped object's future pods gated and puts its pod
+        templates back as ``wl`` recorded them; None if nothing would change, or if the object
+        cannot be changed yet."""
+        ...
+
+    def user_suspended(self, obj: Obj) -> bool:
+        """Suspended by its user, not by kqueue: kqueue neither queues nor resumes it until the
+        user resumes it."""
+        ...
+
+
+@dataclass(frozen=True)
+class PodSetRelease:
+    """What an admitted pod set's pods get when released: node labels and tolerations."""
+
+    name: str
+    count: int
+    node_selector: Mapping[str, str] = field(default_factory=dict)
+    tolerations: tuple[Obj, ...] = ()
+
+
+@dataclass(frozen=True)
+class Webhook:
+    """One admission webhook of a framework: its handler and how requests are routed to it."""
+
+    name: str
+    """The webhook's name in the configuration (``mbatch-job.kqueue.io``)."""
+    path: str
+    type: Literal["mutating", "validating"]
+    rules: tuple[Obj, ...]
+    handler: Callable[[Configuration], Handler]
+    object_selector: Callable[[bool], Obj] = lambda _without_queue_name: {}
+    """The objectSelector, given ``manageJobsWithoutQueueName``."""
+    reinvocation_policy: str | None = None
+    order: int = 50
+    """Position among the mutating webhooks (lower first): a framework whose pods must be
+    labelled before the generic pod webhook sees them comes before it."""
+
+
+@dataclass(frozen=True)
+class PolicyRule:
+    """One RBAC rule the framework needs, with the reason (shown in the chart)."""
+
+    api_groups: tuple[str, ...]
+    resources: tuple[str, ...]
+    verbs: tuple[str, ...]
+    why: str
+
+    def to_dict(self) -> Obj:
+        return {
+            "apiGroups": list(self.api_groups),
+            "resources": list(self.resources),
+            "verbs": list(self.verbs),
+        }
+
+
+@dataclass
+class IntegrationContext:
+    """What the manager gives a framework's ``install``: shared stores, the API client, events,
+    metrics and hooks. Everything here is public; nothing else of the manager is."""
+
+    config: Configuration
+    engine: Callable[[], Engine]
+    workloads: Informer[Workload]
+    pods: Informer[Obj]
+    flavors: Store[ResourceFlavor]
+    priorities: Callable[[], PriorityResolver]
+    kube: Kube
+    events: EventRecorder
+    metrics: Metrics
+    now: Now
+    releaser: PodReleaser
+    trigger: Callable[[], None]
+    leader_tasks: list[LeaderTask] = field(default_factory=list)
+    after_cycle: list[AfterCycle] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Framework:
+    """A managed kind's registration."""
+
+    name: str
+    """The name in ``integrations.frameworks`` (``batch/job``)."""
+    api_version: str
+    kind: str
+    summary: str
+    """One line for the docs: what kqueue does with the kind."""
+    suspendable: bool
+    """Whether the kind has a suspend switch, so a queued object waits suspended (no pods)."""
+    job: Callable[[], GenericJob] | None = None
+    """The generic reconciler's view of the kind; None for a kind with its own reconciler."""
+    install: Callable[[IntegrationContext, JobReconciler | None], None] | None = None
+    """Extra wiring (its own reconciler, hooks), given the generic reconciler if it has one."""
+    webhooks: tuple[Webhook, ...] = ()
+    rbac: tuple[PolicyRule, ...] = ()
+    simulate: bool = False
+    """Whether ``kqueue simulate`` and ``kqueue explain`` turn objects of the kind into Workloads."""
+
+    def owns(self, wl: Workload) -> bool:
+        """Whether the Workload is one this kind's objects own (its pods are stopped by them)."""
+        return any(
+            r.kind == self.kind and r.api_version == self.api_version for r in wl.metadata.owner_references
+        )

@@ -1,0 +1,110 @@
+"""batch/v1 Job (framework ``batch/job``): suspended while queued, resumed on admission, its pods
+released from the gate; elastic Jobs grow and shrink through WorkloadSlices (:mod:`.elastic`)."""
+
+from __future__ import annotations
+
+from kqueue.api.config import Configuration
+from kqueue.api.v1alpha1 import constants as c
+from kqueue.controller.integrations.framework import (
+    Framework,
+    Handler,
+    IntegrationContext,
+    PolicyRule,
+    Webhook,
+)
+from kqueue.controller.integrations.job import webhook
+from kqueue.controller.integrations.job.elastic import ElasticSlices
+from kqueue.controller.integrations.job.generic import JobIntegration
+from kqueue.controller.integrations.reconciler import JobReconciler
+from kqueue.controller.integrations.registry import register
+
+
+def _queue_selector(without_queue_name: bool) -> dict[str, object]:
+    if without_queue_name:
+        return {}
+    return {"matchExpressions": [{"key": c.QUEUE_NAME_LABEL, "operator": "Exists"}]}
+
+
+def _mutate(config: Configuration) -> Handler:
+    return webhook.JobWebhooks(
+        manage_jobs_without_queue_name=config.manage_jobs_without_queue_name
+    ).mutate
+
+
+def _validate(config: Configuration) -> Handler:
+    return webhook.JobWebhooks(
+        manage_jobs_without_queue_name=config.manage_jobs_without_queue_name
+    ).validate
+
+
+def _install(ctx: IntegrationContext, reconciler: JobReconciler | None) -> None:
+    elastic = ElasticSlices(
+        engine=ctx.engine,
+        workloads=ctx.workloads.store,
+        priorities=ctx.priorities,
+        kube=ctx.kube,
+        events=ctx.events,
+        metrics=ctx.metrics,
+        now=ctx.now,
+    )
+    if reconciler is not None:
+        reconciler.workload_hooks.append(elastic.select)
+    ctx.after_cycle.append(elastic.after_cycle)
+
+
+_JOBS = {"apiGroups": ["batch"], "apiVersions": ["v1"], "resources": ["jobs"]}
+
+FRAMEWORK = register(
+    Framework(
+        name="batch/job",
+        api_version="batch/v1",
+        kind="Job",
+        summary=(
+            "one Workload per Job (pod set `main`); suspended while queued, resumed on "
+            "admission; partial admission; elastic Jobs through WorkloadSlices"
+        ),
+        suspendable=True,
+        job=JobIntegration,
+        install=_install,
+        webhooks=(
+            Webhook(
+                name="mbatch-job.kqueue.io",
+                path=webhook.MUTATE_PATH,
+                type="mutating",
+                rules=({**_JOBS, "operations": ["CREATE", "UPDATE"]},),
+                handler=_mutate,
+                object_selector=_queue_selector,
+                reinvocation_policy="Never",
+                order=10,
+            ),
+            Webhook(
+                name="vbatch-job.kqueue.io",
+                path=webhook.VALIDATE_PATH,
+                type="validating",
+                rules=({**_JOBS, "operations": ["CREATE", "UPDATE"]},),
+                handler=_validate,
+                object_selector=_queue_selector,
+            ),
+        ),
+        rbac=(
+            PolicyRule(
+                ("batch",),
+                ("jobs",),
+                ("list", "watch", "patch"),
+                "Jobs naming a queue are watched, suspended while queued or evicted, and "
+                "resumed with the admission's node labels, tolerations and parallelism",
+            ),
+            PolicyRule(
+                ("batch",),
+                ("jobs/finalizers",),
+                ("update",),
+                "a Workload's owner reference to its Job blocks the Job's deletion "
+                "(blockOwnerDeletion), which OwnerReferencesPermissionEnforcement allows only "
+                "with update on the owner's finalizers",
+            ),
+        ),
+        simulate=True,
+    )
+)
+
+__all__ = ["FRAMEWORK", "JobIntegration"]

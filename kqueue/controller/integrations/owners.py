@@ -1,0 +1,42 @@
+"""Owner references: how a pod or a Workload finds the object that owns it.
+
+The stores of pods and Workloads are indexed by their controlling owner's UID (:data:`BY_OWNER`),
+so an integration finds an object's pods and Workloads without a scan. An integration whose pods
+are not owned by its top-level object directly (a JobSet's pods belong to its Jobs) finds them
+through its own labels instead.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kqueue.api.v1alpha1 import Workload
+
+Obj = dict[str, Any]
+
+# Index name on the shared pod and Workload stores.
+BY_OWNER = "owner-uid"
+
+
+def owner_uids(obj: Obj | Workload) -> list[str]:
+    refs = (
+        [r.model_dump(by_alias=True) for r in obj.metadata.owner_references]
+        if isinstance(obj, Workload)
+        else (obj.get("metadata") or {}).get("ownerReferences") or []
+    )
+    return [str(r.get("uid")) for r in refs if r.get("controller") and r.get("uid")]
+
+
+def owner_uid(obj: Obj) -> str | None:
+    """UID of the controlling owner of ``obj``."""
+    for ref in (obj.get("metadata") or {}).get("ownerReferences") or []:
+        if ref.get("controller"):
+            return str(ref.get("uid") or "") or None
+    return None
+
+
+def controller_ref(obj: Obj) -> Obj | None:
+    for ref in (obj.get("metadata") or {}).get("ownerReferences") or []:
+        if ref.get("controller"):
+            return dict(ref)
+    return None

@@ -1,0 +1,121 @@
+"""Plain Pods and pod groups (framework ``pod``): held by the gate alone (a Pod has no suspend
+switch), released together, deleted on eviction (:mod:`.reconciler`)."""
+
+from __future__ import annotations
+
+from kqueue.api.config import Configuration
+from kqueue.api.v1alpha1 import constants as c
+from kqueue.controller.integrations.framework import (
+    Framework,
+    Handler,
+    IntegrationContext,
+    PolicyRule,
+    Webhook,
+)
+from kqueue.controller.integrations.pod import webhook
+from kqueue.controller.integrations.pod.reconciler import (
+    BY_GROUP,
+    PodReconciler,
+    group_key,
+    reconcile_key,
+)
+from kqueue.controller.integrations.pod.webhook import MUTATE_PATH, WEBHOOK_NAME, mutate_plain_pod
+from kqueue.controller.integrations.reconciler import JobReconciler
+from kqueue.controller.integrations.registry import register
+
+
+def _mutate(_config: Configuration) -> Handler:
+    return webhook.mutate_plain_pod
+
+
+def _install(ctx: IntegrationContext, _reconciler: JobReconciler | None) -> None:
+    ctx.pods.store.add_index(BY_GROUP, group_key)
+    pods = PodReconciler(
+        engine=ctx.engine,
+        pods=ctx.pods.store,
+        workloads=ctx.workloads.store,
+        flavors=ctx.flavors,
+        priorities=ctx.priorities,
+        kube=ctx.kube,
+        events=ctx.events,
+        releaser=ctx.releaser,
+        now=ctx.now,
+    )
+    ctx.pods.add_handler(on_add=pods.on_pod, on_update=pods.on_pod, on_delete=pods.on_pod)
+    ctx.workloads.add_handler(on_add=pods.on_workload, on_update=pods.on_workload)
+    ctx.leader_tasks.append(pods.run)
+
+
+FRAMEWORK = register(
+    Framework(
+        name="pod",
+        api_version="v1",
+        kind="Pod",
+        summary=(
+            "a Pod naming a queue, or a pod group (`kqueue.io/pod-group-name`) admitted as one "
+            "gang; held by the scheduling gate (Pods have no suspend switch)"
+        ),
+        suspendable=False,
+        install=_install,
+        webhooks=(
+            Webhook(
+                name=webhook.WEBHOOK_NAME,
+                path=webhook.MUTATE_PATH,
+                type="mutating",
+                rules=(
+                    {
+                        "apiGroups": [""],
+                        "apiVersions": ["v1"],
+                        "resources": ["pods"],
+                        "operations": ["CREATE"],
+                    },
+                ),
+                handler=_mutate,
+                # A Job's pods carry the managed label from their template, so only pods created
+                # on their own get here; the handler also skips controller-owned pods. It must
+                # come before mpod: the managed label it adds routes the pod on to mpod, which
+                # re-checks the gate if a later webhook rewrites the pod.
+                object_selector=lambda _without_queue_name: {
+                    "matchExpressions": [
+                        {"key": c.QUEUE_NAME_LABEL, "operator": "Exists"},
+                        {"key": c.MANAGED_LABEL, "operator": "DoesNotExist"},
+                    ]
+                },
+                reinvocation_policy="Never",
+                order=20,
+            ),
+        ),
+        rbac=(
+            PolicyRule(
+                ("",),
+                ("pods",),
+                ("delete",),
+                "an evicted plain pod or pod group is stopped by deleting its pods",
+            ),
+            PolicyRule(
+                ("",),
+                ("pods/status",),
+                ("patch",),
+                "an evicted pod is marked DisruptionTarget before it is deleted",
+            ),
+            PolicyRule(
+                ("",),
+                ("pods/finalizers",),
+                ("update",),
+                "a Workload's owner reference blocks its pods' deletion (blockOwnerDeletion), "
+                "which OwnerReferencesPermissionEnforcement allows only with update on the "
+                "owner's finalizers",
+            ),
+        ),
+        simulate=True,
+    )
+)
+
+__all__ = [
+    "FRAMEWORK",
+    "MUTATE_PATH",
+    "WEBHOOK_NAME",
+    "group_key",
+    "mutate_plain_pod",
+    "reconcile_key",
+]

@@ -1,0 +1,47 @@
+"""The registry of integrations: every managed kind registers its :class:`Framework` here.
+
+The manager wires the enabled ones; the webhook configurations, the chart's RBAC and framework
+list, ``make run`` and docs/integrations.md are derived from the registered ones.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from kqueue.controller.integrations.framework import Framework
+
+_FRAMEWORKS: dict[str, Framework] = {}
+
+
+class UnknownFramework(ValueError):
+    """A configured framework name no integration registered."""
+
+
+def register(framework: Framework) -> Framework:
+    if framework.name in _FRAMEWORKS and _FRAMEWORKS[framework.name] is not framework:
+        raise ValueError(f"integration {framework.name!r} is registered twice")
+    _FRAMEWORKS[framework.name] = framework
+    return framework
+
+
+def frameworks() -> list[Framework]:
+    """Every registered integration, in registration order."""
+    return list(_FRAMEWORKS.values())
+
+
+def get(name: str) -> Framework:
+    try:
+        return _FRAMEWORKS[name]
+    except KeyError:
+        raise UnknownFramework(
+            f"integrations.frameworks: unknown framework {name!r}; known: "
+            + ", ".join(sorted(_FRAMEWORKS))
+        ) from None
+
+
+def enabled(names: Iterable[str]) -> list[Framework]:
+    """The configured frameworks, in registration order."""
+    wanted = set(names)
+    for name in wanted:
+        get(name)
+    return [f for f in _FRAMEWORKS.values() if f.name in wanted]

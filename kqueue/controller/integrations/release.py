@@ -1,0 +1,194 @@
+"""The one pod-release path of every integration: admitted pods leave the gate, never too many.
+
+Given an admitted Workload's pods grouped by pod set, :meth:`PodReleaser.release`:
+
+1. counts per pod set the pods already running: ungated, or released by us and not yet shown
+   again by the informer (client-go's "expectations": without them a newer gated pod would take
+   the place of one in flight, one pod too many);
+2. releases the oldest gated pods up to the admitted count (partial admission, or surplus pods
+   their controller has not deleted yet, are left gated);
+3. sends the releases concurrently, at most ``per_object`` in flight for one workload and
+   ``in_flight`` in all, each a JSON patch that first tests the gate is still where the informer
+   saw it (:func:`~kqueue.controller.integrations.gate.release_ops`), so a stale copy never
+   removes someone else's gate.
+
+Releasing is idempotent: a pod already released, gone, or changed since it was seen counts as
+done (its update brings the workload back).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from kqueue.api.v1alpha1 import ResourceFlavor, Workload
+from kqueue.controller.clock import Now
+from kqueue.controller.informer import Store, object_key
+from kqueue.controller.integrations.framework import PodSetRelease
+from kqueue.controller.integrations.gate import is_gated, release_ops, ungate
+from kqueue.controller.kube import JSON_PATCH, PODS, Kube, KubeError, NotFound
+from kqueue.controller.metrics import Metrics
+
+logger = logging.getLogger(__name__)
+
+Obj = dict[str, Any]
+
+# Pod releases in flight: per workload, so one large Job does not take every slot, and in all,
+# so many workloads admitted at once do not open hundreds of connections to the API server.
+RELEASES_PER_OBJECT = 16
+RELEASES_IN_FLIGHT = 64
+# Expectations kept at most; past this they are dropped (a pod then may be patched once more,
+# and its "test" makes the extra patch fail harmlessly).
+_MAX_EXPECTATIONS = 50_000
+
+
+def pod_set_releases(wl: Workload, flavors: Store[ResourceFlavor]) -> dict[str, PodSetRelease]:
+    """Per admitted pod set: how many pods, and the flavors' node labels and tolerations."""
+    out: dict[str, PodSetRelease] = {}
+    adm = wl.status.admission
+    if adm is None:
+        return out
+    for psa in adm.pod_set_assignments:
+        node_selector: dict[str, str] = {}
+        tolerations: list[Obj] = []
+        for flavor_name in sorted(set(psa.flavors.values())):
+            flavor = flavors.get(flavor_name)
+            if flavor is None:
+                continue
+            node_selector.update(flavor.spec.node_labels)
+            tolerations += [t.to_dict() for t in flavor.spec.tolerations]
+        pod_set = wl.pod_set(psa.name)
+        count = psa.count if psa.count is not None else (pod_set.count if pod_set else 0)
+        out[psa.name] = PodSetRelease(psa.name, count, node_selector, tuple(tolerations))
+    return out
+
+
+@dataclass(frozen=True)
+class Released:
+    """What one call did: pods released now, pods that should have been, pods already running."""
+
+    released: int
+    wanted: int
+    running: int
+
+    @property
+    def complete(self) -> bool:
+        return self.released == self.wanted
+
+
+def _age(pod: Obj) -> tuple[str, str]:
+    meta = pod.get("metadata") or {}
+    return str(meta.get("creationTimestamp") or ""), str(meta.get("name") or "")
+
+
+class PodReleaser:
+    def __init__(
+        self,
+        *,
+        kube: Kube,
+        metrics: Metrics,
+        now: Now,
+        per_object: int = RELEASES_PER_OBJECT,
+        in_flight: int = RELEASES_IN_FLIGHT,
+    ) -> None:
+        if per_object < 1 or in_flight < 1:
+            raise ValueError(
+                f"per_object ({per_object}) and in_flight ({in_flight}) must be at least 1"
+            )
+        self._kube = kube
+        self._metrics = metrics
+        self._now = now
+        self._per_object = per_object
+        self._slots = asyncio.Semaphore(in_flight)
+        # Pods released by us, by UID, with the resourceVersion seen before releasing: until
+        # the informer shows a newer version, the pod counts as released.
+        self._released: dict[str, str] = {}
+
+    def releasing(self, pod: Obj) -> bool:
+        """Released by us; the informer has not shown it since."""
+        meta = pod.get("metadata") or {}
+        return self._released.get(str(meta.get("uid") or "")) == str(
+            meta.get("resourceVersion") or ""
+        )
+
+    def running(self, pod: Obj) -> bool:
+        return not is_gated(pod) or self.releasing(pod)
+
+    async def release(
+        self,
+        pods_by_set: Mapping[str, Sequence[Obj]],
+        releases: Mapping[str, PodSetRelease],
+        *,
+        admitted_at: datetime | None,
+    ) -> Released:
+        """Release gated pods of each admitted pod set up to its count. ``pods_by_set`` holds
+        the live pods (not terminal, not being deleted) of the workload."""
+        todo: list[tuple[Obj, PodSetRelease]] = []
+        running = 0
+        for set_name, members in sorted(pods_by_set.items()):
+            release = releases.get(set_name)
+            if release is None:
+                continue
+            here = sum(1 for p in members if self.running(p))
+            running += here
+            gated = sorted((p for p in members if not self.running(p)), key=_age)
+            todo += [(pod, release) for pod in gated[: max(release.count - here, 0)]]
+        released = await self._release_all(todo, admitted_at)
+        return Released(released=released, wanted=len(todo), running=running)
+
+    async def _release_all(
+        self, todo: Sequence[tuple[Obj, PodSetRelease]], admitted_at: datetime | None
+    ) -> int:
+        """Every release runs to its end before an unexpected error (not an API answer) is
+        raised, so none is left in flight."""
+        per_object = asyncio.Semaphore(self._per_object)
+
+        async def one(pod: Obj, release: PodSetRelease) -> bool:
+            async with per_object, self._slots:
+                if not await self._release_pod(pod, release):
+                    return False
+            if admitted_at is not None:
+                waited = (self._now() - admitted_at).total_seconds()
+                self._metrics.gate_removal(max(waited, 0.0))
+            return True
+
+        results = await asyncio.gather(*(one(p, r) for p, r in todo), return_exceptions=True)
+        for result in results:
+            if isinstance(result, BaseException):
+                raise result
+        return sum(1 for result in results if result)
+
+    async def _release_pod(self, pod: Obj, release: PodSetRelease) -> bool:
+        meta = pod.get("metadata") or {}
+        uid, version = str(meta.get("uid") or ""), str(meta.get("resourceVersion") or "")
+        if self._released.get(uid) == version:
+            return True
+        new = ungate(pod, release)
+        if new is None:
+            return True
+        try:
+            await self._kube.patch(
+                PODS,
+                str(meta["name"]),
+                release_ops(pod, new),
+                namespace=meta.get("namespace"),
+                content_type=JSON_PATCH,
+            )
+        except NotFound:
+            return True
+        except KubeError as exc:
+            if exc.status == 422:
+                # The "test" failed: the pod changed since the informer saw it; its update
+                # event brings the workload back with the current pod.
+                logger.debug("pod %s changed before its release: %s", object_key(pod), exc)
+                return True
+            logger.info("releasing pod %s: %s", object_key(pod), exc)
+            return False
+        if len(self._released) > _MAX_EXPECTATIONS:
+            self._released.clear()
+        self._released[uid] = version
+        return True
