@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Final
 
+from kqueue.api.suggest import did_you_mean
 from kqueue.api.v1alpha1 import format_time
 from kqueue.engine.engine import Engine
 from kqueue.engine.types import ClusterQueueName, LocalQueueKey, local_queue_key
@@ -37,7 +38,9 @@ class UnknownQueue(LookupError):
         self.kind = kind
         self.name = name
         self.known = sorted(known)
-        super().__init__(f'{kind} "{name}" not found')
+        # The closest existing name, for the person who typed it ("" when none is close).
+        self.hint = did_you_mean(name.rpartition("/")[2], self.known)
+        super().__init__(f'{kind} "{name}" not found' + (f"; {self.hint}" if self.hint else ""))
 
 
 @dataclass(frozen=True, slots=True)

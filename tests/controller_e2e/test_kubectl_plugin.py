@@ -393,12 +393,17 @@ async def test_create_queues_and_flavor_from_flags(
         ),
         pytest.param(
             ("pending", "localqueue", "no-such-lq"),
-            'LocalQueue "no-such-lq" not found in namespace {ns} (existing: q)',
+            'LocalQueue "no-such-lq" not found in namespace {ns} (existing: q, user-queue)',
             id="pending: unknown LocalQueue",
         ),
         pytest.param(
+            ("pending", "localqueue", "user-qeue"),
+            'LocalQueue "user-qeue" not found in namespace {ns}; did you mean "user-queue"?',
+            id="pending: a LocalQueue name with a typo",
+        ),
+        pytest.param(
             ("stop", "localqueue", "no-such-lq"),
-            'LocalQueue "no-such-lq" not found in namespace {ns} (existing: q)',
+            'LocalQueue "no-such-lq" not found in namespace {ns} (existing: q, user-queue)',
             id="stop: unknown LocalQueue",
         ),
         pytest.param(
@@ -415,6 +420,7 @@ async def test_unknown_queue_is_named(
     await api.apply(flavor(rf, "on-demand"))
     await api.apply(cluster_queue(cq, [(rf, "1")]))
     await api.apply(local_queue("q", namespace, cq))
+    await api.apply(local_queue("user-queue", namespace, cq))
     result = await kq(cluster, *args, "-n", namespace)
     assert result.exit_code == 1, result.output
     assert want.format(ns=namespace) in result.stderr

@@ -110,14 +110,19 @@ def test_offset_and_limit_slice_the_queue() -> None:
     ("call", "want"),
     [
         pytest.param(
-            lambda e: pending.in_cluster_queue(e, "cqx"),
-            'ClusterQueue "cqx" not found',
+            lambda e: pending.in_cluster_queue(e, "nope"),
+            'ClusterQueue "nope" not found',
             id="unknown ClusterQueue",
         ),
         pytest.param(
             lambda e: pending.in_local_queue(e, "team", "c"),
             'LocalQueue "team/c" not found',
             id="unknown LocalQueue",
+        ),
+        pytest.param(
+            lambda e: pending.in_cluster_queue(e, "cqq"),
+            'ClusterQueue "cqq" not found; did you mean "cq"?',
+            id="a typo gets the closest name",
         ),
         pytest.param(
             lambda e: pending.in_local_queue(e, "other", "a"),

@@ -10,6 +10,7 @@ from typing import Any, TypeVar
 
 import click
 
+from kqueue.api.suggest import did_you_mean
 from kqueue.cli.cluster import connect, current_namespace, list_retrying
 from kqueue.controller import kube as k
 from kqueue.controller.informer import Resource
@@ -105,7 +106,7 @@ def cluster_options(f: F) -> F:
 async def not_found(
     client: k.Kube, kind: str, name: str, namespace: str | None = None
 ) -> click.ClickException:
-    """``ClusterQueue "x" not found``, with the names that do exist to pick from."""
+    """``ClusterQueue "x" not found``, with the closest name that exists, else those that do."""
     resource, label = RESOURCES[kind]
     try:
         items = await list_retrying(client, resource, namespace=namespace)
@@ -113,6 +114,9 @@ async def not_found(
     except k.KubeError:
         names = []
     where = f" in namespace {namespace}" if namespace and resource.namespaced else ""
+    hint = did_you_mean(name, names)
+    if hint:
+        return click.ClickException(f'{label} "{name}" not found{where}; {hint}')
     known = f" (existing: {', '.join(names)})" if names else f" (there are none{where})"
     return click.ClickException(f'{label} "{name}" not found{where}{known}')
 
