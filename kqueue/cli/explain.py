@@ -7,19 +7,16 @@ at the workload (``kqueue.engine.sim.explain``). This module only fetches and fo
 
 from __future__ import annotations
 
-import asyncio
 import json
-import os
 from collections.abc import Sequence
 from typing import Any
 
 import click
-from kubernetes_asyncio import config as kube_config
-from kubernetes_asyncio.client import ApiClient
 
-from kqueue.api.loader import LoadedObject, LoadError, Location, load_object
+from kqueue.api.loader import LoadedObject, LoadError
 from kqueue.api.quantity import format_quantity
 from kqueue.api.suggest import closest, did_you_mean
+from kqueue.cli.cluster import cluster_objects, current_namespace
 from kqueue.cli.manifests import InvalidInput, read_manifests
 from kqueue.engine.explain import PendingDetails
 from kqueue.engine.sim.explain import Explanation, explain
@@ -31,101 +28,12 @@ from kqueue.engine.victim import VictimSearch
 EXIT_NOT_FOUND = 1
 
 
-# --- fetching -----------------------------------------------------------------------------------
-
-
-async def _fetch(kubeconfig: str | None) -> list[dict[str, Any]]:
-    from kqueue.controller import kube as k
-    from kqueue.controller.informer import NAMESPACES, PRIORITY_CLASSES, Resource
-
-    if kubeconfig:
-        api = await kube_config.new_client_from_config(config_file=kubeconfig)
-    elif os.environ.get("KUBERNETES_SERVICE_HOST"):
-        kube_config.load_incluster_config()  # type: ignore[no-untyped-call]
-        api = ApiClient()
-    else:
-        api = await kube_config.new_client_from_config()
-    client = k.Kube(api)
-    kinds: list[tuple[Resource, str]] = [
-        (NAMESPACES, "Namespace"),
-        (PRIORITY_CLASSES, "PriorityClass"),
-        (k.RESOURCE_FLAVORS, "ResourceFlavor"),
-        (k.COHORTS, "Cohort"),
-        (k.CLUSTER_QUEUES, "ClusterQueue"),
-        (k.LOCAL_QUEUES, "LocalQueue"),
-        (k.WORKLOAD_PRIORITY_CLASSES, "WorkloadPriorityClass"),
-        (k.WORKLOADS, "Workload"),
-    ]
-    docs: list[dict[str, Any]] = []
-    try:
-        for resource, kind in kinds:
-            try:
-                items = await _list(client, resource)
-            except k.NotFound:
-                continue  # that kind is not installed: nothing of it to take into account
-            for item in items:
-                # List items from the API server do not always repeat their kind.
-                item.setdefault("apiVersion", resource.api_version)
-                item.setdefault("kind", kind)
-                docs.append(item)
-    except k.KubeError as err:
-        raise click.ClickException(f"cannot read the cluster: {err}") from err
-    finally:
-        await api.close()
-    return docs
-
-
-# Statuses worth another try: an API server that is starting or overloaded (429 "storage is
-# (re)initializing" right after a CRD is established, 503 while it is not ready).
-_TRANSIENT = frozenset({429, 500, 503, 504})
-
-
-async def _list(client: Any, resource: Any) -> list[dict[str, Any]]:
-    from kqueue.controller import kube as k
-
-    delay = 0.2
-    for attempt in range(8):
-        try:
-            items: list[dict[str, Any]] = await client.list(resource)
-            return items
-        except k.KubeError as err:
-            if err.status not in _TRANSIENT or attempt == 7:
-                raise
-        await asyncio.sleep(delay)
-        delay = min(delay * 2, 3.0)
-    raise AssertionError("unreachable")
-
-
-def _cluster_objects(kubeconfig: str | None) -> list[LoadedObject]:
-    docs = asyncio.run(_fetch(kubeconfig))
-    out = []
-    for index, doc in enumerate(docs, start=1):
-        try:
-            obj = load_object(doc, Location("<cluster>", index))
-        except LoadError as err:
-            click.echo(f"warning: skipped: {err}", err=True)
-            continue
-        if obj is not None:
-            out.append(obj)
-    return out
+# --- finding ------------------------------------------------------------------------------------
 
 
 def context_namespace(kubeconfig: str | None) -> str:
     """The namespace kubectl would use: the current context's, else ``default``."""
-    if not kubeconfig and os.environ.get("KUBERNETES_SERVICE_HOST"):
-        try:
-            with open(_SERVICE_ACCOUNT_NAMESPACE, encoding="utf-8") as fh:
-                return fh.read().strip() or "default"
-        except OSError:
-            return "default"
-    try:
-        _, current = kube_config.list_kube_config_contexts(config_file=kubeconfig)
-    except Exception:  # no kubeconfig, or one without a current context: kubectl's default
-        return "default"
-    return str((current or {}).get("context", {}).get("namespace") or "default")
-
-
-_SERVICE_ACCOUNT_NAMESPACE = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
+    return current_namespace(kubeconfig)
 
 
 def _key(workload: str, namespace: str | None, default_namespace: str) -> str:
@@ -460,7 +368,14 @@ def explain_command(
     else:
         default_namespace = "default"
     wanted = _key(workload, namespace, default_namespace)
-    objects = read_manifests(files).objects if files else _cluster_objects(kubeconfig)
+    objects = read_manifests(files).objects if files else cluster_objects(kubeconfig)
+    print_explanation(objects, wanted, output)
+
+
+def print_explanation(objects: Sequence[LoadedObject], wanted: str, output: str) -> None:
+    """Explain ``wanted`` (``namespace/name`` of a Workload, Job or Pod) among ``objects`` and
+    print the answer with hints; exit status 1 when there is no such workload (shared with
+    ``kubectl kqueue explain``)."""
     try:
         scenario = build_scenario(objects)
     except LoadError as err:
