@@ -51,6 +51,7 @@ PASSTHROUGH_KINDS: Final = frozenset(
         ("scheduling.k8s.io/v1", "PriorityClass"),
         ("batch/v1", "Job"),
         ("v1", "Pod"),
+        ("jobset.x-k8s.io/v1alpha2", "JobSet"),
     }
 )
 
@@ -284,7 +285,7 @@ def load_object(
         return loaded(model, doc)
 
     if (api_version, kind) in PASSTHROUGH_KINDS:
-        if kind in ("Job", "Pod"):
+        if kind in ("Job", "Pod", "JobSet"):
             try:
                 converted, conversion_warnings = kueue.convert_workload_object(doc)
             except kueue.ShapeError as err:

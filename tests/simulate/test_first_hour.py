@@ -228,3 +228,28 @@ spec:
     assert result.stderr == ""
     out = json.loads(result.stdout)
     assert out["workloads"]["default/job-old-12345"]["state"] == "Finished"
+
+
+JOBSET_CONFIG = (
+    "---\napiVersion: config.kqueue.io/v1alpha1\nkind: Configuration\n"
+    "integrations:\n  frameworks: [batch/job, pod, jobset.x-k8s.io/jobset]\n"
+)
+
+
+def test_a_jobset_simulates_as_one_gang_when_its_integration_is_enabled() -> None:
+    setup = (SAMPLES / "quickstart.yaml").read_text()
+    jobset = (SAMPLES / "jobset.yaml").read_text()
+    out = simulate_json("-", input=setup + "\n---\n" + jobset + JOBSET_CONFIG)
+    [(key, wl)] = out["workloads"].items()
+    assert key.startswith("default/jobset-sample-jobset-")
+    assert wl["state"] == "Admitted"
+    assert [(ps["name"], ps["count"]) for ps in wl["podSets"]] == [("leader", 1), ("workers", 4)]
+
+
+def test_a_jobset_is_skipped_with_a_reason_when_its_integration_is_off() -> None:
+    setup = (SAMPLES / "quickstart.yaml").read_text()
+    jobset = (SAMPLES / "jobset.yaml").read_text()
+    result = run_cli("simulate", "-", "--output", "json", input=setup + "\n---\n" + jobset)
+    assert result.exit_code == 0
+    assert json.loads(result.stdout)["workloads"] == {}
+    assert "jobset.x-k8s.io/jobset integration is not enabled" in result.stderr

@@ -35,6 +35,8 @@ from kqueue.api.integrations import (
     workload_for_pod,
     workload_for_pod_group,
 )
+from kqueue.api.integrations.jobset import finished_condition as jobset_finished
+from kqueue.api.integrations.jobset import workload_for_jobset
 from kqueue.api.integrations.management import (
     KUEUE_QUEUE_NAME_LABEL,
     ManagementPolicy,
@@ -220,7 +222,7 @@ def build_scenario(
             sc.namespaces[obj.name] = labels
         elif obj.kind == "PriorityClass":
             pod_classes.append(obj.raw)
-        elif obj.kind == "Job":
+        elif obj.kind in ("Job", "JobSet"):
             jobs.append(obj)
         elif obj.kind == "Pod":
             pods.append(obj)
@@ -250,7 +252,7 @@ def build_scenario(
         if not decision:
             # A pod without any queue label was never meant to queue (a dump of a namespace
             # lists every pod): only Jobs, and pods that name a queue, are worth a warning.
-            if obj.kind == "Job" or _names_a_queue(obj.raw):
+            if obj.kind in ("Job", "JobSet") or _names_a_queue(obj.raw):
                 sc.warnings.append(_unmanaged(obj, decision.reason))
             return False
         sc.warnings.extend(
@@ -262,7 +264,7 @@ def build_scenario(
     # reconciler keeps following an object it made a Workload for); the others only if managed.
     for obj in jobs:
         ns = obj.namespace or "default"
-        existing = owned.get(_owner_key(ns, "Job", obj.name))
+        existing = owned.get(_owner_key(ns, obj.kind, obj.name))
         if existing is None and not managed(obj):
             continue
         timing = _timing(obj, obj.raw)
@@ -272,7 +274,11 @@ def build_scenario(
             existing.timing = _merge(existing.timing, timing)
             existing.job = obj.raw
             continue
-        finished = finished_condition(obj.raw)
+        if obj.kind == "JobSet":
+            done = jobset_finished(obj.raw)
+            finished = done[0] if done is not None else None
+        else:
+            finished = finished_condition(obj.raw)
         if finished is not None:
             sc.warnings.append(
                 f"{obj.location} ({obj.ref}): finished (condition {finished}), so the "
@@ -284,12 +290,15 @@ def build_scenario(
             # The API server starts every object at generation 1 (elastic slices are named
             # after it); a manifest usually leaves it out.
             job = {**job, "metadata": {**job["metadata"], "generation": 1}}
-        wl = _integrate(obj, workload_for_job, job, sc.priorities)
+        builder = workload_for_jobset if obj.kind == "JobSet" else workload_for_job
+        wl = _integrate(obj, builder, job, sc.priorities)
         if wl.spec.queue_name is None and (ns, DEFAULT_LOCAL_QUEUE) in local_queues:
             # manageJobsWithoutQueueName: the controller submits it to the namespace's
             # LocalQueue "default" (Kueue's LocalQueueDefaulting); without one it waits.
             wl.spec.queue_name = DEFAULT_LOCAL_QUEUE
-        sw = SimWorkload(wl, timing, obj.location, f"Job {obj.name}", labels, job)
+        sw = SimWorkload(
+            wl, timing, obj.location, f"{obj.kind} {obj.name}", labels, job if obj.kind == "Job" else None
+        )
         entries.append((order[id(obj)], sw, _meta(obj).get("creationTimestamp")))
 
     groups: dict[tuple[str, str], list[LoadedObject]] = {}
