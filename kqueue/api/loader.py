@@ -286,8 +286,9 @@ def load_object(
 
     if (api_version, kind) in PASSTHROUGH_KINDS:
         if kind in ("Job", "Pod", "JobSet"):
+            convert = kueue.convert_workload_object if kind in ("Job", "Pod") else kueue.convert_any_object
             try:
-                converted, conversion_warnings = kueue.convert_workload_object(doc)
+                converted, conversion_warnings = convert(doc)
             except kueue.ShapeError as err:
                 raise LoadError(
                     location, err.detail, kind=kind, name=display, path=err.path

@@ -128,9 +128,14 @@ CASES = {
         pod(labels=KQ), False, ManagementPolicy(frameworks=frozenset({"batch/job"}))
     ),
     # --- other kinds
-    "a JobSet (no integration)": Case(
+    "a JobSet, its integration off (the default)": Case(
         {"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet",
          "metadata": {"name": "js", "labels": KQ}},
+        False,
+        want_reason=("jobset.x-k8s.io/jobset integration is not enabled",),
+    ),
+    "a Deployment (no integration)": Case(
+        {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "d", "labels": KQ}},
         False,
         want_reason=("no integration",),
     ),
