@@ -258,7 +258,7 @@ class Manager:
             host=config.webhook.host,
             port=config.webhook.port,
         )
-        register_webhooks(self.webhook_server, config)
+        register_webhooks(self.webhook_server, config, local_queues=self._local_queue_names)
         self._runners: list[web.AppRunner] = []
         self.health_port: int | None = None
         self.metrics_port: int | None = None
@@ -329,6 +329,12 @@ class Manager:
         logger.info(
             "integrations enabled: %s", ", ".join(fw.name for fw in self.frameworks) or "none"
         )
+
+    def _local_queue_names(self, namespace: str) -> list[str] | None:
+        """For admission warnings; None until the cache has synced (it would mislead)."""
+        if not self.local_queues.has_synced:
+            return None
+        return [lq.name for lq in self.local_queues.store.objects() if lq.namespace == namespace]
 
     def _pod_owner_uids(self, pod: Obj) -> list[str]:
         uids = owner_uids(pod)

@@ -161,3 +161,49 @@ async def test_a_started_job_being_reset_is_not_taken_for_a_resume() -> None:
     old["status"] = {"startTime": "2025-03-01T11:00:00Z"}
     verdict = await JobWebhooks().mutate(_request(_job({}), old))
     assert verdict.patched is None
+
+
+# -- admission warnings ------------------------------------------------------------------------
+
+
+def _queues(names: dict[str, list[str]]) -> Any:
+    return lambda namespace: names.get(namespace, [])
+
+
+@pytest.mark.parametrize(
+    ("queue", "known", "want"),
+    [
+        pytest.param("q", ["q"], [], id="the LocalQueue exists"),
+        pytest.param("user-qeue", ["user-queue", "other"], ['did you mean "user-queue"?'], id="a typo"),
+        pytest.param("zzz", ["user-queue"], ["does not exist in namespace ns"], id="nothing close"),
+    ],
+)
+async def test_a_job_naming_a_missing_local_queue_gets_a_warning(
+    queue: str, known: list[str], want: list[str]
+) -> None:
+    job = _job({})
+    job["metadata"]["labels"][c.QUEUE_NAME_LABEL] = queue
+    verdict = await JobWebhooks(local_queues=_queues({"ns": known})).validate(_request(job, None))
+    assert verdict.allowed
+    if not want:
+        assert verdict.warnings == ()
+    else:
+        [warning] = verdict.warnings
+        assert warning.startswith(f"metadata.labels[{c.QUEUE_NAME_LABEL}]: LocalQueue {queue!r}")
+        assert all(w in warning for w in want)
+        if "did you mean" not in want[0]:
+            assert "did you mean" not in warning
+
+
+async def test_no_queue_warning_while_the_cache_is_not_synced() -> None:
+    verdict = await JobWebhooks(local_queues=lambda _ns: None).validate(_request(_job({}), None))
+    assert verdict.warnings == ()
+
+
+async def test_leftover_kueue_labels_get_a_warning() -> None:
+    job = _job({})
+    job["metadata"]["labels"]["kueue.x-k8s.io/priority-class"] = "high"
+    verdict = await JobWebhooks(local_queues=_queues({"ns": ["q"]})).validate(_request(job, None))
+    [warning] = verdict.warnings
+    assert "metadata.labels[kueue.x-k8s.io/priority-class]" in warning
+    assert "use kqueue.io/priority-class" in warning

@@ -16,6 +16,7 @@ from kqueue.controller.integrations.framework import (
     PodSetRelease,
     PolicyRule,
     Webhook,
+    WebhookContext,
 )
 from kqueue.controller.integrations.registry import enabled, frameworks, get
 
@@ -26,6 +27,7 @@ __all__ = [
     "PodSetRelease",
     "PolicyRule",
     "Webhook",
+    "WebhookContext",
     "enabled",
     "frameworks",
     "get",

@@ -39,6 +39,15 @@ if TYPE_CHECKING:
 
 Obj = dict[str, Any]
 Handler = Callable[[AdmissionRequest], Awaitable[Verdict]]
+
+
+@dataclass(frozen=True)
+class WebhookContext:
+    """What a webhook handler may consult: the Configuration, and the LocalQueues the
+    controller's cache knows (for admission warnings; None for a namespace when unknown)."""
+
+    config: Configuration
+    local_queues: Callable[[str], list[str] | None] = lambda _namespace: None
 AfterCycle = Callable[[Engine, CycleResult], Awaitable[None]]
 LeaderTask = Callable[[], Coroutine[Any, Any, None]]
 
@@ -126,7 +135,7 @@ class Webhook:
     path: str
     type: Literal["mutating", "validating"]
     rules: tuple[Obj, ...]
-    handler: Callable[[Configuration], Handler]
+    handler: Callable[[WebhookContext], Handler]
     object_selector: Callable[[bool], Obj] = lambda _without_queue_name: {}
     """The objectSelector, given ``manageJobsWithoutQueueName``."""
     reinvocation_policy: str | None = None

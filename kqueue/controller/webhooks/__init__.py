@@ -10,9 +10,12 @@ builds the webhook configurations that route requests to them.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from kqueue.api.config import Configuration
 from kqueue.controller.admission import AdmissionRequest, Verdict, WebhookServer
 from kqueue.controller.integrations import registry
+from kqueue.controller.integrations.framework import WebhookContext
 from kqueue.controller.webhooks import kinds, pod
 
 
@@ -20,14 +23,20 @@ async def _allow(_req: AdmissionRequest) -> Verdict:
     return Verdict.allow()
 
 
-def register(server: WebhookServer, config: Configuration | None = None) -> None:
+def register(
+    server: WebhookServer,
+    config: Configuration | None = None,
+    *,
+    local_queues: Callable[[str], list[str] | None] = lambda _namespace: None,
+) -> None:
     config = config if config is not None else Configuration()
+    ctx = WebhookContext(config=config, local_queues=local_queues)
     on = set(config.integrations.frameworks)
     server.add_mutating(pod.MUTATE_PATH, pod.mutate_pod)
     server.add_validating(kinds.VALIDATE_PATH, kinds.validate_kqueue_object)
     for framework in registry.frameworks():
         for hook in framework.webhooks:
-            handler = hook.handler(config) if framework.name in on else _allow
+            handler = hook.handler(ctx) if framework.name in on else _allow
             if hook.type == "mutating":
                 server.add_mutating(hook.path, handler)
             else:

@@ -3,7 +3,6 @@ released from the gate; elastic Jobs grow and shrink through WorkloadSlices (:mo
 
 from __future__ import annotations
 
-from kqueue.api.config import Configuration
 from kqueue.api.v1alpha1 import constants as c
 from kqueue.controller.integrations.framework import (
     Framework,
@@ -11,6 +10,7 @@ from kqueue.controller.integrations.framework import (
     IntegrationContext,
     PolicyRule,
     Webhook,
+    WebhookContext,
 )
 from kqueue.controller.integrations.job import webhook
 from kqueue.controller.integrations.job.elastic import ElasticSlices
@@ -25,16 +25,19 @@ def _queue_selector(without_queue_name: bool) -> dict[str, object]:
     return {"matchExpressions": [{"key": c.QUEUE_NAME_LABEL, "operator": "Exists"}]}
 
 
-def _mutate(config: Configuration) -> Handler:
+def _hooks(ctx: WebhookContext) -> webhook.JobWebhooks:
     return webhook.JobWebhooks(
-        manage_jobs_without_queue_name=config.manage_jobs_without_queue_name
-    ).mutate
+        manage_jobs_without_queue_name=ctx.config.manage_jobs_without_queue_name,
+        local_queues=ctx.local_queues,
+    )
 
 
-def _validate(config: Configuration) -> Handler:
-    return webhook.JobWebhooks(
-        manage_jobs_without_queue_name=config.manage_jobs_without_queue_name
-    ).validate
+def _mutate(ctx: WebhookContext) -> Handler:
+    return _hooks(ctx).mutate
+
+
+def _validate(ctx: WebhookContext) -> Handler:
+    return _hooks(ctx).validate
 
 
 def _install(ctx: IntegrationContext, reconciler: JobReconciler | None) -> None:

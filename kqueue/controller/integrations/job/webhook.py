@@ -28,6 +28,7 @@ from kqueue.api.integrations import IntegrationError, is_elastic, pods_count
 from kqueue.api.integrations.job import min_pods_count
 from kqueue.api.v1alpha1 import constants as c
 from kqueue.controller.admission import AdmissionRequest, FieldError, Verdict
+from kqueue.controller.integrations.advice import LocalQueueNames, queue_warnings
 from kqueue.controller.integrations.suspension import gate_templates, mutate_suspendable
 from kqueue.controller.webhooks.shape import request_shape_errors
 
@@ -66,8 +67,14 @@ def _started(old: Obj) -> bool:
 
 
 class JobWebhooks:
-    def __init__(self, *, manage_jobs_without_queue_name: bool = False) -> None:
+    def __init__(
+        self,
+        *,
+        manage_jobs_without_queue_name: bool = False,
+        local_queues: LocalQueueNames = lambda _namespace: None,
+    ) -> None:
         self._without_queue_name = manage_jobs_without_queue_name
+        self._local_queues = local_queues
 
     async def mutate(self, req: AdmissionRequest) -> Verdict:
         if errors := request_shape_errors(req.object, req.old_object, "Job"):
@@ -141,4 +148,6 @@ class JobWebhooks:
                     )
         if errors:
             return Verdict.deny(*errors)
+        if creating:
+            warnings += queue_warnings(job, self._local_queues, kind="Job")
         return Verdict.allow(*warnings)

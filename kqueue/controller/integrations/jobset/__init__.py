@@ -3,10 +3,15 @@ replicated Job; suspended while queued, stopped and resumed whole (:mod:`.generi
 
 from __future__ import annotations
 
-from kqueue.api.config import Configuration
 from kqueue.api.integrations.jobset import JOBSET_API_VERSION, JOBSET_KIND
 from kqueue.api.v1alpha1 import constants as c
-from kqueue.controller.integrations.framework import Framework, Handler, PolicyRule, Webhook
+from kqueue.controller.integrations.framework import (
+    Framework,
+    Handler,
+    PolicyRule,
+    Webhook,
+    WebhookContext,
+)
 from kqueue.controller.integrations.jobset import webhook
 from kqueue.controller.integrations.jobset.generic import JobSetIntegration
 from kqueue.controller.integrations.registry import register
@@ -20,16 +25,19 @@ def _queue_selector(without_queue_name: bool) -> dict[str, object]:
     return {"matchExpressions": [{"key": c.QUEUE_NAME_LABEL, "operator": "Exists"}]}
 
 
-def _hooks(config: Configuration) -> webhook.JobSetWebhooks:
-    return webhook.JobSetWebhooks(manage_jobs_without_queue_name=config.manage_jobs_without_queue_name)
+def _hooks(ctx: WebhookContext) -> webhook.JobSetWebhooks:
+    return webhook.JobSetWebhooks(
+        manage_jobs_without_queue_name=ctx.config.manage_jobs_without_queue_name,
+        local_queues=ctx.local_queues,
+    )
 
 
-def _mutate(config: Configuration) -> Handler:
-    return _hooks(config).mutate
+def _mutate(ctx: WebhookContext) -> Handler:
+    return _hooks(ctx).mutate
 
 
-def _validate(config: Configuration) -> Handler:
-    return _hooks(config).validate
+def _validate(ctx: WebhookContext) -> Handler:
+    return _hooks(ctx).validate
 
 
 _JOBSETS = {"apiGroups": ["jobset.x-k8s.io"], "apiVersions": ["v1alpha2"], "resources": ["jobsets"]}

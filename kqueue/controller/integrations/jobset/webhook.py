@@ -13,6 +13,7 @@ from typing import Any, Final
 
 from kqueue.api.v1alpha1 import constants as c
 from kqueue.controller.admission import AdmissionRequest, FieldError, Verdict
+from kqueue.controller.integrations.advice import LocalQueueNames, queue_warnings
 from kqueue.controller.integrations.suspension import mutate_suspendable, suspended
 
 Obj = dict[str, Any]
@@ -54,8 +55,14 @@ def _started(old: Obj) -> bool:
 
 
 class JobSetWebhooks:
-    def __init__(self, *, manage_jobs_without_queue_name: bool = False) -> None:
+    def __init__(
+        self,
+        *,
+        manage_jobs_without_queue_name: bool = False,
+        local_queues: LocalQueueNames = lambda _namespace: None,
+    ) -> None:
         self._without_queue_name = manage_jobs_without_queue_name
+        self._local_queues = local_queues
 
     async def mutate(self, req: AdmissionRequest) -> Verdict:
         obj = req.object
@@ -87,4 +94,8 @@ class JobSetWebhooks:
                             f"change from {before!r} to {after!r}",
                         )
                     )
-        return Verdict.deny(*errors) if errors else Verdict.allow()
+        if errors:
+            return Verdict.deny(*errors)
+        if req.operation == "CREATE":
+            return Verdict.allow(*queue_warnings(obj, self._local_queues, kind="JobSet"))
+        return Verdict.allow()

@@ -3,7 +3,6 @@ switch), released together, deleted on eviction (:mod:`.reconciler`)."""
 
 from __future__ import annotations
 
-from kqueue.api.config import Configuration
 from kqueue.api.v1alpha1 import constants as c
 from kqueue.controller.integrations.framework import (
     Framework,
@@ -11,6 +10,7 @@ from kqueue.controller.integrations.framework import (
     IntegrationContext,
     PolicyRule,
     Webhook,
+    WebhookContext,
 )
 from kqueue.controller.integrations.pod import webhook
 from kqueue.controller.integrations.pod.reconciler import (
@@ -24,7 +24,7 @@ from kqueue.controller.integrations.reconciler import JobReconciler
 from kqueue.controller.integrations.registry import register
 
 
-def _mutate(_config: Configuration) -> Handler:
+def _mutate(_ctx: WebhookContext) -> Handler:
     return webhook.mutate_plain_pod
 
 
