@@ -242,6 +242,12 @@ async def run_workers(
             )
 
 
+def namespace_terminating(exc: BaseException) -> bool:
+    """The API server refused to create something in a namespace being deleted (403 with the
+    NamespaceTerminating cause)."""
+    return getattr(exc, "status", None) == 403 and "being terminated" in str(exc)
+
+
 async def _worker(*, queue: WorkQueue[K], reconcile: Reconciler[K]) -> None:
     while True:
         try:
@@ -252,7 +258,13 @@ async def _worker(*, queue: WorkQueue[K], reconcile: Reconciler[K]) -> None:
             result = await reconcile(key)
         except asyncio.CancelledError:
             raise
-        except Exception:
+        except Exception as exc:
+            if namespace_terminating(exc):
+                # Expected while a namespace is deleted: its objects' deletions follow, and a
+                # retry could only be refused again (no traceback, no retry).
+                logger.info("reconciling %s %r: %s; not retried", queue.name, key, exc)
+                queue.forget(key)
+                continue
             delay = queue.add_rate_limited(key)
             logger.exception(
                 "reconciling %s %r failed (attempt %d); retrying in %.3fs",

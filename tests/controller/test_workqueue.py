@@ -169,3 +169,34 @@ async def test_one_worker_per_key_even_with_many_workers() -> None:
     await q.wait_idle()
     q.shutdown()
     await asyncio.wait_for(workers, 1)
+
+
+async def test_a_namespace_being_deleted_is_not_an_error(caplog: pytest.LogCaptureFixture) -> None:
+    from kqueue.controller.kube import KubeError
+
+    clock = VirtualClock()
+    q = make_queue(clock, base_delay=1.0, max_delay=60.0)
+    calls: list[float] = []
+
+    async def reconcile(key: str) -> Requeue | None:
+        calls.append(clock.now())
+        raise KubeError(
+            what=f"create workloads.kqueue.io {key}",
+            status=403,
+            body={
+                "reason": "Forbidden",
+                "message": 'workloads.kqueue.io "job-x" is forbidden: unable to create new '
+                "content in namespace t because it is being terminated",
+            },
+        )
+
+    workers = asyncio.create_task(run_workers(q, reconcile, workers=1))
+    q.add("t/job")
+    with caplog.at_level(logging.INFO, logger="kqueue.controller.workqueue"):
+        await clock.advance(0)
+        await clock.advance(60)
+    assert calls == [0]  # not retried
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR]
+    assert any("being terminated" in r.getMessage() for r in caplog.records)
+    q.shutdown()
+    await asyncio.wait_for(workers, 1)
