@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -180,6 +181,9 @@ Press Ctrl-C to stop kqueue and the cluster.
             except subprocess.TimeoutExpired:
                 proc.kill()
         cluster.stop()
+        if args.work_dir is None:
+            # Certificates and config of this run only: nothing to keep after Ctrl-C.
+            shutil.rmtree(work, ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -52,6 +52,11 @@ from kqueue.engine.types import (
 
 logger = logging.getLogger(__name__)
 
+# A new ClusterQueue whose flavors are not known yet is looked at again after FLAVOR_GRACE_S,
+# for up to FLAVOR_GRACE_WINDOW_S after its creation, before FlavorNotFound is reported.
+FLAVOR_GRACE_S = 1.0
+FLAVOR_GRACE_WINDOW_S = 5.0
+
 Obj = dict[str, Any]
 
 # Workloads by the LocalQueue they name (``namespace/queueName``): a LocalQueue's status reads
@@ -136,6 +141,12 @@ class QueueStatusReconciler:
             return "False", c.CLUSTER_QUEUE_ACTIVE_UNKNOWN, inactive.message
         return "True", c.CLUSTER_QUEUE_ACTIVE_READY, "Can admit new workloads"
 
+    def _just_created(self, cq: ClusterQueue) -> bool:
+        created = cq.metadata.creation_timestamp
+        if created is None or cq.status.conditions:
+            return False
+        return (self._now() - created).total_seconds() < FLAVOR_GRACE_WINDOW_S
+
     async def _cluster_queue(self, name: str) -> Requeue | None:
         cq = self._cqs.get(name)
         if cq is None:
@@ -147,6 +158,10 @@ class QueueStatusReconciler:
         reserving = engine.reserving(cq_name)
         usage = engine.usage(cq_name)
         status, reason, message = self.cluster_queue_active(cq)
+        if reason == c.CLUSTER_QUEUE_ACTIVE_FLAVOR_NOT_FOUND and self._just_created(cq):
+            # Flavors and ClusterQueues applied together (one manifest) reach kqueue through
+            # separate watches, the queue often first: look again before calling it missing.
+            return Requeue(after=FLAVOR_GRACE_S)
         new = cq.model_copy(deep=True)
         st = new.status
         now = self._now()

@@ -25,6 +25,9 @@ class CaptureKube:
         self.statuses[f"{namespace}/{obj['metadata']['name']}"] = obj["status"]
         return obj
 
+    async def patch(self, _: Resource, name: str, patch: Any, **_kw: Any) -> Obj:
+        return {}
+
 
 def local_queue(name: str) -> LocalQueue:
     return LocalQueue.model_validate({
@@ -79,3 +82,45 @@ async def test_local_queue_counts_only_its_own_workloads() -> None:
     assert (one["pendingWorkloads"], one["reservingWorkloads"]) == (2, 1)
     assert one["flavorsReservation"] == [{"name": "f", "resources": [{"name": "cpu", "total": "1"}]}]
     assert (two.get("pendingWorkloads"), two.get("reservingWorkloads", 0)) == (1, 0)
+
+
+class Events:
+    def __init__(self) -> None:
+        self.reasons: list[str] = []
+
+    def record(self, _obj: Any, _type: str, reason: str, _message: str) -> None:
+        self.reasons.append(reason)
+
+
+async def test_a_new_cluster_queue_is_not_reported_flavorless_while_its_flavors_arrive() -> None:
+    from datetime import timedelta
+
+    from kqueue.controller.status import FLAVOR_GRACE_S
+    from kqueue.controller.workqueue import Requeue
+
+    engine = Engine()
+    cqs: Store[ClusterQueue] = Store()
+    kube, events = CaptureKube(), Events()
+    reconciler = QueueStatusReconciler(
+        engine=lambda: engine,
+        cluster_queues=cqs,
+        local_queues=Store(),
+        flavors=Store(),  # the flavor "f" is not known (yet)
+        workloads=Store(),
+        kube=cast(Kube, kube),
+        events=cast(EventRecorder, events),
+        metrics=Metrics(),
+        now=lambda: NOW,
+    )
+    cq = cluster_queue("2")
+    cq.metadata.creation_timestamp = NOW - timedelta(seconds=1)
+    cqs._put("cq", cq, "1")
+
+    assert await reconciler("cq:cq") == Requeue(after=FLAVOR_GRACE_S)
+    assert kube.statuses == {} and events.reasons == []
+
+    # Still missing once the grace is over: reported, with the event.
+    cq.metadata.creation_timestamp = NOW - timedelta(seconds=30)
+    kube.statuses.clear()
+    await reconciler("cq:cq")
+    assert events.reasons == ["FlavorNotFound"]
