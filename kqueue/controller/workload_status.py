@@ -142,7 +142,12 @@ def release(wl: Workload, now: datetime) -> Workload | None:
     ``status.admission`` cleared, ``QuotaReserved=False`` and ``Admitted=False``, and
     ``Requeued`` with the eviction's reason (Kueue's ``UnsetQuotaReservationWithCondition``
     followed by the requeue): True, except after a PodsReady timeout, whose requeue backoff
-    keeps it False until :func:`backoff_finished`. None if it holds no quota.
+    keeps it False until :func:`backoff_finished` (a deactivated workload is kept out of its
+    queue by ``spec.active: false`` itself, and requeued when reactivated). The time it was
+    admitted adds to
+    ``status.accumulatedPastExecutionTimeSeconds`` (its maximum execution time counts every
+    admission), except when it was deactivated for exceeding it (the count starts over).
+    None if it holds no quota.
     """
     if wl.status.admission is None and not wl.has_quota_reservation:
         return None
@@ -157,6 +162,13 @@ def release(wl: Workload, now: datetime) -> Workload | None:
     set_condition(
         conds, c.ADMITTED, "False", NO_RESERVATION, "The workload has no reservation", now, gen
     )
+    admitted = wl.condition(c.ADMITTED)
+    if why == c.EVICTED_BY_MAXIMUM_EXECUTION_TIME:
+        out.status.accumulated_past_execution_time_seconds = None
+    elif admitted is not None and admitted.is_true:
+        ran = int((now - admitted.last_transition_time).total_seconds())
+        before = wl.status.accumulated_past_execution_time_seconds or 0
+        out.status.accumulated_past_execution_time_seconds = before + max(ran, 0)
     backing_off = why == c.EVICTED_BY_PODS_READY_TIMEOUT
     set_condition(conds, c.REQUEUED, "False" if backing_off else "True", why, message, now, gen)
     return out

@@ -207,3 +207,23 @@ async def test_leftover_kueue_labels_get_a_warning() -> None:
     [warning] = verdict.warnings
     assert "metadata.labels[kueue.x-k8s.io/priority-class]" in warning
     assert "use kqueue.io/priority-class" in warning
+
+
+@pytest.mark.parametrize(("value", "ok"), [("600", True), ("0", False), ("1h", False)])
+async def test_the_max_exec_time_label_is_checked_at_creation(value: str, ok: bool) -> None:
+    job = _job({})
+    job["metadata"]["labels"][c.MAX_EXEC_TIME_SECONDS_LABEL] = value
+    verdict = await JobWebhooks().validate(_request(job, None))
+    assert verdict.allowed == ok
+    if not ok:
+        assert [e.field for e in verdict.errors] == [f"metadata.labels[{c.MAX_EXEC_TIME_SECONDS_LABEL}]"]
+
+
+async def test_the_max_exec_time_label_is_immutable_while_the_job_runs() -> None:
+    old = _job({})
+    new = copy.deepcopy(old)
+    new["metadata"]["labels"][c.MAX_EXEC_TIME_SECONDS_LABEL] = "60"
+    verdict = await JobWebhooks().validate(_request(new, old))
+    assert f"metadata.labels[{c.MAX_EXEC_TIME_SECONDS_LABEL}]" in [e.field for e in verdict.errors]
+    held_old, held_new = _held(old), _held(new)
+    assert (await JobWebhooks().validate(_request(held_new, held_old))).allowed

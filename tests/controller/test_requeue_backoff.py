@@ -171,3 +171,33 @@ async def test_a_failed_requeue_state_write_does_not_stop_the_scheduler() -> Non
     )
     await watcher._write_timeout(evict)
     assert kube.written == []
+
+
+def _admitted_for(seconds: int, *, accumulated: int | None, reason: str) -> Workload:
+    wl = _released(reason, requeue_at=None)
+    doc = wl.to_dict()
+    doc["status"]["admission"] = {"clusterQueue": "cq", "podSetAssignments": []}
+    doc["status"]["conditions"] = [
+        {"type": c.ADMITTED, "status": "True", "reason": "Admitted", "message": "admitted",
+         "lastTransitionTime": (T0 - timedelta(seconds=seconds)).strftime("%Y-%m-%dT%H:%M:%SZ")},
+        {"type": c.EVICTED, "status": "True", "reason": reason, "message": "evicted",
+         "lastTransitionTime": T0.strftime("%Y-%m-%dT%H:%M:%SZ")},
+    ]
+    if accumulated is not None:
+        doc["status"]["accumulatedPastExecutionTimeSeconds"] = accumulated
+    out = Workload.model_validate(doc)
+    return out
+
+
+def test_release_adds_the_admitted_time_to_the_accumulated_execution_time() -> None:
+    wl = _admitted_for(40, accumulated=15, reason=c.EVICTED_BY_PREEMPTION)
+    released = workload_status.release(wl, T0)
+    assert released is not None
+    assert released.status.accumulated_past_execution_time_seconds == 55
+
+
+def test_release_after_exceeding_the_maximum_execution_time_starts_the_count_over() -> None:
+    wl = _admitted_for(40, accumulated=15, reason=c.EVICTED_BY_MAXIMUM_EXECUTION_TIME)
+    released = workload_status.release(wl, T0)
+    assert released is not None
+    assert released.status.accumulated_past_execution_time_seconds is None

@@ -264,6 +264,14 @@ class JobReconciler:
             and wl.status.admission is None
         ):
             spec["queueName"] = want_queue
+        # Kueue: the maximum execution time follows the label while the Workload waits.
+        want_max = desired.spec.maximum_execution_time_seconds
+        if (
+            want_max != wl.spec.maximum_execution_time_seconds
+            and not wl.has_quota_reservation
+            and wl.status.admission is None
+        ):
+            spec["maximumExecutionTimeSeconds"] = want_max
         if not spec:
             return
         patch = {"spec": spec}

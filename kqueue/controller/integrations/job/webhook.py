@@ -24,7 +24,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from kqueue.api.integrations import IntegrationError, is_elastic, pods_count
+from kqueue.api.integrations import IntegrationError, is_elastic, max_exec_time_seconds, pods_count
 from kqueue.api.integrations.job import min_pods_count
 from kqueue.api.v1alpha1 import constants as c
 from kqueue.controller.admission import AdmissionRequest, FieldError, Verdict
@@ -126,6 +126,13 @@ class JobWebhooks:
                 )
             )
         labels = _labels(job)
+        if creating or _labels(old).get(c.MAX_EXEC_TIME_SECONDS_LABEL) != labels.get(
+            c.MAX_EXEC_TIME_SECONDS_LABEL
+        ):
+            try:
+                max_exec_time_seconds(labels)
+            except IntegrationError as exc:
+                errors.append(FieldError(exc.path, exc.detail))
         value = labels.get(c.PREEMPTIBILITY_LABEL)
         if value is not None and value not in c.PREEMPTIBILITY_LABEL_VALUES:
             warnings.append(
@@ -137,7 +144,7 @@ class JobWebhooks:
                 (job.get("spec") or {}).get("suspend")
             )
             old_labels = _labels(old)
-            for key in (c.QUEUE_NAME_LABEL, c.PRIORITY_CLASS_LABEL):
+            for key in (c.QUEUE_NAME_LABEL, c.PRIORITY_CLASS_LABEL, c.MAX_EXEC_TIME_SECONDS_LABEL):
                 if old_labels.get(key) != labels.get(key) and not suspended:
                     errors.append(
                         FieldError(
