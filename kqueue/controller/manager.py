@@ -54,7 +54,7 @@ from kqueue.controller.informer import (
 )
 from kqueue.controller.integrations import Framework, GenericJob, IntegrationContext, registry
 from kqueue.controller.integrations.management import Management
-from kqueue.controller.integrations.owners import BY_OWNER, owner_uids
+from kqueue.controller.integrations.owners import BY_OWNER, object_index_key, owner_uids
 from kqueue.controller.integrations.reconciler import JobReconciler
 from kqueue.controller.integrations.release import PodReleaser
 from kqueue.controller.kube import (
@@ -291,6 +291,7 @@ class Manager:
             events=self.events,
             trigger=self.scheduler.trigger,
             now=self._now,
+            pod_owner_keys=self._pod_owner_uids,
         )
         self.workloads.add_handler(
             on_add=readiness.on_workload,
@@ -337,12 +338,12 @@ class Manager:
         return [lq.name for lq in self.local_queues.store.objects() if lq.namespace == namespace]
 
     def _pod_owner_uids(self, pod: Obj) -> list[str]:
-        uids = owner_uids(pod)
+        keys = owner_uids(pod)
         for generic in self.generic_jobs.values():
             owner = generic.owner_of_pod(pod)
-            if owner is not None and owner[1] not in uids:
-                uids.append(owner[1])
-        return uids
+            if owner is not None:
+                keys.append(object_index_key(generic.kind, owner))
+        return keys
 
     def _parent_kinds(self, fw: Framework) -> frozenset[tuple[str, str]]:
         """Kinds of the other enabled integrations: an object of ``fw``'s kind that one of them
@@ -479,7 +480,7 @@ class Manager:
             for name, generic in self.generic_jobs.items():
                 owner = generic.owner_of_pod(rest[-1] if rest else pod)
                 if owner is not None:
-                    self.job_queues[name].add(owner[0])
+                    self.job_queues[name].add(owner)
 
         self.pods.add_handler(on_add=on_pod, on_update=on_pod, on_delete=on_pod)
 

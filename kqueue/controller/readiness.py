@@ -45,7 +45,7 @@ from kqueue.controller.clock import Now
 from kqueue.controller.events import EventRecorder
 from kqueue.controller.informer import Store
 from kqueue.controller.integrations.gate import is_terminal
-from kqueue.controller.integrations.owners import BY_OWNER
+from kqueue.controller.integrations.owners import BY_OWNER, object_index_key
 from kqueue.controller.kube import WORKLOADS, Conflict, Kube, KubeError, NotFound
 from kqueue.controller.workqueue import Requeue, WorkQueue, run_workers
 from kqueue.engine.cycle import CycleResult, Evict
@@ -70,7 +70,11 @@ BY_ANY_OWNER: Final = "any-owner-uid"
 
 
 def any_owner_uids(wl: Workload) -> list[str]:
-    return [r.uid for r in wl.metadata.owner_references if r.uid]
+    """Every owner's UID, and its object key (how an integration's pods name their object)."""
+    namespace = wl.namespace or "default"
+    return [r.uid for r in wl.metadata.owner_references if r.uid] + [
+        object_index_key(r.kind, f"{namespace}/{r.name}") for r in wl.metadata.owner_references
+    ]
 
 
 def pod_ready(pod: Obj) -> bool:
@@ -108,7 +112,9 @@ class ReadinessWatcher:
         events: EventRecorder,
         trigger: Callable[[], None],
         now: Now,
+        pod_owner_keys: Callable[[Obj], list[str]] = lambda _pod: [],
     ) -> None:
+        self._pod_owner_keys = pod_owner_keys
         self._engine = engine
         self._workloads = workloads
         self._pods = pods
@@ -130,6 +136,7 @@ class ReadinessWatcher:
         # The pod's Job owns the Workload; a plain pod (or each pod of a group) owns it itself.
         uids = {str(r.get("uid")) for r in meta.get("ownerReferences") or [] if r.get("uid")}
         uids.add(str(meta.get("uid") or ""))
+        uids.update(self._pod_owner_keys(new))
         for uid in sorted(uids):
             for wl in self._workloads.by_index(BY_ANY_OWNER, uid):
                 self.queue.add(f"{namespace}/{wl.name}")
@@ -152,8 +159,10 @@ class ReadinessWatcher:
                 if pod is not None and (pod.get("metadata") or {}).get("uid") == ref.uid:
                     out[ref.uid] = pod
             elif ref.controller:
-                for pod in self._pods.by_index(BY_OWNER, ref.uid):
-                    out[str(pod["metadata"].get("uid"))] = pod
+                # Pods its top-level object controls, or claims through its integration.
+                for index_key in (ref.uid, object_index_key(ref.kind, f"{namespace}/{ref.name}")):
+                    for pod in self._pods.by_index(BY_OWNER, index_key):
+                        out[str(pod["metadata"].get("uid"))] = pod
         return list(out.values())
 
     async def __call__(self, key: str, /) -> Requeue | None:

@@ -202,7 +202,7 @@ def test_user_suspended_and_pods() -> None:
             "ownerReferences": [{"kind": "Job", "name": "js-workers-0", "uid": "j", "controller": True}],
         }
     }
-    assert integration.owner_of_pod(pod) == ("ns/js", "js-uid")
+    assert integration.owner_of_pod(pod) == "ns/js"
     assert integration.pod_set_of(jobset(), pod) == "workers"
     assert integration.owner_of_pod({"metadata": {"namespace": "ns"}}) is None
 

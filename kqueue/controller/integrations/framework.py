@@ -103,11 +103,11 @@ class GenericJob(Protocol):
         cannot be changed yet."""
         ...
 
-    def owner_of_pod(self, pod: Obj) -> tuple[str, str] | None:
-        """``(namespace/name, uid)`` of the object of this kind a pod belongs to, or None.
+    def owner_of_pod(self, pod: Obj) -> str | None:
+        """``namespace/name`` of the object of this kind a pod belongs to, or None.
 
-        Through the owner chain or the labels its controller puts on the pod (a JobSet's pods
-        are owned by its Jobs and labelled with the JobSet's name and UID)."""
+        Through its controlling owner or the labels the kind's controller puts on its pods (a
+        JobSet's pods are owned by its Jobs and labelled with the JobSet's name)."""
         ...
 
     def user_suspended(self, obj: Obj) -> bool:

@@ -14,8 +14,16 @@ from kqueue.api.v1alpha1 import Workload
 
 Obj = dict[str, Any]
 
-# Index name on the shared pod and Workload stores.
+# Index name on the shared pod and Workload stores: the UIDs of an object's controlling owners
+# and, for pods, the object key of each integration's top-level object that claims them
+# (:func:`object_index_key`: a launcher pod of an MPIJob is owned by a Job, and says which MPIJob
+# it belongs to only in its labels).
 BY_OWNER = "owner-uid"
+
+
+def object_index_key(kind: str, key: str) -> str:
+    """The pod index key of a top-level object: ``Kind:namespace/name``."""
+    return f"{kind}:{key}"
 
 
 def owner_uids(obj: Obj | Workload) -> list[str]:

@@ -46,7 +46,7 @@ from kqueue.controller.integrations.management import (
     NAMESPACE_NAME_LABEL,
     Management,
 )
-from kqueue.controller.integrations.owners import BY_OWNER
+from kqueue.controller.integrations.owners import BY_OWNER, object_index_key
 from kqueue.controller.integrations.release import PodReleaser, pod_set_releases
 from kqueue.controller.kube import WORKLOADS, Conflict, Kube, KubeError
 from kqueue.controller.workqueue import Requeue
@@ -319,7 +319,7 @@ class JobReconciler:
                 f"Admitted by clusterQueue {cq}: resumed with the assigned flavors' node labels "
                 f"and tolerations; its pods are released as they are created",
             )
-        pods = self._pods.by_index(BY_OWNER, str((obj.get("metadata") or {}).get("uid") or ""))
+        pods = self._pods_of(obj)
         by_set: dict[str, list[Obj]] = {}
         for pod in pods:
             if (pod.get("metadata") or {}).get("deletionTimestamp") or is_terminal(pod):
@@ -394,9 +394,15 @@ class JobReconciler:
             return
         logger.info("%s %s: pod template held and restored", kind, object_key(obj))
 
+    def _pods_of(self, obj: Obj) -> list[Obj]:
+        """The object's pods: claimed by the integration (its index key), or controlled by it."""
+        claimed = self._pods.by_index(BY_OWNER, object_index_key(self.job.kind, object_key(obj)))
+        if claimed:
+            return claimed
+        return self._pods.by_index(BY_OWNER, str((obj.get("metadata") or {}).get("uid") or ""))
+
     def _running_pods(self, obj: Obj) -> list[Obj]:
-        uid = str((obj.get("metadata") or {}).get("uid") or "")
-        return [p for p in self._pods.by_index(BY_OWNER, uid) if not is_terminal(p)]
+        return [p for p in self._pods_of(obj) if not is_terminal(p)]
 
     async def _write(self, wl: Workload | None) -> None:
         if wl is None:

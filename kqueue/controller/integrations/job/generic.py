@@ -90,11 +90,11 @@ class JobIntegration:
             return assignment.count
         return pods_count(obj)
 
-    def owner_of_pod(self, pod: Obj) -> tuple[str, str] | None:
+    def owner_of_pod(self, pod: Obj) -> str | None:
         meta = pod.get("metadata") or {}
         for ref in meta.get("ownerReferences") or []:
-            if ref.get("controller") and ref.get("kind") == "Job" and ref.get("uid"):
-                return f"{meta.get('namespace') or 'default'}/{ref.get('name')}", str(ref["uid"])
+            if ref.get("controller") and ref.get("kind") == "Job":
+                return f"{meta.get('namespace') or 'default'}/{ref.get('name')}"
         return None
 
     def user_suspended(self, obj: Obj) -> bool:

@@ -20,7 +20,6 @@ from kqueue.api.integrations.jobset import (
     JOBSET_API_VERSION,
     JOBSET_KIND,
     JOBSET_NAME_LABEL,
-    JOBSET_UID_LABEL,
     REPLICATED_JOB_NAME_LABEL,
     finished_condition,
     workload_for_jobset,
@@ -111,13 +110,10 @@ class JobSetIntegration:
             return c.FINISHED_SUCCEEDED, done[1] or "JobSet completed"
         return c.FINISHED_FAILED, done[1] or "JobSet failed"
 
-    def owner_of_pod(self, pod: Obj) -> tuple[str, str] | None:
+    def owner_of_pod(self, pod: Obj) -> str | None:
         meta = pod.get("metadata") or {}
-        labels = meta.get("labels") or {}
-        name, uid = labels.get(JOBSET_NAME_LABEL), labels.get(JOBSET_UID_LABEL)
-        if not name or not uid:
-            return None
-        return f"{meta.get('namespace') or 'default'}/{name}", str(uid)
+        name = (meta.get("labels") or {}).get(JOBSET_NAME_LABEL)
+        return f"{meta.get('namespace') or 'default'}/{name}" if name else None
 
     def pod_set_of(self, obj: Obj, pod: Obj) -> str:
         return str(((pod.get("metadata") or {}).get("labels") or {}).get(REPLICATED_JOB_NAME_LABEL) or "")
