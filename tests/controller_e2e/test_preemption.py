@@ -95,7 +95,11 @@ async def test_priority_preemption(api: Api, kqueue: KqueueProcess, namespace: s
         namespace, "victim", lambda w: is_true(w, c.ADMITTED), what="re-admitted", within=60
     )
     assert not is_true(victim, c.EVICTED)
-    assert not (await api.job(namespace, "victim"))["spec"].get("suspend")
+
+    async def resumed() -> bool:
+        return (await api.job(namespace, "victim"))["spec"].get("suspend") is False
+
+    await eventually(resumed, what="the victim Job resumed by kqueue after re-admission")
     await _running(api, namespace, "victim", 2)
 
     assert kqueue.metric(
