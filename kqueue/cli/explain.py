@@ -35,7 +35,8 @@ EXIT_NOT_FOUND = 1
 
 async def _fetch(kubeconfig: str | None) -> list[dict[str, Any]]:
     from kqueue.controller import kube as k
-    from kqueue.controller.informer import NAMESPACES, PRIORITY_CLASSES, Resource
+    from kqueue.controller import resources as r
+    from kqueue.controller.resources import NAMESPACES, PRIORITY_CLASSES, Resource
 
     if kubeconfig:
         api = await kube_config.new_client_from_config(config_file=kubeconfig)
@@ -48,12 +49,12 @@ async def _fetch(kubeconfig: str | None) -> list[dict[str, Any]]:
     kinds: list[tuple[Resource, str]] = [
         (NAMESPACES, "Namespace"),
         (PRIORITY_CLASSES, "PriorityClass"),
-        (k.RESOURCE_FLAVORS, "ResourceFlavor"),
-        (k.COHORTS, "Cohort"),
-        (k.CLUSTER_QUEUES, "ClusterQueue"),
-        (k.LOCAL_QUEUES, "LocalQueue"),
-        (k.WORKLOAD_PRIORITY_CLASSES, "WorkloadPriorityClass"),
-        (k.WORKLOADS, "Workload"),
+        (r.RESOURCE_FLAVORS, "ResourceFlavor"),
+        (r.COHORTS, "Cohort"),
+        (r.CLUSTER_QUEUES, "ClusterQueue"),
+        (r.LOCAL_QUEUES, "LocalQueue"),
+        (r.WORKLOAD_PRIORITY_CLASSES, "WorkloadPriorityClass"),
+        (r.WORKLOADS, "Workload"),
     ]
     docs: list[dict[str, Any]] = []
     try:

@@ -39,7 +39,8 @@ from kqueue.controller.events import EventRecorder
 from kqueue.controller.informer import Store
 from kqueue.controller.integrations.gate import is_terminal
 from kqueue.controller.integrations.owners import BY_OWNER
-from kqueue.controller.kube import WORKLOADS, Conflict, Kube, KubeError, NotFound
+from kqueue.controller.kube import Conflict, Kube, KubeError, NotFound
+from kqueue.controller.resources import WORKLOADS
 from kqueue.controller.workqueue import Requeue, WorkQueue, run_workers
 from kqueue.engine.cycle import CycleResult, Evict
 from kqueue.engine.engine import Engine

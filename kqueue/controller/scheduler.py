@@ -41,9 +41,10 @@ from kqueue.controller import workload_status
 from kqueue.controller.clock import Now, utc_now
 from kqueue.controller.events import EventRecorder
 from kqueue.controller.informer import Store
-from kqueue.controller.kube import WORKLOADS, Conflict, Kube, KubeError, NotFound
+from kqueue.controller.kube import Conflict, Kube, KubeError, NotFound
 from kqueue.controller.metrics import Metrics
 from kqueue.controller.ratelimit import TokenBucket
+from kqueue.controller.resources import WORKLOADS
 from kqueue.engine.cycle import Admit, CycleResult, Evict, Preempt
 from kqueue.engine.engine import Engine
 from kqueue.engine.types import ClusterQueueName, WorkloadKey

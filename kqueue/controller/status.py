@@ -28,17 +28,10 @@ from kqueue.api.v1alpha1 import (
 from kqueue.api.v1alpha1 import constants as c
 from kqueue.controller.clock import Now
 from kqueue.controller.events import EventRecorder
-from kqueue.controller.informer import Resource, Store
-from kqueue.controller.kube import (
-    CLUSTER_QUEUES,
-    LOCAL_QUEUES,
-    RESOURCE_FLAVORS,
-    Conflict,
-    Kube,
-    KubeError,
-    NotFound,
-)
+from kqueue.controller.informer import Store
+from kqueue.controller.kube import Conflict, Kube, KubeError, NotFound
 from kqueue.controller.metrics import ClusterQueueStatus, Metrics
+from kqueue.controller.resources import CLUSTER_QUEUES, LOCAL_QUEUES, RESOURCE_FLAVORS, Resource
 from kqueue.controller.workqueue import Requeue
 from kqueue.engine.engine import Engine
 from kqueue.engine.types import (

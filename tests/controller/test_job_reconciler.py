@@ -21,8 +21,9 @@ from kqueue.controller.integrations.management import Management
 from kqueue.controller.integrations.owners import BY_OWNER, owner_uids
 from kqueue.controller.integrations.reconciler import JobReconciler
 from kqueue.controller.integrations.release import PodReleaser
-from kqueue.controller.kube import JOBS, PODS, WORKLOADS, KubeError
+from kqueue.controller.kube import KubeError
 from kqueue.controller.metrics import Metrics
+from kqueue.controller.resources import JOBS, PODS, WORKLOADS
 from kqueue.controller.workqueue import Requeue
 from tests.controller_e2e.harness import job as e2e_job
 

@@ -6,9 +6,10 @@ from typing import Any, cast
 
 from kqueue.api.v1alpha1 import ClusterQueue, LocalQueue, ResourceFlavor, Workload
 from kqueue.controller.events import EventRecorder
-from kqueue.controller.informer import Resource, Store
+from kqueue.controller.informer import Store
 from kqueue.controller.kube import Kube
 from kqueue.controller.metrics import Metrics
+from kqueue.controller.resources import Resource
 from kqueue.controller.status import QueueStatusReconciler
 from kqueue.engine import adapt
 from kqueue.engine.engine import Engine

@@ -20,10 +20,11 @@ from kqueue.api.v1alpha1 import ClusterQueue, LocalQueue, ResourceFlavor, Worklo
 from kqueue.api.v1alpha1 import constants as c
 from kqueue.controller.clock import Now
 from kqueue.controller.events import EventRecorder
-from kqueue.controller.informer import Resource, Store
+from kqueue.controller.informer import Store
 from kqueue.controller.integrations.job.elastic import ElasticSlices
 from kqueue.controller.kube import Conflict, Kube, KubeError, NotFound
 from kqueue.controller.metrics import Metrics
+from kqueue.controller.resources import Resource
 from kqueue.controller.scheduler import Scheduler, SchedulerSettings
 from kqueue.engine import adapt
 from kqueue.engine.cycle import CycleResult

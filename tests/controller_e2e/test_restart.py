@@ -9,7 +9,7 @@ import pytest
 
 from kqueue.api.quantity import parse_quantity
 from kqueue.api.v1alpha1 import constants as c
-from kqueue.controller.kube import JOBS, WORKLOADS
+from kqueue.controller.resources import JOBS, WORKLOADS
 from tests.controller_e2e.harness import (
     Api,
     KqueueProcess,
