@@ -21,6 +21,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Final, Literal
 
+from kqueue.api.v1alpha1 import Workload
+from kqueue.api.v1alpha1 import constants as c
 from kqueue.controller.kube import Kube, KubeError
 from kqueue.controller.resources import EVENTS
 
@@ -176,3 +178,9 @@ class EventRecorder:
 
 
 __all__ = ["EventRecorder", "EventType", "ObjectRef"]
+
+
+def workload_ref(wl: Workload) -> Obj:
+    """What an Event about a Workload needs of it, without serializing the whole object."""
+    meta: Obj = {"name": wl.name, "namespace": wl.namespace, "uid": wl.metadata.uid}
+    return {"apiVersion": f"{c.GROUP}/{c.VERSION}", "kind": "Workload", "metadata": meta}
