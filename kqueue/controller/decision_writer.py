@@ -11,8 +11,9 @@ next cycle without waiting (pipelining: the API round trips of one cycle overlap
    the assumption back (``engine.forget``) and asks for another cycle: an admission exists only
    once it is in the API, and never twice.
 3. An eviction (``Evicted=True``, plus ``Preempted=True`` for a victim) is re-read and retried
-   on conflicts; one given up is undone in the engine, which then no longer counts the
-   workload as going, and a later cycle decides again.
+   on conflicts; one given up is undone in the engine (``engine.undo_eviction``, as
+   ``engine.forget`` undoes an admission), which then no longer counts the workload as going,
+   and a later cycle decides again.
 4. Responses of our own writes are kept for a few seconds, so a workload's next write starts
    from them while the informer's copy lags behind.
 5. :meth:`stop` cancels every write in flight and forgets the admissions not written, so no
@@ -321,8 +322,7 @@ class DecisionWriter:
         # decide its PodsReady timeout again; that decision must be the same requeue, not the
         # next one (counted twice, a workload would be deactivated too early). Done before any
         # await, so no cycle runs in between.
-        if e.requeue_count is not None:
-            engine.readiness.undo_timeout(e.workload, e.requeue_count, e.deactivate)
+        engine.undo_eviction(e.workload, requeue_count=e.requeue_count, deactivate=e.deactivate)
 
     async def _evict(
         self,
@@ -343,7 +343,7 @@ class DecisionWriter:
             wl = self.get(key)
             for attempt in range(_EVICTION_ATTEMPTS):
                 if wl is None or not workload_status.holds_quota(wl):
-                    engine.cache.evicting.discard(key)
+                    engine.undo_eviction(key)
                     return False
                 updated = workload_status.evict(
                     wl, reason, message, now, preempted_reason=preempted_reason
@@ -355,7 +355,7 @@ class DecisionWriter:
                 try:
                     await self.put(key, updated)
                 except NotFound:
-                    engine.cache.evicting.discard(key)
+                    engine.undo_eviction(key)
                     return False
                 except (KubeError, OSError, TimeoutError) as exc:
                     logger.info("eviction of Workload %s (attempt %d): %s", key, attempt + 1, exc)
@@ -379,10 +379,10 @@ class DecisionWriter:
         except Exception:
             # A bug, not an API answer: the victim is no longer counted as going, so a later
             # cycle decides again (one left counted as going would never be evicted).
-            engine.cache.evicting.discard(key)
+            engine.undo_eviction(key)
             raise
         logger.error("could not write the eviction of Workload %s; will decide again", key)
-        engine.cache.evicting.discard(key)
+        engine.undo_eviction(key)
         self._retry()
         return False
 

@@ -610,10 +610,9 @@ class Manager:
         self._terms += 1
         engine = self.rebuild_engine()
         freeze_heap()  # the new engine lives as long as the term; the old one is collected
+        holding, pending = engine.workload_counts()
         logger.info(
-            "leading: engine rebuilt with %d workloads holding quota, %d pending",
-            len(engine.cache.workloads),
-            len(engine.queues.pending),
+            "leading: engine rebuilt with %d workloads holding quota, %d pending", holding, pending
         )
         self._enqueue_everything()
         try:

@@ -128,7 +128,7 @@ class PendingReasons:
             self._full_sweep_at = loop_now
         settled = self._settled
         decided = {p.workload for p in result.pending}
-        for key in engine.queues.pending:
+        for key in engine.pending_keys():
             wl = self._workloads.get(key)
             if wl is None or settled.get(key) is wl:
                 continue
@@ -136,8 +136,8 @@ class PendingReasons:
                 continue
             cond = wl.condition(c.QUOTA_RESERVED)
             if cond is not None:
-                cq = engine.queues.cluster_queue_of(key)
-                if cq is not None and engine.cache.inactive(cq) is None:
+                cq = engine.cluster_queue_of(key)
+                if cq is not None and engine.inactive(cq) is None:
                     settled[key] = wl
                     continue
             self.queue(key, head=False)
@@ -146,11 +146,7 @@ class PendingReasons:
     def _queues_shape(engine: Engine) -> tuple[object, ...]:
         """What decides whether a queued workload is blocked: where each LocalQueue points
         and which ClusterQueues cannot admit (a new engine starts over)."""
-        lqs = frozenset(engine.queues.local_queues.values())
-        inactive = frozenset(
-            cq for cq in engine.cache.cluster_queues if engine.cache.inactive(cq) is not None
-        )
-        return (id(engine), lqs, inactive)
+        return (id(engine), engine.local_queue_specs(), engine.inactive_cluster_queues())
 
     def _next(self) -> tuple[WorkloadKey, bool] | None:
         """The next workload to write a reason for, and whether a cycle considered it."""
