@@ -4,7 +4,7 @@ without a queue name (manageJobsWithoutQueueName), and Jobs that started before 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
 
@@ -14,7 +14,6 @@ from kqueue.api.config import Configuration
 from kqueue.api.integrations import PriorityClasses
 from kqueue.api.v1alpha1 import LocalQueue, ResourceFlavor, Workload, parse_object
 from kqueue.api.v1alpha1 import constants as c
-from kqueue.controller.events import EventRecorder, ObjectRef
 from kqueue.controller.informer import as_dict
 from kqueue.controller.integrations.job import JobIntegration
 from kqueue.controller.integrations.management import Management
@@ -34,6 +33,7 @@ from kqueue.controller.resources import (
 )
 from kqueue.controller.workqueue import Requeue
 from tests.controller.fake_apiserver import FakeCluster
+from tests.controller.fakes import Events, model
 from tests.controller.mock_apiserver import eventually
 from tests.controller_e2e.harness import job as e2e_job
 
@@ -62,18 +62,6 @@ class BoomKube(Kube):
         if self._boomed:
             self.finished_after_boom += 1
         return out
-
-
-class Events(EventRecorder):
-    def __init__(self) -> None:
-        self.recorded: list[tuple[str, str, str, str]] = []
-
-    def record(self, obj: Obj | ObjectRef, type_: Any, reason: str, message: str) -> None:
-        name = obj.name if isinstance(obj, ObjectRef) else obj["metadata"]["name"]
-        self.recorded.append((name, type_, reason, message))
-
-    def reasons(self, name: str) -> list[str]:
-        return [r for n, _, r, _ in self.recorded if n == name]
 
 
 def job(
@@ -160,15 +148,6 @@ def gated_pods(job_obj: Obj, n: int) -> list[Obj]:
         }
         for i in range(n)
     ]
-
-
-def model(cls: type[M]) -> Callable[[Obj], M]:
-    def convert(doc: Obj) -> M:
-        out = parse_object(doc, validate=False)
-        assert isinstance(out, cls)
-        return out
-
-    return convert
 
 
 class World:

@@ -23,7 +23,7 @@ from kqueue.controller.metrics import Metrics
 from kqueue.controller.resources import PODS, RESOURCE_FLAVORS, WORKLOADS
 from kqueue.engine.engine import Engine
 from tests.controller.fake_apiserver import FakeCluster
-from tests.controller.test_job_reconciler import Events, model
+from tests.controller.fakes import Events, model
 
 Obj = dict[str, Any]
 
