@@ -38,13 +38,14 @@ from bench.e2e_workloads import (  # noqa: E402
     run_info,
 )
 from kqueue.api.v1alpha1 import constants as c  # noqa: E402
-from kqueue.controller.informer import NAMESPACES, PODS  # noqa: E402
-from kqueue.controller.kube import (  # noqa: E402
+from kqueue.controller.kube import Kube  # noqa: E402
+from kqueue.controller.resources import (  # noqa: E402
     CLUSTER_QUEUES,
     JOBS,
     LOCAL_QUEUES,
+    NAMESPACES,
+    PODS,
     RESOURCE_FLAVORS,
-    Kube,
 )
 from kqueue.localcluster.cluster import LocalCluster  # noqa: E402
 from kqueue.localcluster.nodes import INSTANCE_TYPE_LABEL, FakeNode  # noqa: E402

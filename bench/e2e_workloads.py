@@ -48,15 +48,15 @@ sys.path.insert(0, str(ROOT))
 from kubernetes_asyncio import config as kube_config  # noqa: E402
 
 from kqueue.api.v1alpha1 import constants as c  # noqa: E402
-from kqueue.controller.informer import NAMESPACES, Resource  # noqa: E402
-from kqueue.controller.kube import (  # noqa: E402
+from kqueue.controller.kube import JSON_PATCH, Kube  # noqa: E402
+from kqueue.controller.resources import (  # noqa: E402
     CLUSTER_QUEUES,
     COHORTS,
-    JSON_PATCH,
     LOCAL_QUEUES,
+    NAMESPACES,
     RESOURCE_FLAVORS,
     WORKLOADS,
-    Kube,
+    Resource,
 )
 from kqueue.engine.sim import generate as gen  # noqa: E402
 from kqueue.engine.sim.annotations import CLASS_LABEL  # noqa: E402

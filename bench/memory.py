@@ -35,14 +35,13 @@ from bench.e2e_workloads import (  # noqa: E402
     run_info,
 )
 from kqueue.api.v1alpha1 import constants as c  # noqa: E402
-from kqueue.controller.informer import NAMESPACES  # noqa: E402
-from kqueue.controller.kube import (  # noqa: E402
+from kqueue.controller.kube import Kube, KubeError  # noqa: E402
+from kqueue.controller.resources import (  # noqa: E402
     CLUSTER_QUEUES,
     LOCAL_QUEUES,
+    NAMESPACES,
     RESOURCE_FLAVORS,
     WORKLOADS,
-    Kube,
-    KubeError,
 )
 from kqueue.localcluster.cluster import LocalCluster  # noqa: E402
 from tests.controller_e2e.harness import install_crds  # noqa: E402

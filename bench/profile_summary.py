@@ -19,6 +19,8 @@ from pathlib import Path
 AREAS = (
     ("engine (kqueue/engine)", "kqueue/engine/"),
     ("scheduler loop (kqueue/controller/scheduler.py)", "kqueue/controller/scheduler.py"),
+    ("decision writes (kqueue/controller/decision_writer.py)", "kqueue/controller/decision_writer.py"),
+    ("pending reasons (kqueue/controller/pending_reasons.py)", "kqueue/controller/pending_reasons.py"),
     ("status writes (kqueue/controller/status.py)", "kqueue/controller/status.py"),
     ("informers (kqueue/controller/informer.py)", "kqueue/controller/informer.py"),
     ("webhooks (kqueue/controller/webhook*)", "kqueue/controller/webhook"),

@@ -21,7 +21,8 @@ from kubernetes_asyncio.client import ApiClient
 
 from kqueue.api.loader import LoadedObject, LoadError, Location, load_object
 from kqueue.controller import kube as k
-from kqueue.controller.informer import NAMESPACES, PRIORITY_CLASSES, Resource
+from kqueue.controller import resources as r
+from kqueue.controller.resources import NAMESPACES, PRIORITY_CLASSES, Resource
 
 # Statuses worth another try: an API server that is starting or overloaded (429 "storage is
 # (re)initializing" right after a CRD is established, 503 while it is not ready).
@@ -31,12 +32,12 @@ _TRANSIENT = frozenset({429, 500, 503, 504})
 ENGINE_KINDS: tuple[tuple[Resource, str], ...] = (
     (NAMESPACES, "Namespace"),
     (PRIORITY_CLASSES, "PriorityClass"),
-    (k.RESOURCE_FLAVORS, "ResourceFlavor"),
-    (k.COHORTS, "Cohort"),
-    (k.CLUSTER_QUEUES, "ClusterQueue"),
-    (k.LOCAL_QUEUES, "LocalQueue"),
-    (k.WORKLOAD_PRIORITY_CLASSES, "WorkloadPriorityClass"),
-    (k.WORKLOADS, "Workload"),
+    (r.RESOURCE_FLAVORS, "ResourceFlavor"),
+    (r.COHORTS, "Cohort"),
+    (r.CLUSTER_QUEUES, "ClusterQueue"),
+    (r.LOCAL_QUEUES, "LocalQueue"),
+    (r.WORKLOAD_PRIORITY_CLASSES, "WorkloadPriorityClass"),
+    (r.WORKLOADS, "Workload"),
 )
 
 

@@ -12,9 +12,9 @@ from pathlib import Path
 import click
 
 from kqueue.api.config import Configuration, ConfigurationError, load_configuration
+from kqueue.controller.kube import new_api_client
 from kqueue.controller.manager import Manager
 from kqueue.controller.ratelimit import throttle
-from kqueue.controller.rest import new_api_client
 
 
 class _JsonFormatter(logging.Formatter):

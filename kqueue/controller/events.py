@@ -21,7 +21,10 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Final, Literal
 
-from kqueue.controller.kube import EVENTS_V1, Kube, KubeError
+from kqueue.api.v1alpha1 import Workload
+from kqueue.api.v1alpha1 import constants as c
+from kqueue.controller.kube import Kube, KubeError
+from kqueue.controller.resources import EVENTS
 
 logger = logging.getLogger(__name__)
 
@@ -144,7 +147,7 @@ class EventRecorder:
             name, ns, count, first = seen
             patch = {"count": count + 1, "lastTimestamp": _time(now)}
             try:
-                await self._kube.patch(EVENTS_V1, name, patch, namespace=ns)
+                await self._kube.patch(EVENTS, name, patch, namespace=ns)
                 self._recent[key] = (name, ns, count + 1, first)
                 self.posted += 1
                 return
@@ -167,7 +170,7 @@ class EventRecorder:
             "eventTime": None,
             "count": 1,
         }
-        await self._kube.create(EVENTS_V1, body, namespace=namespace)
+        await self._kube.create(EVENTS, body, namespace=namespace)
         self.posted += 1
         if len(self._recent) > 10_000:
             self._recent.clear()
@@ -175,3 +178,9 @@ class EventRecorder:
 
 
 __all__ = ["EventRecorder", "EventType", "ObjectRef"]
+
+
+def workload_ref(wl: Workload) -> Obj:
+    """What an Event about a Workload needs of it, without serializing the whole object."""
+    meta: Obj = {"name": wl.name, "namespace": wl.namespace, "uid": wl.metadata.uid}
+    return {"apiVersion": f"{c.GROUP}/{c.VERSION}", "kind": "Workload", "metadata": meta}

@@ -24,41 +24,18 @@ from dataclasses import dataclass
 from typing import Any, Generic, Protocol, TypeVar
 
 import aiohttp
-from kubernetes_asyncio.client import ApiClient
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_never
 from tenacity.wait import wait_exponential_jitter
 
 from kqueue.controller.clock import Clock, LoopClock
+from kqueue.controller.kube import Gone, Kube, KubeError
+from kqueue.controller.resources import Resource, object_key
 
 logger = logging.getLogger(__name__)
 
 Obj = dict[str, Any]
 T = TypeVar("T")
 T_contra = TypeVar("T_contra", contravariant=True)
-
-
-@dataclass(frozen=True)
-class Resource:
-    """Where a kind of object lives in the API: ``group/version`` and its plural name."""
-
-    group: str
-    version: str
-    plural: str
-    namespaced: bool = True
-
-    @property
-    def api_version(self) -> str:
-        return f"{self.group}/{self.version}" if self.group else self.version
-
-    def collection_path(self, namespace: str | None = None) -> str:
-        """``/api/v1/namespaces/ns/configmaps``; all namespaces when ``namespace`` is None."""
-        base = f"/apis/{self.group}/{self.version}" if self.group else f"/api/{self.version}"
-        if namespace is not None and self.namespaced:
-            return f"{base}/namespaces/{namespace}/{self.plural}"
-        return f"{base}/{self.plural}"
-
-    def __str__(self) -> str:
-        return f"{self.plural}.{self.group}" if self.group else self.plural
 
 
 # A relist of at least this many objects freezes the heap again (see :func:`freeze_heap`).
@@ -80,52 +57,9 @@ def freeze_heap() -> None:
     gc.freeze()
 
 
-CONFIGMAPS = Resource("", "v1", "configmaps")
-SECRETS = Resource("", "v1", "secrets")
-PODS = Resource("", "v1", "pods")
-NAMESPACES = Resource("", "v1", "namespaces", namespaced=False)
-NODES = Resource("", "v1", "nodes", namespaced=False)
-EVENTS = Resource("", "v1", "events")
-JOBS = Resource("batch", "v1", "jobs")
-LEASES = Resource("coordination.k8s.io", "v1", "leases")
-PRIORITY_CLASSES = Resource("scheduling.k8s.io", "v1", "priorityclasses", namespaced=False)
-
-
-def object_key(obj: Obj) -> str:
-    """``namespace/name``, or ``name`` for a cluster-scoped object."""
-    meta = obj.get("metadata") or {}
-    namespace = meta.get("namespace")
-    name = meta.get("name", "")
-    return f"{namespace}/{name}" if namespace else str(name)
-
-
 def as_dict(obj: Obj) -> Obj:
     """The identity converter: keep objects as the API returned them."""
     return obj
-
-
-class ApiError(Exception):
-    """A non-success answer from the API server, with its Status reason and message."""
-
-    def __init__(self, *, status: int, reason: str, message: str, what: str) -> None:
-        self.status = status
-        self.reason = reason
-        self.message = message
-        super().__init__(f"{what}: HTTP {status} {reason}: {message}")
-
-    @classmethod
-    def from_status(cls, status_obj: Obj, *, what: str, http_status: int = 0) -> ApiError:
-        code = status_obj.get("code") or http_status
-        return cls(
-            status=int(code) if isinstance(code, int) else http_status,
-            reason=str(status_obj.get("reason", "")),
-            message=str(status_obj.get("message", "")),
-            what=what,
-        )
-
-
-class _Gone(Exception):
-    """410 Gone: the resourceVersion we watch from is no longer available; list again."""
 
 
 # -- handlers ---------------------------------------------------------------------------------
@@ -246,7 +180,7 @@ class Informer(Generic[T]):
 
     def __init__(
         self,
-        api_client: ApiClient,
+        kube: Kube,
         resource: Resource,
         *,
         converter: Callable[[Obj], T],
@@ -259,7 +193,7 @@ class Informer(Generic[T]):
         max_backoff: float = 30.0,
         clock: Clock | None = None,
     ) -> None:
-        self._api = api_client
+        self._kube = kube
         self.resource = resource
         self._converter = converter
         self._namespace = namespace
@@ -391,12 +325,12 @@ class Informer(Generic[T]):
                     raise
                 logger.info("informer %s: relisting on request", self._where)
                 return
-            except _Gone:
+            except Gone:
                 logger.info(
                     "informer %s: resourceVersion expired (410 Gone); relisting", self._where
                 )
                 return
-            except (aiohttp.ClientError, TimeoutError, ApiError) as exc:
+            except (aiohttp.ClientError, TimeoutError, KubeError) as exc:
                 if not self._progressed:
                     raise
                 logger.warning("informer %s: watch failed: %s; relisting", self._where, exc)
@@ -410,35 +344,6 @@ class Informer(Generic[T]):
             params.append(("fieldSelector", self._field_selector))
         return params
 
-    async def _request(
-        self, *, params: list[tuple[str, str]], client_timeout: aiohttp.ClientTimeout
-    ) -> aiohttp.ClientResponse:
-        response: aiohttp.ClientResponse = await self._api.call_api(
-            self.resource.collection_path(self._namespace),
-            "GET",
-            query_params=params,
-            header_params={"Accept": "application/json"},
-            auth_settings=["BearerToken"],
-            _preload_content=False,
-            _request_timeout=client_timeout,
-        )
-        return response
-
-    async def _error_from(self, response: aiohttp.ClientResponse, what: str) -> ApiError:
-        body = await response.read()
-        try:
-            status = json.loads(body)
-        except ValueError:
-            status = None
-        if isinstance(status, dict):
-            return ApiError.from_status(status, what=what, http_status=response.status)
-        return ApiError(
-            status=response.status,
-            reason=response.reason or "",
-            message=body[:500].decode("utf-8", "replace"),
-            what=what,
-        )
-
     async def _list(self) -> None:
         self._list_attempts += 1
         attempt = self._list_attempts
@@ -449,13 +354,9 @@ class Informer(Generic[T]):
         list_rv = ""
         while True:
             page_params = params + ([("continue", token)] if token else [])
-            response = await self._request(
-                params=page_params, client_timeout=aiohttp.ClientTimeout(total=60)
+            body = await self._kube.list_page(
+                self.resource, namespace=self._namespace, query=page_params, time_limit=60
             )
-            async with response:
-                if response.status != 200:
-                    raise await self._error_from(response, f"list {self._where}")
-                body = await response.json(content_type=None)
             metadata = body.get("metadata") or {}
             list_kind = str(body.get("kind", ""))
             for item in body.get("items") or []:
@@ -483,7 +384,7 @@ class Informer(Generic[T]):
             freeze_heap()
 
     async def _watch(self) -> None:
-        """One watch request, until the server ends it. Raises _Gone on 410."""
+        """One watch request, until the server ends it. Raises Gone on 410."""
         assert self.resource_version is not None
         # Jittered like client-go's reflector, so many informers do not all reconnect at once.
         server_timeout = int(self._watch_timeout * (1 + random.random()))
@@ -494,17 +395,16 @@ class Informer(Generic[T]):
             ("allowWatchBookmarks", "true"),
             ("timeoutSeconds", str(server_timeout)),
         ]
+        self.watches += 1
         # The client-side read timeout only catches a dead connection: the server ends the
         # stream itself after timeoutSeconds, and bookmarks keep an idle stream alive meanwhile.
-        timeout = aiohttp.ClientTimeout(total=None, sock_connect=30, sock_read=server_timeout + 30)
-        response = await self._request(params=params, client_timeout=timeout)
-        self.watches += 1
-        async with response:
-            if response.status == 410:
-                raise _Gone()
-            if response.status != 200:
-                raise await self._error_from(response, f"watch {self._where}")
-            async for line in _json_lines(response.content):
+        async with self._kube.stream(
+            self.resource,
+            namespace=self._namespace,
+            query=params,
+            read_timeout=server_timeout + 30,
+        ) as content:
+            async for line in _json_lines(content):
                 try:
                     event = json.loads(line)
                     kind = event["type"]
@@ -516,9 +416,7 @@ class Informer(Generic[T]):
                     continue
                 if kind == "ERROR":
                     status = obj if isinstance(obj, dict) else {}
-                    if status.get("code") == 410:
-                        raise _Gone()
-                    raise ApiError.from_status(status, what=f"watch {self._where}")
+                    raise KubeError.from_status(status, what=f"watch {self._where}")
                 self._progressed = True
                 self.resource_version = _rv(obj) or self.resource_version
                 if kind == "BOOKMARK":

@@ -37,7 +37,8 @@ from kubernetes_asyncio.client import ApiClient
 
 from kqueue.api.config import Configuration
 from kqueue.controller.clock import Clock, LoopClock
-from kqueue.controller.rest import request_json
+from kqueue.controller.kube import Conflict, Kube, KubeError, NotFound
+from kqueue.controller.resources import LEASES
 
 logger = logging.getLogger(__name__)
 
@@ -88,7 +89,10 @@ class LeaderElector:
             raise ValueError("renew_deadline: must be shorter than lease_duration")
         if renew_deadline <= retry_period * (1 + _JITTER):
             raise ValueError("renew_deadline: must be longer than 1.2 x retry_period")
-        self._api = api_client
+        # The elector's own client on the shared connection pool: its writes are bounded by the
+        # renew deadline (a hung request must not outlive the window in which this replica may
+        # consider itself leader), never by the leadership they keep alive.
+        self._kube = Kube(api_client, timeout=renew_deadline.total_seconds())
         self.name = name
         self.namespace = namespace
         self.identity = identity or default_identity()
@@ -292,11 +296,10 @@ class LeaderElector:
         self._attempt_started = self._clock.now()
         now = datetime.now(UTC)
         try:
-            status, lease = await self._request("GET", self._lease_path())
-            if status == 404:
+            try:
+                lease = await self._kube.get(LEASES, self.name, self.namespace)
+            except NotFound:
                 return await self._create(now)
-            if status != 200:
-                raise _LeaseError(status, lease)
             spec = lease.get("spec") or {}
             holder = spec.get("holderIdentity") or ""
             self._observe(holder, spec)
@@ -319,14 +322,13 @@ class LeaderElector:
                 "metadata": lease["metadata"],  # carries resourceVersion: a stale write fails
                 "spec": new_spec,
             }
-            status, updated = await self._request("PUT", self._lease_path(), body)
-            if status == 409:
+            try:
+                updated = await self._kube.replace(LEASES, body, namespace=self.namespace)
+            except Conflict:
                 return False  # someone else wrote in between
-            if status != 200:
-                raise _LeaseError(status, updated)
             self._succeeded(updated)
             return True
-        except (aiohttp.ClientError, TimeoutError, _LeaseError) as exc:
+        except (aiohttp.ClientError, TimeoutError, KubeError) as exc:
             logger.warning("leader election: lease %s/%s: %s", self.namespace, self.name, exc)
             return False
 
@@ -343,11 +345,10 @@ class LeaderElector:
                 "leaseTransitions": 0,
             },
         }
-        status, created = await self._request("POST", self._collection_path(), body)
-        if status == 409:
+        try:
+            created = await self._kube.create(LEASES, body, self.namespace)
+        except Conflict:
             return False  # another candidate created it first
-        if status not in (200, 201):
-            raise _LeaseError(status, created)
         self._succeeded(created)
         return True
 
@@ -382,8 +383,9 @@ class LeaderElector:
 
     async def _release(self) -> None:
         """Hand the lease back (only if we still hold it), so a standby starts at once."""
-        status, lease = await self._request("GET", self._lease_path())
-        if status != 200:
+        try:
+            lease = await self._kube.get(LEASES, self.name, self.namespace)
+        except KubeError:
             return
         spec = lease.get("spec") or {}
         if spec.get("holderIdentity") != self.identity:
@@ -402,27 +404,11 @@ class LeaderElector:
             "metadata": lease["metadata"],
             "spec": new_spec,
         }
-        status, _ = await self._request("PUT", self._lease_path(), body)
-        if status == 200:
-            self.leader = None
-            logger.info(
-                "leader election: %s released lease %s/%s", self.identity, self.namespace, self.name
-            )
-
-    # -- HTTP ------------------------------------------------------------------------------------
-
-    def _collection_path(self) -> str:
-        return f"/apis/coordination.k8s.io/v1/namespaces/{self.namespace}/leases"
-
-    def _lease_path(self) -> str:
-        return f"{self._collection_path()}/{self.name}"
-
-    async def _request(self, method: str, path: str, body: Obj | None = None) -> tuple[int, Obj]:
-        # Each call is bounded by the renew deadline: a hung request must not outlive the
-        # window in which this replica is allowed to consider itself leader.
-        return await request_json(self._api, method, path, body, total_timeout=self._renew_deadline)
-
-
-class _LeaseError(Exception):
-    def __init__(self, status: int, body: Obj) -> None:
-        super().__init__(f"HTTP {status} {body.get('reason', '')}: {body.get('message', '')}")
+        try:
+            await self._kube.replace(LEASES, body, namespace=self.namespace)
+        except KubeError:
+            return
+        self.leader = None
+        logger.info(
+            "leader election: %s released lease %s/%s", self.identity, self.namespace, self.name
+        )

@@ -43,32 +43,27 @@ from kqueue.controller.admission import WebhookServer
 from kqueue.controller.admission.certs import CertRotator
 from kqueue.controller.clock import Now, utc_now
 from kqueue.controller.events import EventRecorder
-from kqueue.controller.informer import (
-    NAMESPACES,
-    PODS,
-    PRIORITY_CLASSES,
-    Informer,
-    Obj,
-    as_dict,
-    freeze_heap,
-)
+from kqueue.controller.informer import Informer, Obj, as_dict, freeze_heap
 from kqueue.controller.integrations import Framework, GenericJob, IntegrationContext, registry
 from kqueue.controller.integrations.management import Management
 from kqueue.controller.integrations.owners import BY_OWNER, object_index_key, owner_uids
 from kqueue.controller.integrations.reconciler import JobReconciler
 from kqueue.controller.integrations.release import PodReleaser
-from kqueue.controller.kube import (
-    CLUSTER_QUEUES,
-    COHORTS,
-    LOCAL_QUEUES,
-    RESOURCE_FLAVORS,
-    WORKLOAD_PRIORITY_CLASSES,
-    WORKLOADS,
-    Kube,
-)
+from kqueue.controller.kube import Kube
 from kqueue.controller.leader import LeaderElector
 from kqueue.controller.metrics import Metrics, Probes, health_app, metrics_app, serve_app
 from kqueue.controller.readiness import BY_ANY_OWNER, ReadinessWatcher, any_owner_uids
+from kqueue.controller.resources import (
+    CLUSTER_QUEUES,
+    COHORTS,
+    LOCAL_QUEUES,
+    NAMESPACES,
+    PODS,
+    PRIORITY_CLASSES,
+    RESOURCE_FLAVORS,
+    WORKLOAD_PRIORITY_CLASSES,
+    WORKLOADS,
+)
 from kqueue.controller.scheduler import Scheduler
 from kqueue.controller.status import QueueStatusReconciler
 from kqueue.controller.supervisor import Supervisor
@@ -169,7 +164,7 @@ class Manager:
         self._terms = 0  # leadership terms begun by this process
 
         def informer(resource: Any, converter: Callable[[Obj], M], **kw: Any) -> Informer[M]:
-            return Informer(api, resource, converter=converter, **kw)
+            return Informer(self.kube, resource, converter=converter, **kw)
 
         self.flavors = informer(RESOURCE_FLAVORS, _converter(ResourceFlavor))
         self.cluster_queues = informer(CLUSTER_QUEUES, _converter(ClusterQueue))
@@ -639,10 +634,9 @@ class Manager:
         self._terms += 1
         engine = self.rebuild_engine()
         freeze_heap()  # the new engine lives as long as the term; the old one is collected
+        holding, pending = engine.workload_counts()
         logger.info(
-            "leading: engine rebuilt with %d workloads holding quota, %d pending",
-            len(engine.cache.workloads),
-            len(engine.queues.pending),
+            "leading: engine rebuilt with %d workloads holding quota, %d pending", holding, pending
         )
         self._enqueue_everything()
         try:

@@ -46,7 +46,8 @@ from kqueue.controller.events import EventRecorder
 from kqueue.controller.informer import Store
 from kqueue.controller.integrations.gate import is_terminal
 from kqueue.controller.integrations.owners import BY_OWNER, object_index_key
-from kqueue.controller.kube import WORKLOADS, Conflict, Kube, KubeError, NotFound
+from kqueue.controller.kube import Conflict, Kube, KubeError, NotFound
+from kqueue.controller.resources import WORKLOADS
 from kqueue.controller.workqueue import Requeue, WorkQueue, run_workers
 from kqueue.engine.cycle import CycleResult, Evict
 from kqueue.engine.engine import Engine
@@ -172,14 +173,14 @@ class ReadinessWatcher:
         if wl is None or not workload_status.holds_quota(wl) or workload_status.is_evicting(wl):
             return None
         engine = self._engine()
-        if engine.readiness.config is None:
+        if engine.pods_ready_config is None:
             return None
         pods = [p for p in self.pods_of(wl) if not (is_terminal(p) and not pod_ready(p))]
         ready_count = sum(1 for p in pods if pod_ready(p))
         want = admitted_pods(wl)
         ready = want > 0 and ready_count >= want
         now = self._now()
-        was_ready = engine.readiness.is_ready(WorkloadKey(key))
+        was_ready = engine.is_pods_ready(WorkloadKey(key))
         engine.pods_ready(WorkloadKey(key), ready, now)
         if ready != was_ready:
             self._trigger()
@@ -231,7 +232,7 @@ class ReadinessWatcher:
 
     async def _end_backoff(self, wl: Workload) -> Requeue | None:
         """``Requeued=True`` once the PodsReady backoff is over; until then, come back then."""
-        cfg = self._engine().readiness.config
+        cfg = self._engine().pods_ready_config
         unwritten = timedelta(seconds=cfg.backoff_base_seconds if cfg is not None else 0)
         now = self._now()
         end = workload_status.backoff_end(wl, now, unwritten=unwritten)

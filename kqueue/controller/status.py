@@ -28,17 +28,10 @@ from kqueue.api.v1alpha1 import (
 from kqueue.api.v1alpha1 import constants as c
 from kqueue.controller.clock import Now
 from kqueue.controller.events import EventRecorder
-from kqueue.controller.informer import Resource, Store
-from kqueue.controller.kube import (
-    CLUSTER_QUEUES,
-    LOCAL_QUEUES,
-    RESOURCE_FLAVORS,
-    Conflict,
-    Kube,
-    KubeError,
-    NotFound,
-)
+from kqueue.controller.informer import Store
+from kqueue.controller.kube import Conflict, Kube, KubeError, NotFound
 from kqueue.controller.metrics import ClusterQueueStatus, Metrics
+from kqueue.controller.resources import CLUSTER_QUEUES, LOCAL_QUEUES, RESOURCE_FLAVORS, Resource
 from kqueue.controller.workqueue import Requeue
 from kqueue.engine.engine import Engine
 from kqueue.engine.types import (
@@ -136,7 +129,7 @@ class QueueStatusReconciler:
                 f"Can't admit new workloads: ClusterQueue is stopped (stopPolicy "
                 f"{cq.spec.stop_policy}); set stopPolicy to None to resume"
             )
-        inactive = self._engine().cache.inactive(ClusterQueueName(cq.name))
+        inactive = self._engine().inactive(ClusterQueueName(cq.name))
         if inactive is not None:
             return "False", c.CLUSTER_QUEUE_ACTIVE_UNKNOWN, inactive.message
         return "True", c.CLUSTER_QUEUE_ACTIVE_READY, "Can admit new workloads"
@@ -284,10 +277,7 @@ class QueueStatusReconciler:
         rf = self._flavors.get(name)
         if rf is None:
             return None
-        engine = self._engine()
-        in_use = any(
-            name in {str(f) for f, _ in aw.usage} for aw in engine.cache.workloads.values()
-        )
+        in_use = self._engine().uses_flavor(name)
         patch = self._finalizer_patch(
             rf.metadata.finalizers,
             deleting=rf.metadata.deletion_timestamp is not None,
@@ -317,11 +307,11 @@ class QueueStatusReconciler:
         holding = []
         for wl in self._workloads.by_index(BY_LOCAL_QUEUE, key):
             wl_key = WorkloadKey(wl.key)
-            info = engine.queues.pending.get(wl_key)
+            info = engine.pending_workload(wl_key)
             if info is not None and info.local_queue == lq_key:
                 pending += 1
                 continue
-            aw = engine.cache.get(wl_key)
+            aw = engine.admitted_workload(wl_key)
             if aw is not None and aw.info.local_queue == lq_key:
                 holding.append(aw)
         usage: Usage = {}

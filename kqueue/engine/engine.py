@@ -12,7 +12,7 @@ nothing is random, so the same calls with the same ``now`` give the same decisio
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import replace
 from datetime import datetime
 
@@ -26,6 +26,7 @@ from .preemptor import ClassicalPreemptor
 from .queue import QueueManager
 from .readiness import PodsReadyConfig, Readiness
 from .slice import scaled_down
+from .snapshot import Inactive
 from .types import (
     Admission,
     ClusterQueueName,
@@ -276,6 +277,17 @@ class Engine:
         self._requeue_trees([held.cluster_queue])
         self.queues.upsert(held.info)
 
+    def undo_eviction(
+        self, key: WorkloadKey, *, requeue_count: int | None = None, deactivate: bool = False
+    ) -> None:
+        """Roll back an eviction a cycle decided whose API write was given up (``forget`` is
+        the same for admissions): the workload no longer counts as going, so a later cycle
+        decides again. ``requeue_count``/``deactivate``: the PodsReady timeout the eviction
+        carried, taken back so that deciding it again is the same requeue, not the next."""
+        self.cache.evicting.discard(key)
+        if requeue_count is not None:
+            self.readiness.undo_timeout(key, requeue_count, deactivate)
+
     def _must_drain(self, key: WorkloadKey) -> bool:
         aw = self.cache.get(key)
         if aw is None:
@@ -485,3 +497,42 @@ class Engine:
 
     def local_queue(self, key: LocalQueueKey) -> LocalQueueSpec | None:
         return self.queues.local_queues.get(key)
+
+    def workload_counts(self) -> tuple[int, int]:
+        """(workloads holding quota, pending workloads)."""
+        return len(self.cache.workloads), len(self.queues.pending)
+
+    def pending_keys(self) -> Iterator[WorkloadKey]:
+        """Every pending workload, in no particular order."""
+        return iter(self.queues.pending)
+
+    def cluster_queue_of(self, key: WorkloadKey) -> ClusterQueueName | None:
+        """The ClusterQueue a pending workload is queued in (None when blocked or unknown)."""
+        return self.queues.cluster_queue_of(key)
+
+    def inactive(self, cq: ClusterQueueName) -> Inactive | None:
+        """Why ``cq`` cannot admit now, if it cannot (Kueue's ClusterQueue Active=False)."""
+        return self.cache.inactive(cq)
+
+    def inactive_cluster_queues(self) -> frozenset[ClusterQueueName]:
+        return frozenset(
+            cq for cq in self.cache.cluster_queues if self.cache.inactive(cq) is not None
+        )
+
+    def local_queue_specs(self) -> frozenset[LocalQueueSpec]:
+        return frozenset(self.queues.local_queues.values())
+
+    def uses_flavor(self, flavor: str) -> bool:
+        """Whether any workload holding quota holds some of ``flavor``."""
+        return any(
+            any(str(f) == flavor for f, _ in aw.usage) for aw in self.cache.workloads.values()
+        )
+
+    @property
+    def pods_ready_config(self) -> PodsReadyConfig | None:
+        """waitForPodsReady, when enabled."""
+        return self.readiness.config
+
+    def is_pods_ready(self, key: WorkloadKey) -> bool:
+        """Whether the admitted workload's pods were last reported all ready."""
+        return self.readiness.is_ready(key)

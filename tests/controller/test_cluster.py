@@ -19,8 +19,10 @@ from kubernetes_asyncio.client.exceptions import ApiException
 
 from kqueue.controller.admission import AdmissionRequest, FieldError, Verdict, WebhookServer
 from kqueue.controller.admission.certs import CertRotator
-from kqueue.controller.informer import CONFIGMAPS, Informer, as_dict
+from kqueue.controller.informer import Informer, as_dict
+from kqueue.controller.kube import Kube
 from kqueue.controller.leader import LeaderElector
+from kqueue.controller.resources import CONFIGMAPS
 from tests.controller.mock_apiserver import eventually
 
 pytestmark = pytest.mark.cluster
@@ -53,7 +55,7 @@ async def test_informer_on_configmaps_converges_through_create_update_delete(
         namespace, client.V1ConfigMap(metadata=client.V1ObjectMeta(name="unlabelled"))
     )
     informer = Informer(
-        api_client,
+        Kube(api_client),
         CONFIGMAPS,
         converter=as_dict,
         namespace=namespace,

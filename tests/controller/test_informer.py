@@ -15,7 +15,9 @@ from aiohttp.test_utils import TestServer
 from kubernetes_asyncio.client import ApiClient
 
 from kqueue.controller import informer as informer_module
-from kqueue.controller.informer import CONFIGMAPS, Informer, Resource, as_dict
+from kqueue.controller.informer import Informer, as_dict
+from kqueue.controller.kube import Kube
+from kqueue.controller.resources import CONFIGMAPS, Resource
 from tests.controller.mock_apiserver import (
     Close,
     Event,
@@ -72,7 +74,7 @@ class Recorder:
 def make_informer(env: Env, **kwargs: Any) -> Informer[Obj]:
     kwargs.setdefault("namespace", "default")
     return Informer(
-        env.client, CONFIGMAPS, converter=as_dict, initial_backoff=0.01, max_backoff=0.05, **kwargs
+        Kube(env.client), CONFIGMAPS, converter=as_dict, initial_backoff=0.01, max_backoff=0.05, **kwargs
     )
 
 
@@ -206,7 +208,7 @@ async def test_pagination_selectors_and_all_namespaces(
     items = [configmap(f"cm{i}", 10 + i, namespace=f"ns{i % 2}") for i in range(5)]
     env.api.lists.append(ListResponse(40, items))
     informer = Informer(
-        env.client,
+        Kube(env.client),
         CONFIGMAPS,
         converter=as_dict,
         label_selector="app=kqueue",
@@ -249,7 +251,7 @@ async def test_converter_runs_once_and_bad_objects_are_skipped(
             Event("MODIFIED", configmap("a", 12, size="2")),
         ]
     )
-    informer = Informer(env.client, CONFIGMAPS, converter=to_model, namespace="default")
+    informer = Informer(Kube(env.client), CONFIGMAPS, converter=to_model, namespace="default")
     informer.store.add_index("size", lambda m: [str(m.size)])
     running.append(asyncio.create_task(informer.run()))
     with caplog.at_level(logging.WARNING, logger="kqueue.controller.informer"):

@@ -1,4 +1,4 @@
-"""The Job reconciler against in-memory stores and a fake API: concurrent pod release, jobs
+"""The Job reconciler on informers of the shared fake API server: concurrent pod release, jobs
 without a queue name (manageJobsWithoutQueueName), and Jobs that started before the webhooks."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Iterable
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
 
@@ -14,72 +14,54 @@ from kqueue.api.config import Configuration
 from kqueue.api.integrations import PriorityClasses
 from kqueue.api.v1alpha1 import LocalQueue, ResourceFlavor, Workload, parse_object
 from kqueue.api.v1alpha1 import constants as c
-from kqueue.controller.events import EventRecorder, ObjectRef
-from kqueue.controller.informer import Store
+from kqueue.controller.informer import as_dict
 from kqueue.controller.integrations.job import JobIntegration
 from kqueue.controller.integrations.management import Management
 from kqueue.controller.integrations.owners import BY_OWNER, owner_uids
 from kqueue.controller.integrations.reconciler import JobReconciler
 from kqueue.controller.integrations.release import PodReleaser
-from kqueue.controller.kube import JOBS, PODS, WORKLOADS, KubeError
+from kqueue.controller.kube import Kube
 from kqueue.controller.metrics import Metrics
+from kqueue.controller.resources import (
+    JOBS,
+    LOCAL_QUEUES,
+    NAMESPACES,
+    PODS,
+    RESOURCE_FLAVORS,
+    WORKLOADS,
+    Resource,
+)
 from kqueue.controller.workqueue import Requeue
+from tests.controller.fake_apiserver import FakeCluster
+from tests.controller.fakes import Events, model
+from tests.controller.mock_apiserver import eventually
 from tests.controller_e2e.harness import job as e2e_job
 
 Obj = dict[str, Any]
+M = TypeVar("M")
 
 NOW = datetime(2025, 3, 1, 12, 0, tzinfo=UTC)
 ADMITTED_AT = NOW - timedelta(seconds=5)
 
 
-class FakeKube:
-    """Records requests; every patch awaits, so concurrent patches overlap."""
+class BoomKube(Kube):
+    """The real client, but patching the named objects fails as a dropped connection does."""
 
-    def __init__(self, *, fail: Iterable[str] = (), boom: Iterable[str] = ()) -> None:
-        self.fail = set(fail)
+    def __init__(self, kube: Kube, boom: Iterable[str]) -> None:
+        super().__init__(kube.api)
         self.boom = set(boom)
-        self.in_flight = 0
-        self.max_in_flight = 0
-        self.patched: list[tuple[str, str, Any]] = []
-        self.created: list[Obj] = []
         self.finished_after_boom = 0
         self._boomed = False
 
-    async def patch(self, resource: Any, name: str, patch: Any, **_: Any) -> Obj:
-        self.in_flight += 1
-        self.max_in_flight = max(self.max_in_flight, self.in_flight)
-        try:
-            await asyncio.sleep(0.005)
-            if name in self.boom:
-                self._boomed = True
-                raise OSError(f"connection reset while patching {name}")
-            if name in self.fail:
-                raise KubeError(what=f"patch {name}", status=500, body={"reason": "InternalError"})
-            if self._boomed:
-                self.finished_after_boom += 1
-            self.patched.append((resource.plural, name, patch))
-            return {}
-        finally:
-            self.in_flight -= 1
-
-    async def create(self, resource: Any, body: Obj, namespace: str | None = None) -> Obj:
-        self.created.append(body)
-        return body
-
-    async def replace_status(self, resource: Any, body: Obj, *, namespace: str | None = None) -> Obj:
-        return body
-
-
-class Events(EventRecorder):
-    def __init__(self) -> None:
-        self.recorded: list[tuple[str, str, str, str]] = []
-
-    def record(self, obj: Obj | ObjectRef, type_: Any, reason: str, message: str) -> None:
-        name = obj.name if isinstance(obj, ObjectRef) else obj["metadata"]["name"]
-        self.recorded.append((name, type_, reason, message))
-
-    def reasons(self, name: str) -> list[str]:
-        return [r for n, _, r, _ in self.recorded if n == name]
+    async def patch(self, resource: Resource, name: str, patch: Any, **kw: Any) -> Obj:
+        await asyncio.sleep(0.005)
+        if name in self.boom:
+            self._boomed = True
+            raise OSError(f"connection reset while patching {name}")
+        out = await super().patch(resource, name, patch, **kw)
+        if self._boomed:
+            self.finished_after_boom += 1
+        return out
 
 
 def job(
@@ -169,71 +151,93 @@ def gated_pods(job_obj: Obj, n: int) -> list[Obj]:
 
 
 class World:
-    def __init__(
-        self,
-        kube: FakeKube,
+    """A JobReconciler on informers of the shared fake API server, as the manager wires it."""
+
+    def __init__(self, cluster: FakeCluster) -> None:
+        self.cluster = cluster
+        self.server = cluster.server
+        # Every patch takes a little while, so concurrent ones overlap.
+        self.server.delay["PATCH"] = 0.005
+        self.events = Events()
+        self.metrics = Metrics()
+
+    @classmethod
+    async def start(
+        cls,
+        cluster: FakeCluster,
         *,
         releases_per_job: int = 16,
         releases_in_flight: int = 64,
+        kube: Kube | None = None,
         **reconciler_args: Any,
-    ) -> None:
-        self.kube = kube
-        self.jobs: Store[Obj] = Store()
-        self.workloads: Store[Workload] = Store()
-        self.workloads.add_index(BY_OWNER, owner_uids)
-        self.pods: Store[Obj] = Store()
-        self.pods.add_index(BY_OWNER, owner_uids)
-        self.namespaces: Store[Obj] = Store()
-        self.local_queues: Store[LocalQueue] = Store()
-        self.events = Events()
-        self.metrics = Metrics()
-        self.reconciler = JobReconciler(
+    ) -> World:
+        world = cls(cluster)
+        kube = kube if kube is not None else cluster.kube
+        world.jobs = await cluster.informer(JOBS, as_dict)
+        world.workloads = await cluster.informer(
+            WORKLOADS, model(Workload), indexes={BY_OWNER: owner_uids}
+        )
+        world.pods = await cluster.informer(PODS, as_dict, indexes={BY_OWNER: owner_uids})
+        world.namespaces = await cluster.informer(NAMESPACES, as_dict)
+        world.local_queues = await cluster.informer(LOCAL_QUEUES, model(LocalQueue))
+        world.flavors = await cluster.informer(RESOURCE_FLAVORS, model(ResourceFlavor))
+        world.reconciler = JobReconciler(
             job=JobIntegration(),
-            objects=self.jobs,
-            workloads=self.workloads,
-            pods=self.pods,
-            flavors=Store[ResourceFlavor](),
+            objects=world.jobs.store,
+            workloads=world.workloads.store,
+            pods=world.pods.store,
+            flavors=world.flavors.store,
             priorities=lambda: PriorityClasses.from_objects([], []),
-            kube=kube,  # type: ignore[arg-type]
-            events=self.events,
+            kube=kube,
+            events=world.events,
             releaser=PodReleaser(
-                kube=kube,  # type: ignore[arg-type]
-                metrics=self.metrics,
+                kube=kube,
+                metrics=world.metrics,
                 now=lambda: NOW,
                 per_object=releases_per_job,
                 in_flight=releases_in_flight,
             ),
             now=lambda: NOW,
-            namespaces=self.namespaces,
-            local_queues=self.local_queues,
+            namespaces=world.namespaces.store,
+            local_queues=world.local_queues.store,
             **reconciler_args,
         )
+        return world
 
-    def add_job(self, job_obj: Obj, wl: Workload | None = None, pods: Iterable[Obj] = ()) -> str:
-        key = f"{job_obj['metadata']['namespace']}/{job_obj['metadata']['name']}"
-        self.jobs._put(key, job_obj, "7")
+    async def add_job(
+        self, job_obj: Obj, wl: Workload | None = None, pods: Iterable[Obj] = ()
+    ) -> str:
+        """Put the objects in the API and wait until the informers have them."""
+        self.server.add(JOBS, job_obj)
         if wl is not None:
-            self.workloads._put(f"{wl.namespace}/{wl.name}", wl, "1")
+            self.server.add(WORKLOADS, wl.to_dict())
         for pod in pods:
-            self.pods._put(f"{pod['metadata']['namespace']}/{pod['metadata']['name']}", pod, "1")
-        return key
+            self.server.add(PODS, pod)
+        await self.cluster.synced()
+        return f"{job_obj['metadata']['namespace']}/{job_obj['metadata']['name']}"
 
-    def add_namespace(self, name: str, labels: dict[str, str] | None = None) -> None:
+    async def add_namespace(self, name: str, labels: dict[str, str] | None = None) -> None:
         meta = {"name": name, "labels": {"kubernetes.io/metadata.name": name, **(labels or {})}}
-        self.namespaces._put(name, {"metadata": meta}, "1")
+        self.server.add(NAMESPACES, {"apiVersion": "v1", "kind": "Namespace", "metadata": meta})
+        await self.cluster.synced()
 
-    def add_local_queue(self, namespace: str, name: str) -> None:
-        lq = parse_object(
+    async def add_local_queue(self, namespace: str, name: str) -> None:
+        self.server.add(
+            LOCAL_QUEUES,
             {
                 "apiVersion": c.API_VERSION,
                 "kind": "LocalQueue",
                 "metadata": {"name": name, "namespace": namespace},
                 "spec": {"clusterQueue": "cq"},
             },
-            validate=False,
         )
-        assert isinstance(lq, LocalQueue)
-        self.local_queues._put(f"{namespace}/{name}", lq, "1")
+        await self.cluster.synced()
+
+    def job_version(self, key: str) -> str:
+        """The resourceVersion of the Job as the reconciler read it."""
+        job_obj = self.jobs.store.get(key)
+        assert job_obj is not None
+        return str(job_obj["metadata"]["resourceVersion"])
 
     def gate_removals(self) -> float:
         value = self.metrics.registry.get_sample_value(
@@ -241,58 +245,71 @@ class World:
         )
         return float(value or 0)
 
+    def created(self) -> list[Obj]:
+        """Workloads created (the request bodies)."""
+        return [r.body for r in self.server.requests_to("POST", WORKLOADS) if r.ok]
+
+    def patched(self) -> list[tuple[str, str, Any]]:
+        """(plural, name, patch) of every patch the API server applied."""
+        return [(r.plural, r.name, r.body) for r in self.server.requests_to("PATCH") if r.ok]
+
+    def forget_requests(self) -> None:
+        self.server.requests.clear()
+
     def pod_patches(self) -> list[str]:
-        return [name for plural, name, _ in self.kube.patched if plural == PODS.plural]
+        return [name for plural, name, _ in self.patched() if plural == PODS.plural]
 
     def job_patches(self) -> list[Any]:
-        return [patch for plural, _, patch in self.kube.patched if plural == JOBS.plural]
+        return [patch for plural, _, patch in self.patched() if plural == JOBS.plural]
 
 
 # -- concurrent release --------------------------------------------------------------------------
 
 
-async def test_pods_of_one_job_are_released_concurrently_within_the_per_job_bound() -> None:
-    world = World(FakeKube(), releases_per_job=8, releases_in_flight=64)
+async def test_pods_of_one_job_are_released_concurrently_within_the_per_job_bound(cluster: FakeCluster) -> None:
+    world = await World.start(cluster, releases_per_job=8, releases_in_flight=64)
     j = job("big", count=40)
-    key = world.add_job(j, workload(j, admitted=40), gated_pods(j, 40))
+    key = await world.add_job(j, workload(j, admitted=40), gated_pods(j, 40))
 
     assert await world.reconciler(key) is None
 
     assert sorted(world.pod_patches()) == sorted(f"big-{i}" for i in range(40))
     # Overlapping, but never more than the per-Job bound.
-    assert 1 < world.kube.max_in_flight <= 8
+    assert 1 < world.server.max_in_flight("PATCH", PODS) <= 8
     assert world.gate_removals() == 40
     assert world.events.reasons("big") == ["Started"]
 
 
-async def test_the_global_bound_holds_across_jobs() -> None:
-    world = World(FakeKube(), releases_per_job=16, releases_in_flight=20)
+async def test_the_global_bound_holds_across_jobs(cluster: FakeCluster) -> None:
+    world = await World.start(cluster, releases_per_job=16, releases_in_flight=20)
     keys = []
     for name in ("a", "b", "c"):
         j = job(name, count=30)
-        keys.append(world.add_job(j, workload(j, admitted=30), gated_pods(j, 30)))
+        keys.append(await world.add_job(j, workload(j, admitted=30), gated_pods(j, 30)))
 
     await asyncio.gather(*(world.reconciler(k) for k in keys))
 
     assert len(world.pod_patches()) == 90
     # Several Jobs together go past one Job's bound, never past the global one.
-    assert 16 < world.kube.max_in_flight <= 20
+    assert 16 < world.server.max_in_flight("PATCH", PODS) <= 20
 
 
-async def test_never_more_pods_released_than_admitted() -> None:
-    world = World(FakeKube())
+async def test_never_more_pods_released_than_admitted(cluster: FakeCluster) -> None:
+    world = await World.start(cluster)
     j = job("partial", count=10)
-    key = world.add_job(j, workload(j, admitted=4), gated_pods(j, 10))
+    key = await world.add_job(j, workload(j, admitted=4), gated_pods(j, 10))
 
     await world.reconciler(key)
 
     assert len(world.pod_patches()) == 4
 
 
-async def test_a_failed_release_is_retried_and_the_others_still_go() -> None:
+async def test_a_failed_release_is_retried_and_the_others_still_go(cluster: FakeCluster) -> None:
     j = job("flaky", count=10)
-    world = World(FakeKube(fail={"flaky-3", "flaky-7"}))
-    key = world.add_job(j, workload(j, admitted=10), gated_pods(j, 10))
+    world = await World.start(cluster)
+    for name in ("flaky-3", "flaky-7"):
+        cluster.server.fail("PATCH", PODS, name)
+    key = await world.add_job(j, workload(j, admitted=10), gated_pods(j, 10))
 
     result = await world.reconciler(key)
 
@@ -301,27 +318,24 @@ async def test_a_failed_release_is_retried_and_the_others_still_go() -> None:
     assert world.gate_removals() == 8  # observed for the released pods only
 
     # Next time only the two still gated are sent (the store says the rest are released).
-    world.kube.fail = set()
-    world.kube.patched.clear()
-    for pod in gated_pods(j, 10):
-        if pod["metadata"]["name"] not in ("flaky-3", "flaky-7"):
-            pod["spec"] = {"containers": []}
-        world.pods._put(f"team-a/{pod['metadata']['name']}", pod, "2")
+    cluster.server.clear_faults()
+    await cluster.synced()
+    world.forget_requests()
     assert await world.reconciler(key) is None
     assert sorted(world.pod_patches()) == ["flaky-3", "flaky-7"]
 
 
-async def test_an_unexpected_error_is_raised_after_every_release_ended() -> None:
+async def test_an_unexpected_error_is_raised_after_every_release_ended(cluster: FakeCluster) -> None:
     j = job("boom", count=12)
-    kube = FakeKube(boom={"boom-0"})
-    world = World(kube, releases_per_job=4)
-    key = world.add_job(j, workload(j, admitted=12), gated_pods(j, 12))
+    kube = BoomKube(cluster.kube, boom={"boom-0"})
+    world = await World.start(cluster, kube=kube, releases_per_job=4)
+    key = await world.add_job(j, workload(j, admitted=12), gated_pods(j, 12))
 
     with pytest.raises(OSError, match="boom-0"):
         await world.reconciler(key)
 
     # Nothing left in flight, and the pods after the failing one were still released.
-    assert kube.in_flight == 0
+    assert cluster.server.in_flight("PATCH", PODS) == 0
     assert len(world.pod_patches()) == 11 and kube.finished_after_boom > 0
 
 
@@ -339,101 +353,101 @@ def test_the_informer_lists_every_job_only_when_unlabelled_ones_are_managed() ->
     assert integration.label_selector(without_queue_name=True) is None
 
 
-async def test_unlabelled_jobs_are_ignored_unless_configured() -> None:
-    world = World(FakeKube())
-    world.add_namespace("team-a")
-    key = world.add_job(job("plain", queue=None))
+async def test_unlabelled_jobs_are_ignored_unless_configured(cluster: FakeCluster) -> None:
+    world = await World.start(cluster)
+    await world.add_namespace("team-a")
+    key = await world.add_job(job("plain", queue=None))
 
     assert await world.reconciler(key) is None
-    assert world.kube.created == [] and world.events.recorded == []
+    assert world.created() == [] and world.events.recorded == []
 
 
 @pytest.mark.parametrize("namespace", ["kube-system", "kqueue-system"])
-async def test_unlabelled_jobs_outside_the_managed_namespaces_are_ignored(namespace: str) -> None:
-    world = World(FakeKube(), **_managing())
-    world.add_namespace(namespace)
-    key = world.add_job(job("plain", namespace=namespace, queue=None, gated=False, started=True))
+async def test_unlabelled_jobs_outside_the_managed_namespaces_are_ignored(namespace: str, cluster: FakeCluster) -> None:
+    world = await World.start(cluster, **_managing())
+    await world.add_namespace(namespace)
+    key = await world.add_job(job("plain", namespace=namespace, queue=None, gated=False, started=True))
 
     assert await world.reconciler(key) is None
-    assert world.kube.created == [] and world.kube.patched == []
+    assert world.created() == [] and world.patched() == []
 
 
-async def test_an_unlabelled_job_waits_without_a_default_queue_and_says_what_to_do() -> None:
-    world = World(FakeKube(), **_managing())
-    world.add_namespace("team-a")
+async def test_an_unlabelled_job_waits_without_a_default_queue_and_says_what_to_do(cluster: FakeCluster) -> None:
+    world = await World.start(cluster, **_managing())
+    await world.add_namespace("team-a")
     j = job("plain", queue=None, held=True)
-    key = world.add_job(j)
+    key = await world.add_job(j)
 
     await world.reconciler(key)
 
-    [body] = world.kube.created
+    [body] = world.created()
     assert "queueName" not in body["spec"]
     [warning] = [e for e in world.events.recorded if e[2] == "NoQueueName"]
     assert warning[1] == "Warning"
     assert "LocalQueue 'default'" in warning[3] and c.QUEUE_NAME_LABEL in warning[3]
 
     # With its Workload pending and no queue, it is looked at again (a default may come).
-    world.kube.created.clear()
+    world.forget_requests()
+    await cluster.synced()  # the Workload it created, pending without a queue
     wl = workload(j)
-    world.workloads._put(f"team-a/{wl.name}", wl, "1")
     result = await world.reconciler(key)
     assert isinstance(result, Requeue) and result.after is not None and result.after > 0
-    assert world.kube.patched == []  # suspended by kqueue while queued: nothing to do
+    assert world.patched() == []  # suspended by kqueue while queued: nothing to do
 
     # A LocalQueue "default" created since: the waiting Workload moves to it.
-    world.add_local_queue("team-a", "default")
+    await world.add_local_queue("team-a", "default")
     assert await world.reconciler(key) is None
-    [(plural, name, patch)] = world.kube.patched
+    [(plural, name, patch)] = world.patched()
     assert (plural, name) == (WORKLOADS.plural, wl.name)
     assert patch == {"spec": {"queueName": "default"}}
 
 
-async def test_an_unlabelled_job_goes_to_the_namespace_default_queue() -> None:
-    world = World(FakeKube(), **_managing())
-    world.add_namespace("team-a")
-    world.add_local_queue("team-a", "default")
-    key = world.add_job(job("plain", queue=None))
+async def test_an_unlabelled_job_goes_to_the_namespace_default_queue(cluster: FakeCluster) -> None:
+    world = await World.start(cluster, **_managing())
+    await world.add_namespace("team-a")
+    await world.add_local_queue("team-a", "default")
+    key = await world.add_job(job("plain", queue=None))
 
     await world.reconciler(key)
 
-    [body] = world.kube.created
+    [body] = world.created()
     assert body["spec"]["queueName"] == "default"
     assert "NoQueueName" not in world.events.reasons("plain")
 
 
-async def test_a_labelled_job_is_managed_in_any_namespace() -> None:
+async def test_a_labelled_job_is_managed_in_any_namespace(cluster: FakeCluster) -> None:
     # As in Kueue, the namespace selector only limits jobs without a queue name.
-    world = World(FakeKube(), **_managing())
-    world.add_namespace("kube-system")
-    key = world.add_job(job("named", namespace="kube-system"))
+    world = await World.start(cluster, **_managing())
+    await world.add_namespace("kube-system")
+    key = await world.add_job(job("named", namespace="kube-system"))
 
     await world.reconciler(key)
 
-    [body] = world.kube.created
+    [body] = world.created()
     assert body["spec"]["queueName"] == "main"
 
 
-async def test_an_admitted_workload_keeps_its_queue() -> None:
-    world = World(FakeKube(), **_managing())
-    world.add_namespace("team-a")
-    world.add_local_queue("team-a", "default")
+async def test_an_admitted_workload_keeps_its_queue(cluster: FakeCluster) -> None:
+    world = await World.start(cluster, **_managing())
+    await world.add_namespace("team-a")
+    await world.add_local_queue("team-a", "default")
     j = job("plain", queue=None, count=1)
-    key = world.add_job(j, workload(j, admitted=1, queue="other"), gated_pods(j, 1))
+    key = await world.add_job(j, workload(j, admitted=1, queue="other"), gated_pods(j, 1))
 
     await world.reconciler(key)
 
     assert world.pod_patches() == ["plain-0"]
-    assert not [p for plural, _, p in world.kube.patched if plural == WORKLOADS.plural]
+    assert not [p for plural, _, p in world.patched() if plural == WORKLOADS.plural]
 
 
-async def test_an_unlabelled_job_with_a_workload_stays_managed_when_its_namespace_leaves() -> None:
+async def test_an_unlabelled_job_with_a_workload_stays_managed_when_its_namespace_leaves(cluster: FakeCluster) -> None:
     # Admitted while its namespace was selected; the namespace no longer is (here: one the
     # selector never matches). Its Workload still holds quota, so the Job is still driven:
     # its pods are released now and its Workload is finished when it ends.
-    world = World(FakeKube(), **_managing())
-    world.add_namespace("kube-system")
+    world = await World.start(cluster, **_managing())
+    await world.add_namespace("kube-system")
     j = job("plain", namespace="kube-system", queue=None, count=1)
-    key = world.add_job(j, workload(j, admitted=1, queue="default"), gated_pods(j, 1))
+    key = await world.add_job(j, workload(j, admitted=1, queue="default"), gated_pods(j, 1))
 
     await world.reconciler(key)
 
@@ -443,10 +457,10 @@ async def test_an_unlabelled_job_with_a_workload_stays_managed_when_its_namespac
 # -- Jobs that started before the webhooks ------------------------------------------------------
 
 
-async def test_a_job_running_ungated_without_admission_is_suspended() -> None:
-    world = World(FakeKube())
+async def test_a_job_running_ungated_without_admission_is_suspended(cluster: FakeCluster) -> None:
+    world = await World.start(cluster)
     j = job("early", gated=False, started=True)
-    key = world.add_job(j, workload(j))
+    key = await world.add_job(j, workload(j))
 
     assert await world.reconciler(key) is None
 
@@ -461,12 +475,12 @@ async def test_a_job_running_ungated_without_admission_is_suspended() -> None:
     assert "suspended until admitted" in stopped[3]
 
 
-async def test_a_gated_job_running_while_queued_is_suspended() -> None:
+async def test_a_gated_job_running_while_queued_is_suspended(cluster: FakeCluster) -> None:
     # Created by a kqueue that held queued Jobs by the gate alone: its gated pods would run its
     # deadline and use namespace quota while it waits, so it is suspended as kqueue's.
-    world = World(FakeKube())
+    world = await World.start(cluster)
     j = job("fresh", gated=True, started=True)
-    key = world.add_job(j, workload(j), gated_pods(j, 2))
+    key = await world.add_job(j, workload(j), gated_pods(j, 2))
 
     assert await world.reconciler(key) is None
     [patch] = world.job_patches()
@@ -476,36 +490,37 @@ async def test_a_gated_job_running_while_queued_is_suspended() -> None:
     assert "no pods, its deadline does not run" in stopped[3]
 
 
-async def test_a_job_the_webhook_suspended_waits_untouched() -> None:
-    world = World(FakeKube())
+async def test_a_job_the_webhook_suspended_waits_untouched(cluster: FakeCluster) -> None:
+    world = await World.start(cluster)
     j = job("queued", held=True)
-    key = world.add_job(j, workload(j))
+    key = await world.add_job(j, workload(j))
 
     assert await world.reconciler(key) is None
-    assert world.kube.patched == [] and world.events.recorded == []
+    assert world.patched() == [] and world.events.recorded == []
 
 
-async def test_a_job_admitted_before_a_restart_is_not_suspended() -> None:
+async def test_a_job_admitted_before_a_restart_is_not_suspended(cluster: FakeCluster) -> None:
     # Its Workload holds quota in the API: whatever its template says, it keeps running.
-    world = World(FakeKube())
+    world = await World.start(cluster)
     j = job("old", gated=False, started=True)
-    key = world.add_job(j, workload(j, admitted=2))
+    key = await world.add_job(j, workload(j, admitted=2))
 
     assert await world.reconciler(key) is None
     assert world.job_patches() == []
 
 
-async def test_the_suspended_job_gets_the_gate_once_reset() -> None:
-    world = World(FakeKube())
+async def test_the_suspended_job_gets_the_gate_once_reset(cluster: FakeCluster) -> None:
+    world = await World.start(cluster)
     # Suspended, but the Job controller has not cleared startTime yet: wait.
     j = job("early", gated=False, suspend=True, started=True)
-    key = world.add_job(j, workload(j))
+    key = await world.add_job(j, workload(j))
     await world.reconciler(key)
     assert world.job_patches() == []
 
     j = job("early", gated=False, suspend=True, started=False)
     j["spec"]["template"]["spec"]["schedulingGates"] = [{"name": "other.io/gate"}]
-    world.add_job(j)
+    await world.add_job(j)
+    read = world.job_version(key)
     await world.reconciler(key)
 
     [patch] = world.job_patches()
@@ -515,26 +530,29 @@ async def test_the_suspended_job_gets_the_gate_once_reset() -> None:
         {"name": c.ADMISSION_GATE},
     ]
     assert template["metadata"]["labels"] == {c.MANAGED_LABEL: "true"}
-    assert patch["metadata"]["resourceVersion"] == "7"
+    assert patch["metadata"]["resourceVersion"] == read
 
 
 
-async def test_a_released_pod_the_informer_still_shows_gated_counts_as_released() -> None:
+async def test_a_released_pod_the_informer_still_shows_gated_counts_as_released(cluster: FakeCluster) -> None:
     # Our informer may show a pod we released as still gated for a while. A pod created since
     # that sorts before it (same second, smaller name) must not take its place: that would
     # run one pod more than admitted.
-    world = World(FakeKube())
+    world = await World.start(cluster)
     j = job("lag", count=3)  # partial admission: 2 of 3
     first, second, newer = gated_pods(j, 3)
     for pod, name in ((first, "lag-a"), (second, "lag-m"), (newer, "lag-b")):
         pod["metadata"]["name"] = name
-    key = world.add_job(j, workload(j, admitted=2), [first])
+    key = await world.add_job(j, workload(j, admitted=2), [first])
     await world.reconciler(key)  # releases lag-a
-    world.pods._put("team-a/lag-a", {**first, "spec": {"containers": []}}, "2")
-    world.pods._put("team-a/lag-m", second, "1")
+    await world.add_job(j, pods=[second])
+    cluster.server.lag(PODS, "team-a/lag-m")
     await world.reconciler(key)  # releases lag-m; the informer does not show that yet
     assert world.pod_patches() == ["lag-a", "lag-m"]
-    world.pods._put("team-a/lag-b", newer, "1")
+    cluster.server.add(PODS, newer)
+    await eventually(lambda: "team-a/lag-b" in world.pods.store, what="lag-b in the informer")
+    pod_m = world.pods.store.get("team-a/lag-m")
+    assert pod_m is not None and pod_m["spec"].get("schedulingGates")  # still shown gated
     await world.reconciler(key)
     assert world.pod_patches() == ["lag-a", "lag-m"]  # lag-a and lag-m run: 2 of 2
 
@@ -542,40 +560,35 @@ async def test_a_released_pod_the_informer_still_shows_gated_counts_as_released(
 # -- suspended while queued ---------------------------------------------------------------------
 
 
-def _flavor(name: str = "on-demand") -> ResourceFlavor:
-    rf = parse_object(
-        {
-            "apiVersion": c.API_VERSION,
-            "kind": "ResourceFlavor",
-            "metadata": {"name": name},
-            "spec": {
-                "nodeLabels": {"instance-type": name},
-                "tolerations": [{"key": "spot", "operator": "Exists", "effect": "NoSchedule"}],
-            },
+def _flavor(name: str = "on-demand") -> Obj:
+    return {
+        "apiVersion": c.API_VERSION,
+        "kind": "ResourceFlavor",
+        "metadata": {"name": name},
+        "spec": {
+            "nodeLabels": {"instance-type": name},
+            "tolerations": [{"key": "spot", "operator": "Exists", "effect": "NoSchedule"}],
         },
-        validate=False,
-    )
-    assert isinstance(rf, ResourceFlavor)
-    return rf
+    }
 
 
-async def test_a_job_its_user_created_suspended_is_left_to_the_user() -> None:
-    world = World(FakeKube())
-    key = world.add_job(job("mine", suspend=True))
+async def test_a_job_its_user_created_suspended_is_left_to_the_user(cluster: FakeCluster) -> None:
+    world = await World.start(cluster)
+    key = await world.add_job(job("mine", suspend=True))
 
     assert await world.reconciler(key) is None
 
-    assert world.kube.created == [] and world.kube.patched == []
+    assert world.created() == [] and world.patched() == []
     [(_, type_, reason, message)] = world.events.recorded
     assert (type_, reason) == ("Normal", "SuspendedByUser")
     assert "set spec.suspend to false to queue it" in message
 
 
-async def test_an_admitted_job_is_resumed_with_the_flavors_directives_in_its_template() -> None:
-    world = World(FakeKube())
-    world.reconciler._flavors._put("on-demand", _flavor(), "1")
+async def test_an_admitted_job_is_resumed_with_the_flavors_directives_in_its_template(cluster: FakeCluster) -> None:
+    world = await World.start(cluster)
+    cluster.server.add(RESOURCE_FLAVORS, _flavor())
     j = job("go", held=True)
-    key = world.add_job(j, workload(j, admitted=2))
+    key = await world.add_job(j, workload(j, admitted=2))
 
     assert await world.reconciler(key) is None
 
@@ -590,10 +603,10 @@ async def test_an_admitted_job_is_resumed_with_the_flavors_directives_in_its_tem
     assert "Resumed" in world.events.reasons("go")
 
 
-async def test_a_resumed_job_s_gated_pods_are_released_and_counted_in_the_event() -> None:
-    world = World(FakeKube())
+async def test_a_resumed_job_s_gated_pods_are_released_and_counted_in_the_event(cluster: FakeCluster) -> None:
+    world = await World.start(cluster)
     j = job("run", count=3)
-    key = world.add_job(j, workload(j, admitted=3), gated_pods(j, 3))
+    key = await world.add_job(j, workload(j, admitted=3), gated_pods(j, 3))
 
     assert await world.reconciler(key) is None
 
@@ -602,14 +615,15 @@ async def test_a_resumed_job_s_gated_pods_are_released_and_counted_in_the_event(
     assert "released 3 of 3 admitted pod(s)" in started[3]
 
 
-async def test_a_requeued_job_gets_its_recorded_template_back_once_reset() -> None:
-    world = World(FakeKube())
+async def test_a_requeued_job_gets_its_recorded_template_back_once_reset(cluster: FakeCluster) -> None:
+    world = await World.start(cluster)
     original = job("again", held=True)
     wl = workload(original)  # records the template as the user wrote it
     ran = job("again", held=True)
     ran["spec"]["template"]["spec"]["nodeSelector"] = {"instance-type": "spot"}
     ran["spec"]["template"]["spec"]["tolerations"] = [{"key": "spot", "operator": "Exists"}]
-    key = world.add_job(ran, wl)
+    key = await world.add_job(ran, wl)
+    read = world.job_version(key)
 
     assert await world.reconciler(key) is None
 
@@ -617,11 +631,11 @@ async def test_a_requeued_job_gets_its_recorded_template_back_once_reset() -> No
     template = patch["spec"]["template"]["spec"]
     assert template["nodeSelector"] == {"instance-type": None}
     assert template["tolerations"] is None
-    assert patch["metadata"]["resourceVersion"] == "7"
+    assert patch["metadata"]["resourceVersion"] == read
 
 
-async def test_an_evicted_job_is_suspended_as_kqueue_s() -> None:
-    world = World(FakeKube())
+async def test_an_evicted_job_is_suspended_as_kqueue_s(cluster: FakeCluster) -> None:
+    world = await World.start(cluster)
     j = job("victim", started=True)
     wl = workload(j, admitted=2)
     doc = wl.to_dict()
@@ -636,7 +650,7 @@ async def test_an_evicted_job_is_suspended_as_kqueue_s() -> None:
     )
     evicted = parse_object(doc, validate=False)
     assert isinstance(evicted, Workload)
-    key = world.add_job(j, evicted)
+    key = await world.add_job(j, evicted)
 
     assert await world.reconciler(key) is None
 

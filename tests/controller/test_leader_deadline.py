@@ -16,9 +16,9 @@ import pytest
 from aiohttp import web
 from kubernetes_asyncio.client import ApiClient
 
-from kqueue.controller.informer import Resource
 from kqueue.controller.kube import Kube, WriteDeadlinePassed
 from kqueue.controller.leader import LeaderElector
+from kqueue.controller.resources import Resource
 from tests.controller.mock_apiserver import LeaseApiServer, eventually, start_app
 
 LEASE = timedelta(seconds=2)

@@ -20,10 +20,12 @@ from kqueue.api.v1alpha1 import ClusterQueue, LocalQueue, ResourceFlavor, Worklo
 from kqueue.api.v1alpha1 import constants as c
 from kqueue.controller.clock import Now
 from kqueue.controller.events import EventRecorder
-from kqueue.controller.informer import Resource, Store
+from kqueue.controller.informer import Store
 from kqueue.controller.integrations.job.elastic import ElasticSlices
 from kqueue.controller.kube import Conflict, Kube, KubeError, NotFound
 from kqueue.controller.metrics import Metrics
+from kqueue.controller.pending_reasons import PendingReasons
+from kqueue.controller.resources import Resource
 from kqueue.controller.scheduler import Scheduler, SchedulerSettings
 from kqueue.engine import adapt
 from kqueue.engine.cycle import CycleResult
@@ -270,7 +272,7 @@ async def test_a_crashing_write_is_logged_and_rolled_back(caplog: pytest.LogCapt
     scheduler, api, _, engine = make()
     api.create(workload("a", "1"))
     api.fail = RuntimeError("bug in the writer")
-    with caplog.at_level(logging.ERROR, logger="kqueue.controller.scheduler"):
+    with caplog.at_level(logging.ERROR, logger="kqueue.controller.decision_writer"):
         await scheduler.run_once()
         await scheduler.drain()
     assert not engine.holds_quota(key("a"))
@@ -336,7 +338,7 @@ async def test_one_write_at_a_time_per_workload() -> None:
 
 
 async def _lane(scheduler: Scheduler) -> asyncio.Task[None]:
-    task = asyncio.get_running_loop().create_task(scheduler._reason_lane())
+    task = asyncio.get_running_loop().create_task(scheduler.reasons.run())
     await asyncio.sleep(0)
     return task
 
@@ -349,7 +351,7 @@ async def _settle(api: FakeApi, scheduler: Scheduler) -> None:
 
 async def _cycle(scheduler: Scheduler, api: FakeApi) -> None:
     """One cycle (sweeping too), its writes and reasons done, seen by the informer."""
-    scheduler._last_sweep = float("-inf")
+    scheduler.reasons._last_sweep = float("-inf")
     await scheduler.run_once()
     await _settle(api, scheduler)
     api.sync()
@@ -387,7 +389,7 @@ async def test_reasons_wait_while_decisions_are_written() -> None:
     try:
         api.gate.clear()
         await scheduler.run_once()  # admits a (held), b is queued behind it
-        scheduler._last_sweep = float("-inf")
+        scheduler.reasons._last_sweep = float("-inf")
         await scheduler.run_once()
         await asyncio.sleep(0.05)
         assert api.in_flight.get(key("b"), 0) == 0  # nothing for b while a's admission waits
@@ -439,14 +441,14 @@ async def test_a_write_starts_from_our_last_write_when_the_informer_lags() -> No
 async def test_responses_are_kept_only_for_a_few_seconds(
     ttl_s: float, kept: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr("kqueue.controller.scheduler._WRITTEN_TTL_S", ttl_s)
+    monkeypatch.setattr("kqueue.controller.decision_writer._WRITTEN_TTL_S", ttl_s)
     scheduler, api, _, _ = make(cpu="3")
     for i, name in enumerate(("a", "b", "c")):
         api.create(workload(name, "1", created_s=i))
         await scheduler.run_once()
         await scheduler.drain()
     assert api.admitted() == {key("a"), key("b"), key("c")}
-    assert len(scheduler._written) == kept
+    assert len(scheduler.writer._written) == kept
 
 
 async def test_a_stopped_queue_shows_in_settled_workloads_at_once() -> None:
@@ -456,7 +458,7 @@ async def test_a_stopped_queue_shows_in_settled_workloads_at_once() -> None:
     try:
         for _ in range(2):
             await _cycle(scheduler, api)
-        assert scheduler._settled.get(key("c")) is not None  # the sweep skips c from now on
+        assert scheduler.reasons._settled.get(key("c")) is not None  # the sweep skips c from now on
         writes = len(api.reason_writes(key("c")))
         stopped = cluster_queue("1")
         stopped.spec.stop_policy = "Hold"
@@ -521,7 +523,7 @@ async def test_an_admission_that_fails_before_its_write_is_rolled_back(
     def broken(*_: object) -> Workload:
         raise ValueError("cannot build the admission")
 
-    monkeypatch.setattr("kqueue.controller.scheduler.workload_status.admit", broken)
+    monkeypatch.setattr("kqueue.controller.decision_writer.workload_status.admit", broken)
     await scheduler.run_once()
     await scheduler.drain()
     assert api.admitted() == set()
@@ -548,7 +550,7 @@ async def test_an_eviction_that_fails_unexpectedly_is_decided_again(
     def broken(*_: object, **__: object) -> Workload:
         raise ValueError("cannot build the eviction")
 
-    monkeypatch.setattr("kqueue.controller.scheduler.workload_status.evict", broken)
+    monkeypatch.setattr("kqueue.controller.decision_writer.workload_status.evict", broken)
     assert await scheduler.run_once()  # preempts low; its write crashes
     await scheduler.drain()
     assert key("low") not in engine.cache.evicting
@@ -571,21 +573,21 @@ async def test_the_reason_lane_survives_crashes_between_its_slot_and_its_write(
     await scheduler.run_once()  # admits a; b pends without a reason
     await scheduler.drain()
     api.sync()
-    real = Scheduler._reason_update
+    real = PendingReasons._update
     calls = 0
 
-    def flaky(self: Scheduler, k: WorkloadKey, head: bool) -> Any:
+    def flaky(self: PendingReasons, k: WorkloadKey, head: bool) -> Any:
         nonlocal calls
         calls += 1
         if calls in (2, 4):  # the second look, after the slot was taken
             raise RuntimeError("bug while reading the reason again")
         return real(self, k, head)
 
-    monkeypatch.setattr(Scheduler, "_reason_update", flaky)
+    monkeypatch.setattr(PendingReasons, "_update", flaky)
     lane = await _lane(scheduler)
     try:
         for _ in range(3):
-            scheduler._queue_reason(key("b"), head=False)
+            scheduler.reasons.queue(key("b"), head=False)
             for _ in range(120):
                 await asyncio.sleep(0.02)
                 if api.reason_writes(key("b")) or lane.done():

@@ -28,7 +28,8 @@ import yaml
 from kqueue.api.config import DEFAULT_FRAMEWORKS, LabelSelector, LabelSelectorRequirement
 from kqueue.api.v1alpha1 import constants as c
 from kqueue.controller.admission.certs import ensure_local_certs
-from kqueue.controller.kube import (
+from kqueue.controller.kube import Kube, KubeError
+from kqueue.controller.resources import (
     CLUSTER_QUEUES,
     COHORTS,
     JOBS,
@@ -36,8 +37,6 @@ from kqueue.controller.kube import (
     RESOURCE_FLAVORS,
     WORKLOAD_PRIORITY_CLASSES,
     WORKLOADS,
-    Kube,
-    KubeError,
 )
 from kqueue.controller.webhooks.config import webhook_configurations
 from kqueue.localcluster.cluster import LocalCluster
@@ -450,7 +449,7 @@ class Api:
         return await eventually(probe, within=within, what=f"Workload of Job {job_name}: {what}")
 
     async def pods_of(self, namespace: str, job_name: str) -> list[Obj]:
-        from kqueue.controller.kube import PODS
+        from kqueue.controller.resources import PODS
 
         return await self.kube.list(PODS, namespace=namespace, label_selector=f"job-name={job_name}")
 
@@ -458,9 +457,9 @@ class Api:
         return await self.kube.get(JOBS, name, namespace)
 
     async def events_for(self, namespace: str, name: str) -> list[Obj]:
-        from kqueue.controller.kube import EVENTS_V1
+        from kqueue.controller.resources import EVENTS
 
-        items = await self.kube.list(EVENTS_V1, namespace=namespace)
+        items = await self.kube.list(EVENTS, namespace=namespace)
         return [e for e in items if e["involvedObject"].get("name") == name]
 
 

@@ -11,7 +11,7 @@ from typing import Any
 import yaml
 
 from kqueue.api.v1alpha1 import constants as c
-from kqueue.controller.kube import PODS, WORKLOADS
+from kqueue.controller.resources import PODS, WORKLOADS
 from kqueue.localcluster.cluster import LocalCluster
 from tests.controller_e2e.harness import Api, KqueueProcess
 

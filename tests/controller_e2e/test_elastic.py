@@ -8,7 +8,8 @@ from typing import Any
 import pytest
 
 from kqueue.api.v1alpha1 import constants as c
-from kqueue.controller.kube import JOBS, KubeError
+from kqueue.controller.kube import KubeError
+from kqueue.controller.resources import JOBS
 from tests.controller_e2e.harness import (
     Api,
     KqueueProcess,

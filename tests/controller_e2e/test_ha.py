@@ -16,9 +16,8 @@ import pytest
 
 from kqueue.api.quantity import parse_quantity
 from kqueue.api.v1alpha1 import constants as c
-from kqueue.controller.informer import Resource
 from kqueue.controller.integrations.job import webhook as job_webhook
-from kqueue.controller.kube import WORKLOADS
+from kqueue.controller.resources import WORKLOADS, Resource
 from kqueue.localcluster.cluster import LocalCluster
 from tests.controller_e2e.harness import (
     KQUEUE_NAMESPACE,

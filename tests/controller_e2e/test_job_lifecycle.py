@@ -8,7 +8,7 @@ import pytest
 
 from kqueue.api.integrations import workload_name_for_job
 from kqueue.api.v1alpha1 import constants as c
-from kqueue.controller.kube import CLUSTER_QUEUES, LOCAL_QUEUES
+from kqueue.controller.resources import CLUSTER_QUEUES, LOCAL_QUEUES
 from kqueue.localcluster.nodes import INSTANCE_TYPE_LABEL
 from tests.controller_e2e.harness import (
     Api,

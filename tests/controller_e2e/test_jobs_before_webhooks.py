@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from kqueue.api.v1alpha1 import constants as c
-from kqueue.controller.kube import CLUSTER_QUEUES
+from kqueue.controller.resources import CLUSTER_QUEUES
 from kqueue.controller.webhooks.config import MUTATING_NAME, VALIDATING_NAME
 from kqueue.localcluster.nodes import INSTANCE_TYPE_LABEL
 from tests.controller_e2e.harness import (

@@ -7,7 +7,8 @@ from __future__ import annotations
 import pytest
 
 from kqueue.api.v1alpha1 import constants as c
-from kqueue.controller.kube import WORKLOADS, KubeError
+from kqueue.controller.kube import KubeError
+from kqueue.controller.resources import WORKLOADS
 from tests.controller_e2e.harness import (
     Api,
     cluster_queue,

@@ -10,7 +10,8 @@ import pytest
 
 from kqueue.api.v1alpha1 import constants as c
 from kqueue.controller.integrations.pod.reconciler import DISRUPTION_TARGET, EVICTED_BY_KQUEUE
-from kqueue.controller.kube import CLUSTER_QUEUES, PODS, WORKLOADS, NotFound
+from kqueue.controller.kube import NotFound
+from kqueue.controller.resources import CLUSTER_QUEUES, PODS, WORKLOADS
 from kqueue.localcluster.cluster import LocalCluster
 from kqueue.localcluster.nodes import COMPLETE_AFTER_ANNOTATION, INSTANCE_TYPE_LABEL
 from tests.controller_e2e.harness import (

@@ -10,8 +10,7 @@ from typing import Any
 import pytest
 
 from kqueue.api.v1alpha1 import constants as c
-from kqueue.controller.informer import Resource
-from kqueue.controller.kube import CLUSTER_QUEUES, JOBS
+from kqueue.controller.resources import CLUSTER_QUEUES, JOBS, Resource
 from kqueue.localcluster.nodes import INSTANCE_TYPE_LABEL
 from tests.controller_e2e.harness import (
     Api,

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from kqueue.api.v1alpha1 import constants as c
-from kqueue.controller.kube import CLUSTER_QUEUES, JOBS, RESOURCE_FLAVORS, NotFound
+from kqueue.controller.kube import NotFound
+from kqueue.controller.resources import CLUSTER_QUEUES, JOBS, RESOURCE_FLAVORS
 from tests.controller_e2e.harness import (
     Api,
     after_second_of,

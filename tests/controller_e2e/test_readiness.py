@@ -15,7 +15,7 @@ import pytest
 
 from kqueue.api.v1alpha1 import constants as c
 from kqueue.api.v1alpha1 import parse_time
-from kqueue.controller.kube import WORKLOADS
+from kqueue.controller.resources import WORKLOADS
 from kqueue.localcluster.cluster import LocalCluster
 from tests.controller_e2e.harness import (
     Api,

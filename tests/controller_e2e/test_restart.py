@@ -9,7 +9,7 @@ import pytest
 
 from kqueue.api.quantity import parse_quantity
 from kqueue.api.v1alpha1 import constants as c
-from kqueue.controller.kube import JOBS, WORKLOADS
+from kqueue.controller.resources import JOBS, PODS, WORKLOADS
 from tests.controller_e2e.harness import (
     Api,
     KqueueProcess,
@@ -52,9 +52,7 @@ async def _check_invariants(api: Api, namespace: str) -> list[dict[str, Any]]:
         admitted_events = sum(e.get("count", 1) for e in events if e["reason"] == c.ADMITTED_REASON)
         assert admitted_events <= 1, f"{w['metadata']['name']} admitted {admitted_events} times"
     # No pods beyond the admitted workloads run.
-    pods = await api.kube.list(
-        __import__("kqueue.controller.kube", fromlist=["PODS"]).PODS, namespace=namespace
-    )
+    pods = await api.kube.list(PODS, namespace=namespace)
     running = [p for p in pods if not p["spec"].get("schedulingGates")
                and p["status"].get("phase") in ("Running", "Pending")]
     assert len(running) <= QUOTA_CPU

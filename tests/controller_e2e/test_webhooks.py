@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from kqueue.api.v1alpha1 import constants as c
-from kqueue.controller.kube import CLUSTER_QUEUES, JOBS, LOCAL_QUEUES, KubeError
+from kqueue.controller.kube import KubeError
+from kqueue.controller.resources import CLUSTER_QUEUES, JOBS, LOCAL_QUEUES
 from tests.controller_e2e.harness import (
     Api,
     cluster_queue,

@@ -35,7 +35,8 @@ from kubernetes_asyncio import client
 
 from kqueue.api.quantity import parse_quantity
 from kqueue.api.v1alpha1 import constants as c
-from kqueue.controller.kube import JOBS, PODS, WORKLOADS, Kube
+from kqueue.controller.kube import Kube
+from kqueue.controller.resources import JOBS, PODS, WORKLOADS
 from kqueue.localcluster.cluster import LocalCluster
 from tests.controller_e2e.harness import (
     ROOT,

@@ -20,7 +20,8 @@ import aiohttp
 import pytest
 
 from kqueue.api.v1alpha1 import constants as c
-from kqueue.controller.kube import JOBS, WORKLOADS, KubeError
+from kqueue.controller.kube import KubeError
+from kqueue.controller.resources import JOBS, WORKLOADS
 from kqueue.localcluster.cluster import LocalCluster
 from tests.controller_e2e.harness import Api, eventually, is_true, job, unique
 from tests.reliability.faults import (

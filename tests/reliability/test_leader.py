@@ -23,7 +23,7 @@ import aiohttp
 import pytest
 import yaml
 
-from kqueue.controller.kube import EVENTS_V1
+from kqueue.controller.resources import EVENTS
 from kqueue.localcluster.cluster import LocalCluster
 from tests.controller_e2e.harness import KQUEUE_NAMESPACE, Api, free_port
 from tests.reliability.faults import (
@@ -239,7 +239,7 @@ async def test_leader_killed_repeatedly_never_two_leaders(
                 )
             watcher.assert_clean()
             await final_checks(api, namespace, scenario.jobs)
-        events = await api.kube.list(EVENTS_V1, namespace=namespace)
+        events = await api.kube.list(EVENTS, namespace=namespace)
     finally:
         await forwarder.stop()
 

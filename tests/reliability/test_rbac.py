@@ -27,7 +27,7 @@ import pytest
 import yaml
 
 from kqueue.api.v1alpha1 import constants as c
-from kqueue.controller.kube import CLUSTER_QUEUES, JOBS
+from kqueue.controller.resources import CLUSTER_QUEUES, JOBS
 from kqueue.localcluster.cluster import LocalCluster
 from tests.chart.devrelease import RELEASE, DevRelease, dev_release
 from tests.controller_e2e.harness import Api, install_crds, job

@@ -13,7 +13,8 @@ import click
 from kqueue.api.suggest import did_you_mean
 from kqueue.cli.cluster import connect, current_namespace, list_retrying
 from kqueue.controller import kube as k
-from kqueue.controller.informer import Resource
+from kqueue.controller import resources as r
+from kqueue.controller.resources import Resource
 
 T = TypeVar("T")
 F = TypeVar("F", bound=Callable[..., Any])
@@ -27,10 +28,10 @@ KIND_NAMES: dict[str, tuple[str, ...]] = {
 }
 
 RESOURCES: dict[str, tuple[Resource, str]] = {
-    "clusterqueues": (k.CLUSTER_QUEUES, "ClusterQueue"),
-    "localqueues": (k.LOCAL_QUEUES, "LocalQueue"),
-    "workloads": (k.WORKLOADS, "Workload"),
-    "resourceflavors": (k.RESOURCE_FLAVORS, "ResourceFlavor"),
+    "clusterqueues": (r.CLUSTER_QUEUES, "ClusterQueue"),
+    "localqueues": (r.LOCAL_QUEUES, "LocalQueue"),
+    "workloads": (r.WORKLOADS, "Workload"),
+    "resourceflavors": (r.RESOURCE_FLAVORS, "ResourceFlavor"),
 }
 
 

@@ -28,6 +28,7 @@ from kqueue.cli.kubectl.common import (
 )
 from kqueue.cli.manifests import InvalidInput
 from kqueue.controller import kube as k
+from kqueue.controller import resources as r
 from kqueue.engine.engine import Engine
 from kqueue.engine.sim.scenario import build_scenario
 from kqueue.engine.types import WorkloadKey
@@ -125,7 +126,7 @@ def list_workloads(
             docs = await _engine_objects_if_allowed(client)
         if selector or not docs:
             shown = await list_retrying(
-                client, k.WORKLOADS, namespace=namespace, label_selector=selector
+                client, r.WORKLOADS, namespace=namespace, label_selector=selector
             )
         else:
             shown = [
@@ -137,7 +138,7 @@ def list_workloads(
         if docs:
             lqs = [d for d in docs if d.get("kind") == "LocalQueue"]
         else:
-            lqs = await list_retrying(client, k.LOCAL_QUEUES, namespace=namespace)
+            lqs = await list_retrying(client, r.LOCAL_QUEUES, namespace=namespace)
         return docs, lqs, shown
 
     docs, lqs, shown = target.run(work)

@@ -19,7 +19,7 @@ from kqueue.cli.kubectl.common import (
     qualified,
 )
 from kqueue.controller import kube as k
-from kqueue.controller.kube import MERGE_PATCH, object_path
+from kqueue.controller.kube import MERGE_PATCH
 
 Obj = dict[str, Any]
 
@@ -59,7 +59,7 @@ def apply_patch(
 
     obj, unchanged = target.run(work)
     if dry_run == "client":
-        path = object_path(resource, name, namespace)
+        path = resource.object_path(name, namespace)
         click.echo(f"{qualified(kind, name)} {verb} (dry run)")
         click.echo(f"PATCH {path} ({MERGE_PATCH})")
         click.echo(json.dumps(patch, separators=(",", ":")))

@@ -33,7 +33,13 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from kubernetes_asyncio.client import ApiClient
 
 from kqueue import pki
-from kqueue.controller.rest import request_json
+from kqueue.controller.kube import Conflict, Kube, KubeError, NotFound
+from kqueue.controller.resources import (
+    MUTATING_WEBHOOK_CONFIGURATIONS,
+    SECRETS,
+    VALIDATING_WEBHOOK_CONFIGURATIONS,
+    Resource,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -295,9 +301,9 @@ def ensure_local_certs(
 # -- in-cluster management ------------------------------------------------------------------------
 
 WebhookKind = Literal["MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"]
-_WEBHOOK_PLURALS: dict[str, str] = {
-    "MutatingWebhookConfiguration": "mutatingwebhookconfigurations",
-    "ValidatingWebhookConfiguration": "validatingwebhookconfigurations",
+_WEBHOOK_RESOURCES: dict[str, Resource] = {
+    "MutatingWebhookConfiguration": MUTATING_WEBHOOK_CONFIGURATIONS,
+    "ValidatingWebhookConfiguration": VALIDATING_WEBHOOK_CONFIGURATIONS,
 }
 
 
@@ -320,7 +326,9 @@ class CertRotator:
         renew_before: timedelta = RENEW_BEFORE,
         extra_hosts: Sequence[str] = (),
     ) -> None:
-        self._api = api_client
+        # Every replica writes certificates, leader or not: its own client, with no write
+        # deadline, on the shared connection pool.
+        self._kube = Kube(api_client)
         self.namespace = namespace
         self.secret_name = secret_name
         self.hosts = [*service_hosts(service_name, namespace), *extra_hosts]
@@ -355,15 +363,16 @@ class CertRotator:
         return True, f"webhook certificate valid until {self.bundle.not_after.isoformat()}"
 
     async def _ensure_secret(self, *, now: datetime | None) -> CertBundle:
-        path = f"/api/v1/namespaces/{self.namespace}/secrets/{self.secret_name}"
         what = f"Secret {self.namespace}/{self.secret_name}"
         for _ in range(5):
-            status, secret = await request_json(self._api, "GET", path)
-            current: CertBundle | None = None
-            if status == 200:
-                current = _bundle_from_secret(secret)
-            elif status != 404:
-                raise CertError(f"{what}: GET returned HTTP {status}: {secret.get('message', '')}")
+            secret: Obj | None
+            try:
+                secret = await self._kube.get(SECRETS, self.secret_name, self.namespace)
+            except NotFound:
+                secret = None
+            except KubeError as exc:
+                raise CertError(f"{what}: GET returned HTTP {exc.status}: {exc.message}") from exc
+            current = _bundle_from_secret(secret) if secret is not None else None
             reason = renewal_reason(current, self.hosts, now=now, renew_before=self.renew_before)
             if reason is None and current is not None:
                 return current
@@ -384,21 +393,21 @@ class CertRotator:
                 "type": "kubernetes.io/tls",
                 "data": {k: base64.b64encode(v).decode() for k, v in data.items()},
             }
-            if status == 200:
-                # Keep labels, owners and the resourceVersion: a concurrent renewal makes ours 409.
-                body["metadata"] = secret["metadata"]
-                put_status, answer = await request_json(self._api, "PUT", path, body)
-            else:
-                put_status, answer = await request_json(
-                    self._api, "POST", f"/api/v1/namespaces/{self.namespace}/secrets", body
-                )
-            if put_status in (200, 201):
-                return bundle
-            if put_status != 409:
+            try:
+                if secret is not None:
+                    # Keep labels, owners and the resourceVersion: a concurrent renewal makes
+                    # ours 409.
+                    body["metadata"] = secret["metadata"]
+                    await self._kube.replace(SECRETS, body, namespace=self.namespace)
+                else:
+                    await self._kube.create(SECRETS, body, self.namespace)
+            except Conflict:
+                continue  # another replica renewed first: read again and adopt its certificates
+            except KubeError as exc:
                 raise CertError(
-                    f"{what}: write returned HTTP {put_status}: {answer.get('message', '')}"
-                )
-            # Another replica renewed first: read again and adopt its certificates.
+                    f"{what}: write returned HTTP {exc.status}: {exc.message}"
+                ) from exc
+            return bundle
         raise CertError(f"{what}: kept conflicting with concurrent writers")
 
     async def inject_ca_bundle(self, kind: WebhookKind, name: str, ca_pem: bytes) -> bool:
@@ -407,18 +416,18 @@ class CertRotator:
         Returns whether it changed anything. A missing configuration is logged, not an error:
         it may be installed after the controller starts, and the next pass injects it.
         """
-        plural = _WEBHOOK_PLURALS[kind]
-        path = f"/apis/admissionregistration.k8s.io/v1/{plural}/{name}"
+        resource = _WEBHOOK_RESOURCES[kind]
         ca_b64 = base64.b64encode(ca_pem).decode()
         for _ in range(5):
-            status, config = await request_json(self._api, "GET", path)
-            if status == 404:
+            try:
+                config = await self._kube.get(resource, name)
+            except NotFound:
                 logger.warning("%s %s not found; cannot inject the webhook CA yet", kind, name)
                 return False
-            if status != 200:
+            except KubeError as exc:
                 raise CertError(
-                    f"{kind} {name}: GET returned HTTP {status}: {config.get('message', '')}"
-                )
+                    f"{kind} {name}: GET returned HTTP {exc.status}: {exc.message}"
+                ) from exc
             webhooks = config.get("webhooks") or []
             stale = [w for w in webhooks if (w.get("clientConfig") or {}).get("caBundle") != ca_b64]
             if not stale:
@@ -427,16 +436,16 @@ class CertRotator:
                 w.setdefault("clientConfig", {})["caBundle"] = ca_b64
             # The whole object goes back with its resourceVersion: nothing else is lost, and a
             # concurrent edit makes this write fail instead of being overwritten.
-            status, answer = await request_json(self._api, "PUT", path, config)
-            if status == 200:
-                logger.info(
-                    "injected the webhook CA into %s %s (%d webhooks)", kind, name, len(stale)
-                )
-                return True
-            if status != 409:
+            try:
+                await self._kube.replace(resource, config)
+            except Conflict:
+                continue
+            except KubeError as exc:
                 raise CertError(
-                    f"{kind} {name}: PUT returned HTTP {status}: {answer.get('message', '')}"
-                )
+                    f"{kind} {name}: PUT returned HTTP {exc.status}: {exc.message}"
+                ) from exc
+            logger.info("injected the webhook CA into %s %s (%d webhooks)", kind, name, len(stale))
+            return True
         raise CertError(f"{kind} {name}: kept conflicting with concurrent writers")
 
 

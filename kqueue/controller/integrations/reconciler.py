@@ -38,7 +38,7 @@ from kqueue.api.v1alpha1 import constants as c
 from kqueue.controller import workload_status
 from kqueue.controller.clock import Now
 from kqueue.controller.events import EventRecorder
-from kqueue.controller.informer import Store, object_key
+from kqueue.controller.informer import Store
 from kqueue.controller.integrations.framework import GenericJob
 from kqueue.controller.integrations.gate import is_terminal
 from kqueue.controller.integrations.management import (
@@ -48,7 +48,8 @@ from kqueue.controller.integrations.management import (
 )
 from kqueue.controller.integrations.owners import BY_OWNER, object_index_key
 from kqueue.controller.integrations.release import PodReleaser, pod_set_releases
-from kqueue.controller.kube import WORKLOADS, Conflict, Kube, KubeError
+from kqueue.controller.kube import Conflict, Kube, KubeError
+from kqueue.controller.resources import WORKLOADS, object_key
 from kqueue.controller.workqueue import Requeue
 
 logger = logging.getLogger(__name__)

@@ -27,11 +27,12 @@ from typing import Any
 
 from kqueue.api.v1alpha1 import ResourceFlavor, Workload
 from kqueue.controller.clock import Now
-from kqueue.controller.informer import Store, object_key
+from kqueue.controller.informer import Store
 from kqueue.controller.integrations.framework import PodSetRelease
 from kqueue.controller.integrations.gate import is_gated, release_ops, ungate
-from kqueue.controller.kube import JSON_PATCH, PODS, Kube, KubeError, NotFound
+from kqueue.controller.kube import JSON_PATCH, Kube, KubeError, NotFound
 from kqueue.controller.metrics import Metrics
+from kqueue.controller.resources import PODS, object_key
 
 logger = logging.getLogger(__name__)
 

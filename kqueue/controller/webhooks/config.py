@@ -16,13 +16,13 @@ from kqueue.api.config import DEFAULT_FRAMEWORKS, LabelSelector
 from kqueue.api.v1alpha1 import constants as c
 from kqueue.controller.integrations import Webhook, registry
 from kqueue.controller.kube import Conflict, Kube, NotFound
+from kqueue.controller.resources import Resource
 from kqueue.controller.webhooks import kinds, pod
 
 Obj = dict[str, Any]
 
 MUTATING_NAME: Final = "kqueue-mutating-webhook-configuration"
 VALIDATING_NAME: Final = "kqueue-validating-webhook-configuration"
-_ADMISSION_REGISTRATION = "/apis/admissionregistration.k8s.io/v1"
 
 KQUEUE_PLURALS: Final = (
     "resourceflavors",
@@ -148,32 +148,33 @@ def webhook_configurations(
     return mutating, validating
 
 
+def _resource(cfg: Obj) -> Resource:
+    return Resource("admissionregistration.k8s.io", "v1", cfg["kind"].lower() + "s", False)
+
+
 async def install_webhook_configurations(kube: Kube, *configs: Obj) -> None:
     """Create or replace the given webhook configurations (local development and tests)."""
     for cfg in configs:
-        plural = cfg["kind"].lower() + "s"
-        path = f"{_ADMISSION_REGISTRATION}/{plural}"
+        resource = _resource(cfg)
         name = cfg["metadata"]["name"]
         for _ in range(5):
-            status, current = await kube.request("GET", f"{path}/{name}")
-            if status == 404:
-                status, body = await kube.request("POST", path, cfg)
-            else:
-                body_cfg = {**cfg, "metadata": {**cfg["metadata"],
-                            "resourceVersion": current["metadata"]["resourceVersion"]}}
-                status, body = await kube.request("PUT", f"{path}/{name}", body_cfg)
-            if status in (200, 201):
-                break
-            if status != 409:
-                raise RuntimeError(f"{cfg['kind']} {name}: HTTP {status}: {body.get('message')}")
+            try:
+                try:
+                    current = await kube.get(resource, name)
+                except NotFound:
+                    await kube.create(resource, cfg)
+                else:
+                    version = current["metadata"]["resourceVersion"]
+                    await kube.replace(
+                        resource, {**cfg, "metadata": {**cfg["metadata"], "resourceVersion": version}}
+                    )
+            except Conflict:
+                continue  # written in between: read again
+            break
         else:
             raise Conflict(what=f"{cfg['kind']} {name}", status=409, body={})
 
 
 async def delete_webhook_configurations(kube: Kube, *configs: Obj) -> None:
     for cfg in configs:
-        plural = cfg["kind"].lower() + "s"
-        name = cfg["metadata"]["name"]
-        status, body = await kube.request("DELETE", f"{_ADMISSION_REGISTRATION}/{plural}/{name}")
-        if status not in (200, 202, 404):
-            raise NotFound(what=f"{cfg['kind']} {name}", status=status, body=body)
+        await kube.delete(_resource(cfg), cfg["metadata"]["name"])

@@ -40,8 +40,9 @@ from kqueue.controller import workload_status
 from kqueue.controller.clock import Now
 from kqueue.controller.events import EventRecorder
 from kqueue.controller.informer import Store
-from kqueue.controller.kube import JSON_PATCH, WORKLOADS, Conflict, Kube, KubeError, NotFound
+from kqueue.controller.kube import JSON_PATCH, Conflict, Kube, KubeError, NotFound
 from kqueue.controller.metrics import Metrics
+from kqueue.controller.resources import WORKLOADS
 from kqueue.engine import adapt
 from kqueue.engine.cycle import CycleResult
 from kqueue.engine.engine import Engine

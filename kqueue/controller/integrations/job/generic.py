@@ -24,7 +24,6 @@ from typing import Any, Final
 from kqueue.api.integrations import PriorityResolver, pods_count, workload_for_job
 from kqueue.api.v1alpha1 import Workload
 from kqueue.api.v1alpha1 import constants as c
-from kqueue.controller.informer import JOBS, Resource
 from kqueue.controller.integrations.framework import PodSetRelease
 from kqueue.controller.integrations.gate import is_gated
 from kqueue.controller.integrations.podtemplate import (
@@ -33,6 +32,7 @@ from kqueue.controller.integrations.podtemplate import (
     merge,
     restored_template_patch,
 )
+from kqueue.controller.resources import JOBS, Resource
 
 Obj = dict[str, Any]
 

@@ -26,7 +26,6 @@ from kqueue.api.integrations.jobset import (
 )
 from kqueue.api.v1alpha1 import Workload
 from kqueue.api.v1alpha1 import constants as c
-from kqueue.controller.informer import Resource
 from kqueue.controller.integrations.framework import PodSetRelease
 from kqueue.controller.integrations.gate import is_gated
 from kqueue.controller.integrations.podtemplate import (
@@ -35,6 +34,7 @@ from kqueue.controller.integrations.podtemplate import (
     merge,
     restored_template_patch,
 )
+from kqueue.controller.resources import Resource
 
 Obj = dict[str, Any]
 

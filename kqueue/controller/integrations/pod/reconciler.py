@@ -42,11 +42,12 @@ from kqueue.api.v1alpha1 import constants as c
 from kqueue.controller import workload_status
 from kqueue.controller.clock import Now
 from kqueue.controller.events import EventRecorder
-from kqueue.controller.informer import Store, object_key
+from kqueue.controller.informer import Store
 from kqueue.controller.integrations.gate import is_terminal
 from kqueue.controller.integrations.owners import BY_OWNER
 from kqueue.controller.integrations.release import PodReleaser, pod_set_releases
-from kqueue.controller.kube import JSON_PATCH, PODS, WORKLOADS, Conflict, Kube, KubeError, NotFound
+from kqueue.controller.kube import JSON_PATCH, Conflict, Kube, KubeError, NotFound
+from kqueue.controller.resources import PODS, WORKLOADS, object_key
 from kqueue.controller.workqueue import Requeue, WorkQueue, run_workers
 from kqueue.engine.engine import Engine
 from kqueue.engine.types import WorkloadKey

@@ -1,0 +1,231 @@
+"""The Manager on the shared fake API server: what it wires from the integration registry."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from typing import Any
+
+import pytest
+from aiohttp.test_utils import TestClient, TestServer
+
+from kqueue.api.config import Configuration
+from kqueue.api.v1alpha1 import Workload, parse_object
+from kqueue.api.v1alpha1 import constants as c
+from kqueue.controller.admission.server import ADMISSION_API_VERSION
+from kqueue.controller.integrations.pod.reconciler import PodReconciler
+from kqueue.controller.integrations.pod.webhook import MUTATE_PATH as PLAIN_POD_PATH
+from kqueue.controller.manager import Manager
+from kqueue.controller.metrics import Metrics
+from kqueue.controller.resources import JOBS, PODS, WORKLOADS
+from tests.controller.fake_apiserver import FakeCluster
+from tests.controller.mock_apiserver import eventually
+
+Obj = dict[str, Any]
+BOTH = ["batch/job", "pod"]
+
+
+def config(frameworks: list[str], **extra: Any) -> Configuration:
+    return Configuration.model_validate(
+        {"integrations": {"frameworks": frameworks}, "leaderElection": {"leaderElect": False},
+         **extra}
+    )
+
+
+@pytest.fixture
+def manager(cluster: FakeCluster) -> Callable[..., Manager]:
+    def make(frameworks: list[str], **extra: Any) -> Manager:
+        return Manager(cluster.api, config(frameworks, **extra), metrics=Metrics())
+
+    return make
+
+
+@asynccontextmanager
+async def running(m: Manager) -> AsyncIterator[None]:
+    """The manager's informers, running and synced."""
+    tasks = [asyncio.create_task(i.run()) for i in m.informers().values()]
+    try:
+        for informer in m.informers().values():
+            await asyncio.wait_for(informer.wait_synced(), 5)
+        yield
+    finally:
+        for t in tasks:
+            t.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+
+def plain_pod(name: str) -> Obj:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": name,
+            "namespace": "team-a",
+            "uid": f"uid-{name}",
+            "labels": {c.QUEUE_NAME_LABEL: "main", c.MANAGED_LABEL: "true"},
+        },
+        "spec": {
+            "schedulingGates": [{"name": c.ADMISSION_GATE}],
+            "containers": [{"name": "c", "image": "busybox"}],
+        },
+        "status": {"phase": "Pending"},
+    }
+
+
+def owned_workload(kind: str, api_version: str) -> Workload:
+    wl = parse_object(
+        {
+            "apiVersion": c.API_VERSION,
+            "kind": "Workload",
+            "metadata": {
+                "name": "w",
+                "namespace": "team-a",
+                "ownerReferences": [{"apiVersion": api_version, "kind": kind, "name": "o",
+                                     "uid": "u", "controller": True}] if kind else [],
+            },
+            "spec": {"podSets": [{"name": "main", "count": 1, "template": {"spec": {
+                "containers": [{"name": "c", "image": "busybox"}]}}}]},
+        },
+        validate=False,
+    )
+    assert isinstance(wl, Workload)
+    return wl
+
+
+@pytest.mark.parametrize(
+    ("frameworks", "wired", "generic"),
+    [
+        pytest.param(BOTH, ["batch/job", "pod"], ["batch/job"], id="all"),
+        pytest.param(["batch/job"], ["batch/job"], ["batch/job"], id="jobs-only"),
+        pytest.param(["pod"], ["pod"], [], id="pods-only"),
+    ],
+)
+def test_only_enabled_integrations_are_wired(
+    manager: Callable[..., Manager], frameworks: list[str], wired: list[str], generic: list[str]
+) -> None:
+    m = manager(frameworks)
+    assert [fw.name for fw in m.frameworks] == wired
+    # An informer, a work queue and a reconciler per enabled integration the generic
+    # reconciler drives; none for the others.
+    assert sorted(m.objects) == generic
+    assert sorted(m.job_reconcilers) == generic
+    assert sorted(n for n in m.informers() if n.startswith("integration/")) == [
+        f"integration/{n}" for n in generic
+    ]
+    pod_tasks = [t for t in m.leader_tasks if isinstance(getattr(t, "__self__", None), PodReconciler)]
+    assert len(pod_tasks) == (1 if "pod" in frameworks else 0)
+
+
+async def _review(m: Manager, path: str, obj: Obj) -> Obj:
+    review = {
+        "apiVersion": ADMISSION_API_VERSION,
+        "kind": "AdmissionReview",
+        "request": {
+            "uid": "1",
+            "operation": "CREATE",
+            "kind": {"group": "", "version": "v1", "kind": "Pod"},
+            "resource": {"group": "", "version": "v1", "resource": "pods"},
+            "namespace": "team-a",
+            "name": obj["metadata"]["name"],
+            "object": obj,
+        },
+    }
+    async with TestClient(TestServer(m.webhook_server.app())) as client:
+        response = await client.post(path, data=json.dumps(review))
+        assert response.status == 200
+        answer: Obj = (await response.json())["response"]
+    return answer
+
+
+async def test_a_disabled_framework_s_webhooks_allow_unchanged(
+    manager: Callable[..., Manager],
+) -> None:
+    pod = plain_pod("p")
+    del pod["spec"]["schedulingGates"]
+    pod["metadata"]["labels"] = {c.QUEUE_NAME_LABEL: "main"}
+
+    off = await _review(manager(["batch/job"]), PLAIN_POD_PATH, pod)
+    assert off["allowed"] is True and "patch" not in off
+
+    on = await _review(manager(BOTH), PLAIN_POD_PATH, pod)
+    assert on["allowed"] is True and on.get("patch")
+
+
+@pytest.mark.parametrize(
+    ("without_queue_name", "selector"),
+    [
+        pytest.param(False, c.QUEUE_NAME_LABEL, id="labelled-jobs-only"),
+        pytest.param(True, None, id="every-job"),
+    ],
+)
+async def test_each_generic_integration_lists_its_kind(
+    cluster: FakeCluster, manager: Callable[..., Manager], without_queue_name: bool,
+    selector: str | None,
+) -> None:
+    m = manager(BOTH, manageJobsWithoutQueueName=without_queue_name)
+    async with running(m):
+        [jobs_list] = [r for r in cluster.server.requests_to("GET", JOBS) if "watch" not in r.query]
+        assert jobs_list.query.get("labelSelector") == selector
+        [pods_list] = [r for r in cluster.server.requests_to("GET", PODS) if "watch" not in r.query]
+        assert pods_list.query.get("labelSelector") == f"{c.MANAGED_LABEL}=true"
+
+
+async def test_leader_tasks_from_integrations_run_while_leading(
+    cluster: FakeCluster, manager: Callable[..., Manager]
+) -> None:
+    cluster.server.add(PODS, plain_pod("solo"))
+    m = manager(BOTH)
+    async with running(m):
+        leading = asyncio.create_task(m.lead())
+        try:
+            # The plain-pod reconciler (a leader task the pod integration adds) makes the
+            # pod's Workload.
+            await eventually(
+                lambda: any(
+                    r["uid"] == "uid-solo"
+                    for w in cluster.server.objects(WORKLOADS)
+                    for r in w["metadata"].get("ownerReferences") or []
+                ),
+                what="the plain pod's Workload",
+            )
+            assert m.leading
+        finally:
+            leading.cancel()
+            await asyncio.gather(leading, return_exceptions=True)
+    assert not m.leading
+
+
+async def test_without_the_pod_framework_no_plain_pod_is_queued(
+    cluster: FakeCluster, manager: Callable[..., Manager]
+) -> None:
+    cluster.server.add(PODS, plain_pod("solo"))
+    m = manager(["batch/job"])
+    async with running(m):
+        leading = asyncio.create_task(m.lead())
+        try:
+            await asyncio.sleep(0.3)
+        finally:
+            leading.cancel()
+            await asyncio.gather(leading, return_exceptions=True)
+    assert cluster.server.objects(WORKLOADS) == []
+
+
+@pytest.mark.parametrize(
+    ("frameworks", "owner", "releases_itself"),
+    [
+        pytest.param(BOTH, ("Job", "batch/v1"), False, id="job-enabled"),
+        pytest.param(["pod"], ("Job", "batch/v1"), True, id="job-disabled"),
+        pytest.param(BOTH, ("Pod", "v1"), False, id="pod-enabled"),
+        pytest.param(["batch/job"], ("Pod", "v1"), True, id="pod-disabled"),
+        pytest.param(BOTH, ("", ""), True, id="no-owner"),
+        pytest.param(BOTH, ("Job", "batch/v2"), True, id="another-version-of-the-kind"),
+    ],
+)
+def test_a_workload_no_enabled_integration_runs_releases_itself(
+    manager: Callable[..., Manager], frameworks: list[str], owner: tuple[str, str],
+    releases_itself: bool,
+) -> None:
+    m = manager(frameworks)
+    assert m._releases_itself(owned_workload(*owner)) is releases_itself

@@ -1,0 +1,254 @@
+"""Plain Pods and pod groups on the shared fake API server: Workload creation (once the group
+is complete), release of admitted pods, eviction by deleting pods, finishing."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from kqueue.api.integrations import PriorityClasses
+from kqueue.api.v1alpha1 import ResourceFlavor, Workload
+from kqueue.api.v1alpha1 import constants as c
+from kqueue.controller.informer import Informer, as_dict
+from kqueue.controller.integrations.owners import BY_OWNER, owner_uids
+from kqueue.controller.integrations.pod.reconciler import (
+    BY_GROUP,
+    DISRUPTION_TARGET,
+    PodReconciler,
+    group_key,
+    reconcile_key,
+)
+from kqueue.controller.integrations.release import PodReleaser
+from kqueue.controller.metrics import Metrics
+from kqueue.controller.resources import PODS, RESOURCE_FLAVORS, WORKLOADS
+from kqueue.engine.engine import Engine
+from tests.controller.fake_apiserver import FakeCluster
+from tests.controller.fakes import Events, model
+
+Obj = dict[str, Any]
+
+NOW = datetime(2025, 3, 1, 12, 0, tzinfo=UTC)
+NS = "team-a"
+
+
+def pod(name: str, *, group: str | None = None, total: int = 0, phase: str = "Pending") -> Obj:
+    labels = {c.QUEUE_NAME_LABEL: "main", c.MANAGED_LABEL: "true"}
+    annotations = {}
+    if group is not None:
+        labels[c.POD_GROUP_NAME_LABEL] = group
+        annotations[c.POD_GROUP_TOTAL_COUNT_ANNOTATION] = str(total)
+    # As the plain-pod webhook leaves it: gated, labelled managed, with kqueue's finalizer.
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": name,
+            "namespace": NS,
+            "uid": f"uid-{name}",
+            "labels": labels,
+            "annotations": annotations,
+            "finalizers": [c.MANAGED_FINALIZER],
+            "creationTimestamp": "2025-03-01T11:00:00Z",
+        },
+        "spec": {
+            "schedulingGates": [{"name": c.ADMISSION_GATE}],
+            "containers": [
+                {"name": "c", "image": "busybox", "resources": {"requests": {"cpu": "1"}}}
+            ],
+        },
+        "status": {"phase": phase},
+    }
+
+
+class Pods:
+    def __init__(self, cluster: FakeCluster) -> None:
+        self.cluster = cluster
+        self.server = cluster.server
+        self.engine = Engine()
+        self.events = Events()
+
+    @classmethod
+    async def start(cls, cluster: FakeCluster) -> Pods:
+        world = cls(cluster)
+        world.pods: Informer[Obj] = await cluster.informer(
+            PODS, as_dict, label_selector=f"{c.MANAGED_LABEL}=true",
+            indexes={BY_OWNER: owner_uids, BY_GROUP: group_key},
+        )
+        world.workloads = await cluster.informer(
+            WORKLOADS, model(Workload), indexes={BY_OWNER: owner_uids}
+        )
+        world.flavors = await cluster.informer(RESOURCE_FLAVORS, model(ResourceFlavor))
+        world.reconciler = PodReconciler(
+            engine=lambda: world.engine,
+            pods=world.pods.store,
+            workloads=world.workloads.store,
+            flavors=world.flavors.store,
+            priorities=lambda: PriorityClasses.from_objects([], []),
+            kube=cluster.kube,
+            events=world.events,
+            releaser=PodReleaser(kube=cluster.kube, metrics=Metrics(), now=lambda: NOW),
+            now=lambda: NOW,
+        )
+        return world
+
+    async def add(self, *pods: Obj) -> None:
+        for p in pods:
+            self.server.add(PODS, p)
+        await self.cluster.synced()
+
+    async def reconcile(self, any_pod: Obj) -> None:
+        key = reconcile_key(any_pod)
+        assert key is not None
+        await self.reconciler(key)
+        await self.cluster.synced()
+
+    def workloads_in_api(self) -> list[Obj]:
+        return self.server.objects(WORKLOADS)
+
+    async def admit(self, name: str, count: int) -> None:
+        """Reserve quota for the Workload ``name`` as the scheduler writes it."""
+        doc = self.server.get(WORKLOADS, name, NS)
+        assert doc is not None
+        at = (NOW - timedelta(seconds=5)).strftime("%Y-%m-%dT%H:%M:%SZ")
+        doc["status"] = {
+            "conditions": [
+                {"type": c.QUOTA_RESERVED, "status": "True", "reason": c.QUOTA_RESERVED_REASON,
+                 "message": "reserved", "lastTransitionTime": at},
+                {"type": c.ADMITTED, "status": "True", "reason": c.ADMITTED_REASON,
+                 "message": "admitted", "lastTransitionTime": at},
+            ],
+            "admission": {
+                "clusterQueue": "cq",
+                "podSetAssignments": [
+                    {"name": ps["name"], "flavors": {"cpu": "on-demand"},
+                     "resourceUsage": {"cpu": str(count)}, "count": count}
+                    for ps in doc["spec"]["podSets"]
+                ],
+            },
+        }
+        self.server.add(WORKLOADS, doc)
+        await self.cluster.synced()
+
+    async def set_condition(self, name: str, cond: Obj) -> None:
+        doc = self.server.get(WORKLOADS, name, NS)
+        assert doc is not None
+        doc["status"]["conditions"].append(cond)
+        self.server.add(WORKLOADS, doc)
+        await self.cluster.synced()
+
+
+def gated(p: Obj | None) -> bool:
+    assert p is not None
+    return any(g["name"] == c.ADMISSION_GATE for g in p["spec"].get("schedulingGates") or [])
+
+
+async def test_a_single_pod_gets_a_workload_it_owns(cluster: FakeCluster) -> None:
+    world = await Pods.start(cluster)
+    p = pod("solo")
+    await world.add(p)
+
+    await world.reconcile(p)
+
+    [wl] = world.workloads_in_api()
+    assert [r["uid"] for r in wl["metadata"]["ownerReferences"]] == ["uid-solo"]
+    assert wl["spec"]["queueName"] == "main"
+    assert "CreatedWorkload" in world.events.reasons("solo")
+
+
+async def test_a_group_is_queued_once_all_its_pods_exist(cluster: FakeCluster) -> None:
+    world = await Pods.start(cluster)
+    first, second, third = (pod(f"g-{i}", group="g", total=3) for i in range(3))
+    await world.add(first, second)
+
+    await world.reconcile(first)
+    assert world.workloads_in_api() == []
+    assert "WaitingForPodGroup" in {r for _, _, r, _ in world.events.recorded}
+
+    await world.add(third)
+    await world.reconcile(third)
+    [wl] = world.workloads_in_api()
+    assert wl["metadata"]["name"] == "g"
+    assert sorted(r["uid"] for r in wl["metadata"]["ownerReferences"]) == [
+        "uid-g-0", "uid-g-1", "uid-g-2"
+    ]
+
+
+async def test_admitted_pods_are_released_with_the_flavor_never_more_than_admitted(
+    cluster: FakeCluster,
+) -> None:
+    world = await Pods.start(cluster)
+    cluster.server.add(RESOURCE_FLAVORS, {
+        "apiVersion": c.API_VERSION, "kind": "ResourceFlavor", "metadata": {"name": "on-demand"},
+        "spec": {"nodeLabels": {"instance-type": "on-demand"}},
+    })
+    members = [pod(f"g-{i}", group="g", total=3) for i in range(3)]
+    await world.add(*members)
+    await world.reconcile(members[0])
+    await world.admit("g", 2)
+
+    await world.reconcile(members[0])
+
+    released = [p for p in world.server.objects(PODS) if not gated(p)]
+    assert len(released) == 2
+    assert all(p["spec"]["nodeSelector"] == {"instance-type": "on-demand"} for p in released)
+    # Again: idempotent, the third pod stays gated.
+    await world.reconcile(members[0])
+    assert len([p for p in world.server.objects(PODS) if not gated(p)]) == 2
+
+
+async def test_an_evicted_group_s_pods_are_marked_and_deleted_then_the_workload_requeued(
+    cluster: FakeCluster,
+) -> None:
+    world = await Pods.start(cluster)
+    members = [pod(f"g-{i}", group="g", total=2) for i in range(2)]
+    await world.add(*members)
+    await world.reconcile(members[0])
+    await world.admit("g", 2)
+    await world.set_condition("g", {
+        "type": c.EVICTED, "status": "True", "reason": c.EVICTED_BY_PREEMPTION,
+        "message": "Preempted to accommodate a workload",
+        "lastTransitionTime": NOW.strftime("%Y-%m-%dT%H:%M:%SZ"),
+    })
+
+    await world.reconcile(members[0])
+
+    for name in ("g-0", "g-1"):
+        stopped = world.server.get(PODS, name, NS)
+        assert stopped is not None and stopped["metadata"].get("deletionTimestamp")
+        conds = {x["type"]: x for x in stopped["status"].get("conditions") or []}
+        assert conds[DISRUPTION_TARGET]["reason"] == "EvictedByKqueue"
+    # The pods terminate (the kubelet's part), then the quota is released.
+    for name in ("g-0", "g-1"):
+        done = world.server.get(PODS, name, NS)
+        assert done is not None
+        done["status"]["phase"] = "Failed"
+        world.server.add(PODS, done)
+    await cluster.synced()
+    await world.reconcile(members[0])
+    wl = world.server.get(WORKLOADS, "g", NS)
+    assert wl is not None and "admission" not in wl["status"]
+    assert world.server.objects(PODS) == []  # finalizers dropped: the pods are gone
+
+
+async def test_a_pod_that_succeeded_finishes_its_workload(cluster: FakeCluster) -> None:
+    world = await Pods.start(cluster)
+    p = pod("solo")
+    await world.add(p)
+    await world.reconcile(p)
+    [wl] = world.workloads_in_api()
+    await world.admit(wl["metadata"]["name"], 1)
+    done = world.server.get(PODS, "solo", NS)
+    assert done is not None
+    done["spec"]["schedulingGates"] = []
+    done["status"]["phase"] = "Succeeded"
+    world.server.add(PODS, done)
+    await cluster.synced()
+
+    await world.reconcile(p)
+
+    finished = world.server.get(WORKLOADS, wl["metadata"]["name"], NS)
+    assert finished is not None
+    conds = {x["type"]: x for x in finished["status"]["conditions"]}
+    assert conds[c.FINISHED]["status"] == "True" and conds[c.FINISHED]["reason"] == c.FINISHED_SUCCEEDED
+    remaining = world.server.get(PODS, "solo", NS)
+    assert remaining is not None and not remaining["metadata"].get("finalizers")
