@@ -39,7 +39,12 @@ DEFAULT_NAMESPACE: Final = "kqueue-system"
 # Every integration kqueue has (kqueue/controller/integrations registers one per name; a test
 # keeps the two lists equal), and those on when the Configuration names none: a kind whose
 # operator (and CRD) a cluster may lack is opt-in, so kqueue never waits on an absent API.
-SUPPORTED_FRAMEWORKS: Final[tuple[str, ...]] = ("batch/job", "pod", "jobset.x-k8s.io/jobset")
+SUPPORTED_FRAMEWORKS: Final[tuple[str, ...]] = (
+    "batch/job",
+    "pod",
+    "jobset.x-k8s.io/jobset",
+    "kubeflow.org/mpijob",
+)
 DEFAULT_FRAMEWORKS: Final[tuple[str, ...]] = ("batch/job", "pod")
 
 # ---------------------------------------------------------------------------------------------
@@ -309,8 +314,8 @@ class WaitForPodsReady(_Model):
 class Integrations(_Model):
     frameworks: list[str] = Field(default_factory=lambda: list(DEFAULT_FRAMEWORKS))
     """Kinds kqueue manages: ``batch/job`` (Jobs), ``pod`` (plain pods and pod groups) and
-    ``jobset.x-k8s.io/jobset`` (JobSets; needs the JobSet operator and its CRD). See
-    docs/integrations.md."""
+    ``jobset.x-k8s.io/jobset`` (JobSets) and ``kubeflow.org/mpijob`` (MPIJobs), each of the last
+    two needing its operator and CRD. See docs/integrations.md."""
 
     @field_validator("frameworks")
     @classmethod

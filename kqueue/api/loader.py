@@ -52,6 +52,7 @@ PASSTHROUGH_KINDS: Final = frozenset(
         ("batch/v1", "Job"),
         ("v1", "Pod"),
         ("jobset.x-k8s.io/v1alpha2", "JobSet"),
+        ("kubeflow.org/v2beta1", "MPIJob"),
     }
 )
 
@@ -285,7 +286,7 @@ def load_object(
         return loaded(model, doc)
 
     if (api_version, kind) in PASSTHROUGH_KINDS:
-        if kind in ("Job", "Pod", "JobSet"):
+        if kind in ("Job", "Pod", "JobSet", "MPIJob"):
             convert = kueue.convert_workload_object if kind in ("Job", "Pod") else kueue.convert_any_object
             try:
                 converted, conversion_warnings = convert(doc)

@@ -26,6 +26,16 @@ only when it is in config.integrations.frameworks (all registered defaults when 
   resources: [jobsets/finalizers]
   verbs: [update]
 {{- end }}
+{{- if has "kubeflow.org/mpijob" $on }}
+# kubeflow.org/mpijob: MPIJobs naming a queue are watched, suspended while queued or evicted, and resumed with the admission's node labels and tolerations
+- apiGroups: ["kubeflow.org"]
+  resources: [mpijobs]
+  verbs: [list, watch, patch]
+# kubeflow.org/mpijob: a Workload's owner reference to its MPIJob blocks the MPIJob's deletion, which OwnerReferencesPermissionEnforcement allows only with update on its finalizers
+- apiGroups: ["kubeflow.org"]
+  resources: [mpijobs/finalizers]
+  verbs: [update]
+{{- end }}
 {{- if has "pod" $on }}
 # pod: an evicted plain pod or pod group is stopped by deleting its pods
 - apiGroups: [""]

@@ -18,6 +18,7 @@ from kqueue.api.integrations.common import (
     clean_template_metadata,
     kept_annotations,
     labels_of,
+    max_exec_time_seconds,
     owner_reference,
     queue_name,
     resolve_preemption_priority,
@@ -114,6 +115,9 @@ def workload_for_jobset(
     if preemption_ref is not None:
         wl_spec["preemptionPriorityClassRef"] = preemption_ref
         wl_spec["preemptionPriority"] = preemption_priority
+    max_exec = max_exec_time_seconds(labels)
+    if max_exec is not None:
+        wl_spec["maximumExecutionTimeSeconds"] = max_exec
     wl_meta: dict[str, Any] = {
         "name": workload_name_for_jobset(jobset),
         "namespace": str(meta.get("namespace") or "default"),

@@ -1,6 +1,7 @@
 """Integrations: each managed kind in its own package, registered in :mod:`.registry`.
 
-``job`` (batch/v1 Job), ``pod`` (plain Pods and pod groups) and ``jobset`` are imported here so that
+``job`` (batch/v1 Job), ``pod`` (plain Pods and pod groups), ``jobset`` and ``mpijob`` are
+imported here so that
 importing this package registers every integration. See :mod:`.framework` for what an
 integration supplies, :mod:`.reconciler` for the generic reconciler and :mod:`.release` for the
 one pod-release path.
@@ -8,7 +9,7 @@ one pod-release path.
 
 from __future__ import annotations
 
-from kqueue.controller.integrations import job, jobset, pod
+from kqueue.controller.integrations import job, jobset, mpijob, pod
 from kqueue.controller.integrations.framework import (
     Framework,
     GenericJob,
@@ -33,5 +34,6 @@ __all__ = [
     "get",
     "job",
     "jobset",
+    "mpijob",
     "pod",
 ]

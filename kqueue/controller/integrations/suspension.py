@@ -31,8 +31,23 @@ def _annotations(obj: Obj) -> dict[str, str]:
     return dict((obj.get("metadata") or {}).get("annotations") or {})
 
 
-def suspended(obj: Obj) -> bool:
-    return bool((obj.get("spec") or {}).get("suspend"))
+SuspendPath = tuple[str, ...]
+SPEC_SUSPEND: SuspendPath = ("spec", "suspend")
+
+
+def suspended(obj: Obj, path: SuspendPath = SPEC_SUSPEND) -> bool:
+    """The suspend switch at ``path`` (``spec.suspend``; an MPIJob's is
+    ``spec.runPolicy.suspend``)."""
+    value: Any = obj
+    for part in path:
+        value = value.get(part) if isinstance(value, dict) else None
+    return bool(value)
+
+
+def _set(obj: Obj, path: SuspendPath, value: bool) -> None:
+    for part in path[:-1]:
+        obj = obj.setdefault(part, {})
+    obj[path[-1]] = value
 
 
 def gate_templates(templates: Iterable[Obj]) -> bool:
@@ -47,22 +62,23 @@ def gate_templates(templates: Iterable[Obj]) -> bool:
     return changed
 
 
-def hold_suspended(obj: Obj) -> bool:
+def hold_suspended(obj: Obj, path: SuspendPath = SPEC_SUSPEND) -> bool:
     """Suspend the object as kqueue's (in place); returns whether it changed anything."""
-    spec = obj.setdefault("spec", {})
     meta = obj.setdefault("metadata", {})
     annotations = meta.get("annotations") or {}
-    if spec.get("suspend") and annotations.get(c.SUSPENDED_BY_KQUEUE_ANNOTATION) == "true":
+    if suspended(obj, path) and annotations.get(c.SUSPENDED_BY_KQUEUE_ANNOTATION) == "true":
         return False
-    spec["suspend"] = True
+    _set(obj, path, True)
     meta["annotations"] = {**annotations, c.SUSPENDED_BY_KQUEUE_ANNOTATION: "true"}
     return True
 
 
-def resumed_by_other(old: Obj, new: Obj, *, started: bool = False) -> bool:
+def resumed_by_other(
+    old: Obj, new: Obj, *, started: bool = False, path: SuspendPath = SPEC_SUSPEND
+) -> bool:
     """A resume kqueue did not make. ``started``: the old object still runs (its controller has
     not reset it since a suspension), so this is not a queued object being resumed."""
-    if not suspended(old) or suspended(new) or started:
+    if not suspended(old, path) or suspended(new, path) or started:
         return False
     return c.SUSPENDED_BY_KQUEUE_ANNOTATION in _annotations(new) or (
         c.SUSPENDED_BY_KQUEUE_ANNOTATION not in _annotations(old)
@@ -75,21 +91,22 @@ def mutate_suspendable(
     kind: str,
     pod_templates: Callable[[Obj], Iterable[Obj]],
     started: Callable[[Obj], bool] = lambda _old: False,
+    path: SuspendPath = SPEC_SUSPEND,
 ) -> Verdict:
     """The mutating webhook of a suspendable kind, for an object kqueue manages."""
     obj = req.object or {}
     if req.operation == "UPDATE":
         old = req.old_object or {}
-        if not resumed_by_other(old, obj, started=started(old)):
+        if not resumed_by_other(old, obj, started=started(old), path=path):
             return Verdict.allow()
         out = copy.deepcopy(obj)
-        hold_suspended(out)
+        hold_suspended(out, path)
         namespace = (obj.get("metadata") or {}).get("namespace") or "default"
         return Verdict.patch(out, QUEUED_WARNING.format(kind=kind, namespace=namespace))
     if req.operation != "CREATE":
         return Verdict.allow()
     out = copy.deepcopy(obj)
     gate_templates(pod_templates(out))
-    if not suspended(obj):
-        hold_suspended(out)
+    if not suspended(obj, path):
+        hold_suspended(out, path)
     return Verdict.patch(out) if out != obj else Verdict.allow()

@@ -35,8 +35,8 @@ from kqueue.api.integrations import (
     workload_for_pod,
     workload_for_pod_group,
 )
-from kqueue.api.integrations.jobset import finished_condition as jobset_finished
-from kqueue.api.integrations.jobset import workload_for_jobset
+from kqueue.api.integrations import jobset as jobset_api
+from kqueue.api.integrations import mpijob as mpijob_api
 from kqueue.api.integrations.management import (
     KUEUE_QUEUE_NAME_LABEL,
     ManagementPolicy,
@@ -64,6 +64,16 @@ DEFAULT_START: Final = datetime(2024, 1, 1, tzinfo=UTC)
 NAMESPACE_NAME_LABEL: Final = "kubernetes.io/metadata.name"
 # The LocalQueue an unlabelled Job goes to under manageJobsWithoutQueueName (Kueue's defaulting).
 DEFAULT_LOCAL_QUEUE: Final = "default"
+# Top-level kinds turned into one Workload each, as their integration in the controller does.
+TOP_LEVEL_BUILDERS: Final[dict[str, Any]] = {
+    "Job": workload_for_job,
+    "JobSet": jobset_api.workload_for_jobset,
+    "MPIJob": mpijob_api.workload_for_mpijob,
+}
+TOP_LEVEL_FINISHED: Final[dict[str, Any]] = {
+    "JobSet": jobset_api.finished_condition,
+    "MPIJob": mpijob_api.finished_condition,
+}
 
 
 @dataclass(slots=True)
@@ -222,7 +232,7 @@ def build_scenario(
             sc.namespaces[obj.name] = labels
         elif obj.kind == "PriorityClass":
             pod_classes.append(obj.raw)
-        elif obj.kind in ("Job", "JobSet"):
+        elif obj.kind in TOP_LEVEL_BUILDERS:
             jobs.append(obj)
         elif obj.kind == "Pod":
             pods.append(obj)
@@ -252,7 +262,7 @@ def build_scenario(
         if not decision:
             # A pod without any queue label was never meant to queue (a dump of a namespace
             # lists every pod): only Jobs, and pods that name a queue, are worth a warning.
-            if obj.kind in ("Job", "JobSet") or _names_a_queue(obj.raw):
+            if obj.kind in TOP_LEVEL_BUILDERS or _names_a_queue(obj.raw):
                 sc.warnings.append(_unmanaged(obj, decision.reason))
             return False
         sc.warnings.extend(
@@ -274,11 +284,11 @@ def build_scenario(
             existing.timing = _merge(existing.timing, timing)
             existing.job = obj.raw
             continue
-        if obj.kind == "JobSet":
-            done = jobset_finished(obj.raw)
-            finished = done[0] if done is not None else None
-        else:
+        if obj.kind == "Job":
             finished = finished_condition(obj.raw)
+        else:
+            done = TOP_LEVEL_FINISHED[obj.kind](obj.raw)
+            finished = done[0] if done is not None else None
         if finished is not None:
             sc.warnings.append(
                 f"{obj.location} ({obj.ref}): finished (condition {finished}), so the "
@@ -290,8 +300,7 @@ def build_scenario(
             # The API server starts every object at generation 1 (elastic slices are named
             # after it); a manifest usually leaves it out.
             job = {**job, "metadata": {**job["metadata"], "generation": 1}}
-        builder = workload_for_jobset if obj.kind == "JobSet" else workload_for_job
-        wl = _integrate(obj, builder, job, sc.priorities)
+        wl = _integrate(obj, TOP_LEVEL_BUILDERS[obj.kind], job, sc.priorities)
         if wl.spec.queue_name is None and (ns, DEFAULT_LOCAL_QUEUE) in local_queues:
             # manageJobsWithoutQueueName: the controller submits it to the namespace's
             # LocalQueue "default" (Kueue's LocalQueueDefaulting); without one it waits.

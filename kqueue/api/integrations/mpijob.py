@@ -1,0 +1,127 @@
+"""MPIJob (kubeflow.org/v2beta1) -> Workload, as Kueue's MPIJob integration builds it.
+
+One Workload per MPIJob with the pod sets ``launcher`` then ``worker`` (Kueue's order), each of
+``replicas`` pods (default 1) with the replica spec's pod template.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping
+from typing import Any, Final
+
+from kqueue.api.integrations.common import (
+    IntegrationError,
+    PriorityResolver,
+    annotations_of,
+    clean_template_metadata,
+    kept_annotations,
+    labels_of,
+    max_exec_time_seconds,
+    owner_reference,
+    queue_name,
+    resolve_preemption_priority,
+    resolve_priority,
+    workload_name,
+)
+from kqueue.api.integrations.job import parse_workload
+from kqueue.api.v1alpha1 import Workload
+from kqueue.api.v1alpha1 import constants as c
+
+MPIJOB_GROUP: Final = "kubeflow.org"
+MPIJOB_API_VERSION: Final = f"{MPIJOB_GROUP}/v2beta1"
+MPIJOB_KIND: Final = "MPIJob"
+# Labels the MPI operator puts on the launcher's and the workers' pods.
+JOB_NAME_LABEL: Final = "training.kubeflow.org/job-name"
+JOB_ROLE_LABEL: Final = "training.kubeflow.org/job-role"
+# Replica types in Kueue's pod-set order, and the pod set each becomes.
+REPLICA_TYPES: Final = (("Launcher", "launcher"), ("Worker", "worker"))
+
+
+def replica_specs(mpijob: Mapping[str, Any]) -> list[tuple[str, str, Mapping[str, Any]]]:
+    """``(replica type, pod set name, replica spec)`` of the replica types the MPIJob has."""
+    specs = (mpijob.get("spec") or {}).get("mpiReplicaSpecs")
+    if not isinstance(specs, Mapping) or not specs:
+        raise IntegrationError("spec.mpiReplicaSpecs", "required: Launcher and Worker")
+    out = []
+    for replica_type, pod_set in REPLICA_TYPES:
+        spec = specs.get(replica_type)
+        if spec is None:
+            continue
+        if not isinstance(spec, Mapping):
+            raise IntegrationError(f"spec.mpiReplicaSpecs.{replica_type}", "must be an object")
+        out.append((replica_type, pod_set, spec))
+    if not out:
+        raise IntegrationError("spec.mpiReplicaSpecs", "required: Launcher and Worker")
+    return out
+
+
+def _replicas(spec: Mapping[str, Any], replica_type: str) -> int:
+    value = spec.get("replicas", 1)
+    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+        raise IntegrationError(
+            f"spec.mpiReplicaSpecs.{replica_type}.replicas",
+            f"must be a non-negative integer, got {value!r}",
+        )
+    return value
+
+
+def workload_name_for_mpijob(mpijob: Mapping[str, Any]) -> str:
+    meta = mpijob.get("metadata") or {}
+    return workload_name(
+        str(meta.get("name", "")), str(meta.get("uid") or ""), MPIJOB_KIND, MPIJOB_GROUP
+    )
+
+
+def workload_for_mpijob(mpijob: Mapping[str, Any], priorities: PriorityResolver) -> Workload:
+    """The Workload kqueue creates for ``mpijob``; raises :class:`IntegrationError` naming the
+    MPIJob's field."""
+    if mpijob.get("kind") != MPIJOB_KIND:
+        raise IntegrationError("kind", f"expected an MPIJob, got {mpijob.get('kind')!r}")
+    meta = mpijob.get("metadata") or {}
+    labels = labels_of(mpijob)
+    pod_sets: list[dict[str, Any]] = []
+    pod_specs: list[Mapping[str, Any]] = []
+    paths: list[str] = []
+    for replica_type, name, spec in replica_specs(mpijob):
+        template = spec.get("template")
+        if not isinstance(template, dict) or not isinstance(template.get("spec"), dict):
+            raise IntegrationError(f"spec.mpiReplicaSpecs.{replica_type}.template.spec", "required")
+        pod_template = copy.deepcopy(template)
+        clean_template_metadata(pod_template)
+        pod_sets.append({"name": name, "count": _replicas(spec, replica_type), "template": pod_template})
+        pod_specs.append(template["spec"])
+        paths.append(f"spec.mpiReplicaSpecs.{replica_type}.template")
+    priority_ref, priority = resolve_priority(labels, pod_specs, priorities)
+    preemption_ref, preemption_priority = resolve_preemption_priority(labels, priority, priorities)
+    wl_spec: dict[str, Any] = {"podSets": pod_sets, "priority": priority}
+    if queue_name(mpijob) is not None:
+        wl_spec["queueName"] = queue_name(mpijob)
+    if priority_ref is not None:
+        wl_spec["priorityClassRef"] = priority_ref
+    if preemption_ref is not None:
+        wl_spec["preemptionPriorityClassRef"] = preemption_ref
+        wl_spec["preemptionPriority"] = preemption_priority
+    max_exec = max_exec_time_seconds(labels)
+    if max_exec is not None:
+        wl_spec["maximumExecutionTimeSeconds"] = max_exec
+    wl_meta: dict[str, Any] = {
+        "name": workload_name_for_mpijob(mpijob),
+        "namespace": str(meta.get("namespace") or "default"),
+        "ownerReferences": [
+            owner_reference(mpijob, api_version=MPIJOB_API_VERSION, kind=MPIJOB_KIND, controller=True)
+        ],
+    }
+    annotations = kept_annotations(annotations_of(mpijob))
+    if annotations:
+        wl_meta["annotations"] = annotations
+    doc = {"apiVersion": c.API_VERSION, "kind": "Workload", "metadata": wl_meta, "spec": wl_spec}
+    return parse_workload(doc, template_paths=paths)
+
+
+def finished_condition(mpijob: Mapping[str, Any]) -> tuple[str, str] | None:
+    """``(Succeeded|Failed, message)`` once the MPIJob finished."""
+    for cond in (mpijob.get("status") or {}).get("conditions") or []:
+        if cond.get("type") in ("Succeeded", "Failed") and cond.get("status") == "True":
+            return str(cond["type"]), str(cond.get("message") or cond.get("reason") or "")
+    return None

@@ -1,0 +1,98 @@
+"""Admission webhooks for MPIJobs (kubeflow.org/v2beta1) that name a queue.
+
+Mutating: suspended while queued (``spec.runPolicy.suspend``), the launcher's and the workers'
+pod templates gated (:mod:`kqueue.controller.integrations.suspension`). Validating: the queue and
+priority-class labels cannot change while it runs; annotations an MPIJob cannot honour (elastic
+WorkloadSlices, partial admission) are refused naming the annotation.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+from kqueue.api.v1alpha1 import constants as c
+from kqueue.controller.admission import AdmissionRequest, FieldError, Verdict
+from kqueue.controller.integrations.advice import LocalQueueNames, queue_warnings
+from kqueue.controller.integrations.mpijob.generic import SUSPEND_PATH
+from kqueue.controller.integrations.suspension import mutate_suspendable, suspended
+
+Obj = dict[str, Any]
+
+MUTATE_PATH: Final = "/mutate-kubeflow-org-v2beta1-mpijob"
+VALIDATE_PATH: Final = "/validate-kubeflow-org-v2beta1-mpijob"
+
+UNSUPPORTED_ANNOTATIONS: Final = {
+    c.ELASTIC_JOB_ANNOTATION: "an MPIJob cannot be elastic (WorkloadSlices are for batch Jobs)",
+    c.JOB_MIN_PARALLELISM_ANNOTATION: "partial admission is not supported for MPIJobs",
+}
+
+
+def _labels(obj: Obj) -> dict[str, str]:
+    return dict((obj.get("metadata") or {}).get("labels") or {})
+
+
+def managed(obj: Obj, *, without_queue_name: bool = False) -> bool:
+    return without_queue_name or bool(_labels(obj).get(c.QUEUE_NAME_LABEL))
+
+
+def pod_templates(mpijob: Obj) -> list[Obj]:
+    specs = mpijob.setdefault("spec", {}).get("mpiReplicaSpecs")
+    out: list[Obj] = []
+    for spec in (specs or {}).values() if isinstance(specs, dict) else []:
+        if isinstance(spec, dict):
+            out.append(spec.setdefault("template", {}))
+    return out
+
+
+def _started(old: Obj) -> bool:
+    statuses = (old.get("status") or {}).get("replicaStatuses") or {}
+    return any(int((s or {}).get("active") or 0) > 0 for s in statuses.values())
+
+
+class MPIJobWebhooks:
+    def __init__(
+        self,
+        *,
+        manage_jobs_without_queue_name: bool = False,
+        local_queues: LocalQueueNames = lambda _namespace: None,
+    ) -> None:
+        self._without_queue_name = manage_jobs_without_queue_name
+        self._local_queues = local_queues
+
+    async def mutate(self, req: AdmissionRequest) -> Verdict:
+        obj = req.object
+        if not isinstance(obj, dict) or not managed(obj, without_queue_name=self._without_queue_name):
+            return Verdict.allow()
+        return mutate_suspendable(
+            req, kind="MPIJob", pod_templates=pod_templates, started=_started, path=SUSPEND_PATH
+        )
+
+    async def validate(self, req: AdmissionRequest) -> Verdict:
+        obj = req.object
+        if not isinstance(obj, dict) or not managed(obj, without_queue_name=self._without_queue_name):
+            return Verdict.allow()
+        errors: list[FieldError] = []
+        annotations = (obj.get("metadata") or {}).get("annotations") or {}
+        for key, why in UNSUPPORTED_ANNOTATIONS.items():
+            if key in annotations:
+                errors.append(
+                    FieldError(f"metadata.annotations[{key}]", f"not supported: {why}; remove it")
+                )
+        old = req.old_object
+        if req.operation == "UPDATE" and isinstance(old, dict):
+            both_suspended = suspended(old, SUSPEND_PATH) and suspended(obj, SUSPEND_PATH)
+            for key in (c.QUEUE_NAME_LABEL, c.PRIORITY_CLASS_LABEL):
+                before, after = _labels(old).get(key), _labels(obj).get(key)
+                if before != after and not both_suspended:
+                    errors.append(
+                        FieldError(
+                            f"metadata.labels[{key}]",
+                            f"field is immutable while the MPIJob is not suspended: cannot "
+                            f"change from {before!r} to {after!r}",
+                        )
+                    )
+        if errors:
+            return Verdict.deny(*errors)
+        if req.operation == "CREATE":
+            return Verdict.allow(*queue_warnings(obj, self._local_queues, kind="MPIJob"))
+        return Verdict.allow()
