@@ -227,3 +227,18 @@ async def test_the_max_exec_time_label_is_immutable_while_the_job_runs() -> None
     assert f"metadata.labels[{c.MAX_EXEC_TIME_SECONDS_LABEL}]" in [e.field for e in verdict.errors]
     held_old, held_new = _held(old), _held(new)
     assert (await JobWebhooks().validate(_request(held_new, held_old))).allowed
+
+
+async def test_a_job_controlled_by_another_integration_s_object_is_left_alone() -> None:
+    job = _job({})
+    job["metadata"]["ownerReferences"] = [
+        {"apiVersion": "kubeflow.org/v2beta1", "kind": "MPIJob", "name": "pi", "uid": "u",
+         "controller": True}
+    ]
+    hooks = JobWebhooks(
+        manage_jobs_without_queue_name=True, parent_kinds=frozenset({("kubeflow.org/v2beta1", "MPIJob")})
+    )
+    assert (await hooks.mutate(_request(job, None))).patched is None
+    # Without that integration enabled it is an ordinary Job.
+    alone = JobWebhooks(manage_jobs_without_queue_name=True)
+    assert (await alone.mutate(_request(job, None))).patched is not None

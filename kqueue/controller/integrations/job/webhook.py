@@ -72,15 +72,25 @@ class JobWebhooks:
         *,
         manage_jobs_without_queue_name: bool = False,
         local_queues: LocalQueueNames = lambda _namespace: None,
+        parent_kinds: frozenset[tuple[str, str]] = frozenset(),
     ) -> None:
         self._without_queue_name = manage_jobs_without_queue_name
         self._local_queues = local_queues
+        self._parent_kinds = parent_kinds
+
+    def _manages(self, job: Obj) -> bool:
+        """Managed, and not part of another integration's object (a JobSet's or an MPIJob's
+        Jobs are queued with their parent, never on their own)."""
+        for ref in (job.get("metadata") or {}).get("ownerReferences") or []:
+            if ref.get("controller") and (ref.get("apiVersion"), ref.get("kind")) in self._parent_kinds:
+                return False
+        return managed(job, without_queue_name=self._without_queue_name)
 
     async def mutate(self, req: AdmissionRequest) -> Verdict:
         if errors := request_shape_errors(req.object, req.old_object, "Job"):
             return Verdict.deny(*errors)
         job = req.object or {}
-        if not managed(job, without_queue_name=self._without_queue_name):
+        if not self._manages(job):
             return Verdict.allow()
         return mutate_suspendable(req, kind="Job", pod_templates=_template, started=_started)
 
@@ -88,7 +98,7 @@ class JobWebhooks:
         if shape := request_shape_errors(req.object, req.old_object, "Job"):
             return Verdict.deny(*shape)
         job = req.object or {}
-        if not managed(job, without_queue_name=self._without_queue_name):
+        if not self._manages(job):
             return Verdict.allow()
         errors: list[FieldError] = []
         warnings: list[str] = []
