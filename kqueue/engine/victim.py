@@ -21,9 +21,13 @@ of the contracts (section 3):
 * **Minimal set** (Kueue's ``classicalPreemptions``): remove candidates in order until the
   preemptor fits, then add back, in reverse order, every one that is not needed. Kueue's attempts
   with and without borrowing are kept.
-* **Lowest highest victim priority** (KEP-5710): the search above runs with only the candidates of
-  preemption priority at most ``p``, for increasing ``p``; the first ``p`` that works wins.
-  Workloads already being evicted cost nothing and are always allowed.
+* **Classes first, then the lowest highest victim priority**: the search runs with the workloads
+  already being evicted only, then adds the classes one by one (hierarchical candidates, other
+  ClusterQueues' candidates, the preemptor's own), so a set that needs a later class is used only
+  when the earlier classes cannot make room (Kueue's order). Of the class being added, only
+  candidates of preemption priority at most ``p`` are used, for increasing ``p``; the first ``p``
+  that works wins (KEP-5710 within Kueue's order). Workloads already being evicted cost nothing
+  and are always allowed.
 
 Every simulation works on the snapshot and puts it back exactly as it found it.
 """
@@ -590,22 +594,44 @@ class Search:
         return None
 
     def run(self) -> Found | None:
-        """The victims to evict, or None when no allowed set makes the preemptor fit."""
-        pool = self.all()
+        """The victims to evict, or None when no allowed set makes the preemptor fit.
+
+        Kueue's candidate classes come first: a set that needs a later class (hierarchical
+        reclaim, then other ClusterQueues' borrowers, then the preemptor's own ClusterQueue) is
+        used only when the earlier classes cannot make room, because reclaiming borrowed quota
+        before sacrificing the owner's own work is what quota guarantees mean. Once a class is
+        needed, the earlier classes' candidates stay available (they come first in Kueue's
+        order), and of the class needed only candidates of preemption priority at most ``p`` are
+        used, for increasing ``p``: the highest victim priority it adds is kept as low as
+        possible (KEP-5710), then the set minimal. Workloads already being evicted cost nothing
+        and are always allowed.
+        """
+        classes = [self.hierarchy, self.priority, self.same]
         if self.ctx.only_evicting:
-            pool = [c for c in pool if c.evicting]
-        if not pool:
+            classes = [[c for c in group if c.evicting] for group in classes]
+        if not any(classes):
             return None
-        prios = sorted({c.priority for c in pool if not c.evicting})
-        levels: list[int | None] = [*prios] if prios else [None]
-        for level in levels:
-            allowed = [c for c in pool if c.evicting or (level is not None and c.priority <= level)]
-            result = self._kueue(allowed)
-            if result is not None:
-                targets, borrowing = result
-                new = [c.priority for c in targets if not c.evicting]
-                return Found(targets, borrowing, max(new) if new else None)
+        evicting = [c for group in classes for c in group if c.evicting]
+        if evicting and (found := self._found(evicting)) is not None:
+            return found
+        earlier: list[Candidate] = []
+        for group in classes:
+            fresh = [c for c in group if not c.evicting]
+            for level in sorted({c.priority for c in fresh}):
+                allowed = [c for c in fresh if c.priority <= level]
+                found = self._found([*evicting, *earlier, *allowed])
+                if found is not None:
+                    return found
+            earlier.extend(fresh)
         return None
+
+    def _found(self, allowed: Sequence[Candidate]) -> Found | None:
+        result = self._kueue(allowed)
+        if result is None:
+            return None
+        targets, borrowing = result
+        new = [c.priority for c in targets if not c.evicting]
+        return Found(targets, borrowing, max(new) if new else None)
 
     def notes(self, chosen: Iterable[WorkloadKey] = ()) -> tuple[CandidateNote, ...]:
         picked = set(chosen)
