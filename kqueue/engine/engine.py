@@ -19,6 +19,7 @@ from datetime import datetime
 from .cache import Cache
 from .cycle import CycleResult, Evict, FlavorScans, Pending, run_cycle
 from .explain import PendingDetails
+from .fairshare import Share, share_of
 from .gang import Barrier
 from .preemption import Preemptor
 from .preemptor import ClassicalPreemptor
@@ -32,6 +33,7 @@ from .types import (
     CohortName,
     CohortSpec,
     EvictionReason,
+    FairSharingConfig,
     FlavorName,
     LocalQueueKey,
     LocalQueueSpec,
@@ -53,9 +55,14 @@ BLOCKED_BY_READINESS = "waiting for all admitted workloads to be in PodsReady co
 
 class Engine:
     def __init__(
-        self, preemptor: Preemptor | None = None, *, pods_ready: PodsReadyConfig | None = None
+        self,
+        preemptor: Preemptor | None = None,
+        *,
+        pods_ready: PodsReadyConfig | None = None,
+        fair_sharing: FairSharingConfig | None = None,
     ) -> None:
         self.cache = Cache()
+        self.cache.fair_sharing = fair_sharing
         self.queues = QueueManager()
         self.preemptor: Preemptor = preemptor if preemptor is not None else ClassicalPreemptor()
         self.priority_classes: dict[str, int] = {}
@@ -442,3 +449,33 @@ class Engine:
 
     def local_queue(self, key: LocalQueueKey) -> LocalQueueSpec | None:
         return self.queues.local_queues.get(key)
+
+    # -- fair sharing ------------------------------------------------------------------------
+
+    @property
+    def fair_sharing(self) -> FairSharingConfig | None:
+        return self.cache.fair_sharing
+
+    def set_fair_sharing(self, config: FairSharingConfig | None) -> None:
+        """Turn fair sharing on (the Configuration's fairSharing) or off (None)."""
+        if config == self.cache.fair_sharing:
+            return
+        self.cache.fair_sharing = config
+        self._requeue(sorted(self.cache.cluster_queues))
+
+    def cluster_queue_share(self, name: ClusterQueueName) -> Share | None:
+        """The ClusterQueue's weighted share now (its status ``fairSharing.weightedShare`` is
+        ``.rounded()``, the metric ``.precise()``); None when fair sharing is off or the
+        ClusterQueue is unknown."""
+        if self.cache.fair_sharing is None:
+            return None
+        node = self.cache.cluster_queue_node(name)
+        return None if node is None else share_of(node)
+
+    def cohort_share(self, name: CohortName) -> Share | None:
+        """The Cohort's weighted share now (status and metric as for ClusterQueues); None when
+        fair sharing is off or the Cohort is unknown."""
+        if self.cache.fair_sharing is None:
+            return None
+        node = self.cache.cohort_node(name)
+        return None if node is None else share_of(node)

@@ -132,10 +132,12 @@ class VictimSearch:
     borrowing: bool | None = None
     waiting_for: tuple[WorkloadKey, ...] = ()
     message: str = ""
+    # Under fair sharing: one line per candidate the strategies compared shares for.
+    fair_sharing: tuple[str, ...] = ()
 
     def lines(self) -> list[str]:
         """Human-readable lines: the outcome, then one line per candidate."""
-        out = [self.message]
+        out = [self.message, *self.fair_sharing]
         for note in self.candidates:
             mark = "victim" if note.chosen else ("candidate" if note.usable else "not a candidate")
             out.append(f"{note.workload} ({note.cluster_queue}): {mark}: {note.message}")
@@ -218,7 +220,7 @@ def _fits_in_quota(node: Node, requests: Mapping[FlavorResource, int]) -> tuple[
     return fits, remaining
 
 
-def _time_key(wl: AdmittedWorkload) -> int:
+def admission_time_key(wl: AdmittedWorkload) -> int:
     return (wl.reserved_at - EPOCH) // timedelta(microseconds=1)
 
 
@@ -290,7 +292,7 @@ class _Classifier:
         def why() -> str:
             return _why(policy, ctx.preemptor, wl)
 
-        if not _allowed(policy, ctx.preemptor, wl):
+        if not policy_allows(policy, ctx.preemptor, wl):
             self.note(wl, False, Rejection.PRIORITY, lambda: f"{why()} ({field_name}: {policy})")
             return None
         if same_cq:
@@ -344,7 +346,9 @@ def _non_preemptible_message(
     return f"non-preemptible ({where})"
 
 
-def _allowed(policy: PreemptionPolicy, preemptor: WorkloadInfo, wl: AdmittedWorkload) -> bool:
+def policy_allows(
+    policy: PreemptionPolicy, preemptor: WorkloadInfo, wl: AdmittedWorkload
+) -> bool:
     """Kueue's satisfiesPreemptionPolicy, with the contracts' priorities: the victim's
     preemption priority against the preemptor's scheduling priority."""
     mine, theirs = preemptor.priority, wl.info.preemption_priority
@@ -358,7 +362,7 @@ def _allowed(policy: PreemptionPolicy, preemptor: WorkloadInfo, wl: AdmittedWork
 
 
 def _why(policy: PreemptionPolicy, preemptor: WorkloadInfo, wl: AdmittedWorkload) -> str:
-    """The priority comparison behind ``_allowed``, in words."""
+    """The priority comparison behind ``policy_allows``, in words."""
     mine, theirs = preemptor.priority, wl.info.preemption_priority
     if policy == PreemptionPolicy.ANY:
         return f"preemption priority {theirs}, any priority may be reclaimed"
@@ -495,7 +499,7 @@ class Search:
         ]
 
         def key(c: Candidate) -> tuple[bool, int, int, int, str, str]:
-            tk = _time_key(c.workload)
+            tk = admission_time_key(c.workload)
             return (
                 not c.evicting,
                 groups[id(c)],

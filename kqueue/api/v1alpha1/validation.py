@@ -11,6 +11,7 @@ object, the field path and what is allowed:
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from fractions import Fraction
 from typing import Final
 
 from pydantic import ValidationError
@@ -26,7 +27,7 @@ from kqueue.api.v1alpha1.base import (
     is_label_value,
     is_qualified_name,
 )
-from kqueue.api.v1alpha1.clusterqueue import ClusterQueue, ResourceGroup
+from kqueue.api.v1alpha1.clusterqueue import ClusterQueue, FairSharing, ResourceGroup
 from kqueue.api.v1alpha1.cohort import Cohort
 from kqueue.api.v1alpha1.errors import FieldError, ValidationFailed, from_pydantic
 from kqueue.api.v1alpha1.localqueue import LocalQueue
@@ -405,6 +406,7 @@ def _validate_cluster_queue(cq: ClusterQueue, errs: _Errors) -> None:
             f"must be Never when reclaimWithinCohort is Never, got {p.borrow_within_cohort.policy}",
             "Never, or set reclaimWithinCohort to LowerPriority or Any",
         )
+    _validate_fair_sharing(spec.fair_sharing, errs)
     _validate_conditions(cq.status.conditions, "status.conditions", errs)
     _validate_unique_names(
         (f.name for f in cq.status.flavors_reservation), "status.flavorsReservation", "flavor", errs
@@ -431,6 +433,29 @@ def _validate_cohort(cohort: Cohort, errs: _Errors) -> None:
         parent_field="spec.parentName",
         lending_within_nominal=False,
     )
+    _validate_fair_sharing(spec.fair_sharing, errs)
+
+
+# Kueue: "When not 0, Weight must be greater than 10^-9" (smaller weights overflow the share).
+_MIN_WEIGHT = Fraction(1, 10**9)
+
+
+def _validate_fair_sharing(fs: FairSharing | None, errs: _Errors) -> None:
+    if fs is None:
+        return
+    weight = fs.weight.exact
+    if weight < 0:
+        errs.add(
+            "spec.fairSharing.weight",
+            f"must be greater than or equal to 0, got {fs.weight}",
+            "0, or a quantity of at least 10^-9 such as 1, 2 or 0.5",
+        )
+    elif 0 < weight < _MIN_WEIGHT:
+        errs.add(
+            "spec.fairSharing.weight",
+            f"must be 0 or at least 10^-9, got {fs.weight}",
+            "0, or a quantity of at least 10^-9 such as 1, 2 or 0.5",
+        )
 
 
 # --- LocalQueue ------------------------------------------------------------------------------------
