@@ -10,8 +10,10 @@ the result:
   ``status.flavorUsage`` -> ``status.flavorsUsage``, flavor fungibility ``Borrow``/``Preempt``
   -> ``MayStopSearch``) and the v1alpha1 Cohort's ``spec.parent``;
 * Kueue's labels, annotations and scheduling gate to kqueue's (also on Jobs and Pods);
-* features kqueue does not implement (admission checks, fair sharing, topology-aware scheduling,
-  MultiKueue...) are dropped with a warning that names the field, never silently.
+* features kqueue does not implement (admission checks, admission fair sharing, topology-aware
+  scheduling, MultiKueue...) are dropped with a warning that names the field, never silently.
+  ClusterQueue and Cohort ``fairSharing`` (weight, weightedShare) carry over; of a status
+  ``fairSharing`` only ``weightedShare`` does.
 """
 
 from __future__ import annotations
@@ -65,12 +67,9 @@ _UNSUPPORTED: Final[dict[str, tuple[tuple[str, ...], ...]]] = {
     "ClusterQueue": (
         ("spec", "admissionChecks"),
         ("spec", "admissionChecksStrategy"),
-        ("spec", "fairSharing"),
         ("spec", "admissionScope"),
         ("spec", "concurrentAdmissionPolicy"),
-        ("status", "fairSharing"),
     ),
-    "Cohort": (("spec", "fairSharing"), ("status", "fairSharing")),
     "LocalQueue": (("spec", "fairSharing"), ("status", "fairSharing")),
     "ResourceFlavor": (("spec", "topologyName"),),
     "Workload": (
@@ -307,6 +306,14 @@ def _convert_spec(kind: str, spec: dict[str, Any], warnings: list[ConversionWarn
 
 
 def _convert_status(kind: str, status: dict[str, Any], warnings: list[ConversionWarning]) -> None:
+    fair = status.get("fairSharing")
+    if kind in ("ClusterQueue", "Cohort") and isinstance(fair, dict):
+        # v1beta1 also reports admission fair sharing here, which kqueue does not implement.
+        for key in sorted(k for k in fair if k != "weightedShare"):
+            fair.pop(key)
+            warnings.append(
+                ConversionWarning(f"status.fairSharing.{key}", "not supported by kqueue; ignored")
+            )
     if kind == "LocalQueue" and "flavorUsage" in status:
         usage = status.pop("flavorUsage")
         status.setdefault("flavorsUsage", usage)
