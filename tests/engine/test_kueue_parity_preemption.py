@@ -13,7 +13,7 @@ workload pending in its ClusterQueue, wherever the flavor assigner has no choice
 flavor per resource group, every requested resource covered): the cycle must reach the same victims
 with the same reasons.
 
-Fair-sharing preemption (``TestFairPreemptions``) is not ported: kqueue has no fair sharing.
+Fair-sharing preemption (``TestFairPreemptions``) is in ``test_kueue_parity_fair_preemption.py``.
 """
 
 from __future__ import annotations
