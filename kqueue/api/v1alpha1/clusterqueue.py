@@ -204,8 +204,8 @@ class FairSharing(KBase):
         "Cohort: its share (usage above nominal quota of its dominant resource, relative to what "
         "the Cohort can lend) is divided by the weight. Admission favours the lowest share, fair "
         "preemption takes from the highest. A quantity, default 1. 0 means an infinite share "
-        "while borrowing (always last). Must not be negative; when not 0, at least 10^-9. Used "
-        "only when the Configuration enables fairSharing.",
+        "while borrowing (always last). Must not be negative (like every quantity, it is rounded "
+        "up to a multiple of 10^-9). Used only when the Configuration enables fairSharing.",
         json_schema_extra={"default": 1},
     )
 

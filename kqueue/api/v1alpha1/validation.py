@@ -11,7 +11,6 @@ object, the field path and what is allowed:
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from fractions import Fraction
 from typing import Final
 
 from pydantic import ValidationError
@@ -436,25 +435,15 @@ def _validate_cohort(cohort: Cohort, errs: _Errors) -> None:
     _validate_fair_sharing(spec.fair_sharing, errs)
 
 
-# Kueue: "When not 0, Weight must be greater than 10^-9" (smaller weights overflow the share).
-_MIN_WEIGHT = Fraction(1, 10**9)
-
-
 def _validate_fair_sharing(fs: FairSharing | None, errs: _Errors) -> None:
     if fs is None:
         return
-    weight = fs.weight.exact
-    if weight < 0:
+    # Kueue also wants a non-zero weight above 10^-9: quantities are rounded up to 1n anyway.
+    if fs.weight.is_negative():
         errs.add(
             "spec.fairSharing.weight",
             f"must be greater than or equal to 0, got {fs.weight}",
-            "0, or a quantity of at least 10^-9 such as 1, 2 or 0.5",
-        )
-    elif 0 < weight < _MIN_WEIGHT:
-        errs.add(
-            "spec.fairSharing.weight",
-            f"must be 0 or at least 10^-9, got {fs.weight}",
-            "0, or a quantity of at least 10^-9 such as 1, 2 or 0.5",
+            "0, or a positive quantity such as 1, 2 or 0.5",
         )
 
 
