@@ -234,7 +234,12 @@ class FairSearch:
                 wl = ordering.pop(target)
                 theirs_new = self._share_after_removal(target, wl)
                 ok = passes(strategy, mine, theirs_old, theirs_new)
-                why = _why(strategy, self.ctx.cq, target, mine, theirs_old, theirs_new, ok)
+                # Words only where they are read: the oracle searches many times per cycle.
+                why = (
+                    _why(strategy, self.ctx.cq, target, mine, theirs_old, theirs_new, ok)
+                    if self.record
+                    else ""
+                )
                 if self.record:
                     self.notes.append(f"{wl.key}: {why}")
                 if ok:
@@ -251,7 +256,11 @@ class FairSearch:
             mine, theirs_old = self._shares(target)
             ok = passes(LT_INITIAL, mine, theirs_old, theirs_old)
             wl = ordering.pop(target)
-            why = _why(LT_INITIAL, self.ctx.cq, target, mine, theirs_old, theirs_old, ok)
+            why = (
+                _why(LT_INITIAL, self.ctx.cq, target, mine, theirs_old, theirs_old, ok)
+                if self.record
+                else ""
+            )
             if self.record:
                 self.notes.append(f"{wl.key}: {why}")
             if ok and self._take(wl, PreemptionReason.IN_COHORT_FAIR_SHARING, why, targets):

@@ -130,9 +130,11 @@ def share_of(node: Node, extra: Mapping[FlavorResource, int] | None = None) -> S
     return Share(weight, best, dominant, frozenset(borrowed))
 
 
-def _lendable(node: Node) -> dict[ResourceName, int]:
+def _lendable(node: CohortNode) -> dict[str, int]:
     """What ``node`` could lend of each resource, summed over the flavors of its tree."""
-    out: dict[ResourceName, int] = {}
-    for fr in sorted(node.root().resources.subtree_quota):
-        out[fr[1]] = out.get(fr[1], 0) + node.potential_available(fr)
-    return out
+    if node.lendable is None:
+        out: dict[str, int] = {}
+        for fr in sorted(node.root().resources.subtree_quota):
+            out[fr[1]] = out.get(fr[1], 0) + node.potential_available(fr)
+        node.lendable = out
+    return node.lendable
