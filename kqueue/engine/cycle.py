@@ -23,7 +23,7 @@ from .preemption import Preemptor, preemption_message
 from .queue import QueueManager
 from .slice import FinishSlice, finish_message
 from .snapshot import ClusterQueueSnapshot, Snapshot
-from .tournament import fair_order
+from .tournament import FairOrder
 from .types import (
     Admission,
     ClusterQueueName,
@@ -330,9 +330,13 @@ def run_cycle(
     # sorted once.
     entries.sort(key=_order_key)
     cycle = _Cycle(now, cache, snapshot, preemptor, {}, [], [], admission_gate=admission_gate)
-    order = fair_order(entries, snapshot) if snapshot.fair_sharing is not None else iter(entries)
-    for e in order:
+    fair = FairOrder(entries, snapshot) if snapshot.fair_sharing is not None else None
+    for e in fair if fair is not None else entries:
         cycle.process(e)
+        match = fair.lost.get(e.info.key) if fair is not None else None
+        if match is not None and e.status == Status.SKIPPED:
+            # Say where fair sharing decided that another head of the cohort went first.
+            e.message += f" ({match.describe()})"
     # 6. Requeue.
     pending: list[Pending] = []
     requeued: list[Requeued] = []

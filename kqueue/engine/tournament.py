@@ -35,24 +35,43 @@ class Match:
     loser: WorkloadKey
     loser_share: Share
 
+    def describe(self) -> str:
+        """``fair sharing in cohort ai: team-b/x went first (share after admission 100 (cpu)
+        against 300 (cpu) for this workload)``."""
+        return (
+            f"fair sharing in cohort {self.cohort}: {self.winner} went first (share after "
+            f"admission {self.winner_share.describe()} against {self.loser_share.describe()} for "
+            f"this workload)"
+        )
 
-def fair_order(entries: list[Entry], snapshot: Snapshot) -> Iterator[Entry]:
-    """Yield ``entries`` in fair-sharing order; the caller processes each before the next."""
-    remaining: dict[ClusterQueueName, Entry] = {e.cluster_queue: e for e in entries}
-    while remaining:
-        first = remaining[min(remaining)]
-        cq = snapshot.cluster_queues.get(first.cluster_queue)
-        if cq is None or cq.parent is None:
-            del remaining[first.cluster_queue]
-            yield first
-            continue
-        root = cq.root()
-        assert isinstance(root, CohortNode)
-        shares = _shares(root, remaining, snapshot)
-        winner = _tournament(root, remaining, shares)
-        assert winner is not None
-        del remaining[winner.cluster_queue]
-        yield winner
+
+class FairOrder:
+    """Iterate ``entries`` in fair-sharing order; the caller processes each before the next.
+
+    ``lost`` keeps, per entry, the last match it lost (for its pending message).
+    """
+
+    def __init__(self, entries: list[Entry], snapshot: Snapshot) -> None:
+        self.snapshot = snapshot
+        self.remaining: dict[ClusterQueueName, Entry] = {e.cluster_queue: e for e in entries}
+        self.lost: dict[WorkloadKey, Match] = {}
+
+    def __iter__(self) -> Iterator[Entry]:
+        remaining = self.remaining
+        while remaining:
+            first = remaining[min(remaining)]
+            cq = self.snapshot.cluster_queues.get(first.cluster_queue)
+            if cq is None or cq.parent is None:
+                del remaining[first.cluster_queue]
+                yield first
+                continue
+            root = cq.root()
+            assert isinstance(root, CohortNode)
+            shares = _shares(root, remaining, self.snapshot)
+            winner = _tournament(root, remaining, shares, self.lost)
+            assert winner is not None
+            del remaining[winner.cluster_queue]
+            yield winner
 
 
 def _usage(e: Entry) -> Mapping[FlavorResource, int]:
@@ -86,10 +105,11 @@ def _tournament(
     cohort: CohortNode,
     remaining: Mapping[ClusterQueueName, Entry],
     shares: Mapping[tuple[str, WorkloadKey], Share],
+    lost: dict[WorkloadKey, Match],
 ) -> Entry | None:
     candidates: list[Entry] = []
     for child in sorted(cohort.child_cohorts, key=lambda c: c.name):
-        found = _tournament(child, remaining, shares)
+        found = _tournament(child, remaining, shares, lost)
         if found is not None:
             candidates.append(found)
     for node in sorted(cohort.child_cqs, key=lambda c: c.name):
@@ -102,6 +122,15 @@ def _tournament(
     for current in candidates[1:]:
         if less(current, best, cohort.name, shares):
             best = current
+    for other in candidates:
+        if other is not best:
+            lost[other.info.key] = Match(
+                cohort.name,
+                best.info.key,
+                shares[(cohort.name, best.info.key)],
+                other.info.key,
+                shares[(cohort.name, other.info.key)],
+            )
     return best
 
 

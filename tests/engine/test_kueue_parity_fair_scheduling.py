@@ -444,3 +444,21 @@ def test_schedule_for_fair_sharing(case: Case) -> None:
 def test_ported_case_count() -> None:
     """All of TestScheduleForFairSharing's 22 cases but the one needing flavorFungibility.preference."""
     assert len(CASES) == 21
+
+
+def test_pending_message_says_where_fair_sharing_decided() -> None:
+    """kqueue's addition: a head skipped after the tournament let another go first says so."""
+    case = CASES[0]
+    objects: list[Obj] = [
+        *SCHEDULE_FLAVORS, *SCHEDULE_CQS, *case.additional_cqs, *SCHEDULE_LQS, *case.workloads
+    ]
+    engine = build_engine(objects, namespaces=SCHEDULE_NAMESPACES)
+    engine.set_fair_sharing(FairSharingConfig())
+    result = engine.schedule(CYCLE)
+    [pending] = [p for p in result.pending if p.workload == "eng-beta/older_new"]
+    # eng-alpha borrows 5 of the 210 cpu the cohort can lend, eng-beta would borrow 6.
+    assert pending.message == (
+        "Workload no longer fits after processing another workload (fair sharing in cohort eng: "
+        "eng-alpha/new went first (share after admission 23.81 (cpu) against 28.57 (cpu) for "
+        "this workload))"
+    )
