@@ -163,7 +163,9 @@ class FairSearch:
                 return False
         return True
 
-    def _fits_with_preemptor_added(self) -> bool:
+    def _fits_for_fair_sharing(self) -> bool:
+        """Kueue's workloadFitsForFairSharing: the shares count the incoming workload, the fit
+        must not."""
         self.ctx.cq.remove_usage(self.ctx.requests)
         try:
             return self._fits()
@@ -199,7 +201,7 @@ class FairSearch:
               targets: list[FairTarget]) -> bool:
         self.snapshot.remove_workload(wl)
         targets.append(FairTarget(wl, reason, wl.key in self.snapshot.evicting, why))
-        return self._fits_with_preemptor_added()
+        return self._fits_for_fair_sharing()
 
     def _first(
         self, cands: list[AdmittedWorkload], targets: list[FairTarget]
