@@ -70,6 +70,9 @@ class DurationError(ValueError):
     """A string that is not a Kubernetes duration."""
 
 
+_MAX_DURATION_NS = 2**63 - 1
+
+
 def parse_duration(value: str) -> timedelta:
     """Parse a Kubernetes (Go ``time.ParseDuration``) duration string exactly.
 
@@ -93,6 +96,9 @@ def parse_duration(value: str) -> timedelta:
             raise DurationError(f"{value!r} is not {_DURATION_FORMS}")
         total_ns += Fraction(m.group(1)) * _UNIT_NS[m.group(2)]
         pos = m.end()
+    if total_ns > _MAX_DURATION_NS:
+        # Go's time.Duration is an int64 of nanoseconds (about 292 years).
+        raise DurationError(f"{value!r} is out of range (at most 2562047h47m16.854775807s)")
     micros = total_ns / 1000
     if micros.denominator != 1:
         raise DurationError(f"{value!r} is finer than one microsecond")
@@ -311,6 +317,43 @@ class WaitForPodsReady(_Model):
         return self.enable if self.block_admission is None else self.block_admission
 
 
+PreemptionStrategy = Literal["LessThanOrEqualToFinalShare", "LessThanInitialShare"]
+# Kueue accepts exactly these lists (pkg/config/validation.go): the second strategy is a fallback
+# the preemption uses only when the first cannot make room.
+PREEMPTION_STRATEGY_SETS: tuple[tuple[str, ...], ...] = (
+    ("LessThanOrEqualToFinalShare",),
+    ("LessThanInitialShare",),
+    ("LessThanOrEqualToFinalShare", "LessThanInitialShare"),
+)
+
+
+DEFAULT_PREEMPTION_STRATEGIES: tuple[PreemptionStrategy, ...] = (
+    "LessThanOrEqualToFinalShare",
+    "LessThanInitialShare",
+)
+
+
+class FairSharing(_Model):
+    preemption_strategies: list[PreemptionStrategy] = Field(
+        default_factory=lambda: list(DEFAULT_PREEMPTION_STRATEGIES)
+    )
+    """Which constraint a fair-sharing preemption must satisfy; the second is tried only when
+    the preemptor does not fit with the first. ``LessThanOrEqualToFinalShare``: the preemptor's
+    share with the incoming workload is at most the victim ClusterQueue's share without the
+    victim. ``LessThanInitialShare``: the preemptor's share with the incoming workload is below
+    the victim ClusterQueue's share before the preemption. Allowed lists:
+    ``[LessThanOrEqualToFinalShare]``, ``[LessThanInitialShare]``,
+    ``[LessThanOrEqualToFinalShare, LessThanInitialShare]`` (the default)."""
+
+    @field_validator("preemption_strategies")
+    @classmethod
+    def _supported_set(cls, value: list[str]) -> list[str]:
+        if tuple(value) not in PREEMPTION_STRATEGY_SETS:
+            allowed = "; ".join(f"[{', '.join(s)}]" for s in PREEMPTION_STRATEGY_SETS)
+            raise ValueError(f"unsupported list [{', '.join(value)}]: allowed lists are {allowed}")
+        return value
+
+
 class Integrations(_Model):
     frameworks: list[str] = Field(default_factory=lambda: list(DEFAULT_FRAMEWORKS))
     """Kinds kqueue manages: ``batch/job`` (Jobs), ``pod`` (plain pods and pod groups) and
@@ -441,6 +484,11 @@ class Configuration(_Model):
     """Self-managed webhook certificates."""
     logging: Logging = Logging()
     """Log output."""
+    fair_sharing: FairSharing | None = None
+    """Fair sharing of unused quota among the ClusterQueues and Cohorts of a cohort tree
+    (Kueue's fairSharing): set (``{}`` for the defaults) to order admission by weighted share and
+    to preempt with reason ``InCohortFairSharing``; unset (the default) keeps the classical
+    borrowing and priority order."""
 
     @model_validator(mode="before")
     @classmethod

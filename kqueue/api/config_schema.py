@@ -27,7 +27,7 @@ from pydantic import BaseModel
 from pydantic.json_schema import GenerateJsonSchema, JsonSchemaValue
 from pydantic_core import core_schema
 
-from kqueue.api.config import SUPPORTED_FRAMEWORKS, Configuration
+from kqueue.api.config import PREEMPTION_STRATEGY_SETS, SUPPORTED_FRAMEWORKS, Configuration
 
 JsonSchema = dict[str, Any]
 
@@ -89,6 +89,11 @@ def _known_frameworks(schema: JsonSchema) -> JsonSchema:
     return {**schema, "items": items, "uniqueItems": True}
 
 
+def _preemption_strategy_sets(schema: JsonSchema) -> JsonSchema:
+    # Only Kueue's three lists, in their order: an enum of whole lists says exactly that.
+    return _with(schema, {"enum": [list(s) for s in PREEMPTION_STRATEGY_SETS]})
+
+
 def _selector_values(schema: JsonSchema) -> JsonSchema:
     def operator_in(*operators: str) -> JsonSchema:
         return {"properties": {"operator": {"enum": list(operators)}}, "required": ["operator"]}
@@ -126,7 +131,10 @@ VALIDATOR_RULES: Final[Mapping[str, ValidatorRule]] = {
     "_duration_input": ValidatorRule(
         # The string form itself is the timedelta schema (_Generator.timedelta_schema).
         _unchanged,
-        controller_only="durations finer than one microsecond (such as 1ns) are refused",
+        controller_only=(
+            "durations finer than one microsecond (such as 1ns), or longer than Go's limit "
+            "(about 292 years), are refused"
+        ),
     ),
     "_check_bind_address": ValidatorRule(_pattern(BIND_ADDRESS_PATTERN)),
     "Configuration._dns_label": ValidatorRule(_pattern(DNS_LABEL_PATTERN)),
@@ -148,6 +156,7 @@ VALIDATOR_RULES: Final[Mapping[str, ValidatorRule]] = {
     ),
     "WaitForPodsReady._positive": ValidatorRule(_positive_duration),
     "Integrations._known": ValidatorRule(_known_frameworks),
+    "FairSharing._supported_set": ValidatorRule(_preemption_strategy_sets),
     "LabelSelectorRequirement._check_values": ValidatorRule(_selector_values),
 }
 

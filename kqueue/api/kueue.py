@@ -14,8 +14,10 @@ the result:
 * Kueue's labels, annotations and scheduling gate to kqueue's (also on Jobs, Pods and objects
   of any other kind, top-level and in their pod templates); renamed fields keep their place, so
   ``kqueue convert`` prints the input's keys in the input's order;
-* features kqueue does not implement (admission checks, fair sharing, topology-aware scheduling,
-  MultiKueue...) are dropped with a warning that names the field, never silently.
+* features kqueue does not implement (admission checks, admission fair sharing, topology-aware
+  scheduling, MultiKueue...) are dropped with a warning that names the field, never silently.
+  ClusterQueue and Cohort ``fairSharing`` (weight, weightedShare) carry over; of a status
+  ``fairSharing`` only ``weightedShare`` does.
 """
 
 from __future__ import annotations
@@ -85,12 +87,9 @@ _UNSUPPORTED: Final[dict[str, tuple[tuple[str, ...], ...]]] = {
     "ClusterQueue": (
         ("spec", "admissionChecks"),
         ("spec", "admissionChecksStrategy"),
-        ("spec", "fairSharing"),
         ("spec", "admissionScope"),
         ("spec", "concurrentAdmissionPolicy"),
-        ("status", "fairSharing"),
     ),
-    "Cohort": (("spec", "fairSharing"), ("status", "fairSharing")),
     "LocalQueue": (("spec", "fairSharing"), ("status", "fairSharing")),
     "ResourceFlavor": (("spec", "topologyName"),),
     "Workload": (
@@ -376,6 +375,14 @@ def _convert_spec(kind: str, spec: dict[str, Any], warnings: list[ConversionWarn
 
 
 def _convert_status(kind: str, status: dict[str, Any], warnings: list[ConversionWarning]) -> None:
+    fair = status.get("fairSharing")
+    if kind in ("ClusterQueue", "Cohort") and isinstance(fair, dict):
+        # v1beta1 also reports admission fair sharing here, which kqueue does not implement.
+        for key in sorted(k for k in fair if k != "weightedShare"):
+            fair.pop(key)
+            warnings.append(
+                ConversionWarning(f"status.fairSharing.{key}", "not supported by kqueue; ignored")
+            )
     if kind == "LocalQueue":
         rename_key(status, "flavorUsage", "flavorsUsage")
     if kind == "Workload":

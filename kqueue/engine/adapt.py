@@ -9,8 +9,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
+from fractions import Fraction
 
-from kqueue.api.v1alpha1 import ClusterQueue, Cohort, LocalQueue, ResourceFlavor
+from kqueue.api import config
+from kqueue.api.v1alpha1 import ClusterQueue, Cohort, FairSharing, LocalQueue, ResourceFlavor
 from kqueue.api.v1alpha1 import LabelSelector as ApiLabelSelector
 from kqueue.api.v1alpha1 import ResourceGroup as ApiResourceGroup
 from kqueue.api.v1alpha1 import Taint as ApiTaint
@@ -95,6 +97,7 @@ def cluster_queue(cq: ClusterQueue) -> t.ClusterQueueSpec:
             preemption_order=t.PreemptionOrder(p.preemption_order),
         ),
         stop_policy=t.StopPolicy(spec.stop_policy),
+        fair_weight=_weight(spec.fair_sharing),
     )
 
 
@@ -103,7 +106,19 @@ def cohort(co: Cohort) -> t.CohortSpec:
         name=t.CohortName(co.name),
         parent=t.CohortName(co.spec.parent_name) if co.spec.parent_name else None,
         resource_groups=_groups(co.spec.resource_groups),
+        fair_weight=_weight(co.spec.fair_sharing),
     )
+
+
+def _weight(fs: FairSharing | None) -> Fraction:
+    return Fraction(1) if fs is None else fs.weight.exact
+
+
+def fair_sharing(cfg: config.FairSharing | None) -> t.FairSharingConfig | None:
+    """The Configuration's fairSharing for the engine (None: fair sharing off)."""
+    if cfg is None:
+        return None
+    return t.FairSharingConfig(tuple(t.FairSharingStrategy(s) for s in cfg.preemption_strategies))
 
 
 def local_queue(lq: LocalQueue) -> t.LocalQueueSpec:

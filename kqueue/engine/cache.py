@@ -19,6 +19,7 @@ from .types import (
     ClusterQueueSpec,
     CohortName,
     CohortSpec,
+    FairSharingConfig,
     FlavorName,
     PendingReason,
     ResourceFlavor,
@@ -47,6 +48,8 @@ class Cache:
         # bumped by any change of quota, tree or flavors, and per root cohort when quota is freed.
         self._structure_generation = 0
         self._freed_generation: dict[str, int] = {}
+        # The Configuration's fairSharing; None keeps the classical order and preemption.
+        self.fair_sharing: FairSharingConfig | None = None
 
     # -- objects -----------------------------------------------------------------------------
 
@@ -265,6 +268,7 @@ class Cache:
             inactive,
             self.flavors,
             frozenset(self.evicting),
+            fair_sharing=self.fair_sharing,
         )
 
     def check_consistency(self, workloads: Iterable[AdmittedWorkload] | None = None) -> None:

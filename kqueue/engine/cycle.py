@@ -4,7 +4,8 @@
 2. Snapshot of the cache.
 3. Nominate: flavor assignment (and preemption targets) per head.
 4. Order: not borrowing before borrowing (lower borrowing height first), higher priority, earlier
-   queue-order timestamp; UID and key break ties so the order is deterministic.
+   queue-order timestamp; UID and key break ties so the order is deterministic. With fair
+   sharing, the tournament of ``tournament.py`` instead, re-run before each entry.
 5. Process in order, re-checking each entry against what the cycle already did.
 6. Requeue what was not admitted, with the reason that decides whether it waits for an event.
 """
@@ -22,6 +23,7 @@ from .preemption import Preemptor, preemption_message
 from .queue import QueueManager
 from .slice import FinishSlice, finish_message
 from .snapshot import ClusterQueueSnapshot, Snapshot
+from .tournament import FairOrder
 from .types import (
     Admission,
     ClusterQueueName,
@@ -324,12 +326,17 @@ def run_cycle(
     entries, inadmissible = nominate(
         heads, snapshot, preemptor, namespace_labels, lambda i, cq: scan.get(cache, i, cq)
     )
-    # 4. Order.
+    # 4. Order, and 5. process: by the fair-sharing tournament, re-run before every entry, or
+    # sorted once.
     entries.sort(key=_order_key)
-    # 5. Process.
     cycle = _Cycle(now, cache, snapshot, preemptor, {}, [], [], admission_gate=admission_gate)
-    for e in entries:
+    fair = FairOrder(entries, snapshot) if snapshot.fair_sharing is not None else None
+    for e in fair if fair is not None else entries:
         cycle.process(e)
+        match = fair.lost.get(e.info.key) if fair is not None else None
+        if match is not None and e.status == Status.SKIPPED:
+            # Say where fair sharing decided that another head of the cohort went first.
+            e.message += f" ({match.describe()})"
     # 6. Requeue.
     pending: list[Pending] = []
     requeued: list[Requeued] = []

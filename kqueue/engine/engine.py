@@ -20,6 +20,7 @@ from .cache import Cache
 from .cycle import CycleResult, Evict, FlavorScans, Pending, run_cycle
 from .execution import ExecutionLimits, accumulated
 from .explain import PendingDetails
+from .fairshare import Share, share_of
 from .gang import Barrier
 from .preemption import Preemptor
 from .preemptor import ClassicalPreemptor
@@ -34,6 +35,7 @@ from .types import (
     CohortName,
     CohortSpec,
     EvictionReason,
+    FairSharingConfig,
     FlavorName,
     LocalQueueKey,
     LocalQueueSpec,
@@ -55,9 +57,14 @@ BLOCKED_BY_READINESS = "waiting for all admitted workloads to be in PodsReady co
 
 class Engine:
     def __init__(
-        self, preemptor: Preemptor | None = None, *, pods_ready: PodsReadyConfig | None = None
+        self,
+        preemptor: Preemptor | None = None,
+        *,
+        pods_ready: PodsReadyConfig | None = None,
+        fair_sharing: FairSharingConfig | None = None,
     ) -> None:
         self.cache = Cache()
+        self.cache.fair_sharing = fair_sharing
         self.queues = QueueManager()
         self.preemptor: Preemptor = preemptor if preemptor is not None else ClassicalPreemptor()
         self.priority_classes: dict[str, int] = {}
@@ -536,3 +543,33 @@ class Engine:
     def is_pods_ready(self, key: WorkloadKey) -> bool:
         """Whether the admitted workload's pods were last reported all ready."""
         return self.readiness.is_ready(key)
+
+    # -- fair sharing ------------------------------------------------------------------------
+
+    @property
+    def fair_sharing(self) -> FairSharingConfig | None:
+        return self.cache.fair_sharing
+
+    def set_fair_sharing(self, config: FairSharingConfig | None) -> None:
+        """Turn fair sharing on (the Configuration's fairSharing) or off (None)."""
+        if config == self.cache.fair_sharing:
+            return
+        self.cache.fair_sharing = config
+        self._requeue(sorted(self.cache.cluster_queues))
+
+    def cluster_queue_share(self, name: ClusterQueueName) -> Share | None:
+        """The ClusterQueue's weighted share now (its status ``fairSharing.weightedShare`` is
+        ``.rounded()``, the metric ``.precise()``); None when fair sharing is off or the
+        ClusterQueue is unknown."""
+        if self.cache.fair_sharing is None:
+            return None
+        node = self.cache.cluster_queue_node(name)
+        return None if node is None else share_of(node)
+
+    def cohort_share(self, name: CohortName) -> Share | None:
+        """The Cohort's weighted share now (status and metric as for ClusterQueues); None when
+        fair sharing is off or the Cohort is unknown."""
+        if self.cache.fair_sharing is None:
+            return None
+        node = self.cache.cohort_node(name)
+        return None if node is None else share_of(node)

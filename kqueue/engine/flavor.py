@@ -42,6 +42,7 @@ from .types import (
     Mode,
     PendingReason,
     PodSet,
+    PreemptionPolicy,
     ResourceFlavor,
     ResourceName,
     SelectorRequirement,
@@ -191,8 +192,10 @@ class FlavorAssigner:
         non_preemptible: bool = False,
         last_tried: Sequence[Mapping[ResourceName, int]] | None = None,
         sticky: Sequence[Mapping[ResourceName, FlavorName]] | None = None,
+        fair_sharing: bool = False,
     ) -> None:
         self.wl = wl
+        self.fair_sharing = fair_sharing
         self.cq = cq
         self.flavors = flavors
         self.oracle = oracle
@@ -407,7 +410,12 @@ class FlavorAssigner:
         return _PMode.NO_FIT, borrow, msg, PendingReason.WAITING_FOR_QUOTA, shortfall
 
     def _can_preempt_while_borrowing(self) -> bool:
-        return self.cq.spec.preemption.borrow_within_cohort != BorrowWithinCohortPolicy.NEVER
+        # Under fair sharing a borrowing preemptor may take from ClusterQueues with a higher
+        # share whenever reclaimWithinCohort allows reclaiming at all (as Kueue).
+        p = self.cq.spec.preemption
+        return p.borrow_within_cohort != BorrowWithinCohortPolicy.NEVER or (
+            self.fair_sharing and p.reclaim_within_cohort != PreemptionPolicy.NEVER
+        )
 
 
 # -- reasons ---------------------------------------------------------------------------------

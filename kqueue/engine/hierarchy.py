@@ -149,7 +149,7 @@ class Node:
 
 
 class CohortNode(Node):
-    __slots__ = ("child_cohorts", "child_cqs", "spec")
+    __slots__ = ("child_cohorts", "child_cqs", "lendable", "spec")
 
     def __init__(self, name: CohortName, resources: ResourceNode, spec: CohortSpec | None) -> None:
         super().__init__(name, resources)
@@ -157,6 +157,9 @@ class CohortNode(Node):
         self.spec = spec
         self.child_cohorts: list[CohortNode] = []
         self.child_cqs: list[ClusterQueueNode] = []
+        # What this cohort could lend per resource (fairshare.py). It depends on quotas only,
+        # which never change on a node (the tree is rebuilt), so it is computed once.
+        self.lendable: dict[str, int] | None = None
 
     def height(self) -> int:
         """Distance to the furthest leaf (Kueue's getNodeHeight)."""

@@ -136,7 +136,7 @@ def assignments(
     """The assignment to try this cycle and its preemption targets (Kueue's getAssignments)."""
     assigner = FlavorAssigner(
         info, cq, snapshot.flavors, oracle, non_preemptible=non_preemptible,
-        last_tried=last_tried, sticky=sticky,
+        last_tried=last_tried, sticky=sticky, fair_sharing=snapshot.fair_sharing is not None,
     )
     full = assigner.assign()
     mode = full.mode()

@@ -19,10 +19,17 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .assignment import Assignment
+from .fair_preemption import FairSearch
 from .hierarchy import find_height_of_lowest_subtree_that_fits
 from .preemption import PreemptionOracle, PreemptionPossibility, Target, preemption_message
 from .snapshot import ClusterQueueSnapshot, Snapshot
-from .types import ClusterQueueName, FlavorResource, Preemptibility, WorkloadKey
+from .types import (
+    ClusterQueueName,
+    FairSharingConfig,
+    FlavorResource,
+    Preemptibility,
+    WorkloadKey,
+)
 from .victim import (
     Found,
     Numbers,
@@ -34,7 +41,7 @@ from .victim import (
     missing,
     victim_details,
 )
-from .workload import WorkloadInfo
+from .workload import AdmittedWorkload, WorkloadInfo
 
 
 class ClassicalPreemptor:
@@ -71,6 +78,8 @@ class ClassicalPreemptor:
             within_nominal=_non_preemptible(wl, cq),
             only_evicting=bool(waiting),
         )
+        if snapshot.fair_sharing is not None:
+            return self._fair_targets(wl, ctx, snapshot, snapshot.fair_sharing, waiting)
         search = Search(ctx, snapshot)
         found = search.run()
         targets: list[Target] = []
@@ -96,6 +105,54 @@ class ClassicalPreemptor:
             borrowing=found.borrowing if found is not None else None,
             waiting_for=tuple(sorted(waiting)),
             message=_outcome(wl, ctx, found, waiting),
+        )
+        return targets
+
+    def _fair_targets(
+        self,
+        wl: WorkloadInfo,
+        ctx: SearchInput,
+        snapshot: Snapshot,
+        config: FairSharingConfig,
+        waiting: set[WorkloadKey],
+    ) -> list[Target]:
+        """The victims under fair sharing (fair_preemption.py), with their messages."""
+        found = FairSearch(ctx, snapshot, config.strategies).run()
+        targets: list[Target] = []
+        numbers = Numbers(wl.priority, ctx.cq.cq_name, missing(ctx))
+        if found is not None:
+            for t in found.targets:
+                base = preemption_message(wl, t.reason)
+                detail = victim_details(numbers, t.workload, ctx.contested)
+                targets.append(Target(t.workload, t.reason, f"{base}; {detail}; {t.why}"))
+            new = {t.workload.key: t.workload.cluster_queue for t in found.targets if not t.evicting}
+            if new:
+                self._current[wl.key] = new
+        fresh = [t for t in found.targets if not t.evicting] if found is not None else []
+        if found is not None:
+            message = f"fair sharing: preempting {len(fresh)} workload(s) to free " + (
+                describe(missing(ctx)) or "nothing"
+            )
+        elif waiting:
+            message = _outcome(wl, ctx, None, waiting)
+        else:
+            message = (
+                f"fair sharing: no candidate may be preempted under the strategies "
+                f"{', '.join(s.value for s in config.strategies)} to free "
+                f"{describe(missing(ctx)) or 'nothing'}"
+            )
+        self._searches[wl.key] = VictimSearch(
+            preemptor=wl.key,
+            cluster_queue=ctx.cq.cq_name,
+            priority=wl.priority,
+            contested=tuple(sorted(ctx.contested)),
+            candidates=(),
+            targets=tuple((t.workload.key, t.reason) for t in targets),
+            max_victim_priority=max((t.priority for t in fresh), default=None),
+            borrowing=True if found is not None else None,
+            waiting_for=tuple(sorted(waiting)),
+            message=message,
+            fair_sharing=tuple(found.notes) if found is not None else (),
         )
         return targets
 
@@ -189,13 +246,23 @@ class _Oracle:
             within_nominal=_non_preemptible(wl, own),
             only_evicting=bool(self.preemptor._outstanding(wl.key)),
         )
-        found = Search(ctx, self.snapshot, record=False).run()
-        if found is None:
+        victims: list[AdmittedWorkload] | None = None
+        if self.snapshot.fair_sharing is not None:
+            fair = FairSearch(
+                ctx, self.snapshot, self.snapshot.fair_sharing.strategies, record=False
+            ).run()
+            if fair is not None:
+                victims = [t.workload for t in fair.targets]
+        else:
+            found = Search(ctx, self.snapshot, record=False).run()
+            if found is not None:
+                victims = [c.workload for c in found.targets]
+        if not victims:
             borrow, _ = find_height_of_lowest_subtree_that_fits(cq, fr, quantity)
             return PreemptionPossibility.NO_CANDIDATES, borrow
-        restore = self.snapshot.simulate_removal(c.workload for c in found.targets)
+        restore = self.snapshot.simulate_removal(victims)
         borrow, _ = find_height_of_lowest_subtree_that_fits(cq, fr, quantity)
         restore()
-        if any(c.workload.cluster_queue == cq.name for c in found.targets):
+        if any(v.cluster_queue == cq.name for v in victims):
             return PreemptionPossibility.PREEMPT, borrow
         return PreemptionPossibility.RECLAIM, borrow

@@ -15,6 +15,7 @@ from .hierarchy import ClusterQueueNode, CohortNode, ResourceNode
 from .types import (
     ClusterQueueName,
     CohortName,
+    FairSharingConfig,
     FlavorName,
     FlavorResource,
     PendingReason,
@@ -82,6 +83,7 @@ class Snapshot:
         cohorts: dict[CohortName, CohortSnapshot],
         flavors: Mapping[FlavorName, ResourceFlavor],
         evicting: frozenset[WorkloadKey],
+        fair_sharing: FairSharingConfig | None = None,
     ) -> None:
         self.cluster_queues = cluster_queues
         self.cohorts = cohorts
@@ -89,6 +91,8 @@ class Snapshot:
         # Victims already told to go: they still hold quota until the controller reports them
         # evicted, and must not be chosen (or counted) twice.
         self.evicting = evicting
+        # Fair sharing on (the Configuration's fairSharing) or off (None).
+        self.fair_sharing = fair_sharing
 
     @staticmethod
     def build(
@@ -98,6 +102,8 @@ class Snapshot:
         inactive: Mapping[ClusterQueueName, Inactive],
         flavors: Mapping[FlavorName, ResourceFlavor],
         evicting: frozenset[WorkloadKey],
+        *,
+        fair_sharing: FairSharingConfig | None = None,
     ) -> Snapshot:
         cohorts: dict[CohortName, CohortSnapshot] = {}
         for cohort_name, node in cohort_nodes.items():
@@ -120,7 +126,7 @@ class Snapshot:
                 cq.parent = parent
                 parent.child_cqs.append(cq)
             cqs[cq_name] = cq
-        return Snapshot(cqs, cohorts, flavors, evicting)
+        return Snapshot(cqs, cohorts, flavors, evicting, fair_sharing)
 
     def cluster_queue(self, name: ClusterQueueName) -> ClusterQueueSnapshot | None:
         return self.cluster_queues.get(name)

@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from enum import IntEnum, StrEnum
+from fractions import Fraction
 from typing import NewType
 
 ClusterQueueName = NewType("ClusterQueueName", str)
@@ -237,6 +238,23 @@ class PreemptionConfig:
     preemption_order: PreemptionOrder = PreemptionOrder.NEWEST
 
 
+class FairSharingStrategy(StrEnum):
+    """Which constraint a fair-sharing preemption must satisfy (Kueue's rules S2-a, S2-b)."""
+
+    LESS_THAN_OR_EQUAL_TO_FINAL_SHARE = "LessThanOrEqualToFinalShare"
+    LESS_THAN_INITIAL_SHARE = "LessThanInitialShare"
+
+
+@dataclass(frozen=True, slots=True)
+class FairSharingConfig:
+    """The Configuration's fairSharing: when given to the engine, fair sharing is on."""
+
+    strategies: tuple[FairSharingStrategy, ...] = (
+        FairSharingStrategy.LESS_THAN_OR_EQUAL_TO_FINAL_SHARE,
+        FairSharingStrategy.LESS_THAN_INITIAL_SHARE,
+    )
+
+
 @dataclass(frozen=True, slots=True)
 class ClusterQueueSpec:
     name: ClusterQueueName
@@ -248,6 +266,8 @@ class ClusterQueueSpec:
     flavor_fungibility: FlavorFungibility = FlavorFungibility()
     preemption: PreemptionConfig = PreemptionConfig()
     stop_policy: StopPolicy = StopPolicy.NONE
+    # spec.fairSharing.weight (exact; 0 means an infinite share while borrowing).
+    fair_weight: Fraction = Fraction(1)
 
     def flavor_names(self) -> tuple[FlavorName, ...]:
         seen: dict[FlavorName, None] = {}
@@ -276,6 +296,7 @@ class CohortSpec:
     name: CohortName
     parent: CohortName | None = None
     resource_groups: tuple[ResourceGroup, ...] = ()
+    fair_weight: Fraction = Fraction(1)
 
     def quotas(self) -> dict[FlavorResource, ResourceQuota]:
         out: dict[FlavorResource, ResourceQuota] = {}

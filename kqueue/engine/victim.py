@@ -21,9 +21,13 @@ of the contracts (section 3):
 * **Minimal set** (Kueue's ``classicalPreemptions``): remove candidates in order until the
   preemptor fits, then add back, in reverse order, every one that is not needed. Kueue's attempts
   with and without borrowing are kept.
-* **Lowest highest victim priority** (KEP-5710): the search above runs with only the candidates of
-  preemption priority at most ``p``, for increasing ``p``; the first ``p`` that works wins.
-  Workloads already being evicted cost nothing and are always allowed.
+* **Classes first, then the lowest highest victim priority**: the search runs with the workloads
+  already being evicted only, then adds the classes one by one (hierarchical candidates, other
+  ClusterQueues' candidates, the preemptor's own), so a set that needs a later class is used only
+  when the earlier classes cannot make room (Kueue's order). Of the class being added, only
+  candidates of preemption priority at most ``p`` are used, for increasing ``p``; the first ``p``
+  that works wins (KEP-5710 within Kueue's order). Workloads already being evicted cost nothing
+  and are always allowed.
 
 Every simulation works on the snapshot and puts it back exactly as it found it.
 """
@@ -128,10 +132,12 @@ class VictimSearch:
     borrowing: bool | None = None
     waiting_for: tuple[WorkloadKey, ...] = ()
     message: str = ""
+    # Under fair sharing: one line per candidate the strategies compared shares for.
+    fair_sharing: tuple[str, ...] = ()
 
     def lines(self) -> list[str]:
         """Human-readable lines: the outcome, then one line per candidate."""
-        out = [self.message]
+        out = [self.message, *self.fair_sharing]
         for note in self.candidates:
             mark = "victim" if note.chosen else ("candidate" if note.usable else "not a candidate")
             out.append(f"{note.workload} ({note.cluster_queue}): {mark}: {note.message}")
@@ -214,7 +220,7 @@ def _fits_in_quota(node: Node, requests: Mapping[FlavorResource, int]) -> tuple[
     return fits, remaining
 
 
-def _time_key(wl: AdmittedWorkload) -> int:
+def admission_time_key(wl: AdmittedWorkload) -> int:
     return (wl.reserved_at - EPOCH) // timedelta(microseconds=1)
 
 
@@ -286,7 +292,7 @@ class _Classifier:
         def why() -> str:
             return _why(policy, ctx.preemptor, wl)
 
-        if not _allowed(policy, ctx.preemptor, wl):
+        if not policy_allows(policy, ctx.preemptor, wl):
             self.note(wl, False, Rejection.PRIORITY, lambda: f"{why()} ({field_name}: {policy})")
             return None
         if same_cq:
@@ -340,7 +346,9 @@ def _non_preemptible_message(
     return f"non-preemptible ({where})"
 
 
-def _allowed(policy: PreemptionPolicy, preemptor: WorkloadInfo, wl: AdmittedWorkload) -> bool:
+def policy_allows(
+    policy: PreemptionPolicy, preemptor: WorkloadInfo, wl: AdmittedWorkload
+) -> bool:
     """Kueue's satisfiesPreemptionPolicy, with the contracts' priorities: the victim's
     preemption priority against the preemptor's scheduling priority."""
     mine, theirs = preemptor.priority, wl.info.preemption_priority
@@ -354,7 +362,7 @@ def _allowed(policy: PreemptionPolicy, preemptor: WorkloadInfo, wl: AdmittedWork
 
 
 def _why(policy: PreemptionPolicy, preemptor: WorkloadInfo, wl: AdmittedWorkload) -> str:
-    """The priority comparison behind ``_allowed``, in words."""
+    """The priority comparison behind ``policy_allows``, in words."""
     mine, theirs = preemptor.priority, wl.info.preemption_priority
     if policy == PreemptionPolicy.ANY:
         return f"preemption priority {theirs}, any priority may be reclaimed"
@@ -491,7 +499,7 @@ class Search:
         ]
 
         def key(c: Candidate) -> tuple[bool, int, int, int, str, str]:
-            tk = _time_key(c.workload)
+            tk = admission_time_key(c.workload)
             return (
                 not c.evicting,
                 groups[id(c)],
@@ -590,22 +598,44 @@ class Search:
         return None
 
     def run(self) -> Found | None:
-        """The victims to evict, or None when no allowed set makes the preemptor fit."""
-        pool = self.all()
+        """The victims to evict, or None when no allowed set makes the preemptor fit.
+
+        Kueue's candidate classes come first: a set that needs a later class (hierarchical
+        reclaim, then other ClusterQueues' borrowers, then the preemptor's own ClusterQueue) is
+        used only when the earlier classes cannot make room, because reclaiming borrowed quota
+        before sacrificing the owner's own work is what quota guarantees mean. Once a class is
+        needed, the earlier classes' candidates stay available (they come first in Kueue's
+        order), and of the class needed only candidates of preemption priority at most ``p`` are
+        used, for increasing ``p``: the highest victim priority it adds is kept as low as
+        possible (KEP-5710), then the set minimal. Workloads already being evicted cost nothing
+        and are always allowed.
+        """
+        classes = [self.hierarchy, self.priority, self.same]
         if self.ctx.only_evicting:
-            pool = [c for c in pool if c.evicting]
-        if not pool:
+            classes = [[c for c in group if c.evicting] for group in classes]
+        if not any(classes):
             return None
-        prios = sorted({c.priority for c in pool if not c.evicting})
-        levels: list[int | None] = [*prios] if prios else [None]
-        for level in levels:
-            allowed = [c for c in pool if c.evicting or (level is not None and c.priority <= level)]
-            result = self._kueue(allowed)
-            if result is not None:
-                targets, borrowing = result
-                new = [c.priority for c in targets if not c.evicting]
-                return Found(targets, borrowing, max(new) if new else None)
+        evicting = [c for group in classes for c in group if c.evicting]
+        if evicting and (found := self._found(evicting)) is not None:
+            return found
+        earlier: list[Candidate] = []
+        for group in classes:
+            fresh = [c for c in group if not c.evicting]
+            for level in sorted({c.priority for c in fresh}):
+                allowed = [c for c in fresh if c.priority <= level]
+                found = self._found([*evicting, *earlier, *allowed])
+                if found is not None:
+                    return found
+            earlier.extend(fresh)
         return None
+
+    def _found(self, allowed: Sequence[Candidate]) -> Found | None:
+        result = self._kueue(allowed)
+        if result is None:
+            return None
+        targets, borrowing = result
+        new = [c.priority for c in targets if not c.evicting]
+        return Found(targets, borrowing, max(new) if new else None)
 
     def notes(self, chosen: Iterable[WorkloadKey] = ()) -> tuple[CandidateNote, ...]:
         picked = set(chosen)

@@ -94,11 +94,34 @@ def test_v1beta2_unsupported_features_warn() -> None:
     assert "topologyName" not in rf["spec"]
     assert [w.path for w in rf_warnings] == ["spec.topologyName"]
     cq, cq_warnings = from_kueue(_by_kind("v1beta2.yaml", "ClusterQueue", "gpu-team"))
-    assert [w.path for w in cq_warnings] == ["spec.fairSharing"]
+    assert cq_warnings == []
+    assert cq["spec"]["fairSharing"] == {"weight": "2"}
     assert cq["spec"]["stopPolicy"] == "Hold"
     wl, wl_warnings = from_kueue(_by_kind("v1beta2.yaml", "Workload", "pod-group-abc"))
     assert wl["spec"]["priorityClassRef"]["group"] == "kqueue.io"
     assert [w.path for w in wl_warnings] == ["spec.podSets[0].topologyRequest"]
+
+
+def test_fair_sharing_fields_carry_over() -> None:
+    """ClusterQueue and Cohort fairSharing map; only weightedShare of a status does."""
+    for kind in ("ClusterQueue", "Cohort"):
+        out, warnings = from_kueue(
+            {
+                "apiVersion": "kueue.x-k8s.io/v1beta1",
+                "kind": kind,
+                "metadata": {"name": "x"},
+                "spec": {"fairSharing": {"weight": "0.5"}},
+                "status": {
+                    "fairSharing": {
+                        "weightedShare": 250,
+                        "admissionFairSharingStatus": {"consumedResources": {}},
+                    }
+                },
+            }
+        )
+        assert out["spec"]["fairSharing"] == {"weight": "0.5"}
+        assert out["status"]["fairSharing"] == {"weightedShare": 250}
+        assert [w.path for w in warnings] == ["status.fairSharing.admissionFairSharingStatus"]
 
 
 def test_v1alpha1_cohort_parent() -> None:

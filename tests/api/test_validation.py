@@ -456,7 +456,23 @@ CASES: list[Case] = [
         "status.conditions[0].lastTransitionTime",
         "bad timestamp",
     ),
+    _cq(_set(["spec", "fairSharing"], {"weight": "-1"}), "spec.fairSharing.weight", "negative weight"),
+    _cq(_set(["spec", "fairSharing"], {"weight": "heavy"}), "spec.fairSharing.weight", "weight not a quantity"),
     # --- Cohort ---
+    Case(
+        "cohort negative weight",
+        cohort,
+        _set(["spec", "fairSharing"], {"weight": "-0.5"}),
+        "spec.fairSharing.weight",
+        "Cohort research",
+    ),
+    Case(
+        "cohort weight not a quantity",
+        cohort,
+        _set(["spec", "fairSharing"], {"weight": [1]}),
+        "spec.fairSharing.weight",
+        "Cohort research",
+    ),
     Case(
         "parent is itself",
         cohort,

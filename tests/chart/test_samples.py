@@ -40,7 +40,9 @@ WORKLOADS = [
     "elastic-job.yaml",
     "pod-group.yaml",
 ]
-OWNED_BY_OTHERS = {"quickstart.yaml", "job.yaml"}
+# Tested by their own suites: quickstart and job (tests/controller_e2e), and the samples that need
+# an operator (tests/controller_e2e/test_jobset_mpijob.py runs them with the real operators).
+OWNED_BY_OTHERS = {"quickstart.yaml", "job.yaml", "jobset.yaml", "mpijob.yaml", "trainjob.yaml"}
 NAMESPACES = ["team-a", "team-b"]
 
 

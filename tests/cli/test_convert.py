@@ -106,10 +106,10 @@ def test_strict_fails_listing_every_dropped_field() -> None:
     assert res.exit_code == 2
     assert res.stdout == ""
     lines = [line.strip() for line in res.stderr.splitlines()]
-    assert lines[0] == "Error: --strict: 3 field(s) or document(s) would be dropped:"
+    # fairSharing (weight) carries over now that kqueue has fair sharing.
+    assert lines[0] == "Error: --strict: 2 field(s) or document(s) would be dropped:"
     assert [line.split("): ", 1)[1].split(":")[0] for line in lines[1:]] == [
         "spec.admissionChecksStrategy",
-        "spec.fairSharing",
         "spec.topologyName",
     ]
     assert lines[1].startswith("<stdin>: document 1 (ClusterQueue team-a): ")
@@ -145,7 +145,7 @@ def test_output_keeps_input_order_and_adds_no_defaults() -> None:
     res = _invoke("-", input=CQ_WITH_DROPS)
     cq = next(yaml.safe_load_all(res.stdout))
     source = next(yaml.safe_load_all(CQ_WITH_DROPS))
-    del source["spec"]["admissionChecksStrategy"], source["spec"]["fairSharing"]
+    del source["spec"]["admissionChecksStrategy"]  # fairSharing carries over
     source["apiVersion"] = "kqueue.io/v1alpha1"
     assert _keys(cq) == _keys(source)
     assert cq == source

@@ -13,7 +13,7 @@ workload pending in its ClusterQueue, wherever the flavor assigner has no choice
 flavor per resource group, every requested resource covered): the cycle must reach the same victims
 with the same reasons.
 
-Fair-sharing preemption (``TestFairPreemptions``) is not ported: kqueue has no fair sharing.
+Fair-sharing preemption (``TestFairPreemptions``) is in ``test_kueue_parity_fair_preemption.py``.
 """
 
 from __future__ import annotations
@@ -193,19 +193,6 @@ def w(name: str, reason: str) -> str:
     return f"/{name}:{reason}"
 
 
-def lowest_max_priority(kueue: str, kqueue: str) -> str:
-    """The xfail reason of cases where kqueue's pinned victim rule picks another set than Kueue."""
-    return (
-        f"Kueue preempts {kueue}: its candidate order puts other ClusterQueues' (hierarchical, "
-        f"then reclaimable) candidates before the preemptor's own and takes the first fitting "
-        f"prefix, then fills back. kqueue preempts {kqueue}: victim.Search.run first tries only "
-        f"candidates of the lowest preemption priority levels (contracts section 3: 'Among victim "
-        f"sets, the highest victim priority is kept as low as possible, then the set is kept "
-        f"minimal'), a rule Kueue's classical preemption does not have"
-    )
-
-
-
 PREEMPTION_CASES: list[Case] = [
     # preemption_test.go TestPreemption: "preempt lowest priority"
     Case(
@@ -275,8 +262,6 @@ PREEMPTION_CASES: list[Case] = [
         incoming("3", priority=1),
         "c1",
         {w("c2-mid", RECLAIM)},
-        xfail=lowest_max_priority("/c2-mid (priority 0, InCohortReclamation)", "/c1-low (priority -1, InClusterQueue)"),
-        cycle_xfail=lowest_max_priority("/c2-mid (priority 0, InCohortReclamation)", "/c1-low (priority -1, InClusterQueue)"),
     ),
     # preemption_test.go TestPreemption: "reclaim quota if workload requests 0 resources for a
     # resource at nominal quota"
@@ -291,8 +276,6 @@ PREEMPTION_CASES: list[Case] = [
         "c1",
         {w("c2-mid", RECLAIM)},
         assignment=cpu_and_memory(P, F),
-        xfail=lowest_max_priority("/c2-mid (priority 0, InCohortReclamation)", "/c1-low (priority -1, InClusterQueue)"),
-        cycle_xfail=lowest_max_priority("/c2-mid (priority 0, InCohortReclamation)", "/c1-low (priority -1, InClusterQueue)"),
     ),
     # preemption_test.go TestPreemption: "no workloads borrowing"
     Case(
@@ -527,8 +510,6 @@ PREEMPTION_CASES: list[Case] = [
         incoming("3", priority=1),
         "lend1",
         {w("lend2-mid", RECLAIM)},
-        xfail=lowest_max_priority("/lend2-mid (priority 0, InCohortReclamation)", "/lend1-low (priority -1, InClusterQueue)"),
-        cycle_xfail=lowest_max_priority("/lend2-mid (priority 0, InCohortReclamation)", "/lend1-low (priority -1, InClusterQueue)"),
     ),
     # preemption_test.go TestPreemption: "preempt from all ClusterQueues in cohort-lend"
     Case(
@@ -699,7 +680,6 @@ HIERARCHICAL_CASES: list[Case] = [
         {w("admitted_borrowing", RECLAIM)},
         cqs=[hq("q", "c"), hq("q_borrowing", "r")],
         cohorts=R_C2,
-        xfail=lowest_max_priority("/admitted_borrowing (priority 1, InCohortReclamation)", "/admitted_same_queue (priority -2, InClusterQueue)"),
     ),
     # preemption_test.go TestHierarchicalPreemptions: "forced to preempt priority candidate"
     Case(

@@ -12,11 +12,12 @@ Each case is a port of a case of Kueue (kubernetes-sigs/kueue) and carries its n
   the representative mode, flavors and modes per resource, borrowing, usage and NoFit reason are
   compared with ``wantRepMode``/``wantAssignment``.
 
-Kueue features kqueue does not implement (fair sharing, admission checks, TAS, MultiKueue,
+Kueue's fair-sharing cases are in ``test_kueue_parity_fair_scheduling.py``. Kueue features kqueue
+does not implement (admission fair sharing, admission checks, TAS, MultiKueue,
 limit ranges, pod-set groups, reclaimable pods, workload slices in the assigner) are not ported.
-Where kqueue deliberately disagrees with Kueue (the victim rule pinned by the contracts, see
-docs/engine.md "Where kqueue differs from Kueue"), the case is ``xfail(strict=True)`` with the
-difference, so a change of either behaviour is noticed.
+Where kqueue deliberately disagrees with Kueue (see docs/engine.md "Where kqueue differs from
+Kueue"), the case is ``xfail(strict=True)`` with the difference, so a change of either behaviour is
+noticed.
 """
 
 from __future__ import annotations
@@ -372,14 +373,6 @@ SCHEDULE_CASES: list[Case] = [
             "eng-alpha/borrower",
         ],
         want_left={"eng-beta": ["eng-beta/preemptor"]},
-        xfail=(
-            "Kueue preempts eng-alpha/borrower (priority 0, reclaimed) + eng-beta/low-2 (priority "
-            "-2): its candidate order puts other ClusterQueues' borrowers first and the "
-            "no-borrowing attempt stops at the first set that fits. kqueue preempts only "
-            "eng-beta/low-1 (priority -1): victim.Search.run tries victim sets with the highest "
-            "victim priority as low as possible first (contracts section 3, 'Delayed preemption: "
-            "... the highest victim priority is kept as low as possible'), a rule Kueue does not have"
-        ),
     ),
     # scheduler_test.go TestSchedule: "multiple CQs need preemption"
     Case(

@@ -330,11 +330,11 @@ CASES = [
         want_pending={"h": "WaitingForPreemptedWorkloads"},
     ),
     Case(
-        "lowest highest-victim-priority set chosen",
-        # Kueue alone would reclaim b-mid (other ClusterQueues first); a-low has lower priority.
+        "other ClusterQueues' borrowers before the preemptor's own, whatever their priority",
+        # a-low has the lower priority, but b-mid borrows a's quota: reclaiming it comes first.
         cohort_of(("a", "4"), ("b", "0"), within="LowerPriority", reclaim="LowerPriority"),
         [wl("a-low", 1, "2", queue="a"), wl("b-mid", 5, "2", queue="b"), incoming("h", 10, "2", queue="a")],
-        want_preempted={"a-low": IN_CQ},
+        want_preempted={"b-mid": RECLAIM},
         want_pending={"h": "WaitingForPreemptedWorkloads"},
     ),
     Case(

@@ -351,3 +351,33 @@ def test_timing_round_trip() -> None:
     assert write_timing(t)["simulate.kqueue.io/scale"] == "1m0s=4,2m0s=2"
     with pytest.raises(AnnotationError):
         read_timing({"simulate.kqueue.io/scale": "60s"})
+
+
+# --- fair sharing (--config) --------------------------------------------------------------------
+
+FAIR = Path(__file__).parent / "fair_sharing"
+
+
+def test_fair_sharing_splits_the_cohort_evenly_with_the_configuration() -> None:
+    args = [str(FAIR / "teams.yaml"), "--until", "5m", "--start", "2024-01-01T00:00:00Z"]
+    classical = simulate_json(*args)
+    # Without fair sharing team-b only reclaims its nominal quota.
+    assert classical["clusterQueues"]["team-b"]["usage"] == {"default": {"cpu": "4"}}
+    assert "fairSharing" not in classical["clusterQueues"]["team-b"]
+    fair = simulate_json(*args, "--config", str(FAIR / "config.yaml"))
+    for team in ("team-a", "team-b"):
+        entry = fair["clusterQueues"][team]
+        assert entry["usage"] == {"default": {"cpu": "10"}}
+        # 6 cpu borrowed of the 20 the cohort can lend.
+        assert entry["fairSharing"] == {"weightedShare": 300}
+    reasons = sorted(e["reason"] for e in events(fair, "Preempted"))
+    assert reasons == ["InCohortFairSharing"] * 3 + ["InCohortReclamation"] * 2
+    assert all(e["clusterQueue"] == "team-a" for e in events(fair, "Preempted"))
+
+
+def test_invalid_configuration_is_refused_naming_the_field(tmp_path: Path) -> None:
+    bad = tmp_path / "config.yaml"
+    bad.write_text("fairSharing:\n  preemptionStrategies: [LessThanInitialShare, LessThanOrEqualToFinalShare]\n")
+    result = run_cli("simulate", str(FAIR / "teams.yaml"), "--config", str(bad))
+    assert result.exit_code == 2
+    assert "fairSharing.preemptionStrategies: unsupported list" in result.stderr

@@ -195,6 +195,31 @@ class ClusterQueuePreemption(KBase):
     )
 
 
+class FairSharing(KBase):
+    """How a ClusterQueue or Cohort competes for unused quota when fair sharing is on."""
+
+    weight: QuantityValue = Field(
+        default_factory=lambda: Quantity(1),
+        description="Comparative advantage of this node when competing for unused quota of its "
+        "Cohort: its share (usage above nominal quota of its dominant resource, relative to what "
+        "the Cohort can lend) is divided by the weight. Admission favours the lowest share, fair "
+        "preemption takes from the highest. A quantity, default 1. 0 means an infinite share "
+        "while borrowing (always last). Must not be negative (like every quantity, it is rounded "
+        "up to a multiple of 10^-9). Used only when the Configuration enables fairSharing.",
+        json_schema_extra={"default": 1},
+    )
+
+
+class FairSharingStatus(KBase):
+    """The fair-sharing state of a ClusterQueue or Cohort."""
+
+    weighted_share: int = Field(
+        description="The share of this node, rounded up: the highest, over resources, of usage "
+        "above nominal quota per 1000 of what its Cohort can lend, divided by the weight. 0: "
+        "within nominal quota. 9223372036854775807 when the weight is 0 and it borrows."
+    )
+
+
 class ResourceUsage(KBase):
     """Quota in use for one resource."""
 
@@ -260,6 +285,10 @@ class ClusterQueueStatus(KBase):
     admitted_workloads: Int32 = Field(
         default=0, description="Workloads admitted in this queue and not finished."
     )
+    fair_sharing: FairSharingStatus | None = Field(
+        default=None,
+        description="Fair-sharing state, when the Configuration enables fair sharing.",
+    )
 
 
 class ClusterQueueSpec(KBase):
@@ -319,6 +348,11 @@ class ClusterQueueSpec(KBase):
         json_schema_extra={"default": {}},
     )
     stop_policy: StopPolicy = Field(default="None", description=STOP_POLICY_DESCRIPTION)
+    fair_sharing: FairSharing | None = Field(
+        default=None,
+        description="Fair-sharing properties (weight), used when the Configuration enables fair "
+        "sharing. Unset: weight 1.",
+    )
 
 
 class ClusterQueue(KObject):

@@ -7,7 +7,7 @@ from typing import ClassVar, Literal
 from pydantic import Field
 
 from kqueue.api.v1alpha1.base import KBase, Name
-from kqueue.api.v1alpha1.clusterqueue import ResourceGroup
+from kqueue.api.v1alpha1.clusterqueue import FairSharing, FairSharingStatus, ResourceGroup
 from kqueue.api.v1alpha1.meta import KObject
 
 
@@ -29,10 +29,20 @@ class CohortSpec(KBase):
         "the parent, lendingLimit what it lends to the parent; both need a parentName.",
         json_schema_extra={"x-kubernetes-list-type": "atomic"},
     )
+    fair_sharing: FairSharing | None = Field(
+        default=None,
+        description="Fair-sharing properties (weight) of this Cohort among its siblings, used "
+        "when the Configuration enables fair sharing. Unset: weight 1.",
+    )
 
 
 class CohortStatus(KBase):
-    """Observed state of a Cohort (nothing is reported yet; fair sharing is not implemented)."""
+    """Observed state of a Cohort."""
+
+    fair_sharing: FairSharingStatus | None = Field(
+        default=None,
+        description="Fair-sharing state, when the Configuration enables fair sharing.",
+    )
 
 
 class Cohort(KObject):

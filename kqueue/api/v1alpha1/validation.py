@@ -26,7 +26,7 @@ from kqueue.api.v1alpha1.base import (
     is_label_value,
     is_qualified_name,
 )
-from kqueue.api.v1alpha1.clusterqueue import ClusterQueue, ResourceGroup
+from kqueue.api.v1alpha1.clusterqueue import ClusterQueue, FairSharing, ResourceGroup
 from kqueue.api.v1alpha1.cohort import Cohort
 from kqueue.api.v1alpha1.errors import FieldError, ValidationFailed, from_pydantic
 from kqueue.api.v1alpha1.localqueue import LocalQueue
@@ -405,6 +405,7 @@ def _validate_cluster_queue(cq: ClusterQueue, errs: _Errors) -> None:
             f"must be Never when reclaimWithinCohort is Never, got {p.borrow_within_cohort.policy}",
             "Never, or set reclaimWithinCohort to LowerPriority or Any",
         )
+    _validate_fair_sharing(spec.fair_sharing, errs)
     _validate_conditions(cq.status.conditions, "status.conditions", errs)
     _validate_unique_names(
         (f.name for f in cq.status.flavors_reservation), "status.flavorsReservation", "flavor", errs
@@ -431,6 +432,19 @@ def _validate_cohort(cohort: Cohort, errs: _Errors) -> None:
         parent_field="spec.parentName",
         lending_within_nominal=False,
     )
+    _validate_fair_sharing(spec.fair_sharing, errs)
+
+
+def _validate_fair_sharing(fs: FairSharing | None, errs: _Errors) -> None:
+    if fs is None:
+        return
+    # Kueue also wants a non-zero weight above 10^-9: quantities are rounded up to 1n anyway.
+    if fs.weight.is_negative():
+        errs.add(
+            "spec.fairSharing.weight",
+            f"must be greater than or equal to 0, got {fs.weight}",
+            "0, or a positive quantity such as 1, 2 or 0.5",
+        )
 
 
 # --- LocalQueue ------------------------------------------------------------------------------------

@@ -16,9 +16,11 @@ from typing import Any
 import click
 import yaml
 
+from kqueue.api.config import ConfigurationError, load_configuration
 from kqueue.api.loader import LoadError
 from kqueue.api.v1alpha1 import parse_time
 from kqueue.cli.manifests import InvalidInput, read_manifests
+from kqueue.engine import adapt
 from kqueue.engine.sim import generate as gen
 from kqueue.engine.sim.driver import Simulation
 from kqueue.engine.sim.durations import DurationError, parse_duration
@@ -94,6 +96,13 @@ class _Time(click.ParamType[datetime]):
     help="Draw quota usage and pending workloads over time to FILE.png or FILE.svg.",
 )
 @click.option(
+    "--config",
+    "config_file",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="The controller's Configuration (config.kqueue.io/v1alpha1); its fairSharing applies "
+    "as in the controller.",
+)
+@click.option(
     "--progress/--no-progress",
     default=None,
     help="Progress bar on stderr (default: when stderr is a terminal and not --output json).",
@@ -108,6 +117,7 @@ def simulate(
     generate: str | None,
     write_manifests: Path | None,
     plot: Path | None,
+    config_file: Path | None,
     progress: bool | None,
 ) -> None:
     """Simulate admission of the workloads in FILEs (`-` reads stdin).
@@ -143,8 +153,18 @@ def simulate(
             raise InvalidInput(str(err)) from err
         for line in scenario.warnings:
             click.echo(f"warning: {line}", err=True)
+    fair_sharing = None
+    if config_file is not None:
+        try:
+            config = load_configuration(config_file.read_text(), source=str(config_file))
+        except ConfigurationError as err:
+            raise InvalidInput(str(err)) from err
+        fair_sharing = adapt.fair_sharing(config.fair_sharing)
     sim = Simulation(
-        scenario, preemptor=default_preemptor(), decision_time=decision_time or timedelta(0)
+        scenario,
+        preemptor=default_preemptor(),
+        decision_time=decision_time or timedelta(0),
+        fair_sharing=fair_sharing,
     )
     show_progress = progress if progress is not None else (output != "json" and sys.stderr.isatty())
     cpu = time.process_time()

@@ -37,7 +37,13 @@ from .. import adapt
 from ..cycle import CycleResult
 from ..engine import Engine
 from ..preemption import Preemptor
-from ..types import Admission, ClusterQueueName, WorkloadKey, local_queue_key
+from ..types import (
+    Admission,
+    ClusterQueueName,
+    FairSharingConfig,
+    WorkloadKey,
+    local_queue_key,
+)
 from .annotations import CLASS_LABEL
 from .durations import format_duration
 from .scenario import Scenario, SimWorkload
@@ -121,6 +127,8 @@ class Sample:
     usage: Mapping[tuple[str, str], int]
     pending: int
     reserving: int
+    # Status fairSharing.weightedShare (None when fair sharing is off).
+    weighted_share: int | None = None
 
 
 class _Action(IntEnum):
@@ -146,13 +154,14 @@ class Simulation:
         preemptor: Preemptor | None = None,
         decision_time: timedelta = timedelta(0),
         carry_out_evictions: bool = True,
+        fair_sharing: FairSharingConfig | None = None,
     ) -> None:
         self.scenario = scenario
         # False for ``explain``: victims are chosen but stay, so the state is not changed.
         self.carry_out_evictions = carry_out_evictions
         # Simulated time the scheduler spends per head it considers (see module docstring).
         self.decision_time = decision_time
-        self.engine = Engine(preemptor=preemptor)
+        self.engine = Engine(preemptor=preemptor, fair_sharing=fair_sharing)
         self.start = scenario.start
         self.now = scenario.start
         self.events: list[SimEvent] = []
@@ -639,11 +648,15 @@ class Simulation:
                 for fr, amount in before.items():
                     acc[fr] = acc.get(fr, 0) + amount * span
             self._usage_since[cq] = (self.now, usage)
-            state = (tuple(sorted(usage.items())), (active + parked, reserving))
+            share = self.engine.cluster_queue_share(name)
+            weighted = share.rounded() if share is not None else None
+            state = (tuple(sorted(usage.items())), (active + parked, reserving, weighted))
             if self._last_sample.get(cq) == state:
                 continue
             self._last_sample[cq] = state
-            self.samples.append(Sample(self.now, cq, usage, active + parked, reserving))
+            self.samples.append(
+                Sample(self.now, cq, usage, active + parked, reserving, weighted)
+            )
         self._dirty.clear()
 
     # -- reading -----------------------------------------------------------------------------

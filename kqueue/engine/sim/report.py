@@ -63,12 +63,16 @@ def cluster_queue_entry(sim: Simulation, name: str) -> dict[str, Any]:
             )
     for (flavor, resource), amount in sorted(held.items()):
         usage.setdefault(flavor, {})[resource] = format_quantity(amount, resource)
-    return {
+    out: dict[str, Any] = {
         "pendingWorkloads": active + parked,
         "reservingWorkloads": reserving,
         "admittedWorkloads": reserving,
         "usage": usage,
     }
+    share = sim.engine.cluster_queue_share(cq)
+    if share is not None:
+        out["fairSharing"] = {"weightedShare": share.rounded()}
+    return out
 
 
 def to_json(sim: Simulation) -> dict[str, Any]:
