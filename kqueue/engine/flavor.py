@@ -16,7 +16,7 @@ checked against the quota reachable in the cohort tree:
 ``flavorFungibility`` decides whether to stop at the first flavor that can borrow
 (``whenCanBorrow``) or preempt (``whenCanPreempt``) or to look for a better one.
 
-Non-preemptible workloads (contracts, section 3) may not borrow: their reachable capacity is capped
+Non-preemptible workloads (docs/contracts.md §3) may not borrow: their reachable capacity is capped
 at the ClusterQueue's nominal quota.
 """
 

@@ -1,4 +1,4 @@
-"""Whether a workload may be preempted: the precedence chain of the contracts (section 3).
+"""Whether a workload may be preempted: the precedence chain of docs/contracts.md §3.
 
 First that applies: ``Workload.spec.preemptibility``; the ``kqueue.io/preemptibility`` label of the
 top-level owner; that label on the pods; then, if the ClusterQueue sets

@@ -45,7 +45,7 @@ from .workload import AdmittedWorkload, WorkloadInfo
 
 
 class ClassicalPreemptor:
-    """Kueue's classical preemption with the contracts' priorities and delayed preemption."""
+    """Kueue's classical preemption with the priorities of docs/contracts.md §3 and delayed preemption."""
 
     def __init__(self) -> None:
         self._snapshot: Snapshot | None = None

@@ -96,7 +96,7 @@ class Preemptibility(StrEnum):
 
 
 class PendingReason(StrEnum):
-    """Reasons on ``QuotaReserved=False`` (Kueue's strings, pinned by the contracts)."""
+    """Reasons on ``QuotaReserved=False`` (Kueue's strings, pinned by docs/contracts.md §1)."""
 
     NO_MATCHING_FLAVOR = "NoMatchingFlavor"
     WAITING_FOR_QUOTA = "WaitingForQuota"

@@ -2,7 +2,7 @@
 the minimal set among them that makes the preemptor fit.
 
 A port of Kueue's classical preemption (``preemption.go`` and ``classical/``) with the additions
-of the contracts (section 3):
+of docs/contracts.md §3:
 
 * **Candidates** are workloads that use a flavor/resource the preemptor's assignment cannot get
   without preemption (the *contested* resources). In the preemptor's ClusterQueue they must satisfy
@@ -156,7 +156,7 @@ class SearchInput:
     # Everything the preemptor's assignment would use, by flavor and resource.
     requests: Mapping[FlavorResource, int]
     contested: frozenset[FlavorResource]
-    # A non-preemptible preemptor may not borrow (contracts, section 3).
+    # A non-preemptible preemptor may not borrow (docs/contracts.md §3).
     within_nominal: bool = False
     # Delayed preemption: only workloads already being evicted may be used.
     only_evicting: bool = False
@@ -349,7 +349,7 @@ def _non_preemptible_message(
 def policy_allows(
     policy: PreemptionPolicy, preemptor: WorkloadInfo, wl: AdmittedWorkload
 ) -> bool:
-    """Kueue's satisfiesPreemptionPolicy, with the contracts' priorities: the victim's
+    """Kueue's satisfiesPreemptionPolicy, with the priorities of docs/contracts.md §3: the victim's
     preemption priority against the preemptor's scheduling priority."""
     mine, theirs = preemptor.priority, wl.info.preemption_priority
     if policy == PreemptionPolicy.ANY or theirs < mine:

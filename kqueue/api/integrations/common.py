@@ -159,7 +159,7 @@ def resolve_preemption_priority(
     """``(preemptionPriorityClassRef, preemptionPriority)`` from the preemption-class label.
 
     The label names a WorkloadPriorityClass. Without it both stay unset (the engine then uses
-    the scheduling priority). A value below the scheduling priority is rejected (contracts 1).
+    the scheduling priority). A value below the scheduling priority is rejected (docs/contracts.md §1).
     """
     name = labels.get(c.PREEMPTION_PRIORITY_CLASS_LABEL)
     if not name:

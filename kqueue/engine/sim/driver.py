@@ -3,7 +3,7 @@
 The engine is the one the controller drives; the simulator plays the controller and the jobs:
 it creates workloads when they arrive, carries out the engine's decisions at once (an admission
 is final, a preemption's eviction completes at the end of the cycle that chose it, as the
-contracts require), finishes workloads when their run time is over, deletes, deactivates and
+docs/contracts.md §4 requires), finishes workloads when their run time is over, deletes, deactivates and
 scales them when their annotations say so. A workload past its maximum execution time is
 deactivated by the engine (a ``Deactivated`` event, then its eviction) at the simulated time its
 budget runs out: the clock stops there as it does for any engine deadline.
@@ -48,7 +48,7 @@ from .annotations import CLASS_LABEL
 from .durations import format_duration
 from .scenario import Scenario, SimWorkload
 
-# Event types (contracts, section 4).
+# Event types (docs/contracts.md §4).
 QUOTA_RESERVED: Final = "QuotaReserved"
 ADMITTED: Final = "Admitted"
 PREEMPTED: Final = "Preempted"
@@ -551,7 +551,7 @@ class Simulation:
             waiting = self.records.get(pend.workload)
             if waiting is not None and waiting.state == PENDING:
                 self._set(waiting, c.QUOTA_RESERVED, "False", pend.reason, pend.message)
-        # Evictions chosen in this cycle complete at its end (contracts, section 4).
+        # Evictions chosen in this cycle complete at its end (docs/contracts.md §4).
         if self.carry_out_evictions:
             for rec, reason, message in evicting:
                 self._evicted(rec, reason, message)

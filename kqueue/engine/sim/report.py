@@ -1,4 +1,4 @@
-"""The simulation's result as the JSON object of the contracts (section 4), plus figures.
+"""The simulation's result as the JSON object of docs/contracts.md §4, plus figures.
 
 Quantities are printed canonically (``format_quantity``), times as RFC 3339. Workloads that have
 not arrived when the simulation stops are left out: they do not exist yet.
