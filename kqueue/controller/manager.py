@@ -158,7 +158,7 @@ class Manager:
         self.supervisor = Supervisor()
         self._preemptor = preemptor
         self._now = now
-        self.engine = Engine(preemptor=preemptor(), pods_ready=self._pods_ready())
+        self.engine = self._new_engine()
         self.identity = identity
         self.leading = False
         self._terms = 0  # leadership terms begun by this process
@@ -223,6 +223,7 @@ class Manager:
             metrics=self.metrics,
             now=now,
             resource_metrics=config.metrics.enable_cluster_queue_resources,
+            cohorts=self.cohorts.store,
         )
         self.releaser = PodReleaser(kube=self.kube, metrics=self.metrics, now=now)
         self.job_queues: dict[str, WorkQueue[str]] = {}
@@ -266,6 +267,13 @@ class Manager:
         self._install_integrations()
 
     # -- the engine's inputs -------------------------------------------------------------------
+
+    def _new_engine(self) -> Engine:
+        return Engine(
+            preemptor=self._preemptor(),
+            pods_ready=self._pods_ready(),
+            fair_sharing=adapt.fair_sharing(self.config.fair_sharing),
+        )
 
     def _pods_ready(self) -> PodsReadyConfig | None:
         return PodsReadyConfig.from_config(self.config.wait_for_pods_ready)
@@ -351,7 +359,7 @@ class Manager:
 
     def rebuild_engine(self) -> Engine:
         """A fresh engine fed from the stores: admissions come from Workload status only."""
-        engine = Engine(preemptor=self._preemptor(), pods_ready=self._pods_ready())
+        engine = self._new_engine()
         for rf in self.flavors.store.objects():
             engine.upsert_flavor(adapt.flavor(rf))
         for co in self.cohorts.store.objects():
@@ -399,7 +407,9 @@ class Manager:
         self.cluster_queues.add_handler(on_add=on_cq, on_update=on_cq, on_delete=on_cq_delete)
 
         def on_cohort(_: str, co: Cohort, *rest: Cohort) -> None:
-            self.engine.upsert_cohort(adapt.cohort(rest[-1] if rest else co))
+            new_co = rest[-1] if rest else co
+            self.engine.upsert_cohort(adapt.cohort(new_co))
+            self.status_queue.add(f"co:{new_co.name}")
             # A cohort change (a new parent, a cycle made or broken) can change every queue's
             # Active condition, not only what fits: refresh their status too.
             self._enqueue_all_queues()
@@ -407,6 +417,7 @@ class Manager:
 
         def on_cohort_delete(_: str, co: Cohort) -> None:
             self.engine.delete_cohort(CohortName(co.name))
+            self.status_queue.add(f"co:{co.name}")
             self._enqueue_all_queues()
             self.scheduler.trigger()
 
@@ -507,6 +518,10 @@ class Manager:
         cq_set = set(cqs)
         for cq in sorted(cq_set):
             self.status_queue.add(f"cq:{cq}")
+        if self.config.fair_sharing is not None and cq_set:
+            # Any usage change moves the shares of every cohort above it (few objects).
+            for co in self.cohorts.store:
+                self.status_queue.add(f"co:{co}")
         for lq in self.local_queues.store.objects():
             if lq.spec.cluster_queue in cq_set:
                 self.status_queue.add(f"lq:{lq.key}")
@@ -526,6 +541,8 @@ class Manager:
             self.status_queue.add(f"rf:{key}")
         for key in self.local_queues.store:
             self.status_queue.add(f"lq:{key}")
+        for key in self.cohorts.store:
+            self.status_queue.add(f"co:{key}")
 
     # -- running -------------------------------------------------------------------------------
 

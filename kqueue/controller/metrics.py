@@ -189,6 +189,22 @@ class Metrics:
             namespace=NAMESPACE,
             registry=r,
         )
+        # Kueue's weighted-share gauges (fair sharing on): the precise share, +Inf for a weight
+        # of 0 that borrows.
+        self._cq_weighted_share = Gauge(
+            "cluster_queue_weighted_share",
+            "The ClusterQueue's weighted dominant resource share (fair sharing).",
+            ["cluster_queue"],
+            namespace=NAMESPACE,
+            registry=r,
+        )
+        self._cohort_weighted_share = Gauge(
+            "cohort_weighted_share",
+            "The Cohort's weighted dominant resource share (fair sharing).",
+            ["cohort"],
+            namespace=NAMESPACE,
+            registry=r,
+        )
         self._gate_removal = Histogram(
             "pod_scheduling_gate_removal_seconds",
             "Time from a workload's admission until the scheduling gate of one of its pods was "
@@ -288,6 +304,15 @@ class Metrics:
         self._reservation.labels(*labels).set(to_prometheus_value(reserved, resource))
         self._usage.labels(*labels).set(to_prometheus_value(used, resource))
 
+    def report_cluster_queue_weighted_share(self, cluster_queue: str, share: float) -> None:
+        self._cq_weighted_share.labels(cluster_queue).set(share)
+
+    def report_cohort_weighted_share(self, cohort: str, share: float) -> None:
+        self._cohort_weighted_share.labels(cohort).set(share)
+
+    def forget_cohort(self, cohort: str) -> None:
+        _remove(self._cohort_weighted_share, (cohort,))
+
     def forget_cluster_queue(self, cluster_queue: str) -> None:
         """Remove every series of a deleted ClusterQueue (otherwise they would linger)."""
         for labels in self._resource_series.pop(cluster_queue, set()):
@@ -303,7 +328,7 @@ class Metrics:
             _remove(self._pending, (cluster_queue, status))
         for status in CLUSTER_QUEUE_STATUSES:
             _remove(self._cq_status, (cluster_queue, status))
-        for gauge in (self._reserving_active, self._admitted_active):
+        for gauge in (self._reserving_active, self._admitted_active, self._cq_weighted_share):
             _remove(gauge, (cluster_queue,))
 
     def _track(self, cluster_queue: str, labels: tuple[str, ...]) -> None:

@@ -15,7 +15,9 @@ from typing import Any
 from kqueue.api.quantity import Quantity
 from kqueue.api.v1alpha1 import (
     ClusterQueue,
+    Cohort,
     Condition,
+    FairSharingStatus,
     FlavorUsage,
     LocalQueue,
     LocalQueueFlavorUsage,
@@ -31,11 +33,18 @@ from kqueue.controller.events import EventRecorder
 from kqueue.controller.informer import Store
 from kqueue.controller.kube import Conflict, Kube, KubeError, NotFound
 from kqueue.controller.metrics import ClusterQueueStatus, Metrics
-from kqueue.controller.resources import CLUSTER_QUEUES, LOCAL_QUEUES, RESOURCE_FLAVORS, Resource
+from kqueue.controller.resources import (
+    CLUSTER_QUEUES,
+    COHORTS,
+    LOCAL_QUEUES,
+    RESOURCE_FLAVORS,
+    Resource,
+)
 from kqueue.controller.workqueue import Requeue
 from kqueue.engine.engine import Engine
 from kqueue.engine.types import (
     ClusterQueueName,
+    CohortName,
     FlavorName,
     LocalQueueKey,
     ResourceName,
@@ -84,7 +93,9 @@ class QueueStatusReconciler:
         metrics: Metrics,
         now: Now,
         resource_metrics: bool = False,
+        cohorts: Store[Cohort] | None = None,
     ) -> None:
+        self._cohorts = cohorts
         self._engine = engine
         self._cqs = cluster_queues
         self._lqs = local_queues
@@ -105,7 +116,27 @@ class QueueStatusReconciler:
             return await self._local_queue(name)
         if kind == "rf":
             return await self._flavor(name)
+        if kind == "co":
+            return await self._cohort(name)
         return None
+
+    # -- Cohort ----------------------------------------------------------------------------------
+
+    async def _cohort(self, name: str) -> Requeue | None:
+        """A Cohort's status is its fair-sharing share (nothing without fair sharing)."""
+        co = self._cohorts.get(name) if self._cohorts is not None else None
+        if co is None:
+            self._metrics.forget_cohort(name)
+            return None
+        share = self._engine().cohort_share(CohortName(name))
+        want = FairSharingStatus(weighted_share=share.rounded()) if share is not None else None
+        if share is not None:
+            self._metrics.report_cohort_weighted_share(name, share.precise())
+        if co.status.fair_sharing == want:
+            return None
+        new = co.model_copy(deep=True)
+        new.status.fair_sharing = want
+        return await self._put_status(COHORTS, new.to_dict(), None)
 
     # -- ClusterQueue ----------------------------------------------------------------------------
 
@@ -164,6 +195,12 @@ class QueueStatusReconciler:
         st.admitted_workloads = len(reserving)
         st.flavors_reservation = self._flavor_usage(cq, usage)
         st.flavors_usage = self._flavor_usage(cq, usage)
+        share = engine.cluster_queue_share(cq_name)
+        st.fair_sharing = (
+            FairSharingStatus(weighted_share=share.rounded()) if share is not None else None
+        )
+        if share is not None:
+            self._metrics.report_cluster_queue_weighted_share(name, share.precise())
         self._report(cq, active, parked, len(reserving), usage, status, reason)
         finalizer_patch = self._finalizer_patch(
             new.metadata.finalizers,
@@ -187,6 +224,7 @@ class QueueStatusReconciler:
             and old.admitted_workloads == st.admitted_workloads
             and old.flavors_reservation == st.flavors_reservation
             and old.flavors_usage == st.flavors_usage
+            and old.fair_sharing == st.fair_sharing
         ):
             return None
         before = next((x for x in old.conditions if x.type == c.ACTIVE), None)

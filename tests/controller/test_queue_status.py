@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any, cast
 
+import pytest
+
 from kqueue.api.v1alpha1 import ClusterQueue, LocalQueue, ResourceFlavor, Workload
 from kqueue.controller.events import EventRecorder
 from kqueue.controller.informer import Store
@@ -126,3 +128,66 @@ async def test_a_new_cluster_queue_is_not_reported_flavorless_while_its_flavors_
     kube.statuses.clear()
     await reconciler("cq:cq")
     assert events.reasons == ["FlavorNotFound"]
+
+
+def _cq_in_cohort(name: str, cpu: str) -> ClusterQueue:
+    doc = cluster_queue(cpu).model_dump(by_alias=True, exclude_none=True)
+    doc["metadata"] = {"name": name}
+    doc["spec"]["cohortName"] = "ai"
+    return ClusterQueue.model_validate(doc)
+
+
+@pytest.mark.parametrize("fair", [True, False], ids=["fair-sharing", "classical"])
+async def test_weighted_shares_are_written_and_exported_with_fair_sharing(fair: bool) -> None:
+    from kqueue.api.config import FairSharing
+    from kqueue.api.v1alpha1 import Cohort
+
+    engine = Engine(fair_sharing=adapt.fair_sharing(FairSharing() if fair else None))
+    engine.upsert_flavor(adapt.flavor(ResourceFlavor.model_validate(
+        {"apiVersion": "kqueue.io/v1alpha1", "kind": "ResourceFlavor", "metadata": {"name": "f"}}
+    )))
+    cqs: Store[ClusterQueue] = Store()
+    cohorts: Store[Cohort] = Store()
+    co = Cohort.model_validate({"apiVersion": "kqueue.io/v1alpha1", "kind": "Cohort", "metadata": {"name": "ai"}})
+    cohorts._put("ai", co, "1")
+    engine.upsert_cohort(adapt.cohort(co))
+    for name, cpu in (("team-a", "2"), ("team-b", "6")):
+        cq = _cq_in_cohort(name, cpu)
+        cqs._put(name, cq, "1")
+        engine.upsert_cluster_queue(adapt.cluster_queue(cq))
+    lq = LocalQueue.model_validate({
+        "apiVersion": "kqueue.io/v1alpha1", "kind": "LocalQueue",
+        "metadata": {"name": "lq", "namespace": NS}, "spec": {"clusterQueue": "team-a"},
+    })
+    engine.upsert_local_queue(adapt.local_queue(lq))
+    # team-a (nominal 2) admits 4 cpu: it borrows 2 of what team-b lends.
+    wl = Workload.model_validate(workload("big", "4"))
+    adapt.apply_workload(engine, wl)
+    assert [a.workload for a in engine.schedule(NOW).admitted] == [f"{NS}/big"]
+
+    kube, metrics = CaptureKube(), Metrics()
+    reconciler = QueueStatusReconciler(
+        engine=lambda: engine, cluster_queues=cqs, local_queues=Store(), flavors=Store(),
+        workloads=Store(), kube=cast(Kube, kube), events=cast(EventRecorder, Events()),
+        metrics=metrics, now=lambda: NOW, cohorts=cohorts,
+    )
+    for f in ("f",):
+        reconciler._flavors._put(f, ResourceFlavor.model_validate(
+            {"apiVersion": "kqueue.io/v1alpha1", "kind": "ResourceFlavor", "metadata": {"name": f}}
+        ), "1")
+    await reconciler("cq:team-a")
+    await reconciler("cq:team-b")
+    await reconciler("co:ai")
+    share_a = metrics.registry.get_sample_value(
+        "kqueue_cluster_queue_weighted_share", {"cluster_queue": "team-a"}
+    )
+    if fair:
+        # Borrowing 2 cpu of the 8 the cohort can lend: 250 per 1000 (Kueue's DRS).
+        assert kube.statuses["None/team-a"]["fairSharing"] == {"weightedShare": 250}
+        assert kube.statuses["None/team-b"]["fairSharing"] == {"weightedShare": 0}
+        assert share_a == 250.0
+        assert "None/ai" in kube.statuses  # the Cohort's status too
+    else:
+        assert "fairSharing" not in kube.statuses["None/team-a"]
+        assert share_a is None
+        assert "None/ai" not in kube.statuses

@@ -47,6 +47,10 @@ __all__ = ["api"]  # fixture
 
 # Granted, and needed, but not a request kqueue sends in a short run on this control plane.
 NOT_REQUESTED: dict[tuple[str, str], str] = {
+    ("update", "kqueue.io/cohorts/status"): (
+        "a Cohort's status is its fair-sharing weightedShare, written only with fair sharing on; "
+        "the RBAC run does not configure fair sharing"
+    ),
     ("update", "batch/jobs/finalizers"): (
         "checked by the OwnerReferencesPermissionEnforcement admission plugin when kqueue "
         "creates a Workload owned by a Job (blockOwnerDeletion); an authorization check on "
