@@ -16,6 +16,7 @@ import atexit
 import base64
 import contextlib
 import ctypes
+import functools
 import http.client
 import json
 import os
@@ -381,7 +382,8 @@ class LocalCluster:
                 return
             try:
                 self._start_operator(op, self.build if build_missing is None else build_missing)
-            except (build.BuildError, operators.OperatorError) as exc:
+            except (build.BuildError, operators.OperatorError, RuntimeError) as exc:
+                # RuntimeError: a kubectl call failed (ClusterStartError is one too)
                 raise ClusterStartError(f"operator {op.label}: {exc}") from exc
 
     def stop_operator(self, name: str) -> None:
@@ -409,16 +411,7 @@ class LocalCluster:
             started = time.monotonic()
         operators.check_fixed_ports(op)
         root = operators.module_dir(op)
-        crds = operators.crd_documents(op, root)
-        self.kubectl(
-            "apply", "--server-side", "--force-conflicts", "-f", "-", input=yaml.safe_dump_all(crds)
-        )
-        self.kubectl(
-            "wait",
-            "--for=condition=Established",
-            "--timeout=60s",
-            *[f"crd/{d['metadata']['name']}" for d in crds],
-        )
+        self._install_crds(op, root)
 
         run_dir = self.work_dir / "operators" / op.name
         cert_dir = run_dir / "tmp" / "k8s-webhook-server" / "serving-certs"
@@ -486,6 +479,54 @@ class LocalCluster:
                 f"{exc}\n---- {op.name} log ({comp.log_path}) ----\n{comp.tail()}"
             ) from None
         self.operator_start_seconds[op.name] = time.monotonic() - started
+
+    def _install_crds(self, op: operators.Operator, root: Path) -> None:
+        # The module's files as they are: parsing and dumping megabytes of CRDs (KubeRay's
+        # RayCluster alone is 0.9 MB) would cost more than the API server takes to store them.
+        files = [f"--filename={root / rel}" for rel in op.crds]
+        res = self.kubectl("apply", "--server-side", "--force-conflicts", "-o", "name", *files)
+        names = [
+            line.split("/", 1)[1]
+            for line in res.stdout.split()
+            if line.startswith("customresourcedefinition.")
+        ]
+        if len(names) < len(op.crds):
+            raise operators.OperatorError(
+                f"{', '.join(op.crds)} in {root} hold {len(names)} CustomResourceDefinitions, "
+                f"expected at least {len(op.crds)}: {res.stdout.strip()}"
+            )
+        # Polled here rather than with `kubectl wait`, which errors out on a CRD whose status
+        # has no conditions yet (right after the apply).
+        crds = [self._established_crd(name) for name in names]
+        # Established can come a moment before the resource is served; an operator that lists
+        # its kind once at start-up (mpi-operator exits on a 404) must not see that gap.
+        for path in operators.crd_list_paths(crds):
+            self._wait_for(
+                f"{path} served",
+                functools.partial(self._served, path),
+                30.0,
+                component="kube-apiserver",
+            )
+
+    def _established_crd(self, name: str) -> dict[str, Any]:
+        path = f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{name}"
+        found: dict[str, Any] = {}
+
+        def established() -> bool:
+            status, body = self.request("GET", path)
+            if status != 200:
+                return False
+            conds = (body.get("status") or {}).get("conditions") or []
+            if any(c.get("type") == "Established" and c.get("status") == "True" for c in conds):
+                found.update(body)
+                return True
+            return False
+
+        self._wait_for(f"CRD {name} Established", established, 60.0, component="kube-apiserver")
+        return found
+
+    def _served(self, path: str) -> bool:
+        return self.request("GET", f"{path}?limit=1")[0] == 200
 
     def _operator_ready(self, op: operators.Operator, ctx: operators.RunContext) -> bool:
         if op.readiness == "lease":

@@ -349,8 +349,10 @@ def module_dir(op: Operator) -> Path:
 
 
 def _load_documents(path: Path) -> list[dict[str, Any]]:
+    # CRDs run to megabytes (KubeRay's RayCluster: 0.9 MB); libyaml parses them 10x faster.
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
     try:
-        docs = list(yaml.safe_load_all(path.read_text()))
+        docs = list(yaml.load_all(path.read_text(), Loader=loader))
     except OSError as exc:
         raise OperatorError(f"cannot read {path}: {exc}") from exc
     return [d for d in docs if isinstance(d, dict)]
@@ -361,16 +363,15 @@ def module_documents(name: str, rel: str) -> list[dict[str, Any]]:
     return _load_documents(module_dir(get(name)) / rel)
 
 
-def crd_documents(op: Operator, root: Path) -> list[dict[str, Any]]:
-    docs: list[dict[str, Any]] = []
-    for rel in op.crds:
-        found = [
-            d for d in _load_documents(root / rel) if d.get("kind") == "CustomResourceDefinition"
-        ]
-        if not found:
-            raise OperatorError(f"{op.label}: {rel} holds no CustomResourceDefinition")
-        docs += found
-    return docs
+def crd_list_paths(crds: list[dict[str, Any]]) -> list[str]:
+    """The API path listing each CRD's objects (all namespaces), for every served version."""
+    paths = []
+    for crd in crds:
+        spec = crd["spec"]
+        for version in spec.get("versions") or []:
+            if version.get("served", True):
+                paths.append(f"/apis/{spec['group']}/{version['name']}/{spec['names']['plural']}")
+    return paths
 
 
 def _pointer(path: str) -> list[str]:

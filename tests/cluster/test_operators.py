@@ -355,3 +355,96 @@ async def test_mpijob_reconciles_into_launcher_job_and_worker_pods(
         return not [p for p in pods.items if p.metadata.deletion_timestamp is None]
 
     await eventually(workers_cleaned, what="worker pods cleaned up (cleanPodPolicy Running)")
+
+
+async def test_raycluster_reconciles_into_head_and_worker_pods(
+    kuberay_operator: str, api_client: client.ApiClient, namespace: str
+) -> None:
+    custom = client.CustomObjectsApi(api_client)
+    core = client.CoreV1Api(api_client)
+
+    def group_template(name: str) -> dict[str, Any]:
+        template = pod_template(name)
+        template["spec"].pop("restartPolicy")
+        return template
+
+    raycluster = {
+        "apiVersion": "ray.io/v1",
+        "kind": "RayCluster",
+        "metadata": {"name": "rc"},
+        "spec": {
+            "headGroupSpec": {"rayStartParams": {}, "template": group_template("ray-head")},
+            "workerGroupSpecs": [
+                {
+                    "groupName": "workers",
+                    "replicas": 2,
+                    "minReplicas": 2,
+                    "maxReplicas": 2,
+                    "rayStartParams": {},
+                    "template": group_template("ray-worker"),
+                }
+            ],
+        },
+    }
+    await custom.create_namespaced_custom_object(
+        "ray.io", "v1", namespace, "rayclusters", raycluster
+    )
+
+    pods = await eventually(
+        lambda: running_pods(core, namespace, "ray.io/cluster=rc", 3),
+        what="RayCluster head + 2 worker pods on kwok nodes",
+    )
+    roles = sorted(p.metadata.labels["ray.io/node-type"] for p in pods)
+    assert roles == ["head", "worker", "worker"]
+    assert all(owned_by(p, "RayCluster", "rc") for p in pods)
+
+    async def ready() -> dict[str, Any] | None:
+        obj = await custom.get_namespaced_custom_object(
+            "ray.io", "v1", namespace, "rayclusters", "rc"
+        )
+        return obj if true_condition(obj, "RayClusterProvisioned") else None
+
+    await eventually(ready, what="RayCluster rc RayClusterProvisioned")
+
+
+async def test_leaderworkerset_reconciles_into_statefulsets_and_pods(
+    lws_operator: str, api_client: client.ApiClient, namespace: str
+) -> None:
+    custom = client.CustomObjectsApi(api_client)
+    apps = client.AppsV1Api(api_client)
+    core = client.CoreV1Api(api_client)
+    template = pod_template("w")
+    template["spec"].pop("restartPolicy")
+    lws = {
+        "apiVersion": "leaderworkerset.x-k8s.io/v1",
+        "kind": "LeaderWorkerSet",
+        "metadata": {"name": "lws"},
+        "spec": {"replicas": 2, "leaderWorkerTemplate": {"size": 3, "workerTemplate": template}},
+    }
+    await custom.create_namespaced_custom_object(
+        "leaderworkerset.x-k8s.io", "v1", namespace, "leaderworkersets", lws
+    )
+
+    # 2 groups of 3: a leader StatefulSet of 2 pods, and per leader a worker StatefulSet of 2.
+    pods = await eventually(
+        lambda: running_pods(core, namespace, "leaderworkerset.sigs.k8s.io/name=lws", 6),
+        what="6 LeaderWorkerSet pods on kwok nodes",
+    )
+    assert sorted(p.metadata.name for p in pods) == [
+        "lws-0",
+        "lws-0-1",
+        "lws-0-2",
+        "lws-1",
+        "lws-1-1",
+        "lws-1-2",
+    ]
+    sets = (await apps.list_namespaced_stateful_set(namespace)).items
+    assert sorted(s.metadata.name for s in sets) == ["lws", "lws-0", "lws-1"]
+
+    async def available() -> dict[str, Any] | None:
+        obj = await custom.get_namespaced_custom_object(
+            "leaderworkerset.x-k8s.io", "v1", namespace, "leaderworkersets", "lws"
+        )
+        return obj if true_condition(obj, "Available") else None
+
+    await eventually(available, what="LeaderWorkerSet lws Available")

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import dataclasses
+import socket
 from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from kqueue.localcluster import operators
 
@@ -120,18 +121,36 @@ def test_unknown_operator_names_the_known_ones() -> None:
     assert operators.parse_names("") == []
 
 
-def test_crd_files_without_a_crd_are_refused(tmp_path: Path) -> None:
-    (tmp_path / "crd.yaml").write_text(yaml.safe_dump({"kind": "ConfigMap"}))
-    op = operators.Operator(
-        name="thing",
-        component=operators.get("jobset").component,
-        crds=("crd.yaml",),
-        webhooks=None,
-        command=lambda ctx: ([], {}),
-    )
-    with pytest.raises(operators.OperatorError, match=r"crd\.yaml holds no CustomResourceDefinition"):
-        operators.crd_documents(op, tmp_path)
+def test_crd_list_paths_cover_every_served_version() -> None:
+    crd = {
+        "spec": {
+            "group": "example.io",
+            "names": {"plural": "things"},
+            "versions": [
+                {"name": "v1", "served": True},
+                {"name": "v1beta1", "served": False},
+                {"name": "v2"},
+            ],
+        }
+    }
+    assert operators.crd_list_paths([crd]) == [
+        "/apis/example.io/v1/things",
+        "/apis/example.io/v2/things",
+    ]
 
 
 def test_trainer_starts_after_jobset() -> None:
     assert operators.get("trainer").requires == ("jobset",)
+
+
+def test_a_taken_fixed_port_is_named_before_start() -> None:
+    """mpi-operator always binds :8080; a taken port is reported, not a crash loop."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as busy:
+        busy.bind(("0.0.0.0", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        op = dataclasses.replace(operators.get("mpi-operator"), fixed_ports=(port,))
+        with pytest.raises(operators.OperatorError) as err:
+            operators.check_fixed_ports(op)
+    assert f"always listens on :{port}" in str(err.value)
+    assert "github.com/kubeflow/mpi-operator@" in str(err.value)
