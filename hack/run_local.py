@@ -174,6 +174,8 @@ kqueue is running against a local cluster. In another terminal:
   kubectl describe workload -A                 # conditions and events
 
 Metrics: http://127.0.0.1:{metrics_port}/metrics   Health: http://127.0.0.1:{health_port}/readyz
+Operators: {", ".join(operator_names) or "none (make run OPERATORS=jobset,trainer,...)"}
+Component logs: {cluster.log_dir}
 Press Ctrl-C to stop kqueue and the cluster.
 """,
             flush=True,
