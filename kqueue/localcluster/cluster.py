@@ -16,7 +16,6 @@ import atexit
 import base64
 import contextlib
 import ctypes
-import functools
 import http.client
 import json
 import os
@@ -392,7 +391,7 @@ class LocalCluster:
             comp = self._components.pop(name, None)
             if comp is not None:
                 comp.stop()
-            self._delete_operator_webhooks(operators.get(name))
+            operators.delete_webhooks(self, operators.get(name))
 
     def operator_running(self, name: str) -> bool:
         comp = self._components.get(name)
@@ -411,7 +410,7 @@ class LocalCluster:
             started = time.monotonic()
         operators.check_fixed_ports(op)
         root = operators.module_dir(op)
-        self._install_crds(op, root)
+        operators.install_crds(self, op, root)
 
         run_dir = self.work_dir / "operators" / op.name
         cert_dir = run_dir / "tmp" / "k8s-webhook-server" / "serving-certs"
@@ -474,59 +473,13 @@ class LocalCluster:
         except ClusterStartError as exc:
             comp.stop()
             self._components.pop(op.name, None)
-            self._delete_operator_webhooks(op)
+            operators.delete_webhooks(self, op)
+            if comp.log_path.name in str(exc):  # it exited: the message has its log already
+                raise operators.OperatorError(str(exc)) from None
             raise operators.OperatorError(
                 f"{exc}\n---- {op.name} log ({comp.log_path}) ----\n{comp.tail()}"
             ) from None
         self.operator_start_seconds[op.name] = time.monotonic() - started
-
-    def _install_crds(self, op: operators.Operator, root: Path) -> None:
-        # The module's files as they are: parsing and dumping megabytes of CRDs (KubeRay's
-        # RayCluster alone is 0.9 MB) would cost more than the API server takes to store them.
-        files = [f"--filename={root / rel}" for rel in op.crds]
-        res = self.kubectl("apply", "--server-side", "--force-conflicts", "-o", "name", *files)
-        names = [
-            line.split("/", 1)[1]
-            for line in res.stdout.split()
-            if line.startswith("customresourcedefinition.")
-        ]
-        if len(names) < len(op.crds):
-            raise operators.OperatorError(
-                f"{', '.join(op.crds)} in {root} hold {len(names)} CustomResourceDefinitions, "
-                f"expected at least {len(op.crds)}: {res.stdout.strip()}"
-            )
-        # Polled here rather than with `kubectl wait`, which errors out on a CRD whose status
-        # has no conditions yet (right after the apply).
-        crds = [self._established_crd(name) for name in names]
-        # Established can come a moment before the resource is served; an operator that lists
-        # its kind once at start-up (mpi-operator exits on a 404) must not see that gap.
-        for path in operators.crd_list_paths(crds):
-            self._wait_for(
-                f"{path} served",
-                functools.partial(self._served, path),
-                30.0,
-                component="kube-apiserver",
-            )
-
-    def _established_crd(self, name: str) -> dict[str, Any]:
-        path = f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{name}"
-        found: dict[str, Any] = {}
-
-        def established() -> bool:
-            status, body = self.request("GET", path)
-            if status != 200:
-                return False
-            conds = (body.get("status") or {}).get("conditions") or []
-            if any(c.get("type") == "Established" and c.get("status") == "True" for c in conds):
-                found.update(body)
-                return True
-            return False
-
-        self._wait_for(f"CRD {name} Established", established, 60.0, component="kube-apiserver")
-        return found
-
-    def _served(self, path: str) -> bool:
-        return self.request("GET", f"{path}?limit=1")[0] == 200
 
     def _operator_ready(self, op: operators.Operator, ctx: operators.RunContext) -> bool:
         if op.readiness == "lease":
@@ -537,16 +490,6 @@ class LocalCluster:
             )
             return status == 200 and bool((body.get("spec") or {}).get("holderIdentity"))
         return _http_ok(LOOPBACK, ctx.health_port, "/readyz", tls=None)
-
-    def _delete_operator_webhooks(self, op: operators.Operator) -> None:
-        if op.webhooks is None:
-            return
-        for kind in ("mutatingwebhookconfigurations", "validatingwebhookconfigurations"):
-            status, body = self.request("GET", f"/apis/admissionregistration.k8s.io/v1/{kind}")
-            for item in (body or {}).get("items", []) if status == 200 else []:
-                name = item["metadata"]["name"]
-                if name.startswith(f"{op.name}-"):
-                    self.request("DELETE", f"/apis/admissionregistration.k8s.io/v1/{kind}/{name}")
 
     def logs_tail(self, lines: int = _LOG_TAIL_LINES) -> str:
         """The last lines of every component's log, for failure reports."""

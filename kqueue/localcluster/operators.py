@@ -17,10 +17,12 @@ from __future__ import annotations
 import copy
 import os
 import socket
+import subprocess
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import yaml
 
@@ -372,6 +374,81 @@ def crd_list_paths(crds: list[dict[str, Any]]) -> list[str]:
             if version.get("served", True):
                 paths.append(f"/apis/{spec['group']}/{version['name']}/{spec['names']['plural']}")
     return paths
+
+
+class ApiClient(Protocol):
+    """What the CRD and webhook helpers need of LocalCluster."""
+
+    def request(
+        self, method: str, path: str, body: Any = None, *, timeout: float = 10.0
+    ) -> tuple[int, Any]: ...
+
+    def kubectl(
+        self, *args: str, input: str | None = None, check: bool = True, timeout: float = 60
+    ) -> subprocess.CompletedProcess[str]: ...
+
+
+def _poll(what: str, check: Callable[[], bool], timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        if time.monotonic() > deadline:
+            raise OperatorError(f"timed out after {timeout:.0f}s waiting for {what}")
+        time.sleep(0.1)
+
+
+def install_crds(api: ApiClient, op: Operator, root: Path) -> None:
+    """Apply the operator's CRDs and wait until every version of each is served."""
+    # The module's files as they are: parsing and dumping megabytes of CRDs (KubeRay's
+    # RayCluster alone is 0.9 MB) would cost more than the API server takes to store them.
+    files = [f"--filename={root / rel}" for rel in op.crds]
+    res = api.kubectl("apply", "--server-side", "--force-conflicts", "-o", "name", *files)
+    names = [
+        line.split("/", 1)[1]
+        for line in res.stdout.split()
+        if line.startswith("customresourcedefinition.")
+    ]
+    if len(names) < len(op.crds):
+        raise OperatorError(
+            f"{', '.join(op.crds)} in {root} hold {len(names)} CustomResourceDefinitions, "
+            f"expected at least {len(op.crds)}: {res.stdout.strip()}"
+        )
+    # Polled here rather than with `kubectl wait`, which errors out on a CRD whose status has
+    # no conditions yet (right after the apply).
+    crds: list[dict[str, Any]] = []
+    for name in names:
+        path = f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{name}"
+
+        def established(path: str = path) -> bool:
+            status, body = api.request("GET", path)
+            if status != 200:
+                return False
+            conds = (body.get("status") or {}).get("conditions") or []
+            if any(c.get("type") == "Established" and c.get("status") == "True" for c in conds):
+                crds.append(body)
+                return True
+            return False
+
+        _poll(f"CRD {name} Established", established, 60.0)
+    # Established can come a moment before the resource is served; an operator that lists its
+    # kind once at start-up (mpi-operator exits on a 404) must not see that gap.
+    for list_path in crd_list_paths(crds):
+
+        def served(list_path: str = list_path) -> bool:
+            return api.request("GET", f"{list_path}?limit=1")[0] == 200
+
+        _poll(f"{list_path} served", served, 30.0)
+
+
+def delete_webhooks(api: ApiClient, op: Operator) -> None:
+    """Remove the webhook configurations registered for the operator (named ``<op>-...``)."""
+    if op.webhooks is None:
+        return
+    for kind in ("mutatingwebhookconfigurations", "validatingwebhookconfigurations"):
+        status, body = api.request("GET", f"/apis/admissionregistration.k8s.io/v1/{kind}")
+        for item in (body or {}).get("items", []) if status == 200 else []:
+            name = item["metadata"]["name"]
+            if name.startswith(f"{op.name}-"):
+                api.request("DELETE", f"/apis/admissionregistration.k8s.io/v1/{kind}/{name}")
 
 
 def _pointer(path: str) -> list[str]:
