@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import dataclasses
 import json
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
@@ -18,7 +19,7 @@ from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from kqueue.localcluster import operators
-from kqueue.localcluster.cluster import LocalCluster
+from kqueue.localcluster.cluster import ClusterStartError, LocalCluster
 from kqueue.localcluster.nodes import COMPLETE_AFTER_ANNOTATION, DEFAULT_NODES
 
 pytestmark = pytest.mark.cluster
@@ -461,3 +462,25 @@ async def test_leaderworkerset_reconciles_into_statefulsets_and_pods(
         return obj if true_condition(obj, "Available") else None
 
     await eventually(available, what="LeaderWorkerSet lws Available")
+
+
+def test_an_operator_that_exits_fails_its_start_with_its_log(
+    jobset_operator: str, cluster: LocalCluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A start failure names the operator and module version and shows the operator's log."""
+    jobset = operators.get("jobset")
+
+    def bad_flags(ctx: operators.RunContext) -> tuple[list[str], dict[str, str]]:
+        args, env = jobset.command(ctx)
+        return [*args, "--no-such-flag"], env
+
+    broken = dataclasses.replace(jobset, name="jobset-broken", webhooks=None, command=bad_flags)
+    monkeypatch.setitem(operators.OPERATORS, broken.name, broken)
+    with pytest.raises(ClusterStartError) as err:
+        cluster.start_operator(broken.name)
+    message = str(err.value)
+    assert "operator jobset-broken (sigs.k8s.io/jobset@v0.12.0)" in message
+    assert "exited with code 2" in message
+    assert "flag provided but not defined: -no-such-flag" in message
+    assert not cluster.operator_running(broken.name)
+    assert cluster.operator_running("jobset"), "the real JobSet operator is untouched"
