@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from kqueue.api.integrations.jobset import JOBSET_NAME_LABEL, REPLICATED_JOB_NAME_LABEL
 from kqueue.api.integrations.trainjob import ANCESTOR_LABEL, RUNTIME_PATCH_MANAGER
@@ -20,6 +21,7 @@ from kqueue.controller.resources import CLUSTER_QUEUES, PODS, WORKLOADS, Resourc
 from kqueue.localcluster.cluster import LocalCluster
 from kqueue.localcluster.nodes import COMPLETE_AFTER_ANNOTATION, INSTANCE_TYPE_LABEL
 from tests.controller_e2e.harness import (
+    ROOT,
     Api,
     cluster_queue,
     condition,
@@ -47,7 +49,11 @@ def kqueue(
     yield from configured_kqueue(
         cluster,
         Path(tmp_path_factory.mktemp("kqueue-trainjob")),
-        {"integrations": {"frameworks": FRAMEWORKS}},
+        {
+            "integrations": {"frameworks": FRAMEWORKS},
+            # Generous: PodsReady is asserted, a timeout never expected.
+            "waitForPodsReady": {"enable": True, "timeout": "5m", "blockAdmission": False},
+        },
     )
 
 
@@ -214,6 +220,8 @@ async def test_trainjob_full_life(api: Api, kqueue: ConfiguredKqueue, namespace:
         return st if st.get("admittedWorkloads") == 1 else None
 
     await eventually(usage, what="ClusterQueue admittedWorkloads=1")
+    # waitForPodsReady: the TrainJob's pods (found through its JobSet's label) make it ready.
+    await _wait_workload(api, namespace, "train", lambda w: is_true(w, c.PODS_READY), "PodsReady")
 
     # The pods complete, the TrainJob completes, the Workload finishes and the quota is freed.
     wl = await _wait_workload(api, namespace, "train", lambda w: is_true(w, c.FINISHED), "Finished",
@@ -229,6 +237,27 @@ async def test_trainjob_full_life(api: Api, kqueue: ConfiguredKqueue, namespace:
         return st if st.get("admittedWorkloads") == 0 and used.get("cpu") in ("0", None) else None
 
     await eventually(freed, what="quota freed")
+    reasons = {e["reason"] for e in await api.events_for(namespace, "train")}
+    assert {"CreatedWorkload", "Resumed", "Started"} <= reasons, reasons
+
+
+async def test_the_trainjob_sample_runs(api: Api, kqueue: ConfiguredKqueue, namespace: str) -> None:
+    rt_doc, tj_doc = yaml.safe_load_all((ROOT / "config" / "samples" / "trainjob.yaml").read_text())
+    od, cq = unique("od"), unique("cq")
+    await api.apply(flavor(od, "on-demand"))
+    await api.apply(cluster_queue(cq, [(od, "4")]))
+    await api.apply(local_queue(tj_doc["metadata"]["labels"][c.QUEUE_NAME_LABEL], namespace, cq))
+    rt_doc["metadata"]["name"] = unique(rt_doc["metadata"]["name"])
+    tj_doc["metadata"]["namespace"] = namespace
+    tj_doc["spec"]["runtimeRef"]["name"] = rt_doc["metadata"]["name"]
+    await _with_runtime(api, rt_doc)
+    await api.kube.create(TRAINJOBS, tj_doc, namespace=namespace)
+    name = tj_doc["metadata"]["name"]
+    wl = await _wait_workload(api, namespace, name, lambda w: is_true(w, c.ADMITTED), "Admitted")
+    assert [(p["name"], p["count"]) for p in wl["spec"]["podSets"]] == [("node", 2)]
+    await _running(api, namespace, name, 2)
+    await _wait_workload(api, namespace, name, lambda w: is_true(w, c.FINISHED), "Finished",
+                         within=120)
 
 
 async def _get(api: Api, resource: Resource, name: str, namespace: str) -> Obj | None:
