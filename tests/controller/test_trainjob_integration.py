@@ -10,6 +10,8 @@ import copy
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from kqueue.api.config import Configuration
 from kqueue.api.integrations import IntegrationError, PriorityClasses
@@ -19,7 +21,7 @@ from kqueue.api.integrations.trainjob import (
     runtimes_from,
     workload_for_trainjob,
 )
-from kqueue.api.v1alpha1 import ResourceFlavor, Workload, parse_object
+from kqueue.api.v1alpha1 import ResourceFlavor, Workload, WorkloadPriorityClass, parse_object
 from kqueue.api.v1alpha1 import constants as c
 from kqueue.controller.admission import AdmissionRequest
 from kqueue.controller.informer import as_dict
@@ -159,6 +161,33 @@ def test_workload_for_trainjob_is_owned_and_named_deterministically() -> None:
     assert (owner.kind, owner.api_version, owner.uid, owner.controller) == (
         "TrainJob", "trainer.kubeflow.org/v1alpha1", "tj-uid", True)
     assert wl.name.startswith("trainjob-tj-") and build(trainjob()).name == wl.name
+
+
+def _wpc(name: str, value: int) -> WorkloadPriorityClass:
+    return WorkloadPriorityClass.model_validate({
+        "apiVersion": c.API_VERSION, "kind": "WorkloadPriorityClass", "metadata": {"name": name},
+        "value": value})
+
+
+def test_the_top_level_labels_are_read_on_the_trainjob() -> None:
+    tj = trainjob()
+    tj["metadata"]["labels"].update({
+        c.PRIORITY_CLASS_LABEL: "low",
+        c.PREEMPTION_PRIORITY_CLASS_LABEL: "high",
+        c.PREEMPTIBILITY_LABEL: c.NON_PREEMPTIBLE_LABEL_VALUE,
+        c.MAX_EXEC_TIME_SECONDS_LABEL: "60",
+    })
+    classes = PriorityClasses.from_objects([_wpc("high", 1000), _wpc("low", 10)])
+    wl = workload_for_trainjob(tj, classes, runtimes=runtimes_from([TORCH]))
+    assert wl.spec.priority == 10
+    assert wl.spec.priority_class_ref is not None and wl.spec.priority_class_ref.name == "low"
+    assert wl.spec.preemption_priority == 1000
+    assert wl.metadata.labels[c.PREEMPTIBILITY_LABEL] == c.NON_PREEMPTIBLE_LABEL_VALUE
+    assert wl.spec.maximum_execution_time_seconds == 60
+    tj["metadata"]["labels"][c.PRIORITY_CLASS_LABEL] = "missing"
+    with pytest.raises(IntegrationError) as info:
+        workload_for_trainjob(tj, classes, runtimes=runtimes_from([TORCH]))
+    assert info.value.path == f"metadata.labels[{c.PRIORITY_CLASS_LABEL}]"
 
 
 def test_resources_per_node_are_merged_into_the_trainer_container() -> None:
@@ -443,3 +472,44 @@ def test_the_manager_watches_the_runtimes_only_with_the_trainjob_framework(
     assert isinstance(job, TrainJobIntegration) and isinstance(job.runtimes, RuntimeStores)
     off = manager(["batch/job", "jobset.x-k8s.io/jobset"])
     assert off.watched == {} and not any(n.startswith("watched/") for n in off.informers())
+
+
+# -- invariants ---------------------------------------------------------------------------------------
+
+_ANCESTORS = st.sampled_from([None, "trainer", "dataset-initializer", "model-initializer"])
+
+
+@st.composite
+def runtimes_and_trainjobs(draw: st.DrawFn) -> tuple[Obj, Obj]:
+    n = draw(st.integers(min_value=1, max_value=4))
+    rjobs = [
+        rjob(f"job{i}", ancestor=draw(_ANCESTORS),
+             parallelism=draw(st.none() | st.integers(min_value=0, max_value=5)),
+             replicas=draw(st.none() | st.integers(min_value=0, max_value=3)))
+        for i in range(n)
+    ]
+    policy = draw(st.none() | st.builds(lambda k: {"numNodes": k}, st.integers(min_value=1, max_value=8)))
+    trainer = draw(st.none() | st.builds(lambda k: {"numNodes": k}, st.integers(min_value=0, max_value=8)))
+    return runtime(*rjobs, ml_policy=policy), trainjob(trainer=trainer, held=True)
+
+
+@given(runtimes_and_trainjobs(), st.sampled_from(["od", "spot"]))
+def test_kqueue_s_own_runtime_patch_never_changes_the_workload(case: tuple[Obj, Obj], flavor: str) -> None:
+    """Holding and running a TrainJob (kqueue's runtimePatches entry) leaves the Workload it needs
+    as it was: the reconciler never sees a drift it caused itself. One pod set per replicated Job,
+    in the runtime's order."""
+    rt, tj = case
+    before = build(tj, rt)
+    names = [r["name"] for r in rt["spec"]["template"]["spec"]["replicatedJobs"]]
+    assert [ps.name for ps in before.spec.pod_sets] == names
+    releases = {name: PodSetRelease(name, 1, {"type": flavor}) for name in names}
+    held = TrainJobIntegration().hold_patch(tj, before)
+    assert held is not None
+    running = copy.deepcopy(tj)
+    running["spec"]["runtimePatches"] = held["spec"]["runtimePatches"]
+    assert build(running, rt).spec.pod_sets == before.spec.pod_sets
+    run = TrainJobIntegration().run_patch(running, before, releases)
+    assert run is not None
+    running["spec"]["runtimePatches"] = run["spec"]["runtimePatches"]
+    running["spec"]["suspend"] = False
+    assert build(running, rt).spec.pod_sets == before.spec.pod_sets
