@@ -289,3 +289,12 @@ def test_explain_finds_a_trainjob_by_its_name() -> None:
     assert result.exit_code == 0, result.stderr
     assert result.stdout.startswith("Workload default/trainjob-sample-trainjob-")
     assert "pod set node (2 pods)" in result.stdout
+
+
+def test_a_trainjob_is_skipped_with_a_reason_when_its_integration_is_off() -> None:
+    setup = (SAMPLES / "quickstart.yaml").read_text()
+    trainjob = (SAMPLES / "trainjob.yaml").read_text()
+    result = run_cli("simulate", "-", "--output", "json", input=setup + "\n---\n" + trainjob)
+    assert result.exit_code == 0
+    assert json.loads(result.stdout)["workloads"] == {}
+    assert "trainer.kubeflow.org/trainjob integration is not enabled" in result.stderr

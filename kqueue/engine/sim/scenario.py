@@ -274,6 +274,7 @@ def build_scenario(
         )
         return True
 
+    runtimes = trainjob_api.runtimes_from(o.raw for o in objects)
     # An object whose Workload is in the input is the controller's whatever its labels say (its
     # reconciler keeps following an object it made a Workload for); the others only if managed.
     for obj in jobs:
@@ -307,7 +308,7 @@ def build_scenario(
         build = TOP_LEVEL_BUILDERS[obj.kind]
         if obj.kind == "TrainJob":
             # Its pod sets come from the runtime it names, which must be in the input.
-            build = functools.partial(build, runtimes=trainjob_api.runtimes_from(o.raw for o in objects))
+            build = functools.partial(build, runtimes=runtimes)
         wl = _integrate(obj, build, job, sc.priorities)
         if wl.spec.queue_name is None and (ns, DEFAULT_LOCAL_QUEUE) in local_queues:
             # manageJobsWithoutQueueName: the controller submits it to the namespace's
