@@ -191,6 +191,12 @@ def _lws_command(ctx: RunContext) -> tuple[list[str], dict[str, str]]:
     ], {}
 
 
+def _jobset_requires() -> tuple[str, ...]:
+    if (JOBSET_VERSION, TRAINER_VERSION) == ("v0.12.0", "v2.3.0"):
+        return (f"github.com/kubeflow/trainer/v2 {TRAINER_VERSION}",)
+    return ()
+
+
 def _component(name: str, module: str, version: str, package: str, binary: str) -> build.Component:
     return build.Component(name=name, module=module, version=version, binaries=((package, binary),))
 
@@ -206,6 +212,11 @@ OPERATORS: dict[str, Operator] = {
                 version=JOBSET_VERSION,
                 binaries=(("sigs.k8s.io/jobset", "jobset-controller"),),
                 ldflags=lambda: [f"-X sigs.k8s.io/jobset/pkg/version.GitVersion={JOBSET_VERSION}"],
+                # Trainer v2.3.0 requires JobSet v0.12.0 and is always run with it: building JobSet
+                # with Trainer's build list (k8s.io v0.36.2 instead of v0.36.0, controller-runtime
+                # v0.24.1 instead of v0.24.0: patch releases) lets the two builds share most of
+                # their compiled packages. Only while the versions are that pair.
+                requires=_jobset_requires(),
             ),
             crds=("config/components/crd/bases/jobset.x-k8s.io_jobsets.yaml",),
             webhooks=WebhookManifest(
