@@ -79,6 +79,9 @@ class Component:
     replaces: Callable[[str], str] = field(default=lambda _gomod: "", compare=False)
     # arguments that make a binary print its version, to check the result
     version_args: dict[str, list[str]] = field(default_factory=dict, compare=False)
+    # extra "module version" requirements of the wrapper: they raise the dependency versions to
+    # another module's build list, so that two builds share compiled packages
+    requires: tuple[str, ...] = ()
 
     @property
     def dir_name(self) -> str:
@@ -87,7 +90,7 @@ class Component:
     def recipe(self) -> dict[str, object]:
         """What the stamp records: a change in any of these means a rebuild."""
         flags = [re.sub(r"buildDate=\S+", "buildDate=*", f) for f in self.ldflags()]
-        return {
+        recipe: dict[str, object] = {
             "revision": RECIPE_REVISION,
             "module": self.module,
             "version": self.version,
@@ -95,6 +98,9 @@ class Component:
             "tags": list(self.tags),
             "ldflags": flags,
         }
+        if self.requires:  # only when set, so the stamps of other components stay valid
+            recipe["requires"] = list(self.requires)
+        return recipe
 
 
 def _minor(version: str) -> tuple[str, str]:
@@ -308,7 +314,9 @@ def _write_wrapper(component: Component, gomod: str, workdir: Path) -> None:
         f"module kqueue.local/build/{component.name}\n\n"
         f"go {go_line.group(1) if go_line else '1.24'}\n\n"
         f"require {component.module} {component.version}\n\n"
-        f"{component.replaces(gomod)}"
+        + "".join(f"require {req}\n" for req in component.requires)
+        + ("\n" if component.requires else "")
+        + component.replaces(gomod)
     )
     path = workdir / "go.mod"
     if not path.exists() or path.read_text() != text:

@@ -79,8 +79,6 @@ class Operator:
     lease: tuple[str, str] | None = None
     # operators that must run first (Trainer creates JobSets)
     requires: tuple[str, ...] = ()
-    # how the webhooks are handled, for the docs and error messages
-    webhook_mode: str = ""
     # ports the operator binds on every interface whatever its flags say; checked free first
     fixed_ports: tuple[int, ...] = ()
 
@@ -191,6 +189,12 @@ def _lws_command(ctx: RunContext) -> tuple[list[str], dict[str, str]]:
     ], {}
 
 
+def _jobset_requires() -> tuple[str, ...]:
+    if (JOBSET_VERSION, TRAINER_VERSION) == ("v0.12.0", "v2.3.0"):
+        return (f"github.com/kubeflow/trainer/v2 {TRAINER_VERSION}",)
+    return ()
+
+
 def _component(name: str, module: str, version: str, package: str, binary: str) -> build.Component:
     return build.Component(name=name, module=module, version=version, binaries=((package, binary),))
 
@@ -206,8 +210,14 @@ OPERATORS: dict[str, Operator] = {
                 version=JOBSET_VERSION,
                 binaries=(("sigs.k8s.io/jobset", "jobset-controller"),),
                 ldflags=lambda: [f"-X sigs.k8s.io/jobset/pkg/version.GitVersion={JOBSET_VERSION}"],
+                # Trainer v2.3.0 requires JobSet v0.12.0 and is always run with it: building JobSet
+                # with Trainer's build list (k8s.io v0.36.2 instead of v0.36.0, controller-runtime
+                # v0.24.1 instead of v0.24.0: patch releases) lets the two builds share most of
+                # their compiled packages. Only while the versions are that pair.
+                requires=_jobset_requires(),
             ),
             crds=("config/components/crd/bases/jobset.x-k8s.io_jobsets.yaml",),
+            # JobSet has no switch to turn its webhooks off: served on 127.0.0.1
             webhooks=WebhookManifest(
                 "config/components/webhook/manifests.yaml",
                 {
@@ -220,7 +230,6 @@ OPERATORS: dict[str, Operator] = {
                 },
             ),
             command=_jobset_command,
-            webhook_mode="served on 127.0.0.1 (JobSet has no switch to turn them off)",
         ),
         Operator(
             name="trainer",
@@ -236,6 +245,7 @@ OPERATORS: dict[str, Operator] = {
                 "manifests/base/crds/trainer.kubeflow.org_trainingruntimes.yaml",
                 "manifests/base/crds/trainer.kubeflow.org_trainjobs.yaml",
             ),
+            # no switch either: served on 127.0.0.1
             webhooks=WebhookManifest(
                 "manifests/base/webhook/manifests.yaml",
                 {
@@ -247,7 +257,6 @@ OPERATORS: dict[str, Operator] = {
             ),
             command=_trainer_command,
             requires=("jobset",),
-            webhook_mode="served on 127.0.0.1 (Trainer has no switch to turn them off)",
         ),
         Operator(
             name="mpi-operator",
@@ -261,12 +270,12 @@ OPERATORS: dict[str, Operator] = {
                 ],
             ),
             crds=("manifests/base/kubeflow.org_mpijobs.yaml",),
+            # mpi-operator has no webhooks
             webhooks=None,
             command=_mpi_command,
             readiness="lease",
             lease=("kube-system", "mpi-operator"),
             fixed_ports=(8080,),
-            webhook_mode="none (mpi-operator has no webhooks)",
         ),
         Operator(
             name="kuberay",
@@ -282,10 +291,9 @@ OPERATORS: dict[str, Operator] = {
                 "config/crd/bases/ray.io_rayjobs.yaml",
                 "config/crd/bases/ray.io_rayservices.yaml",
             ),
+            # KubeRay serves its RayCluster webhook only with ENABLE_WEBHOOKS=true: off
             webhooks=None,
             command=_kuberay_command,
-            webhook_mode="off (ENABLE_WEBHOOKS unset; KubeRay serves its RayCluster webhook only "
-            "when asked)",
         ),
         Operator(
             name="lws",
@@ -293,6 +301,8 @@ OPERATORS: dict[str, Operator] = {
                 "lws", "sigs.k8s.io/lws", LWS_VERSION, "sigs.k8s.io/lws/cmd", "lws-controller"
             ),
             crds=("config/crd/bases/leaderworkerset.x-k8s.io_leaderworkersets.yaml",),
+            # ENABLE_WEBHOOKS=false would turn them off, but the pod webhook writes the
+            # labels the LeaderWorkerSet controller relies on: served on 127.0.0.1
             webhooks=WebhookManifest(
                 "config/webhook/manifests.yaml",
                 {
@@ -301,7 +311,6 @@ OPERATORS: dict[str, Operator] = {
                 },
             ),
             command=_lws_command,
-            webhook_mode="served on 127.0.0.1 (LeaderWorkerSet has no switch to turn them off)",
         ),
     )
 }

@@ -421,6 +421,72 @@ async def test_raycluster_reconciles_into_head_and_worker_pods(
     await eventually(ready, what="RayCluster rc RayClusterProvisioned")
 
 
+async def test_rayjob_reconciles_into_raycluster_pods_and_submitter_job(
+    kuberay_operator: str, api_client: client.ApiClient, namespace: str
+) -> None:
+    """As far as a cluster without a Ray dashboard goes: the job stays Running after that."""
+    custom = client.CustomObjectsApi(api_client)
+    batch = client.BatchV1Api(api_client)
+    core = client.CoreV1Api(api_client)
+
+    def group_template(name: str) -> dict[str, Any]:
+        template = pod_template(name)
+        template["spec"].pop("restartPolicy")
+        return template
+
+    rayjob = {
+        "apiVersion": "ray.io/v1",
+        "kind": "RayJob",
+        "metadata": {"name": "rj"},
+        "spec": {
+            "entrypoint": "python -c 'print(1)'",
+            "submissionMode": "K8sJobMode",
+            "rayClusterSpec": {
+                "headGroupSpec": {"rayStartParams": {}, "template": group_template("ray-head")},
+                "workerGroupSpecs": [
+                    {
+                        "groupName": "w",
+                        "replicas": 1,
+                        "minReplicas": 1,
+                        "maxReplicas": 1,
+                        "rayStartParams": {},
+                        "template": group_template("ray-worker"),
+                    }
+                ],
+            },
+        },
+    }
+    await custom.create_namespaced_custom_object("ray.io", "v1", namespace, "rayjobs", rayjob)
+
+    async def cluster_name() -> str | None:
+        obj = await custom.get_namespaced_custom_object("ray.io", "v1", namespace, "rayjobs", "rj")
+        return str((obj.get("status") or {}).get("rayClusterName") or "") or None
+
+    name = await eventually(cluster_name, what="RayJob rj's RayCluster")
+    ray_cluster = await custom.get_namespaced_custom_object(
+        "ray.io", "v1", namespace, "rayclusters", name
+    )
+    owners = ray_cluster["metadata"].get("ownerReferences") or []
+    assert [(o["kind"], o["name"]) for o in owners] == [("RayJob", "rj")]
+    await eventually(
+        lambda: running_pods(core, namespace, f"ray.io/cluster={name}", 2),
+        what="RayJob head + worker pods on kwok nodes",
+    )
+
+    async def submitter() -> Any:
+        try:
+            return await batch.read_namespaced_job("rj", namespace)
+        except ApiException as exc:
+            if exc.status == 404:
+                return None
+            raise
+
+    job = await eventually(submitter, what="RayJob submitter Job rj")
+    assert owned_by(job, "RayJob", "rj")
+    obj = await custom.get_namespaced_custom_object("ray.io", "v1", namespace, "rayjobs", "rj")
+    assert obj["status"]["jobDeploymentStatus"] == "Running"
+
+
 async def test_leaderworkerset_reconciles_into_statefulsets_and_pods(
     lws_operator: str, api_client: client.ApiClient, namespace: str
 ) -> None:

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from kqueue.localcluster import operators
+from kqueue.localcluster import build, operators
 
 MANIFESTS = """\
 apiVersion: admissionregistration.k8s.io/v1
@@ -154,3 +154,16 @@ def test_a_taken_fixed_port_is_named_before_start() -> None:
             operators.check_fixed_ports(op)
     assert f"always listens on :{port}" in str(err.value)
     assert "github.com/kubeflow/mpi-operator@" in str(err.value)
+
+
+def test_jobset_is_built_with_trainers_build_list(tmp_path: Path) -> None:
+    """The wrapper requires Trainer too, so the two builds share their compiled packages."""
+    jobset = operators.get("jobset").component
+    assert jobset.requires == ("github.com/kubeflow/trainer/v2 v2.3.0",)
+    build._write_wrapper(jobset, "module sigs.k8s.io/jobset\n\ngo 1.26.0\n", tmp_path)
+    gomod = (tmp_path / "go.mod").read_text()
+    assert "require sigs.k8s.io/jobset v0.12.0\n" in gomod
+    assert "require github.com/kubeflow/trainer/v2 v2.3.0\n" in gomod
+    assert jobset.recipe()["requires"] == ["github.com/kubeflow/trainer/v2 v2.3.0"]
+    # components without extra requirements keep the recipe (and so the stamps) they had
+    assert all("requires" not in c.recipe() for c in build.components())
