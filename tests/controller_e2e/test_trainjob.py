@@ -387,3 +387,18 @@ async def test_trainjob_whose_runtime_is_missing_is_reported_then_queued_once_it
     await _with_runtime(api, runtime(missing))
     wl = await _wait_workload(api, namespace, "lost", lambda w: is_true(w, c.ADMITTED), "Admitted")
     assert [(p["name"], p["count"]) for p in wl["spec"]["podSets"]] == [("node", 1)]
+
+
+async def test_the_elastic_annotation_on_a_trainjob_is_refused(
+    api: Api, kqueue: ConfiguredKqueue, namespace: str
+) -> None:
+    rt = unique("rt")
+    await _with_runtime(api, runtime(rt))
+    doc = trainjob("stretchy", namespace, "q", rt, nodes=1)
+    doc["metadata"]["annotations"] = {c.ELASTIC_JOB_ANNOTATION: "true"}
+    with pytest.raises(KubeError) as info:
+        await api.kube.create(TRAINJOBS, doc, namespace=namespace)
+    message = str(info.value)
+    assert "vtrainjob.kqueue.io" in message
+    assert f"metadata.annotations[{c.ELASTIC_JOB_ANNOTATION}]" in message
+    assert await _workload_of(api, namespace, "stretchy") is None
