@@ -27,8 +27,10 @@ lint: venv
 	$(VENV)/bin/mypy
 
 # A local control plane (built from Go modules on first use) with kqueue and sample queues.
+# OPERATORS=jobset,trainer,mpi-operator also starts those operators (built on first use).
+OPERATORS ?=
 run: venv
-	hack/run-local.sh
+	hack/run-local.sh $(if $(OPERATORS),--operators=$(OPERATORS))
 
 # Regenerate everything derived from the models: CRDs and API reference, the chart's copy of the
 # CRDs, and the configuration reference. Tests fail when the committed files drift.

@@ -5,8 +5,10 @@
 2. Install kqueue's CRDs from api/, and the webhook configurations pointing at the kqueue
    process on this host (https://127.0.0.1:PORT, CA generated here).
 3. Run `kqueue run` against the cluster and wait until it is ready.
-4. Apply config/samples/quickstart.yaml and print the commands to submit the sample Job.
-5. Ctrl-C (or SIGTERM): stop kqueue, then the cluster.
+4. With ``--operators jobset,trainer`` (``make run OPERATORS=jobset,trainer``): build on first
+   use and start those operators (their CRDs, webhooks on 127.0.0.1); see docs/local-cluster.md.
+5. Apply config/samples/quickstart.yaml and print the commands to submit the sample Job.
+6. Ctrl-C (or SIGTERM): stop kqueue, then the cluster.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ from kqueue.controller.admission.certs import ensure_local_certs  # noqa: E402
 from kqueue.controller.webhooks.config import webhook_configurations  # noqa: E402
 from kqueue.localcluster.build import BuildError  # noqa: E402
 from kqueue.localcluster.cluster import ClusterStartError, LocalCluster  # noqa: E402
+from kqueue.localcluster.operators import OperatorError, parse_names  # noqa: E402
 
 NAMESPACE = "kqueue-system"
 
@@ -83,7 +86,16 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="hack/run-local.sh", description=__doc__.split("\n")[0])
     parser.add_argument("--work-dir", help="keep certificates, config and logs here")
     parser.add_argument("--no-samples", action="store_true", help="do not apply the samples")
+    parser.add_argument(
+        "--operators",
+        default=os.environ.get("OPERATORS", ""),
+        help="comma-separated operators to start too: jobset, trainer, mpi-operator, kuberay, lws",
+    )
     args = parser.parse_args(argv)
+    try:
+        operator_names = parse_names(args.operators)
+    except OperatorError as exc:
+        parser.error(f"--operators: {exc}")
 
     stop = threading.Event()
 
@@ -142,6 +154,10 @@ def main(argv: list[str] | None = None) -> int:
             env={**os.environ, "PYTHONUNBUFFERED": "1"},
         )
         _wait_ready(proc, health_port)
+        for name in operator_names:
+            _say(f"starting operator {name} (built from its Go module on first use)")
+            cluster.start_operator(name)
+            _say(f"operator {name} ready in {cluster.operator_start_seconds[name]:.1f}s")
         if not args.no_samples:
             cluster.kubectl("apply", "-f", str(ROOT / "config" / "samples" / "quickstart.yaml"))
         kubectl = cluster.bin_dir / "kubectl" if cluster.bin_dir else "kubectl"
@@ -159,6 +175,8 @@ kqueue is running against a local cluster. In another terminal:
   kubectl describe workload -A                 # conditions and events
 
 Metrics: http://127.0.0.1:{metrics_port}/metrics   Health: http://127.0.0.1:{health_port}/readyz
+Operators: {", ".join(operator_names) or "none (make run OPERATORS=jobset,trainer,...)"}
+Component logs: {cluster.log_dir}
 Press Ctrl-C to stop kqueue and the cluster.
 """,
             flush=True,
@@ -169,7 +187,7 @@ Press Ctrl-C to stop kqueue and the cluster.
                 return 1
             stop.wait(0.5)
         return 0
-    except (RuntimeError, subprocess.SubprocessError) as exc:
+    except (RuntimeError, subprocess.SubprocessError) as exc:  # ClusterStartError included
         _say(str(exc))
         return 1
     finally:

@@ -1,1 +1,1 @@
-pytest_plugins = ["tests.fixtures.cluster"]
+pytest_plugins = ["tests.fixtures.cluster", "tests.fixtures.operators"]

@@ -44,6 +44,7 @@ SUPPORTED_FRAMEWORKS: Final[tuple[str, ...]] = (
     "pod",
     "jobset.x-k8s.io/jobset",
     "kubeflow.org/mpijob",
+    "trainer.kubeflow.org/trainjob",
 )
 DEFAULT_FRAMEWORKS: Final[tuple[str, ...]] = ("batch/job", "pod")
 

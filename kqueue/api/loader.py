@@ -53,6 +53,9 @@ PASSTHROUGH_KINDS: Final = frozenset(
         ("v1", "Pod"),
         ("jobset.x-k8s.io/v1alpha2", "JobSet"),
         ("kubeflow.org/v2beta1", "MPIJob"),
+        ("trainer.kubeflow.org/v1alpha1", "TrainJob"),
+        ("trainer.kubeflow.org/v1alpha1", "ClusterTrainingRuntime"),
+        ("trainer.kubeflow.org/v1alpha1", "TrainingRuntime"),
     }
 )
 
@@ -286,7 +289,7 @@ def load_object(
         return loaded(model, doc)
 
     if (api_version, kind) in PASSTHROUGH_KINDS:
-        if kind in ("Job", "Pod", "JobSet", "MPIJob"):
+        if kind in ("Job", "Pod", "JobSet", "MPIJob", "TrainJob", "ClusterTrainingRuntime", "TrainingRuntime"):
             convert = kueue.convert_workload_object if kind in ("Job", "Pod") else kueue.convert_any_object
             try:
                 converted, conversion_warnings = convert(doc)

@@ -20,7 +20,7 @@ from kqueue.cli.cluster import cluster_objects, current_namespace
 from kqueue.cli.manifests import InvalidInput, read_manifests
 from kqueue.engine.explain import PendingDetails
 from kqueue.engine.sim.explain import Explanation, explain
-from kqueue.engine.sim.scenario import Scenario, build_scenario
+from kqueue.engine.sim.scenario import TOP_LEVEL_BUILDERS, Scenario, build_scenario
 from kqueue.engine.sim.setup import default_preemptor
 from kqueue.engine.types import Mode
 from kqueue.engine.victim import VictimSearch
@@ -52,6 +52,9 @@ def _key(workload: str, namespace: str | None, default_namespace: str) -> str:
         return workload
     return f"{namespace or default_namespace}/{workload}"
 
+# Kinds whose objects a person may name instead of their Workload (a Job, a JobSet, a TrainJob).
+_OWNER_KINDS = frozenset({"Pod", *TOP_LEVEL_BUILDERS})
+
 
 def _names(scenario: Scenario) -> dict[str, str]:
     """Every name a person may give for a workload (its own, its Job's, its Pod's, its pod
@@ -61,12 +64,12 @@ def _names(scenario: Scenario) -> dict[str, str]:
         ns = sw.api.namespace or "default"
         out[sw.key] = sw.key
         kind, _, name = sw.source.partition(" ")
-        if kind in ("Job", "Pod"):
+        if kind in _OWNER_KINDS:
             out.setdefault(f"{ns}/{name}", sw.key)
         elif sw.source.startswith("pod group "):
             out.setdefault(sw.source.removeprefix("pod group "), sw.key)
         for ref in sw.api.metadata.owner_references:
-            if ref.kind in ("Job", "Pod"):
+            if ref.kind in _OWNER_KINDS:
                 out.setdefault(f"{ns}/{ref.name}", sw.key)
     return out
 
@@ -133,10 +136,10 @@ def _find(scenario: Scenario, key: str) -> str | None:
     for sw in scenario.workloads:
         if (sw.api.namespace or "default") != ns:
             continue
-        if sw.source in (f"Job {name}", f"Pod {name}", f"pod group {ns}/{name}"):
+        if sw.source in (*(f"{k} {name}" for k in _OWNER_KINDS), f"pod group {ns}/{name}"):
             return sw.key
         for ref in sw.api.metadata.owner_references:
-            if ref.kind in ("Job", "Pod") and ref.name == name:
+            if ref.kind in _OWNER_KINDS and ref.name == name:
                 return sw.key
     return None
 

@@ -63,6 +63,7 @@ from kqueue.controller.resources import (
     RESOURCE_FLAVORS,
     WORKLOAD_PRIORITY_CLASSES,
     WORKLOADS,
+    Resource,
 )
 from kqueue.controller.scheduler import Scheduler
 from kqueue.controller.status import QueueStatusReconciler
@@ -201,6 +202,14 @@ class Manager:
                 ),
             )
 
+        # Kinds an integration builds its Workloads from (a TrainJob's runtimes): one informer
+        # per kind, shared by the frameworks that watch it.
+        self.watched: dict[Resource, Informer[Obj]] = {}
+        for fw in self.frameworks:
+            for resource in fw.watches:
+                if resource not in self.watched:
+                    self.watched[resource] = informer(resource, as_dict)
+
         self.scheduler = Scheduler(
             engine=lambda: self.engine,
             workloads=self.workloads.store,
@@ -320,6 +329,7 @@ class Manager:
             now=self._now,
             releaser=self.releaser,
             trigger=self.scheduler.trigger,
+            watched={resource: inf.store for resource, inf in self.watched.items()},
         )
 
     def _install_integrations(self) -> None:
@@ -482,6 +492,19 @@ class Manager:
                 on_delete=lambda key, _obj, q=queue: q.add(key),
             )
 
+        for fw in self.frameworks:
+            if fw.job is None or not fw.watches:
+                continue
+
+            def requeue_all(*_: Any, name: str = fw.name) -> None:
+                for key in self.objects[name].store:
+                    self.job_queues[name].add(key)
+
+            for resource in fw.watches:
+                self.watched[resource].add_handler(
+                    on_add=requeue_all, on_update=requeue_all, on_delete=requeue_all
+                )
+
         def on_pod(_: str, pod: Obj, *rest: Obj) -> None:
             for name, generic in self.generic_jobs.items():
                 owner = generic.owner_of_pod(rest[-1] if rest else pod)
@@ -561,6 +584,8 @@ class Manager:
         }
         for name, informer in self.objects.items():
             named[f"integration/{name}"] = informer
+        for resource, informer in self.watched.items():
+            named[f"watched/{resource.group}/{resource.plural}"] = informer
         return named
 
     def _synced_check(self) -> tuple[bool, str]:

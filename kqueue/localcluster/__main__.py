@@ -11,6 +11,7 @@ from types import FrameType
 
 from kqueue.localcluster.build import BuildError, ensure_binaries
 from kqueue.localcluster.cluster import ClusterStartError, LocalCluster
+from kqueue.localcluster.operators import OperatorError, parse_names
 
 
 def _up(ns: argparse.Namespace) -> int:
@@ -32,6 +33,16 @@ def _up(ns: argparse.Namespace) -> int:
         return 1
     try:
         print(f"local cluster up in {cluster.startup_seconds:.1f}s", file=sys.stderr)
+        for name in ns.operators:
+            try:
+                cluster.start_operator(name)
+            except ClusterStartError as exc:
+                print(f"operator failed to start: {exc}", file=sys.stderr)
+                return 1
+            print(
+                f"operator {name} ready in {cluster.operator_start_seconds[name]:.1f}s",
+                file=sys.stderr,
+            )
         print(f"logs: {cluster.log_dir}", file=sys.stderr)
         print(f"export KUBECONFIG={cluster.kubeconfig_path}", flush=True)
         print(f"export PATH={cluster.bin_dir}:$PATH", flush=True)
@@ -52,8 +63,19 @@ def main(argv: list[str] | None = None) -> int:
     up.add_argument("--keep", action="store_true", help="keep the work directory after stopping")
     up.add_argument("--kubeconfig-out", help="also copy the admin kubeconfig to this path")
     up.add_argument("-v", type=int, default=1, help="log verbosity of the components")
+    up.add_argument(
+        "--operators",
+        default="",
+        help="comma-separated operators to start too (jobset, trainer, mpi-operator, kuberay, "
+        "lws); built from their Go modules on first use",
+    )
     sub.add_parser("build", help="build (or reuse) the binaries and print their directory")
     ns = parser.parse_args(argv)
+    if ns.command == "up":
+        try:
+            ns.operators = parse_names(ns.operators)
+        except OperatorError as exc:
+            parser.error(f"--operators: {exc}")
     if ns.command == "build":
         try:
             print(ensure_binaries())

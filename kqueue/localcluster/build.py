@@ -79,6 +79,9 @@ class Component:
     replaces: Callable[[str], str] = field(default=lambda _gomod: "", compare=False)
     # arguments that make a binary print its version, to check the result
     version_args: dict[str, list[str]] = field(default_factory=dict, compare=False)
+    # extra "module version" requirements of the wrapper: they raise the dependency versions to
+    # another module's build list, so that two builds share compiled packages
+    requires: tuple[str, ...] = ()
 
     @property
     def dir_name(self) -> str:
@@ -87,7 +90,7 @@ class Component:
     def recipe(self) -> dict[str, object]:
         """What the stamp records: a change in any of these means a rebuild."""
         flags = [re.sub(r"buildDate=\S+", "buildDate=*", f) for f in self.ldflags()]
-        return {
+        recipe: dict[str, object] = {
             "revision": RECIPE_REVISION,
             "module": self.module,
             "version": self.version,
@@ -95,6 +98,9 @@ class Component:
             "tags": list(self.tags),
             "ldflags": flags,
         }
+        if self.requires:  # only when set, so the stamps of other components stay valid
+            recipe["requires"] = list(self.requires)
+        return recipe
 
 
 def _minor(version: str) -> tuple[str, str]:
@@ -266,6 +272,17 @@ def _run_go(args: list[str], *, cwd: Path, log_file: Path, label: str) -> None:
 
 def _module_gomod(component: Component, workdir: Path, log_file: Path) -> str:
     """Download the module and return its go.mod text (from the module cache)."""
+    return Path(module_info(component, workdir, log_file)["GoMod"]).read_text()
+
+
+def module_info(component: Component, workdir: Path, log_file: Path) -> dict[str, str]:
+    """Download the module through the module proxy; `go mod download -json` answers.
+
+    ``Dir`` is the module's files in the module cache (operators take their CRDs from there),
+    ``GoMod`` its go.mod.
+    """
+    workdir.mkdir(parents=True, exist_ok=True)
+    log_file.parent.mkdir(parents=True, exist_ok=True)
     res = subprocess.run(
         [_go(), "mod", "download", "-json", f"{component.module}@{component.version}"],
         cwd=workdir,
@@ -280,13 +297,13 @@ def _module_gomod(component: Component, workdir: Path, log_file: Path) -> str:
         info = json.loads(res.stdout)
     except json.JSONDecodeError:
         info = {}
-    if res.returncode != 0 or "GoMod" not in info:
+    if res.returncode != 0 or "GoMod" not in info or "Dir" not in info:
         err = info.get("Error") or res.stderr.strip() or res.stdout.strip()
         raise BuildError(
             f"{component.name} {component.version}: cannot download "
             f"{component.module}@{component.version}: {err}"
         )
-    return Path(info["GoMod"]).read_text()
+    return {k: str(v) for k, v in info.items()}
 
 
 def _write_wrapper(component: Component, gomod: str, workdir: Path) -> None:
@@ -297,7 +314,9 @@ def _write_wrapper(component: Component, gomod: str, workdir: Path) -> None:
         f"module kqueue.local/build/{component.name}\n\n"
         f"go {go_line.group(1) if go_line else '1.24'}\n\n"
         f"require {component.module} {component.version}\n\n"
-        f"{component.replaces(gomod)}"
+        + "".join(f"require {req}\n" for req in component.requires)
+        + ("\n" if component.requires else "")
+        + component.replaces(gomod)
     )
     path = workdir / "go.mod"
     if not path.exists() or path.read_text() != text:
@@ -407,15 +426,19 @@ def build_component(component: Component, *, force: bool = False) -> Path:
 
 
 @contextlib.contextmanager
-def _build_lock() -> Iterator[None]:
-    """Serialise builders (two test sessions starting at once must not race on the cache)."""
+def build_lock(name: str = "build.lock") -> Iterator[None]:
+    """Serialise builders (two test sessions starting at once must not race on the cache).
+
+    The control plane shares one lock; each operator has its own (``build-<name>.lock``), so an
+    operator can be built while the control plane build of another session is running.
+    """
     root = cache_dir()
     root.mkdir(parents=True, exist_ok=True)
-    with (root / "build.lock").open("w") as fh:
+    with (root / name).open("w") as fh:
         try:
             fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            log("another build holds the cache lock; waiting for it")
+            log(f"another build holds the cache lock {name}; waiting for it")
             fcntl.flock(fh, fcntl.LOCK_EX)
         try:
             yield
@@ -439,7 +462,7 @@ def ensure_binaries(*, force: bool = False, only: list[str] | None = None) -> Pa
         if unknown:
             raise BuildError(f"unknown component(s): {', '.join(sorted(unknown))}")
         wanted = [c for c in wanted if c.name in only]
-    with _build_lock():
+    with build_lock():
         dirs = {c.name: build_component(c, force=force) for c in wanted}
         if only:
             return next(iter(dirs.values()))

@@ -13,6 +13,7 @@ listens on 127.0.0.1 on free ports, lives in one temporary directory and is torn
 from __future__ import annotations
 
 import atexit
+import base64
 import contextlib
 import ctypes
 import http.client
@@ -37,7 +38,7 @@ from typing import IO, Any, TypeVar
 
 import yaml
 
-from kqueue.localcluster import build
+from kqueue.localcluster import build, operators
 from kqueue.localcluster.certs import CertificateAuthority, CertKey, service_account_keys
 from kqueue.localcluster.nodes import (
     DEFAULT_NODES,
@@ -270,6 +271,9 @@ class LocalCluster:
     _front_proxy_client: CertKey = field(init=False)
     # wall-clock seconds the last start() took
     startup_seconds: float = field(init=False, default=0.0)
+    # operator name -> wall-clock seconds its last start_operator() took (build excluded)
+    operator_start_seconds: dict[str, float] = field(init=False, default_factory=dict)
+    _operator_lock: threading.RLock = field(init=False, default_factory=threading.RLock)
 
     def __post_init__(self) -> None:
         if self.work_dir is None:
@@ -351,6 +355,141 @@ class LocalCluster:
         comp = self._components[name]
         comp.start()
         self._wait_ready(name, self.start_timeout)
+
+    # ------------------------------------------------------------------ operators
+
+    def start_operator(self, name: str, *, build_missing: bool | None = None) -> None:
+        """Start an operator (JobSet, Trainer, ...) against this cluster; a no-op if running.
+
+        Installs its CRDs (from its module version's files), builds its binary on first use
+        (unless ``build_missing`` is false; default: this cluster's ``build``), registers its
+        webhooks on 127.0.0.1 where it serves any, starts it and waits until it is ready.
+        Operators it needs (Trainer needs JobSet) are started first. Raises ClusterStartError
+        with the operator's last log lines when something does not work.
+        """
+        if not self._started:
+            raise ClusterStartError(f"start_operator({name!r}): the cluster is not started")
+        with self._operator_lock:
+            try:
+                op = operators.get(name)
+            except operators.OperatorError as exc:
+                raise ClusterStartError(str(exc)) from None
+            for dep in op.requires:
+                self.start_operator(dep, build_missing=build_missing)
+            comp = self._components.get(op.name)
+            if comp is not None and comp.running():
+                return
+            try:
+                self._start_operator(op, self.build if build_missing is None else build_missing)
+            except (build.BuildError, operators.OperatorError, RuntimeError) as exc:
+                # RuntimeError: a kubectl call failed (ClusterStartError is one too)
+                raise ClusterStartError(f"operator {op.label}: {exc}") from exc
+
+    def stop_operator(self, name: str) -> None:
+        """Stop an operator and remove its webhook configurations (its CRDs and objects stay)."""
+        with self._operator_lock:
+            comp = self._components.pop(name, None)
+            if comp is not None:
+                comp.stop()
+            operators.delete_webhooks(self, operators.get(name))
+
+    def operator_running(self, name: str) -> bool:
+        comp = self._components.get(name)
+        return comp is not None and comp.running()
+
+    def _start_operator(self, op: operators.Operator, build_missing: bool) -> None:
+        assert self.work_dir is not None
+        started = time.monotonic()
+        binary = operators.built(op)
+        if binary is None:
+            if not build_missing:
+                raise operators.OperatorError(
+                    f"not built; run `python -m kqueue.localcluster.operators {op.name}`"
+                )
+            binary = operators.ensure_built(op)
+            started = time.monotonic()
+        operators.check_fixed_ports(op)
+        root = operators.module_dir(op)
+        operators.install_crds(self, op, root)
+
+        run_dir = self.work_dir / "operators" / op.name
+        cert_dir = run_dir / "tmp" / "k8s-webhook-server" / "serving-certs"
+        cert_dir.mkdir(parents=True, exist_ok=True)
+        creds = self.ca.issue(
+            self.work_dir / "pki",
+            f"operator-{op.name}",
+            common_name=f"kqueue-local-{op.name}",
+            # Operators act as cluster admins here: what is tested is their reconciling, and
+            # their RBAC manifests name in-cluster service accounts.
+            organizations=("system:masters",),
+            client=True,
+        )
+        kubeconfig = run_dir / "kubeconfig"
+        kubeconfig.write_text(yaml.safe_dump(self._kubeconfig(creds, f"operator-{op.name}")))
+        ctx = operators.RunContext(
+            binary=binary,
+            work_dir=run_dir,
+            kubeconfig=kubeconfig,
+            health_port=_free_port(),
+            webhook_port=_free_port(),
+            cert_dir=cert_dir,
+        )
+        if op.webhooks is not None:
+            self.ca.serving(cert_dir, "tls")
+            hooks = operators.webhook_documents(
+                op,
+                root,
+                base_url=f"https://{LOOPBACK}:{ctx.webhook_port}",
+                ca_bundle_b64=base64.b64encode(self.ca.pem).decode(),
+            )
+            self.kubectl(
+                "apply",
+                "--server-side",
+                "--force-conflicts",
+                "-f",
+                "-",
+                input=yaml.safe_dump_all(hooks),
+            )
+        if op.lease is not None:
+            # Readiness is "holds the lease", so a lease left by an earlier run must go.
+            ns, lease = op.lease
+            self.request("DELETE", f"/apis/coordination.k8s.io/v1/namespaces/{ns}/leases/{lease}")
+        args, env = op.command(ctx)
+        comp = _Component(
+            name=op.name,
+            argv=[str(binary), *args],
+            log_path=self.log_dir / f"{op.name}.log",
+            env={**os.environ, "KUBECONFIG": str(kubeconfig), **env},
+        )
+        self._components[op.name] = comp
+        comp.start()
+        try:
+            self._wait_for(
+                f"{op.label} ready",
+                lambda: self._operator_ready(op, ctx),
+                120.0,
+                component=op.name,
+            )
+        except ClusterStartError as exc:
+            comp.stop()
+            self._components.pop(op.name, None)
+            operators.delete_webhooks(self, op)
+            if comp.log_path.name in str(exc):  # it exited: the message has its log already
+                raise operators.OperatorError(str(exc)) from None
+            raise operators.OperatorError(
+                f"{exc}\n---- {op.name} log ({comp.log_path}) ----\n{comp.tail()}"
+            ) from None
+        self.operator_start_seconds[op.name] = time.monotonic() - started
+
+    def _operator_ready(self, op: operators.Operator, ctx: operators.RunContext) -> bool:
+        if op.readiness == "lease":
+            assert op.lease is not None
+            ns, lease = op.lease
+            status, body = self.request(
+                "GET", f"/apis/coordination.k8s.io/v1/namespaces/{ns}/leases/{lease}"
+            )
+            return status == 200 and bool((body.get("spec") or {}).get("holderIdentity"))
+        return _http_ok(LOOPBACK, ctx.health_port, "/readyz", tls=None)
 
     def logs_tail(self, lines: int = _LOG_TAIL_LINES) -> str:
         """The last lines of every component's log, for failure reports."""

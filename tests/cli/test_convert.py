@@ -281,6 +281,24 @@ LABEL_CASES: dict[str, tuple[dict[str, object], tuple[object, ...], str]] = {
         _obj("kubeflow.org/v2beta1", "MPIJob", {}, **_label("kueue.x-k8s.io/priority-class")),
         ("metadata", "labels"), "kqueue.io/priority-class",
     ),
+    "trainjob queue-name label": (
+        _obj("trainer.kubeflow.org/v1alpha1", "TrainJob", {"runtimeRef": {"name": "torch"}},
+             **_label("kueue.x-k8s.io/queue-name")),
+        ("metadata", "labels"), "kqueue.io/queue-name",
+    ),
+    "trainjob priority-class label": (
+        _obj("trainer.kubeflow.org/v1alpha1", "TrainJob", {"runtimeRef": {"name": "torch"}},
+             **_label("kueue.x-k8s.io/priority-class")),
+        ("metadata", "labels"), "kqueue.io/priority-class",
+    ),
+    "clustertrainingruntime pod template topology annotation": (
+        _obj("trainer.kubeflow.org/v1alpha1", "ClusterTrainingRuntime", {"template": {"spec": {
+            "replicatedJobs": [{"name": "node", "template": {"spec": {"template": _pod_template(
+                {"kueue.x-k8s.io/podset-preferred-topology": "block"})}}}]}}}),
+        ("spec", "template", "spec", "replicatedJobs", 0, "template", "spec", "template",
+         "metadata", "annotations"),
+        "kqueue.io/podset-preferred-topology",
+    ),
 }
 
 

@@ -253,3 +253,48 @@ def test_a_jobset_is_skipped_with_a_reason_when_its_integration_is_off() -> None
     assert result.exit_code == 0
     assert json.loads(result.stdout)["workloads"] == {}
     assert "jobset.x-k8s.io/jobset integration is not enabled" in result.stderr
+
+
+TRAINJOB_CONFIG = (
+    "---\napiVersion: config.kqueue.io/v1alpha1\nkind: Configuration\n"
+    "integrations:\n  frameworks: [batch/job, pod, trainer.kubeflow.org/trainjob]\n"
+)
+
+
+def test_a_trainjob_simulates_with_the_pod_sets_of_its_runtime() -> None:
+    setup = (SAMPLES / "quickstart.yaml").read_text()
+    trainjob = (SAMPLES / "trainjob.yaml").read_text()
+    out = simulate_json("-", input=setup + "\n---\n" + trainjob + TRAINJOB_CONFIG)
+    [(key, wl)] = out["workloads"].items()
+    assert key.startswith("default/trainjob-sample-trainjob-")
+    assert wl["state"] == "Admitted"
+    assert [(ps["name"], ps["count"]) for ps in wl["podSets"]] == [("node", 2)]
+
+
+def test_a_trainjob_without_its_runtime_is_refused_naming_the_field() -> None:
+    setup = (SAMPLES / "quickstart.yaml").read_text()
+    trainjob = (SAMPLES / "trainjob.yaml").read_text().split("---\n", 1)[1]
+    result = run_cli("simulate", "-", input=setup + "\n---\n" + trainjob + TRAINJOB_CONFIG)
+    assert result.exit_code != 0
+    assert "spec.runtimeRef.name" in result.stderr
+    assert "ClusterTrainingRuntime 'sample-runtime' not found" in result.stderr
+
+
+def test_explain_finds_a_trainjob_by_its_name() -> None:
+    setup = (SAMPLES / "quickstart.yaml").read_text()
+    trainjob = (SAMPLES / "trainjob.yaml").read_text()
+    result = run_cli(
+        "explain", "-f", "-", "sample-trainjob", input=setup + "\n---\n" + trainjob + TRAINJOB_CONFIG
+    )
+    assert result.exit_code == 0, result.stderr
+    assert result.stdout.startswith("Workload default/trainjob-sample-trainjob-")
+    assert "pod set node (2 pods)" in result.stdout
+
+
+def test_a_trainjob_is_skipped_with_a_reason_when_its_integration_is_off() -> None:
+    setup = (SAMPLES / "quickstart.yaml").read_text()
+    trainjob = (SAMPLES / "trainjob.yaml").read_text()
+    result = run_cli("simulate", "-", "--output", "json", input=setup + "\n---\n" + trainjob)
+    assert result.exit_code == 0
+    assert json.loads(result.stdout)["workloads"] == {}
+    assert "trainer.kubeflow.org/trainjob integration is not enabled" in result.stderr

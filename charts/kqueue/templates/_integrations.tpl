@@ -50,4 +50,18 @@ only when it is in config.integrations.frameworks (all registered defaults when 
   resources: [pods/finalizers]
   verbs: [update]
 {{- end }}
+{{- if has "trainer.kubeflow.org/trainjob" $on }}
+# trainer.kubeflow.org/trainjob: TrainJobs naming a queue are watched, suspended while queued or evicted, and resumed with the admission's node labels and tolerations in kqueue's spec.runtimePatches entry
+- apiGroups: ["trainer.kubeflow.org"]
+  resources: [trainjobs]
+  verbs: [list, watch, patch]
+# trainer.kubeflow.org/trainjob: a Workload's owner reference to its TrainJob blocks the TrainJob's deletion, which OwnerReferencesPermissionEnforcement allows only with update on its finalizers
+- apiGroups: ["trainer.kubeflow.org"]
+  resources: [trainjobs/finalizers]
+  verbs: [update]
+# trainer.kubeflow.org/trainjob: a TrainJob's pod sets come from the runtime it names
+- apiGroups: ["trainer.kubeflow.org"]
+  resources: [clustertrainingruntimes, trainingruntimes]
+  verbs: [list, watch]
+{{- end }}
 {{- end -}}

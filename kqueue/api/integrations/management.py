@@ -39,11 +39,13 @@ POD_FRAMEWORK: Final = "pod"
 # (apiVersion, kind) -> the framework that manages it.
 JOBSET_FRAMEWORK: Final = "jobset.x-k8s.io/jobset"
 MPIJOB_FRAMEWORK: Final = "kubeflow.org/mpijob"
+TRAINJOB_FRAMEWORK: Final = "trainer.kubeflow.org/trainjob"
 FRAMEWORK_OF: Final[dict[tuple[str, str], str]] = {
     ("batch/v1", "Job"): JOB_FRAMEWORK,
     ("v1", "Pod"): POD_FRAMEWORK,
     ("jobset.x-k8s.io/v1alpha2", "JobSet"): JOBSET_FRAMEWORK,
     ("kubeflow.org/v2beta1", "MPIJob"): MPIJOB_FRAMEWORK,
+    ("trainer.kubeflow.org/v1alpha1", "TrainJob"): TRAINJOB_FRAMEWORK,
 }
 KUEUE_QUEUE_NAME_LABEL: Final = f"{KUEUE_GROUP}/queue-name"
 # kqueue's names that kqueue itself sets (Kueue's are its own bookkeeping): not user advice.

@@ -1,6 +1,7 @@
 """Integrations: each managed kind in its own package, registered in :mod:`.registry`.
 
-``job`` (batch/v1 Job), ``pod`` (plain Pods and pod groups), ``jobset`` and ``mpijob`` are
+``job`` (batch/v1 Job), ``pod`` (plain Pods and pod groups), ``jobset``, ``mpijob`` and
+``trainjob`` are
 imported here so that
 importing this package registers every integration. See :mod:`.framework` for what an
 integration supplies, :mod:`.reconciler` for the generic reconciler and :mod:`.release` for the
@@ -9,7 +10,7 @@ one pod-release path.
 
 from __future__ import annotations
 
-from kqueue.controller.integrations import job, jobset, mpijob, pod
+from kqueue.controller.integrations import job, jobset, mpijob, pod, trainjob
 from kqueue.controller.integrations.framework import (
     Framework,
     GenericJob,
@@ -36,4 +37,5 @@ __all__ = [
     "jobset",
     "mpijob",
     "pod",
+    "trainjob",
 ]

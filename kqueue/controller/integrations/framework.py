@@ -179,6 +179,8 @@ class IntegrationContext:
     now: Now
     releaser: PodReleaser
     trigger: Callable[[], None]
+    watched: Mapping[Resource, Store[Obj]] = field(default_factory=dict)
+    """The stores of the enabled frameworks' :attr:`Framework.watches`."""
     leader_tasks: list[LeaderTask] = field(default_factory=list)
     after_cycle: list[AfterCycle] = field(default_factory=list)
 
@@ -205,6 +207,10 @@ class Framework:
     """Whether ``kqueue simulate`` and ``kqueue explain`` turn objects of the kind into Workloads."""
     default_enabled: bool = True
     """On when the Configuration lists no frameworks (kinds that need an operator are not)."""
+    watches: tuple[Resource, ...] = ()
+    """Other kinds the kind's Workloads are built from (a TrainJob's runtimes). The manager lists
+    and watches each (their stores are in :attr:`IntegrationContext.watched`) and reconciles every
+    object of the kind again when one of them changes; their RBAC goes in :attr:`rbac`."""
 
     def owns(self, wl: Workload) -> bool:
         """Whether the Workload is one this kind's objects own (its pods are stopped by them)."""

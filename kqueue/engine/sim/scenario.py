@@ -20,6 +20,7 @@ queue-order ties by UID.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -37,6 +38,7 @@ from kqueue.api.integrations import (
 )
 from kqueue.api.integrations import jobset as jobset_api
 from kqueue.api.integrations import mpijob as mpijob_api
+from kqueue.api.integrations import trainjob as trainjob_api
 from kqueue.api.integrations.management import (
     KUEUE_QUEUE_NAME_LABEL,
     ManagementPolicy,
@@ -69,10 +71,12 @@ TOP_LEVEL_BUILDERS: Final[dict[str, Any]] = {
     "Job": workload_for_job,
     "JobSet": jobset_api.workload_for_jobset,
     "MPIJob": mpijob_api.workload_for_mpijob,
+    "TrainJob": trainjob_api.workload_for_trainjob,
 }
 TOP_LEVEL_FINISHED: Final[dict[str, Any]] = {
     "JobSet": jobset_api.finished_condition,
     "MPIJob": mpijob_api.finished_condition,
+    "TrainJob": trainjob_api.finished_condition,
 }
 
 
@@ -270,6 +274,7 @@ def build_scenario(
         )
         return True
 
+    runtimes = trainjob_api.runtimes_from(o.raw for o in objects)
     # An object whose Workload is in the input is the controller's whatever its labels say (its
     # reconciler keeps following an object it made a Workload for); the others only if managed.
     for obj in jobs:
@@ -300,7 +305,11 @@ def build_scenario(
             # The API server starts every object at generation 1 (elastic slices are named
             # after it); a manifest usually leaves it out.
             job = {**job, "metadata": {**job["metadata"], "generation": 1}}
-        wl = _integrate(obj, TOP_LEVEL_BUILDERS[obj.kind], job, sc.priorities)
+        build = TOP_LEVEL_BUILDERS[obj.kind]
+        if obj.kind == "TrainJob":
+            # Its pod sets come from the runtime it names, which must be in the input.
+            build = functools.partial(build, runtimes=runtimes)
+        wl = _integrate(obj, build, job, sc.priorities)
         if wl.spec.queue_name is None and (ns, DEFAULT_LOCAL_QUEUE) in local_queues:
             # manageJobsWithoutQueueName: the controller submits it to the namespace's
             # LocalQueue "default" (Kueue's LocalQueueDefaulting); without one it waits.

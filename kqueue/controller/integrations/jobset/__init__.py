@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from kqueue.api.integrations.jobset import JOBSET_API_VERSION, JOBSET_KIND
 from kqueue.api.v1alpha1 import constants as c
+from kqueue.controller.integrations import registry
 from kqueue.controller.integrations.framework import (
     Framework,
     Handler,
@@ -26,9 +27,15 @@ def _queue_selector(without_queue_name: bool) -> dict[str, object]:
 
 
 def _hooks(ctx: WebhookContext) -> webhook.JobSetWebhooks:
+    parents = frozenset(
+        (f.api_version, f.kind)
+        for f in registry.enabled(ctx.config.integrations.frameworks)
+        if f.name != NAME
+    )
     return webhook.JobSetWebhooks(
         manage_jobs_without_queue_name=ctx.config.manage_jobs_without_queue_name,
         local_queues=ctx.local_queues,
+        parent_kinds=parents,
     )
 
 

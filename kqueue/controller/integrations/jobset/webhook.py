@@ -60,19 +60,29 @@ class JobSetWebhooks:
         *,
         manage_jobs_without_queue_name: bool = False,
         local_queues: LocalQueueNames = lambda _namespace: None,
+        parent_kinds: frozenset[tuple[str, str]] = frozenset(),
     ) -> None:
         self._without_queue_name = manage_jobs_without_queue_name
         self._local_queues = local_queues
+        self._parent_kinds = parent_kinds
+
+    def _manages(self, obj: Obj) -> bool:
+        """Managed, and not part of another integration's object (a TrainJob's JobSet is queued
+        with its TrainJob, never on its own)."""
+        for ref in (obj.get("metadata") or {}).get("ownerReferences") or []:
+            if ref.get("controller") and (ref.get("apiVersion"), ref.get("kind")) in self._parent_kinds:
+                return False
+        return managed(obj, without_queue_name=self._without_queue_name)
 
     async def mutate(self, req: AdmissionRequest) -> Verdict:
         obj = req.object
-        if not isinstance(obj, dict) or not managed(obj, without_queue_name=self._without_queue_name):
+        if not isinstance(obj, dict) or not self._manages(obj):
             return Verdict.allow()
         return mutate_suspendable(req, kind="JobSet", pod_templates=pod_templates, started=_started)
 
     async def validate(self, req: AdmissionRequest) -> Verdict:
         obj = req.object
-        if not isinstance(obj, dict) or not managed(obj, without_queue_name=self._without_queue_name):
+        if not isinstance(obj, dict) or not self._manages(obj):
             return Verdict.allow()
         errors: list[FieldError] = []
         annotations = (obj.get("metadata") or {}).get("annotations") or {}

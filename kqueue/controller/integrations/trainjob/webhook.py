@@ -1,0 +1,95 @@
+"""Admission webhooks for TrainJobs (trainer.kubeflow.org/v1alpha1) that name a queue.
+
+Mutating: suspended while queued (:mod:`kqueue.controller.integrations.suspension`). A TrainJob
+has no pod template of its own (its runtime has them), so the ``kqueue.io/admission`` gate and the
+managed label reach its pods through kqueue's ``spec.runtimePatches`` entry, which the reconciler
+writes once the Workload (and so the runtime's replicated Jobs) is known
+(:mod:`.generic`). Validating: the queue and priority-class labels cannot change while the
+TrainJob runs; annotations a TrainJob cannot honour (elastic WorkloadSlices, partial admission)
+are refused naming the annotation.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+from kqueue.api.v1alpha1 import constants as c
+from kqueue.controller.admission import AdmissionRequest, FieldError, Verdict
+from kqueue.controller.integrations.advice import LocalQueueNames, queue_warnings
+from kqueue.controller.integrations.suspension import mutate_suspendable, suspended
+
+Obj = dict[str, Any]
+
+MUTATE_PATH: Final = "/mutate-trainer-kubeflow-org-v1alpha1-trainjob"
+VALIDATE_PATH: Final = "/validate-trainer-kubeflow-org-v1alpha1-trainjob"
+
+UNSUPPORTED_ANNOTATIONS: Final = {
+    c.ELASTIC_JOB_ANNOTATION: "a TrainJob cannot be elastic (WorkloadSlices are for batch Jobs)",
+    c.JOB_MIN_PARALLELISM_ANNOTATION: "partial admission is not supported for TrainJobs",
+}
+
+
+def _labels(obj: Obj) -> dict[str, str]:
+    return dict((obj.get("metadata") or {}).get("labels") or {})
+
+
+def managed(obj: Obj, *, without_queue_name: bool = False) -> bool:
+    return without_queue_name or bool(_labels(obj).get(c.QUEUE_NAME_LABEL))
+
+
+def _no_templates(_obj: Obj) -> list[Obj]:
+    return []
+
+
+def _started(old: Obj) -> bool:
+    # Jobs still running from before a suspension: the TrainJob is stopping, not queued.
+    return any(
+        int(s.get("active") or 0) > 0 for s in (old.get("status") or {}).get("jobsStatus") or []
+    )
+
+
+class TrainJobWebhooks:
+    def __init__(
+        self,
+        *,
+        manage_jobs_without_queue_name: bool = False,
+        local_queues: LocalQueueNames = lambda _namespace: None,
+    ) -> None:
+        self._without_queue_name = manage_jobs_without_queue_name
+        self._local_queues = local_queues
+
+    async def mutate(self, req: AdmissionRequest) -> Verdict:
+        obj = req.object
+        if not isinstance(obj, dict) or not managed(obj, without_queue_name=self._without_queue_name):
+            return Verdict.allow()
+        return mutate_suspendable(req, kind="TrainJob", pod_templates=_no_templates, started=_started)
+
+    async def validate(self, req: AdmissionRequest) -> Verdict:
+        obj = req.object
+        if not isinstance(obj, dict) or not managed(obj, without_queue_name=self._without_queue_name):
+            return Verdict.allow()
+        errors: list[FieldError] = []
+        annotations = (obj.get("metadata") or {}).get("annotations") or {}
+        for key, why in UNSUPPORTED_ANNOTATIONS.items():
+            if key in annotations:
+                errors.append(
+                    FieldError(f"metadata.annotations[{key}]", f"not supported: {why}; remove it")
+                )
+        old = req.old_object
+        if req.operation == "UPDATE" and isinstance(old, dict):
+            both_suspended = suspended(old) and suspended(obj)
+            for key in (c.QUEUE_NAME_LABEL, c.PRIORITY_CLASS_LABEL):
+                before, after = _labels(old).get(key), _labels(obj).get(key)
+                if before != after and not both_suspended:
+                    errors.append(
+                        FieldError(
+                            f"metadata.labels[{key}]",
+                            f"field is immutable while the TrainJob is not suspended: cannot "
+                            f"change from {before!r} to {after!r}",
+                        )
+                    )
+        if errors:
+            return Verdict.deny(*errors)
+        if req.operation == "CREATE":
+            return Verdict.allow(*queue_warnings(obj, self._local_queues, kind="TrainJob"))
+        return Verdict.allow()
