@@ -22,7 +22,7 @@ from click.testing import CliRunner, Result
 from kqueue.api.v1alpha1 import constants as c
 from kqueue.cli.kubectl.main import cli as plugin
 from kqueue.cli.main import cli as kqueue_cli
-from kqueue.controller.kube import (
+from kqueue.controller.resources import (
     CLUSTER_QUEUES,
     LOCAL_QUEUES,
     RESOURCE_FLAVORS,
