@@ -74,8 +74,13 @@ def kqueue(
         finally:
             cluster.kubectl("delete", "apiservice", APISERVICE, "--ignore-not-found", check=False)
             cluster.kubectl(
-                "delete", "service", SERVICE_NAME, "-n", KQUEUE_NAMESPACE,
-                "--ignore-not-found", check=False,
+                "delete",
+                "service",
+                SERVICE_NAME,
+                "-n",
+                KQUEUE_NAMESPACE,
+                "--ignore-not-found",
+                check=False,
             )
 
 
@@ -109,7 +114,11 @@ def _register(cluster: LocalCluster, port: int, ca_pem: bytes) -> None:
 
 
 def _get(url: str, token: str | None, *, verify: Path | None) -> tuple[int, str]:
-    ctx = ssl.create_default_context(cafile=str(verify)) if verify else ssl._create_unverified_context()
+    ctx = (
+        ssl.create_default_context(cafile=str(verify))
+        if verify
+        else ssl._create_unverified_context()
+    )
     req = urllib.request.Request(url)
     if token:
         req.add_header("Authorization", f"Bearer {token}")
@@ -145,7 +154,12 @@ def _service_account(
         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": kind, "name": role_name},
         "subjects": [{"kind": "ServiceAccount", "name": name, "namespace": namespace}],
     }
-    role = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": kind, "metadata": meta, "rules": rules}
+    role = {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": kind,
+        "metadata": meta,
+        "rules": rules,
+    }
     if rules:
         cluster.kubectl("apply", "-f", "-", input=yaml.safe_dump_all([role, binding]))
     return cluster.kubectl("create", "token", name, "-n", namespace).stdout.strip()
@@ -154,7 +168,9 @@ def _service_account(
 def _cleanup_cluster_roles(cluster: LocalCluster, namespace: str, *names: str) -> None:
     for name in names:
         for kind in ("clusterrolebinding", "clusterrole"):
-            cluster.kubectl("delete", kind, f"{namespace}-{name}", "--ignore-not-found", check=False)
+            cluster.kubectl(
+                "delete", kind, f"{namespace}-{name}", "--ignore-not-found", check=False
+            )
 
 
 async def _pending(api: Api, namespace: str, job_name: str) -> Obj:
@@ -194,15 +210,31 @@ async def test_two_identities_see_what_rbac_allows_with_simulates_positions(
         }
 
         lq_reader = await asyncio.to_thread(
-            _service_account, cluster, namespace, "lq-reader",
-            [{"apiGroups": ["visibility.kqueue.io"], "resources": ["localqueues/pendingworkloads"],
-              "verbs": ["get"]}],
+            _service_account,
+            cluster,
+            namespace,
+            "lq-reader",
+            [
+                {
+                    "apiGroups": ["visibility.kqueue.io"],
+                    "resources": ["localqueues/pendingworkloads"],
+                    "verbs": ["get"],
+                }
+            ],
             cluster_wide=False,
         )
         cq_reader = await asyncio.to_thread(
-            _service_account, cluster, namespace, "cq-reader",
-            [{"apiGroups": ["visibility.kqueue.io"], "resources": ["clusterqueues/pendingworkloads"],
-              "verbs": ["get"]}],
+            _service_account,
+            cluster,
+            namespace,
+            "cq-reader",
+            [
+                {
+                    "apiGroups": ["visibility.kqueue.io"],
+                    "resources": ["clusterqueues/pendingworkloads"],
+                    "verbs": ["get"],
+                }
+            ],
             cluster_wide=True,
         )
         lq_path = f"{BASE}/namespaces/{namespace}/localqueues/a/pendingworkloads"
@@ -228,8 +260,12 @@ async def test_two_identities_see_what_rbac_allows_with_simulates_positions(
         assert code == 200, body
         got = [
             (
-                i["metadata"]["namespace"], i["metadata"]["name"], i["localQueueName"],
-                i["positionInClusterQueue"], i["positionInLocalQueue"], i["priority"],
+                i["metadata"]["namespace"],
+                i["metadata"]["name"],
+                i["localQueueName"],
+                i["positionInClusterQueue"],
+                i["positionInLocalQueue"],
+                i["priority"],
             )
             for i in body["items"]
         ]
@@ -261,12 +297,16 @@ async def test_two_identities_see_what_rbac_allows_with_simulates_positions(
                         ] = "1m"
                     docs.append(doc)
         result = await asyncio.to_thread(
-            CliRunner().invoke, kqueue_cli, ["simulate", "-o", "json", "-"],
+            CliRunner().invoke,
+            kqueue_cli,
+            ["simulate", "-o", "json", "-"],
             input=yaml.safe_dump_all(docs),
         )
         assert result.exit_code == 0, result.output
         reserved = [
-            e["workload"] for e in json.loads(result.stdout)["events"] if e["type"] == "QuotaReserved"
+            e["workload"]
+            for e in json.loads(result.stdout)["events"]
+            if e["type"] == "QuotaReserved"
         ]
         by_position = [f"{ns}/{name}" for ns, name, *_ in got]
         assert reserved == by_position
@@ -275,20 +315,26 @@ async def test_two_identities_see_what_rbac_allows_with_simulates_positions(
         cluster.kubectl("delete", "namespace", other, "--wait=false", check=False)
 
 
+BAD_INPUT = [
+    ("unknown ClusterQueue", "cq:no-such-cq", 404, ['ClusterQueue "no-such-cq" not found']),
+    ("unknown LocalQueue", "lq:no-such-lq", 404, ['LocalQueue "{ns}/no-such-lq" not found']),
+    ("negative limit", "cq?limit=-1", 400, ['limit="-1"', "non-negative integer"]),
+    ("non-numeric limit", "cq?limit=ten", 400, ['limit="ten"', "non-negative integer"]),
+    ("negative offset", "lq?offset=-3", 400, ['offset="-3"', "non-negative integer"]),
+    ("non-numeric offset", "cq?offset=1.5", 400, ['offset="1.5"', "non-negative integer"]),
+]
+
+
 @pytest.mark.parametrize(
-    ("name", "query", "code", "names"),
-    [
-        ("unknown ClusterQueue", "cq:no-such-cq", 404, ['ClusterQueue "no-such-cq" not found']),
-        ("unknown LocalQueue", "lq:no-such-lq", 404, ['LocalQueue "{ns}/no-such-lq" not found']),
-        ("negative limit", "cq?limit=-1", 400, ['limit="-1"', "non-negative integer"]),
-        ("non-numeric limit", "cq?limit=ten", 400, ['limit="ten"', "non-negative integer"]),
-        ("negative offset", "lq?offset=-3", 400, ['offset="-3"', "non-negative integer"]),
-        ("non-numeric offset", "cq?offset=1.5", 400, ['offset="1.5"', "non-negative integer"]),
-    ],
-    ids=lambda v: v if isinstance(v, str) and " " in v else "",
+    ("name", "query", "code", "names"), BAD_INPUT, ids=[case[0] for case in BAD_INPUT]
 )
 async def test_bad_input_is_named(
-    api: Api, cluster: LocalCluster, namespace: str, name: str, query: str, code: int,
+    api: Api,
+    cluster: LocalCluster,
+    namespace: str,
+    name: str,
+    query: str,
+    code: int,
     names: list[str],
 ) -> None:
     rf, cq = unique("rf"), unique("cq")
@@ -311,10 +357,17 @@ async def test_bad_input_is_named(
     if params:
         path += f"?{params}"
     admin = await asyncio.to_thread(
-        _service_account, cluster, namespace, "admin-reader",
-        [{"apiGroups": ["visibility.kqueue.io"],
-          "resources": ["clusterqueues/pendingworkloads", "localqueues/pendingworkloads"],
-          "verbs": ["get"]}],
+        _service_account,
+        cluster,
+        namespace,
+        "admin-reader",
+        [
+            {
+                "apiGroups": ["visibility.kqueue.io"],
+                "resources": ["clusterqueues/pendingworkloads", "localqueues/pendingworkloads"],
+                "verbs": ["get"],
+            }
+        ],
         cluster_wide=True,
     )
     try:
@@ -352,7 +405,15 @@ async def test_discovery_and_the_plugin_use_the_served_api(
     def run() -> Any:
         return CliRunner().invoke(
             plugin,
-            ["pending", "clusterqueue", cq, "-o", "json", "--kubeconfig", str(cluster.kubeconfig_path)],
+            [
+                "pending",
+                "clusterqueue",
+                cq,
+                "-o",
+                "json",
+                "--kubeconfig",
+                str(cluster.kubeconfig_path),
+            ],
             prog_name="kubectl-kqueue",
         )
 
@@ -381,7 +442,10 @@ async def test_metrics_need_a_token_allowed_to_get_metrics(
     assert code == 403, body
     assert f"user=system:serviceaccount:{namespace}:nobody" in body
     reader = await asyncio.to_thread(
-        _service_account, cluster, namespace, "metrics-reader",
+        _service_account,
+        cluster,
+        namespace,
+        "metrics-reader",
         [{"nonResourceURLs": ["/metrics"], "verbs": ["get"]}],
         cluster_wide=True,
     )
@@ -396,3 +460,28 @@ async def test_metrics_need_a_token_allowed_to_get_metrics(
         await asyncio.to_thread(
             urllib.request.urlopen, f"http://127.0.0.1:{kqueue.metrics_port}/metrics", timeout=5
         )
+
+
+async def test_front_proxy_headers_need_the_front_proxy_certificate(
+    kqueue: ConfiguredKqueue, cluster: LocalCluster
+) -> None:
+    """Straight to kqueue's port, X-Remote-User without the request-header CA's client
+    certificate is not believed: the caller is unauthenticated."""
+    port = int(kqueue.overrides["visibility"]["bindAddress"].rpartition(":")[2])
+
+    def call() -> tuple[int, str]:
+        req = urllib.request.Request(
+            f"https://127.0.0.1:{port}{BASE}/clusterqueues/x/pendingworkloads"
+        )
+        req.add_header("X-Remote-User", "system:admin")
+        req.add_header("X-Remote-Group", "system:masters")
+        try:
+            with urllib.request.urlopen(
+                req, context=ssl._create_unverified_context(), timeout=10
+            ) as r:
+                return int(r.status), r.read().decode()
+        except urllib.error.HTTPError as err:
+            return int(err.code), err.read().decode()
+
+    code, body = await asyncio.to_thread(call)
+    assert code == 401, body
