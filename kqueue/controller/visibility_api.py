@@ -73,7 +73,6 @@ RESOURCES: Final = [
     },
 ]
 
-_USER_KEY: Final = "kqueue.user"
 
 
 def status(code: int, reason: str, message: str, details: Obj | None = None) -> web.Response:
@@ -154,7 +153,6 @@ class VisibilityServer:
             return status(500, "InternalError", f"authentication unavailable: {err}")
         if user is None:
             return status(401, "Unauthorized", "Unauthorized")
-        request[_USER_KEY] = user
         return await handler(request)
 
     async def _user(self, request: web.Request) -> User | None:
@@ -169,7 +167,10 @@ class VisibilityServer:
         self, request: web.Request, resource: str, name: str, namespace: str | None
     ) -> web.Response | None:
         """None when the caller may get ``resource/pendingworkloads`` ``name``, else the 403."""
-        user: User = request[_USER_KEY]
+        # Authenticated by the middleware; asked again rather than stored on the request (a
+        # token's review is cached, the front proxy's headers are read in place).
+        user = await self._user(request)
+        assert user is not None
         attrs: Obj = {
             "group": GROUP,
             "version": VERSION,
