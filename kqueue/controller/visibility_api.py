@@ -39,6 +39,7 @@ from kqueue.controller.delegated_auth import (
     bearer_token,
     load_request_header_config,
 )
+from kqueue.controller.kube import KubeError
 from kqueue.controller.serving import serve_tls, tls_context
 from kqueue.engine.engine import Engine
 from kqueue.visibility import pending
@@ -72,7 +73,6 @@ RESOURCES: Final = [
         "verbs": ["get"],
     },
 ]
-
 
 
 def status(code: int, reason: str, message: str, details: Obj | None = None) -> web.Response:
@@ -295,12 +295,25 @@ async def serve_visibility(
     """Start the visibility server as configured; None when its bind address is ``"0"``."""
     if config.bind_address == "0":
         return None
-    request_header = await load_request_header_config(auth.kube)
-    if request_header is None:
-        logger.warning(
-            "kube-system/extension-apiserver-authentication has no requestheader-client-ca-file: "
-            "the API server has no aggregation layer configured; only bearer tokens are accepted"
+    request_header: RequestHeaderConfig | None = None
+    try:
+        request_header = await load_request_header_config(auth.kube)
+    except KubeError as err:
+        # Admission must not stop over the visibility API: serve it, refusing what needs the
+        # front proxy's CA, and say what is missing.
+        logger.error(
+            "visibility API: cannot read kube-system/extension-apiserver-authentication (%s); "
+            "requests through the aggregation layer get 401 until kqueue restarts with read "
+            "access to it (the chart's <release>-auth-reader Role)",
+            err,
         )
+    else:
+        if request_header is None:
+            logger.warning(
+                "kube-system/extension-apiserver-authentication has no "
+                "requestheader-client-ca-file: the API server has no aggregation layer "
+                "configured; only bearer tokens are accepted"
+            )
     ctx = tls_context(
         config.cert_dir,
         [*service_hosts(SERVICE_NAME, namespace), "localhost", "127.0.0.1"],

@@ -17,6 +17,7 @@ from typing import Any
 import aiohttp
 import pytest
 
+from kqueue.api.config import Visibility
 from kqueue.controller.delegated_auth import (
     AuthUnavailable,
     Decision,
@@ -24,10 +25,16 @@ from kqueue.controller.delegated_auth import (
     RequestHeaderConfig,
     User,
 )
+from kqueue.controller.kube import KubeError
 from kqueue.controller.metrics import Metrics
 from kqueue.controller.secure_metrics import secure_metrics_app
 from kqueue.controller.serving import serve_tls, tls_context
-from kqueue.controller.visibility_api import BadParameter, VisibilityServer, page_param
+from kqueue.controller.visibility_api import (
+    BadParameter,
+    VisibilityServer,
+    page_param,
+    serve_visibility,
+)
 from tests.visibility.scenario import cluster_queue, engine_of, flavor, local_queue, workload
 
 Obj = dict[str, Any]
@@ -230,3 +237,39 @@ async def test_visibility_app_with_a_bearer_token() -> None:
             )
     finally:
         await runner.cleanup()
+
+
+class _NoConfigMapAccess:
+    """A client the API server refuses the authentication ConfigMap to (RBAC missing)."""
+
+    async def get(self, resource: Any, name: str, namespace: str | None = None) -> Obj:
+        raise KubeError.of(f"get configmaps {namespace}/{name}", 403, {"reason": "Forbidden"})
+
+
+async def test_visibility_serves_without_the_configmap_and_says_why(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Admission must not stop over the visibility API: the server starts, bearer tokens work,
+    the log names the ConfigMap and the Role that grants it."""
+    auth = Reviews(tokens={"alice": User("alice")})
+    auth.kube = _NoConfigMapAccess()  # type: ignore[assignment]
+    engine = engine_of([flavor(), cluster_queue("cq", "1")])
+    runner = await serve_visibility(
+        lambda: engine, Visibility(bind_address="127.0.0.1:0"), auth, "kqueue-system"
+    )
+    assert runner is not None
+    try:
+        base = f"https://127.0.0.1:{runner.addresses[0][1]}"
+        async with (
+            aiohttp.ClientSession() as session,
+            session.get(
+                f"{base}/apis/visibility.kqueue.io/v1alpha1",
+                headers={"Authorization": "Bearer alice"},
+                ssl=_insecure(),
+            ) as resp,
+        ):
+            assert resp.status == 200
+    finally:
+        await runner.cleanup()
+    assert "extension-apiserver-authentication" in caplog.text
+    assert "auth-reader" in caplog.text
