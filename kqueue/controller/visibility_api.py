@@ -105,7 +105,7 @@ def page_param(query: Any, name: str, default: int) -> int:
     raw = query.get(name)
     if raw is None or raw == "":
         return default
-    if not raw.isdigit():
+    if not (raw.isascii() and raw.isdigit()):
         raise BadParameter(
             f'invalid query parameter {name}="{raw}": {name} must be a non-negative integer'
         )
@@ -280,9 +280,10 @@ class VisibilityServer:
 
     @staticmethod
     def _paging(request: web.Request) -> tuple[int, int]:
+        # limit=0 is the default page, as Kueue's defaulting makes it.
         return (
             page_param(request.query, "offset", 0),
-            page_param(request.query, "limit", pending.DEFAULT_LIMIT),
+            page_param(request.query, "limit", 0) or pending.DEFAULT_LIMIT,
         )
 
 

@@ -118,6 +118,7 @@ def test_request_header_config_from_the_configmap(
         ("ten", "limit"),
         ("1.5", "limit"),
         ("+3", "limit"),
+        ("²", "limit"),
         (" 3", "limit"),
     ],
 )
@@ -221,6 +222,9 @@ async def test_visibility_app_with_a_bearer_token() -> None:
                 ("first", 0),
                 ("second", 1),
             ]
+            # limit=0 is Kueue's default page (1000), not an empty one.
+            code, body = await get(f"{path}?limit=0&offset=1", "alice")
+            assert [i["metadata"]["name"] for i in body["items"]] == ["second"]
             code, body = await get(path, "bob")
             assert (code, body["reason"]) == (403, "Forbidden")
             assert (
