@@ -137,6 +137,8 @@ def main(argv: list[str] | None = None) -> int:
             "metrics": {
                 "bindAddress": f"127.0.0.1:{metrics_port}",
                 "enableClusterQueueResources": True,
+                # A development loop reads metrics with curl: plain HTTP on loopback.
+                "secure": False,
             },
             "webhook": {"host": "127.0.0.1", "port": webhook_port, "certDir": str(work / "certs")},
             "internalCertManagement": {"enable": False},

@@ -200,6 +200,26 @@ class Metrics(_Model):
     enable_cluster_queue_resources: bool = False
     """Also export per-ClusterQueue quota, reservation and usage gauges
     (``kqueue_cluster_queue_nominal_quota`` and friends), one series per flavor and resource."""
+    secure: bool = True
+    """Serve ``/metrics`` over HTTPS to callers with a bearer token, authenticated with a
+    TokenReview and authorized with a SubjectAccessReview (``get`` on the non-resource URL
+    ``/metrics``), as controller-runtime's metrics filters do. ``false`` serves plain,
+    unauthenticated HTTP."""
+    cert_dir: str = ""
+    """Directory holding ``tls.crt`` and ``tls.key`` for the secure metrics server (reloaded at
+    start); empty for a self-signed certificate made at start (scrapers then skip
+    verification, as with controller-runtime's default)."""
+
+
+class Visibility(_Model):
+    bind_address: BindAddress = "0"
+    """Address of the ``visibility.kqueue.io`` API server (HTTPS, behind the kube-apiserver's
+    aggregation layer): ``host:port``, ``:port`` for all interfaces, or ``"0"`` (the default)
+    for none. The Helm chart serves it on ``:8082``."""
+    cert_dir: str = ""
+    """Directory holding ``tls.crt`` and ``tls.key`` for the visibility server; empty for a
+    self-signed certificate made at start (the APIService then sets
+    ``insecureSkipTLSVerify``, as Kueue's does)."""
 
 
 class Webhook(_Model):
@@ -464,6 +484,8 @@ class Configuration(_Model):
     """Prometheus metrics server."""
     webhook: Webhook = Webhook()
     """Admission webhook server."""
+    visibility: Visibility = Visibility()
+    """The pending-workloads API (``visibility.kqueue.io/v1alpha1``)."""
     leader_election: LeaderElection = LeaderElection()
     """Leader election between replicas."""
     client_connection: ClientConnection = ClientConnection()

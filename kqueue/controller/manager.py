@@ -42,6 +42,7 @@ from kqueue.api.v1alpha1 import constants as c
 from kqueue.controller.admission import WebhookServer
 from kqueue.controller.admission.certs import CertRotator
 from kqueue.controller.clock import Now, utc_now
+from kqueue.controller.delegated_auth import DelegatedAuth
 from kqueue.controller.events import EventRecorder
 from kqueue.controller.informer import Informer, Obj, as_dict, freeze_heap
 from kqueue.controller.integrations import Framework, GenericJob, IntegrationContext, registry
@@ -51,7 +52,7 @@ from kqueue.controller.integrations.reconciler import JobReconciler
 from kqueue.controller.integrations.release import PodReleaser
 from kqueue.controller.kube import Kube
 from kqueue.controller.leader import LeaderElector
-from kqueue.controller.metrics import Metrics, Probes, health_app, metrics_app, serve_app
+from kqueue.controller.metrics import Metrics, Probes, health_app, serve_app
 from kqueue.controller.readiness import BY_ANY_OWNER, ReadinessWatcher, any_owner_uids
 from kqueue.controller.resources import (
     CLUSTER_QUEUES,
@@ -66,8 +67,10 @@ from kqueue.controller.resources import (
     Resource,
 )
 from kqueue.controller.scheduler import Scheduler
+from kqueue.controller.secure_metrics import serve_metrics
 from kqueue.controller.status import QueueStatusReconciler
 from kqueue.controller.supervisor import Supervisor
+from kqueue.controller.visibility_api import serve_visibility
 from kqueue.controller.webhooks import register as register_webhooks
 from kqueue.controller.webhooks.config import MUTATING_NAME, VALIDATING_NAME
 from kqueue.controller.workqueue import WorkQueue, run_workers
@@ -267,6 +270,7 @@ class Manager:
         self._runners: list[web.AppRunner] = []
         self.health_port: int | None = None
         self.metrics_port: int | None = None
+        self.visibility_port: int | None = None
         self._synced = asyncio.Event()
         self._wire_handlers()
         # Work only the leader runs next to the scheduler: waitForPodsReady, and what the
@@ -600,7 +604,16 @@ class Manager:
         self.probes.add_readiness_check("webhooks", self.webhook_server.check)
         self.probes.add_readiness_check("tasks", self.supervisor.check)
         health = await serve_app(health_app(self.probes), self.config.health.bind_address)
-        metrics = await serve_app(metrics_app(self.metrics), self.config.metrics.bind_address)
+        # TokenReviews and SubjectAccessReviews are not leader writes: a client without the
+        # leadership's write deadline, so standbys answer their callers too.
+        auth = DelegatedAuth(Kube(self.api))
+        metrics = await serve_metrics(self.metrics, self.config.metrics, auth)
+        visibility = await serve_visibility(
+            lambda: self.engine, self.config.visibility, auth, self.config.namespace
+        )
+        if visibility is not None:
+            self._runners.append(visibility)
+            self.visibility_port = int(visibility.addresses[0][1])
         if health is not None:
             self._runners.append(health)
             self.health_port = int(health.addresses[0][1])

@@ -505,6 +505,19 @@ class Engine:
     def local_queue(self, key: LocalQueueKey) -> LocalQueueSpec | None:
         return self.queues.local_queues.get(key)
 
+    def cluster_queue_names(self) -> frozenset[ClusterQueueName]:
+        """Every ClusterQueue the engine knows (for readers that name one, e.g. visibility)."""
+        return frozenset(self.cache.cluster_queues)
+
+    def queued_in_order(self, cq: ClusterQueueName) -> list[WorkloadInfo]:
+        """The pending workloads of ``cq`` in the order its heads are taken (parked ones too).
+
+        O(n log n) per call: for readers (the visibility API, ``kubectl kqueue pending``),
+        never for the scheduling cycle.
+        """
+        queue = self.queues.queues.get(cq)
+        return queue.ordered() if queue is not None else []
+
     def workload_counts(self) -> tuple[int, int]:
         """(workloads holding quota, pending workloads)."""
         return len(self.cache.workloads), len(self.queues.pending)

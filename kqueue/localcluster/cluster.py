@@ -761,6 +761,13 @@ class LocalCluster:
                     # node lifecycle controller to lift; that controller is not run (see
                     # CONTROLLERS), so kwok nodes must come up untainted.
                     "--disable-admission-plugins=TaintNodesByCondition",
+                    # The aggregation layer, as kubeadm configures it: aggregated APIs (kqueue's
+                    # visibility.kqueue.io) get requests with the front-proxy client certificate
+                    # and X-Remote-* headers, and trust them through this CA, published in
+                    # kube-system/extension-apiserver-authentication. Aggregator routing stays
+                    # off (the default): with no kube-proxy it would have to pick an endpoint
+                    # address, and EndpointSlices refuse the loopback address a host process
+                    # listens on; an ExternalName Service ("localhost") reaches it instead.
                     f"--requestheader-client-ca-file={self._front_proxy_ca}",
                     "--requestheader-allowed-names=front-proxy-client",
                     "--requestheader-username-headers=X-Remote-User",

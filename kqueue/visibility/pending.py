@@ -91,10 +91,8 @@ def summary(items: Iterable[PendingWorkload]) -> dict[str, Any]:
 
 
 def _ordered(engine: Engine, cq: ClusterQueueName) -> list[WorkloadInfo]:
-    # The queue of one ClusterQueue in admission order. ``Engine`` has no reader for a whole
-    # queue yet; this is the one place outside the engine that reads its queues.
-    queue = engine.queues.queues.get(cq)
-    return queue.ordered() if queue is not None else []
+    # The queue of one ClusterQueue in admission order, through the engine's public reader.
+    return engine.queued_in_order(cq)
 
 
 def _item(
@@ -149,8 +147,9 @@ def in_cluster_queue(
 ) -> list[PendingWorkload]:
     """The pending workloads of ClusterQueue ``name`` in order; UnknownQueue if it is missing."""
     cq = ClusterQueueName(name)
-    if cq not in engine.cache.cluster_queues:
-        raise UnknownQueue("ClusterQueue", name, engine.cache.cluster_queues)
+    known = engine.cluster_queue_names()
+    if cq not in known:
+        raise UnknownQueue("ClusterQueue", name, known)
     return _page(engine, cq, None, offset, limit)
 
 
@@ -170,9 +169,7 @@ def in_local_queue(
     key = local_queue_key(namespace, name)
     spec = engine.local_queue(key)
     if spec is None:
-        known = [
-            k.partition("/")[2] for k in engine.queues.local_queues if k.startswith(f"{namespace}/")
-        ]
+        known = [lq.name for lq in engine.local_queue_specs() if lq.namespace == namespace]
         raise UnknownQueue("LocalQueue", f"{namespace}/{name}", known)
     return _page(engine, spec.cluster_queue, key, offset, limit)
 
@@ -182,7 +179,7 @@ def positions(engine: Engine, keys: Collection[str]) -> dict[str, PendingWorkloa
     listings: every ClusterQueue is ordered once, only the workloads asked for are explained)."""
     wanted = set(keys)
     out: dict[str, PendingWorkload] = {}
-    for cq in sorted(engine.cache.cluster_queues):
+    for cq in sorted(engine.cluster_queue_names()):
         for info, in_cq, in_lq in _positioned(engine, cq):
             if info.key in wanted:
                 out[info.key] = _item(engine, cq, info, in_cq, in_lq)

@@ -90,6 +90,7 @@ class DevRelease:
     webhook_port: int = field(default_factory=free_port)
     health_port: int = field(default_factory=free_port)
     metrics_port: int = field(default_factory=free_port)
+    visibility_port: int = field(default_factory=free_port)
     proc: subprocess.Popen[bytes] | None = None
 
     @property
@@ -177,6 +178,11 @@ class DevRelease:
         }
         cfg["health"] = {"bindAddress": f"127.0.0.1:{self.health_port}"}
         cfg["metrics"] = {**cfg["metrics"], "bindAddress": f"127.0.0.1:{self.metrics_port}"}
+        if cfg.get("visibility", {}).get("bindAddress", "0") != "0":
+            cfg["visibility"] = {
+                **cfg["visibility"],
+                "bindAddress": f"127.0.0.1:{self.visibility_port}",
+            }
         path = self.work_dir / "config.yaml"
         path.write_text(yaml.safe_dump(cfg))
         return path

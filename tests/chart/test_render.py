@@ -88,11 +88,17 @@ def test_default_render_has_the_controller_and_nothing_optional(default: list[Ob
             "RoleBinding",
             "Service",
             "Deployment",
+            "APIService",
             *WEBHOOK_CONFIG_KINDS,
         }
     )
+    cluster_scoped = ("ClusterRole", "ClusterRoleBinding", "APIService", *WEBHOOK_CONFIG_KINDS)
     for o in default:
-        if o["kind"] not in ("ClusterRole", "ClusterRoleBinding", *WEBHOOK_CONFIG_KINDS):
+        if o["metadata"]["name"] == "kqueue-auth-reader":
+            # The one grant outside the release namespace: the API server's authentication
+            # ConfigMap, for the visibility server.
+            assert o["metadata"]["namespace"] == "kube-system", o["metadata"]
+        elif o["kind"] not in cluster_scoped:
             assert o["metadata"]["namespace"] == RELEASE_NAMESPACE, o["metadata"]
     # CRDs come from crds/ (installed by helm before templates, never deleted), not templates.
     assert not find(default, "CustomResourceDefinition")
@@ -178,7 +184,10 @@ def test_probes_and_resources(default: list[Obj]) -> None:
 
 
 def _rules(objs: list[Obj], kind: str) -> list[Obj]:
-    return [rule for role in find(objs, kind) for rule in role.get("rules", [])]
+    """The rules of the controller's own ClusterRole or Role (``kqueue-controller``)."""
+    return [
+        rule for role in find(objs, kind, "kqueue-controller") for rule in role.get("rules", [])
+    ]
 
 
 @pytest.mark.parametrize(
@@ -201,9 +210,9 @@ def test_rbac_names_every_verb_and_resource(helm: Helm, values: Obj) -> None:
     assert "leases" not in cluster_resources
     assert "secrets" not in cluster_resources
     assert "configmaps" not in cluster_resources
-    role = one(objs, "Role")
+    role = one(objs, "Role", "kqueue-controller")
     assert role["metadata"]["namespace"] == RELEASE_NAMESPACE
-    binding = one(objs, "RoleBinding")
+    binding = one(objs, "RoleBinding", "kqueue-controller")
     assert binding["roleRef"]["name"] == role["metadata"]["name"]
     sa = one(objs, "ServiceAccount")["metadata"]["name"]
     assert binding["subjects"] == [
@@ -241,8 +250,9 @@ def test_rbac_secrets_and_webhook_configurations_only_with_internal_certificates
     assert _grants(cluster, "", "pods") == {"list", "watch", "patch", "delete"}
     assert _grants(cluster, "", "pods/status") == {"patch"}
     assert _grants(cluster, "", "pods/finalizers") == {"update"}
-    jobs_only = _rules(helm.template({"config": {"integrations": {"frameworks": ["batch/job"]}}}),
-                       "ClusterRole")
+    jobs_only = _rules(
+        helm.template({"config": {"integrations": {"frameworks": ["batch/job"]}}}), "ClusterRole"
+    )
     assert _grants(jobs_only, "", "pods") == {"list", "watch", "patch"}
     assert not _grants(jobs_only, "", "pods/status")
     assert not _grants(jobs_only, "", "pods/finalizers")
@@ -534,3 +544,86 @@ def test_release_name_changes_namespaced_names_consistently(helm: Helm) -> None:
     for wh in webhooks(objs):
         assert wh["clientConfig"]["service"]["name"] == "batch-kqueue-webhook-service"
         assert wh["clientConfig"]["service"]["namespace"] == "batch-system"
+
+
+def test_visibility_api_objects_follow_the_option(helm: Helm, default: list[Obj]) -> None:
+    apiservice = one(default, "APIService", "v1alpha1.visibility.kqueue.io")
+    assert apiservice["spec"]["service"] == {
+        "name": "kqueue-visibility",
+        "namespace": RELEASE_NAMESPACE,
+        "port": 443,
+    }
+    # kqueue's self-signed certificate, as Kueue's visibility server: nothing to verify with.
+    assert apiservice["spec"]["insecureSkipTLSVerify"] is True
+    svc = one(default, "Service", "kqueue-visibility")
+    assert svc["spec"]["ports"] == [
+        {"name": "https", "port": 443, "targetPort": "visibility", "protocol": "TCP"}
+    ]
+    ports = {p["name"]: p["containerPort"] for p in container(default)["ports"]}
+    assert ports["visibility"] == 8082
+    assert config_of(default)["visibility"] == {"bindAddress": ":8082", "certDir": ""}
+    reader = one(default, "Role", "kqueue-auth-reader")
+    assert reader["metadata"]["namespace"] == "kube-system"
+    assert reader["rules"] == [
+        {
+            "apiGroups": [""],
+            "resources": ["configmaps"],
+            "resourceNames": ["extension-apiserver-authentication"],
+            "verbs": ["get"],
+        }
+    ]
+    cq_viewer = one(default, "ClusterRole", "kqueue-pending-workloads-cq-viewer")
+    assert cq_viewer["rules"][0]["resources"] == ["clusterqueues/pendingworkloads"]
+    lq_viewer = one(default, "ClusterRole", "kqueue-pending-workloads-lq-viewer")
+    assert lq_viewer["rules"][0]["resources"] == ["localqueues/pendingworkloads"]
+    assert lq_viewer["metadata"]["labels"]["rbac.authorization.k8s.io/aggregate-to-view"] == "true"
+    controller = _rules(default, "ClusterRole")
+    assert _grants(controller, "authorization.k8s.io", "subjectaccessreviews") == {"create"}
+
+    # cert-manager issues the certificate for the Service's name; its CA is injected.
+    objs = helm.template({"certManager": {"enabled": True}})
+    apiservice = one(objs, "APIService")
+    assert "insecureSkipTLSVerify" not in apiservice["spec"]
+    assert apiservice["metadata"]["annotations"]["cert-manager.io/inject-ca-from"] == (
+        f"{RELEASE_NAMESPACE}/kqueue-serving-cert"
+    )
+    cert = one(objs, "Certificate")
+    assert f"kqueue-visibility.{RELEASE_NAMESPACE}.svc" in cert["spec"]["dnsNames"]
+    assert config_of(objs)["visibility"]["certDir"] == config_of(objs)["webhook"]["certDir"]
+
+    off = helm.template({"visibility": {"enabled": False}})
+    assert not find(off, "APIService")
+    assert not find(off, "Service", "kqueue-visibility")
+    assert not find(off, "Role", "kqueue-auth-reader")
+    assert config_of(off)["visibility"]["bindAddress"] == "0"
+    assert "visibility" not in {p["name"] for p in container(off)["ports"]}
+    # Development mode: the process on the host serves it; nothing to route to in the cluster.
+    dev = helm.template({"webhook": {"devUrl": DEV_URL, "caBundle": DEV_CA}})
+    assert not find(dev, "APIService") and find(dev, "Role", "kqueue-auth-reader")
+
+
+def test_secure_metrics_by_default_plain_http_on_request(helm: Helm, default: list[Obj]) -> None:
+    assert config_of(default)["metrics"]["secure"] is True
+    reader = one(default, "ClusterRole", "kqueue-metrics-reader")
+    assert reader["rules"] == [{"nonResourceURLs": ["/metrics"], "verbs": ["get"]}]
+    assert _grants(_rules(default, "ClusterRole"), "authentication.k8s.io", "tokenreviews") == {
+        "create"
+    }
+    sm = one(helm.template({"metrics": {"serviceMonitor": {"enabled": True}}}), "ServiceMonitor")
+    endpoint = sm["spec"]["endpoints"][0]
+    assert endpoint["scheme"] == "https"
+    assert endpoint["bearerTokenFile"] == "/var/run/secrets/kubernetes.io/serviceaccount/token"
+    assert endpoint["tlsConfig"] == {"insecureSkipVerify": True}
+
+    plain = helm.template({"metrics": {"secure": False, "serviceMonitor": {"enabled": True}}})
+    assert config_of(plain)["metrics"]["secure"] is False
+    assert not find(plain, "ClusterRole", "kqueue-metrics-reader")
+    endpoint = one(plain, "ServiceMonitor")["spec"]["endpoints"][0]
+    assert "scheme" not in endpoint and "bearerTokenFile" not in endpoint
+    # The visibility API still reviews callers; with both off, no review is granted.
+    assert _grants(_rules(plain, "ClusterRole"), "authentication.k8s.io", "tokenreviews")
+    neither = helm.template({"metrics": {"secure": False}, "visibility": {"enabled": False}})
+    assert not _grants(_rules(neither, "ClusterRole"), "authentication.k8s.io", "tokenreviews")
+    assert not _grants(
+        _rules(neither, "ClusterRole"), "authorization.k8s.io", "subjectaccessreviews"
+    )

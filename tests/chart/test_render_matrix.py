@@ -155,6 +155,17 @@ SWITCHES: tuple[Switch, ...] = (
             "service-monitor-without-service",
             {"metrics.serviceMonitor.enabled": True, "metrics.service.enabled": False},
         ),
+        Option("plain-http", {"metrics.secure": False}),
+        Option(
+            "plain-http-service-monitor",
+            {"metrics.secure": False, "metrics.serviceMonitor.enabled": True},
+        ),
+    ),
+    _switch(
+        "visibility",
+        DEFAULT,
+        Option("off", {"visibility.enabled": False}),
+        Option("other-port", {"visibility.port": 8443}),
     ),
     _switch(
         "replicas",

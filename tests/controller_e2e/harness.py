@@ -124,6 +124,9 @@ class KqueueProcess:
                 "metrics": {
                     "bindAddress": f"127.0.0.1:{self.metrics_port}",
                     "enableClusterQueueResources": True,
+                    # The tests read metrics over plain HTTP; test_visibility_api.py checks
+                    # the secure server.
+                    "secure": False,
                 },
                 "webhook": {
                     "host": "127.0.0.1",

@@ -118,6 +118,8 @@ def granted(cluster: LocalCluster, namespace: str) -> set[tuple[str, str]]:
     for args in (
         ("get", "clusterrole", f"{RELEASE}-controller"),
         ("get", "role", f"{RELEASE}-controller", "-n", namespace),
+        # The visibility server's read of the API server's authentication ConfigMap.
+        ("get", "role", f"{RELEASE}-auth-reader", "-n", "kube-system"),
     ):
         role = json.loads(cluster.kubectl(*args, "-o", "json").stdout)
         for rule in role.get("rules") or []:
@@ -177,7 +179,18 @@ async def test_chart_rbac_is_exactly_what_the_controller_uses(
         await asyncio.to_thread(release.start)
         await asyncio.sleep(0)  # let the proxy flush
         webhook_port, metrics_port = release.webhook_port, release.metrics_port
-        metrics = await asyncio.to_thread(_get, f"http://127.0.0.1:{metrics_port}/metrics")
+        # Secure metrics (the chart's default): a scraper's token, bound to the chart's
+        # metrics-reader ClusterRole; kqueue reviews it (TokenReview, SubjectAccessReview).
+        scraper = await asyncio.to_thread(_metrics_scraper_token, cluster, namespace)
+        try:
+            metrics = await asyncio.to_thread(
+                _get, f"https://127.0.0.1:{metrics_port}/metrics", scraper
+            )
+        finally:
+            cluster.kubectl(
+                "delete", "clusterrolebinding", f"{namespace}-scraper", "--ignore-not-found",
+                check=False,
+            )
         plain = await asyncio.to_thread(_plain_http_to_webhook, webhook_port)
         await asyncio.to_thread(release.stop)
 
@@ -194,7 +207,7 @@ async def test_chart_rbac_is_exactly_what_the_controller_uses(
 
     # The webhook server speaks TLS only: a plain HTTP request gets no HTTP answer.
     assert plain is None, f"the webhook server answered plain HTTP: {plain}"
-    # Metrics: plain HTTP on the configured bind address, kqueue's series, nothing secret.
+    # Metrics: HTTPS for an authorized scraper, kqueue's series, nothing secret.
     assert "kqueue_" in metrics
     # No key material or token in kqueue's log (nor in its metrics).
     token = release.token()
@@ -225,9 +238,23 @@ def _forbidden_in_log(log: str) -> list[str]:
     ]
 
 
-def _get(url: str) -> str:
-    with urllib.request.urlopen(url, timeout=5) as resp:
+def _get(url: str, token: str) -> str:
+    request = urllib.request.Request(url, headers={"Authorization": f"Bearer {token}"})
+    # kqueue's self-signed metrics certificate: the scraper skips verification, as the
+    # chart's ServiceMonitor does.
+    context = ssl._create_unverified_context()
+    with urllib.request.urlopen(request, timeout=10, context=context) as resp:
         return str(resp.read().decode())
+
+
+def _metrics_scraper_token(cluster: LocalCluster, namespace: str) -> str:
+    """A ServiceAccount bound to the chart's ``<release>-metrics-reader``: Prometheus' part."""
+    cluster.kubectl("create", "serviceaccount", "scraper", "-n", namespace)
+    cluster.kubectl(
+        "create", "clusterrolebinding", f"{namespace}-scraper",
+        f"--clusterrole={RELEASE}-metrics-reader", f"--serviceaccount={namespace}:scraper",
+    )
+    return cluster.kubectl("create", "token", "scraper", "-n", namespace).stdout.strip()
 
 
 def _plain_http_to_webhook(port: int) -> Any:

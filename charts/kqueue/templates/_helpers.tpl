@@ -116,6 +116,15 @@ informational labels but never the selector labels (the Deployment would not own
 {{- printf "%s-metrics-service" (include "kqueue.fullname" .) | trunc 63 | trimSuffix "-" -}}
 {{- end -}}
 
+{{- define "kqueue.visibilityServiceName" -}}
+{{- printf "%s-visibility" (include "kqueue.fullname" .) | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{/* Whether the controller's HTTPS servers check bearer tokens and access (TokenReview, SubjectAccessReview). */}}
+{{- define "kqueue.delegatedAuth" -}}
+{{- if or .Values.metrics.secure .Values.visibility.enabled -}}true{{- end -}}
+{{- end -}}
+
 {{- define "kqueue.webhookSecretName" -}}
 {{- printf "%s-webhook-server-cert" (include "kqueue.fullname" .) | trunc 63 | trimSuffix "-" -}}
 {{- end -}}
@@ -162,7 +171,10 @@ by the chart, so ports, certificate paths and names always agree with the other 
   "kind" "Configuration"
   "namespace" .Release.Namespace
   "health" (dict "bindAddress" (printf ":%d" (int .Values.health.port)))
-  "metrics" (dict "bindAddress" (printf ":%d" (int .Values.metrics.port)))
+  "metrics" (dict "bindAddress" (printf ":%d" (int .Values.metrics.port)) "secure" .Values.metrics.secure)
+  "visibility" (dict
+    "bindAddress" (ternary (printf ":%d" (int .Values.visibility.port)) "0" .Values.visibility.enabled)
+    "certDir" (ternary (include "kqueue.certDir" .) "" (and .Values.certManager.enabled (not (include "kqueue.devMode" .)))))
   "webhook" (dict "port" (int .Values.webhook.containerPort) "certDir" (include "kqueue.certDir" .))
   "internalCertManagement" (dict
     "enable" $internal

@@ -3,7 +3,8 @@
 Positions and reasons come from an engine built from the cluster's objects
 (:mod:`kqueue.cli.cluster`, :func:`kqueue.visibility.state.settled_engine`), the way
 ``kqueue explain`` reads a cluster, and are computed by :mod:`kqueue.visibility.pending`, which
-the visibility API will serve as well.
+the visibility API serves as well. ``pending`` asks that API first (the controller's live
+queues) and computes locally only when it is not served, saying on stderr which it did.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from typing import Any
 import click
 
 from kqueue.api.loader import LoadError
+from kqueue.api.v1alpha1 import parse_time
 from kqueue.cli.cluster import fetch_engine_objects, list_retrying, load_cluster_objects
 from kqueue.cli.kubectl import printing, rows
 from kqueue.cli.kubectl.common import (
@@ -306,7 +308,66 @@ def _emit_pending(items: list[visibility.PendingWorkload], output: str | None, w
     click.echo(printing.table(table.headers, table.rows))
 
 
+VISIBILITY_PATH = f"/apis/{visibility.API_VERSION}"
+
+
+def _from_api(item: Obj, cluster_queue: str) -> visibility.PendingWorkload:
+    meta = item.get("metadata") or {}
+    return visibility.PendingWorkload(
+        namespace=str(meta.get("namespace", "")),
+        name=str(meta.get("name", "")),
+        local_queue=str(item.get("localQueueName", "")),
+        cluster_queue=cluster_queue,
+        priority=int(item.get("priority", 0)),
+        created=parse_time(str(meta.get("creationTimestamp"))),
+        position_in_cluster_queue=int(item.get("positionInClusterQueue", 0)),
+        position_in_local_queue=int(item.get("positionInLocalQueue", 0)),
+        reason=str(item.get("reason", "")),
+        message=str(item.get("message", "")),
+    )
+
+
+async def _served_pending(
+    client: k.Kube, kind: str, name: str, namespace: str | None, offset: int, limit: int
+) -> list[visibility.PendingWorkload] | None:
+    """The controller's answer from the visibility API; None when the API is not served
+    (no APIService, or kqueue's server unavailable), for the caller to compute it locally."""
+    status, _ = await client.request("GET", VISIBILITY_PATH, time_limit=10)
+    if status != 200:
+        click.echo(
+            f"visibility API {visibility.API_VERSION} not served (HTTP {status}): positions "
+            "computed here from the cluster's objects",
+            err=True,
+        )
+        return None
+    if kind == "clusterqueues":
+        path = f"{VISIBILITY_PATH}/clusterqueues/{name}/pendingworkloads"
+    else:
+        path = f"{VISIBILITY_PATH}/namespaces/{namespace}/localqueues/{name}/pendingworkloads"
+    query = [("offset", str(offset)), ("limit", str(limit))]
+    status, body = await client.request("GET", path, query=query, time_limit=30)
+    if status != 200:
+        raise click.ClickException(
+            f"{body.get('message') or body.get('reason') or 'error'} (HTTP {status} from the "
+            f"visibility API {visibility.API_VERSION})"
+        )
+    click.echo(f"from the visibility API {visibility.API_VERSION} (kqueue's live queues)", err=True)
+    cq = name if kind == "clusterqueues" else ""
+    return [_from_api(i, cq) for i in body.get("items") or []]
+
+
 def _pending(
+    target: Target, kind: str, name: str, namespace: str | None, offset: int, limit: int
+) -> list[visibility.PendingWorkload]:
+    served = target.run(
+        lambda client: _served_pending(client, kind, name, namespace, offset, limit)
+    )
+    if served is not None:
+        return served
+    return _pending_locally(target, kind, name, namespace, offset, limit)
+
+
+def _pending_locally(
     target: Target, kind: str, name: str, namespace: str | None, offset: int, limit: int
 ) -> list[visibility.PendingWorkload]:
     async def work(client: k.Kube) -> list[Obj]:
