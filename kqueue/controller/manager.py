@@ -291,6 +291,7 @@ class Manager:
             events=self.events,
             trigger=self.scheduler.trigger,
             now=self._now,
+            metrics=self.metrics,
         )
         self.workloads.add_handler(
             on_add=readiness.on_workload,
@@ -424,6 +425,7 @@ class Manager:
 
         def on_lq_delete(key: str, lq: LocalQueue) -> None:
             self.engine.delete_local_queue(lq.namespace or "default", lq.name)
+            self.metrics.forget_local_queue(key)
             self.scheduler.trigger()
 
         self.local_queues.add_handler(on_add=on_lq, on_update=on_lq, on_delete=on_lq_delete)
@@ -459,6 +461,8 @@ class Manager:
             new = rest[-1] if rest else wl
             old = wl if rest else None
             adapt.apply_workload(self.engine, new, owner_labels=new.metadata.labels)
+            if self.leading:
+                self.metrics.workload_changed(old, new)
             self._workload_changed(new, old)
 
         def on_wl_delete(key: str, wl: Workload) -> None:

@@ -15,9 +15,11 @@ from __future__ import annotations
 import contextlib
 import logging
 import platform
-from collections.abc import Callable
+from collections import OrderedDict
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Literal
+from datetime import datetime
+from typing import TYPE_CHECKING, Literal, TypeVar
 
 from aiohttp import web
 from prometheus_client import (
@@ -29,10 +31,19 @@ from prometheus_client import (
     disable_created_metrics,
     generate_latest,
 )
+from prometheus_client.metrics_core import Metric
 
 from kqueue import __version__
 from kqueue.api.config import parse_bind_address
 from kqueue.api.quantity import is_milli
+from kqueue.api.v1alpha1 import Workload
+from kqueue.api.v1alpha1 import constants as c
+from kqueue.controller.workload_status import queued_since
+from kqueue.engine.types import LocalQueueKey, WorkloadKey, local_queue_key
+
+if TYPE_CHECKING:
+    from kqueue.api.v1alpha1 import LocalQueue
+    from kqueue.engine.engine import Engine
 
 logger = logging.getLogger(__name__)
 
@@ -48,6 +59,23 @@ ClusterQueueStatus = Literal["pending", "active", "terminating"]
 CLUSTER_QUEUE_STATUSES: tuple[ClusterQueueStatus, ...] = ("pending", "active", "terminating")
 
 _RESOURCE_LABELS = ("cohort", "cluster_queue", "flavor", "resource")
+# Kueue's label sets: per ClusterQueue and per LocalQueue (its name and namespace), with the
+# workload's priority class (spec.priorityClassRef.name, "" without one) on workload counters.
+_CQ_WORKLOAD_LABELS = ("cluster_queue", "priority_class")
+_LQ = ("name", "namespace")
+_LQ_WORKLOAD_LABELS = (*_LQ, "priority_class")
+_EVICTION_LABELS = ("reason", "underlying_cause", "priority_class")
+LOCAL_QUEUE_ACTIVE_VALUES = ("True", "False", "Unknown")
+
+# PodsReady condition reasons (readiness.py writes them): the underlying cause of a PodsReady
+# timeout, as Kueue labels it.
+_WAIT_FOR_START = "WaitForStart"
+_WAIT_FOR_RECOVERY = "WaitForRecovery"
+# Workloads whose first eviction per (reason, cause) was counted by evicted_workloads_once_total;
+# bounded, as the record lives only in memory (Kueue keeps it in status.schedulingStats).
+_EVICTED_ONCE_MEMORY = 100_000
+
+_M = TypeVar("_M", Counter, Gauge, Histogram)
 
 
 def _exponential(start: float, factor: float, count: int) -> list[float]:
@@ -97,33 +125,85 @@ class Metrics:
         )
         self._quota_reserved = Counter(
             "quota_reserved_workloads",
-            "Workloads that got quota reserved, per ClusterQueue.",
-            ["cluster_queue"],
+            "Workloads that got quota reserved, per ClusterQueue and priority class.",
+            _CQ_WORKLOAD_LABELS,
             namespace=NAMESPACE,
             registry=r,
         )
         self._quota_reserved_wait = Histogram(
             "quota_reserved_wait_time_seconds",
-            "Time from creation (or the last requeue) to quota reservation, per ClusterQueue.",
-            ["cluster_queue"],
+            "Time from creation (or the last requeue) to quota reservation, per ClusterQueue and "
+            "priority class.",
+            _CQ_WORKLOAD_LABELS,
             namespace=NAMESPACE,
             registry=r,
             buckets=_WAIT_BUCKETS,
         )
         self._admitted = Counter(
             "admitted_workloads",
-            "Admitted workloads, per ClusterQueue.",
-            ["cluster_queue"],
+            "Admitted workloads, per ClusterQueue and priority class.",
+            _CQ_WORKLOAD_LABELS,
             namespace=NAMESPACE,
             registry=r,
         )
         self._admission_wait = Histogram(
             "admission_wait_time_seconds",
-            "Time from creation (or the last requeue) to admission, per ClusterQueue.",
-            ["cluster_queue"],
+            "Time from creation (or the last requeue) to admission, per ClusterQueue and priority "
+            "class.",
+            _CQ_WORKLOAD_LABELS,
             namespace=NAMESPACE,
             registry=r,
             buckets=_WAIT_BUCKETS,
+        )
+        self._ready_wait = Histogram(
+            "ready_wait_time_seconds",
+            "Time from creation (or the last requeue) until the workload's pods were first ready "
+            "after its admission (waitForPodsReady), per ClusterQueue and priority class.",
+            _CQ_WORKLOAD_LABELS,
+            namespace=NAMESPACE,
+            registry=r,
+            buckets=_WAIT_BUCKETS,
+        )
+        self._admitted_until_ready = Histogram(
+            "admitted_until_ready_wait_time_seconds",
+            "Time from admission until the workload's pods were first ready (waitForPodsReady), "
+            "per ClusterQueue and priority class.",
+            _CQ_WORKLOAD_LABELS,
+            namespace=NAMESPACE,
+            registry=r,
+            buckets=_WAIT_BUCKETS,
+        )
+        self._finished_total = Counter(
+            "finished_workloads",
+            "Workloads that finished (Finished=True), per ClusterQueue and priority class.",
+            _CQ_WORKLOAD_LABELS,
+            namespace=NAMESPACE,
+            registry=None,  # registered below, beside the gauge of the same stem
+        )
+        self._finished_now = Gauge(
+            "finished_workloads",
+            "Finished Workloads that still exist, per ClusterQueue (of their LocalQueue).",
+            ["cluster_queue"],
+            namespace=NAMESPACE,
+            registry=None,
+        )
+        self._execution_time = Histogram(
+            "execution_time_seconds",
+            "Time a finished workload was admitted, over all its admissions, per ClusterQueue "
+            "and priority class.",
+            _CQ_WORKLOAD_LABELS,
+            namespace=NAMESPACE,
+            registry=r,
+            buckets=_WAIT_BUCKETS,
+        )
+        self._preemption_skips = Gauge(
+            "admission_cycle_preemption_skips",
+            "Workloads of the ClusterQueue that had preemption targets in the last cycle that "
+            "considered it but were skipped because another workload of the cycle needed the "
+            "same resources.",
+            ["cluster_queue"],
+            namespace=NAMESPACE,
+            registry=r,
         )
         self._reserving_active = Gauge(
             "reserving_active_workloads",
@@ -141,12 +221,23 @@ class Metrics:
         )
         self._evicted = Counter(
             "evicted_workloads",
-            "Evicted workloads, per ClusterQueue and reason (Preempted, PodsReadyTimeout, "
-            "ClusterQueueStopped, LocalQueueStopped, Deactivated).",
-            ["cluster_queue", "reason"],
+            "Evicted workloads, per ClusterQueue, reason (Preempted, PodsReadyTimeout, "
+            "ClusterQueueStopped, LocalQueueStopped, Deactivated), underlying cause (PodsReady"
+            "Timeout: WaitForStart or WaitForRecovery; Deactivated: MaximumExecutionTimeExceeded "
+            "when kqueue deactivated it; else empty) and priority class.",
+            ["cluster_queue", *_EVICTION_LABELS],
             namespace=NAMESPACE,
             registry=r,
         )
+        self._evicted_once = Counter(
+            "evicted_workloads_once",
+            "Workloads evicted, counted once per workload and (reason, underlying cause), per "
+            "ClusterQueue and priority class.",
+            ["cluster_queue", *_EVICTION_LABELS],
+            namespace=NAMESPACE,
+            registry=r,
+        )
+        self._lq_metrics()
         self._preempted = Counter(
             "preempted_workloads",
             "Workloads preempted, per ClusterQueue of the preemptor and reason (InClusterQueue, "
@@ -205,8 +296,122 @@ class Metrics:
             registry=r,
         )
         self._build_info.labels(__version__, platform.python_version()).set(1)
+        # Go's client exports a gauge and a counter of the same stem (finished_workloads and
+        # finished_workloads_total); prometheus_client refuses that across two collectors, so
+        # one collector serves both.
+        r.register(_Together(self._finished_now, self._finished_total, *self._lq_finished_pair))
         # Label sets reported per ClusterQueue, so a deleted queue's series can be removed.
         self._resource_series: dict[str, set[tuple[str, ...]]] = {}
+        # Every other labelled series of a queue (("cq", name) or ("lq", "ns/name")), for the
+        # same reason.
+        self._owned: dict[tuple[str, str], set[tuple[_Metric, tuple[str, ...]]]] = {}
+        # Per LocalQueue: its ClusterQueue and how many of its finished Workloads exist.
+        self._lq_finished: dict[LocalQueueKey, tuple[str, int]] = {}
+        # (workload UID, reason, cause) already counted by evicted_workloads_once.
+        self._evicted_once_seen: OrderedDict[tuple[str, str, str], None] = OrderedDict()
+        # LocalQueue resource series reported last time, to zero the ones no longer used.
+        self._lq_resources: dict[LocalQueueKey, set[tuple[str, str]]] = {}
+
+    def _lq_metrics(self) -> None:
+        """Kueue's LocalQueue family: per LocalQueue (labels ``name``, ``namespace``)."""
+        r = self.registry
+
+        def lq(kind: type[_M], name: str, doc: str, labels: Iterable[str]) -> _M:
+            full = f"local_queue_{name}"
+            if kind is Histogram:
+                return Histogram(  # type: ignore[return-value]
+                    full, doc, list(labels), namespace=NAMESPACE, registry=r, buckets=_WAIT_BUCKETS
+                )
+            return kind(full, doc, list(labels), namespace=NAMESPACE, registry=r)
+
+        self._lq_pending = lq(
+            Gauge, "pending_workloads",
+            "Pending workloads per LocalQueue: 'active' (in the ClusterQueue's queue, to be "
+            "tried) or 'inadmissible' (parked until something changes, or the queue is not "
+            "active).",
+            (*_LQ, "status"),
+        )
+        self._lq_reserving = lq(
+            Gauge, "reserving_active_workloads",
+            "Workloads of the LocalQueue holding quota.", _LQ,
+        )
+        self._lq_admitted_active = lq(
+            Gauge, "admitted_active_workloads",
+            "Admitted workloads of the LocalQueue that have not finished.", _LQ,
+        )
+        self._lq_reservation = lq(
+            Gauge, "resource_reservation",
+            "Quota reserved by workloads of the LocalQueue, per flavor and resource (cpu in "
+            "cores, memory in bytes).",
+            (*_LQ, "flavor", "resource"),
+        )
+        self._lq_usage = lq(
+            Gauge, "resource_usage",
+            "Quota used by admitted workloads of the LocalQueue, per flavor and resource.",
+            (*_LQ, "flavor", "resource"),
+        )
+        self._lq_status = lq(
+            Gauge, "status",
+            "1 for the LocalQueue's Active condition status ('True', 'False', 'Unknown'), else 0.",
+            (*_LQ, "active"),
+        )
+        self._lq_quota_reserved = lq(
+            Counter, "quota_reserved_workloads",
+            "Workloads of the LocalQueue that got quota reserved, per priority class.",
+            _LQ_WORKLOAD_LABELS,
+        )
+        self._lq_quota_reserved_wait = lq(
+            Histogram, "quota_reserved_wait_time_seconds",
+            "Time from creation (or the last requeue) to quota reservation, per LocalQueue and "
+            "priority class.",
+            _LQ_WORKLOAD_LABELS,
+        )
+        self._lq_admitted = lq(
+            Counter, "admitted_workloads",
+            "Admitted workloads of the LocalQueue, per priority class.", _LQ_WORKLOAD_LABELS,
+        )
+        self._lq_admission_wait = lq(
+            Histogram, "admission_wait_time_seconds",
+            "Time from creation (or the last requeue) to admission, per LocalQueue and priority "
+            "class.",
+            _LQ_WORKLOAD_LABELS,
+        )
+        self._lq_ready_wait = lq(
+            Histogram, "ready_wait_time_seconds",
+            "Time from creation (or the last requeue) until the workload's pods were first ready "
+            "after its admission, per LocalQueue and priority class.",
+            _LQ_WORKLOAD_LABELS,
+        )
+        self._lq_admitted_until_ready = lq(
+            Histogram, "admitted_until_ready_wait_time_seconds",
+            "Time from admission until the workload's pods were first ready, per LocalQueue and "
+            "priority class.",
+            _LQ_WORKLOAD_LABELS,
+        )
+        self._lq_evicted = lq(
+            Counter, "evicted_workloads",
+            "Evicted workloads of the LocalQueue, per reason, underlying cause and priority class "
+            "(values as kqueue_evicted_workloads_total).",
+            (*_LQ, *_EVICTION_LABELS),
+        )
+        self._lq_execution_time = lq(
+            Histogram, "execution_time_seconds",
+            "Time a finished workload was admitted, over all its admissions, per LocalQueue and "
+            "priority class.",
+            _LQ_WORKLOAD_LABELS,
+        )
+        self._lq_finished_pair = (
+            Gauge(
+                "local_queue_finished_workloads",
+                "Finished Workloads of the LocalQueue that still exist.",
+                list(_LQ), namespace=NAMESPACE, registry=None,
+            ),
+            Counter(
+                "local_queue_finished_workloads",
+                "Workloads of the LocalQueue that finished (Finished=True), per priority class.",
+                list(_LQ_WORKLOAD_LABELS), namespace=NAMESPACE, registry=None,
+            ),
+        )
 
     def _resource_gauge(self, name: str, doc: str) -> Gauge:
         return Gauge(name, doc, _RESOURCE_LABELS, namespace=NAMESPACE, registry=self.registry)
@@ -217,16 +422,114 @@ class Metrics:
         self._admission_attempts.labels(result).inc()
         self._admission_attempt_duration.labels(result).observe(duration_s)
 
-    def quota_reserved(self, cluster_queue: str, wait_s: float) -> None:
-        self._quota_reserved.labels(cluster_queue).inc()
-        self._quota_reserved_wait.labels(cluster_queue).observe(wait_s)
+    def workload_admitted(self, wl: Workload | None, cluster_queue: str, wait_s: float) -> None:
+        """Quota reserved and admitted (one step in kqueue: no admission checks), ``wait_s``
+        after the workload was queued; per ClusterQueue and per its LocalQueue."""
+        pc = priority_class(wl)
+        cq = ("cq", cluster_queue)
+        for counter, wait in (
+            (self._quota_reserved, self._quota_reserved_wait),
+            (self._admitted, self._admission_wait),
+        ):
+            self._child(cq, counter, cluster_queue, pc).inc()
+            self._child(cq, wait, cluster_queue, pc).observe(wait_s)
+        lq = _local_queue(wl)
+        if lq is None:
+            return
+        owner = ("lq", lq[0] + "/" + lq[1])
+        labels = (lq[1], lq[0], pc)
+        for counter, wait in (
+            (self._lq_quota_reserved, self._lq_quota_reserved_wait),
+            (self._lq_admitted, self._lq_admission_wait),
+        ):
+            self._child(owner, counter, *labels).inc()
+            self._child(owner, wait, *labels).observe(wait_s)
 
-    def workload_admitted(self, cluster_queue: str, wait_s: float) -> None:
-        self._admitted.labels(cluster_queue).inc()
-        self._admission_wait.labels(cluster_queue).observe(wait_s)
+    def workload_evicted(self, wl: Workload | None, cluster_queue: str, reason: str) -> None:
+        """An eviction written with Evicted reason ``reason`` (as kqueue writes it, e.g.
+        ``DeactivatedDueToMaximumExecutionTimeExceeded``, exported as Kueue labels it:
+        reason ``Deactivated``, underlying cause ``MaximumExecutionTimeExceeded``)."""
+        label, cause = eviction_labels(wl, reason)
+        pc = priority_class(wl)
+        self._child(("cq", cluster_queue), self._evicted, cluster_queue, label, cause, pc).inc()
+        lq = _local_queue(wl)
+        if lq is not None:
+            owner = ("lq", lq[0] + "/" + lq[1])
+            self._child(owner, self._lq_evicted, lq[1], lq[0], label, cause, pc).inc()
+        if wl is None or not wl.metadata.uid:
+            return
+        seen = (wl.metadata.uid, label, cause)
+        if seen in self._evicted_once_seen:
+            self._evicted_once_seen.move_to_end(seen)
+            return
+        self._evicted_once_seen[seen] = None
+        if len(self._evicted_once_seen) > _EVICTED_ONCE_MEMORY:
+            self._evicted_once_seen.popitem(last=False)
+        self._child(
+            ("cq", cluster_queue), self._evicted_once, cluster_queue, label, cause, pc
+        ).inc()
 
-    def workload_evicted(self, cluster_queue: str, reason: str) -> None:
-        self._evicted.labels(cluster_queue, reason).inc()
+    def preemption_skips(self, skips: Iterable[tuple[str, int]]) -> None:
+        """A cycle's preemption skips per ClusterQueue it processed (``CycleResult``)."""
+        for cluster_queue, count in skips:
+            self._child(("cq", cluster_queue), self._preemption_skips, cluster_queue).set(count)
+
+    def pods_ready(self, wl: Workload, now: datetime) -> None:
+        """``wl`` (as it was before) is now written PodsReady=True at ``now``: the first time
+        since its admission (not a recovery), the time-to-ready histograms observe it."""
+        admission = wl.status.admission
+        admitted_at = _admitted_at(wl)
+        if admission is None or admitted_at is None:
+            return
+        before = wl.condition(c.PODS_READY)
+        if (
+            before is not None
+            and before.last_transition_time is not None
+            and before.last_transition_time >= admitted_at
+            and (before.is_true or before.reason == _WAIT_FOR_RECOVERY)
+        ):
+            return  # ready before in this admission: a recovery, not a start
+        queued = queued_since(wl) or admitted_at
+        ready_s = max((now - queued).total_seconds(), 0.0)
+        admitted_s = max((now - admitted_at).total_seconds(), 0.0)
+        cluster_queue = admission.cluster_queue
+        pc = priority_class(wl)
+        self._child(("cq", cluster_queue), self._ready_wait, cluster_queue, pc).observe(ready_s)
+        self._child(
+            ("cq", cluster_queue), self._admitted_until_ready, cluster_queue, pc
+        ).observe(admitted_s)
+        lq = _local_queue(wl)
+        if lq is not None:
+            owner = ("lq", lq[0] + "/" + lq[1])
+            self._child(owner, self._lq_ready_wait, lq[1], lq[0], pc).observe(ready_s)
+            self._child(
+                owner, self._lq_admitted_until_ready, lq[1], lq[0], pc
+            ).observe(admitted_s)
+
+    def workload_changed(self, old: Workload | None, new: Workload) -> None:
+        """A Workload event (the leader's informer): counts the workload once when it finishes,
+        with its execution time when it was admitted."""
+        if not new.is_finished or (old is not None and old.is_finished):
+            return
+        done = new.condition(c.FINISHED)
+        if done is not None and done.reason == c.WORKLOAD_SLICE_REPLACED:
+            return  # its replacement runs on: counted by replaced_workload_slices_total
+        pc = priority_class(new)
+        execution_s = execution_time_s(new)
+        if new.status.admission is not None:
+            cluster_queue = new.status.admission.cluster_queue
+            self._child(("cq", cluster_queue), self._finished_total, cluster_queue, pc).inc()
+            if execution_s is not None:
+                self._child(
+                    ("cq", cluster_queue), self._execution_time, cluster_queue, pc
+                ).observe(execution_s)
+        lq = _local_queue(new)
+        if lq is None:
+            return
+        owner = ("lq", lq[0] + "/" + lq[1])
+        self._child(owner, self._lq_finished_pair[1], lq[1], lq[0], pc).inc()
+        if execution_s is not None:
+            self._child(owner, self._lq_execution_time, lq[1], lq[0], pc).observe(execution_s)
 
     def workload_preempted(self, preempting_cluster_queue: str, reason: str) -> None:
         self._preempted.labels(preempting_cluster_queue, reason).inc()
@@ -288,8 +591,78 @@ class Metrics:
         self._reservation.labels(*labels).set(to_prometheus_value(reserved, resource))
         self._usage.labels(*labels).set(to_prometheus_value(used, resource))
 
+    # -- LocalQueue state ----------------------------------------------------------------------
+
+    def report_local_queue(
+        self, lq: LocalQueue, active: str, workloads: Iterable[Workload], engine: Engine
+    ) -> None:
+        """A LocalQueue's gauges from its Workloads (all that name it) and the engine: pending
+        (as Kueue: all 'inadmissible' while the queue is not active), reserving and admitted
+        counts, quota per flavor and resource, finished Workloads, and its Active status."""
+        key = local_queue_key(lq.namespace or "default", lq.name)
+        owner = ("lq", key)
+        name, namespace = lq.name, lq.namespace or "default"
+        pending, parked = engine.local_queue_pending_counts(key)
+        if active != "True":
+            pending, parked = 0, pending + parked
+        self._child(owner, self._lq_pending, name, namespace, "active").set(pending)
+        self._child(owner, self._lq_pending, name, namespace, "inadmissible").set(parked)
+        holding = 0
+        finished = 0
+        usage: dict[tuple[str, str], int] = {}
+        for wl in workloads:
+            if wl.is_finished:
+                finished += 1
+                continue
+            aw = engine.admitted_workload(WorkloadKey(wl.key))
+            if aw is None or aw.info.local_queue != key:
+                continue
+            holding += 1
+            for (flavor, resource), amount in aw.usage.items():
+                usage[(flavor, resource)] = usage.get((flavor, resource), 0) + amount
+        self._child(owner, self._lq_reserving, name, namespace).set(holding)
+        self._child(owner, self._lq_admitted_active, name, namespace).set(holding)
+        # A flavor no longer used reads 0 rather than vanishing from the graphs.
+        reported = self._lq_resources.setdefault(key, set())
+        reported |= set(usage)
+        for fr in sorted(reported):
+            value = to_prometheus_value(usage.get(fr, 0), fr[1])
+            for gauge in (self._lq_reservation, self._lq_usage):
+                self._child(owner, gauge, name, namespace, *fr).set(value)
+        for candidate in LOCAL_QUEUE_ACTIVE_VALUES:
+            self._child(owner, self._lq_status, name, namespace, candidate).set(
+                1 if candidate == active else 0
+            )
+        self._child(owner, self._lq_finished_pair[0], name, namespace).set(finished)
+        before = self._lq_finished.get(key)
+        self._lq_finished[key] = (lq.spec.cluster_queue or "", finished)
+        self._report_finished_now({lq.spec.cluster_queue or ""} | ({before[0]} if before else set()))
+
+    def forget_local_queue(self, key: str) -> None:
+        """Remove every series of a deleted LocalQueue (``namespace/name``)."""
+        self._forget(("lq", key))
+        self._lq_resources.pop(LocalQueueKey(key), None)
+        before = self._lq_finished.pop(LocalQueueKey(key), None)
+        if before is not None:
+            self._report_finished_now({before[0]})
+
+    def _report_finished_now(self, cluster_queues: set[str]) -> None:
+        for cq in sorted(cluster_queues - {""}):
+            total = sum(n for owner, n in self._lq_finished.values() if owner == cq)
+            self._child(("cq", cq), self._finished_now, cq).set(total)
+
+    def _child(self, owner: tuple[str, str], metric: _M, *labels: str) -> _M:
+        self._owned.setdefault(owner, set()).add((metric, labels))
+        return metric.labels(*labels)
+
+    def _forget(self, owner: tuple[str, str]) -> None:
+        for metric, labels in self._owned.pop(owner, set()):
+            with contextlib.suppress(KeyError):
+                metric.remove(*labels)
+
     def forget_cluster_queue(self, cluster_queue: str) -> None:
         """Remove every series of a deleted ClusterQueue (otherwise they would linger)."""
+        self._forget(("cq", cluster_queue))
         for labels in self._resource_series.pop(cluster_queue, set()):
             for gauge in (
                 self._nominal,
@@ -317,6 +690,66 @@ class Metrics:
 def _remove(metric: Gauge, labels: tuple[str, ...]) -> None:
     with contextlib.suppress(KeyError):  # never reported: nothing to remove
         metric.remove(*labels)
+
+
+_Metric = Counter | Gauge | Histogram
+
+
+class _Together:
+    """One collector for metrics registered with ``registry=None``."""
+
+    def __init__(self, *metrics: _Metric) -> None:
+        self._metrics = metrics
+
+    def collect(self) -> Iterable[Metric]:
+        for m in self._metrics:
+            yield from m.collect()
+
+
+# -- what a Workload says, as Kueue labels it ----------------------------------------------------
+
+
+def priority_class(wl: Workload | None) -> str:
+    """Kueue's ``priority_class`` label: the Workload's priority class name, "" without one."""
+    if wl is None or wl.spec.priority_class_ref is None:
+        return ""
+    return wl.spec.priority_class_ref.name
+
+
+def _local_queue(wl: Workload | None) -> tuple[str, str] | None:
+    """(namespace, name) of the LocalQueue the Workload names, if any."""
+    if wl is None or not wl.spec.queue_name:
+        return None
+    return wl.namespace or "default", wl.spec.queue_name
+
+
+def eviction_labels(wl: Workload | None, reason: str) -> tuple[str, str]:
+    """(reason, underlying_cause) labels of an eviction written with reason ``reason``."""
+    if reason.startswith(c.EVICTED_BY_DEACTIVATION_DUE_TO):
+        return c.EVICTED_BY_DEACTIVATION, reason.removeprefix(c.EVICTED_BY_DEACTIVATION_DUE_TO)
+    if reason == c.EVICTED_BY_PODS_READY_TIMEOUT:
+        ready = wl.condition(c.PODS_READY) if wl is not None else None
+        recovering = ready is not None and ready.reason == _WAIT_FOR_RECOVERY
+        return reason, _WAIT_FOR_RECOVERY if recovering else _WAIT_FOR_START
+    return reason, ""
+
+
+def _admitted_at(wl: Workload) -> datetime | None:
+    cond = wl.condition(c.ADMITTED)
+    if cond is not None and cond.is_true and cond.last_transition_time is not None:
+        return cond.last_transition_time
+    return wl.quota_reserved_at
+
+
+def execution_time_s(wl: Workload) -> float | None:
+    """Seconds a finished workload was admitted: its past admissions plus the last one (Kueue's
+    TotalExecutionTime); None when it was not admitted when it finished."""
+    admitted_at = _admitted_at(wl)
+    done = wl.condition(c.FINISHED)
+    if admitted_at is None or done is None or done.last_transition_time is None:
+        return None
+    past = wl.status.accumulated_past_execution_time_seconds or 0
+    return max(past + (done.last_transition_time - admitted_at).total_seconds(), 0.0)
 
 
 # -- probes and HTTP servers -------------------------------------------------------------------
@@ -411,7 +844,6 @@ async def serve_app(app: web.Application, bind_address: str) -> web.AppRunner | 
 # The process-wide metrics; reconcilers call e.g. ``metrics.admission_attempt(...)``.
 DEFAULT = Metrics()
 admission_attempt = DEFAULT.admission_attempt
-quota_reserved = DEFAULT.quota_reserved
 workload_admitted = DEFAULT.workload_admitted
 workload_evicted = DEFAULT.workload_evicted
 workload_preempted = DEFAULT.workload_preempted
@@ -423,3 +855,8 @@ report_cluster_queue_status = DEFAULT.report_cluster_queue_status
 report_cluster_queue_quotas = DEFAULT.report_cluster_queue_quotas
 report_cluster_queue_usage = DEFAULT.report_cluster_queue_usage
 forget_cluster_queue = DEFAULT.forget_cluster_queue
+preemption_skips = DEFAULT.preemption_skips
+pods_ready = DEFAULT.pods_ready
+workload_changed = DEFAULT.workload_changed
+report_local_queue = DEFAULT.report_local_queue
+forget_local_queue = DEFAULT.forget_local_queue

@@ -47,6 +47,7 @@ from kqueue.controller.informer import Store
 from kqueue.controller.integrations.gate import is_terminal
 from kqueue.controller.integrations.owners import BY_OWNER
 from kqueue.controller.kube import WORKLOADS, Conflict, Kube, KubeError, NotFound
+from kqueue.controller.metrics import Metrics
 from kqueue.controller.workqueue import Requeue, WorkQueue, run_workers
 from kqueue.engine.cycle import CycleResult, Evict
 from kqueue.engine.engine import Engine
@@ -108,7 +109,9 @@ class ReadinessWatcher:
         events: EventRecorder,
         trigger: Callable[[], None],
         now: Now,
+        metrics: Metrics | None = None,
     ) -> None:
+        self._metrics = metrics if metrics is not None else Metrics()
         self._engine = engine
         self._workloads = workloads
         self._pods = pods
@@ -207,6 +210,8 @@ class ReadinessWatcher:
             self._now(), wl.metadata.generation,
         )
         written = await self._put_status(out)
+        if ready and written is True:
+            self._metrics.pods_ready(wl, self._now())
         return written if isinstance(written, Requeue) else None
 
     async def _put_status(self, out: Workload) -> Requeue | bool:

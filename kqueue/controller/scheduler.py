@@ -203,6 +203,7 @@ class Scheduler:
             self._metrics.admission_attempt(
                 "success" if result.admitted else "inadmissible", time.perf_counter() - started
             )
+        self._metrics.preemption_skips(result.preemption_skips)
         landed: set[WorkloadKey] = set()
         writes = self._apply(engine, result, landed)
         if self.after_cycle:
@@ -410,8 +411,7 @@ class Scheduler:
         self.admitted += 1
         queued = workload_status.queued_since(wl) or now
         wait_s = max((now - queued).total_seconds(), 0.0)
-        self._metrics.quota_reserved(admit.cluster_queue, wait_s)
-        self._metrics.workload_admitted(admit.cluster_queue, wait_s)
+        self._metrics.workload_admitted(wl, admit.cluster_queue, wait_s)
         obj = _ref(wl)
         self._events.record(
             obj,
@@ -441,7 +441,7 @@ class Scheduler:
         )
         if ok:
             self._metrics.workload_preempted(p.cluster_queue, str(p.reason))
-            self._metrics.workload_evicted(p.cluster_queue, c.EVICTED_BY_PREEMPTION)
+            self._metrics.workload_evicted(self._get(p.victim), p.cluster_queue, c.EVICTED_BY_PREEMPTION)
 
     async def _write_eviction(
         self, engine: Engine, e: Evict, now: datetime, landed: set[WorkloadKey]
@@ -457,7 +457,7 @@ class Scheduler:
             return
         landed.add(e.workload)
         if written:
-            self._metrics.workload_evicted(e.cluster_queue, str(e.reason))
+            self._metrics.workload_evicted(self._get(e.workload), e.cluster_queue, str(e.reason))
 
     @staticmethod
     def _undo_timeout(engine: Engine, e: Evict) -> None:

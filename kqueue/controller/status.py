@@ -346,6 +346,7 @@ class QueueStatusReconciler:
             status, reason, message = "True", c.LOCAL_QUEUE_ACTIVE_READY, (
                 "Can submit new workloads to localQueue"
             )
+        self._metrics.report_local_queue(lq, status, self._workloads.by_index(BY_LOCAL_QUEUE, key), engine)
         new = lq.model_copy(deep=True)
         st = new.status
         set_condition(st.conditions, c.ACTIVE, status, reason, message, self._now(), lq.metadata.generation)  # type: ignore[arg-type]

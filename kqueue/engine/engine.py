@@ -483,5 +483,9 @@ class Engine:
         """(active, parked) pending workloads of ``cq``."""
         return self.queues.counts(cq)
 
+    def local_queue_pending_counts(self, key: LocalQueueKey) -> tuple[int, int]:
+        """(active, parked) pending workloads of LocalQueue ``key`` in its ClusterQueue's queue."""
+        return self.queues.local_queue_counts(key)
+
     def local_queue(self, key: LocalQueueKey) -> LocalQueueSpec | None:
         return self.queues.local_queues.get(key)

@@ -63,9 +63,8 @@ def test_events_are_counted_with_their_labels() -> None:
     m.admission_attempt("success", 0.003)
     m.admission_attempt("inadmissible", 0.5)
     m.admission_attempt("success", 0.002)
-    m.quota_reserved("cq-a", 12.0)
-    m.workload_admitted("cq-a", 12.5)
-    m.workload_evicted("cq-a", "Preempted")
+    m.workload_admitted(None, "cq-a", 12.5)
+    m.workload_evicted(None, "cq-a", "Preempted")
     m.workload_preempted("cq-b", "InCohortReclamation")
     m.slice_replaced("cq-a")
     m.gate_removal(0.2)
@@ -73,10 +72,15 @@ def test_events_are_counted_with_their_labels() -> None:
     assert value(m, "kqueue_admission_attempts_total", result="inadmissible") == 1
     assert value(m, "kqueue_admission_attempt_duration_seconds_count", result="success") == 2
     assert value(m, "kqueue_admission_attempt_duration_seconds_sum", result="inadmissible") == 0.5
-    assert value(m, "kqueue_quota_reserved_workloads_total", cluster_queue="cq-a") == 1
-    assert value(m, "kqueue_admitted_workloads_total", cluster_queue="cq-a") == 1
-    assert value(m, "kqueue_admission_wait_time_seconds_sum", cluster_queue="cq-a") == 12.5
-    assert value(m, "kqueue_evicted_workloads_total", cluster_queue="cq-a", reason="Preempted") == 1
+    cq_a = {"cluster_queue": "cq-a", "priority_class": ""}
+    assert value(m, "kqueue_quota_reserved_workloads_total", **cq_a) == 1
+    assert value(m, "kqueue_quota_reserved_wait_time_seconds_sum", **cq_a) == 12.5
+    assert value(m, "kqueue_admitted_workloads_total", **cq_a) == 1
+    assert value(m, "kqueue_admission_wait_time_seconds_sum", **cq_a) == 12.5
+    assert (
+        value(m, "kqueue_evicted_workloads_total", reason="Preempted", underlying_cause="", **cq_a)
+        == 1
+    )
     assert (
         value(
             m,
@@ -184,7 +188,7 @@ def test_module_functions_report_to_the_default_registry() -> None:
 
 async def test_metrics_and_probe_servers() -> None:
     m = Metrics()
-    m.workload_admitted("cq-a", 1.0)
+    m.workload_admitted(None, "cq-a", 1.0)
     synced = {"value": False}
     probes = Probes()
     probes.add_liveness_check("loop", lambda: (True, "event loop responsive"))
@@ -204,7 +208,7 @@ async def test_metrics_and_probe_servers() -> None:
                 assert resp.status == 200
                 assert resp.headers["Content-Type"].startswith("text/plain")
                 assert (
-                    'kqueue_admitted_workloads_total{cluster_queue="cq-a"} 1.0' in await resp.text()
+                    'kqueue_admitted_workloads_total{cluster_queue="cq-a",priority_class=""} 1.0' in await resp.text()
                 )
             async with session.get(f"http://127.0.0.1:{health_port}/healthz") as resp:
                 assert (resp.status, await resp.text()) == (200, "ok")
