@@ -39,10 +39,17 @@ from kqueue.api.quantity import is_milli
 from kqueue.api.v1alpha1 import Workload
 from kqueue.api.v1alpha1 import constants as c
 from kqueue.controller.workload_status import queued_since
-from kqueue.engine.types import LocalQueueKey, WorkloadKey, local_queue_key
+from kqueue.engine.types import (
+    ClusterQueueName,
+    CohortName,
+    LocalQueueKey,
+    ResourceName,
+    WorkloadKey,
+    local_queue_key,
+)
 
 if TYPE_CHECKING:
-    from kqueue.api.v1alpha1 import LocalQueue
+    from kqueue.api.v1alpha1 import ClusterQueue, LocalQueue
     from kqueue.engine.engine import Engine
 
 logger = logging.getLogger(__name__)
@@ -237,6 +244,40 @@ class Metrics:
             namespace=NAMESPACE,
             registry=r,
         )
+        self._pods_ready_to_evicted = Histogram(
+            "pods_ready_to_evicted_time_seconds",
+            "Time from the workload's pods being ready (PodsReady=True) to its eviction, per "
+            "ClusterQueue, reason and underlying cause.",
+            ["cluster_queue", "reason", "underlying_cause"],
+            namespace=NAMESPACE,
+            registry=r,
+            buckets=_WAIT_BUCKETS,
+        )
+        self._eviction_latency = Histogram(
+            "workload_eviction_latency_seconds",
+            "Time from a workload's eviction (Evicted=True) until its quota was released (it is "
+            "pending again), per ClusterQueue and reason.",
+            ["cluster_queue", "reason"],
+            namespace=NAMESPACE,
+            registry=r,
+            buckets=_WAIT_BUCKETS,
+        )
+        self._cq_info = Gauge(
+            "cluster_queue_info",
+            "Always 1; the labels place the ClusterQueue in its cohort tree (parent_cohort: its "
+            "cohort, root_cohort: the root of that tree; empty without a cohort).",
+            ["cluster_queue", "parent_cohort", "root_cohort"],
+            namespace=NAMESPACE,
+            registry=r,
+        )
+        self._resource_pending = Gauge(
+            "cluster_queue_resource_pending",
+            "Requests of the ClusterQueue's pending workloads (not yet assigned flavors), per "
+            "resource (cpu in cores, memory in bytes); with enableClusterQueueResources.",
+            ["cluster_queue", "resource"],
+            namespace=NAMESPACE,
+            registry=r,
+        )
         self._lq_metrics()
         self._preempted = Counter(
             "preempted_workloads",
@@ -309,6 +350,8 @@ class Metrics:
         self._lq_finished: dict[LocalQueueKey, tuple[str, int]] = {}
         # (workload UID, reason, cause) already counted by evicted_workloads_once.
         self._evicted_once_seen: OrderedDict[tuple[str, str, str], None] = OrderedDict()
+        # The cluster_queue_info labels reported per ClusterQueue (they change with its cohort).
+        self._cq_info_labels: dict[str, tuple[str, str, str]] = {}
         # LocalQueue resource series reported last time, to zero the ones no longer used.
         self._lq_resources: dict[LocalQueueKey, set[tuple[str, str]]] = {}
 
@@ -452,6 +495,11 @@ class Metrics:
         label, cause = eviction_labels(wl, reason)
         pc = priority_class(wl)
         self._child(("cq", cluster_queue), self._evicted, cluster_queue, label, cause, pc).inc()
+        ran_s = _ready_until_evicted_s(wl)
+        if ran_s is not None:
+            self._child(
+                ("cq", cluster_queue), self._pods_ready_to_evicted, cluster_queue, label, cause
+            ).observe(ran_s)
         lq = _local_queue(wl)
         if lq is not None:
             owner = ("lq", lq[0] + "/" + lq[1])
@@ -508,7 +556,9 @@ class Metrics:
 
     def workload_changed(self, old: Workload | None, new: Workload) -> None:
         """A Workload event (the leader's informer): counts the workload once when it finishes,
-        with its execution time when it was admitted."""
+        with its execution time when it was admitted; times an evicted workload's release."""
+        if old is not None and old.status.admission is not None and new.status.admission is None:
+            self._released(old, new)
         if not new.is_finished or (old is not None and old.is_finished):
             return
         done = new.condition(c.FINISHED)
@@ -591,6 +641,46 @@ class Metrics:
         self._reservation.labels(*labels).set(to_prometheus_value(reserved, resource))
         self._usage.labels(*labels).set(to_prometheus_value(used, resource))
 
+    def _released(self, old: Workload, new: Workload) -> None:
+        evicted = new.condition(c.EVICTED)
+        released = new.condition(c.QUOTA_RESERVED)
+        if (
+            old.status.admission is None
+            or evicted is None
+            or not evicted.is_true
+            or evicted.last_transition_time is None
+            or released is None
+            or released.is_true
+            or released.last_transition_time is None
+        ):
+            return
+        cluster_queue = old.status.admission.cluster_queue
+        latency = (released.last_transition_time - evicted.last_transition_time).total_seconds()
+        label = eviction_labels(old, evicted.reason)[0]
+        self._child(
+            ("cq", cluster_queue), self._eviction_latency, cluster_queue, label
+        ).observe(max(latency, 0.0))
+
+    def report_cluster_queue(self, cq: ClusterQueue, engine: Engine, *, resources: bool) -> None:
+        """Where the ClusterQueue sits in its cohort tree, and (``resources``:
+        enableClusterQueueResources) the requests of its pending workloads per resource."""
+        name = cq.name
+        cohort = cq.spec.cohort_name
+        root = engine.root_cohort(CohortName(cohort)) if cohort else None
+        labels = (name, cohort or "", root or "")
+        before = self._cq_info_labels.get(name)
+        if before is not None and before != labels:
+            _remove(self._cq_info, before)
+        self._cq_info_labels[name] = labels
+        self._child(("cq", name), self._cq_info, *labels).set(1)
+        if not resources:
+            return
+        pending = engine.pending_requests(ClusterQueueName(name))
+        covered = {r for rg in cq.spec.resource_groups for r in rg.covered_resources}
+        for resource in sorted(covered | set(pending)):
+            value = to_prometheus_value(pending.get(ResourceName(resource), 0), resource)
+            self._child(("cq", name), self._resource_pending, name, resource).set(value)
+
     # -- LocalQueue state ----------------------------------------------------------------------
 
     def report_local_queue(
@@ -663,6 +753,7 @@ class Metrics:
     def forget_cluster_queue(self, cluster_queue: str) -> None:
         """Remove every series of a deleted ClusterQueue (otherwise they would linger)."""
         self._forget(("cq", cluster_queue))
+        self._cq_info_labels.pop(cluster_queue, None)
         for labels in self._resource_series.pop(cluster_queue, set()):
             for gauge in (
                 self._nominal,
@@ -732,6 +823,24 @@ def eviction_labels(wl: Workload | None, reason: str) -> tuple[str, str]:
         recovering = ready is not None and ready.reason == _WAIT_FOR_RECOVERY
         return reason, _WAIT_FOR_RECOVERY if recovering else _WAIT_FOR_START
     return reason, ""
+
+
+def _ready_until_evicted_s(wl: Workload | None) -> float | None:
+    """Seconds from PodsReady=True to the eviction (Evicted=True), both on the evicted
+    Workload; None when its pods were not ready."""
+    if wl is None:
+        return None
+    ready, evicted = wl.condition(c.PODS_READY), wl.condition(c.EVICTED)
+    if (
+        ready is None
+        or not ready.is_true
+        or ready.last_transition_time is None
+        or evicted is None
+        or not evicted.is_true
+        or evicted.last_transition_time is None
+    ):
+        return None
+    return max((evicted.last_transition_time - ready.last_transition_time).total_seconds(), 0.0)
 
 
 def _admitted_at(wl: Workload) -> datetime | None:
@@ -859,4 +968,5 @@ preemption_skips = DEFAULT.preemption_skips
 pods_ready = DEFAULT.pods_ready
 workload_changed = DEFAULT.workload_changed
 report_local_queue = DEFAULT.report_local_queue
+report_cluster_queue = DEFAULT.report_cluster_queue
 forget_local_queue = DEFAULT.forget_local_queue

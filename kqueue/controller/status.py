@@ -172,6 +172,7 @@ class QueueStatusReconciler:
         st.flavors_reservation = self._flavor_usage(cq, usage)
         st.flavors_usage = self._flavor_usage(cq, usage)
         self._report(cq, active, parked, len(reserving), usage, status, reason)
+        self._metrics.report_cluster_queue(cq, engine, resources=self._resource_metrics)
         finalizer_patch = self._finalizer_patch(
             new.metadata.finalizers,
             deleting=cq.metadata.deletion_timestamp is not None,

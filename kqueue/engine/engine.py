@@ -39,6 +39,7 @@ from .types import (
     PendingReason,
     PodSetName,
     ResourceFlavor,
+    ResourceName,
     StopPolicy,
     Usage,
     Workload,
@@ -482,6 +483,28 @@ class Engine:
     def pending_counts(self, cq: ClusterQueueName) -> tuple[int, int]:
         """(active, parked) pending workloads of ``cq``."""
         return self.queues.counts(cq)
+
+    def pending_requests(self, cq: ClusterQueueName) -> dict[ResourceName, int]:
+        """Requests of all pending workloads queued in ``cq`` (active and parked), per resource."""
+        q = self.queues.queues.get(cq)
+        out: dict[ResourceName, int] = {}
+        for info in q.infos() if q is not None else ():
+            for requests in info.total_requests():
+                for resource, amount in requests.items():
+                    out[resource] = out.get(resource, 0) + amount
+        return out
+
+    def root_cohort(self, cohort: CohortName | None) -> CohortName | None:
+        """The root of ``cohort``'s tree (itself without a parent); None without a cohort. A
+        parent cycle (refused by the cohorts' status) stops where it closes."""
+        seen: set[CohortName] = set()
+        while cohort is not None and cohort not in seen:
+            seen.add(cohort)
+            spec = self.cache.cohorts.get(cohort)
+            if spec is None or spec.parent is None:
+                return cohort
+            cohort = spec.parent
+        return cohort
 
     def local_queue_pending_counts(self, key: LocalQueueKey) -> tuple[int, int]:
         """(active, parked) pending workloads of LocalQueue ``key`` in its ClusterQueue's queue."""

@@ -17,7 +17,7 @@ from kqueue.controller.status import QueueStatusReconciler
 from kqueue.engine import adapt
 from kqueue.engine.engine import Engine
 from tests.controller.test_metrics import samples
-from tests.controller.test_queue_status import CaptureKube
+from tests.controller.test_queue_status import CaptureKube, Events
 from tests.controller.test_scheduler import NOW, NS, key, make, workload
 
 Obj = dict[str, Any]
@@ -331,3 +331,79 @@ async def test_local_queue_gauges_follow_admissions_finishes_and_deletion() -> N
     left = [labels for (_, labels) in samples(m) if ("name", "lq") in labels]
     assert left == []
     assert value(m, "kqueue_finished_workloads", cluster_queue="cq") == 0
+
+
+# -- eviction timings ----------------------------------------------------------------------------
+
+
+def test_eviction_timings_from_ready_to_evicted_and_from_evicted_to_released() -> None:
+    m = Metrics()
+    evicting = admitted_workload(
+        condition(c.PODS_READY, "True", "PodsReady", timedelta(seconds=20)),
+        condition(c.EVICTED, "True", "Preempted", timedelta(seconds=70)),
+    )
+    m.workload_evicted(evicting, "cq", c.EVICTED_BY_PREEMPTION)
+    ready_to_evicted = {"cluster_queue": "cq", "reason": "Preempted", "underlying_cause": ""}
+    assert value(m, "kqueue_pods_ready_to_evicted_time_seconds_sum", **ready_to_evicted) == 50
+    # Released 3 s after the eviction: QuotaReserved=False, no admission.
+    released = evicting.model_copy(deep=True)
+    released.status.admission = None
+    for cond in released.status.conditions:
+        if cond.type == c.QUOTA_RESERVED:
+            cond.status = "False"
+            cond.last_transition_time = NOW + timedelta(seconds=73)
+    m.workload_changed(evicting, released)
+    assert (
+        value(m, "kqueue_workload_eviction_latency_seconds_sum", cluster_queue="cq", reason="Preempted")
+        == 3
+    )
+    # Pods never ready: no ready-to-evicted sample.
+    never_ready = admitted_workload(condition(c.EVICTED, "True", "Preempted", timedelta(seconds=9)))
+    m.workload_evicted(never_ready, "cq", c.EVICTED_BY_PREEMPTION)
+    assert value(m, "kqueue_pods_ready_to_evicted_time_seconds_count", **ready_to_evicted) == 1
+
+
+# -- ClusterQueue info and pending resources (queue status reconciler) -------------------------
+
+
+async def test_cluster_queue_info_and_pending_resources() -> None:
+    from kqueue.engine.types import CohortName, CohortSpec
+    from tests.controller.test_scheduler import cluster_queue
+
+    engine = Engine()
+    flavor = ResourceFlavor.model_validate(
+        {"apiVersion": "kqueue.io/v1alpha1", "kind": "ResourceFlavor", "metadata": {"name": "f"}}
+    )
+    engine.upsert_flavor(adapt.flavor(flavor))
+    engine.upsert_cohort(CohortSpec(name=CohortName("team"), parent=CohortName("org")))
+    engine.upsert_cohort(CohortSpec(name=CohortName("org")))
+    cq = cluster_queue("1")
+    cq.spec.cohort_name = "team"
+    cqs: Store[ClusterQueue] = Store()
+    cqs._put("cq", cq, "1")
+    flavors: Store[ResourceFlavor] = Store()
+    flavors._put("f", flavor, "1")
+    engine.upsert_cluster_queue(adapt.cluster_queue(cq))
+    lq = local_queue("lq")
+    engine.upsert_local_queue(adapt.local_queue(lq))
+    m = Metrics()
+    reconciler = QueueStatusReconciler(
+        engine=lambda: engine, cluster_queues=cqs, local_queues=Store(), flavors=flavors,
+        workloads=Store(), kube=cast(Kube, CaptureKube()), events=cast(EventRecorder, Events()),
+        metrics=m, now=lambda: NOW, resource_metrics=True,
+    )
+    for i, cpu in enumerate(("1", "500m", "2")):
+        adapt.apply_workload(engine, Workload.model_validate(workload(f"w{i}", cpu, created_s=i)))
+    engine.schedule(NOW)  # w0 takes the 1 cpu; w1 and w2 wait
+    await reconciler("cq:cq")
+    assert (
+        value(m, "kqueue_cluster_queue_info", cluster_queue="cq", parent_cohort="team", root_cohort="org")
+        == 1
+    )
+    assert value(m, "kqueue_cluster_queue_resource_pending", cluster_queue="cq", resource="cpu") == 2.5
+    # Moved out of its cohort: the old info series goes.
+    cq.spec.cohort_name = None
+    engine.upsert_cluster_queue(adapt.cluster_queue(cq))
+    await reconciler("cq:cq")
+    infos = [labels for (name, labels) in samples(m) if name == "kqueue_cluster_queue_info"]
+    assert infos == [(("cluster_queue", "cq"), ("parent_cohort", ""), ("root_cohort", ""))]
