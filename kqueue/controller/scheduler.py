@@ -440,7 +440,7 @@ class Scheduler:
             preempted_reason=str(p.reason),
         )
         if ok:
-            self._metrics.workload_preempted(p.cluster_queue, str(p.reason))
+            self._metrics.workload_preempted(p.preemptor_cluster_queue or p.cluster_queue, str(p.reason))
             self._metrics.workload_evicted(self._get(p.victim), p.cluster_queue, c.EVICTED_BY_PREEMPTION)
 
     async def _write_eviction(

@@ -65,6 +65,8 @@ class Preempt:
     cluster_queue: ClusterQueueName
     reason: PreemptionReason
     message: str
+    # The preemptor's ClusterQueue (``cluster_queue`` is the victim's).
+    preemptor_cluster_queue: ClusterQueueName | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -272,6 +274,7 @@ class _Cycle:
                     cluster_queue=t.workload.cluster_queue,
                     reason=t.reason,
                     message=t.message or preemption_message(e.info, t.reason),
+                    preemptor_cluster_queue=e.cluster_queue,
                 )
             )
         e.reason = PendingReason.WAITING_FOR_PREEMPTED_WORKLOADS

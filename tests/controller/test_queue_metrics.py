@@ -85,6 +85,9 @@ async def test_evicted_once_counts_a_workload_once_per_reason_and_cause() -> Non
     assert value(m, "kqueue_evicted_workloads_total", **evicted) == 1
     assert value(m, "kqueue_evicted_workloads_once_total", **evicted) == 1
     assert value(
+        m, "kqueue_preempted_workloads_total", preempting_cluster_queue="cq", reason="InClusterQueue"
+    ) == 1
+    assert value(
         m, "kqueue_local_queue_evicted_workloads_total",
         **LQ, reason="Preempted", underlying_cause="", priority_class="",
     ) == 1
@@ -163,7 +166,9 @@ def test_two_queues_reclaiming_the_same_victim_count_one_preemption_skip() -> No
     submit("reclaim-c", "lq-c", "2", 2)
     result = engine.schedule(NOW)
     # Both heads would preempt the borrower; the second one in the cycle is skipped.
-    assert len(result.preempted) == 1
+    (preempt,) = result.preempted
+    # preempted_workloads_total is labelled with the preemptor's ClusterQueue, as Kueue's.
+    assert (preempt.cluster_queue, preempt.preemptor_cluster_queue) in {("b", "a"), ("b", "c")}
     m = Metrics()
     m.preemption_skips(result.preemption_skips)
     skips = {
