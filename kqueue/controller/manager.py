@@ -251,6 +251,7 @@ class Manager:
                 namespaces=self.namespaces.store,
                 local_queues=self.local_queues.store,
                 parent_kinds=self._parent_kinds(fw),
+                metrics=self.metrics,
             )
 
         self.webhook_server = WebhookServer(

@@ -16,10 +16,10 @@ import contextlib
 import logging
 import platform
 from collections import OrderedDict
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import TYPE_CHECKING, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from aiohttp import web
 from prometheus_client import (
@@ -278,6 +278,49 @@ class Metrics:
             namespace=NAMESPACE,
             registry=r,
         )
+        self._creation_latency = Histogram(
+            "workload_creation_latency_seconds",
+            "Time from a job's creation to the creation of its Workload, per job kind.",
+            ["job_kind"],
+            namespace=NAMESPACE,
+            registry=r,
+            buckets=_ATTEMPT_BUCKETS,
+        )
+        self._cohort_info = Gauge(
+            "cohort_info",
+            "Always 1; the labels place the cohort in its tree (parent_cohort: empty for a root).",
+            ["cohort", "parent_cohort", "root_cohort"],
+            namespace=NAMESPACE,
+            registry=r,
+        )
+        self._cohort_quota = Gauge(
+            "cohort_subtree_quota",
+            "Quota of the cohort's subtree (its own and its members'), per flavor and resource.",
+            ["cohort", "flavor", "resource"],
+            namespace=NAMESPACE,
+            registry=r,
+        )
+        self._cohort_reservations = Gauge(
+            "cohort_subtree_resource_reservations",
+            "Quota reserved by the workloads of the cohort's subtree, per flavor and resource.",
+            ["cohort", "flavor", "resource"],
+            namespace=NAMESPACE,
+            registry=r,
+        )
+        self._cohort_admitted = Counter(
+            "cohort_subtree_admitted_workloads",
+            "Workloads admitted in the cohort's subtree, per priority class.",
+            ["cohort", "priority_class"],
+            namespace=NAMESPACE,
+            registry=r,
+        )
+        self._cohort_admitted_active = Gauge(
+            "cohort_subtree_admitted_active_workloads",
+            "Admitted workloads of the cohort's subtree that have not finished.",
+            ["cohort"],
+            namespace=NAMESPACE,
+            registry=r,
+        )
         self._lq_metrics()
         self._preempted = Counter(
             "preempted_workloads",
@@ -350,8 +393,15 @@ class Metrics:
         self._lq_finished: dict[LocalQueueKey, tuple[str, int]] = {}
         # (workload UID, reason, cause) already counted by evicted_workloads_once.
         self._evicted_once_seen: OrderedDict[tuple[str, str, str], None] = OrderedDict()
-        # The cluster_queue_info labels reported per ClusterQueue (they change with its cohort).
+        # The cluster_queue_info labels reported per ClusterQueue (they change with its cohort),
+        # and the same for cohort_info.
         self._cq_info_labels: dict[str, tuple[str, str, str]] = {}
+        self._cohort_info_labels: dict[str, tuple[str, str, str]] = {}
+        # Per ClusterQueue: its cohorts, from its own up to the root, as last reported; a cohort
+        # on no ClusterQueue's path any more loses its series.
+        self._cq_cohorts: dict[str, list[str]] = {}
+        # Per cohort: the (flavor, resource) of its subtree series.
+        self._cohort_frs: dict[str, set[tuple[str, str]]] = {}
         # LocalQueue resource series reported last time, to zero the ones no longer used.
         self._lq_resources: dict[LocalQueueKey, set[tuple[str, str]]] = {}
 
@@ -476,6 +526,8 @@ class Metrics:
         ):
             self._child(cq, counter, cluster_queue, pc).inc()
             self._child(cq, wait, cluster_queue, pc).observe(wait_s)
+        for cohort in self._cq_cohorts.get(cluster_queue, ()):
+            self._child(("cohort", cohort), self._cohort_admitted, cohort, pc).inc()
         lq = _local_queue(wl)
         if lq is None:
             return
@@ -516,6 +568,20 @@ class Metrics:
         self._child(
             ("cq", cluster_queue), self._evicted_once, cluster_queue, label, cause, pc
         ).inc()
+
+    def workload_created(self, job_kind: str, job: Mapping[str, Any], created: Mapping[str, Any]) -> None:
+        """The Workload ``created`` (the API's answer) was made for ``job`` (a ``job_kind``):
+        observes the time between their creation timestamps, for a job's first generation only
+        (a job changed since, e.g. resumed by its user, would count that wait too), as Kueue."""
+        meta = job.get("metadata") or {}
+        if int(meta.get("generation") or 1) > 1:
+            return
+        job_created = _timestamp(meta.get("creationTimestamp"))
+        wl_created = _timestamp((created.get("metadata") or {}).get("creationTimestamp"))
+        if job_created is None or wl_created is None:
+            return
+        latency = max((wl_created - job_created).total_seconds(), 0.0)
+        self._creation_latency.labels(job_kind).observe(latency)
 
     def preemption_skips(self, skips: Iterable[tuple[str, int]]) -> None:
         """A cycle's preemption skips per ClusterQueue it processed (``CycleResult``)."""
@@ -673,6 +739,7 @@ class Metrics:
             _remove(self._cq_info, before)
         self._cq_info_labels[name] = labels
         self._child(("cq", name), self._cq_info, *labels).set(1)
+        self._report_cohorts(name, engine)
         if not resources:
             return
         pending = engine.pending_requests(ClusterQueueName(name))
@@ -680,6 +747,53 @@ class Metrics:
         for resource in sorted(covered | set(pending)):
             value = to_prometheus_value(pending.get(ResourceName(resource), 0), resource)
             self._child(("cq", name), self._resource_pending, name, resource).set(value)
+
+    def _report_cohorts(self, cluster_queue: str, engine: Engine) -> None:
+        """The cohorts above ``cluster_queue``: their place, subtree quota and reservations (a
+        zero has no series, as Kueue's), and admitted workloads."""
+        node = engine.cache.cluster_queue_node(ClusterQueueName(cluster_queue))
+        path = node.path_to_root() if node is not None else []
+        self._cq_cohorts[cluster_queue] = [co.name for co in path]
+        root = path[-1].name if path else ""
+        for co in path:
+            owner = ("cohort", co.name)
+            labels = (co.name, co.parent.name if co.parent is not None else "", root)
+            before = self._cohort_info_labels.get(co.name)
+            if before is not None and before != labels:
+                _remove(self._cohort_info, before)
+            self._cohort_info_labels[co.name] = labels
+            self._child(owner, self._cohort_info, *labels).set(1)
+            members = co.subtree_cluster_queues()
+            reserved: dict[tuple[str, str], int] = {}
+            admitted = 0
+            for member in members:
+                admitted += len(engine.reserving(ClusterQueueName(member.name)))
+                for used, amount in engine.usage(ClusterQueueName(member.name)).items():
+                    reserved[used] = reserved.get(used, 0) + amount
+            self._child(owner, self._cohort_admitted_active, co.name).set(admitted)
+            quota: dict[tuple[str, str], int] = {
+                (f, r): amount for (f, r), amount in co.resources.subtree_quota.items()
+            }
+            frs = self._cohort_frs.setdefault(co.name, set())
+            frs |= set(quota) | set(reserved)
+            for key in sorted(frs):
+                for gauge, amounts in (
+                    (self._cohort_quota, quota), (self._cohort_reservations, reserved)
+                ):
+                    amount = amounts.get(key, 0)
+                    if amount > 0:
+                        value = to_prometheus_value(amount, key[1])
+                        self._child(owner, gauge, co.name, *key).set(value)
+                    else:
+                        _remove(gauge, (co.name, *key))
+        self._sweep_cohorts()
+
+    def _sweep_cohorts(self) -> None:
+        alive = {co for path in self._cq_cohorts.values() for co in path}
+        for cohort in sorted(set(self._cohort_frs) - alive):
+            self._forget(("cohort", cohort))
+            self._cohort_frs.pop(cohort, None)
+            self._cohort_info_labels.pop(cohort, None)
 
     # -- LocalQueue state ----------------------------------------------------------------------
 
@@ -754,6 +868,8 @@ class Metrics:
         """Remove every series of a deleted ClusterQueue (otherwise they would linger)."""
         self._forget(("cq", cluster_queue))
         self._cq_info_labels.pop(cluster_queue, None)
+        if self._cq_cohorts.pop(cluster_queue, None) is not None:
+            self._sweep_cohorts()
         for labels in self._resource_series.pop(cluster_queue, set()):
             for gauge in (
                 self._nominal,
@@ -823,6 +939,18 @@ def eviction_labels(wl: Workload | None, reason: str) -> tuple[str, str]:
         recovering = ready is not None and ready.reason == _WAIT_FOR_RECOVERY
         return reason, _WAIT_FOR_RECOVERY if recovering else _WAIT_FOR_START
     return reason, ""
+
+
+def _timestamp(value: object) -> datetime | None:
+    """An API timestamp (RFC 3339, as the API server writes it), or None."""
+    if isinstance(value, datetime):
+        return value
+    if not isinstance(value, str) or not value:
+        return None
+    try:
+        return datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None
 
 
 def _ready_until_evicted_s(wl: Workload | None) -> float | None:
@@ -967,6 +1095,7 @@ forget_cluster_queue = DEFAULT.forget_cluster_queue
 preemption_skips = DEFAULT.preemption_skips
 pods_ready = DEFAULT.pods_ready
 workload_changed = DEFAULT.workload_changed
+workload_created = DEFAULT.workload_created
 report_local_queue = DEFAULT.report_local_queue
 report_cluster_queue = DEFAULT.report_cluster_queue
 forget_local_queue = DEFAULT.forget_local_queue

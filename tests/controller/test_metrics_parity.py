@@ -105,7 +105,6 @@ KUEUE_METRICS: dict[str, tuple[str, ...]] = {
 
 ADMISSION_CHECKS = "admission checks: kqueue has none, quota reservation is the admission"
 FAIR_SHARING = "fair sharing: comes with the fair-sharing work (kqueue has no fair sharing yet)"
-COHORT_TREE = "not yet: kqueue has no Cohort status reconciler to report cohort subtrees"
 UNADMITTED = (
     "behind Kueue's alpha UnadmittedWorkloadsObservability gate; not yet: pending reasons are on "
     "each Workload's QuotaReserved condition and in kubectl kqueue list workloads"
@@ -131,14 +130,6 @@ NOT_EXPORTED: dict[str, str] = {
     ),
     "kqueue_unadmitted_workloads": UNADMITTED,
     "kqueue_local_queue_unadmitted_workloads": UNADMITTED,
-    "kqueue_workload_creation_latency_seconds": (
-        "not yet: the job reconcilers do not time Workload creation"
-    ),
-    "kqueue_cohort_info": COHORT_TREE,
-    "kqueue_cohort_subtree_quota": COHORT_TREE,
-    "kqueue_cohort_subtree_admitted_workloads_total": COHORT_TREE,
-    "kqueue_cohort_subtree_resource_reservations": COHORT_TREE,
-    "kqueue_cohort_subtree_admitted_active_workloads": COHORT_TREE,
 }
 
 # Exported metrics whose labels differ from Kueue's (besides replica_role), and why.

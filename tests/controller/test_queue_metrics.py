@@ -406,9 +406,50 @@ async def test_cluster_queue_info_and_pending_resources() -> None:
         == 1
     )
     assert value(m, "kqueue_cluster_queue_resource_pending", cluster_queue="cq", resource="cpu") == 2.5
-    # Moved out of its cohort: the old info series goes.
+    # Its cohorts, "team" under the root "org": the place, the subtree's quota and use.
+    for cohort, parent in (("team", "org"), ("org", "")):
+        assert value(
+            m, "kqueue_cohort_info", cohort=cohort, parent_cohort=parent, root_cohort="org"
+        ) == 1
+        cpu = {"cohort": cohort, "flavor": "f", "resource": "cpu"}
+        assert value(m, "kqueue_cohort_subtree_quota", **cpu) == 1
+        assert value(m, "kqueue_cohort_subtree_resource_reservations", **cpu) == 1
+        assert value(m, "kqueue_cohort_subtree_admitted_active_workloads", cohort=cohort) == 1
+    m.workload_admitted(None, "cq", 1.0)
+    for cohort in ("team", "org"):
+        assert value(
+            m, "kqueue_cohort_subtree_admitted_workloads_total", cohort=cohort, priority_class=""
+        ) == 1
+    # Moved out of its cohort: the old info series goes, and the cohorts (no member left) too.
     cq.spec.cohort_name = None
     engine.upsert_cluster_queue(adapt.cluster_queue(cq))
     await reconciler("cq:cq")
     infos = [labels for (name, labels) in samples(m) if name == "kqueue_cluster_queue_info"]
     assert infos == [(("cluster_queue", "cq"), ("parent_cohort", ""), ("root_cohort", ""))]
+    assert [name for (name, _) in samples(m) if name.startswith("kqueue_cohort_")] == []
+
+
+# -- Workload creation latency (the job reconciler) ----------------------------------------------
+
+
+async def test_workload_creation_latency_is_observed_per_job_kind_on_the_first_generation() -> None:
+    from tests.controller.test_job_reconciler import FakeKube, World, job
+
+    class StampingKube(FakeKube):
+        async def create(self, resource: Any, body: Obj, namespace: str | None = None) -> Obj:
+            created = copy.deepcopy(await super().create(resource, body, namespace))
+            created["metadata"]["creationTimestamp"] = "2025-03-01T12:00:03Z"
+            return created
+
+    m = Metrics()
+    world = World(StampingKube(), metrics=m)
+    fresh = job("fresh", held=True)
+    fresh["metadata"]["creationTimestamp"] = "2025-03-01T12:00:00Z"
+    await world.reconciler(world.add_job(fresh))
+    assert value(m, "kqueue_workload_creation_latency_seconds_sum", job_kind="Job") == 3
+    # A Job changed since its creation (generation 2): its Workload's wait is not creation's.
+    changed = job("changed", held=True)
+    changed["metadata"].update(creationTimestamp="2025-03-01T11:00:00Z", generation=2)
+    await world.reconciler(world.add_job(changed))
+    assert len(world.kube.created) == 2
+    assert value(m, "kqueue_workload_creation_latency_seconds_count", job_kind="Job") == 1
