@@ -367,7 +367,9 @@ class Metrics:
         self._gate_removal = Histogram(
             "pod_scheduling_gate_removal_seconds",
             "Time from a workload's admission until the scheduling gate of one of its pods was "
-            "removed.",
+            "removed, per gate name (kqueue.io/admission), ClusterQueue and whether the pod is "
+            "in a pod group.",
+            ["name", "cluster_queue", "is_group"],
             namespace=NAMESPACE,
             registry=r,
             buckets=_GATE_BUCKETS,
@@ -653,8 +655,12 @@ class Metrics:
     def slice_replaced(self, cluster_queue: str) -> None:
         self._slices_replaced.labels(cluster_queue).inc()
 
-    def gate_removal(self, duration_s: float) -> None:
-        self._gate_removal.observe(duration_s)
+    def gate_removal(
+        self, duration_s: float, *, cluster_queue: str = "", is_group: bool = False
+    ) -> None:
+        """A pod released ``duration_s`` after its workload's admission in ``cluster_queue``."""
+        labels = (c.ADMISSION_GATE, cluster_queue, "true" if is_group else "false")
+        self._child(("cq", cluster_queue), self._gate_removal, *labels).observe(duration_s)
 
     # -- ClusterQueue state --------------------------------------------------------------------
 

@@ -236,10 +236,13 @@ class World:
         self.local_queues._put(f"{namespace}/{name}", lq, "1")
 
     def gate_removals(self) -> float:
-        value = self.metrics.registry.get_sample_value(
-            "kqueue_pod_scheduling_gate_removal_seconds_count"
+        """Pods released, over every label set of the histogram."""
+        return sum(
+            s.value
+            for family in self.metrics.registry.collect()
+            for s in family.samples
+            if s.name == "kqueue_pod_scheduling_gate_removal_seconds_count"
         )
-        return float(value or 0)
 
     def pod_patches(self) -> list[str]:
         return [name for plural, name, _ in self.kube.patched if plural == PODS.plural]

@@ -26,7 +26,7 @@ def samples(m: Metrics) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
     return out
 
 
-def value(m: Metrics, name: str, **labels: str) -> float | None:
+def value(m: Metrics, name: str, /, **labels: str) -> float | None:
     return samples(m).get((name, tuple(sorted(labels.items()))))
 
 
@@ -67,7 +67,7 @@ def test_events_are_counted_with_their_labels() -> None:
     m.workload_evicted(None, "cq-a", "Preempted")
     m.workload_preempted("cq-b", "InCohortReclamation")
     m.slice_replaced("cq-a")
-    m.gate_removal(0.2)
+    m.gate_removal(0.2, cluster_queue="cq-a", is_group=True)
     assert value(m, "kqueue_admission_attempts_total", result="success") == 2
     assert value(m, "kqueue_admission_attempts_total", result="inadmissible") == 1
     assert value(m, "kqueue_admission_attempt_duration_seconds_count", result="success") == 2
@@ -91,7 +91,10 @@ def test_events_are_counted_with_their_labels() -> None:
         == 1
     )
     assert value(m, "kqueue_replaced_workload_slices_total", cluster_queue="cq-a") == 1
-    assert value(m, "kqueue_pod_scheduling_gate_removal_seconds_count") == 1
+    assert value(
+        m, "kqueue_pod_scheduling_gate_removal_seconds_count",
+        name="kqueue.io/admission", cluster_queue="cq-a", is_group="true",
+    ) == 1
     assert (
         value(
             m,

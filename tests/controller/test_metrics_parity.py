@@ -135,9 +135,6 @@ NOT_EXPORTED: dict[str, str] = {
 # Exported metrics whose labels differ from Kueue's (besides replica_role), and why.
 LABEL_DIFFERENCES: dict[str, str] = {
     "kqueue_build_info": "labels version and python: kqueue is a Python program",
-    "kqueue_pod_scheduling_gate_removal_seconds": (
-        "no name, cluster_queue, is_group labels yet: one histogram over all releases"
-    ),
 }
 
 # Every Kueue metric has a replica_role label (leader, follower, standalone); kqueue has none.

@@ -329,7 +329,10 @@ class JobReconciler:
             if (pod.get("metadata") or {}).get("deletionTimestamp") or is_terminal(pod):
                 continue
             by_set.setdefault(self.job.pod_set_of(obj, pod), []).append(pod)
-        result = await self._releaser.release(by_set, releases, admitted_at=wl.quota_reserved_at)
+        result = await self._releaser.release(
+            by_set, releases, admitted_at=wl.quota_reserved_at,
+            cluster_queue=wl.status.admission.cluster_queue if wl.status.admission else "",
+        )
         if result.released and not result.running:
             admitted = sum(r.count for r in releases.values())
             self._events.record(
