@@ -1,13 +1,18 @@
-"""Kueue's metrics from a running kqueue: the LocalQueue family while a Job runs and after it
-finished, scraped from /metrics with its labels, on the real control plane."""
+"""Kueue's metrics from a running kqueue: the LocalQueue family while a Job runs, after it
+finished and after an eviction, scraped from /metrics with its labels, on the real control
+plane (waitForPodsReady on, for the time-to-ready histograms)."""
 
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
 from kqueue.api.v1alpha1 import constants as c
+from kqueue.controller.kube import CLUSTER_QUEUES
+from kqueue.localcluster.cluster import LocalCluster
 from tests.controller_e2e.harness import (
     Api,
     KqueueProcess,
@@ -20,8 +25,21 @@ from tests.controller_e2e.harness import (
     priority_class,
     unique,
 )
+from tests.controller_e2e.support_extra import ConfiguredKqueue, configured_kqueue
 
 pytestmark = pytest.mark.cluster
+
+
+@pytest.fixture(scope="module")
+def kqueue(
+    cluster: LocalCluster, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[ConfiguredKqueue]:
+    # A long timeout: PodsReady is recorded (and timed), nothing is evicted for it.
+    yield from configured_kqueue(
+        cluster,
+        Path(tmp_path_factory.mktemp("kqueue-metrics")),
+        {"waitForPodsReady": {"enable": True, "timeout": "300s", "blockAdmission": False}},
+    )
 
 
 def series(text: str, name: str) -> list[tuple[dict[str, str], float]]:
@@ -108,3 +126,44 @@ async def test_local_queue_metrics_of_a_job_admitted_and_finished(
     assert one(text, "kqueue_cluster_queue_info", cluster_queue=cq) == (
         {"cluster_queue": cq, "parent_cohort": "", "root_cohort": ""}, 1
     )
+    # Its pods were ready once: time to ready, from the queue and from the admission.
+    cq_train = {"cluster_queue": cq, "priority_class": wpc}
+    assert one(text, "kqueue_ready_wait_time_seconds_count", **cq_train)[1] == 1
+    assert one(text, "kqueue_admitted_until_ready_wait_time_seconds_count", **cq_train)[1] == 1
+    assert one(text, "kqueue_local_queue_ready_wait_time_seconds_count", **admitted)[1] == 1
+    assert one(
+        text, "kqueue_local_queue_admitted_until_ready_wait_time_seconds_count", **admitted
+    )[1] == 1
+
+    # A running Job evicted by draining its ClusterQueue.
+    await api.apply(job("long", namespace, "team-queue", count=1, cpu="1"))
+    await api.wait_workload(
+        namespace, "long", lambda w: is_true(w, c.PODS_READY), what="long PodsReady", within=60
+    )
+    await api.kube.patch(CLUSTER_QUEUES, cq, {"spec": {"stopPolicy": "HoldAndDrain"}})
+    await api.wait_workload(
+        namespace, "long", lambda w: not (w.get("status") or {}).get("admission"),
+        what="long evicted and released", within=60,
+    )
+
+    async def released() -> str | None:
+        text = kqueue.metrics()
+        seen = series(text, "kqueue_workload_eviction_latency_seconds_count")
+        return text if any(got.get("cluster_queue") == cq for got, _ in seen) else None
+
+    text = await eventually(released, what="eviction latency observed")
+    stopped = {"reason": "ClusterQueueStopped", "underlying_cause": "", "priority_class": ""}
+    assert one(text, "kqueue_evicted_workloads_total", cluster_queue=cq, **stopped)[1] == 1
+    assert one(text, "kqueue_evicted_workloads_once_total", cluster_queue=cq, **stopped)[1] == 1
+    lq_evicted = {**lq, **stopped}
+    assert one(text, "kqueue_local_queue_evicted_workloads_total", **lq_evicted) == (lq_evicted, 1)
+    assert one(
+        text, "kqueue_pods_ready_to_evicted_time_seconds_count", cluster_queue=cq,
+        reason="ClusterQueueStopped", underlying_cause="",
+    )[1] == 1
+    assert one(
+        text, "kqueue_workload_eviction_latency_seconds_count", cluster_queue=cq,
+        reason="ClusterQueueStopped",
+    )[1] == 1
+    assert one(text, "kqueue_cluster_queue_status", cluster_queue=cq, status="pending")[1] == 1
+    assert one(text, "kqueue_local_queue_status", **lq, active="False")[1] == 1
