@@ -664,7 +664,12 @@ class Metrics:
 
     # -- ClusterQueue state --------------------------------------------------------------------
 
-    def report_pending(self, cluster_queue: str, active: int, inadmissible: int) -> None:
+    def report_pending(
+        self, cluster_queue: str, active: int, inadmissible: int, *, queue_active: bool = True
+    ) -> None:
+        """Pending workloads; all 'inadmissible' while the ClusterQueue is not active (Kueue)."""
+        if not queue_active:
+            active, inadmissible = 0, active + inadmissible
         self._pending.labels(cluster_queue, "active").set(active)
         self._pending.labels(cluster_queue, "inadmissible").set(inadmissible)
 

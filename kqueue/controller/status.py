@@ -233,7 +233,7 @@ class QueueStatusReconciler:
         reason: str,
     ) -> None:
         m = self._metrics
-        m.report_pending(cq.name, active, parked)
+        m.report_pending(cq.name, active, parked, queue_active=status == "True")
         m.report_active_workloads(cq.name, reserving, reserving)
         cq_status: ClusterQueueStatus = (
             "active" if status == "True"

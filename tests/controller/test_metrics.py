@@ -168,6 +168,11 @@ def test_queue_state_gauges_and_forgetting_a_deleted_queue() -> None:
         cohort=None, cluster_queue="cq-a", flavor="f", resource="cpu", reserved=1, used=1
     )
     m.report_pending("cq-b", active=1, inadmissible=0)
+    m.report_pending("cq-stopped", active=2, inadmissible=1, queue_active=False)
+    assert value(m, "kqueue_pending_workloads", cluster_queue="cq-stopped", status="active") == 0
+    assert (
+        value(m, "kqueue_pending_workloads", cluster_queue="cq-stopped", status="inadmissible") == 3
+    )
     assert value(m, "kqueue_pending_workloads", cluster_queue="cq-a", status="active") == 3
     assert value(m, "kqueue_pending_workloads", cluster_queue="cq-a", status="inadmissible") == 2
     assert value(m, "kqueue_reserving_active_workloads", cluster_queue="cq-a") == 4
