@@ -404,6 +404,9 @@ class Metrics:
         self._cq_cohorts: dict[str, list[str]] = {}
         # Per cohort: the (flavor, resource) of its subtree series.
         self._cohort_frs: dict[str, set[tuple[str, str]]] = {}
+        # Per ClusterQueue with enableClusterQueueResources: the engine and covered resources
+        # its pending requests are read from when /metrics is scraped.
+        self._pending_sources: dict[str, tuple[Engine, set[str]]] = {}
         # LocalQueue resource series reported last time, to zero the ones no longer used.
         self._lq_resources: dict[LocalQueueKey, set[tuple[str, str]]] = {}
 
@@ -752,12 +755,19 @@ class Metrics:
         self._child(("cq", name), self._cq_info, *labels).set(1)
         self._report_cohorts(name, engine)
         if not resources:
+            self._pending_sources.pop(name, None)
             return
-        pending = engine.pending_requests(ClusterQueueName(name))
-        covered = {r for rg in cq.spec.resource_groups for r in rg.covered_resources}
-        for resource in sorted(covered | set(pending)):
-            value = to_prometheus_value(pending.get(ResourceName(resource), 0), resource)
-            self._child(("cq", name), self._resource_pending, name, resource).set(value)
+        # Summing every pending workload's requests costs milliseconds per thousand workloads:
+        # done when /metrics is scraped, not on every status update.
+        covered = {str(r) for rg in cq.spec.resource_groups for r in rg.covered_resources}
+        self._pending_sources[name] = (engine, covered)
+
+    def _refresh_pending_resources(self) -> None:
+        for name, (engine, covered) in sorted(self._pending_sources.items()):
+            pending = engine.pending_requests(ClusterQueueName(name))
+            for resource in sorted(covered | set(pending)):
+                value = to_prometheus_value(pending.get(ResourceName(resource), 0), resource)
+                self._child(("cq", name), self._resource_pending, name, resource).set(value)
 
     def _report_cohorts(self, cluster_queue: str, engine: Engine) -> None:
         """The cohorts above ``cluster_queue``: their place, subtree quota and reservations (a
@@ -778,7 +788,7 @@ class Metrics:
             reserved: dict[tuple[str, str], int] = {}
             admitted = 0
             for member in members:
-                admitted += len(engine.reserving(ClusterQueueName(member.name)))
+                admitted += engine.reserving_count(ClusterQueueName(member.name))
                 for used, amount in engine.usage(ClusterQueueName(member.name)).items():
                     reserved[used] = reserved.get(used, 0) + amount
             self._child(owner, self._cohort_admitted_active, co.name).set(admitted)
@@ -879,6 +889,7 @@ class Metrics:
         """Remove every series of a deleted ClusterQueue (otherwise they would linger)."""
         self._forget(("cq", cluster_queue))
         self._cq_info_labels.pop(cluster_queue, None)
+        self._pending_sources.pop(cluster_queue, None)
         if self._cq_cohorts.pop(cluster_queue, None) is not None:
             self._sweep_cohorts()
         for labels in self._resource_series.pop(cluster_queue, set()):
@@ -902,6 +913,7 @@ class Metrics:
 
     def exposition(self) -> bytes:
         """The registry in the Prometheus text format."""
+        self._refresh_pending_resources()
         return generate_latest(self.registry)
 
 
