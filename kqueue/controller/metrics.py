@@ -273,7 +273,8 @@ class Metrics:
         self._resource_pending = Gauge(
             "cluster_queue_resource_pending",
             "Requests of the ClusterQueue's pending workloads (not yet assigned flavors), per "
-            "resource (cpu in cores, memory in bytes); with enableClusterQueueResources.",
+            "resource (cpu in cores, memory in bytes), summed when /metrics is scraped; with "
+            "enableClusterQueueResources.",
             ["cluster_queue", "resource"],
             namespace=NAMESPACE,
             registry=r,

@@ -406,6 +406,9 @@ async def test_cluster_queue_info_and_pending_resources() -> None:
         == 1
     )
     assert value(m, "kqueue_cluster_queue_resource_pending", cluster_queue="cq", resource="cpu") == 2.5
+    # Summed when scraped: a workload queued since the last status update counts.
+    adapt.apply_workload(engine, Workload.model_validate(workload("w3", "250m", created_s=3)))
+    assert value(m, "kqueue_cluster_queue_resource_pending", cluster_queue="cq", resource="cpu") == 2.75
     # Its cohorts, "team" under the root "org": the place, the subtree's quota and use.
     for cohort, parent in (("team", "org"), ("org", "")):
         assert value(
