@@ -134,13 +134,11 @@ NOT_EXPORTED: dict[str, str] = {
 
 # Exported metrics whose labels differ from Kueue's (besides replica_role), and why.
 LABEL_DIFFERENCES: dict[str, str] = {
-    "kqueue_build_info": "labels version and python: kqueue is a Python program",
+    "kqueue_build_info": "labels `version` and `python` instead of Go's build labels",
 }
 
 # Every Kueue metric has a replica_role label (leader, follower, standalone); kqueue has none.
-REPLICA_ROLE = (
-    "no replica_role label: only the leader schedules and reports queue and workload metrics"
-)
+REPLICA_ROLE = "No `replica_role` label: only the leader reports queue and workload metrics"
 
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "observability.md"
 
