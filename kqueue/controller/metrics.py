@@ -752,6 +752,7 @@ class Metrics:
         before = self._cq_info_labels.get(name)
         if before is not None and before != labels:
             _remove(self._cq_info, before)
+            self._drop_other_cohorts(name, cohort or "")
         self._cq_info_labels[name] = labels
         self._child(("cq", name), self._cq_info, *labels).set(1)
         self._report_cohorts(name, engine)
@@ -769,6 +770,17 @@ class Metrics:
             for resource in sorted(covered | set(pending)):
                 value = to_prometheus_value(pending.get(ResourceName(resource), 0), resource)
                 self._child(("cq", name), self._resource_pending, name, resource).set(value)
+
+    def _drop_other_cohorts(self, cluster_queue: str, cohort: str) -> None:
+        """The per-flavor series of a ClusterQueue that moved to another cohort: those labelled
+        with the old one go (Kueue clears them on such a change too)."""
+        series = self._resource_series.get(cluster_queue, set())
+        for labels in sorted(x for x in series if x[0] != cohort):
+            series.discard(labels)
+            for gauge in (
+                self._nominal, self._borrowing, self._lending, self._reservation, self._usage
+            ):
+                _remove(gauge, labels)
 
     def _report_cohorts(self, cluster_queue: str, engine: Engine) -> None:
         """The cohorts above ``cluster_queue``: their place, subtree quota and reservations (a

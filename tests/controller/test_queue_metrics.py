@@ -430,6 +430,13 @@ async def test_cluster_queue_info_and_pending_resources() -> None:
     infos = [labels for (name, labels) in samples(m) if name == "kqueue_cluster_queue_info"]
     assert infos == [(("cluster_queue", "cq"), ("parent_cohort", ""), ("root_cohort", ""))]
     assert [name for (name, _) in samples(m) if name.startswith("kqueue_cohort_")] == []
+    # The per-flavor ClusterQueue series are labelled with the new cohort only.
+    cohorts = {
+        dict(labels)["cohort"]
+        for (name, labels) in samples(m)
+        if name.startswith("kqueue_cluster_queue_") and "cohort" in dict(labels)
+    }
+    assert cohorts == {""}
 
 
 # -- Workload creation latency (the job reconciler) ----------------------------------------------
