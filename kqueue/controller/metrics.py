@@ -1,4 +1,4 @@
-"""Prometheus metrics with Kueue's names (``kueue_*`` -> ``kqueue_*``), and the probe servers.
+"""Prometheus metrics with Kueue's names (``kueue_*`` -> ``kqueue_*``), and ``/metrics``.
 
 Reconcilers and the scheduler loop report through domain-named methods
 (``metrics.admission_attempt("success", 0.004)``), never through raw Prometheus objects, so
@@ -6,8 +6,9 @@ names, labels and units are decided here once. Quantities arrive as kqueue's exa
 (cpu in milli-units, everything else in base units) and are converted to Prometheus numbers
 here, at the edge: cpu in cores, memory in bytes, as Kueue exports them.
 
-The module also serves ``/metrics`` and the ``/healthz``/``/readyz`` probes (with checks that
-components register, e.g. "informers synced").
+The probes (``/healthz``, ``/readyz``) live in :mod:`.probes`; ``Probes``, ``health_app`` and
+``serve_app`` are imported from here too. What a Workload says (its priority class, eviction
+labels, times) is read by :mod:`.metric_labels`.
 """
 
 from __future__ import annotations
@@ -16,8 +17,7 @@ import contextlib
 import logging
 import platform
 from collections import OrderedDict
-from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Mapping
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
@@ -34,10 +34,22 @@ from prometheus_client import (
 from prometheus_client.metrics_core import Metric
 
 from kqueue import __version__
-from kqueue.api.config import parse_bind_address
 from kqueue.api.quantity import is_milli
 from kqueue.api.v1alpha1 import Workload
 from kqueue.api.v1alpha1 import constants as c
+from kqueue.controller.metric_labels import (
+    WAIT_FOR_RECOVERY,
+    admitted_at,
+    api_timestamp,
+    eviction_labels,
+    execution_time_s,
+    priority_class,
+    ready_until_evicted_s,
+    workload_local_queue,
+)
+from kqueue.controller.probes import Probes as Probes
+from kqueue.controller.probes import health_app as health_app
+from kqueue.controller.probes import serve_app as serve_app
 from kqueue.controller.workload_status import queued_since
 from kqueue.engine.types import (
     ClusterQueueName,
@@ -74,10 +86,6 @@ _LQ_WORKLOAD_LABELS = (*_LQ, "priority_class")
 _EVICTION_LABELS = ("reason", "underlying_cause", "priority_class")
 LOCAL_QUEUE_ACTIVE_VALUES = ("True", "False", "Unknown")
 
-# PodsReady condition reasons (readiness.py writes them): the underlying cause of a PodsReady
-# timeout, as Kueue labels it.
-_WAIT_FOR_START = "WaitForStart"
-_WAIT_FOR_RECOVERY = "WaitForRecovery"
 # Workloads whose first eviction per (reason, cause) was counted by evicted_workloads_once_total;
 # bounded, as the record lives only in memory (Kueue keeps it in status.schedulingStats).
 _EVICTED_ONCE_MEMORY = 100_000
@@ -534,7 +542,7 @@ class Metrics:
             self._child(cq, wait, cluster_queue, pc).observe(wait_s)
         for cohort in self._cq_cohorts.get(cluster_queue, ()):
             self._child(("cohort", cohort), self._cohort_admitted, cohort, pc).inc()
-        lq = _local_queue(wl)
+        lq = workload_local_queue(wl)
         if lq is None:
             return
         owner = ("lq", lq[0] + "/" + lq[1])
@@ -553,12 +561,12 @@ class Metrics:
         label, cause = eviction_labels(wl, reason)
         pc = priority_class(wl)
         self._child(("cq", cluster_queue), self._evicted, cluster_queue, label, cause, pc).inc()
-        ran_s = _ready_until_evicted_s(wl)
+        ran_s = ready_until_evicted_s(wl)
         if ran_s is not None:
             self._child(
                 ("cq", cluster_queue), self._pods_ready_to_evicted, cluster_queue, label, cause
             ).observe(ran_s)
-        lq = _local_queue(wl)
+        lq = workload_local_queue(wl)
         if lq is not None:
             owner = ("lq", lq[0] + "/" + lq[1])
             self._child(owner, self._lq_evicted, lq[1], lq[0], label, cause, pc).inc()
@@ -582,8 +590,8 @@ class Metrics:
         meta = job.get("metadata") or {}
         if int(meta.get("generation") or 1) > 1:
             return
-        job_created = _timestamp(meta.get("creationTimestamp"))
-        wl_created = _timestamp((created.get("metadata") or {}).get("creationTimestamp"))
+        job_created = api_timestamp(meta.get("creationTimestamp"))
+        wl_created = api_timestamp((created.get("metadata") or {}).get("creationTimestamp"))
         if job_created is None or wl_created is None:
             return
         latency = max((wl_created - job_created).total_seconds(), 0.0)
@@ -598,27 +606,27 @@ class Metrics:
         """``wl`` (as it was before) is now written PodsReady=True at ``now``: the first time
         since its admission (not a recovery), the time-to-ready histograms observe it."""
         admission = wl.status.admission
-        admitted_at = _admitted_at(wl)
-        if admission is None or admitted_at is None:
+        admitted = admitted_at(wl)
+        if admission is None or admitted is None:
             return
         before = wl.condition(c.PODS_READY)
         if (
             before is not None
             and before.last_transition_time is not None
-            and before.last_transition_time >= admitted_at
-            and (before.is_true or before.reason == _WAIT_FOR_RECOVERY)
+            and before.last_transition_time >= admitted
+            and (before.is_true or before.reason == WAIT_FOR_RECOVERY)
         ):
             return  # ready before in this admission: a recovery, not a start
-        queued = queued_since(wl) or admitted_at
+        queued = queued_since(wl) or admitted
         ready_s = max((now - queued).total_seconds(), 0.0)
-        admitted_s = max((now - admitted_at).total_seconds(), 0.0)
+        admitted_s = max((now - admitted).total_seconds(), 0.0)
         cluster_queue = admission.cluster_queue
         pc = priority_class(wl)
         self._child(("cq", cluster_queue), self._ready_wait, cluster_queue, pc).observe(ready_s)
         self._child(
             ("cq", cluster_queue), self._admitted_until_ready, cluster_queue, pc
         ).observe(admitted_s)
-        lq = _local_queue(wl)
+        lq = workload_local_queue(wl)
         if lq is not None:
             owner = ("lq", lq[0] + "/" + lq[1])
             self._child(owner, self._lq_ready_wait, lq[1], lq[0], pc).observe(ready_s)
@@ -645,7 +653,7 @@ class Metrics:
                 self._child(
                     ("cq", cluster_queue), self._execution_time, cluster_queue, pc
                 ).observe(execution_s)
-        lq = _local_queue(new)
+        lq = workload_local_queue(new)
         if lq is None:
             return
         owner = ("lq", lq[0] + "/" + lq[1])
@@ -949,135 +957,6 @@ class _Together:
             yield from m.collect()
 
 
-# -- what a Workload says, as Kueue labels it ----------------------------------------------------
-
-
-def priority_class(wl: Workload | None) -> str:
-    """Kueue's ``priority_class`` label: the Workload's priority class name, "" without one."""
-    if wl is None or wl.spec.priority_class_ref is None:
-        return ""
-    return wl.spec.priority_class_ref.name
-
-
-def _local_queue(wl: Workload | None) -> tuple[str, str] | None:
-    """(namespace, name) of the LocalQueue the Workload names, if any."""
-    if wl is None or not wl.spec.queue_name:
-        return None
-    return wl.namespace or "default", wl.spec.queue_name
-
-
-def eviction_labels(wl: Workload | None, reason: str) -> tuple[str, str]:
-    """(reason, underlying_cause) labels of an eviction written with reason ``reason``."""
-    if reason.startswith(c.EVICTED_BY_DEACTIVATION_DUE_TO):
-        return c.EVICTED_BY_DEACTIVATION, reason.removeprefix(c.EVICTED_BY_DEACTIVATION_DUE_TO)
-    if reason == c.EVICTED_BY_PODS_READY_TIMEOUT:
-        ready = wl.condition(c.PODS_READY) if wl is not None else None
-        recovering = ready is not None and ready.reason == _WAIT_FOR_RECOVERY
-        return reason, _WAIT_FOR_RECOVERY if recovering else _WAIT_FOR_START
-    return reason, ""
-
-
-def _timestamp(value: object) -> datetime | None:
-    """An API timestamp (RFC 3339, as the API server writes it), or None."""
-    if isinstance(value, datetime):
-        return value
-    if not isinstance(value, str) or not value:
-        return None
-    try:
-        return datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-
-
-def _ready_until_evicted_s(wl: Workload | None) -> float | None:
-    """Seconds from PodsReady=True to the eviction (Evicted=True), both on the evicted
-    Workload; None when its pods were not ready."""
-    if wl is None:
-        return None
-    ready, evicted = wl.condition(c.PODS_READY), wl.condition(c.EVICTED)
-    if (
-        ready is None
-        or not ready.is_true
-        or ready.last_transition_time is None
-        or evicted is None
-        or not evicted.is_true
-        or evicted.last_transition_time is None
-    ):
-        return None
-    return max((evicted.last_transition_time - ready.last_transition_time).total_seconds(), 0.0)
-
-
-def _admitted_at(wl: Workload) -> datetime | None:
-    cond = wl.condition(c.ADMITTED)
-    if cond is not None and cond.is_true and cond.last_transition_time is not None:
-        return cond.last_transition_time
-    return wl.quota_reserved_at
-
-
-def execution_time_s(wl: Workload) -> float | None:
-    """Seconds a finished workload was admitted: its past admissions plus the last one (Kueue's
-    TotalExecutionTime); None when it was not admitted when it finished."""
-    admitted_at = _admitted_at(wl)
-    done = wl.condition(c.FINISHED)
-    if admitted_at is None or done is None or done.last_transition_time is None:
-        return None
-    past = wl.status.accumulated_past_execution_time_seconds or 0
-    return max(past + (done.last_transition_time - admitted_at).total_seconds(), 0.0)
-
-
-# -- probes and HTTP servers -------------------------------------------------------------------
-
-CheckResult = tuple[bool, str]
-Check = Callable[[], CheckResult]
-
-
-@dataclass
-class Probes:
-    """Named health checks behind ``/healthz`` (liveness) and ``/readyz`` (readiness).
-
-    A check returns ``(ok, detail)``; e.g. ``probes.add_readiness_check("informers",
-    informer.check)``. ``/readyz`` is 503 until every readiness check passes.
-    """
-
-    liveness: dict[str, Check] = field(default_factory=dict)
-    readiness: dict[str, Check] = field(default_factory=dict)
-
-    def add_liveness_check(self, name: str, check: Check) -> None:
-        self.liveness[name] = check
-
-    def add_readiness_check(self, name: str, check: Check) -> None:
-        self.readiness[name] = check
-
-    def evaluate(self, checks: dict[str, Check]) -> tuple[bool, list[str]]:
-        ok = True
-        lines: list[str] = []
-        for name, check in sorted(checks.items()):
-            try:
-                passed, detail = check()
-            except Exception as exc:
-                logger.exception("health check %s raised", name)
-                passed, detail = False, f"check raised {type(exc).__name__}: {exc}"
-            ok = ok and passed
-            lines.append(
-                f"[{'+' if passed else '-'}]{name} {'ok' if passed else 'failed'}: {detail}"
-            )
-        return ok, lines
-
-    async def _respond(self, request: web.Request, checks: dict[str, Check]) -> web.Response:
-        ok, lines = self.evaluate(checks)
-        # Like the API server: terse "ok" when healthy unless ?verbose, details when not.
-        if ok and "verbose" not in request.query:
-            return web.Response(text="ok")
-        verdict = "check passed" if ok else "check failed"
-        return web.Response(text="\n".join([*lines, verdict]) + "\n", status=200 if ok else 503)
-
-    async def healthz(self, request: web.Request) -> web.Response:
-        return await self._respond(request, self.liveness)
-
-    async def readyz(self, request: web.Request) -> web.Response:
-        return await self._respond(request, self.readiness)
-
-
 def metrics_app(metrics: Metrics) -> web.Application:
     async def handle(request: web.Request) -> web.Response:
         return web.Response(
@@ -1087,31 +966,6 @@ def metrics_app(metrics: Metrics) -> web.Application:
     app = web.Application()
     app.router.add_get("/metrics", handle)
     return app
-
-
-def health_app(probes: Probes) -> web.Application:
-    app = web.Application()
-    app.router.add_get("/healthz", probes.healthz)
-    app.router.add_get("/readyz", probes.readyz)
-    return app
-
-
-async def serve_app(app: web.Application, bind_address: str) -> web.AppRunner | None:
-    """Serve ``app`` on ``bind_address`` (``":8080"``, ``"127.0.0.1:0"``); None when ``"0"``.
-
-    Call ``await runner.cleanup()`` to stop; ``runner.addresses`` tells the bound port.
-    """
-    parsed = parse_bind_address(bind_address)
-    if parsed is None:
-        return None
-    host, port = parsed
-    runner = web.AppRunner(app, access_log=None)
-    await runner.setup()
-    await web.TCPSite(runner, host or None, port).start()
-    logger.info(
-        "serving %s on %s", sorted(r.canonical for r in app.router.resources()), runner.addresses
-    )
-    return runner
 
 
 # The process-wide metrics; reconcilers call e.g. ``metrics.admission_attempt(...)``.

@@ -12,7 +12,8 @@ from kqueue.api.v1alpha1 import constants as c
 from kqueue.controller.events import EventRecorder
 from kqueue.controller.informer import Store
 from kqueue.controller.kube import Kube
-from kqueue.controller.metrics import Metrics, eviction_labels
+from kqueue.controller.metric_labels import eviction_labels
+from kqueue.controller.metrics import Metrics
 from kqueue.controller.status import QueueStatusReconciler
 from kqueue.engine import adapt
 from kqueue.engine.engine import Engine
