@@ -179,6 +179,10 @@ def test_queue_state_gauges_and_forgetting_a_deleted_queue() -> None:
     assert value(m, "kqueue_admitted_active_workloads", cluster_queue="cq-a") == 3
     assert value(m, "kqueue_cluster_queue_status", cluster_queue="cq-a", status="active") == 1
     assert value(m, "kqueue_cluster_queue_status", cluster_queue="cq-a", status="pending") == 0
+    # Counters and histograms of the queue go too (as Kueue clears them).
+    m.workload_admitted(None, "cq-a", 3.0)
+    m.workload_evicted(None, "cq-a", "Preempted")
+    m.preemption_skips([("cq-a", 2)])
     m.forget_cluster_queue("cq-a")
     left = [labels for (_, labels) in samples(m) if ("cluster_queue", "cq-a") in labels]
     assert left == []
