@@ -265,8 +265,7 @@ class DecisionWriter:
         self.admitted += 1
         queued = workload_status.queued_since(wl) or now
         wait_s = max((now - queued).total_seconds(), 0.0)
-        self._metrics.quota_reserved(admit.cluster_queue, wait_s)
-        self._metrics.workload_admitted(admit.cluster_queue, wait_s)
+        self._metrics.workload_admitted(wl, admit.cluster_queue, wait_s)
         obj = workload_ref(wl)
         self._events.record(
             obj,
@@ -297,8 +296,12 @@ class DecisionWriter:
             preempted_reason=str(p.reason),
         )
         if ok:
-            self._metrics.workload_preempted(p.cluster_queue, str(p.reason))
-            self._metrics.workload_evicted(p.cluster_queue, c.EVICTED_BY_PREEMPTION)
+            self._metrics.workload_preempted(
+                p.preemptor_cluster_queue or p.cluster_queue, str(p.reason)
+            )
+            self._metrics.workload_evicted(
+                self.get(p.victim), p.cluster_queue, c.EVICTED_BY_PREEMPTION
+            )
 
     async def _write_eviction(
         self, engine: Engine, e: Evict, now: datetime, landed: set[WorkloadKey]
@@ -314,7 +317,7 @@ class DecisionWriter:
             return
         landed.add(e.workload)
         if written:
-            self._metrics.workload_evicted(e.cluster_queue, str(e.reason))
+            self._metrics.workload_evicted(self.get(e.workload), e.cluster_queue, str(e.reason))
 
     @staticmethod
     def _undo_timeout(engine: Engine, e: Evict) -> None:

@@ -259,6 +259,7 @@ class Manager:
                 namespaces=self.namespaces.store,
                 local_queues=self.local_queues.store,
                 parent_kinds=self._parent_kinds(fw),
+                metrics=self.metrics,
             )
 
         self.webhook_server = WebhookServer(
@@ -308,6 +309,7 @@ class Manager:
             trigger=self.scheduler.trigger,
             now=self._now,
             pod_owner_keys=self._pod_owner_uids,
+            metrics=self.metrics,
         )
         self.workloads.add_handler(
             on_add=readiness.on_workload,
@@ -445,6 +447,7 @@ class Manager:
 
         def on_lq_delete(key: str, lq: LocalQueue) -> None:
             self.engine.delete_local_queue(lq.namespace or "default", lq.name)
+            self.metrics.forget_local_queue(key)
             self.scheduler.trigger()
 
         self.local_queues.add_handler(on_add=on_lq, on_update=on_lq, on_delete=on_lq_delete)
@@ -480,6 +483,8 @@ class Manager:
             new = rest[-1] if rest else wl
             old = wl if rest else None
             adapt.apply_workload(self.engine, new, owner_labels=new.metadata.labels)
+            if self.leading:
+                self.metrics.workload_changed(old, new)
             self._workload_changed(new, old)
 
         def on_wl_delete(key: str, wl: Workload) -> None:

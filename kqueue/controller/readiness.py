@@ -47,6 +47,7 @@ from kqueue.controller.informer import Store
 from kqueue.controller.integrations.gate import is_terminal
 from kqueue.controller.integrations.owners import BY_OWNER, object_index_key
 from kqueue.controller.kube import Conflict, Kube, KubeError, NotFound
+from kqueue.controller.metrics import Metrics
 from kqueue.controller.resources import WORKLOADS
 from kqueue.controller.workqueue import Requeue, WorkQueue, run_workers
 from kqueue.engine.cycle import CycleResult, Evict
@@ -114,8 +115,10 @@ class ReadinessWatcher:
         trigger: Callable[[], None],
         now: Now,
         pod_owner_keys: Callable[[Obj], list[str]] = lambda _pod: [],
+        metrics: Metrics | None = None,
     ) -> None:
         self._pod_owner_keys = pod_owner_keys
+        self._metrics = metrics if metrics is not None else Metrics()
         self._engine = engine
         self._workloads = workloads
         self._pods = pods
@@ -217,6 +220,8 @@ class ReadinessWatcher:
             self._now(), wl.metadata.generation,
         )
         written = await self._put_status(out)
+        if ready and written is True:
+            self._metrics.pods_ready(wl, self._now())
         return written if isinstance(written, Requeue) else None
 
     async def _put_status(self, out: Workload) -> Requeue | bool:

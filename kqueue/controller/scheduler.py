@@ -168,6 +168,7 @@ class Scheduler:
             self._metrics.admission_attempt(
                 "success" if result.admitted else "inadmissible", time.perf_counter() - started
             )
+        self._metrics.preemption_skips(result.preemption_skips)
         landed: set[WorkloadKey] = set()
         writes = self.writer.apply(engine, result, landed)
         if self.after_cycle:

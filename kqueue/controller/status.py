@@ -200,8 +200,11 @@ class QueueStatusReconciler:
             FairSharingStatus(weighted_share=share.rounded()) if share is not None else None
         )
         if share is not None:
-            self._metrics.report_cluster_queue_weighted_share(name, share.precise())
+            self._metrics.report_cluster_queue_weighted_share(
+                name, cq.spec.cohort_name or "", share.precise()
+            )
         self._report(cq, active, parked, len(reserving), usage, status, reason)
+        self._metrics.report_cluster_queue(cq, engine, resources=self._resource_metrics)
         finalizer_patch = self._finalizer_patch(
             new.metadata.finalizers,
             deleting=cq.metadata.deletion_timestamp is not None,
@@ -263,7 +266,7 @@ class QueueStatusReconciler:
         reason: str,
     ) -> None:
         m = self._metrics
-        m.report_pending(cq.name, active, parked)
+        m.report_pending(cq.name, active, parked, queue_active=status == "True")
         m.report_active_workloads(cq.name, reserving, reserving)
         cq_status: ClusterQueueStatus = (
             "active" if status == "True"
@@ -374,6 +377,7 @@ class QueueStatusReconciler:
             status, reason, message = "True", c.LOCAL_QUEUE_ACTIVE_READY, (
                 "Can submit new workloads to localQueue"
             )
+        self._metrics.report_local_queue(lq, status, self._workloads.by_index(BY_LOCAL_QUEUE, key), engine)
         new = lq.model_copy(deep=True)
         st = new.status
         set_condition(st.conditions, c.ACTIVE, status, reason, message, self._now(), lq.metadata.generation)  # type: ignore[arg-type]

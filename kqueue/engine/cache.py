@@ -133,6 +133,10 @@ class Cache:
     def get(self, key: WorkloadKey) -> AdmittedWorkload | None:
         return self.workloads.get(key)
 
+    def count_in(self, cq: ClusterQueueName) -> int:
+        """How many workloads hold quota in ``cq`` (without listing them)."""
+        return len(self._by_cq.get(cq, {}))
+
     def workloads_in(self, cq: ClusterQueueName) -> list[AdmittedWorkload]:
         return [self._by_cq[cq][k] for k in sorted(self._by_cq.get(cq, {}))]
 

@@ -67,6 +67,8 @@ class Preempt:
     cluster_queue: ClusterQueueName
     reason: PreemptionReason
     message: str
+    # The preemptor's ClusterQueue (``cluster_queue`` is the victim's).
+    preemptor_cluster_queue: ClusterQueueName | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,6 +118,10 @@ class CycleResult:
     heads: int = 0
     # Replaced WorkloadSlices to finish, each next to the Admit of its replacement.
     finished: tuple[FinishSlice, ...] = ()
+    # Per ClusterQueue whose heads were processed: how many had preemption targets but were
+    # skipped because another head of the cycle took the same resources (Kueue's
+    # admission_cycle_preemption_skips); 0 for a queue with none skipped.
+    preemption_skips: tuple[tuple[ClusterQueueName, int], ...] = ()
 
     def is_empty(self) -> bool:
         return not (self.admitted or self.preempted or self.evicted or self.pending)
@@ -204,6 +210,7 @@ class _Cycle:
     admitted: list[Admit]
     preemptions: list[Preempt]
     finished: list[FinishSlice] = field(default_factory=list)
+    preemption_skips: dict[ClusterQueueName, int] = field(default_factory=dict)
     # Why no admission may happen now (waitForPodsReady.blockAdmission), if so.
     admission_gate: Callable[[], str | None] | None = None
 
@@ -211,6 +218,7 @@ class _Cycle:
         assert e.assignment is not None
         cq = self.snapshot.cluster_queues[e.cluster_queue]
         mode = e.mode()
+        self.preemption_skips.setdefault(e.cluster_queue, 0)
         if mode == Mode.NO_FIT:
             e.requeue_reason = RequeueReason.NO_FIT
             e.reason = e.assignment.no_fit_reason or PendingReason.WAITING_FOR_QUOTA
@@ -223,6 +231,7 @@ class _Cycle:
             return
         if any(t.workload.key in self.preempted for t in e.targets):
             self._skip(e, "Workload has overlapping preemption targets with another workload")
+            self.preemption_skips[e.cluster_queue] += 1
             return
         victims = [*self.preempted.values(), *(t.workload for t in e.targets)]
         if e.replaces is not None:
@@ -232,6 +241,8 @@ class _Cycle:
         restore()
         if not fits:
             self._skip(e, "Workload no longer fits after processing another workload")
+            if mode == Mode.PREEMPT:
+                self.preemption_skips[e.cluster_queue] += 1
             return
         for t in e.targets:
             self.preempted[t.workload.key] = t.workload
@@ -265,6 +276,7 @@ class _Cycle:
                     cluster_queue=t.workload.cluster_queue,
                     reason=t.reason,
                     message=t.message or preemption_message(e.info, t.reason),
+                    preemptor_cluster_queue=e.cluster_queue,
                 )
             )
         e.reason = PendingReason.WAITING_FOR_PREEMPTED_WORKLOADS
@@ -366,5 +378,6 @@ def run_cycle(
         requeued=tuple(sorted(requeued, key=lambda r: r.workload)),
         heads=len(heads),
         finished=tuple(cycle.finished),
+        preemption_skips=tuple(sorted(cycle.preemption_skips.items())),
     )
     return result

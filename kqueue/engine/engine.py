@@ -13,7 +13,7 @@ nothing is random, so the same calls with the same ``now`` give the same decisio
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from datetime import datetime
 
 from .cache import Cache
@@ -42,6 +42,7 @@ from .types import (
     PendingReason,
     PodSetName,
     ResourceFlavor,
+    ResourceName,
     StopPolicy,
     Usage,
     Workload,
@@ -49,6 +50,16 @@ from .types import (
     local_queue_key,
 )
 from .victim import VictimSearch
+
+
+@dataclass(frozen=True)
+class CohortSummary:
+    """A cohort as the controller's metrics see it."""
+
+    name: CohortName
+    parent: CohortName | None
+    subtree_quota: Mapping[tuple[FlavorName, ResourceName], int]
+    cluster_queues: tuple[ClusterQueueName, ...]
 from .workload import AdmittedWorkload, WorkloadInfo, make_info
 
 # Kueue's message while waitForPodsReady.blockAdmission holds admissions back.
@@ -489,6 +500,10 @@ class Engine:
     def reserving(self, cq: ClusterQueueName) -> list[WorkloadKey]:
         return [w.key for w in self.cache.workloads_in(cq)]
 
+    def reserving_count(self, cq: ClusterQueueName) -> int:
+        """How many workloads hold quota in ``cq``: ``len(reserving(cq))`` without the list."""
+        return self.cache.count_in(cq)
+
     def holds_quota(self, key: WorkloadKey) -> bool:
         return key in self.cache.workloads
 
@@ -501,6 +516,50 @@ class Engine:
     def pending_counts(self, cq: ClusterQueueName) -> tuple[int, int]:
         """(active, parked) pending workloads of ``cq``."""
         return self.queues.counts(cq)
+
+    def pending_requests(self, cq: ClusterQueueName) -> dict[ResourceName, int]:
+        """Requests of all pending workloads queued in ``cq`` (active and parked), per resource."""
+        q = self.queues.queues.get(cq)
+        out: dict[ResourceName, int] = {}
+        for info in q.infos() if q is not None else ():
+            for requests in info.total_requests():
+                for resource, amount in requests.items():
+                    out[resource] = out.get(resource, 0) + amount
+        return out
+
+    def cohorts_above(self, cq: ClusterQueueName) -> list[CohortSummary]:
+        """The cohorts from ``cq``'s own up to its root, each with its parent, subtree quota
+        and the ClusterQueues in its subtree (for metrics); [] without a cohort."""
+        node = self.cache.cluster_queue_node(cq)
+        out: list[CohortSummary] = []
+        for co in node.path_to_root() if node is not None else []:
+            out.append(
+                CohortSummary(
+                    name=CohortName(co.name),
+                    parent=CohortName(co.parent.name) if co.parent is not None else None,
+                    subtree_quota=dict(co.resources.subtree_quota),
+                    cluster_queues=tuple(
+                        ClusterQueueName(m.name) for m in co.subtree_cluster_queues()
+                    ),
+                )
+            )
+        return out
+
+    def root_cohort(self, cohort: CohortName | None) -> CohortName | None:
+        """The root of ``cohort``'s tree (itself without a parent); None without a cohort. A
+        parent cycle (refused by the cohorts' status) stops where it closes."""
+        seen: set[CohortName] = set()
+        while cohort is not None and cohort not in seen:
+            seen.add(cohort)
+            spec = self.cache.cohorts.get(cohort)
+            if spec is None or spec.parent is None:
+                return cohort
+            cohort = spec.parent
+        return cohort
+
+    def local_queue_pending_counts(self, key: LocalQueueKey) -> tuple[int, int]:
+        """(active, parked) pending workloads of LocalQueue ``key`` in its ClusterQueue's queue."""
+        return self.queues.local_queue_counts(key)
 
     def local_queue(self, key: LocalQueueKey) -> LocalQueueSpec | None:
         return self.queues.local_queues.get(key)

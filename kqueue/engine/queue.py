@@ -370,3 +370,18 @@ class QueueManager:
         if q is None:
             return 0, 0
         return q.active_count(), len(q.inadmissible)
+
+    def local_queue_counts(self, key: LocalQueueKey) -> tuple[int, int]:
+        """(active, parked) pending workloads of LocalQueue ``key`` that wait in a ClusterQueue
+        queue; workloads waiting aside (blocked: LocalQueue stopped, backoff...) are in neither."""
+        active = parked = 0
+        for wl_key in self._by_lq.get(key, ()):
+            cq = self._placed.get(wl_key)
+            q = self.queues.get(cq) if cq is not None else None
+            if q is None or wl_key not in q:
+                continue
+            if wl_key in q.inadmissible:
+                parked += 1
+            else:
+                active += 1
+        return active, parked

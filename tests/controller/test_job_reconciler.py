@@ -240,10 +240,13 @@ class World:
         return str(job_obj["metadata"]["resourceVersion"])
 
     def gate_removals(self) -> float:
-        value = self.metrics.registry.get_sample_value(
-            "kqueue_pod_scheduling_gate_removal_seconds_count"
+        """Pods released, over every label set of the histogram."""
+        return sum(
+            s.value
+            for family in self.metrics.registry.collect()
+            for s in family.samples
+            if s.name == "kqueue_pod_scheduling_gate_removal_seconds_count"
         )
-        return float(value or 0)
 
     def created(self) -> list[Obj]:
         """Workloads created (the request bodies)."""

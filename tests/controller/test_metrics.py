@@ -26,7 +26,7 @@ def samples(m: Metrics) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
     return out
 
 
-def value(m: Metrics, name: str, **labels: str) -> float | None:
+def value(m: Metrics, name: str, /, **labels: str) -> float | None:
     return samples(m).get((name, tuple(sorted(labels.items()))))
 
 
@@ -63,20 +63,24 @@ def test_events_are_counted_with_their_labels() -> None:
     m.admission_attempt("success", 0.003)
     m.admission_attempt("inadmissible", 0.5)
     m.admission_attempt("success", 0.002)
-    m.quota_reserved("cq-a", 12.0)
-    m.workload_admitted("cq-a", 12.5)
-    m.workload_evicted("cq-a", "Preempted")
+    m.workload_admitted(None, "cq-a", 12.5)
+    m.workload_evicted(None, "cq-a", "Preempted")
     m.workload_preempted("cq-b", "InCohortReclamation")
     m.slice_replaced("cq-a")
-    m.gate_removal(0.2)
+    m.gate_removal(0.2, cluster_queue="cq-a", is_group=True)
     assert value(m, "kqueue_admission_attempts_total", result="success") == 2
     assert value(m, "kqueue_admission_attempts_total", result="inadmissible") == 1
     assert value(m, "kqueue_admission_attempt_duration_seconds_count", result="success") == 2
     assert value(m, "kqueue_admission_attempt_duration_seconds_sum", result="inadmissible") == 0.5
-    assert value(m, "kqueue_quota_reserved_workloads_total", cluster_queue="cq-a") == 1
-    assert value(m, "kqueue_admitted_workloads_total", cluster_queue="cq-a") == 1
-    assert value(m, "kqueue_admission_wait_time_seconds_sum", cluster_queue="cq-a") == 12.5
-    assert value(m, "kqueue_evicted_workloads_total", cluster_queue="cq-a", reason="Preempted") == 1
+    cq_a = {"cluster_queue": "cq-a", "priority_class": ""}
+    assert value(m, "kqueue_quota_reserved_workloads_total", **cq_a) == 1
+    assert value(m, "kqueue_quota_reserved_wait_time_seconds_sum", **cq_a) == 12.5
+    assert value(m, "kqueue_admitted_workloads_total", **cq_a) == 1
+    assert value(m, "kqueue_admission_wait_time_seconds_sum", **cq_a) == 12.5
+    assert (
+        value(m, "kqueue_evicted_workloads_total", reason="Preempted", underlying_cause="", **cq_a)
+        == 1
+    )
     assert (
         value(
             m,
@@ -87,7 +91,10 @@ def test_events_are_counted_with_their_labels() -> None:
         == 1
     )
     assert value(m, "kqueue_replaced_workload_slices_total", cluster_queue="cq-a") == 1
-    assert value(m, "kqueue_pod_scheduling_gate_removal_seconds_count") == 1
+    assert value(
+        m, "kqueue_pod_scheduling_gate_removal_seconds_count",
+        name="kqueue.io/admission", cluster_queue="cq-a", is_group="true",
+    ) == 1
     assert (
         value(
             m,
@@ -161,12 +168,21 @@ def test_queue_state_gauges_and_forgetting_a_deleted_queue() -> None:
         cohort=None, cluster_queue="cq-a", flavor="f", resource="cpu", reserved=1, used=1
     )
     m.report_pending("cq-b", active=1, inadmissible=0)
+    m.report_pending("cq-stopped", active=2, inadmissible=1, queue_active=False)
+    assert value(m, "kqueue_pending_workloads", cluster_queue="cq-stopped", status="active") == 0
+    assert (
+        value(m, "kqueue_pending_workloads", cluster_queue="cq-stopped", status="inadmissible") == 3
+    )
     assert value(m, "kqueue_pending_workloads", cluster_queue="cq-a", status="active") == 3
     assert value(m, "kqueue_pending_workloads", cluster_queue="cq-a", status="inadmissible") == 2
     assert value(m, "kqueue_reserving_active_workloads", cluster_queue="cq-a") == 4
     assert value(m, "kqueue_admitted_active_workloads", cluster_queue="cq-a") == 3
     assert value(m, "kqueue_cluster_queue_status", cluster_queue="cq-a", status="active") == 1
     assert value(m, "kqueue_cluster_queue_status", cluster_queue="cq-a", status="pending") == 0
+    # Counters and histograms of the queue go too (as Kueue clears them).
+    m.workload_admitted(None, "cq-a", 3.0)
+    m.workload_evicted(None, "cq-a", "Preempted")
+    m.preemption_skips([("cq-a", 2)])
     m.forget_cluster_queue("cq-a")
     left = [labels for (_, labels) in samples(m) if ("cluster_queue", "cq-a") in labels]
     assert left == []
@@ -184,7 +200,7 @@ def test_module_functions_report_to_the_default_registry() -> None:
 
 async def test_metrics_and_probe_servers() -> None:
     m = Metrics()
-    m.workload_admitted("cq-a", 1.0)
+    m.workload_admitted(None, "cq-a", 1.0)
     synced = {"value": False}
     probes = Probes()
     probes.add_liveness_check("loop", lambda: (True, "event loop responsive"))
@@ -204,7 +220,7 @@ async def test_metrics_and_probe_servers() -> None:
                 assert resp.status == 200
                 assert resp.headers["Content-Type"].startswith("text/plain")
                 assert (
-                    'kqueue_admitted_workloads_total{cluster_queue="cq-a"} 1.0' in await resp.text()
+                    'kqueue_admitted_workloads_total{cluster_queue="cq-a",priority_class=""} 1.0' in await resp.text()
                 )
             async with session.get(f"http://127.0.0.1:{health_port}/healthz") as resp:
                 assert (resp.status, await resp.text()) == (200, "ok")

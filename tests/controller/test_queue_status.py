@@ -179,7 +179,7 @@ async def test_weighted_shares_are_written_and_exported_with_fair_sharing(fair: 
     await reconciler("cq:team-b")
     await reconciler("co:ai")
     share_a = metrics.registry.get_sample_value(
-        "kqueue_cluster_queue_weighted_share", {"cluster_queue": "team-a"}
+        "kqueue_cluster_queue_weighted_share", {"cluster_queue": "team-a", "cohort": "ai"}
     )
     if fair:
         # Borrowing 2 cpu of the 8 the cohort can lend: 250 per 1000 (Kueue's DRS).

@@ -49,6 +49,7 @@ from kqueue.controller.integrations.management import (
 from kqueue.controller.integrations.owners import BY_OWNER, object_index_key
 from kqueue.controller.integrations.release import PodReleaser, pod_set_releases
 from kqueue.controller.kube import Conflict, Kube, KubeError
+from kqueue.controller.metrics import Metrics
 from kqueue.controller.resources import WORKLOADS, object_key
 from kqueue.controller.workqueue import Requeue
 
@@ -94,7 +95,9 @@ class JobReconciler:
         namespaces: Store[Obj] | None = None,
         local_queues: Store[LocalQueue] | None = None,
         parent_kinds: frozenset[tuple[str, str]] = frozenset(),
+        metrics: Metrics | None = None,
     ) -> None:
+        self._metrics = metrics if metrics is not None else Metrics()
         self.job = job
         self._parent_kinds = parent_kinds
         self._objects = objects
@@ -216,9 +219,10 @@ class JobReconciler:
         if queue is not None:
             body["spec"]["queueName"] = queue
         try:
-            await self._kube.create(WORKLOADS, body, namespace=wl.namespace)
+            created = await self._kube.create(WORKLOADS, body, namespace=wl.namespace)
         except Conflict:
             return Requeue(after=0.5)  # exists; our informer has not seen it yet
+        self._metrics.workload_created(self.job.kind, obj, created)
         ns = wl.namespace or "default"
         self._events.record(obj, "Normal", "CreatedWorkload", f"Created Workload: {ns}/{wl.name}")
         if queue is None:
@@ -326,7 +330,10 @@ class JobReconciler:
             if (pod.get("metadata") or {}).get("deletionTimestamp") or is_terminal(pod):
                 continue
             by_set.setdefault(self.job.pod_set_of(obj, pod), []).append(pod)
-        result = await self._releaser.release(by_set, releases, admitted_at=wl.quota_reserved_at)
+        result = await self._releaser.release(
+            by_set, releases, admitted_at=wl.quota_reserved_at,
+            cluster_queue=wl.status.admission.cluster_queue if wl.status.admission else "",
+        )
         if result.released and not result.running:
             admitted = sum(r.count for r in releases.values())
             self._events.record(

@@ -125,6 +125,8 @@ class PodReleaser:
         releases: Mapping[str, PodSetRelease],
         *,
         admitted_at: datetime | None,
+        cluster_queue: str = "",
+        is_group: bool = False,
     ) -> Released:
         """Release gated pods of each admitted pod set up to its count. ``pods_by_set`` holds
         the live pods (not terminal, not being deleted) of the workload."""
@@ -138,11 +140,15 @@ class PodReleaser:
             running += here
             gated = sorted((p for p in members if not self.running(p)), key=_age)
             todo += [(pod, release) for pod in gated[: max(release.count - here, 0)]]
-        released = await self._release_all(todo, admitted_at)
+        released = await self._release_all(todo, admitted_at, cluster_queue, is_group)
         return Released(released=released, wanted=len(todo), running=running)
 
     async def _release_all(
-        self, todo: Sequence[tuple[Obj, PodSetRelease]], admitted_at: datetime | None
+        self,
+        todo: Sequence[tuple[Obj, PodSetRelease]],
+        admitted_at: datetime | None,
+        cluster_queue: str,
+        is_group: bool,
     ) -> int:
         """Every release runs to its end before an unexpected error (not an API answer) is
         raised, so none is left in flight."""
@@ -154,7 +160,9 @@ class PodReleaser:
                     return False
             if admitted_at is not None:
                 waited = (self._now() - admitted_at).total_seconds()
-                self._metrics.gate_removal(max(waited, 0.0))
+                self._metrics.gate_removal(
+                    max(waited, 0.0), cluster_queue=cluster_queue, is_group=is_group
+                )
             return True
 
         results = await asyncio.gather(*(one(p, r) for p, r in todo), return_exceptions=True)

@@ -258,7 +258,9 @@ class PodReconciler:
                 if not _meta(pod).get("deletionTimestamp"):
                     by_set.setdefault(self._pod_set_of(wl, pod), []).append(pod)
             result = await self._releaser.release(
-                by_set, pod_set_releases(wl, self._flavors), admitted_at=wl.quota_reserved_at
+                by_set, pod_set_releases(wl, self._flavors), admitted_at=wl.quota_reserved_at,
+                cluster_queue=wl.status.admission.cluster_queue if wl.status.admission else "",
+                is_group=any(group_name(p) is not None for p in pods),
             )
             return None if result.complete else Requeue()
         await self._drop_finalizers(terminated)
