@@ -50,6 +50,7 @@ from .types import (
     local_queue_key,
 )
 from .victim import VictimSearch
+from .workload import AdmittedWorkload, WorkloadInfo, make_info
 
 
 @dataclass(frozen=True)
@@ -60,7 +61,6 @@ class CohortSummary:
     parent: CohortName | None
     subtree_quota: Mapping[tuple[FlavorName, ResourceName], int]
     cluster_queues: tuple[ClusterQueueName, ...]
-from .workload import AdmittedWorkload, WorkloadInfo, make_info
 
 # Kueue's message while waitForPodsReady.blockAdmission holds admissions back.
 BLOCKED_BY_READINESS = "waiting for all admitted workloads to be in PodsReady condition"
