@@ -39,7 +39,19 @@ DEFAULT_NAMESPACE: Final = "kqueue-system"
 # Every integration kqueue has (kqueue/controller/integrations registers one per name; a test
 # keeps the two lists equal), and those on when the Configuration names none: a kind whose
 # operator (and CRD) a cluster may lack is opt-in, so kqueue never waits on an absent API.
-SUPPORTED_FRAMEWORKS: Final[tuple[str, ...]] = ("batch/job", "pod", "jobset.x-k8s.io/jobset")
+SUPPORTED_FRAMEWORKS: Final[tuple[str, ...]] = (
+    "batch/job",
+    "pod",
+    "jobset.x-k8s.io/jobset",
+    "statefulset",
+    "deployment",
+)
+# Frameworks that need another one (Kueue enables it implicitly; kqueue asks for it): a
+# Deployment's pods are queued as pods, and a StatefulSet's are stopped as pods are.
+FRAMEWORK_NEEDS: Final[dict[str, tuple[str, ...]]] = {
+    "deployment": ("pod",),
+    "statefulset": ("pod",),
+}
 DEFAULT_FRAMEWORKS: Final[tuple[str, ...]] = ("batch/job", "pod")
 
 # ---------------------------------------------------------------------------------------------
@@ -308,9 +320,10 @@ class WaitForPodsReady(_Model):
 
 class Integrations(_Model):
     frameworks: list[str] = Field(default_factory=lambda: list(DEFAULT_FRAMEWORKS))
-    """Kinds kqueue manages: ``batch/job`` (Jobs), ``pod`` (plain pods and pod groups) and
-    ``jobset.x-k8s.io/jobset`` (JobSets; needs the JobSet operator and its CRD). See
-    docs/integrations.md."""
+    """Kinds kqueue manages: ``batch/job`` (Jobs), ``pod`` (plain pods and pod groups),
+    ``jobset.x-k8s.io/jobset`` (JobSets; needs the JobSet operator and its CRD),
+    ``statefulset`` (StatefulSets, one gang Workload each; needs ``pod``) and ``deployment``
+    (each pod of a Deployment its own Workload; needs ``pod``). See docs/integrations.md."""
 
     @field_validator("frameworks")
     @classmethod
@@ -325,6 +338,13 @@ class Integrations(_Model):
             if name in seen:
                 raise ValueError(f"[{i}]: {name!r} is listed twice")
             seen.add(name)
+        for i, name in enumerate(value):
+            missing = [n for n in FRAMEWORK_NEEDS.get(name, ()) if n not in seen]
+            if missing:
+                raise ValueError(
+                    f"[{i}]: {name!r} needs " + ", ".join(repr(n) for n in missing)
+                    + " (its pods are handled by the pod integration): add it to the list"
+                )
         return value
 
 

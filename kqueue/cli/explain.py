@@ -61,12 +61,12 @@ def _names(scenario: Scenario) -> dict[str, str]:
         ns = sw.api.namespace or "default"
         out[sw.key] = sw.key
         kind, _, name = sw.source.partition(" ")
-        if kind in ("Job", "Pod"):
+        if kind in ("Job", "Pod", "StatefulSet"):
             out.setdefault(f"{ns}/{name}", sw.key)
         elif sw.source.startswith("pod group "):
             out.setdefault(sw.source.removeprefix("pod group "), sw.key)
         for ref in sw.api.metadata.owner_references:
-            if ref.kind in ("Job", "Pod"):
+            if ref.kind in ("Job", "Pod", "StatefulSet"):
                 out.setdefault(f"{ns}/{ref.name}", sw.key)
     return out
 
@@ -125,7 +125,8 @@ def queue_hints(scenario: Scenario, key: str) -> list[str]:
 
 
 def _find(scenario: Scenario, key: str) -> str | None:
-    """``key`` as a Workload, or the Workload of a Job, Pod or pod group of that name."""
+    """``key`` as a Workload, or the Workload of a Job, Pod, StatefulSet or pod group of that
+    name (a Deployment's pods are each their own: ``<deployment>-<n>``)."""
     keys = {sw.key for sw in scenario.workloads}
     if key in keys:
         return key
@@ -133,10 +134,12 @@ def _find(scenario: Scenario, key: str) -> str | None:
     for sw in scenario.workloads:
         if (sw.api.namespace or "default") != ns:
             continue
-        if sw.source in (f"Job {name}", f"Pod {name}", f"pod group {ns}/{name}"):
+        if sw.source in (
+            f"Job {name}", f"Pod {name}", f"StatefulSet {name}", f"pod group {ns}/{name}"
+        ):
             return sw.key
         for ref in sw.api.metadata.owner_references:
-            if ref.kind in ("Job", "Pod") and ref.name == name:
+            if ref.kind in ("Job", "Pod", "StatefulSet") and ref.name == name:
                 return sw.key
     return None
 

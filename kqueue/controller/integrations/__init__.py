@@ -1,7 +1,7 @@
 """Integrations: each managed kind in its own package, registered in :mod:`.registry`.
 
-``job`` (batch/v1 Job), ``pod`` (plain Pods and pod groups) and ``jobset`` are imported here so that
-importing this package registers every integration. See :mod:`.framework` for what an
+``job`` (batch/v1 Job), ``pod`` (plain Pods and pod groups), ``jobset``, ``statefulset`` and
+``deployment`` are imported here so that importing this package registers every integration. See :mod:`.framework` for what an
 integration supplies, :mod:`.reconciler` for the generic reconciler and :mod:`.release` for the
 one pod-release path.
 """
@@ -9,6 +9,10 @@ one pod-release path.
 from __future__ import annotations
 
 from kqueue.controller.integrations import job, jobset, pod
+
+# isort: split
+# Registered after the kinds above (the order of the docs table and the chart's rules).
+from kqueue.controller.integrations import deployment, statefulset
 from kqueue.controller.integrations.framework import (
     Framework,
     GenericJob,
@@ -26,10 +30,12 @@ __all__ = [
     "PodSetRelease",
     "PolicyRule",
     "Webhook",
+    "deployment",
     "enabled",
     "frameworks",
     "get",
     "job",
     "jobset",
     "pod",
+    "statefulset",
 ]

@@ -387,8 +387,15 @@ class JobReconciler:
         logger.info("%s %s: pod template held and restored", kind, object_key(obj))
 
     def _running_pods(self, obj: Obj) -> list[Obj]:
+        """Pods that may run: not terminal, and released (or being released). A pod still
+        behind the gate never ran; a kind without a suspend switch (a StatefulSet) creates
+        its pods again, gated, as soon as the stopped ones are deleted."""
         uid = str((obj.get("metadata") or {}).get("uid") or "")
-        return [p for p in self._pods.by_index(BY_OWNER, uid) if not is_terminal(p)]
+        return [
+            p
+            for p in self._pods.by_index(BY_OWNER, uid)
+            if not is_terminal(p) and self._releaser.running(p)
+        ]
 
     async def _write(self, wl: Workload | None) -> None:
         if wl is None:

@@ -23,7 +23,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import Any, Final
+from typing import Any, Final, TypeVar
 
 from kqueue.api.integrations import (
     IntegrationError,
@@ -35,6 +35,7 @@ from kqueue.api.integrations import (
     workload_for_pod,
     workload_for_pod_group,
 )
+from kqueue.api.integrations.deployment import deployment_pods
 from kqueue.api.integrations.management import (
     KUEUE_QUEUE_NAME_LABEL,
     ManagementPolicy,
@@ -42,6 +43,7 @@ from kqueue.api.integrations.management import (
     manages,
     namespace_labels_of,
 )
+from kqueue.api.integrations.statefulset import replicas, workload_for_statefulset
 from kqueue.api.loader import LoadedObject, LoadError, Location
 from kqueue.api.suggest import did_you_mean
 from kqueue.api.v1alpha1 import (
@@ -56,6 +58,8 @@ from kqueue.api.v1alpha1 import (
 from kqueue.api.v1alpha1.constants import QUEUE_NAME_LABEL
 
 from .annotations import SCALE, AnnotationError, Timing, read_timing
+
+_T = TypeVar("_T")
 
 DEFAULT_START: Final = datetime(2024, 1, 1, tzinfo=UTC)
 # Every namespace carries it (the API server sets it), so selectors on it work in simulation.
@@ -199,6 +203,7 @@ def build_scenario(
     pod_classes: list[dict[str, Any]] = []
     jobs: list[LoadedObject] = []
     pods: list[LoadedObject] = []
+    apps: list[LoadedObject] = []
     workloads: list[LoadedObject] = []
     for obj in objects:
         m = obj.model
@@ -224,6 +229,8 @@ def build_scenario(
             jobs.append(obj)
         elif obj.kind == "Pod":
             pods.append(obj)
+        elif obj.kind in ("StatefulSet", "Deployment"):
+            apps.append(obj)
     sc.priorities = PriorityClasses.from_objects(sc.workload_priority_classes, pod_classes)
 
     # Workloads already in the input, by the owner they belong to.
@@ -250,7 +257,7 @@ def build_scenario(
         if not decision:
             # A pod without any queue label was never meant to queue (a dump of a namespace
             # lists every pod): only Jobs, and pods that name a queue, are worth a warning.
-            if obj.kind == "Job" or _names_a_queue(obj.raw):
+            if obj.kind in ("Job", "StatefulSet", "Deployment") or _names_a_queue(obj.raw):
                 sc.warnings.append(_unmanaged(obj, decision.reason))
             return False
         sc.warnings.extend(
@@ -333,6 +340,33 @@ def build_scenario(
         )
         entries.append((order[id(first)], sw, earliest or None))
 
+    # A StatefulSet is one gang Workload; each pod of a Deployment is its own (as the
+    # controller builds them: kqueue.api.integrations.statefulset / .deployment).
+    for obj in apps:
+        ns = obj.namespace or "default"
+        if owned.get(_owner_key(ns, obj.kind, obj.name)) is not None or not managed(obj):
+            continue
+        timing = _timing(obj, obj.raw)
+        labels = dict(_meta(obj).get("labels") or {})
+        if obj.kind == "StatefulSet":
+            if _read(obj, replicas, obj.raw) == 0:
+                sc.warnings.append(
+                    f"{obj.location} ({obj.ref}): scaled to 0, so the controller keeps no "
+                    "Workload for it; skipped"
+                )
+                continue
+            wl = _integrate(obj, workload_for_statefulset, obj.raw, sc.priorities)
+            sw = SimWorkload(wl, timing, obj.location, f"StatefulSet {obj.name}", labels)
+            entries.append((order[id(obj)], sw, _meta(obj).get("creationTimestamp")))
+            continue
+        for pod in _read(obj, deployment_pods, obj.raw):
+            wl = _integrate(obj, workload_for_pod, pod, sc.priorities)
+            sw = SimWorkload(
+                wl, timing, obj.location, f"Pod {pod['metadata']['name']}", labels,
+                location_name=obj.name,
+            )
+            entries.append((order[id(obj)], sw, _meta(obj).get("creationTimestamp")))
+
     for _, sw, _ in entries:
         if sw.timing.scale and (sw.job is None or not is_elastic(sw.job)):
             raise LoadError(
@@ -405,6 +439,16 @@ def _merge(a: Timing, b: Timing) -> Timing:
         delete=b.delete if b.delete is not None else a.delete,
         deactivate=b.deactivate if b.deactivate is not None else a.deactivate,
     )
+
+
+def _read(obj: LoadedObject, read: Callable[[Any], _T], raw: Any) -> _T:
+    """What ``read`` finds in ``raw``, an IntegrationError becoming a LoadError on ``obj``."""
+    try:
+        return read(raw)
+    except IntegrationError as err:
+        raise LoadError(
+            obj.location, err.detail, kind=obj.kind, name=obj.display_name, path=err.path or None
+        ) from None
 
 
 def _integrate(
