@@ -44,6 +44,24 @@ def _shape(obj: Obj) -> str | None:
     return role_hash({"spec": spec})
 
 
+def _pod_spec(obj: Obj) -> Obj:
+    spec = ((obj.get("spec") or {}).get("template") or {}).get("spec")
+    return spec if isinstance(spec, dict) else {}
+
+
+def _changed_path(old: Obj, new: Obj) -> str:
+    """The most precise path of a shape change: a container's requests, else the pod spec."""
+    before, after = _pod_spec(old), _pod_spec(new)
+    for part in ("initContainers", "containers"):
+        a, b = before.get(part) or [], after.get(part) or []
+        if len(a) != len(b):
+            return f"spec.template.spec.{part}"
+        for i, (x, y) in enumerate(zip(a, b, strict=True)):
+            if (x.get("resources") or {}).get("requests") != (y.get("resources") or {}).get("requests"):
+                return f"spec.template.spec.{part}[{i}].resources.requests"
+    return "spec.template.spec"
+
+
 async def mutate(req: AdmissionRequest) -> Verdict:
     obj = req.object
     if req.operation not in ("CREATE", "UPDATE") or not isinstance(obj, dict):
@@ -99,7 +117,7 @@ async def validate(req: AdmissionRequest) -> Verdict:
         if _labels(old).get(c.QUEUE_NAME_LABEL) and running and _shape(old) != _shape(obj):
             errors.append(
                 FieldError(
-                    "spec.template.spec",
+                    _changed_path(old, obj),
                     "the pods' requests, ports, node selector, affinity, tolerations, runtime "
                     "class, priority, topology spread, overhead and resource claims are "
                     f"immutable while the StatefulSet has ready pods ({_ready(old)}): its "
