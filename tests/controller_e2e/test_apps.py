@@ -23,7 +23,9 @@ from tests.controller_e2e.harness import (
     eventually,
     flavor,
     is_true,
+    job,
     local_queue,
+    priority_class,
     stays,
     unique,
 )
@@ -264,6 +266,50 @@ async def test_statefulset_scaled_2_4_2(api: Api, namespace: str) -> None:
     live = [w for w in await _owned(api, namespace, "StatefulSet", "grow") if not is_true(w, c.FINISHED)]
     assert [w["metadata"]["name"] for w in live] == [second["metadata"]["name"]]
     await api.kube.delete(STATEFULSETS, "grow", namespace=namespace)
+
+
+async def test_statefulset_preempted_by_a_job_then_readmitted(api: Api, namespace: str) -> None:
+    """Evicted: its running pods are deleted, recreated gated, the quota goes to the Job; when
+    the Job finishes, the StatefulSet is admitted again and its pods released."""
+    od, cq, low, high = unique("od"), unique("cq"), unique("low"), unique("high")
+    await api.apply(flavor(od, "on-demand"))
+    await api.apply(priority_class(low, 100))
+    await api.apply(priority_class(high, 1000))
+    await api.apply(cluster_queue(cq, [(od, "2")], preemption={"withinClusterQueue": "LowerPriority"}))
+    await api.apply(local_queue("lq", namespace, cq))
+    obj = statefulset("svc", namespace, "lq", 2)
+    obj["metadata"]["labels"][c.PRIORITY_CLASS_LABEL] = low
+    await api.kube.create(STATEFULSETS, obj, namespace=namespace)
+    first = await _admitted_slice(api, namespace, "svc", 2)
+    pods = await eventually(lambda: _running(api, namespace, "svc", 2), within=60, what="2 pods Running")
+    before = {p["metadata"]["uid"] for p in pods}
+
+    await api.apply(
+        job("urgent", namespace, "lq", cpu="2", complete_after="5s",
+            labels={c.PRIORITY_CLASS_LABEL: high})
+    )
+
+    async def requeued() -> Obj | None:
+        for wl in await _owned(api, namespace, "StatefulSet", "svc"):
+            if wl["metadata"]["name"] == first["metadata"]["name"] and is_true(wl, c.REQUEUED):
+                return wl
+        return None
+
+    wl = await eventually(requeued, within=60, what="the StatefulSet's Workload evicted and requeued")
+    assert not (wl.get("status") or {}).get("admission")
+
+    async def held_again() -> list[Obj] | None:
+        now = await _sts_pods(api, namespace, "svc")
+        return now if now and all(gated(p) for p in now) and not {p["metadata"]["uid"] for p in now} & before else None
+
+    await eventually(held_again, within=60, what="the pods recreated behind the gate")
+    events = await api.events_for(namespace, "svc")
+    assert any(e.get("reason") == "Stopped" for e in events)
+
+    # The Job finishes: the StatefulSet is admitted again and runs.
+    await _admitted_slice(api, namespace, "svc", 2)
+    await eventually(lambda: _running(api, namespace, "svc", 2), within=90, what="2 pods Running again")
+    await api.kube.delete(STATEFULSETS, "svc", namespace=namespace)
 
 
 # -- Deployment ----------------------------------------------------------------------------------
