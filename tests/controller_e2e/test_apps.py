@@ -259,7 +259,15 @@ async def test_statefulset_scaled_2_4_2(api: Api, namespace: str) -> None:
     await api.kube.patch(STATEFULSETS, "grow", {"spec": {"replicas": 2}}, namespace=namespace)
     shrunk = await _admitted_slice(api, namespace, "grow", 2)
     assert shrunk["metadata"]["name"] == second["metadata"]["name"], "shrunk in place"
-    assert shrunk["spec"]["podSets"][0]["count"] == 2
+
+    async def spec_shrunk() -> Obj | None:
+        # The admission is written first (that frees the quota), the pod set count right after.
+        for wl in await _owned(api, namespace, "StatefulSet", "grow"):
+            if wl["metadata"]["name"] == second["metadata"]["name"] and wl["spec"]["podSets"][0]["count"] == 2:
+                return wl
+        return None
+
+    await eventually(spec_shrunk, what="the slice's pod set shrunk to 2")
     pods = await eventually(lambda: _running(api, namespace, "grow", 2), within=60, what="back to 2 pods")
     assert {p["metadata"]["name"]: p["metadata"]["uid"] for p in pods} == original
     assert await eventually(lambda: _value_if(_cpu_used, api, cq, "2"), what="2 CPUs in use again")
