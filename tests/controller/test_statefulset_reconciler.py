@@ -285,3 +285,29 @@ async def test_eviction_deletes_the_running_pods_and_requeues_once_they_are_gone
     assert released["status"].get("admission") is None
     requeued = next(x for x in released["status"]["conditions"] if x["type"] == c.REQUEUED)
     assert (requeued["status"], requeued["reason"]) == ("True", c.EVICTED_BY_PREEMPTION)
+
+
+async def test_pods_running_while_the_workload_is_queued_are_stopped_once_the_template_is_gated() -> None:
+    # Created before kqueue's webhooks: its pods run ungated, and its template had no gate.
+    world = World()
+    obj = sts(gated=False)
+    running = [pod(obj, 0, gated=False, phase="Running"), pod(obj, 1, gated=False, phase="Running")]
+    key = world.add(obj, workload(obj), pods=running)
+    await world.reconciler(key)
+    assert world.kube.deleted == [], "not before its next pods would be held"
+    assert [name for name, _ in world.patches("statefulsets")] == ["db"]
+
+    # The template has the gate now: the running pods go, and come back held.
+    world.objects._put(key, sts(gated=True), "8")
+    await world.reconciler(key)
+    assert sorted(name for _, name in world.kube.deleted) == ["db-0", "db-1"]
+    [message] = [m for n, _, r, m in world.events.recorded if (n, r) == ("db", "Stopped")]
+    assert "running while Workload" in message and "queued" in message
+
+    # Admitted pods are never stopped that way.
+    admitted = World()
+    obj = sts()
+    await admitted.reconciler(admitted.add(obj, workload(obj, admitted=2), pods=[
+        pod(obj, 0, gated=False, phase="Running"), pod(obj, 1, gated=False, phase="Running")
+    ]))
+    assert admitted.kube.deleted == []

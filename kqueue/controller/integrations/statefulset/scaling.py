@@ -15,6 +15,8 @@ leaves to kqueue:
 * **Eviction**: its released pods are deleted (``DisruptionTarget`` first, as for plain pods).
   The StatefulSet controller recreates them behind the gate, where they wait for the
   readmission; once none of the deleted ones runs, the generic reconciler requeues the Workload.
+* **Running while queued** (pods created before kqueue's webhooks held the StatefulSet): once
+  its template has the gate, the running pods are deleted and come back held.
 """
 
 from __future__ import annotations
@@ -32,15 +34,29 @@ from kqueue.controller import workload_status
 from kqueue.controller.clock import Now
 from kqueue.controller.events import EventRecorder
 from kqueue.controller.informer import Store, object_key
-from kqueue.controller.integrations.gate import is_terminal
+from kqueue.controller.integrations.gate import is_gated, is_terminal
 from kqueue.controller.integrations.job.elastic import ElasticSlices, Obj, Sizing
 from kqueue.controller.integrations.owners import BY_OWNER
 from kqueue.controller.integrations.pod.reconciler import evict_pod
 from kqueue.controller.integrations.release import PodReleaser
-from kqueue.controller.integrations.statefulset.generic import SCALED_TO_ZERO, scaled_to_zero
+from kqueue.controller.integrations.statefulset.generic import (
+    SCALED_TO_ZERO,
+    pod_template,
+    scaled_to_zero,
+)
 from kqueue.controller.kube import WORKLOADS, Kube, NotFound
 
 logger = logging.getLogger(__name__)
+
+STOPPED_ON_EVICTION = (
+    "Workload {key} evicted: deleted {n} running pod(s); the StatefulSet recreates them held by "
+    "the admission gate until readmitted"
+)
+STOPPED_WHILE_QUEUED = (
+    "{n} pod(s) were running while Workload {key} is queued (created before kqueue's webhooks "
+    "held the StatefulSet); deleted: the StatefulSet recreates them held by the admission gate "
+    "until admitted"
+)
 
 SIZING = Sizing(
     kind=STATEFULSET_KIND,
@@ -80,8 +96,16 @@ class StatefulSetScaling:
             return []
         owned = await self._slices.select(sts, owned)
         active = [w for w in owned if not w.is_finished]
-        if active and workload_status.is_evicting(active[-1]):
-            await self._stop_pods(sts, active[-1])
+        if not active:
+            return owned
+        wl = active[-1]
+        if workload_status.is_evicting(wl):
+            await self._stop_pods(sts, wl, STOPPED_ON_EVICTION)
+        elif not workload_status.holds_quota(wl) and is_gated(pod_template(sts)):
+            # Queued, yet pods run: they were released before kqueue held the StatefulSet (its
+            # pods were created before the webhooks, and the template has the gate only now).
+            # Stopped, as a Job found running while queued is suspended; they come back gated.
+            await self._stop_pods(sts, wl, STOPPED_WHILE_QUEUED)
         return owned
 
     async def _delete(self, sts: Obj, wl: Workload) -> None:
@@ -96,7 +120,7 @@ class StatefulSetScaling:
         self._events.record(sts, "Normal", SCALED_TO_ZERO, message)
         logger.info("StatefulSet %s scaled to 0: deleted Workload %s", object_key(sts), wl.key)
 
-    async def _stop_pods(self, sts: Obj, wl: Workload) -> None:
+    async def _stop_pods(self, sts: Obj, wl: Workload, message: str) -> None:
         uid = str((sts.get("metadata") or {}).get("uid") or "")
         running = [
             p
@@ -109,11 +133,7 @@ class StatefulSetScaling:
             await evict_pod(pod, wl, kube=self._kube, events=self._events, now=self._now)
         if running:
             self._events.record(
-                sts,
-                "Normal",
-                "Stopped",
-                f"Workload {wl.key} evicted: deleted {len(running)} running pod(s); the "
-                "StatefulSet recreates them held by the admission gate until readmitted",
+                sts, "Normal", "Stopped", message.format(key=wl.key, n=len(running))
             )
 
 
