@@ -363,3 +363,43 @@ async def test_which_pods_the_plain_pod_integration_manages(pod: Obj, managed: b
     assert out["spec"]["schedulingGates"] == [{"name": c.ADMISSION_GATE}]
     assert out["metadata"]["labels"][c.MANAGED_LABEL] == "true"
     assert out["metadata"]["finalizers"] == [c.MANAGED_FINALIZER]
+
+
+# -- registration --------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("without_queue_name", [False, True], ids=["labelled", "all-jobs"])
+def test_webhook_configurations_route_the_apps_kinds_only_when_enabled(without_queue_name: bool) -> None:
+    from kqueue.api.config import LabelSelector
+    from kqueue.controller.webhooks.config import webhook_configurations
+
+    def names(frameworks: list[str]) -> tuple[list[str], list[str], Obj]:
+        mutating, validating = webhook_configurations(
+            namespace_selector=LabelSelector(),
+            base_url="https://127.0.0.1:9443",
+            manage_jobs_without_queue_name=without_queue_name,
+            frameworks=frameworks,
+        )
+        hooks = {w["name"]: w for cfg in (mutating, validating) for w in cfg["webhooks"]}
+        return [w["name"] for w in mutating["webhooks"]], [w["name"] for w in validating["webhooks"]], hooks
+
+    mutating, validating, hooks = names(["batch/job", "pod", "statefulset", "deployment"])
+    assert mutating == [
+        "mbatch-job.kqueue.io", "mdeployment.kqueue.io", "mstatefulset.kqueue.io",
+        "mplainpod.kqueue.io", "mpod.kqueue.io",
+    ]
+    assert validating == [
+        "vbatch-job.kqueue.io", "vdeployment.kqueue.io", "vstatefulset.kqueue.io",
+        "vkqueue.kqueue.io",
+    ]
+    # Serving kinds queue only when they name a queue, whatever manageJobsWithoutQueueName says.
+    for name in ("mdeployment.kqueue.io", "vstatefulset.kqueue.io"):
+        assert hooks[name]["objectSelector"] == {
+            "matchExpressions": [{"key": QUEUE, "operator": "Exists"}]
+        }
+        assert hooks[name]["failurePolicy"] == "Fail"
+    assert hooks["mstatefulset.kqueue.io"]["clientConfig"]["url"].endswith(
+        "/mutate-apps-v1-statefulset"
+    )
+    mutating, validating, _ = names(["batch/job", "pod"])
+    assert not [n for n in mutating + validating if "statefulset" in n or "deployment" in n]
