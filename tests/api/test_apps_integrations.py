@@ -319,3 +319,30 @@ def test_convert_maps_kueues_labels_on_statefulsets_and_deployments(tmp_path: Pa
         }
         # Kueue's own bookkeeping is dropped: kqueue's webhooks set their own.
         assert not doc["spec"]["template"]["metadata"].get("annotations")
+
+
+def test_a_dump_with_a_deployments_pods_counts_each_pod_once(tmp_path: Path) -> None:
+    """``kubectl get deploy,pods -o yaml`` lists the pods too: they are the Workloads, and an
+    unlabelled Deployment (every cluster has some) is not worth a warning."""
+    dep = _deployment(2)
+    del dep["metadata"]["labels"][c.PRIORITY_CLASS_LABEL]
+    pods = []
+    for i, pod in enumerate(deployment_pods(dep)):
+        pod["metadata"]["name"] = f"web-7d9f8-{i}abcd"
+        pod["metadata"]["ownerReferences"][0]["name"] = "web-7d9f8"
+        pods.append(pod)
+    unlabelled = copy.deepcopy(_deployment(1))
+    unlabelled["metadata"]["name"] = "coredns"
+    unlabelled["metadata"]["labels"] = {}
+    dump = tmp_path / "dump.yaml"
+    dump.write_text(yaml.safe_dump_all([dep, *pods, unlabelled]))
+    files = [str(SAMPLES / n) for n in SETUP]
+    config = tmp_path / "config.yaml"
+    config.write_text(yaml.safe_dump(CONFIG))
+    res = CliRunner().invoke(
+        cli, ["simulate", "-o", "json", str(config), *files, str(dump)], catch_exceptions=False
+    )
+    assert res.exit_code == 0, res.stdout + res.stderr
+    keys = sorted(json.loads(res.stdout)["workloads"])
+    assert len(keys) == 2 and all(k.startswith("team-a/pod-web-7d9f8-") for k in keys), keys
+    assert "coredns" not in res.stderr

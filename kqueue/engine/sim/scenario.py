@@ -35,7 +35,7 @@ from kqueue.api.integrations import (
     workload_for_pod,
     workload_for_pod_group,
 )
-from kqueue.api.integrations.deployment import deployment_pods
+from kqueue.api.integrations.deployment import deployment_pods, is_deployment_pod
 from kqueue.api.integrations.management import (
     KUEUE_QUEUE_NAME_LABEL,
     ManagementPolicy,
@@ -257,7 +257,7 @@ def build_scenario(
         if not decision:
             # A pod without any queue label was never meant to queue (a dump of a namespace
             # lists every pod): only Jobs, and pods that name a queue, are worth a warning.
-            if obj.kind in ("Job", "StatefulSet", "Deployment") or _names_a_queue(obj.raw):
+            if obj.kind == "Job" or _names_a_queue(obj.raw):
                 sc.warnings.append(_unmanaged(obj, decision.reason))
             return False
         sc.warnings.extend(
@@ -342,9 +342,22 @@ def build_scenario(
 
     # A StatefulSet is one gang Workload; each pod of a Deployment is its own (as the
     # controller builds them: kqueue.api.integrations.statefulset / .deployment).
+    # A dump (``kubectl get deploy,pods``) lists a Deployment's pods too: they are its Workloads
+    # already, so the Deployment adds none (ReplicaSets are named ``<deployment>-<hash>``).
+    replica_sets = {
+        (p.namespace or "default", str(ref.get("name")))
+        for p in pods
+        if is_deployment_pod(p.raw)
+        for ref in _meta(p).get("ownerReferences") or []
+        if ref.get("controller")
+    }
     for obj in apps:
         ns = obj.namespace or "default"
         if owned.get(_owner_key(ns, obj.kind, obj.name)) is not None or not managed(obj):
+            continue
+        if obj.kind == "Deployment" and any(
+            rs_ns == ns and rs.rpartition("-")[0] == obj.name for rs_ns, rs in replica_sets
+        ):
             continue
         timing = _timing(obj, obj.raw)
         labels = dict(_meta(obj).get("labels") or {})
