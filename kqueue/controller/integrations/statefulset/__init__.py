@@ -76,7 +76,8 @@ FRAMEWORK = register(
         summary=(
             "one gang Workload for all replicas (pod set `main`); pods held by the gate and "
             "released on admission; scaling up or down resizes the Workload through "
-            "WorkloadSlices (sticky flavor, running pods untouched); scaled to 0 frees the quota"
+            "WorkloadSlices (sticky flavor, running pods untouched); scaled to 0 frees the "
+            "quota; needs `pod`"
         ),
         suspendable=False,
         job=StatefulSetIntegration,
