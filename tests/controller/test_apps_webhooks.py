@@ -6,12 +6,16 @@ case is Kueue's; kqueue's differences are named as such.
 
 from __future__ import annotations
 
+import asyncio
 import copy
 from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
+from kqueue.api.integrations.deployment import PROPAGATED_LABELS
 from kqueue.api.v1alpha1 import constants as c
 from kqueue.controller.admission import AdmissionRequest, Verdict
 from kqueue.controller.integrations.deployment import webhook as deployment_webhook
@@ -403,3 +407,44 @@ def test_webhook_configurations_route_the_apps_kinds_only_when_enabled(without_q
     )
     mutating, validating, _ = names(["batch/job", "pod"])
     assert not [n for n in mutating + validating if "statefulset" in n or "deployment" in n]
+
+
+# -- invariants ----------------------------------------------------------------------------------
+
+_LABEL_KEYS = st.sampled_from(
+    [QUEUE, PRIORITY, c.PREEMPTION_PRIORITY_CLASS_LABEL, c.PREEMPTIBILITY_LABEL, "team", "app"]
+)
+_VALUES = st.sampled_from(["a", "b", "preemptible"])
+
+
+@given(
+    st.dictionaries(_LABEL_KEYS, _VALUES),
+    st.dictionaries(_LABEL_KEYS, _VALUES),
+)
+def test_deployment_defaulting_propagates_exactly_and_is_idempotent(
+    labels: dict[str, str], template_labels: dict[str, str]
+) -> None:
+    dep = _dep(labels=labels, template_labels=template_labels)
+    verdict = asyncio.run(deployment_webhook.mutate(_request(dep)))
+    if QUEUE not in labels:
+        assert verdict.patched is None
+        return
+    out = verdict.patched if verdict.patched is not None else dep
+    got = out["spec"]["template"]["metadata"]["labels"]
+    for key in PROPAGATED_LABELS:
+        assert got.get(key) == labels.get(key)
+    for key, value in {"app": "app", **template_labels}.items():
+        if key not in PROPAGATED_LABELS:
+            assert got[key] == value
+    again = asyncio.run(deployment_webhook.mutate(_request(out, out)))
+    assert again.patched is None
+
+
+@given(st.integers(min_value=0, max_value=50), st.booleans())
+def test_statefulset_defaulting_is_idempotent(replicas: int, labelled: bool) -> None:
+    sts = _sts(labels={QUEUE: "q"} if labelled else {}, replicas=replicas)
+    first = asyncio.run(sts_webhook.mutate(_request(sts)))
+    out = first.patched if first.patched is not None else sts
+    assert (first.patched is not None) == labelled
+    assert asyncio.run(sts_webhook.mutate(_request(out, out))).patched is None
+    assert out["spec"]["replicas"] == replicas
