@@ -45,7 +45,15 @@ SUPPORTED_FRAMEWORKS: Final[tuple[str, ...]] = (
     "jobset.x-k8s.io/jobset",
     "kubeflow.org/mpijob",
     "trainer.kubeflow.org/trainjob",
+    "statefulset",
+    "deployment",
 )
+# Frameworks that need another one (Kueue enables it implicitly; kqueue asks for it): a
+# Deployment's pods are queued as pods, and a StatefulSet's are stopped as pods are.
+FRAMEWORK_NEEDS: Final[dict[str, tuple[str, ...]]] = {
+    "deployment": ("pod",),
+    "statefulset": ("pod",),
+}
 DEFAULT_FRAMEWORKS: Final[tuple[str, ...]] = ("batch/job", "pod")
 
 # ---------------------------------------------------------------------------------------------
@@ -377,9 +385,11 @@ class FairSharing(_Model):
 
 class Integrations(_Model):
     frameworks: list[str] = Field(default_factory=lambda: list(DEFAULT_FRAMEWORKS))
-    """Kinds kqueue manages: ``batch/job`` (Jobs), ``pod`` (plain pods and pod groups) and
-    ``jobset.x-k8s.io/jobset`` (JobSets) and ``kubeflow.org/mpijob`` (MPIJobs), each of the last
-    two needing its operator and CRD. See docs/integrations.md."""
+    """Kinds kqueue manages: ``batch/job`` (Jobs), ``pod`` (plain pods and pod groups),
+    ``jobset.x-k8s.io/jobset`` (JobSets), ``kubeflow.org/mpijob`` (MPIJobs) and
+    ``trainer.kubeflow.org/trainjob`` (TrainJobs), each of these three needing its operator and
+    CRD, ``statefulset`` (StatefulSets, one gang Workload each; needs ``pod``) and ``deployment``
+    (each pod of a Deployment its own Workload; needs ``pod``). See docs/integrations.md."""
 
     @field_validator("frameworks")
     @classmethod
@@ -394,6 +404,13 @@ class Integrations(_Model):
             if name in seen:
                 raise ValueError(f"[{i}]: {name!r} is listed twice")
             seen.add(name)
+        for i, name in enumerate(value):
+            missing = [n for n in FRAMEWORK_NEEDS.get(name, ()) if n not in seen]
+            if missing:
+                raise ValueError(
+                    f"[{i}]: {name!r} needs " + ", ".join(repr(n) for n in missing)
+                    + " (its pods are handled by the pod integration): add it to the list"
+                )
         return value
 
 

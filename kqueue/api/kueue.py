@@ -68,6 +68,8 @@ _SILENT_KEYS: Final = frozenset(
         "kueue.x-k8s.io/pod-group-pod-index",
         "kueue.x-k8s.io/pod-group-serving",
         "kueue.x-k8s.io/resource-in-use",
+        # Set by Kueue's Deployment/StatefulSet webhooks on pod templates; kqueue's set their own.
+        "kueue.x-k8s.io/suspended-by-parent",
         "kueue.x-k8s.io/workload",
     }
 )

@@ -2,7 +2,8 @@
 
 Multi-document YAML and ``kind: List`` documents (as ``kubectl get -o yaml`` prints them) are
 split into objects; kqueue kinds are validated into models, Kueue kinds are converted first, and
-the Kubernetes kinds kqueue understands (Namespace, PriorityClass, Job, Pod) are kept as dicts for
+the Kubernetes kinds kqueue understands (Namespace, PriorityClass, Job, Pod, StatefulSet,
+Deployment) are kept as dicts for
 the integrations, as the controller would see them: Kueue's labels on a Job stay Kueue's (the
 controller ignores them). A bad document raises :class:`LoadError`, whose message names the
 source, the document's index, its kind/name and the field path, so a person can find and fix it.
@@ -56,6 +57,8 @@ PASSTHROUGH_KINDS: Final = frozenset(
         ("trainer.kubeflow.org/v1alpha1", "TrainJob"),
         ("trainer.kubeflow.org/v1alpha1", "ClusterTrainingRuntime"),
         ("trainer.kubeflow.org/v1alpha1", "TrainingRuntime"),
+        ("apps/v1", "StatefulSet"),
+        ("apps/v1", "Deployment"),
     }
 )
 
@@ -302,6 +305,15 @@ def load_object(
                 warnings.extend(str(w) for w in conversion_warnings)
             # Otherwise the object stays as the controller would see it: Kueue's keys are
             # Kueue's (the conversion above only checked the shapes it relies on).
+        elif migrate and kind in ("StatefulSet", "Deployment"):
+            try:
+                converted, conversion_warnings = kueue.convert_any_object(doc)
+            except kueue.ShapeError as err:
+                raise LoadError(
+                    location, err.detail, kind=kind, name=display, path=err.path
+                ) from err
+            doc = converted
+            warnings.extend(str(w) for w in conversion_warnings)
         return loaded(None, doc)
     return None
 

@@ -53,7 +53,7 @@ def _key(workload: str, namespace: str | None, default_namespace: str) -> str:
     return f"{namespace or default_namespace}/{workload}"
 
 # Kinds whose objects a person may name instead of their Workload (a Job, a JobSet, a TrainJob).
-_OWNER_KINDS = frozenset({"Pod", *TOP_LEVEL_BUILDERS})
+_OWNER_KINDS = frozenset({"Pod", "StatefulSet", *TOP_LEVEL_BUILDERS})
 
 
 def _names(scenario: Scenario) -> dict[str, str]:
@@ -128,7 +128,8 @@ def queue_hints(scenario: Scenario, key: str) -> list[str]:
 
 
 def _find(scenario: Scenario, key: str) -> str | None:
-    """``key`` as a Workload, or the Workload of a Job, Pod or pod group of that name."""
+    """``key`` as a Workload, or the Workload of a Job, Pod, StatefulSet or pod group of that
+    name (a Deployment's pods are each their own: ``<deployment>-<n>``)."""
     keys = {sw.key for sw in scenario.workloads}
     if key in keys:
         return key

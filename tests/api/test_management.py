@@ -134,10 +134,10 @@ CASES = {
         False,
         want_reason=("jobset.x-k8s.io/jobset integration is not enabled",),
     ),
-    "a Deployment (no integration)": Case(
+    "a Deployment, its integration off (the default)": Case(
         {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "d", "labels": KQ}},
         False,
-        want_reason=("no integration",),
+        want_reason=("deployment integration is not enabled",),
     ),
 }
 

@@ -46,7 +46,14 @@ def _cluster_rules(helm: Helm, values: dict[str, Any]) -> set[tuple[str, str, st
 
 @pytest.mark.parametrize(
     "enabled",
-    [["batch/job"], ["pod"], ["batch/job", "pod"], ["jobset.x-k8s.io/jobset"], None],
+    [
+        ["batch/job"],
+        ["pod"],
+        ["batch/job", "pod"],
+        ["jobset.x-k8s.io/jobset"],
+        ["pod", "statefulset", "deployment"],
+        None,
+    ],
     ids=str,
 )
 def test_rbac_is_granted_only_for_enabled_integrations(helm: Helm, enabled: list[str] | None) -> None:

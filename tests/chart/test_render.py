@@ -279,20 +279,26 @@ def _by_name(configs: list[Obj]) -> dict[str, Obj]:
     return {wh["name"]: wh for cfg in configs for wh in cfg["webhooks"]}
 
 
-@pytest.mark.parametrize("mode", ["service", "dev", "all-jobs", "jobs-only", "pods-only"])
+@pytest.mark.parametrize(
+    "mode", ["service", "dev", "all-jobs", "jobs-only", "pods-only", "apps", "apps-all-jobs"]
+)
 def test_webhooks_are_the_controllers_own(helm: Helm, mode: str) -> None:
     """The chart renders exactly what kqueue's generator (used by `make run`) produces."""
     selector = default_managed_namespace_selector(RELEASE_NAMESPACE)
-    frameworks = {"jobs-only": ["batch/job"], "pods-only": ["pod"]}.get(
-        mode, list(DEFAULT_FRAMEWORKS)
-    )
+    apps = ["batch/job", "pod", "statefulset", "deployment"]
+    frameworks = {
+        "jobs-only": ["batch/job"],
+        "pods-only": ["pod"],
+        "apps": apps,
+        "apps-all-jobs": apps,
+    }.get(mode, list(DEFAULT_FRAMEWORKS))
     if mode == "dev":
         objs = helm.template({"webhook": {"devUrl": DEV_URL, "caBundle": DEV_CA}})
         expected = webhook_configurations(
             namespace_selector=selector, base_url=DEV_URL, ca_bundle=base64.b64decode(DEV_CA)
         )
     else:
-        all_jobs = mode == "all-jobs"
+        all_jobs = mode in ("all-jobs", "apps-all-jobs")
         objs = helm.template(
             {
                 "config": {

@@ -43,6 +43,10 @@ WORKLOADS = [
 # Tested by their own suites: quickstart and job (tests/controller_e2e), and the samples that need
 # an operator (tests/controller_e2e/test_jobset_mpijob.py runs them with the real operators).
 OWNED_BY_OTHERS = {"quickstart.yaml", "job.yaml", "jobset.yaml", "mpijob.yaml", "trainjob.yaml"}
+# Samples of opt-in integrations (statefulset, deployment): run under kqueue with those
+# frameworks enabled by tests/controller_e2e/test_apps.py, simulated by
+# tests/api/test_apps_integrations.py; checked here by the API server.
+OPT_IN = ["statefulset.yaml", "deployment.yaml"]
 NAMESPACES = ["team-a", "team-b"]
 
 
@@ -57,11 +61,11 @@ def with_names(text: str) -> str:
 
 def test_the_sample_set_is_complete_and_documented() -> None:
     ours = sorted(p.name for p in SAMPLES.glob("*.yaml") if p.name not in OWNED_BY_OTHERS)
-    assert ours == sorted(SETUP + WORKLOADS)
+    assert ours == sorted(SETUP + WORKLOADS + OPT_IN)
     for name in ours:
         text = (SAMPLES / name).read_text()
         assert text.startswith("# "), f"{name} must start with a comment saying what it is"
-    for name in WORKLOADS:
+    for name in WORKLOADS + OPT_IN:
         assert "How it behaves:" in (SAMPLES / name).read_text(), name
 
 
@@ -194,7 +198,7 @@ def sample_namespaces(cluster: LocalCluster) -> Iterator[list[str]]:
 
 
 @pytest.mark.cluster
-@pytest.mark.parametrize("name", SETUP + WORKLOADS)
+@pytest.mark.parametrize("name", SETUP + WORKLOADS + OPT_IN)
 def test_every_sample_passes_server_side_dry_run(
     cluster: LocalCluster, sample_namespaces: list[str], name: str
 ) -> None:

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from kqueue.api.v1alpha1 import constants as c
-from kqueue.controller.kube import CLUSTER_QUEUES
+from kqueue.controller.resources import CLUSTER_QUEUES
 from kqueue.localcluster.cluster import LocalCluster
 from tests.controller_e2e.harness import (
     Api,

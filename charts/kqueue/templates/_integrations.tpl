@@ -64,4 +64,16 @@ only when it is in config.integrations.frameworks (all registered defaults when 
   resources: [clustertrainingruntimes, trainingruntimes]
   verbs: [list, watch]
 {{- end }}
+{{- if has "deployment" $on }}
+{{- end }}
+{{- if has "statefulset" $on }}
+# statefulset: StatefulSets naming a queue are watched; one created before kqueue's webhooks gets the admission gate in its pod template
+- apiGroups: ["apps"]
+  resources: [statefulsets]
+  verbs: [list, watch, patch]
+# statefulset: a Workload's owner reference to its StatefulSet blocks the StatefulSet's deletion, which OwnerReferencesPermissionEnforcement allows only with update on its finalizers
+- apiGroups: ["apps"]
+  resources: [statefulsets/finalizers]
+  verbs: [update]
+{{- end }}
 {{- end -}}

@@ -9,8 +9,13 @@ as kqueue's controller applies them:
    (Kueue's "weak" namespace exemption for job kinds). Without the label it is managed only with
    ``manageJobsWithoutQueueName`` and in a namespace ``managedJobsNamespaceSelector`` selects.
 3. A v1 Pod is managed on its own (a plain pod, or a member of a pod group) when it has the
-   label, no controlling owner (a Job's pods belong to the Job's Workload), and its namespace
-   is selected: the "strong" exemption, since kqueue's pod webhook never sees pods elsewhere.
+   label, no controlling owner (a Job's pods belong to the Job's Workload) or is a pod of a
+   managed Deployment (its ReplicaSet owns it; the Deployment's webhook marked its template),
+   and its namespace is selected: the "strong" exemption, since kqueue's pod webhook never
+   sees pods elsewhere.
+4. An apps/v1 StatefulSet or Deployment is managed when it has the label (Kueue's
+   ``manageJobsWithoutQueueName`` does not reach them in kqueue: serving workloads queue only
+   when asked to).
 
 Kueue's own label (``kueue.x-k8s.io/queue-name``) means nothing to kqueue: two controllers can
 run side by side, each managing its own labels. A decision that an object is not managed says
@@ -31,11 +36,14 @@ from kqueue.api.config import (
     default_managed_namespace_selector,
 )
 from kqueue.api.integrations.common import labels_of, queue_name
+from kqueue.api.integrations.deployment import is_deployment_pod
 from kqueue.api.kueue import KEY_MAP, KUEUE_GROUP
 from kqueue.api.v1alpha1 import constants as c
 
 JOB_FRAMEWORK: Final = "batch/job"
 POD_FRAMEWORK: Final = "pod"
+STATEFULSET_FRAMEWORK: Final = "statefulset"
+DEPLOYMENT_FRAMEWORK: Final = "deployment"
 # (apiVersion, kind) -> the framework that manages it.
 JOBSET_FRAMEWORK: Final = "jobset.x-k8s.io/jobset"
 MPIJOB_FRAMEWORK: Final = "kubeflow.org/mpijob"
@@ -46,7 +54,11 @@ FRAMEWORK_OF: Final[dict[tuple[str, str], str]] = {
     ("jobset.x-k8s.io/v1alpha2", "JobSet"): JOBSET_FRAMEWORK,
     ("kubeflow.org/v2beta1", "MPIJob"): MPIJOB_FRAMEWORK,
     ("trainer.kubeflow.org/v1alpha1", "TrainJob"): TRAINJOB_FRAMEWORK,
+    ("apps/v1", "StatefulSet"): STATEFULSET_FRAMEWORK,
+    ("apps/v1", "Deployment"): DEPLOYMENT_FRAMEWORK,
 }
+# Kinds managed only when they name a queue.
+_LABELLED_ONLY: Final = frozenset({STATEFULSET_FRAMEWORK, DEPLOYMENT_FRAMEWORK})
 KUEUE_QUEUE_NAME_LABEL: Final = f"{KUEUE_GROUP}/queue-name"
 # kqueue's names that kqueue itself sets (Kueue's are its own bookkeeping): not user advice.
 _SET_BY_KQUEUE: Final = frozenset(
@@ -152,7 +164,7 @@ def manages(
     named = queue_name(obj)
     if kind == "Pod":
         owner = _controller(obj)
-        if owner is not None:
+        if owner is not None and not is_deployment_pod(obj):
             return Management(
                 False,
                 f"it is controlled by {owner.get('kind')} {owner.get('name')}: its pods are "
@@ -169,6 +181,12 @@ def manages(
         return Management(True, f"it is labelled {c.QUEUE_NAME_LABEL}={named}")
     if named is not None:
         return Management(True, f"it is labelled {c.QUEUE_NAME_LABEL}={named}")
+    if framework in _LABELLED_ONLY:
+        return Management(
+            False,
+            f"it has no {c.QUEUE_NAME_LABEL} label (a {kind} queues only when it names a "
+            f"queue, whatever manageJobsWithoutQueueName says){_what_to_do(obj)}",
+        )
     if not policy.manage_jobs_without_queue_name:
         return Management(
             False,
@@ -226,10 +244,12 @@ def kueue_key_warnings(obj: Mapping[str, Any]) -> Iterable[str]:
 
 
 __all__ = [
+    "DEPLOYMENT_FRAMEWORK",
     "FRAMEWORK_OF",
     "JOB_FRAMEWORK",
     "KUEUE_QUEUE_NAME_LABEL",
     "POD_FRAMEWORK",
+    "STATEFULSET_FRAMEWORK",
     "Management",
     "ManagementPolicy",
     "kueue_key_warnings",

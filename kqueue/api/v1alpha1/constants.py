@@ -32,6 +32,10 @@ SUSPENDED_BY_KQUEUE_ANNOTATION: Final = "kqueue.io/suspended-by-kqueue"
 # Marks pods (label, value "true") and holds them (finalizer) while kqueue manages them, as
 # Kueue's kueue.x-k8s.io/managed does.
 MANAGED_LABEL: Final = "kqueue.io/managed"
+# On the pod template of a top-level object whose pods kqueue queues as pods (a Deployment's),
+# naming the integration (Kueue's kueue.x-k8s.io/suspended-by-parent): its pods are kqueue's
+# although a controller (the ReplicaSet) owns them.
+SUSPENDED_BY_PARENT_ANNOTATION: Final = "kqueue.io/suspended-by-parent"
 ADMISSION_GATE: Final = "kqueue.io/admission"
 # Kueue's kueue.x-k8s.io/max-exec-time-seconds: on the top-level object, copied to the Workload's
 # spec.maximumExecutionTimeSeconds (a base-10 integer of at least 1).

@@ -1,9 +1,8 @@
 """Integrations: each managed kind in its own package, registered in :mod:`.registry`.
 
-``job`` (batch/v1 Job), ``pod`` (plain Pods and pod groups), ``jobset``, ``mpijob`` and
-``trainjob`` are
-imported here so that
-importing this package registers every integration. See :mod:`.framework` for what an
+``job`` (batch/v1 Job), ``pod`` (plain Pods and pod groups), ``jobset``, ``mpijob``,
+``trainjob``, ``statefulset`` and ``deployment`` are imported here so that importing this
+package registers every integration. See :mod:`.framework` for what an
 integration supplies, :mod:`.reconciler` for the generic reconciler and :mod:`.release` for the
 one pod-release path.
 """
@@ -11,6 +10,10 @@ one pod-release path.
 from __future__ import annotations
 
 from kqueue.controller.integrations import job, jobset, mpijob, pod, trainjob
+
+# isort: split
+# Registered after the kinds above (the order of the docs table and the chart's rules).
+from kqueue.controller.integrations import deployment, statefulset
 from kqueue.controller.integrations.framework import (
     Framework,
     GenericJob,
@@ -30,6 +33,7 @@ __all__ = [
     "PolicyRule",
     "Webhook",
     "WebhookContext",
+    "deployment",
     "enabled",
     "frameworks",
     "get",
@@ -37,5 +41,6 @@ __all__ = [
     "jobset",
     "mpijob",
     "pod",
+    "statefulset",
     "trainjob",
 ]

@@ -410,7 +410,12 @@ class JobReconciler:
         return self._pods.by_index(BY_OWNER, str((obj.get("metadata") or {}).get("uid") or ""))
 
     def _running_pods(self, obj: Obj) -> list[Obj]:
-        return [p for p in self._pods_of(obj) if not is_terminal(p)]
+        """Pods that may run: not terminal, and released (or being released). A pod still
+        behind the gate never ran; a kind without a suspend switch (a StatefulSet) creates
+        its pods again, gated, as soon as the stopped ones are deleted."""
+        return [
+            p for p in self._pods_of(obj) if not is_terminal(p) and self._releaser.running(p)
+        ]
 
     async def _write(self, wl: Workload | None) -> None:
         if wl is None:

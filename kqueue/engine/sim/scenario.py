@@ -24,7 +24,7 @@ import functools
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import Any, Final
+from typing import Any, Final, TypeVar
 
 from kqueue.api.integrations import (
     IntegrationError,
@@ -39,6 +39,7 @@ from kqueue.api.integrations import (
 from kqueue.api.integrations import jobset as jobset_api
 from kqueue.api.integrations import mpijob as mpijob_api
 from kqueue.api.integrations import trainjob as trainjob_api
+from kqueue.api.integrations.deployment import deployment_pods, is_deployment_pod
 from kqueue.api.integrations.management import (
     KUEUE_QUEUE_NAME_LABEL,
     ManagementPolicy,
@@ -46,6 +47,7 @@ from kqueue.api.integrations.management import (
     manages,
     namespace_labels_of,
 )
+from kqueue.api.integrations.statefulset import replicas, workload_for_statefulset
 from kqueue.api.loader import LoadedObject, LoadError, Location
 from kqueue.api.suggest import did_you_mean
 from kqueue.api.v1alpha1 import (
@@ -60,6 +62,8 @@ from kqueue.api.v1alpha1 import (
 from kqueue.api.v1alpha1.constants import QUEUE_NAME_LABEL
 
 from .annotations import SCALE, AnnotationError, Timing, read_timing
+
+_T = TypeVar("_T")
 
 DEFAULT_START: Final = datetime(2024, 1, 1, tzinfo=UTC)
 # Every namespace carries it (the API server sets it), so selectors on it work in simulation.
@@ -215,6 +219,7 @@ def build_scenario(
     pod_classes: list[dict[str, Any]] = []
     jobs: list[LoadedObject] = []
     pods: list[LoadedObject] = []
+    apps: list[LoadedObject] = []
     workloads: list[LoadedObject] = []
     for obj in objects:
         m = obj.model
@@ -240,6 +245,8 @@ def build_scenario(
             jobs.append(obj)
         elif obj.kind == "Pod":
             pods.append(obj)
+        elif obj.kind in ("StatefulSet", "Deployment"):
+            apps.append(obj)
     sc.priorities = PriorityClasses.from_objects(sc.workload_priority_classes, pod_classes)
 
     # Workloads already in the input, by the owner they belong to.
@@ -360,6 +367,46 @@ def build_scenario(
         )
         entries.append((order[id(first)], sw, earliest or None))
 
+    # A StatefulSet is one gang Workload; each pod of a Deployment is its own (as the
+    # controller builds them: kqueue.api.integrations.statefulset / .deployment).
+    # A dump (``kubectl get deploy,pods``) lists a Deployment's pods too: they are its Workloads
+    # already, so the Deployment adds none (ReplicaSets are named ``<deployment>-<hash>``).
+    replica_sets = {
+        (p.namespace or "default", str(ref.get("name")))
+        for p in pods
+        if is_deployment_pod(p.raw)
+        for ref in _meta(p).get("ownerReferences") or []
+        if ref.get("controller")
+    }
+    for obj in apps:
+        ns = obj.namespace or "default"
+        if owned.get(_owner_key(ns, obj.kind, obj.name)) is not None or not managed(obj):
+            continue
+        if obj.kind == "Deployment" and any(
+            rs_ns == ns and rs.rpartition("-")[0] == obj.name for rs_ns, rs in replica_sets
+        ):
+            continue
+        timing = _timing(obj, obj.raw)
+        labels = dict(_meta(obj).get("labels") or {})
+        if obj.kind == "StatefulSet":
+            if _read(obj, replicas, obj.raw) == 0:
+                sc.warnings.append(
+                    f"{obj.location} ({obj.ref}): scaled to 0, so the controller keeps no "
+                    "Workload for it; skipped"
+                )
+                continue
+            wl = _integrate(obj, workload_for_statefulset, obj.raw, sc.priorities)
+            sw = SimWorkload(wl, timing, obj.location, f"StatefulSet {obj.name}", labels)
+            entries.append((order[id(obj)], sw, _meta(obj).get("creationTimestamp")))
+            continue
+        for pod in _read(obj, deployment_pods, obj.raw):
+            wl = _integrate(obj, workload_for_pod, pod, sc.priorities)
+            sw = SimWorkload(
+                wl, timing, obj.location, f"Pod {pod['metadata']['name']}", labels,
+                location_name=obj.name,
+            )
+            entries.append((order[id(obj)], sw, _meta(obj).get("creationTimestamp")))
+
     for _, sw, _ in entries:
         if sw.timing.scale and (sw.job is None or not is_elastic(sw.job)):
             raise LoadError(
@@ -432,6 +479,16 @@ def _merge(a: Timing, b: Timing) -> Timing:
         delete=b.delete if b.delete is not None else a.delete,
         deactivate=b.deactivate if b.deactivate is not None else a.deactivate,
     )
+
+
+def _read(obj: LoadedObject, read: Callable[[Any], _T], raw: Any) -> _T:
+    """What ``read`` finds in ``raw``, an IntegrationError becoming a LoadError on ``obj``."""
+    try:
+        return read(raw)
+    except IntegrationError as err:
+        raise LoadError(
+            obj.location, err.detail, kind=obj.kind, name=obj.display_name, path=err.path or None
+        ) from None
 
 
 def _integrate(

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from kqueue.api.integrations import (
@@ -78,6 +79,20 @@ def _replaces(wl: Workload) -> str | None:
     return wl.metadata.annotations.get(c.WORKLOAD_SLICE_REPLACEMENT_FOR_ANNOTATION) or None
 
 
+@dataclass(frozen=True)
+class Sizing:
+    """How a resizable kind is read: whether it is elastic, its size, the name of its current
+    slice, the slice that replaces an admitted one, whether it finished. A Job's by default; a
+    StatefulSet's in :mod:`kqueue.controller.integrations.statefulset`."""
+
+    kind: str
+    elastic: Callable[[Obj], bool]
+    count: Callable[[Obj], int]
+    current_name: Callable[[Obj], str]
+    replacement: Callable[[Obj, PriorityResolver, str], Workload]
+    finished: Callable[[Obj], bool]
+
+
 class ElasticSlices:
     def __init__(
         self,
@@ -89,7 +104,9 @@ class ElasticSlices:
         events: EventRecorder,
         metrics: Metrics,
         now: Now,
+        sizing: Sizing | None = None,
     ) -> None:
+        self._sizing = sizing if sizing is not None else JOB_SIZING
         self._engine = engine
         self._workloads = workloads
         self._priorities = priorities
@@ -102,7 +119,8 @@ class ElasticSlices:
 
     async def select(self, job: Obj, owned: list[Workload]) -> list[Workload]:
         """The one slice the generic job steps drive; creates, shrinks and drops slices."""
-        if not is_elastic(job) or not owned:
+        sizing = self._sizing
+        if not sizing.elastic(job) or not owned:
             return owned
         live = [w for w in owned if not w.is_finished]
         if not live:
@@ -110,21 +128,21 @@ class ElasticSlices:
         holding = [w for w in live if workload_status.holds_quota(w)]
         waiting = [w for w in live if not workload_status.holds_quota(w)]
         try:
-            want = pods_count(job)
+            want = sizing.count(job)
         except IntegrationError:
             return owned
-        current_name = workload_name_for_job(job)
+        current_name = sizing.current_name(job)
         if not holding:
             # Nothing runs: only the slice of the Job's current generation should wait. An
             # empty list makes the generic steps create it.
             stale = [w for w in waiting if w.name != current_name]
             for w in stale:
-                await self._delete(w, "the Job changed before it was admitted")
+                await self._delete(w, f"the {sizing.kind} changed before it was admitted")
             return [w for w in waiting if w.name == current_name]
         active = await self._settle_replaced(holding)
-        if job_finished(job):
+        if sizing.finished(job):
             for w in waiting:
-                await self._delete(w, "the Job finished")
+                await self._delete(w, f"the {sizing.kind} finished")
             return [active]
         if workload_status.is_evicting(active):
             # Stopping: once it is requeued, only the current generation's slice is kept.
@@ -138,7 +156,7 @@ class ElasticSlices:
                 await self._create_replacement(job, active)
         else:
             for w in waiting:
-                await self._delete(w, f"the Job is back to {want} pod(s)")
+                await self._delete(w, f"the {sizing.kind} is back to {want} pod(s)")
             # Parallelism 0 is a pause, not a size: the slice keeps its quota (as suspending).
             if 0 < want < have:
                 await self._scale_down(job, active, want)
@@ -171,7 +189,7 @@ class ElasticSlices:
 
     async def _create_replacement(self, job: Obj, active: Workload) -> None:
         try:
-            wl = workload_for_job(job, self._priorities(), replacement_for=str(_key(active)))
+            wl = self._sizing.replacement(job, self._priorities(), str(_key(active)))
         except IntegrationError as exc:
             self._events.record(
                 job, "Warning", "ErrWorkloadCompose", f"Cannot create the workload slice: {exc}"
@@ -248,8 +266,16 @@ class ElasticSlices:
 
     # -- the scheduler's hook --------------------------------------------------------------
 
+    def _mine(self, key: WorkloadKey) -> bool:
+        """A slice of this kind (each resizable kind's hook finishes its own slices)."""
+        wl = self._workloads.get(key)
+        refs = wl.metadata.owner_references if wl is not None else []
+        return not refs or any(r.kind == self._sizing.kind for r in refs)
+
     async def after_cycle(self, engine: Engine, result: CycleResult) -> None:
         for done in result.finished:
+            if not self._mine(done.old):
+                continue
             if not engine.holds_quota(done.new):
                 # The replacement's admission was not written (rolled back): the old slice
                 # keeps running and holds its quota again.
@@ -289,3 +315,15 @@ def job_finished(job: Obj) -> bool:
         if cond.get("type") in ("Complete", "Failed") and cond.get("status") == "True":
             return True
     return False
+
+
+JOB_SIZING = Sizing(
+    kind="Job",
+    elastic=is_elastic,
+    count=pods_count,
+    current_name=workload_name_for_job,
+    replacement=lambda job, priorities, old: workload_for_job(
+        job, priorities, replacement_for=old
+    ),
+    finished=job_finished,
+)

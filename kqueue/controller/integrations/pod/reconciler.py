@@ -36,6 +36,7 @@ from kqueue.api.integrations import (
     workload_for_pod,
     workload_for_pod_group,
 )
+from kqueue.api.integrations.deployment import is_deployment_pod
 from kqueue.api.integrations.pod import group_pods
 from kqueue.api.v1alpha1 import ResourceFlavor, Workload
 from kqueue.api.v1alpha1 import constants as c
@@ -72,10 +73,14 @@ def _meta(pod: Obj) -> Obj:
 
 
 def is_plain(pod: Obj) -> bool:
-    """A pod kqueue manages on its own: it names a queue and no controller owns it."""
+    """A pod kqueue manages on its own: it names a queue and no controller owns it, or it is a
+    pod of a Deployment kqueue manages (each such pod is its own Workload; its ReplicaSet owns
+    it, and no integration queues ReplicaSets, so it is never queued twice)."""
     meta = _meta(pod)
     if not (meta.get("labels") or {}).get(c.QUEUE_NAME_LABEL):
         return False
+    if is_deployment_pod(pod):
+        return True
     return not any(r.get("controller") for r in meta.get("ownerReferences") or [])
 
 
@@ -272,37 +277,7 @@ class PodReconciler:
         return role_hash(pod)
 
     async def _evict_pod(self, pod: Obj, wl: Workload) -> None:
-        meta = _meta(pod)
-        if meta.get("deletionTimestamp"):
-            return
-        evicted = wl.condition(c.EVICTED)
-        why = f"{evicted.reason}: {evicted.message}" if evicted is not None else "Evicted"
-        conditions = (pod.get("status") or {}).get("conditions") or []
-        if not any(x.get("type") == DISRUPTION_TARGET for x in conditions):
-            cond = {
-                "type": DISRUPTION_TARGET,
-                "status": "True",
-                "reason": EVICTED_BY_KQUEUE,
-                "message": f"Evicted by kqueue: {why}",
-                "lastTransitionTime": self._now().strftime("%Y-%m-%dT%H:%M:%SZ"),
-            }
-            op = (
-                {"op": "add", "path": "/status/conditions/-", "value": cond}
-                if conditions
-                else {"op": "add", "path": "/status/conditions", "value": [cond]}
-            )
-            try:
-                await self._kube.patch(
-                    PODS, str(meta["name"]), [op], namespace=meta.get("namespace"),
-                    subresource="status", content_type=JSON_PATCH,
-                )
-            except NotFound:
-                return
-            except KubeError as exc:
-                logger.info("DisruptionTarget on pod %s: %s", object_key(pod), exc)
-        await self._kube.delete(PODS, str(meta["name"]), namespace=meta.get("namespace"))
-        self._events.record(pod, "Normal", "Stopped", f"Deleted by kqueue: {why}")
-        logger.info("deleted pod %s of evicted Workload %s: %s", object_key(pod), wl.key, why)
+        await evict_pod(pod, wl, kube=self._kube, events=self._events, now=self._now)
 
     async def _release(self, wl: Workload, now: datetime) -> None:
         released = workload_status.release(wl, now)
@@ -337,3 +312,44 @@ class PodReconciler:
                 continue
             except Conflict:
                 continue  # the pod's newer version comes back through the informer
+
+
+async def evict_pod(
+    pod: Obj, wl: Workload, *, kube: Kube, events: EventRecorder, now: Now
+) -> None:
+    """Stop one pod of an evicted Workload: ``DisruptionTarget=True`` (reason
+    ``EvictedByKqueue``, so its controller and its user see why), then delete it."""
+    meta = _meta(pod)
+    if meta.get("deletionTimestamp"):
+        return
+    evicted = wl.condition(c.EVICTED)
+    why = f"{evicted.reason}: {evicted.message}" if evicted is not None else "Evicted"
+    conditions = (pod.get("status") or {}).get("conditions") or []
+    if not any(x.get("type") == DISRUPTION_TARGET for x in conditions):
+        cond = {
+            "type": DISRUPTION_TARGET,
+            "status": "True",
+            "reason": EVICTED_BY_KQUEUE,
+            "message": f"Evicted by kqueue: {why}",
+            "lastTransitionTime": now().strftime("%Y-%m-%dT%H:%M:%SZ"),
+        }
+        op = (
+            {"op": "add", "path": "/status/conditions/-", "value": cond}
+            if conditions
+            else {"op": "add", "path": "/status/conditions", "value": [cond]}
+        )
+        try:
+            await kube.patch(
+                PODS, str(meta["name"]), [op], namespace=meta.get("namespace"),
+                subresource="status", content_type=JSON_PATCH,
+            )
+        except NotFound:
+            return
+        except KubeError as exc:
+            logger.info("DisruptionTarget on pod %s: %s", object_key(pod), exc)
+    try:
+        await kube.delete(PODS, str(meta["name"]), namespace=meta.get("namespace"))
+    except NotFound:
+        return
+    events.record(pod, "Normal", "Stopped", f"Deleted by kqueue: {why}")
+    logger.info("deleted pod %s of evicted Workload %s: %s", object_key(pod), wl.key, why)

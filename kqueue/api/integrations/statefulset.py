@@ -1,0 +1,121 @@
+"""apps/v1 StatefulSet -> Workload: one gang Workload for all of its replicas.
+
+As Kueue's StatefulSet integration (which builds the Workload from the StatefulSet, not from its
+pods: with the default ``podManagementPolicy: OrderedReady`` the StatefulSet creates pod ``n+1``
+only once pod ``n`` is ready, so the Workload cannot wait for every pod to exist). One pod set
+``main`` of ``spec.replicas`` pods (default 1) with the StatefulSet's pod template; owned by the
+StatefulSet.
+
+kqueue differs from Kueue in one way: a StatefulSet is always resizable. Its Workload is named
+from the StatefulSet's generation, so a scale-up makes a new WorkloadSlice that replaces the
+admitted one (``replacement_for``) and is charged only the difference, as an elastic Job's.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Iterable, Mapping
+from typing import Any, Final
+
+from kqueue.api.integrations.common import (
+    IntegrationError,
+    PriorityResolver,
+    annotations_of,
+    clean_template_metadata,
+    kept_annotations,
+    labels_of,
+    owner_reference,
+    queue_name,
+    resolve_preemption_priority,
+    resolve_priority,
+    workload_labels,
+    workload_name,
+)
+from kqueue.api.integrations.job import parse_workload
+from kqueue.api.v1alpha1 import Workload
+from kqueue.api.v1alpha1 import constants as c
+
+APPS_GROUP: Final = "apps"
+APPS_API_VERSION: Final = "apps/v1"
+STATEFULSET_KIND: Final = "StatefulSet"
+
+
+def replicas(sts: Mapping[str, Any]) -> int:
+    """``spec.replicas`` (1 when unset, as the API server defaults it)."""
+    value = (sts.get("spec") or {}).get("replicas", 1)
+    if value is None:
+        return 1
+    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+        raise IntegrationError("spec.replicas", f"must be a non-negative integer, got {value!r}")
+    return value
+
+
+def workload_name_for_statefulset(sts: Mapping[str, Any]) -> str:
+    """The Workload's name; it follows the StatefulSet's generation, so each size's slice has
+    its own name (a manifest without a generation counts as generation 1, as the API server
+    starts every object)."""
+    meta = sts.get("metadata") or {}
+    generation = int(meta.get("generation") or 1)
+    return workload_name(
+        str(meta.get("name", "")),
+        str(meta.get("uid") or ""),
+        STATEFULSET_KIND,
+        APPS_GROUP,
+        extra=str(generation),
+    )
+
+
+def workload_for_statefulset(
+    sts: Mapping[str, Any],
+    priorities: PriorityResolver,
+    *,
+    label_keys_to_copy: Iterable[str] = (),
+    replacement_for: str | None = None,
+) -> Workload:
+    """The Workload kqueue creates for ``sts`` (a decoded apps/v1 StatefulSet).
+
+    ``replacement_for`` (``namespace/name``) marks the WorkloadSlice of a scale-up that replaces
+    the admitted one. Raises :class:`IntegrationError` naming the StatefulSet's field.
+    """
+    if sts.get("kind") != STATEFULSET_KIND:
+        raise IntegrationError("kind", f"expected a StatefulSet, got {sts.get('kind')!r}")
+    meta = sts.get("metadata") or {}
+    template = (sts.get("spec") or {}).get("template")
+    if not isinstance(template, dict) or not isinstance(template.get("spec"), dict):
+        raise IntegrationError("spec.template.spec", "required")
+    count = replicas(sts)
+    if count == 0:
+        raise IntegrationError(
+            "spec.replicas", "a StatefulSet scaled to 0 has no Workload (it needs no quota)"
+        )
+    labels = labels_of(sts)
+    pod_template = copy.deepcopy(template)
+    clean_template_metadata(pod_template)
+    pod_set = {"name": c.DEFAULT_POD_SET_NAME, "count": count, "template": pod_template}
+    priority_ref, priority = resolve_priority(labels, [template["spec"]], priorities)
+    preemption_ref, preemption_priority = resolve_preemption_priority(labels, priority, priorities)
+    wl_spec: dict[str, Any] = {"podSets": [pod_set], "priority": priority}
+    if queue_name(sts) is not None:
+        wl_spec["queueName"] = queue_name(sts)
+    if priority_ref is not None:
+        wl_spec["priorityClassRef"] = priority_ref
+    if preemption_ref is not None:
+        wl_spec["preemptionPriorityClassRef"] = preemption_ref
+        wl_spec["preemptionPriority"] = preemption_priority
+    annotations = kept_annotations(annotations_of(sts))
+    if replacement_for is not None:
+        annotations[c.WORKLOAD_SLICE_REPLACEMENT_FOR_ANNOTATION] = replacement_for
+    wl_meta: dict[str, Any] = {
+        "name": workload_name_for_statefulset(sts),
+        "namespace": str(meta.get("namespace") or "default"),
+        "ownerReferences": [
+            owner_reference(sts, api_version=APPS_API_VERSION, kind=STATEFULSET_KIND, controller=True)
+        ],
+    }
+    copied = workload_labels(labels, label_keys_to_copy)
+    if copied:
+        wl_meta["labels"] = copied
+    if annotations:
+        wl_meta["annotations"] = annotations
+    doc = {"apiVersion": c.API_VERSION, "kind": "Workload", "metadata": wl_meta, "spec": wl_spec}
+    return parse_workload(doc, template_paths=["spec.template"])

@@ -1,0 +1,113 @@
+"""Admission webhooks for Deployments (apps/v1) that name a queue.
+
+Mutating (create and update), as Kueue's Deployment webhook: the Deployment's queue, priority,
+preemption-priority and preemptibility labels are copied into its pod template (and removed
+there when the Deployment drops them), and the template is marked
+``kqueue.io/suspended-by-parent: deployment``. Each pod its ReplicaSet creates is then held by the
+plain-pod webhook and admitted on its own.
+
+Validating: what a Deployment cannot honour is refused naming the field (elastic WorkloadSlices,
+partial admission, pod groups: each pod is already its own Workload); the queue and priority-class
+labels cannot change while the Deployment has ready pods, and the queue label cannot be removed
+(Kueue's rules).
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any, Final
+
+from kqueue.api.integrations.deployment import PROPAGATED_LABELS, template_metadata
+from kqueue.api.v1alpha1 import constants as c
+from kqueue.controller.admission import AdmissionRequest, FieldError, Verdict
+
+Obj = dict[str, Any]
+
+MUTATE_PATH: Final = "/mutate-apps-v1-deployment"
+VALIDATE_PATH: Final = "/validate-apps-v1-deployment"
+
+UNSUPPORTED_ANNOTATIONS: Final = {
+    c.ELASTIC_JOB_ANNOTATION: "a Deployment cannot be elastic: each of its pods is its own "
+    "Workload, so it scales pod by pod without WorkloadSlices",
+    c.JOB_MIN_PARALLELISM_ANNOTATION: "partial admission is not supported for Deployments "
+    "(each pod is admitted on its own)",
+}
+
+
+def _labels(obj: Obj) -> dict[str, str]:
+    return dict((obj.get("metadata") or {}).get("labels") or {})
+
+
+def _ready(obj: Obj) -> int:
+    return int((obj.get("status") or {}).get("readyReplicas") or 0)
+
+
+async def mutate(req: AdmissionRequest) -> Verdict:
+    obj = req.object
+    if req.operation not in ("CREATE", "UPDATE") or not isinstance(obj, dict):
+        return Verdict.allow()
+    if not _labels(obj).get(c.QUEUE_NAME_LABEL):
+        return Verdict.allow()  # the label is being removed: the validating webhook says no
+    out = copy.deepcopy(obj)
+    spec = out.setdefault("spec", {})
+    template = spec.setdefault("template", {}) if isinstance(spec, dict) else None
+    if not isinstance(template, dict):
+        return Verdict.allow()  # malformed: the API server reports it
+    meta = template.setdefault("metadata", {})
+    labels = meta["labels"] = dict(meta.get("labels") or {})
+    annotations = meta["annotations"] = dict(meta.get("annotations") or {})
+    want_labels, want_annotations = template_metadata(obj)
+    for key in PROPAGATED_LABELS:
+        if key in want_labels:
+            labels[key] = want_labels[key]
+        else:
+            labels.pop(key, None)
+    annotations.update(want_annotations)
+    return Verdict.patch(out) if out != obj else Verdict.allow()
+
+
+async def validate(req: AdmissionRequest) -> Verdict:
+    obj = req.object
+    if not isinstance(obj, dict):
+        return Verdict.allow()
+    errors: list[FieldError] = []
+    if _labels(obj).get(c.QUEUE_NAME_LABEL):
+        annotations = (obj.get("metadata") or {}).get("annotations") or {}
+        for key, why in UNSUPPORTED_ANNOTATIONS.items():
+            if key in annotations:
+                errors.append(
+                    FieldError(f"metadata.annotations[{key}]", f"not supported: {why}; remove it")
+                )
+        template = (obj.get("spec") or {}).get("template") or {}
+        t_labels = (template.get("metadata") or {}).get("labels") or {}
+        if c.POD_GROUP_NAME_LABEL in t_labels:
+            errors.append(
+                FieldError(
+                    f"spec.template.metadata.labels[{c.POD_GROUP_NAME_LABEL}]",
+                    "not supported: a Deployment's pods are each admitted on their own, never "
+                    "as a pod group; remove it (use a StatefulSet for a gang)",
+                )
+            )
+    old = req.old_object
+    if req.operation == "UPDATE" and isinstance(old, dict):
+        for key in (c.QUEUE_NAME_LABEL, c.PRIORITY_CLASS_LABEL):
+            before, after = _labels(old).get(key), _labels(obj).get(key)
+            if before == after:
+                continue
+            if key == c.QUEUE_NAME_LABEL and before and not after:
+                errors.append(
+                    FieldError(
+                        f"metadata.labels[{key}]",
+                        f"cannot be removed from a Deployment kqueue manages (was {before!r}): "
+                        "delete and re-create the Deployment to run it without kqueue",
+                    )
+                )
+            elif _ready(old) > 0:
+                errors.append(
+                    FieldError(
+                        f"metadata.labels[{key}]",
+                        f"field is immutable while the Deployment has ready pods "
+                        f"({_ready(old)}): cannot change from {before!r} to {after!r}",
+                    )
+                )
+    return Verdict.deny(*errors) if errors else Verdict.allow()

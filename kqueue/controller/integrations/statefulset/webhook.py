@@ -1,0 +1,127 @@
+"""Admission webhooks for StatefulSets (apps/v1) that name a queue.
+
+Mutating (create and update): the pod template gets the ``kqueue.io/admission`` gate and the
+managed label, so every pod is born held and kqueue's pod informer sees it. Validating, as
+Kueue's StatefulSet webhook: partial admission is refused (the StatefulSet is one gang); the
+queue and priority-class labels cannot change, nor be removed, while the StatefulSet has ready
+pods; nor can the pods' shape (requests, ports, node selector, affinity, tolerations...: what the
+admitted Workload was charged for). ``spec.replicas`` may change: that is how it is resized.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any, Final
+
+from kqueue.api.integrations import role_hash
+from kqueue.api.v1alpha1 import constants as c
+from kqueue.controller.admission import AdmissionRequest, FieldError, Verdict
+from kqueue.controller.integrations.suspension import gate_templates
+
+Obj = dict[str, Any]
+
+MUTATE_PATH: Final = "/mutate-apps-v1-statefulset"
+VALIDATE_PATH: Final = "/validate-apps-v1-statefulset"
+
+UNSUPPORTED_ANNOTATIONS: Final = {
+    c.JOB_MIN_PARALLELISM_ANNOTATION: "partial admission is not supported for StatefulSets "
+    "(all replicas are admitted as one gang)",
+}
+
+
+def _labels(obj: Obj) -> dict[str, str]:
+    return dict((obj.get("metadata") or {}).get("labels") or {})
+
+
+def _ready(obj: Obj) -> int:
+    return int((obj.get("status") or {}).get("readyReplicas") or 0)
+
+
+def _shape(obj: Obj) -> str | None:
+    spec = ((obj.get("spec") or {}).get("template") or {}).get("spec")
+    if not isinstance(spec, dict):
+        return None
+    return role_hash({"spec": spec})
+
+
+def _pod_spec(obj: Obj) -> Obj:
+    spec = ((obj.get("spec") or {}).get("template") or {}).get("spec")
+    return spec if isinstance(spec, dict) else {}
+
+
+def _changed_path(old: Obj, new: Obj) -> str:
+    """The most precise path of a shape change: a container's requests, else the pod spec."""
+    before, after = _pod_spec(old), _pod_spec(new)
+    for part in ("initContainers", "containers"):
+        a, b = before.get(part) or [], after.get(part) or []
+        if len(a) != len(b):
+            return f"spec.template.spec.{part}"
+        for i, (x, y) in enumerate(zip(a, b, strict=True)):
+            if (x.get("resources") or {}).get("requests") != (y.get("resources") or {}).get("requests"):
+                return f"spec.template.spec.{part}[{i}].resources.requests"
+    return "spec.template.spec"
+
+
+async def mutate(req: AdmissionRequest) -> Verdict:
+    obj = req.object
+    if req.operation not in ("CREATE", "UPDATE") or not isinstance(obj, dict):
+        return Verdict.allow()
+    if not _labels(obj).get(c.QUEUE_NAME_LABEL):
+        return Verdict.allow()  # the label is being removed: the validating webhook says no
+    out = copy.deepcopy(obj)
+    spec = out.setdefault("spec", {})
+    if not isinstance(spec, dict):
+        return Verdict.allow()  # malformed: the API server reports it
+    template = spec.setdefault("template", {})
+    if not isinstance(template, dict):
+        return Verdict.allow()
+    return Verdict.patch(out) if gate_templates([template]) else Verdict.allow()
+
+
+async def validate(req: AdmissionRequest) -> Verdict:
+    obj = req.object
+    if not isinstance(obj, dict):
+        return Verdict.allow()
+    errors: list[FieldError] = []
+    annotations = (obj.get("metadata") or {}).get("annotations") or {}
+    if _labels(obj).get(c.QUEUE_NAME_LABEL):
+        for key, why in UNSUPPORTED_ANNOTATIONS.items():
+            if key in annotations:
+                errors.append(
+                    FieldError(f"metadata.annotations[{key}]", f"not supported: {why}; remove it")
+                )
+    old = req.old_object
+    if req.operation == "UPDATE" and isinstance(old, dict):
+        running = _ready(old) > 0
+        for key in (c.QUEUE_NAME_LABEL, c.PRIORITY_CLASS_LABEL):
+            before, after = _labels(old).get(key), _labels(obj).get(key)
+            if before == after:
+                continue
+            if key == c.QUEUE_NAME_LABEL and before and not after:
+                errors.append(
+                    FieldError(
+                        f"metadata.labels[{key}]",
+                        f"cannot be removed from a StatefulSet kqueue manages (was {before!r}): "
+                        "its pods are held by kqueue's gate; delete and re-create the "
+                        "StatefulSet to run it without kqueue",
+                    )
+                )
+            elif running:
+                errors.append(
+                    FieldError(
+                        f"metadata.labels[{key}]",
+                        f"field is immutable while the StatefulSet has ready pods "
+                        f"({_ready(old)}): cannot change from {before!r} to {after!r}",
+                    )
+                )
+        if _labels(old).get(c.QUEUE_NAME_LABEL) and running and _shape(old) != _shape(obj):
+            errors.append(
+                FieldError(
+                    _changed_path(old, obj),
+                    "the pods' requests, ports, node selector, affinity, tolerations, runtime "
+                    "class, priority, topology spread, overhead and resource claims are "
+                    f"immutable while the StatefulSet has ready pods ({_ready(old)}): its "
+                    "admitted Workload was charged for them; scale it to 0 first",
+                )
+            )
+    return Verdict.deny(*errors) if errors else Verdict.allow()
