@@ -13,7 +13,11 @@ import re
 import sys
 from pathlib import Path
 
-from kqueue.controller.integrations.derived import chart_rbac_template, docs_table
+from kqueue.controller.integrations.derived import (
+    chart_rbac_template,
+    chart_webhooks_template,
+    docs_table,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 CHART = ROOT / "charts" / "kqueue" / "templates" / "_integrations.tpl"
@@ -30,7 +34,10 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--check", action="store_true")
     args = parser.parse_args()
-    wanted = {CHART: chart_rbac_template(), DOCS: docs_text(DOCS.read_text())}
+    wanted = {
+        CHART: chart_rbac_template() + chart_webhooks_template(),
+        DOCS: docs_text(DOCS.read_text()),
+    }
     stale = [p for p, text in wanted.items() if not p.exists() or p.read_text() != text]
     if args.check:
         for p in stale:

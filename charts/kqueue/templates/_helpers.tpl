@@ -208,11 +208,6 @@ matchExpressions:
 config.integrations.frameworks, or no frameworks given (the controller's default has it). The
 plain-Pod webhook and the RBAC only that integration needs follow it.
 */}}
-{{- define "kqueue.batchJobs" -}}
-{{- $integrations := default dict (default dict .Values.config).integrations -}}
-{{- if or (not (hasKey $integrations "frameworks")) (has "batch/job" (default list $integrations.frameworks)) -}}true{{- end -}}
-{{- end -}}
-
 {{- define "kqueue.plainPods" -}}
 {{- $integrations := default dict (default dict .Values.config).integrations -}}
 {{- if or (not (hasKey $integrations "frameworks")) (has "pod" (default list $integrations.frameworks)) -}}true{{- end -}}

@@ -77,3 +77,138 @@ only when it is in config.integrations.frameworks (all registered defaults when 
   verbs: [update]
 {{- end }}
 {{- end -}}
+{{- define "kqueue.integrationWebhooks" -}}
+{{- $integrations := default dict (default dict .Values.config).integrations -}}
+{{- $on := ternary (default list $integrations.frameworks) (list "batch/job" "pod") (hasKey $integrations "frameworks") -}}
+{{- $all := (default dict .Values.config).manageJobsWithoutQueueName -}}
+{{- if has "batch/job" $on }}
+- type: mutating
+  name: mbatch-job.kqueue.io
+  path: /mutate-batch-v1-job
+  rules: [{"apiGroups": ["batch"], "apiVersions": ["v1"], "operations": ["CREATE", "UPDATE"], "resources": ["jobs"]}]
+  {{- if $all }}
+  objectSelector: {}
+  {{- else }}
+  objectSelector: {"matchExpressions": [{"key": "kqueue.io/queue-name", "operator": "Exists"}]}
+  {{- end }}
+  reinvocationPolicy: Never
+{{- end }}
+{{- if has "jobset.x-k8s.io/jobset" $on }}
+- type: mutating
+  name: mjobset.kqueue.io
+  path: /mutate-jobset-x-k8s-io-v1alpha2-jobset
+  rules: [{"apiGroups": ["jobset.x-k8s.io"], "apiVersions": ["v1alpha2"], "operations": ["CREATE", "UPDATE"], "resources": ["jobsets"]}]
+  {{- if $all }}
+  objectSelector: {}
+  {{- else }}
+  objectSelector: {"matchExpressions": [{"key": "kqueue.io/queue-name", "operator": "Exists"}]}
+  {{- end }}
+  reinvocationPolicy: Never
+{{- end }}
+{{- if has "kubeflow.org/mpijob" $on }}
+- type: mutating
+  name: mmpijob.kqueue.io
+  path: /mutate-kubeflow-org-v2beta1-mpijob
+  rules: [{"apiGroups": ["kubeflow.org"], "apiVersions": ["v2beta1"], "operations": ["CREATE", "UPDATE"], "resources": ["mpijobs"]}]
+  {{- if $all }}
+  objectSelector: {}
+  {{- else }}
+  objectSelector: {"matchExpressions": [{"key": "kqueue.io/queue-name", "operator": "Exists"}]}
+  {{- end }}
+  reinvocationPolicy: Never
+{{- end }}
+{{- if has "trainer.kubeflow.org/trainjob" $on }}
+- type: mutating
+  name: mtrainjob.kqueue.io
+  path: /mutate-trainer-kubeflow-org-v1alpha1-trainjob
+  rules: [{"apiGroups": ["trainer.kubeflow.org"], "apiVersions": ["v1alpha1"], "operations": ["CREATE", "UPDATE"], "resources": ["trainjobs"]}]
+  {{- if $all }}
+  objectSelector: {}
+  {{- else }}
+  objectSelector: {"matchExpressions": [{"key": "kqueue.io/queue-name", "operator": "Exists"}]}
+  {{- end }}
+  reinvocationPolicy: Never
+{{- end }}
+{{- if has "deployment" $on }}
+- type: mutating
+  name: mdeployment.kqueue.io
+  path: /mutate-apps-v1-deployment
+  rules: [{"apiGroups": ["apps"], "apiVersions": ["v1"], "operations": ["CREATE", "UPDATE"], "resources": ["deployments"]}]
+  objectSelector: {"matchExpressions": [{"key": "kqueue.io/queue-name", "operator": "Exists"}]}
+  reinvocationPolicy: Never
+{{- end }}
+{{- if has "statefulset" $on }}
+- type: mutating
+  name: mstatefulset.kqueue.io
+  path: /mutate-apps-v1-statefulset
+  rules: [{"apiGroups": ["apps"], "apiVersions": ["v1"], "operations": ["CREATE", "UPDATE"], "resources": ["statefulsets"]}]
+  objectSelector: {"matchExpressions": [{"key": "kqueue.io/queue-name", "operator": "Exists"}]}
+  reinvocationPolicy: Never
+{{- end }}
+{{- if has "pod" $on }}
+- type: mutating
+  name: mplainpod.kqueue.io
+  path: /mutate--v1-pod-plain
+  rules: [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"], "resources": ["pods"]}]
+  objectSelector: {"matchExpressions": [{"key": "kqueue.io/queue-name", "operator": "Exists"}, {"key": "kqueue.io/managed", "operator": "DoesNotExist"}]}
+  reinvocationPolicy: Never
+{{- end }}
+{{- if has "batch/job" $on }}
+- type: validating
+  name: vbatch-job.kqueue.io
+  path: /validate-batch-v1-job
+  rules: [{"apiGroups": ["batch"], "apiVersions": ["v1"], "operations": ["CREATE", "UPDATE"], "resources": ["jobs"]}]
+  {{- if $all }}
+  objectSelector: {}
+  {{- else }}
+  objectSelector: {"matchExpressions": [{"key": "kqueue.io/queue-name", "operator": "Exists"}]}
+  {{- end }}
+{{- end }}
+{{- if has "jobset.x-k8s.io/jobset" $on }}
+- type: validating
+  name: vjobset.kqueue.io
+  path: /validate-jobset-x-k8s-io-v1alpha2-jobset
+  rules: [{"apiGroups": ["jobset.x-k8s.io"], "apiVersions": ["v1alpha2"], "operations": ["CREATE", "UPDATE"], "resources": ["jobsets"]}]
+  {{- if $all }}
+  objectSelector: {}
+  {{- else }}
+  objectSelector: {"matchExpressions": [{"key": "kqueue.io/queue-name", "operator": "Exists"}]}
+  {{- end }}
+{{- end }}
+{{- if has "kubeflow.org/mpijob" $on }}
+- type: validating
+  name: vmpijob.kqueue.io
+  path: /validate-kubeflow-org-v2beta1-mpijob
+  rules: [{"apiGroups": ["kubeflow.org"], "apiVersions": ["v2beta1"], "operations": ["CREATE", "UPDATE"], "resources": ["mpijobs"]}]
+  {{- if $all }}
+  objectSelector: {}
+  {{- else }}
+  objectSelector: {"matchExpressions": [{"key": "kqueue.io/queue-name", "operator": "Exists"}]}
+  {{- end }}
+{{- end }}
+{{- if has "trainer.kubeflow.org/trainjob" $on }}
+- type: validating
+  name: vtrainjob.kqueue.io
+  path: /validate-trainer-kubeflow-org-v1alpha1-trainjob
+  rules: [{"apiGroups": ["trainer.kubeflow.org"], "apiVersions": ["v1alpha1"], "operations": ["CREATE", "UPDATE"], "resources": ["trainjobs"]}]
+  {{- if $all }}
+  objectSelector: {}
+  {{- else }}
+  objectSelector: {"matchExpressions": [{"key": "kqueue.io/queue-name", "operator": "Exists"}]}
+  {{- end }}
+{{- end }}
+{{- if has "deployment" $on }}
+- type: validating
+  name: vdeployment.kqueue.io
+  path: /validate-apps-v1-deployment
+  rules: [{"apiGroups": ["apps"], "apiVersions": ["v1"], "operations": ["CREATE", "UPDATE"], "resources": ["deployments"]}]
+  objectSelector: {"matchExpressions": [{"key": "kqueue.io/queue-name", "operator": "Exists"}]}
+{{- end }}
+{{- if has "statefulset" $on }}
+- type: validating
+  name: vstatefulset.kqueue.io
+  path: /validate-apps-v1-statefulset
+  rules: [{"apiGroups": ["apps"], "apiVersions": ["v1"], "operations": ["CREATE", "UPDATE"], "resources": ["statefulsets"]}]
+  objectSelector: {"matchExpressions": [{"key": "kqueue.io/queue-name", "operator": "Exists"}]}
+{{- end }}
+{{- end -}}

@@ -7,6 +7,8 @@ this module produces, so a new integration reaches the chart and the docs by reg
 
 from __future__ import annotations
 
+import json
+
 from kqueue.controller.integrations.registry import frameworks
 
 CHART_TEMPLATE_HEADER = """{{- /*
@@ -33,6 +35,50 @@ def chart_rbac_template() -> str:
             lines.append("- apiGroups: [" + ", ".join(f'"{g}"' for g in rule.api_groups) + "]")
             lines.append("  resources: [" + ", ".join(rule.resources) + "]")
             lines.append("  verbs: [" + ", ".join(rule.verbs) + "]")
+        lines.append("{{- end }}")
+    lines.append("{{- end -}}")
+    return "\n".join(lines) + "\n"
+
+
+def _flow(value: object) -> str:
+    """JSON is YAML flow style: one line, no quoting questions."""
+    return json.dumps(value, sort_keys=True)
+
+
+def chart_webhooks_template() -> str:
+    """``kqueue.integrationWebhooks``: a YAML list of the enabled integrations' webhooks, in
+    the generator's order (mutating by ``order``, then registration), with the object selector
+    for the chart's ``config.manageJobsWithoutQueueName``. webhooks.yaml adds the namespace
+    selector, failure policy, timeouts and client config."""
+    ordered = sorted(
+        ((w.order, i, fw, w) for i, fw in enumerate(frameworks()) for w in fw.webhooks),
+        key=lambda t: t[:2],
+    )
+    lines = ['{{- define "kqueue.integrationWebhooks" -}}']
+    lines.append("{{- $integrations := default dict (default dict .Values.config).integrations -}}")
+    lines.append(
+        '{{- $on := ternary (default list $integrations.frameworks) (list '
+        + " ".join(f'"{f.name}"' for f in frameworks() if f.default_enabled)
+        + ') (hasKey $integrations "frameworks") -}}'
+    )
+    lines.append("{{- $all := (default dict .Values.config).manageJobsWithoutQueueName -}}")
+    for _, _, fw, w in ordered:
+        lines.append(f'{{{{- if has "{fw.name}" $on }}}}')
+        lines.append(f"- type: {w.type}")
+        lines.append(f"  name: {w.name}")
+        lines.append(f"  path: {w.path}")
+        lines.append(f"  rules: {_flow([dict(r) for r in w.rules])}")
+        with_all, without = w.object_selector(True), w.object_selector(False)
+        if with_all == without:
+            lines.append(f"  objectSelector: {_flow(without)}")
+        else:
+            lines.append("  {{- if $all }}")
+            lines.append(f"  objectSelector: {_flow(with_all)}")
+            lines.append("  {{- else }}")
+            lines.append(f"  objectSelector: {_flow(without)}")
+            lines.append("  {{- end }}")
+        if w.reinvocation_policy is not None:
+            lines.append(f"  reinvocationPolicy: {w.reinvocation_policy}")
         lines.append("{{- end }}")
     lines.append("{{- end -}}")
     return "\n".join(lines) + "\n"
