@@ -11,7 +11,6 @@ import yaml
 from kqueue import __version__
 from kqueue.api.config import (
     DEFAULT_FRAMEWORKS,
-    SUPPORTED_FRAMEWORKS,
     default_managed_namespace_selector,
     load_configuration,
     parse_bind_address,
