@@ -1,4 +1,6 @@
-"""The informer, leader election and the webhook server against the real local control plane."""
+"""The informer, leader election and the webhook server against the real local control plane.
+
+(Here, not in tests/controller, whose conftest gives `cluster` to the fake API server.)"""
 
 from __future__ import annotations
 
