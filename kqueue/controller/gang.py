@@ -69,10 +69,15 @@ _WAITING_MESSAGES = ("pod group is unschedulable", "waiting for minCount")
 GangMode = Literal["Auto", "Disabled"]
 
 
-def group_name(kind: str, name: str) -> str:
+def group_name(kind: str, name: str, uid: str | None = None) -> str:
     """The PodGroup of the workload of object ``kind``/``name``: stable across the object's
-    Workloads (an elastic Job's slices, a requeued Workload), as its pods' reference is."""
-    base = f"{kind.lower()}-{name}"
+    Workloads (an elastic Job's slices, a requeued Workload), as its pods' reference is.
+
+    With the object's ``uid`` (known when it is the pod's direct controller) a recreated object
+    of the same name gets another group: the old one may still be terminating, and the API
+    server keeps a PodGroup while any live pod names it, so new pods naming it would wait for
+    it and it for them."""
+    base = f"{kind.lower()}-{name}" + (f"-{uid.replace('-', '')[:8]}" if uid else "")
     if len(base) <= _MAX_NAME:
         return base
     digest = hashlib.sha256(base.encode()).hexdigest()[:10]

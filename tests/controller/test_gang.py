@@ -66,13 +66,13 @@ def _create(pod: Obj) -> AdmissionRequest:
 MUTATION_CASES = [
     # (name, gang on, pod, expected group or None, refused)
     ("gang off: gate only", False, _pod(), None, False),
-    ("gang on: pod of a Job names the Job's group", True, _pod(), "job-train", False),
+    ("gang on: pod of a Job names the Job's group", True, _pod(), "job-train-u1", False),
     ("gang on: pod claimed by no integration gets no group", True, _pod(owner=None), None, False),
     (
         "gang on: reinvoked with kqueue's own group",
         True,
-        _pod(group={"podGroupName": "job-train"}),
-        "job-train",
+        _pod(group={"podGroupName": "job-train-u1"}),
+        "job-train-u1",
         False,
     ),
     ("gang on: user-set group refused", True, _pod(group={"podGroupName": "mine"}), None, True),
@@ -112,21 +112,31 @@ async def test_pod_webhook_sets_or_refuses_the_scheduling_group(
 def test_claimant_prefers_the_top_level_object() -> None:
     pod = _pod(owner="trainer-workers-0")
     pod["metadata"]["labels"]["jobset.sigs.k8s.io/jobset-name"] = "trainer"
-    assert claimant({"batch/job"})(pod) == ("Job", "trainer-workers-0")
-    assert claimant({"batch/job", "jobset.x-k8s.io/jobset"})(pod) == ("JobSet", "trainer")
+    assert claimant({"batch/job"})(pod) == ("Job", "trainer-workers-0", "u1")
+    # The JobSet is not the pod's controller: its UID is not on the pod, its name is.
+    assert claimant({"batch/job", "jobset.x-k8s.io/jobset"})(pod) == ("JobSet", "trainer", None)
 
 
 @pytest.mark.parametrize(
-    ("kind", "name"),
-    [("Job", "a"), ("JobSet", "x" * 63), ("Job", "y" * 253)],
-    ids=["short", "longest-label", "longest-subdomain"],
+    ("kind", "name", "uid"),
+    [
+        ("Job", "a", None),
+        ("Job", "a", "0f1e2d3c-aaaa-bbbb"),
+        ("JobSet", "x" * 63, None),
+        ("Job", "y" * 253, "0f1e2d3c-aaaa-bbbb"),
+    ],
+    ids=["short", "short-with-uid", "longest-label", "longest-subdomain"],
 )
-def test_group_name_is_a_stable_dns_subdomain(kind: str, name: str) -> None:
-    out = group_name(kind, name)
-    assert out == group_name(kind, name)
+def test_group_name_is_a_stable_dns_subdomain(kind: str, name: str, uid: str | None) -> None:
+    out = group_name(kind, name, uid)
+    assert out == group_name(kind, name, uid)
     assert len(out) <= 253 and out[0].isalnum() and out[-1].isalnum()
     assert out.startswith(kind.lower() + "-")
-    assert group_name(kind, name + "z") != out
+    assert group_name(kind, name + "z", uid) != out
+    if len(name) < 200:
+        assert out == f"{kind.lower()}-{name}" + (f"-{uid[:8]}" if uid else "")
+    # Another object of the same name (recreated) gets another group.
+    assert group_name(kind, name, "99999999-cccc") != out
 
 
 # -- discovery ------------------------------------------------------------------------------------

@@ -45,6 +45,11 @@ async def _pod_group(api: Api, namespace: str, name: str) -> Obj | None:
         return None
 
 
+async def _group_of(api: Api, namespace: str, job_name: str) -> str:
+    j = await api.job(namespace, job_name)
+    return gang.group_name("Job", job_name, j["metadata"]["uid"])
+
+
 def _owner_uids(obj: Obj) -> set[str]:
     return {r["uid"] for r in obj["metadata"].get("ownerReferences") or []}
 
@@ -61,7 +66,7 @@ async def test_fragmented_gang_binds_nothing_then_all_together(
         wl = await api.wait_workload(
             namespace, frag.job_name, lambda w: is_true(w, c.ADMITTED), what="Admitted"
         )
-        group = gang.group_name("Job", frag.job_name)
+        group = await _group_of(api, namespace, frag.job_name)
 
         # Every pod names the group; the group is sized to the admission and owned by the Workload.
         async def four_pods() -> list[Obj] | None:
@@ -124,7 +129,7 @@ async def test_elastic_scale_up_updates_the_pod_group(
     del obj["spec"]["completions"]
     await api.apply(obj)
     await eventually(lambda: running_pods(api, namespace, "grow", 2), what="2 pods Running")
-    group = gang.group_name("Job", "grow")
+    group = await _group_of(api, namespace, "grow")
     first = await _pod_group(api, namespace, group)
     assert first is not None and first["spec"]["schedulingPolicy"]["gang"]["minCount"] == 2
     [slice1] = [w for w in await slices_of(api, namespace, "grow") if is_true(w, c.ADMITTED)]
@@ -170,7 +175,7 @@ async def test_preempted_gang_pod_group_goes_with_it(
     await api.apply(local_queue("q", namespace, cq))
     await api.apply(job("victim", namespace, "q", count=2, labels={c.PRIORITY_CLASS_LABEL: low}))
     await eventually(lambda: running_pods(api, namespace, "victim", 2), what="victim Running")
-    group = gang.group_name("Job", "victim")
+    group = await _group_of(api, namespace, "victim")
     before = await _pod_group(api, namespace, group)
     assert before is not None
 
@@ -183,7 +188,7 @@ async def test_preempted_gang_pod_group_goes_with_it(
 
     await eventually(gone, what=f"the victim's PodGroup {group} deleted")
     await eventually(lambda: running_pods(api, namespace, "urgent", 2), what="urgent Running")
-    urgent = await _pod_group(api, namespace, gang.group_name("Job", "urgent"))
+    urgent = await _pod_group(api, namespace, await _group_of(api, namespace, "urgent"))
     assert urgent is not None and urgent["spec"]["schedulingPolicy"]["gang"]["minCount"] == 2
 
 

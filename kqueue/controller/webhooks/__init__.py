@@ -46,22 +46,25 @@ def register(
 
 
 def claimant(enabled: set[str]) -> pod.Claimant:
-    """Which enabled integration's object a pod's workload belongs to: ``(kind, name)``.
+    """Which enabled integration's object a pod's workload belongs to: ``(kind, name, uid)``,
+    the UID when that object is the pod's direct controller (else None).
 
     A pod claimed by two (a JobSet's pod is also its child Job's) belongs to the top-level one,
     the object that is not its direct controller."""
     jobs = [fw.job() for fw in registry.frameworks() if fw.name in enabled and fw.job is not None]
 
-    def claim(p: dict[str, Any]) -> tuple[str, str] | None:
+    def claim(p: dict[str, Any]) -> tuple[str, str, str | None] | None:
         found = [(j.kind, key) for j in jobs if (key := j.owner_of_pod(p)) is not None]
         if not found:
             return None
         direct = {
-            r.get("kind") for r in (p.get("metadata") or {}).get("ownerReferences") or [] if r.get("controller")
+            str(r.get("kind")): str(r.get("uid") or "") or None
+            for r in (p.get("metadata") or {}).get("ownerReferences") or []
+            if r.get("controller")
         }
         top = [f for f in found if f[0] not in direct] or found
         kind, key = top[0]
-        return kind, key.rpartition("/")[2]
+        return kind, key.rpartition("/")[2], direct.get(kind)
 
     return claim
 

@@ -8,8 +8,9 @@ it here; the job reconciler releases pods whose workload is admitted.
 With gang scheduling on (:mod:`kqueue.controller.gang`) a pod that belongs to a kqueue workload
 also gets ``spec.schedulingGroup.podGroupName``: the field is immutable, so it can only be set
 at creation, before kqueue knows how many pods will be admitted. The group is named after the
-object that owns the workload (the top-level one: a JobSet, not its child Job), so every pod of
-one workload, whatever its pod set, names the same PodGroup. A managed pod that arrives with
+object that owns the workload (the top-level one: a JobSet, not its child Job; with its UID when
+it is the pod's direct controller), so every pod of one workload, whatever its pod set, names
+the same PodGroup. A managed pod that arrives with
 its own group is refused: kqueue would release it into a group whose minCount nobody keeps in
 step with the admission.
 """
@@ -30,11 +31,11 @@ MUTATE_PATH = "/mutate--v1-pod"
 
 Obj = dict[str, Any]
 Handler = Callable[[AdmissionRequest], Any]
-# (kind, name) of the object whose workload a pod belongs to, or None.
-Claimant = Callable[[Obj], tuple[str, str] | None]
+# (kind, name, uid if known) of the object whose workload a pod belongs to, or None.
+Claimant = Callable[[Obj], tuple[str, str, str | None] | None]
 
 
-def _no_claimant(_pod: Obj) -> tuple[str, str] | None:
+def _no_claimant(_pod: Obj) -> tuple[str, str, str | None] | None:
     return None
 
 
