@@ -58,6 +58,9 @@ GANG_SCHEDULED_EVENT = "GangScheduled"
 # The count kqueue admitted for the pods of the group (minCount cannot follow an elastic
 # scale-up: the spec is immutable).
 ADMITTED_COUNT_ANNOTATION = "kqueue.io/admitted-pod-count"
+# On a pod (template): "false" keeps the pod out of gang scheduling (no schedulingGroup). Users
+# may set it; the Job webhook sets it on Jobs that run in waves (see waves_of_pods).
+GANG_SCHEDULING_ANNOTATION = "kqueue.io/gang-scheduling"
 # How often the verdict is read again while kube-scheduler has not placed the gang.
 RECHECK_S = 3.0
 
@@ -82,6 +85,11 @@ def group_name(kind: str, name: str, uid: str | None = None) -> str:
         return base
     digest = hashlib.sha256(base.encode()).hexdigest()[:10]
     return f"{base[: _MAX_NAME - 11].rstrip('-.')}-{digest}"
+
+
+def opted_out(pod: Obj) -> bool:
+    annotations = (pod.get("metadata") or {}).get("annotations") or {}
+    return annotations.get(GANG_SCHEDULING_ANNOTATION) == "false"
 
 
 def pod_group_of(pod: Obj) -> str | None:

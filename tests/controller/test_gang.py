@@ -4,6 +4,7 @@ the PodGroup kqueue sizes before releasing pods, kube-scheduler's verdict on the
 from __future__ import annotations
 
 import copy
+import dataclasses
 from datetime import UTC, datetime
 from typing import Any, cast
 
@@ -25,8 +26,16 @@ Obj = dict[str, Any]
 NOW = datetime(2025, 3, 1, 12, 0, tzinfo=UTC)
 
 
-def _pod(*, owner: str | None = "train", group: Obj | None = None, managed: bool = True) -> Obj:
+def _pod(
+    *,
+    owner: str | None = "train",
+    group: Obj | None = None,
+    managed: bool = True,
+    opt_out: bool = False,
+) -> Obj:
     meta: Obj = {"name": "p", "namespace": "team-a", "labels": {}}
+    if opt_out:
+        meta["annotations"] = {gang.GANG_SCHEDULING_ANNOTATION: "false"}
     if managed:
         meta["labels"][c.MANAGED_LABEL] = "true"
     if owner:
@@ -68,6 +77,7 @@ MUTATION_CASES = [
     ("gang off: gate only", False, _pod(), None, False),
     ("gang on: pod of a Job names the Job's group", True, _pod(), "job-train-u1", False),
     ("gang on: pod claimed by no integration gets no group", True, _pod(owner=None), None, False),
+    ("gang on: pod opted out gets no group", True, _pod(opt_out=True), None, False),
     (
         "gang on: reinvoked with kqueue's own group",
         True,
@@ -137,6 +147,45 @@ def test_group_name_is_a_stable_dns_subdomain(kind: str, name: str, uid: str | N
         assert out == f"{kind.lower()}-{name}" + (f"-{uid[:8]}" if uid else "")
     # Another object of the same name (recreated) gets another group.
     assert group_name(kind, name, "99999999-cccc") != out
+
+
+JOB_WAVE_CASES = [
+    # (name, completions, parallelism, partial admission, runs in waves)
+    ("work queue", None, 4, False, False),
+    ("one wave", 4, 4, False, False),
+    ("fewer completions than parallelism", 2, 4, False, False),
+    ("more completions than parallelism", 6, 4, False, True),
+    ("partial admission may shrink the wave", 4, 4, True, True),
+    ("single pod with partial admission", 1, 1, True, False),
+]
+
+
+@pytest.mark.parametrize(
+    ("completions", "parallelism", "partial", "waves"),
+    [pytest.param(*case[1:], id=case[0]) for case in JOB_WAVE_CASES],
+)
+async def test_job_webhook_keeps_jobs_that_run_in_waves_out_of_gangs(
+    completions: int | None, parallelism: int, partial: bool, waves: bool
+) -> None:
+    from kqueue.controller.integrations.job.webhook import JobWebhooks, runs_in_waves
+    from tests.controller_e2e.harness import job as e2e_job
+
+    obj = e2e_job("train", "team-a", "main", count=parallelism)
+    obj["spec"]["completions"] = completions
+    if partial:
+        obj["metadata"]["annotations"][c.JOB_MIN_PARALLELISM_ANNOTATION] = "1"
+    assert runs_in_waves(obj) is waves
+    req = dataclasses.replace(
+        _create(obj),
+        kind={"group": "batch", "version": "v1", "kind": "Job"},
+        resource={"group": "batch", "version": "v1", "resource": "jobs"},
+    )
+    verdict = await JobWebhooks().mutate(req)
+    assert verdict.allowed and verdict.patched is not None
+    annotations = verdict.patched["spec"]["template"]["metadata"].get("annotations") or {}
+    assert (annotations.get(gang.GANG_SCHEDULING_ANNOTATION) == "false") is waves
+    # The rest of the mutation is kept: gated, labelled, suspended while queued.
+    assert verdict.patched["spec"]["suspend"] is True
 
 
 # -- discovery ------------------------------------------------------------------------------------

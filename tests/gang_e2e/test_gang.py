@@ -192,6 +192,63 @@ async def test_preempted_gang_pod_group_goes_with_it(
     assert urgent is not None and urgent["spec"]["schedulingPolicy"]["gang"]["minCount"] == 2
 
 
+async def test_job_in_waves_runs_without_a_gang(
+    api: Api, kqueue: KqueueProcess, namespace: str
+) -> None:
+    """3 completions, 2 at a time: the last wave (1 pod) could never meet a minCount of 2."""
+    od, cq = unique("on-demand"), unique("cq")
+    await api.apply(flavor(od, "on-demand"))
+    await api.apply(cluster_queue(cq, [(od, "2")]))
+    await api.apply(local_queue("lq", namespace, cq))
+    obj = job("waves", namespace, "lq", count=2, complete_after="1s")
+    obj["spec"]["completions"] = 3
+    await api.apply(obj)
+    await api.wait_workload(
+        namespace, "waves", lambda w: is_true(w, c.FINISHED), what="Finished", within=90
+    )
+    pods = await api.pods_of(namespace, "waves")
+    assert len(pods) >= 3
+    assert not any("schedulingGroup" in p["spec"] for p in pods)
+    assert all(
+        p["metadata"]["annotations"].get(gang.GANG_SCHEDULING_ANNOTATION) == "false" for p in pods
+    )
+
+
+async def test_why_waves_opt_out_a_gang_last_wave_is_never_placed(
+    api: Api, kqueue: KqueueProcess, namespace: str
+) -> None:
+    """The same Job with the user insisting on a gang: the third pod waits for a second that
+    will never come (kube-scheduler counts only live pods toward minCount)."""
+    od, cq = unique("on-demand"), unique("cq")
+    await api.apply(flavor(od, "on-demand"))
+    await api.apply(cluster_queue(cq, [(od, "2")]))
+    await api.apply(local_queue("lq", namespace, cq))
+    obj = job("forced", namespace, "lq", count=2, complete_after="1s")
+    obj["spec"]["completions"] = 3
+    obj["spec"]["template"]["metadata"]["annotations"][gang.GANG_SCHEDULING_ANNOTATION] = "true"
+    await api.apply(obj)
+
+    async def stranded() -> Obj | None:
+        pods = await api.pods_of(namespace, "forced")
+        done = [p for p in pods if p["status"].get("phase") == "Succeeded"]
+        pending = [
+            p
+            for p in pods
+            if p["status"].get("phase") == "Pending" and not p["spec"].get("schedulingGates")
+        ]
+        return pending[0] if len(done) == 2 and len(pending) == 1 else None
+
+    pod = await eventually(stranded, what="two pods Succeeded, the third released and pending")
+    assert pod["spec"]["schedulingGroup"]["podGroupName"].startswith("job-forced-")
+
+    async def still_pending() -> bool:
+        p = await api.kube.get(PODS, pod["metadata"]["name"], namespace)
+        return not p["spec"].get("nodeName")
+
+    await stays(still_pending, for_s=5, what="the last wave's pod unbound")
+    await api.kube.delete(JOBS, "forced", namespace=namespace)
+
+
 @pytest.mark.parametrize(
     "given",
     [

@@ -12,7 +12,8 @@ object that owns the workload (the top-level one: a JobSet, not its child Job; w
 it is the pod's direct controller), so every pod of one workload, whatever its pod set, names
 the same PodGroup. A managed pod that arrives with
 its own group is refused: kqueue would release it into a group whose minCount nobody keeps in
-step with the admission.
+step with the admission. A pod annotated ``kqueue.io/gang-scheduling: "false"`` gets no group
+(the Job webhook puts that on Jobs that run in waves).
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from typing import Any
 
 from kqueue.api.v1alpha1 import constants as c
 from kqueue.controller.admission import AdmissionRequest, FieldError, Verdict
-from kqueue.controller.gang import SCHEDULING_GROUP_FIELD, group_name
+from kqueue.controller.gang import SCHEDULING_GROUP_FIELD, group_name, opted_out
 from kqueue.controller.integrations.gate import add_gate
 from kqueue.controller.webhooks.shape import request_shape_errors
 
@@ -52,7 +53,9 @@ def pod_mutator(
         if req.operation != "CREATE" or labels.get(c.MANAGED_LABEL) != "true":
             return Verdict.allow()
         claimed = claimant(pod)
-        want = group_name(*claimed) if gang() and claimed is not None else None
+        want = (
+            group_name(*claimed) if gang() and claimed is not None and not opted_out(pod) else None
+        )
         given = (pod.get("spec") or {}).get("schedulingGroup")
         # Reinvoked after another webhook: our own group is already there, and stays.
         if given is not None and (want is None or given != {"podGroupName": want}):
