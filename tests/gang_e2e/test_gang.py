@@ -162,6 +162,23 @@ async def test_elastic_scale_up_updates_the_pod_group(
     assert pg["metadata"]["uid"] == first["metadata"]["uid"]
 
 
+async def test_partial_admission_sizes_the_gang_to_the_admitted_count(
+    api: Api, kqueue: KqueueProcess, namespace: str
+) -> None:
+    od, cq = unique("on-demand"), unique("cq")
+    await api.apply(flavor(od, "on-demand"))
+    await api.apply(cluster_queue(cq, [(od, "3")]))
+    await api.apply(local_queue("lq", namespace, cq))
+    obj = job("part", namespace, "lq", count=4, annotations={c.JOB_MIN_PARALLELISM_ANNOTATION: "2"})
+    del obj["spec"]["completions"]  # a work queue: one wave, so it keeps its gang
+    await api.apply(obj)
+    await eventually(lambda: running_pods(api, namespace, "part", 3), what="3 pods Running")
+    pg = await _pod_group(api, namespace, await _group_of(api, namespace, "part"))
+    assert pg is not None
+    assert pg["spec"]["schedulingPolicy"]["gang"]["minCount"] == 3
+    assert pg["metadata"]["annotations"][gang.ADMITTED_COUNT_ANNOTATION] == "3"
+
+
 async def test_preempted_gang_pod_group_goes_with_it(
     api: Api, kqueue: KqueueProcess, namespace: str
 ) -> None:
