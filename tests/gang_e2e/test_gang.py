@@ -294,3 +294,26 @@ async def test_user_set_scheduling_group_is_refused(
     assert err.value.status in (400, 422)
     assert gang.SCHEDULING_GROUP_FIELD in err.value.message
     assert c.MANAGED_LABEL in err.value.message
+
+
+async def test_user_set_scheduling_group_in_a_job_template_is_reported_on_the_job(
+    api: Api, kqueue: KqueueProcess, namespace: str
+) -> None:
+    od, cq = unique("on-demand"), unique("cq")
+    await api.apply(flavor(od, "on-demand"))
+    await api.apply(cluster_queue(cq, [(od, "2")]))
+    await api.apply(local_queue("lq", namespace, cq))
+    obj = job("own-group", namespace, "lq", count=2)
+    obj["spec"]["template"]["spec"]["schedulingGroup"] = {"podGroupName": "mine"}
+    await api.apply(obj)
+    await api.wait_workload(namespace, "own-group", lambda w: is_true(w, c.ADMITTED), what="Admitted")
+
+    async def refused() -> Obj | None:
+        for e in await api.events_for(namespace, "own-group"):
+            if e["reason"] == "FailedCreate" and gang.SCHEDULING_GROUP_FIELD in e["message"]:
+                return e
+        return None
+
+    event = await eventually(refused, what="FailedCreate naming spec.schedulingGroup.podGroupName")
+    assert "remove spec.schedulingGroup" in event["message"]
+    assert await api.pods_of(namespace, "own-group") == []
