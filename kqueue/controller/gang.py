@@ -247,7 +247,18 @@ class GangPlacement:
             return Prepared(True)
         meta = current.get("metadata") or {}
         if meta.get("deletionTimestamp"):
-            # The previous admission's group: it goes once its pods have terminated.
+            # The previous admission's group: it goes once its pods have terminated. If this
+            # workload's own (held) pods name it, it never goes on its own: say so.
+            if not _owned_by(current, wl):
+                self._events.record(
+                    wl.to_dict(),
+                    "Warning",
+                    "PodGroupTerminating",
+                    f"PodGroup {ns}/{name}, of an earlier object of the same name, is being "
+                    f"deleted; the API server keeps it while live pods name it, and this "
+                    f"workload's pods name it too, so they stay held. Delete the held pods (their "
+                    f"controller recreates them) or recreate the object under another name",
+                )
             return Prepared(
                 False, f"PodGroup {ns}/{name} of an earlier admission is still terminating"
             )

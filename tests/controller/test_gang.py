@@ -319,8 +319,16 @@ async def test_a_terminating_group_holds_the_release(cluster: FakeCluster) -> No
     doc = gang.pod_group_manifest(wl, "job-train", 2)
     doc["metadata"]["deletionTimestamp"] = "2025-03-01T11:59:00Z"
     cluster.server.add(gang.PODGROUPS, doc)
-    prepared = await _placement(cluster).prepare(wl, _with_group(gated_pods(j, 2), "job-train"), 2)
+    events = Events()
+    pods = _with_group(gated_pods(j, 2), "job-train")
+    prepared = await _placement(cluster, events).prepare(wl, pods, 2)
     assert not prepared.ready and "terminating" in prepared.why
+    assert events.reasons(wl.name) == []  # its own group, going with its eviction
+    # An earlier object's group, which this workload's held pods keep alive: reported.
+    newer = workload(j, admitted=2)
+    newer.metadata.uid = "wl-newer"
+    assert not (await _placement(cluster, events).prepare(newer, pods, 2)).ready
+    assert events.reasons(newer.name) == ["PodGroupTerminating"]
 
 
 async def test_forget_deletes_only_the_evicted_workloads_group(cluster: FakeCluster) -> None:
