@@ -5,10 +5,13 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import re
 from datetime import UTC, datetime
 from typing import Any, cast
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from kqueue.api.v1alpha1 import constants as c
 from kqueue.controller import gang
@@ -411,3 +414,49 @@ async def test_report_without_a_verdict_yet_asks_again(cluster: FakeCluster) -> 
         await _placement(cluster).report(wl, _with_group(gated_pods(j, 2), "job-train"))
         == gang.RECHECK_S
     )
+
+
+# -- properties -----------------------------------------------------------------------------------
+
+_DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
+_names = st.from_regex(r"[a-z0-9]([-a-z0-9]{0,251}[a-z0-9])?", fullmatch=True)
+_kinds = st.sampled_from(["Job", "JobSet", "MPIJob", "RayJob"])
+_uids = st.none() | st.uuids().map(str)
+
+
+@settings(max_examples=200, deadline=None)
+@given(kind=_kinds, name=_names, uid=_uids)
+def test_group_name_is_always_a_valid_distinct_name(kind: str, name: str, uid: str | None) -> None:
+    out = group_name(kind, name, uid)
+    assert len(out) <= 253 and _DNS_SUBDOMAIN.match(out), out
+    # Different objects never share a group: another name, or (known) another UID.
+    assert group_name(kind, name + "x", uid) != out
+    if uid is not None:
+        assert group_name(kind, name, None) != out
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    on=st.booleans(),
+    owner=st.none() | _names.filter(lambda n: len(n) <= 63),
+    given_group=st.none() | _names.filter(lambda n: len(n) <= 63),
+    managed=st.booleans(),
+)
+async def test_pod_webhook_never_lets_a_foreign_group_into_a_managed_pod(
+    on: bool, owner: str | None, given_group: str | None, managed: bool
+) -> None:
+    pod = _pod(
+        owner=owner,
+        group={"podGroupName": given_group} if given_group is not None else None,
+        managed=managed,
+    )
+    verdict = await pod_mutator(lambda: on, claimant({"batch/job"}))(_create(pod))
+    ours = group_name("Job", owner, "u1") if on and owner is not None else None
+    out = verdict.patched if verdict.patched is not None else pod
+    final = (out["spec"].get("schedulingGroup") or {}).get("podGroupName")
+    if not managed:
+        assert verdict.allowed and verdict.patched is None
+    elif given_group is not None and given_group != ours:
+        assert not verdict.allowed
+    else:
+        assert verdict.allowed and final == ours
