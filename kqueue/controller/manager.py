@@ -44,6 +44,7 @@ from kqueue.controller.admission.certs import CertRotator
 from kqueue.controller.clock import Now, utc_now
 from kqueue.controller.delegated_auth import DelegatedAuth
 from kqueue.controller.events import EventRecorder
+from kqueue.controller.gang import GangPlacement
 from kqueue.controller.informer import Informer, Obj, as_dict, freeze_heap
 from kqueue.controller.integrations import Framework, GenericJob, IntegrationContext, registry
 from kqueue.controller.integrations.management import Management
@@ -238,6 +239,10 @@ class Manager:
             cohorts=self.cohorts.store,
         )
         self.releaser = PodReleaser(kube=self.kube, metrics=self.metrics, now=now)
+        # Whole-gang placement by kube-scheduler, when the cluster serves it (run() discovers).
+        self.gang = GangPlacement(
+            kube=self.kube, events=self.events, now=now, mode=config.gang_scheduling
+        )
         self.job_queues: dict[str, WorkQueue[str]] = {}
         self.job_reconcilers: dict[str, JobReconciler] = {}
         for fw in self.frameworks:
@@ -260,6 +265,7 @@ class Manager:
                 local_queues=self.local_queues.store,
                 parent_kinds=self._parent_kinds(fw),
                 metrics=self.metrics,
+                gang=self.gang,
             )
 
         self.webhook_server = WebhookServer(
@@ -267,7 +273,12 @@ class Manager:
             host=config.webhook.host,
             port=config.webhook.port,
         )
-        register_webhooks(self.webhook_server, config, local_queues=self._local_queue_names)
+        register_webhooks(
+            self.webhook_server,
+            config,
+            local_queues=self._local_queue_names,
+            gang=lambda: self.gang.enabled,
+        )
         self._runners: list[web.AppRunner] = []
         self.health_port: int | None = None
         self.metrics_port: int | None = None
@@ -645,6 +656,7 @@ class Manager:
                 await rotator.ensure()
                 self.probes.add_readiness_check("certificates", rotator.check)
                 self.supervisor.spawn("certificates", rotator.run, restart="always")
+            await self.gang.discover()
             await self.webhook_server.start()
             self.supervisor.spawn("webhook-certs", self.webhook_server.watch_certs, restart="always")
             for name, informer in self.informers().items():

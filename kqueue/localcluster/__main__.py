@@ -25,7 +25,10 @@ def _up(ns: argparse.Namespace) -> int:
     signal.signal(signal.SIGTERM, on_signal)
 
     work_dir = Path(ns.work_dir) if ns.work_dir else None
-    cluster = LocalCluster(work_dir=work_dir, keep_work_dir=ns.keep, verbosity=ns.v)
+    cluster = LocalCluster(
+        work_dir=work_dir, keep_work_dir=ns.keep, verbosity=ns.v,
+        gang_scheduling=ns.gang_scheduling,
+    )
     try:
         cluster.start()
     except (ClusterStartError, BuildError) as exc:
@@ -62,6 +65,12 @@ def main(argv: list[str] | None = None) -> int:
     up.add_argument("--work-dir", help="directory for certificates, etcd data and logs")
     up.add_argument("--keep", action="store_true", help="keep the work directory after stopping")
     up.add_argument("--kubeconfig-out", help="also copy the admin kubeconfig to this path")
+    up.add_argument(
+        "--gang-scheduling",
+        action="store_true",
+        help="serve scheduling.k8s.io/v1alpha2 PodGroups and turn on kube-scheduler's gang "
+        "scheduling (feature gates GenericWorkload, GangScheduling)",
+    )
     up.add_argument("-v", type=int, default=1, help="log verbosity of the components")
     up.add_argument(
         "--operators",

@@ -77,6 +77,13 @@ CONTROLLERS = (
     "endpointslice-controller",
 )
 
+# Whole-gang placement by kube-scheduler (KEP-4671, as refined for 1.36): the PodGroup API
+# (scheduling.k8s.io/v1alpha2, gate GenericWorkload) and kube-scheduler's GangScheduling plugin.
+# Both gates are alpha and off by default in v1.36, and an alpha API version is only served when
+# --runtime-config turns it on; GangScheduling requires GenericWorkload.
+GANG_FEATURE_GATES = "GenericWorkload=true,GangScheduling=true"
+GANG_RUNTIME_CONFIG = "scheduling.k8s.io/v1alpha2=true"
+
 _STOP_GRACE_SECONDS = 10.0
 _LOG_TAIL_LINES = 40
 
@@ -252,6 +259,9 @@ class LocalCluster:
     keep_work_dir: bool = False
     verbosity: int = 1
     start_timeout: float = 120.0
+    # Serve the PodGroup API and let kube-scheduler place gangs all or nothing (see
+    # GANG_FEATURE_GATES). Off by default, as in a v1.36 cluster nobody configured.
+    gang_scheduling: bool = False
 
     kubeconfig_path: Path = field(init=False)
     ca_path: Path = field(init=False)
@@ -696,6 +706,15 @@ class LocalCluster:
         assert self.work_dir is not None and self.bin_dir is not None
         b, p, w, v = self.bin_dir, self.ports, self.work_dir, str(self.verbosity)
         pki = w / "pki"
+        gang_apiserver = (
+            [f"--feature-gates={GANG_FEATURE_GATES}", f"--runtime-config={GANG_RUNTIME_CONFIG}"]
+            if self.gang_scheduling
+            else []
+        )
+        gang_scheduler = [f"--feature-gates={GANG_FEATURE_GATES}"] if self.gang_scheduling else []
+        # The API server puts the podgroup-protection finalizer on every PodGroup; only this
+        # controller (GenericWorkload gate) lifts it, once no live pod names the group.
+        controllers = (*CONTROLLERS, "podgroup-protection-controller") if self.gang_scheduling else CONTROLLERS
 
         def comp(
             name: str, argv: list[str], env: dict[str, str] | None = None, grace: float = 10.0
@@ -777,6 +796,7 @@ class LocalCluster:
                     f"--proxy-client-key-file={self._front_proxy_client.key_path}",
                     "--profiling=false",
                     f"--cert-dir={pki / 'apiserver-generated'}",
+                    *gang_apiserver,
                     f"--v={v}",
                 ],
                 # After SIGTERM it stops listening within milliseconds, then can sit for many
@@ -794,7 +814,7 @@ class LocalCluster:
                     f"--secure-port={p.controller_manager}",
                     f"--cert-dir={pki / 'controller-manager-generated'}",
                     "--leader-elect=false",
-                    f"--controllers={','.join(CONTROLLERS)}",
+                    f"--controllers={','.join(controllers)}",
                     # Each controller acts as its own service account, as in a real cluster, so
                     # RBAC is exercised the same way.
                     "--use-service-account-credentials=true",
@@ -805,6 +825,7 @@ class LocalCluster:
                     "--kube-api-qps=100",
                     "--kube-api-burst=200",
                     "--profiling=false",
+                    *gang_scheduler,
                     f"--v={v}",
                 ],
             ),
@@ -820,6 +841,7 @@ class LocalCluster:
                     f"--cert-dir={pki / 'scheduler-generated'}",
                     "--leader-elect=false",
                     "--profiling=false",
+                    *gang_scheduler,
                     f"--v={v}",
                 ],
             ),

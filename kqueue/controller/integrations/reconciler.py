@@ -38,6 +38,7 @@ from kqueue.api.v1alpha1 import constants as c
 from kqueue.controller import workload_status
 from kqueue.controller.clock import Now
 from kqueue.controller.events import EventRecorder
+from kqueue.controller.gang import GangPlacement
 from kqueue.controller.informer import Store
 from kqueue.controller.integrations.framework import GenericJob
 from kqueue.controller.integrations.gate import is_terminal
@@ -96,9 +97,11 @@ class JobReconciler:
         local_queues: Store[LocalQueue] | None = None,
         parent_kinds: frozenset[tuple[str, str]] = frozenset(),
         metrics: Metrics | None = None,
+        gang: GangPlacement | None = None,
     ) -> None:
         self._metrics = metrics if metrics is not None else Metrics()
         self.job = job
+        self._gang = gang
         self._parent_kinds = parent_kinds
         self._objects = objects
         self._workloads = workloads
@@ -297,6 +300,8 @@ class JobReconciler:
             self._events.record(
                 obj, "Normal", "Stopped", evicted.message if evicted else "Evicted"
             )
+            if self._gang is not None:
+                await self._gang.forget(wl, self._pods_of(obj))
             return None  # the Job's update (and its pods' deletion) brings us back
         if self.job.is_active(obj) or self._running_pods(obj):
             return None  # pods still terminating; their events bring us back
@@ -330,6 +335,14 @@ class JobReconciler:
             if (pod.get("metadata") or {}).get("deletionTimestamp") or is_terminal(pod):
                 continue
             by_set.setdefault(self.job.pod_set_of(obj, pod), []).append(pod)
+        if self._gang is not None:
+            # The PodGroup first: kube-scheduler must know the gang's size before any of its
+            # pods leaves the gate, or it would place them one by one.
+            live = [p for members in by_set.values() for p in members]
+            prepared = await self._gang.prepare(wl, live, sum(r.count for r in releases.values()))
+            if not prepared.ready:
+                logger.info("%s %s: pods held: %s", self.job.kind, object_key(obj), prepared.why)
+                return Requeue(after=1.0)
         result = await self._releaser.release(
             by_set, releases, admitted_at=wl.quota_reserved_at,
             cluster_queue=wl.status.admission.cluster_queue if wl.status.admission else "",
@@ -353,6 +366,10 @@ class JobReconciler:
                 result.wanted,
             )
             return Requeue()
+        if self._gang is not None:
+            recheck = await self._gang.report(wl, [p for ps in by_set.values() for p in ps])
+            if recheck is not None:
+                return Requeue(after=recheck)
         return None
 
     async def _hold(self, obj: Obj, wl: Workload) -> None:

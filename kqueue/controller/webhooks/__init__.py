@@ -11,6 +11,7 @@ builds the webhook configurations that route requests to them.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 from kqueue.api.config import Configuration
 from kqueue.controller.admission import AdmissionRequest, Verdict, WebhookServer
@@ -28,11 +29,12 @@ def register(
     config: Configuration | None = None,
     *,
     local_queues: Callable[[str], list[str] | None] = lambda _namespace: None,
+    gang: Callable[[], bool] = lambda: False,
 ) -> None:
     config = config if config is not None else Configuration()
     ctx = WebhookContext(config=config, local_queues=local_queues)
     on = set(config.integrations.frameworks)
-    server.add_mutating(pod.MUTATE_PATH, pod.mutate_pod)
+    server.add_mutating(pod.MUTATE_PATH, pod.pod_mutator(gang, claimant(on)))
     server.add_validating(kinds.VALIDATE_PATH, kinds.validate_kqueue_object)
     for framework in registry.frameworks():
         for hook in framework.webhooks:
@@ -43,4 +45,28 @@ def register(
                 server.add_validating(hook.path, handler)
 
 
-__all__ = ["register"]
+def claimant(enabled: set[str]) -> pod.Claimant:
+    """Which enabled integration's object a pod's workload belongs to: ``(kind, name, uid)``,
+    the UID when that object is the pod's direct controller (else None).
+
+    A pod claimed by two (a JobSet's pod is also its child Job's) belongs to the top-level one,
+    the object that is not its direct controller."""
+    jobs = [fw.job() for fw in registry.frameworks() if fw.name in enabled and fw.job is not None]
+
+    def claim(p: dict[str, Any]) -> tuple[str, str, str | None] | None:
+        found = [(j.kind, key) for j in jobs if (key := j.owner_of_pod(p)) is not None]
+        if not found:
+            return None
+        direct = {
+            str(r.get("kind")): str(r.get("uid") or "") or None
+            for r in (p.get("metadata") or {}).get("ownerReferences") or []
+            if r.get("controller")
+        }
+        top = [f for f in found if f[0] not in direct] or found
+        kind, key = top[0]
+        return kind, key.rpartition("/")[2], direct.get(kind)
+
+    return claim
+
+
+__all__ = ["claimant", "register"]

@@ -4,28 +4,79 @@ Its webhook configuration selects pods labelled ``kqueue.io/managed: "true"`` (t
 puts that label in the pod template), so other pods never reach it. A managed pod created
 without the gate (a template made before kqueue was installed, or a pod created directly) gets
 it here; the job reconciler releases pods whose workload is admitted.
+
+With gang scheduling on (:mod:`kqueue.controller.gang`) a pod that belongs to a kqueue workload
+also gets ``spec.schedulingGroup.podGroupName``: the field is immutable, so it can only be set
+at creation, before kqueue knows how many pods will be admitted. The group is named after the
+object that owns the workload (the top-level one: a JobSet, not its child Job; with its UID when
+it is the pod's direct controller), so every pod of one workload, whatever its pod set, names
+the same PodGroup. A managed pod that arrives with
+its own group is refused: kqueue would release it into a group whose minCount nobody keeps in
+step with the admission. A pod annotated ``kqueue.io/gang-scheduling: "false"`` gets no group
+(the Job webhook puts that on Jobs that run in waves).
 """
 
 from __future__ import annotations
 
 import copy
+from collections.abc import Callable
+from typing import Any
 
 from kqueue.api.v1alpha1 import constants as c
-from kqueue.controller.admission import AdmissionRequest, Verdict
+from kqueue.controller.admission import AdmissionRequest, FieldError, Verdict
+from kqueue.controller.gang import SCHEDULING_GROUP_FIELD, group_name, opted_out
 from kqueue.controller.integrations.gate import add_gate
 from kqueue.controller.webhooks.shape import request_shape_errors
 
 MUTATE_PATH = "/mutate--v1-pod"
 
+Obj = dict[str, Any]
+Handler = Callable[[AdmissionRequest], Any]
+# (kind, name, uid if known) of the object whose workload a pod belongs to, or None.
+Claimant = Callable[[Obj], tuple[str, str, str | None] | None]
 
-async def mutate_pod(req: AdmissionRequest) -> Verdict:
-    if errors := request_shape_errors(req.object, req.old_object, "Pod"):
-        return Verdict.deny(*errors)
-    pod = req.object or {}
-    labels = (pod.get("metadata") or {}).get("labels") or {}
-    if req.operation != "CREATE" or labels.get(c.MANAGED_LABEL) != "true":
-        return Verdict.allow()
-    out = copy.deepcopy(pod)
-    if not add_gate(out.setdefault("spec", {})):
-        return Verdict.allow()
-    return Verdict.patch(out)
+
+def _no_claimant(_pod: Obj) -> tuple[str, str, str | None] | None:
+    return None
+
+
+def pod_mutator(
+    gang: Callable[[], bool] = lambda: False, claimant: Claimant = _no_claimant
+) -> Handler:
+    """The pod webhook; ``gang`` says whether the cluster's gang scheduling is in use now."""
+
+    async def mutate(req: AdmissionRequest) -> Verdict:
+        if errors := request_shape_errors(req.object, req.old_object, "Pod"):
+            return Verdict.deny(*errors)
+        pod = req.object or {}
+        labels = (pod.get("metadata") or {}).get("labels") or {}
+        if req.operation != "CREATE" or labels.get(c.MANAGED_LABEL) != "true":
+            return Verdict.allow()
+        claimed = claimant(pod)
+        want = (
+            group_name(*claimed) if gang() and claimed is not None and not opted_out(pod) else None
+        )
+        given = (pod.get("spec") or {}).get("schedulingGroup")
+        # Reinvoked after another webhook: our own group is already there, and stays.
+        if given is not None and (want is None or given != {"podGroupName": want}):
+            return Verdict.deny(
+                FieldError(
+                    SCHEDULING_GROUP_FIELD,
+                    f"must not be set on a pod kqueue manages (label {c.MANAGED_LABEL}=true; "
+                    f"got {given!r}): kqueue sets it itself when the cluster serves gang "
+                    "scheduling, naming the PodGroup it sizes to the admitted pods; remove "
+                    "spec.schedulingGroup",
+                )
+            )
+        out = copy.deepcopy(pod)
+        spec = out.setdefault("spec", {})
+        changed = add_gate(spec)
+        if want is not None and given is None:
+            spec["schedulingGroup"] = {"podGroupName": want}
+            changed = True
+        return Verdict.patch(out) if changed else Verdict.allow()
+
+    return mutate
+
+
+mutate_pod = pod_mutator()

@@ -7,6 +7,8 @@ Mutating:
   pod informer sees them), and is suspended while queued (``spec.suspend: true`` with the
   annotation ``kqueue.io/suspended-by-kqueue``), so it has no pods until admitted. A Job its user
   created suspended is left suspended without the annotation: it is the user's until resumed.
+  A Job that runs in waves (more completions than parallelism, or partial admission) gets
+  ``kqueue.io/gang-scheduling: "false"`` in its pod template: no gang placement for its pods.
 * UPDATE: a resume (``spec.suspend`` true -> false) by anyone but kqueue is turned into queueing:
   the Job stays suspended, now by kqueue, until its Workload is admitted (kqueue resumes it and
   drops the annotation in one patch, which is how its own resume is told apart).
@@ -28,6 +30,7 @@ from kqueue.api.integrations import IntegrationError, is_elastic, max_exec_time_
 from kqueue.api.integrations.job import min_pods_count
 from kqueue.api.v1alpha1 import constants as c
 from kqueue.controller.admission import AdmissionRequest, FieldError, Verdict
+from kqueue.controller.gang import GANG_SCHEDULING_ANNOTATION
 from kqueue.controller.integrations.advice import LocalQueueNames, queue_warnings
 from kqueue.controller.integrations.suspension import gate_templates, mutate_suspendable
 from kqueue.controller.webhooks.shape import request_shape_errors
@@ -66,6 +69,32 @@ def _started(old: Obj) -> bool:
     return bool((old.get("status") or {}).get("startTime"))
 
 
+def runs_in_waves(job: Obj) -> bool:
+    """Whether the Job's pods may run in successive waves: more completions than pods at once
+    (or than a partial admission may leave). kube-scheduler counts only live pods toward a
+    gang's minCount, so a last wave smaller than the admitted count would never be placed."""
+    spec = job.get("spec") or {}
+    completions = spec.get("completions")
+    if completions is None:
+        return False  # a work queue: its pods start together and are not replaced on success
+    parallelism = spec.get("parallelism", 1)
+    partial = c.JOB_MIN_PARALLELISM_ANNOTATION in _annotations(job)
+    return bool(int(completions) > int(parallelism) or (partial and int(completions) > 1))
+
+
+def _gang_opt_out(job: Obj, verdict: Verdict) -> Verdict:
+    """A Job that runs in waves keeps its pods out of gang scheduling (see gang.py)."""
+    if not runs_in_waves(job):
+        return verdict
+    out = copy.deepcopy(verdict.patched if verdict.patched is not None else job)
+    meta = out.setdefault("spec", {}).setdefault("template", {}).setdefault("metadata", {})
+    annotations = meta.get("annotations") or {}
+    if GANG_SCHEDULING_ANNOTATION in annotations:
+        return verdict  # the user's choice stands
+    meta["annotations"] = {**annotations, GANG_SCHEDULING_ANNOTATION: "false"}
+    return Verdict.patch(out, *verdict.warnings)
+
+
 class JobWebhooks:
     def __init__(
         self,
@@ -92,7 +121,10 @@ class JobWebhooks:
         job = req.object or {}
         if not self._manages(job):
             return Verdict.allow()
-        return mutate_suspendable(req, kind="Job", pod_templates=_template, started=_started)
+        verdict = mutate_suspendable(req, kind="Job", pod_templates=_template, started=_started)
+        if req.operation == "CREATE" and verdict.allowed:
+            verdict = _gang_opt_out(job, verdict)
+        return verdict
 
     async def validate(self, req: AdmissionRequest) -> Verdict:
         if shape := request_shape_errors(req.object, req.old_object, "Job"):

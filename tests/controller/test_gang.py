@@ -1,0 +1,462 @@
+"""Gang scheduling hand-off, without a cluster: the pod webhook's group reference, discovery,
+the PodGroup kqueue sizes before releasing pods, kube-scheduler's verdict on the Workload."""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import re
+from datetime import UTC, datetime
+from typing import Any, cast
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from kqueue.api.v1alpha1 import constants as c
+from kqueue.controller import gang
+from kqueue.controller.admission import AdmissionRequest
+from kqueue.controller.gang import GangPlacement, group_name
+from kqueue.controller.kube import Kube
+from kqueue.controller.resources import WORKLOADS
+from kqueue.controller.webhooks import claimant
+from kqueue.controller.webhooks.pod import pod_mutator
+from tests.controller.fake_apiserver import FakeCluster
+from tests.controller.fakes import Events
+from tests.controller.test_job_reconciler import gated_pods, job, workload
+
+Obj = dict[str, Any]
+NOW = datetime(2025, 3, 1, 12, 0, tzinfo=UTC)
+
+
+def _pod(
+    *,
+    owner: str | None = "train",
+    group: Obj | None = None,
+    managed: bool = True,
+    opt_out: bool = False,
+) -> Obj:
+    meta: Obj = {"name": "p", "namespace": "team-a", "labels": {}}
+    if opt_out:
+        meta["annotations"] = {gang.GANG_SCHEDULING_ANNOTATION: "false"}
+    if managed:
+        meta["labels"][c.MANAGED_LABEL] = "true"
+    if owner:
+        meta["ownerReferences"] = [
+            {
+                "apiVersion": "batch/v1",
+                "kind": "Job",
+                "name": owner,
+                "uid": "u1",
+                "controller": True,
+            }
+        ]
+    spec: Obj = {"containers": [{"name": "main", "image": "pause"}]}
+    if group is not None:
+        spec["schedulingGroup"] = group
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec}
+
+
+def _create(pod: Obj) -> AdmissionRequest:
+    return AdmissionRequest(
+        uid="r1",
+        kind={"group": "", "version": "v1", "kind": "Pod"},
+        resource={"group": "", "version": "v1", "resource": "pods"},
+        sub_resource=None,
+        name="p",
+        namespace="team-a",
+        operation="CREATE",
+        object=pod,
+        old_object=None,
+        user_info={},
+        dry_run=False,
+    )
+
+
+# -- the pod webhook ------------------------------------------------------------------------------
+
+MUTATION_CASES = [
+    # (name, gang on, pod, expected group or None, refused)
+    ("gang off: gate only", False, _pod(), None, False),
+    ("gang on: pod of a Job names the Job's group", True, _pod(), "job-train-u1", False),
+    ("gang on: pod claimed by no integration gets no group", True, _pod(owner=None), None, False),
+    ("gang on: pod opted out gets no group", True, _pod(opt_out=True), None, False),
+    (
+        "gang on: reinvoked with kqueue's own group",
+        True,
+        _pod(group={"podGroupName": "job-train-u1"}),
+        "job-train-u1",
+        False,
+    ),
+    ("gang on: user-set group refused", True, _pod(group={"podGroupName": "mine"}), None, True),
+    ("gang off: user-set group refused", False, _pod(group={"podGroupName": "mine"}), None, True),
+    (
+        "unmanaged pod left alone",
+        True,
+        _pod(managed=False, group={"podGroupName": "mine"}),
+        "mine",
+        False,
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("on", "pod", "want_group", "refused"),
+    [pytest.param(*case[1:], id=case[0]) for case in MUTATION_CASES],
+)
+async def test_pod_webhook_sets_or_refuses_the_scheduling_group(
+    on: bool, pod: Obj, want_group: str | None, refused: bool
+) -> None:
+    mutate = pod_mutator(lambda: on, claimant({"batch/job"}))
+    verdict = await mutate(_create(copy.deepcopy(pod)))
+    if refused:
+        assert not verdict.allowed
+        [error] = verdict.errors
+        assert error.field == gang.SCHEDULING_GROUP_FIELD
+        assert c.MANAGED_LABEL in error.message and "remove spec.schedulingGroup" in error.message
+        return
+    assert verdict.allowed
+    out = verdict.patched if verdict.patched is not None else pod
+    assert (out["spec"].get("schedulingGroup") or {}).get("podGroupName") == want_group
+    if pod["metadata"]["labels"].get(c.MANAGED_LABEL):
+        assert {"name": c.ADMISSION_GATE} in out["spec"]["schedulingGates"]
+
+
+def test_claimant_prefers_the_top_level_object() -> None:
+    pod = _pod(owner="trainer-workers-0")
+    pod["metadata"]["labels"]["jobset.sigs.k8s.io/jobset-name"] = "trainer"
+    assert claimant({"batch/job"})(pod) == ("Job", "trainer-workers-0", "u1")
+    # The JobSet is not the pod's controller: its UID is not on the pod, its name is.
+    assert claimant({"batch/job", "jobset.x-k8s.io/jobset"})(pod) == ("JobSet", "trainer", None)
+
+
+@pytest.mark.parametrize(
+    ("kind", "name", "uid"),
+    [
+        ("Job", "a", None),
+        ("Job", "a", "0f1e2d3c-aaaa-bbbb"),
+        ("JobSet", "x" * 63, None),
+        ("Job", "y" * 253, "0f1e2d3c-aaaa-bbbb"),
+    ],
+    ids=["short", "short-with-uid", "longest-label", "longest-subdomain"],
+)
+def test_group_name_is_a_stable_dns_subdomain(kind: str, name: str, uid: str | None) -> None:
+    out = group_name(kind, name, uid)
+    assert out == group_name(kind, name, uid)
+    assert len(out) <= 253 and out[0].isalnum() and out[-1].isalnum()
+    assert out.startswith(kind.lower() + "-")
+    assert group_name(kind, name + "z", uid) != out
+    if len(name) < 200:
+        assert out == f"{kind.lower()}-{name}" + (f"-{uid[:8]}" if uid else "")
+    # Another object of the same name (recreated) gets another group.
+    assert group_name(kind, name, "99999999-cccc") != out
+
+
+JOB_WAVE_CASES = [
+    # (name, completions, parallelism, partial admission, runs in waves)
+    ("work queue", None, 4, False, False),
+    ("one wave", 4, 4, False, False),
+    ("fewer completions than parallelism", 2, 4, False, False),
+    ("more completions than parallelism", 6, 4, False, True),
+    ("partial admission may shrink the wave", 4, 4, True, True),
+    ("single pod with partial admission", 1, 1, True, False),
+]
+
+
+@pytest.mark.parametrize(
+    ("completions", "parallelism", "partial", "waves"),
+    [pytest.param(*case[1:], id=case[0]) for case in JOB_WAVE_CASES],
+)
+async def test_job_webhook_keeps_jobs_that_run_in_waves_out_of_gangs(
+    completions: int | None, parallelism: int, partial: bool, waves: bool
+) -> None:
+    from kqueue.controller.integrations.job.webhook import JobWebhooks, runs_in_waves
+    from tests.controller_e2e.harness import job as e2e_job
+
+    obj = e2e_job("train", "team-a", "main", count=parallelism)
+    obj["spec"]["completions"] = completions
+    if partial:
+        obj["metadata"]["annotations"][c.JOB_MIN_PARALLELISM_ANNOTATION] = "1"
+    assert runs_in_waves(obj) is waves
+    req = dataclasses.replace(
+        _create(obj),
+        kind={"group": "batch", "version": "v1", "kind": "Job"},
+        resource={"group": "batch", "version": "v1", "resource": "jobs"},
+    )
+    verdict = await JobWebhooks().mutate(req)
+    assert verdict.allowed and verdict.patched is not None
+    annotations = verdict.patched["spec"]["template"]["metadata"].get("annotations") or {}
+    assert (annotations.get(gang.GANG_SCHEDULING_ANNOTATION) == "false") is waves
+    # The rest of the mutation is kept: gated, labelled, suspended while queued.
+    assert verdict.patched["spec"]["suspend"] is True
+
+
+# -- discovery ------------------------------------------------------------------------------------
+
+
+class _Discovery:
+    def __init__(self, answer: tuple[int, Obj] | Exception) -> None:
+        self.answer = answer
+        self.asked = 0
+
+    async def request(self, method: str, path: str, *a: Any, **kw: Any) -> tuple[int, Obj]:
+        self.asked += 1
+        assert (method, path) == ("GET", "/apis/scheduling.k8s.io/v1alpha2")
+        if isinstance(self.answer, Exception):
+            raise self.answer
+        return self.answer
+
+
+SERVED = (200, {"resources": [{"name": "podgroups"}, {"name": "workloads"}]})
+
+
+@pytest.mark.parametrize(
+    ("mode", "answer", "enabled", "log"),
+    [
+        pytest.param("Auto", SERVED, True, "gang scheduling: on", id="auto-served"),
+        pytest.param("Auto", (404, {}), False, "does not serve", id="auto-not-served"),
+        pytest.param(
+            "Auto",
+            (200, {"resources": [{"name": "workloads"}]}),
+            False,
+            "does not serve",
+            id="auto-no-podgroups",
+        ),
+        pytest.param("Auto", OSError("refused"), False, "unreachable", id="auto-unreachable"),
+        pytest.param("Disabled", SERVED, False, "gangScheduling: Disabled", id="disabled"),
+    ],
+)
+async def test_discovery(
+    mode: Any, answer: Any, enabled: bool, log: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    kube = _Discovery(answer)
+    placement = GangPlacement(kube=cast(Kube, kube), events=Events(), now=lambda: NOW, mode=mode)
+    with caplog.at_level("INFO", logger="kqueue.controller.gang"):
+        assert await placement.discover() is enabled
+    assert placement.enabled is enabled
+    assert log in caplog.text
+    assert kube.asked == (0 if mode == "Disabled" else 1)
+
+
+# -- PodGroups ------------------------------------------------------------------------------------
+
+
+def _with_group(pods: list[Obj], name: str) -> list[Obj]:
+    for p in pods:
+        p["spec"]["schedulingGroup"] = {"podGroupName": name}
+    return pods
+
+
+def _placement(cluster: FakeCluster, events: Events | None = None) -> GangPlacement:
+    placement = GangPlacement(kube=cluster.kube, events=events or Events(), now=lambda: NOW)
+    placement.enabled = True
+    return placement
+
+
+@pytest.mark.parametrize(
+    ("admitted", "want"),
+    [pytest.param(4, 4, id="whole-admission"), pytest.param(3, 3, id="partial-admission")],
+)
+async def test_prepare_creates_the_group_for_the_admitted_count(
+    cluster: FakeCluster, admitted: int, want: int
+) -> None:
+    j = job("train", count=4)
+    wl = workload(j, admitted=admitted)
+    pods = _with_group(gated_pods(j, 4), "job-train")
+    prepared = await _placement(cluster).prepare(wl, pods, admitted)
+    assert prepared.ready
+    pg = cluster.server.get(gang.PODGROUPS, "job-train", "team-a")
+    assert pg is not None
+    assert pg["spec"]["schedulingPolicy"] == {"gang": {"minCount": want}}
+    assert [r["uid"] for r in pg["metadata"]["ownerReferences"]] == [wl.metadata.uid]
+    assert pg["metadata"]["annotations"][gang.ADMITTED_COUNT_ANNOTATION] == str(want)
+
+
+async def test_prepare_without_groups_or_when_off_does_nothing(cluster: FakeCluster) -> None:
+    j = job("train", count=2)
+    wl = workload(j, admitted=2)
+    assert (await _placement(cluster).prepare(wl, gated_pods(j, 2), 2)).ready
+    off = GangPlacement(kube=cluster.kube, events=Events(), now=lambda: NOW)
+    assert (await off.prepare(wl, _with_group(gated_pods(j, 2), "job-train"), 2)).ready
+    assert cluster.server.objects(gang.PODGROUPS) == []
+
+
+async def test_a_stale_group_with_nothing_running_is_replaced(cluster: FakeCluster) -> None:
+    j = job("train", count=4)
+    old = workload(j, admitted=2)
+    old.metadata.uid = "wl-old"
+    cluster.server.add(gang.PODGROUPS, gang.pod_group_manifest(old, "job-train", 2))
+    wl = workload(j, admitted=4)
+    placement = _placement(cluster)
+    pods = _with_group(gated_pods(j, 4), "job-train")
+    first = await placement.prepare(wl, pods, 4)
+    assert not first.ready and "replaced" in first.why
+    assert cluster.server.get(gang.PODGROUPS, "job-train", "team-a") is None
+    assert (await placement.prepare(wl, pods, 4)).ready
+    pg = cluster.server.get(gang.PODGROUPS, "job-train", "team-a")
+    assert pg is not None and pg["spec"]["schedulingPolicy"]["gang"]["minCount"] == 4
+
+
+async def test_a_running_group_is_handed_to_the_next_slice(cluster: FakeCluster) -> None:
+    j = job("grow", count=3)
+    first = workload(j, admitted=2)
+    first.metadata.uid = "wl-slice-1"
+    cluster.server.add(gang.PODGROUPS, gang.pod_group_manifest(first, "job-grow", 2))
+    second = workload(j, admitted=3)
+    pods = _with_group(gated_pods(j, 3), "job-grow")
+    for p in pods[:2]:
+        del p["spec"]["schedulingGates"]  # the first slice's pods run
+    events = Events()
+    assert (await _placement(cluster, events).prepare(second, pods, 3)).ready
+    pg = cluster.server.get(gang.PODGROUPS, "job-grow", "team-a")
+    assert pg is not None
+    assert [r["uid"] for r in pg["metadata"]["ownerReferences"]] == [second.metadata.uid]
+    assert pg["metadata"]["annotations"][gang.ADMITTED_COUNT_ANNOTATION] == "3"
+    assert pg["spec"]["schedulingPolicy"]["gang"]["minCount"] == 2  # immutable
+    assert "PodGroupKept" in events.reasons(second.name)
+
+
+async def test_a_terminating_group_holds_the_release(cluster: FakeCluster) -> None:
+    j = job("train", count=2)
+    wl = workload(j, admitted=2)
+    doc = gang.pod_group_manifest(wl, "job-train", 2)
+    doc["metadata"]["deletionTimestamp"] = "2025-03-01T11:59:00Z"
+    cluster.server.add(gang.PODGROUPS, doc)
+    events = Events()
+    pods = _with_group(gated_pods(j, 2), "job-train")
+    prepared = await _placement(cluster, events).prepare(wl, pods, 2)
+    assert not prepared.ready and "terminating" in prepared.why
+    assert events.reasons(wl.name) == []  # its own group, going with its eviction
+    # An earlier object's group, which this workload's held pods keep alive: reported.
+    newer = workload(j, admitted=2)
+    newer.metadata.uid = "wl-newer"
+    assert not (await _placement(cluster, events).prepare(newer, pods, 2)).ready
+    assert events.reasons(newer.name) == ["PodGroupTerminating"]
+
+
+async def test_forget_deletes_only_the_evicted_workloads_group(cluster: FakeCluster) -> None:
+    j = job("train", count=2)
+    wl = workload(j, admitted=2)
+    cluster.server.add(gang.PODGROUPS, gang.pod_group_manifest(wl, "job-train", 2))
+    other = workload(job("other"), admitted=2)
+    cluster.server.add(gang.PODGROUPS, gang.pod_group_manifest(other, "job-other", 2))
+    pods = _with_group(gated_pods(j, 2), "job-train") + _with_group(
+        gated_pods(job("x"), 1), "job-other"
+    )
+    await _placement(cluster).forget(wl, pods)
+    assert cluster.server.get(gang.PODGROUPS, "job-train", "team-a") is None
+    assert cluster.server.get(gang.PODGROUPS, "job-other", "team-a") is not None
+
+
+# -- the verdict ----------------------------------------------------------------------------------
+
+
+def _unschedulable_pods(j: Obj) -> list[Obj]:
+    pods = _with_group(gated_pods(j, 2), "job-train")
+    messages = [
+        "pod group is unschedulable, waiting for minCount pods from a gang to be scheduled",
+        "0/2 nodes are available: 2 Insufficient cpu.",
+    ]
+    for p, m in zip(pods, messages, strict=True):
+        del p["spec"]["schedulingGates"]
+        p["status"]["conditions"] = [
+            {"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": m}
+        ]
+    return pods
+
+
+@pytest.mark.parametrize(
+    ("status", "reason", "want_requeue", "want_event"),
+    [
+        pytest.param(
+            "False", "Unschedulable", True, gang.GANG_UNSCHEDULABLE_EVENT, id="unschedulable"
+        ),
+        pytest.param("True", "Scheduled", False, gang.GANG_SCHEDULED_EVENT, id="scheduled"),
+    ],
+)
+async def test_report_copies_the_verdict_to_the_workload(
+    cluster: FakeCluster, status: str, reason: str, want_requeue: bool, want_event: str
+) -> None:
+    j = job("train", count=2)
+    wl = workload(j, admitted=2)
+    stored = cluster.server.add(WORKLOADS, wl.to_dict())
+    wl.metadata.resource_version = stored["metadata"]["resourceVersion"]
+    pg = gang.pod_group_manifest(wl, "job-train", 2)
+    pg["status"] = {
+        "conditions": [
+            {
+                "type": gang.POD_GROUP_SCHEDULED,
+                "status": status,
+                "reason": reason,
+                "message": "pod group is unschedulable",
+            }
+        ]
+    }
+    cluster.server.add(gang.PODGROUPS, pg)
+    events = Events()
+    recheck = await _placement(cluster, events).report(wl, _unschedulable_pods(j))
+    assert (recheck is not None) is want_requeue
+    written = cluster.server.get(WORKLOADS, wl.name, "team-a")
+    assert written is not None
+    [cond] = [x for x in written["status"]["conditions"] if x["type"] == gang.POD_GROUP_SCHEDULED]
+    assert (cond["status"], cond["reason"]) == (status, reason)
+    if status == "False":
+        # The pod that did not fit says why, not the ones waiting for it.
+        assert "Insufficient cpu" in cond["message"] and "job-train" in cond["message"]
+    assert events.reasons(wl.name) == [want_event]
+
+
+async def test_report_without_a_verdict_yet_asks_again(cluster: FakeCluster) -> None:
+    j = job("train", count=2)
+    wl = workload(j, admitted=2)
+    cluster.server.add(gang.PODGROUPS, gang.pod_group_manifest(wl, "job-train", 2))
+    assert (
+        await _placement(cluster).report(wl, _with_group(gated_pods(j, 2), "job-train"))
+        == gang.RECHECK_S
+    )
+
+
+# -- properties -----------------------------------------------------------------------------------
+
+_DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
+_names = st.from_regex(r"[a-z0-9]([-a-z0-9]{0,251}[a-z0-9])?", fullmatch=True)
+_kinds = st.sampled_from(["Job", "JobSet", "MPIJob", "RayJob"])
+_uids = st.none() | st.uuids().map(str)
+
+
+@settings(max_examples=200, deadline=None)
+@given(kind=_kinds, name=_names, uid=_uids)
+def test_group_name_is_always_a_valid_distinct_name(kind: str, name: str, uid: str | None) -> None:
+    out = group_name(kind, name, uid)
+    assert len(out) <= 253 and _DNS_SUBDOMAIN.match(out), out
+    # Different objects never share a group: another name, or (known) another UID.
+    assert group_name(kind, name + "x", uid) != out
+    if uid is not None:
+        assert group_name(kind, name, None) != out
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    on=st.booleans(),
+    owner=st.none() | _names.filter(lambda n: len(n) <= 63),
+    given_group=st.none() | _names.filter(lambda n: len(n) <= 63),
+    managed=st.booleans(),
+)
+async def test_pod_webhook_never_lets_a_foreign_group_into_a_managed_pod(
+    on: bool, owner: str | None, given_group: str | None, managed: bool
+) -> None:
+    pod = _pod(
+        owner=owner,
+        group={"podGroupName": given_group} if given_group is not None else None,
+        managed=managed,
+    )
+    verdict = await pod_mutator(lambda: on, claimant({"batch/job"}))(_create(pod))
+    ours = group_name("Job", owner, "u1") if on and owner is not None else None
+    out = verdict.patched if verdict.patched is not None else pod
+    final = (out["spec"].get("schedulingGroup") or {}).get("podGroupName")
+    if not managed:
+        assert verdict.allowed and verdict.patched is None
+    elif given_group is not None and given_group != ours:
+        assert not verdict.allowed
+    else:
+        assert verdict.allowed and final == ours

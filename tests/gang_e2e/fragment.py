@@ -1,0 +1,122 @@
+"""The fragmentation case both clusters run: quota fits a 4-pod Job, free node capacity fits 3.
+
+Two kwok nodes of 2 cpu each, labelled with an instance type of their own (so only this case's
+flavor lands there), and a 1-cpu pod outside kqueue pinned to the second: 3 cpu free in all, in
+pieces of 2 and 1, for four 1-cpu pods. Deleting the blocker frees the fourth cpu.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from typing import Any
+
+from kqueue.controller.resources import PODS
+from kqueue.localcluster.cluster import LocalCluster
+from kqueue.localcluster.nodes import INSTANCE_TYPE_LABEL, FakeNode
+from tests.controller_e2e.harness import (
+    Api,
+    cluster_queue,
+    eventually,
+    flavor,
+    job,
+    local_queue,
+    unique,
+)
+
+Obj = dict[str, Any]
+
+GANG_SIZE = 4
+NODE_CPU = "2"
+BLOCKER = "blocker"
+
+
+@dataclass
+class Fragmented:
+    instance_type: str
+    nodes: tuple[str, str]
+    namespace: str
+
+    @property
+    def job_name(self) -> str:
+        return "gang"
+
+
+def bound(pods: list[Obj]) -> list[Obj]:
+    return [p for p in pods if (p.get("spec") or {}).get("nodeName")]
+
+
+async def _nodes_ready(cluster: LocalCluster, names: tuple[str, ...]) -> bool:
+    ready = 0
+    for name in names:
+        status, body = await asyncio.to_thread(cluster.request, "GET", f"/api/v1/nodes/{name}")
+        if status == 200 and any(
+            c.get("type") == "Ready" and c.get("status") == "True"
+            for c in (body.get("status") or {}).get("conditions") or []
+        ):
+            ready += 1
+    return ready == len(names)
+
+
+@asynccontextmanager
+async def fragmented(cluster: LocalCluster, api: Api, namespace: str) -> AsyncIterator[Fragmented]:
+    """Nodes, blocker, flavor, ClusterQueue (cpu quota 4) and LocalQueue ``lq``; nodes removed
+    afterwards."""
+    itype = unique("frag")
+    names = (f"{itype}-a", f"{itype}-b")
+    for name in names:
+        node = FakeNode(
+            name=name,
+            labels={INSTANCE_TYPE_LABEL: itype},
+            allocatable={"cpu": NODE_CPU, "memory": "8Gi", "pods": "110"},
+        )
+        status, body = await asyncio.to_thread(
+            cluster.request, "POST", "/api/v1/nodes", node.manifest()
+        )
+        assert status == 201, f"creating node {name}: {status} {body}"
+    try:
+        await eventually(lambda: _nodes_ready(cluster, names), what=f"nodes {names} Ready")
+        await api.kube.create(
+            PODS,
+            {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "metadata": {"name": BLOCKER, "namespace": namespace},
+                "spec": {
+                    "nodeName": names[1],
+                    "terminationGracePeriodSeconds": 0,
+                    "containers": [
+                        {
+                            "name": "main",
+                            "image": "registry.k8s.io/pause:3.10",
+                            "resources": {"requests": {"cpu": "1", "memory": "64Mi"}},
+                        }
+                    ],
+                },
+            },
+            namespace=namespace,
+        )
+        fl, cq = unique("frag-flavor"), unique("frag-cq")
+        await api.apply(flavor(fl, itype))
+        await api.apply(cluster_queue(cq, [(fl, str(GANG_SIZE))]))
+        await api.apply(local_queue("lq", namespace, cq))
+        yield Fragmented(instance_type=itype, nodes=names, namespace=namespace)
+    finally:
+        for name in names:
+            await asyncio.to_thread(cluster.request, "DELETE", f"/api/v1/nodes/{name}")
+
+
+async def submit_gang(api: Api, frag: Fragmented) -> None:
+    await api.apply(job(frag.job_name, frag.namespace, "lq", count=GANG_SIZE, cpu="1"))
+
+
+async def free_blocker(api: Api, frag: Fragmented) -> None:
+    await api.kube.delete(PODS, BLOCKER, namespace=frag.namespace)
+
+    async def gone() -> bool:
+        pods = await api.kube.list(PODS, namespace=frag.namespace)
+        return not any(p["metadata"]["name"] == BLOCKER for p in pods)
+
+    await eventually(gone, what="the blocker pod gone")
