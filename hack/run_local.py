@@ -14,6 +14,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import shutil
 import signal
@@ -55,7 +56,10 @@ def _port(preferred: int) -> int:
 
 
 def _say(text: str) -> None:
-    print(f"[make run] {text}", file=sys.stderr, flush=True)
+    # The terminal (or a pipe reading it) may be gone after Ctrl-C: saying so must never stop
+    # the clean-up that follows.
+    with contextlib.suppress(OSError):
+        print(f"[make run] {text}", file=sys.stderr, flush=True)
 
 
 def _crds() -> str:

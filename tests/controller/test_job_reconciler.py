@@ -615,7 +615,7 @@ async def test_a_resumed_job_s_gated_pods_are_released_and_counted_in_the_event(
 
     assert len(world.pod_patches()) == 3
     [started] = [e for e in world.events.recorded if e[2] == "Started"]
-    assert "released 3 of 3 admitted pod(s)" in started[3]
+    assert "all 3 admitted pod(s) released" in started[3]
 
 
 async def test_a_requeued_job_gets_its_recorded_template_back_once_reset(cluster: FakeCluster) -> None:
@@ -660,3 +660,21 @@ async def test_an_evicted_job_is_suspended_as_kqueue_s(cluster: FakeCluster) -> 
     [patch] = world.job_patches()
     assert patch["spec"]["suspend"] is True
     assert patch["metadata"]["annotations"] == {c.SUSPENDED_BY_KQUEUE_ANNOTATION: "true"}
+
+
+async def test_started_counts_every_admitted_pod_when_they_come_in_batches(cluster: FakeCluster) -> None:
+    # The Job controller creates a resumed Job's pods in batches (1, 2, ...): "Started" comes
+    # once, when the last admitted pod leaves the gate, and says how many that is.
+    world = await World.start(cluster)
+    j = job("batches", count=3)
+    first, *rest = gated_pods(j, 3)
+    key = await world.add_job(j, workload(j, admitted=3), [first])
+    await world.reconciler(key)
+    assert world.events.reasons("batches") == []
+    for pod in rest:
+        world.server.add(PODS, pod)
+    await cluster.synced()
+    await world.reconciler(key)
+    assert len(world.pod_patches()) == 3
+    [started] = [e for e in world.events.recorded if e[2] == "Started"]
+    assert "all 3 admitted pod(s) released" in started[3]

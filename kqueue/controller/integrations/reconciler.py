@@ -347,14 +347,15 @@ class JobReconciler:
             by_set, releases, admitted_at=wl.quota_reserved_at,
             cluster_queue=wl.status.admission.cluster_queue if wl.status.admission else "",
         )
-        if result.released and not result.running:
-            admitted = sum(r.count for r in releases.values())
+        admitted = sum(r.count for r in releases.values())
+        if result.released and result.running < admitted <= result.running + result.released:
+            # Once, when the last admitted pod leaves the gate (its controller may create them
+            # in batches): the event counts every admitted pod, not the first batch.
             self._events.record(
                 obj,
                 "Normal",
                 "Started",
-                f"Admitted by clusterQueue {cq}; released {result.released} of {admitted} "
-                f"admitted pod(s)",
+                f"Admitted by clusterQueue {cq}; all {admitted} admitted pod(s) released",
             )
         if not result.complete:
             # Retried with the key's backoff: the pods still gated are released next time.
