@@ -287,3 +287,47 @@ def clean_template_metadata(template: dict[str, Any]) -> None:
             del meta["creationTimestamp"]
         if not meta:
             del template["metadata"]
+
+
+def top_level_workload_doc(
+    obj: Mapping[str, Any],
+    *,
+    api_version: str,
+    kind: str,
+    name: str,
+    pod_sets: list[dict[str, Any]],
+    pod_specs: Iterable[Mapping[str, Any]],
+    priorities: PriorityResolver,
+    label_keys_to_copy: Iterable[str] = (),
+) -> dict[str, Any]:
+    """The Workload document of a top-level object (a JobSet, an MPIJob, a TrainJob...): its pod
+    sets, the queue, priority, preemption priority and maximum execution time its labels ask
+    for, owned by the object and carrying its kept annotations. Callers parse it with their
+    own field paths for errors."""
+    meta = obj.get("metadata") or {}
+    labels = labels_of(obj)
+    priority_ref, priority = resolve_priority(labels, list(pod_specs), priorities)
+    preemption_ref, preemption_priority = resolve_preemption_priority(labels, priority, priorities)
+    wl_spec: dict[str, Any] = {"podSets": pod_sets, "priority": priority}
+    if queue_name(obj) is not None:
+        wl_spec["queueName"] = queue_name(obj)
+    if priority_ref is not None:
+        wl_spec["priorityClassRef"] = priority_ref
+    if preemption_ref is not None:
+        wl_spec["preemptionPriorityClassRef"] = preemption_ref
+        wl_spec["preemptionPriority"] = preemption_priority
+    max_exec = max_exec_time_seconds(labels)
+    if max_exec is not None:
+        wl_spec["maximumExecutionTimeSeconds"] = max_exec
+    wl_meta: dict[str, Any] = {
+        "name": name,
+        "namespace": str(meta.get("namespace") or "default"),
+        "ownerReferences": [owner_reference(obj, api_version=api_version, kind=kind, controller=True)],
+    }
+    copied = workload_labels(labels, label_keys_to_copy)
+    if copied:
+        wl_meta["labels"] = copied
+    annotations = kept_annotations(annotations_of(obj))
+    if annotations:
+        wl_meta["annotations"] = annotations
+    return {"apiVersion": c.API_VERSION, "kind": "Workload", "metadata": wl_meta, "spec": wl_spec}

@@ -14,21 +14,12 @@ from typing import Any, Final
 from kqueue.api.integrations.common import (
     IntegrationError,
     PriorityResolver,
-    annotations_of,
     clean_template_metadata,
-    kept_annotations,
-    labels_of,
-    max_exec_time_seconds,
-    owner_reference,
-    queue_name,
-    resolve_preemption_priority,
-    resolve_priority,
-    workload_labels,
+    top_level_workload_doc,
     workload_name,
 )
 from kqueue.api.integrations.job import parse_workload, pods_count
 from kqueue.api.v1alpha1 import Workload
-from kqueue.api.v1alpha1 import constants as c
 
 JOBSET_GROUP: Final = "jobset.x-k8s.io"
 JOBSET_API_VERSION: Final = f"{JOBSET_GROUP}/v1alpha2"
@@ -91,8 +82,6 @@ def workload_for_jobset(
     JobSet's field."""
     if jobset.get("kind") != JOBSET_KIND:
         raise IntegrationError("kind", f"expected a JobSet, got {jobset.get('kind')!r}")
-    meta = jobset.get("metadata") or {}
-    labels = labels_of(jobset)
     counts = pod_set_counts(jobset)
     pod_sets: list[dict[str, Any]] = []
     pod_specs: list[Mapping[str, Any]] = []
@@ -105,33 +94,16 @@ def workload_for_jobset(
         pod_sets.append({"name": str(rjob["name"]), "count": counts[str(rjob["name"])], "template": pod_template})
         pod_specs.append(template["spec"])
 
-    priority_ref, priority = resolve_priority(labels, pod_specs, priorities)
-    preemption_ref, preemption_priority = resolve_preemption_priority(labels, priority, priorities)
-    wl_spec: dict[str, Any] = {"podSets": pod_sets, "priority": priority}
-    if queue_name(jobset) is not None:
-        wl_spec["queueName"] = queue_name(jobset)
-    if priority_ref is not None:
-        wl_spec["priorityClassRef"] = priority_ref
-    if preemption_ref is not None:
-        wl_spec["preemptionPriorityClassRef"] = preemption_ref
-        wl_spec["preemptionPriority"] = preemption_priority
-    max_exec = max_exec_time_seconds(labels)
-    if max_exec is not None:
-        wl_spec["maximumExecutionTimeSeconds"] = max_exec
-    wl_meta: dict[str, Any] = {
-        "name": workload_name_for_jobset(jobset),
-        "namespace": str(meta.get("namespace") or "default"),
-        "ownerReferences": [
-            owner_reference(jobset, api_version=JOBSET_API_VERSION, kind=JOBSET_KIND, controller=True)
-        ],
-    }
-    copied = workload_labels(labels, label_keys_to_copy)
-    if copied:
-        wl_meta["labels"] = copied
-    annotations = kept_annotations(annotations_of(jobset))
-    if annotations:
-        wl_meta["annotations"] = annotations
-    doc = {"apiVersion": c.API_VERSION, "kind": "Workload", "metadata": wl_meta, "spec": wl_spec}
+    doc = top_level_workload_doc(
+        jobset,
+        api_version=JOBSET_API_VERSION,
+        kind=JOBSET_KIND,
+        name=workload_name_for_jobset(jobset),
+        pod_sets=pod_sets,
+        pod_specs=pod_specs,
+        priorities=priorities,
+        label_keys_to_copy=label_keys_to_copy,
+    )
     return parse_workload(
         doc,
         template_paths=[

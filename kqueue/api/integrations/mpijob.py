@@ -13,20 +13,12 @@ from typing import Any, Final
 from kqueue.api.integrations.common import (
     IntegrationError,
     PriorityResolver,
-    annotations_of,
     clean_template_metadata,
-    kept_annotations,
-    labels_of,
-    max_exec_time_seconds,
-    owner_reference,
-    queue_name,
-    resolve_preemption_priority,
-    resolve_priority,
+    top_level_workload_doc,
     workload_name,
 )
 from kqueue.api.integrations.job import parse_workload
 from kqueue.api.v1alpha1 import Workload
-from kqueue.api.v1alpha1 import constants as c
 
 MPIJOB_GROUP: Final = "kubeflow.org"
 MPIJOB_API_VERSION: Final = f"{MPIJOB_GROUP}/v2beta1"
@@ -78,8 +70,6 @@ def workload_for_mpijob(mpijob: Mapping[str, Any], priorities: PriorityResolver)
     MPIJob's field."""
     if mpijob.get("kind") != MPIJOB_KIND:
         raise IntegrationError("kind", f"expected an MPIJob, got {mpijob.get('kind')!r}")
-    meta = mpijob.get("metadata") or {}
-    labels = labels_of(mpijob)
     pod_sets: list[dict[str, Any]] = []
     pod_specs: list[Mapping[str, Any]] = []
     paths: list[str] = []
@@ -92,30 +82,15 @@ def workload_for_mpijob(mpijob: Mapping[str, Any], priorities: PriorityResolver)
         pod_sets.append({"name": name, "count": _replicas(spec, replica_type), "template": pod_template})
         pod_specs.append(template["spec"])
         paths.append(f"spec.mpiReplicaSpecs.{replica_type}.template")
-    priority_ref, priority = resolve_priority(labels, pod_specs, priorities)
-    preemption_ref, preemption_priority = resolve_preemption_priority(labels, priority, priorities)
-    wl_spec: dict[str, Any] = {"podSets": pod_sets, "priority": priority}
-    if queue_name(mpijob) is not None:
-        wl_spec["queueName"] = queue_name(mpijob)
-    if priority_ref is not None:
-        wl_spec["priorityClassRef"] = priority_ref
-    if preemption_ref is not None:
-        wl_spec["preemptionPriorityClassRef"] = preemption_ref
-        wl_spec["preemptionPriority"] = preemption_priority
-    max_exec = max_exec_time_seconds(labels)
-    if max_exec is not None:
-        wl_spec["maximumExecutionTimeSeconds"] = max_exec
-    wl_meta: dict[str, Any] = {
-        "name": workload_name_for_mpijob(mpijob),
-        "namespace": str(meta.get("namespace") or "default"),
-        "ownerReferences": [
-            owner_reference(mpijob, api_version=MPIJOB_API_VERSION, kind=MPIJOB_KIND, controller=True)
-        ],
-    }
-    annotations = kept_annotations(annotations_of(mpijob))
-    if annotations:
-        wl_meta["annotations"] = annotations
-    doc = {"apiVersion": c.API_VERSION, "kind": "Workload", "metadata": wl_meta, "spec": wl_spec}
+    doc = top_level_workload_doc(
+        mpijob,
+        api_version=MPIJOB_API_VERSION,
+        kind=MPIJOB_KIND,
+        name=workload_name_for_mpijob(mpijob),
+        pod_sets=pod_sets,
+        pod_specs=pod_specs,
+        priorities=priorities,
+    )
     return parse_workload(doc, template_paths=paths)
 
 

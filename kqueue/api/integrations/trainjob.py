@@ -32,21 +32,12 @@ from typing import Any, Final
 from kqueue.api.integrations.common import (
     IntegrationError,
     PriorityResolver,
-    annotations_of,
     clean_template_metadata,
-    kept_annotations,
-    labels_of,
-    max_exec_time_seconds,
-    owner_reference,
-    queue_name,
-    resolve_preemption_priority,
-    resolve_priority,
-    workload_labels,
+    top_level_workload_doc,
     workload_name,
 )
 from kqueue.api.integrations.job import parse_workload
 from kqueue.api.v1alpha1 import Workload
-from kqueue.api.v1alpha1 import constants as c
 
 TRAINER_GROUP: Final = "trainer.kubeflow.org"
 TRAINJOB_API_VERSION: Final = f"{TRAINER_GROUP}/v1alpha1"
@@ -258,40 +249,19 @@ def workload_for_trainjob(
     TrainJob's field (``spec.runtimeRef.name`` when its runtime is missing or unusable)."""
     if trainjob.get("kind") != TRAINJOB_KIND:
         raise IntegrationError("kind", f"expected a TrainJob, got {trainjob.get('kind')!r}")
-    meta = trainjob.get("metadata") or {}
-    labels = labels_of(trainjob)
     runtime = find_runtime(trainjob, runtimes)
     sets = runtime_pod_sets(trainjob, runtime)
     pod_sets = [{"name": name, "count": count, "template": tpl} for name, count, tpl in sets]
-    priority_ref, priority = resolve_priority(
-        labels, [tpl.get("spec") or {} for _, _, tpl in sets], priorities
+    doc = top_level_workload_doc(
+        trainjob,
+        api_version=TRAINJOB_API_VERSION,
+        kind=TRAINJOB_KIND,
+        name=workload_name_for_trainjob(trainjob),
+        pod_sets=pod_sets,
+        pod_specs=[tpl.get("spec") or {} for _, _, tpl in sets],
+        priorities=priorities,
+        label_keys_to_copy=label_keys_to_copy,
     )
-    preemption_ref, preemption_priority = resolve_preemption_priority(labels, priority, priorities)
-    wl_spec: dict[str, Any] = {"podSets": pod_sets, "priority": priority}
-    if queue_name(trainjob) is not None:
-        wl_spec["queueName"] = queue_name(trainjob)
-    if priority_ref is not None:
-        wl_spec["priorityClassRef"] = priority_ref
-    if preemption_ref is not None:
-        wl_spec["preemptionPriorityClassRef"] = preemption_ref
-        wl_spec["preemptionPriority"] = preemption_priority
-    max_exec = max_exec_time_seconds(labels)
-    if max_exec is not None:
-        wl_spec["maximumExecutionTimeSeconds"] = max_exec
-    wl_meta: dict[str, Any] = {
-        "name": workload_name_for_trainjob(trainjob),
-        "namespace": str(meta.get("namespace") or "default"),
-        "ownerReferences": [
-            owner_reference(trainjob, api_version=TRAINJOB_API_VERSION, kind=TRAINJOB_KIND, controller=True)
-        ],
-    }
-    copied = workload_labels(labels, label_keys_to_copy)
-    if copied:
-        wl_meta["labels"] = copied
-    annotations = kept_annotations(annotations_of(trainjob))
-    if annotations:
-        wl_meta["annotations"] = annotations
-    doc = {"apiVersion": c.API_VERSION, "kind": "Workload", "metadata": wl_meta, "spec": wl_spec}
     return parse_workload(doc, template_paths=["spec.runtimeRef.name"] * len(pod_sets))
 
 

@@ -12,11 +12,12 @@
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from kqueue.api.v1alpha1 import constants as c
-from kqueue.controller.admission import AdmissionRequest, Verdict
+from kqueue.controller.admission import AdmissionRequest, FieldError, Verdict
+from kqueue.controller.integrations.advice import LocalQueueNames, queue_warnings
 from kqueue.controller.integrations.gate import add_gate
 
 Obj = dict[str, Any]
@@ -110,3 +111,52 @@ def mutate_suspendable(
     if not suspended(obj, path):
         hold_suspended(out, path)
     return Verdict.patch(out) if out != obj else Verdict.allow()
+
+
+def _labels(obj: Obj) -> dict[str, str]:
+    return dict((obj.get("metadata") or {}).get("labels") or {})
+
+
+def managed(obj: Obj, *, without_queue_name: bool = False) -> bool:
+    """Names a queue, or every object counts (``manageJobsWithoutQueueName``)."""
+    return without_queue_name or bool(_labels(obj).get(c.QUEUE_NAME_LABEL))
+
+
+def validate_suspendable(
+    req: AdmissionRequest,
+    *,
+    kind: str,
+    unsupported: Mapping[str, str],
+    local_queues: LocalQueueNames,
+    path: SuspendPath = SPEC_SUSPEND,
+) -> Verdict:
+    """The validating webhook of a suspendable kind, for an object kqueue manages: annotations
+    the kind cannot honour refused (``unsupported``: annotation -> why), the queue and
+    priority-class labels immutable unless the object stays suspended, and on creation the
+    admission warnings of :mod:`.advice`."""
+    obj = req.object or {}
+    errors: list[FieldError] = []
+    annotations = (obj.get("metadata") or {}).get("annotations") or {}
+    for key, why in unsupported.items():
+        if key in annotations:
+            errors.append(
+                FieldError(f"metadata.annotations[{key}]", f"not supported: {why}; remove it")
+            )
+    old = req.old_object
+    if req.operation == "UPDATE" and isinstance(old, dict):
+        both_suspended = suspended(old, path) and suspended(obj, path)
+        for key in (c.QUEUE_NAME_LABEL, c.PRIORITY_CLASS_LABEL):
+            before, after = _labels(old).get(key), _labels(obj).get(key)
+            if before != after and not both_suspended:
+                errors.append(
+                    FieldError(
+                        f"metadata.labels[{key}]",
+                        f"field is immutable while the {kind} is not suspended: cannot "
+                        f"change from {before!r} to {after!r}",
+                    )
+                )
+    if errors:
+        return Verdict.deny(*errors)
+    if req.operation == "CREATE":
+        return Verdict.allow(*queue_warnings(obj, local_queues, kind=kind))
+    return Verdict.allow()

@@ -14,9 +14,13 @@ from __future__ import annotations
 from typing import Any, Final
 
 from kqueue.api.v1alpha1 import constants as c
-from kqueue.controller.admission import AdmissionRequest, FieldError, Verdict
-from kqueue.controller.integrations.advice import LocalQueueNames, queue_warnings
-from kqueue.controller.integrations.suspension import mutate_suspendable, suspended
+from kqueue.controller.admission import AdmissionRequest, Verdict
+from kqueue.controller.integrations.advice import LocalQueueNames
+from kqueue.controller.integrations.suspension import (
+    managed,
+    mutate_suspendable,
+    validate_suspendable,
+)
 
 Obj = dict[str, Any]
 
@@ -28,13 +32,6 @@ UNSUPPORTED_ANNOTATIONS: Final = {
     c.JOB_MIN_PARALLELISM_ANNOTATION: "partial admission is not supported for TrainJobs",
 }
 
-
-def _labels(obj: Obj) -> dict[str, str]:
-    return dict((obj.get("metadata") or {}).get("labels") or {})
-
-
-def managed(obj: Obj, *, without_queue_name: bool = False) -> bool:
-    return without_queue_name or bool(_labels(obj).get(c.QUEUE_NAME_LABEL))
 
 
 def _no_templates(_obj: Obj) -> list[Obj]:
@@ -68,28 +65,9 @@ class TrainJobWebhooks:
         obj = req.object
         if not isinstance(obj, dict) or not managed(obj, without_queue_name=self._without_queue_name):
             return Verdict.allow()
-        errors: list[FieldError] = []
-        annotations = (obj.get("metadata") or {}).get("annotations") or {}
-        for key, why in UNSUPPORTED_ANNOTATIONS.items():
-            if key in annotations:
-                errors.append(
-                    FieldError(f"metadata.annotations[{key}]", f"not supported: {why}; remove it")
-                )
-        old = req.old_object
-        if req.operation == "UPDATE" and isinstance(old, dict):
-            both_suspended = suspended(old) and suspended(obj)
-            for key in (c.QUEUE_NAME_LABEL, c.PRIORITY_CLASS_LABEL):
-                before, after = _labels(old).get(key), _labels(obj).get(key)
-                if before != after and not both_suspended:
-                    errors.append(
-                        FieldError(
-                            f"metadata.labels[{key}]",
-                            f"field is immutable while the TrainJob is not suspended: cannot "
-                            f"change from {before!r} to {after!r}",
-                        )
-                    )
-        if errors:
-            return Verdict.deny(*errors)
-        if req.operation == "CREATE":
-            return Verdict.allow(*queue_warnings(obj, self._local_queues, kind="TrainJob"))
-        return Verdict.allow()
+        return validate_suspendable(
+            req,
+            kind="TrainJob",
+            unsupported=UNSUPPORTED_ANNOTATIONS,
+            local_queues=self._local_queues,
+        )
