@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 from kqueue.api.config import Configuration
 from kqueue.api.integrations import PriorityResolver
 from kqueue.api.v1alpha1 import ResourceFlavor, Workload
+from kqueue.api.v1alpha1 import constants as c
 from kqueue.controller.admission import AdmissionRequest, Verdict
 from kqueue.controller.clock import Now
 from kqueue.controller.events import EventRecorder
@@ -217,3 +218,73 @@ class Framework:
         return any(
             r.kind == self.kind and r.api_version == self.api_version for r in wl.metadata.owner_references
         )
+
+
+# -- registration helpers for a top-level kind kqueue queues by its queue label ------------------
+
+
+def queue_label_selector(without_queue_name: bool) -> Obj:
+    """Objects that name a queue; every object with ``manageJobsWithoutQueueName``."""
+    if without_queue_name:
+        return {}
+    return {"matchExpressions": [{"key": c.QUEUE_NAME_LABEL, "operator": "Exists"}]}
+
+
+class KindWebhooks(Protocol):
+    async def mutate(self, req: AdmissionRequest) -> Verdict: ...
+
+    async def validate(self, req: AdmissionRequest) -> Verdict: ...
+
+
+def queue_label_webhooks(
+    *,
+    short: str,
+    rule: Obj,
+    mutate_path: str,
+    validate_path: str,
+    hooks: Callable[[WebhookContext], KindWebhooks],
+) -> tuple[Webhook, Webhook]:
+    """The mutating (``m<short>.kqueue.io``) and validating (``v<short>.kqueue.io``) webhooks of a
+    kind selected by its queue label, on CREATE and UPDATE of ``rule``'s resources."""
+    rules = ({**rule, "operations": ["CREATE", "UPDATE"]},)
+    return (
+        Webhook(
+            name=f"m{short}.kqueue.io",
+            path=mutate_path,
+            type="mutating",
+            rules=rules,
+            handler=lambda ctx: hooks(ctx).mutate,
+            object_selector=queue_label_selector,
+            reinvocation_policy="Never",
+            order=10,
+        ),
+        Webhook(
+            name=f"v{short}.kqueue.io",
+            path=validate_path,
+            type="validating",
+            rules=rules,
+            handler=lambda ctx: hooks(ctx).validate,
+            object_selector=queue_label_selector,
+        ),
+    )
+
+
+def suspendable_kind_rbac(group: str, plural: str, kind: str, how: str = "") -> tuple[PolicyRule, ...]:
+    """What the generic reconciler needs on a suspendable kind: watch and patch it (suspend,
+    resume with the admission), and update its finalizers (a Workload's owner reference)."""
+    return (
+        PolicyRule(
+            (group,),
+            (plural,),
+            ("list", "watch", "patch"),
+            f"{kind}s naming a queue are watched, suspended while queued or evicted, and resumed "
+            f"with the admission's node labels and tolerations{how}",
+        ),
+        PolicyRule(
+            (group,),
+            (f"{plural}/finalizers",),
+            ("update",),
+            f"a Workload's owner reference to its {kind} blocks the {kind}'s deletion, which "
+            "OwnerReferencesPermissionEnforcement allows only with update on its finalizers",
+        ),
+    )

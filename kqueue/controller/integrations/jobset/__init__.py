@@ -4,26 +4,18 @@ replicated Job; suspended while queued, stopped and resumed whole (:mod:`.generi
 from __future__ import annotations
 
 from kqueue.api.integrations.jobset import JOBSET_API_VERSION, JOBSET_KIND
-from kqueue.api.v1alpha1 import constants as c
 from kqueue.controller.integrations import registry
 from kqueue.controller.integrations.framework import (
     Framework,
-    Handler,
-    PolicyRule,
-    Webhook,
     WebhookContext,
+    queue_label_webhooks,
+    suspendable_kind_rbac,
 )
 from kqueue.controller.integrations.jobset import webhook
 from kqueue.controller.integrations.jobset.generic import JobSetIntegration
 from kqueue.controller.integrations.registry import register
 
 NAME = "jobset.x-k8s.io/jobset"
-
-
-def _queue_selector(without_queue_name: bool) -> dict[str, object]:
-    if without_queue_name:
-        return {}
-    return {"matchExpressions": [{"key": c.QUEUE_NAME_LABEL, "operator": "Exists"}]}
 
 
 def _hooks(ctx: WebhookContext) -> webhook.JobSetWebhooks:
@@ -39,16 +31,6 @@ def _hooks(ctx: WebhookContext) -> webhook.JobSetWebhooks:
     )
 
 
-def _mutate(ctx: WebhookContext) -> Handler:
-    return _hooks(ctx).mutate
-
-
-def _validate(ctx: WebhookContext) -> Handler:
-    return _hooks(ctx).validate
-
-
-_JOBSETS = {"apiGroups": ["jobset.x-k8s.io"], "apiVersions": ["v1alpha2"], "resources": ["jobsets"]}
-
 FRAMEWORK = register(
     Framework(
         name=NAME,
@@ -61,41 +43,15 @@ FRAMEWORK = register(
         suspendable=True,
         job=JobSetIntegration,
         default_enabled=False,
-        webhooks=(
-            Webhook(
-                name="mjobset.kqueue.io",
-                path=webhook.MUTATE_PATH,
-                type="mutating",
-                rules=({**_JOBSETS, "operations": ["CREATE", "UPDATE"]},),
-                handler=_mutate,
-                object_selector=_queue_selector,
-                reinvocation_policy="Never",
-                order=10,
-            ),
-            Webhook(
-                name="vjobset.kqueue.io",
-                path=webhook.VALIDATE_PATH,
-                type="validating",
-                rules=({**_JOBSETS, "operations": ["CREATE", "UPDATE"]},),
-                handler=_validate,
-                object_selector=_queue_selector,
-            ),
+        webhooks=queue_label_webhooks(
+            short="jobset",
+            rule={"apiGroups": ["jobset.x-k8s.io"], "apiVersions": ["v1alpha2"], "resources": ["jobsets"]},
+            mutate_path=webhook.MUTATE_PATH,
+            validate_path=webhook.VALIDATE_PATH,
+            hooks=_hooks,
         ),
         rbac=(
-            PolicyRule(
-                ("jobset.x-k8s.io",),
-                ("jobsets",),
-                ("list", "watch", "patch"),
-                "JobSets naming a queue are watched, suspended while queued or evicted, and "
-                "resumed with the admission's node labels and tolerations",
-            ),
-            PolicyRule(
-                ("jobset.x-k8s.io",),
-                ("jobsets/finalizers",),
-                ("update",),
-                "a Workload's owner reference to its JobSet blocks the JobSet's deletion, which "
-                "OwnerReferencesPermissionEnforcement allows only with update on its finalizers",
-            ),
+            *suspendable_kind_rbac("jobset.x-k8s.io", "jobsets", "JobSet"),
         ),
         simulate=True,
     )
