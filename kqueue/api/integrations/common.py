@@ -299,11 +299,13 @@ def top_level_workload_doc(
     pod_specs: Iterable[Mapping[str, Any]],
     priorities: PriorityResolver,
     label_keys_to_copy: Iterable[str] = (),
+    replacement_for: str | None = None,
 ) -> dict[str, Any]:
     """The Workload document of a top-level object (a JobSet, an MPIJob, a TrainJob...): its pod
     sets, the queue, priority, preemption priority and maximum execution time its labels ask
-    for, owned by the object and carrying its kept annotations. Callers parse it with their
-    own field paths for errors."""
+    for, owned by the object and carrying its kept annotations (``replacement_for``: the
+    ``namespace/name`` of the WorkloadSlice this one replaces). Callers parse it with their own
+    field paths for errors."""
     meta = obj.get("metadata") or {}
     labels = labels_of(obj)
     priority_ref, priority = resolve_priority(labels, list(pod_specs), priorities)
@@ -328,6 +330,8 @@ def top_level_workload_doc(
     if copied:
         wl_meta["labels"] = copied
     annotations = kept_annotations(annotations_of(obj))
+    if replacement_for is not None:
+        annotations[c.WORKLOAD_SLICE_REPLACEMENT_FOR_ANNOTATION] = replacement_for
     if annotations:
         wl_meta["annotations"] = annotations
     return {"apiVersion": c.API_VERSION, "kind": "Workload", "metadata": wl_meta, "spec": wl_spec}

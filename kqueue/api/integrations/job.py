@@ -15,14 +15,7 @@ from kqueue.api.integrations.common import (
     PriorityResolver,
     annotations_of,
     clean_template_metadata,
-    kept_annotations,
-    labels_of,
-    max_exec_time_seconds,
-    owner_reference,
-    queue_name,
-    resolve_preemption_priority,
-    resolve_priority,
-    workload_labels,
+    top_level_workload_doc,
     workload_name,
 )
 from kqueue.api.v1alpha1 import ValidationFailed, Workload, parse_object
@@ -118,12 +111,10 @@ def workload_for_job(
     """
     if job.get("kind") != JOB_KIND:
         raise IntegrationError("kind", f"expected a Job, got {job.get('kind')!r}")
-    meta = job.get("metadata") or {}
     spec = job.get("spec") or {}
     template = spec.get("template")
     if not isinstance(template, dict) or not isinstance(template.get("spec"), dict):
         raise IntegrationError("spec.template.spec", "required")
-    labels = labels_of(job)
     count = pods_count(job)
     min_count = min_pods_count(job, count)
 
@@ -137,36 +128,17 @@ def workload_for_job(
     if min_count is not None:
         pod_set["minCount"] = min_count
 
-    priority_ref, priority = resolve_priority(labels, [template["spec"]], priorities)
-    preemption_ref, preemption_priority = resolve_preemption_priority(labels, priority, priorities)
-    wl_spec: dict[str, Any] = {"podSets": [pod_set], "priority": priority}
-    if queue_name(job) is not None:
-        wl_spec["queueName"] = queue_name(job)
-    if priority_ref is not None:
-        wl_spec["priorityClassRef"] = priority_ref
-    if preemption_ref is not None:
-        wl_spec["preemptionPriorityClassRef"] = preemption_ref
-        wl_spec["preemptionPriority"] = preemption_priority
-    max_exec = max_exec_time_seconds(labels)
-    if max_exec is not None:
-        wl_spec["maximumExecutionTimeSeconds"] = max_exec
-
-    annotations = kept_annotations(annotations_of(job))
-    if replacement_for is not None:
-        annotations[c.WORKLOAD_SLICE_REPLACEMENT_FOR_ANNOTATION] = replacement_for
-    wl_meta: dict[str, Any] = {
-        "name": workload_name_for_job(job),
-        "namespace": str(meta.get("namespace") or "default"),
-        "ownerReferences": [
-            owner_reference(job, api_version=JOB_API_VERSION, kind=JOB_KIND, controller=True)
-        ],
-    }
-    copied = workload_labels(labels, label_keys_to_copy)
-    if copied:
-        wl_meta["labels"] = copied
-    if annotations:
-        wl_meta["annotations"] = annotations
-    doc = {"apiVersion": c.API_VERSION, "kind": "Workload", "metadata": wl_meta, "spec": wl_spec}
+    doc = top_level_workload_doc(
+        job,
+        api_version=JOB_API_VERSION,
+        kind=JOB_KIND,
+        name=workload_name_for_job(job),
+        pod_sets=[pod_set],
+        pod_specs=[template["spec"]],
+        priorities=priorities,
+        label_keys_to_copy=label_keys_to_copy,
+        replacement_for=replacement_for,
+    )
     return parse_workload(doc, template_paths=["spec.template"])
 
 

@@ -230,6 +230,12 @@ def queue_label_selector(without_queue_name: bool) -> Obj:
     return {"matchExpressions": [{"key": c.QUEUE_NAME_LABEL, "operator": "Exists"}]}
 
 
+def always_queue_label_selector(_without_queue_name: bool) -> Obj:
+    """Objects that name a queue, whatever ``manageJobsWithoutQueueName`` says (serving kinds:
+    docs/integrations.md)."""
+    return queue_label_selector(False)
+
+
 class KindWebhooks(Protocol):
     async def mutate(self, req: AdmissionRequest) -> Verdict: ...
 
@@ -243,9 +249,11 @@ def queue_label_webhooks(
     mutate_path: str,
     validate_path: str,
     hooks: Callable[[WebhookContext], KindWebhooks],
+    selector: Callable[[bool], Obj] = queue_label_selector,
 ) -> tuple[Webhook, Webhook]:
     """The mutating (``m<short>.kqueue.io``) and validating (``v<short>.kqueue.io``) webhooks of a
-    kind selected by its queue label, on CREATE and UPDATE of ``rule``'s resources."""
+    kind selected by its queue label (``selector``, given ``manageJobsWithoutQueueName``), on
+    CREATE and UPDATE of ``rule``'s resources."""
     rules = ({**rule, "operations": ["CREATE", "UPDATE"]},)
     return (
         Webhook(
@@ -254,7 +262,7 @@ def queue_label_webhooks(
             type="mutating",
             rules=rules,
             handler=lambda ctx: hooks(ctx).mutate,
-            object_selector=queue_label_selector,
+            object_selector=selector,
             reinvocation_policy="Never",
             order=10,
         ),
@@ -264,7 +272,7 @@ def queue_label_webhooks(
             type="validating",
             rules=rules,
             handler=lambda ctx: hooks(ctx).validate,
-            object_selector=queue_label_selector,
+            object_selector=selector,
         ),
     )
 

@@ -10,28 +10,16 @@ needs ``pod`` (the Configuration says so when it is missing).
 
 from __future__ import annotations
 
-from kqueue.api.v1alpha1 import constants as c
 from kqueue.controller.integrations.deployment import webhook
-from kqueue.controller.integrations.framework import Framework, Handler, Webhook, WebhookContext
+from kqueue.controller.integrations.framework import (
+    Framework,
+    always_queue_label_selector,
+    queue_label_webhooks,
+)
 from kqueue.controller.integrations.registry import register
 
 NAME = "deployment"
 
-
-def _queue_selector(_without_queue_name: bool) -> dict[str, object]:
-    # A Deployment queues only when it names a queue: docs/integrations.md.
-    return {"matchExpressions": [{"key": c.QUEUE_NAME_LABEL, "operator": "Exists"}]}
-
-
-def _mutate(_ctx: WebhookContext) -> Handler:
-    return webhook.mutate
-
-
-def _validate(_ctx: WebhookContext) -> Handler:
-    return webhook.validate
-
-
-_DEPLOYMENTS = {"apiGroups": ["apps"], "apiVersions": ["v1"], "resources": ["deployments"]}
 
 FRAMEWORK = register(
     Framework(
@@ -44,25 +32,13 @@ FRAMEWORK = register(
         ),
         suspendable=False,
         default_enabled=False,
-        webhooks=(
-            Webhook(
-                name="mdeployment.kqueue.io",
-                path=webhook.MUTATE_PATH,
-                type="mutating",
-                rules=({**_DEPLOYMENTS, "operations": ["CREATE", "UPDATE"]},),
-                handler=_mutate,
-                object_selector=_queue_selector,
-                reinvocation_policy="Never",
-                order=10,
-            ),
-            Webhook(
-                name="vdeployment.kqueue.io",
-                path=webhook.VALIDATE_PATH,
-                type="validating",
-                rules=({**_DEPLOYMENTS, "operations": ["CREATE", "UPDATE"]},),
-                handler=_validate,
-                object_selector=_queue_selector,
-            ),
+        webhooks=queue_label_webhooks(
+            short="deployment",
+            rule={"apiGroups": ["apps"], "apiVersions": ["v1"], "resources": ["deployments"]},
+            mutate_path=webhook.MUTATE_PATH,
+            validate_path=webhook.VALIDATE_PATH,
+            hooks=lambda _ctx: webhook,
+            selector=always_queue_label_selector,
         ),
         # Nothing beyond the pod integration's rules: the Deployment is only seen by the
         # webhooks, never read or written through the API.

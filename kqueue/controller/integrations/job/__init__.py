@@ -3,27 +3,19 @@ released from the gate; elastic Jobs grow and shrink through WorkloadSlices (:mo
 
 from __future__ import annotations
 
-from kqueue.api.v1alpha1 import constants as c
 from kqueue.controller.integrations import registry
 from kqueue.controller.integrations.framework import (
     Framework,
-    Handler,
     IntegrationContext,
     PolicyRule,
-    Webhook,
     WebhookContext,
+    queue_label_webhooks,
 )
 from kqueue.controller.integrations.job import webhook
 from kqueue.controller.integrations.job.elastic import ElasticSlices
 from kqueue.controller.integrations.job.generic import JobIntegration
 from kqueue.controller.integrations.reconciler import JobReconciler
 from kqueue.controller.integrations.registry import register
-
-
-def _queue_selector(without_queue_name: bool) -> dict[str, object]:
-    if without_queue_name:
-        return {}
-    return {"matchExpressions": [{"key": c.QUEUE_NAME_LABEL, "operator": "Exists"}]}
 
 
 def _hooks(ctx: WebhookContext) -> webhook.JobWebhooks:
@@ -37,14 +29,6 @@ def _hooks(ctx: WebhookContext) -> webhook.JobWebhooks:
         local_queues=ctx.local_queues,
         parent_kinds=parents,
     )
-
-
-def _mutate(ctx: WebhookContext) -> Handler:
-    return _hooks(ctx).mutate
-
-
-def _validate(ctx: WebhookContext) -> Handler:
-    return _hooks(ctx).validate
 
 
 def _install(ctx: IntegrationContext, reconciler: JobReconciler | None) -> None:
@@ -62,8 +46,6 @@ def _install(ctx: IntegrationContext, reconciler: JobReconciler | None) -> None:
     ctx.after_cycle.append(elastic.after_cycle)
 
 
-_JOBS = {"apiGroups": ["batch"], "apiVersions": ["v1"], "resources": ["jobs"]}
-
 FRAMEWORK = register(
     Framework(
         name="batch/job",
@@ -76,25 +58,12 @@ FRAMEWORK = register(
         suspendable=True,
         job=JobIntegration,
         install=_install,
-        webhooks=(
-            Webhook(
-                name="mbatch-job.kqueue.io",
-                path=webhook.MUTATE_PATH,
-                type="mutating",
-                rules=({**_JOBS, "operations": ["CREATE", "UPDATE"]},),
-                handler=_mutate,
-                object_selector=_queue_selector,
-                reinvocation_policy="Never",
-                order=10,
-            ),
-            Webhook(
-                name="vbatch-job.kqueue.io",
-                path=webhook.VALIDATE_PATH,
-                type="validating",
-                rules=({**_JOBS, "operations": ["CREATE", "UPDATE"]},),
-                handler=_validate,
-                object_selector=_queue_selector,
-            ),
+        webhooks=queue_label_webhooks(
+            short="batch-job",
+            rule={"apiGroups": ["batch"], "apiVersions": ["v1"], "resources": ["jobs"]},
+            mutate_path=webhook.MUTATE_PATH,
+            validate_path=webhook.VALIDATE_PATH,
+            hooks=_hooks,
         ),
         rbac=(
             PolicyRule(

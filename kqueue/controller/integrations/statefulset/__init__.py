@@ -9,14 +9,12 @@ stops, :mod:`.webhook` its admission webhooks.
 
 from __future__ import annotations
 
-from kqueue.api.v1alpha1 import constants as c
 from kqueue.controller.integrations.framework import (
     Framework,
-    Handler,
     IntegrationContext,
     PolicyRule,
-    Webhook,
-    WebhookContext,
+    always_queue_label_selector,
+    queue_label_webhooks,
 )
 from kqueue.controller.integrations.job.elastic import ElasticSlices
 from kqueue.controller.integrations.reconciler import JobReconciler
@@ -26,21 +24,6 @@ from kqueue.controller.integrations.statefulset.generic import StatefulSetIntegr
 from kqueue.controller.integrations.statefulset.scaling import SIZING, StatefulSetScaling
 
 NAME = "statefulset"
-
-
-def _queue_selector(_without_queue_name: bool) -> dict[str, object]:
-    # A StatefulSet queues only when it names a queue (manageJobsWithoutQueueName does not
-    # reach serving workloads): docs/integrations.md.
-    return {"matchExpressions": [{"key": c.QUEUE_NAME_LABEL, "operator": "Exists"}]}
-
-
-def _mutate(_ctx: WebhookContext) -> Handler:
-    return webhook.mutate
-
-
-def _validate(_ctx: WebhookContext) -> Handler:
-    return webhook.validate
-
 
 def _install(ctx: IntegrationContext, reconciler: JobReconciler | None) -> None:
     slices = ElasticSlices(
@@ -66,8 +49,6 @@ def _install(ctx: IntegrationContext, reconciler: JobReconciler | None) -> None:
     ctx.after_cycle.append(slices.after_cycle)
 
 
-_STATEFULSETS = {"apiGroups": ["apps"], "apiVersions": ["v1"], "resources": ["statefulsets"]}
-
 FRAMEWORK = register(
     Framework(
         name=NAME,
@@ -83,25 +64,13 @@ FRAMEWORK = register(
         job=StatefulSetIntegration,
         install=_install,
         default_enabled=False,
-        webhooks=(
-            Webhook(
-                name="mstatefulset.kqueue.io",
-                path=webhook.MUTATE_PATH,
-                type="mutating",
-                rules=({**_STATEFULSETS, "operations": ["CREATE", "UPDATE"]},),
-                handler=_mutate,
-                object_selector=_queue_selector,
-                reinvocation_policy="Never",
-                order=10,
-            ),
-            Webhook(
-                name="vstatefulset.kqueue.io",
-                path=webhook.VALIDATE_PATH,
-                type="validating",
-                rules=({**_STATEFULSETS, "operations": ["CREATE", "UPDATE"]},),
-                handler=_validate,
-                object_selector=_queue_selector,
-            ),
+        webhooks=queue_label_webhooks(
+            short="statefulset",
+            rule={"apiGroups": ["apps"], "apiVersions": ["v1"], "resources": ["statefulsets"]},
+            mutate_path=webhook.MUTATE_PATH,
+            validate_path=webhook.VALIDATE_PATH,
+            hooks=lambda _ctx: webhook,
+            selector=always_queue_label_selector,
         ),
         # Stopping its pods (delete, DisruptionTarget) uses the pod integration's rules: the
         # framework needs ``pod``.
