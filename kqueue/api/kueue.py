@@ -319,13 +319,6 @@ def _convert_spec(kind: str, spec: dict[str, Any], warnings: list[ConversionWarn
                 value = fungibility.get(key)
                 if isinstance(value, str) and value in _FUNGIBILITY:
                     fungibility[key] = _FUNGIBILITY[value]
-            if "preference" in fungibility:
-                fungibility.pop("preference")
-                warnings.append(
-                    ConversionWarning(
-                        "spec.flavorFungibility.preference", "not supported by kqueue; ignored"
-                    )
-                )
     elif kind == "Cohort":
         rename_key(spec, "parent", "parentName")  # v1alpha1
     elif kind == "Workload":

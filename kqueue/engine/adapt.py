@@ -87,6 +87,11 @@ def cluster_queue(cq: ClusterQueue) -> t.ClusterQueueSpec:
         flavor_fungibility=t.FlavorFungibility(
             t.FungibilityPolicy(spec.flavor_fungibility.when_can_borrow),
             t.FungibilityPolicy(spec.flavor_fungibility.when_can_preempt),
+            (
+                t.FungibilityPreference(spec.flavor_fungibility.preference)
+                if spec.flavor_fungibility.preference is not None
+                else None
+            ),
         ),
         preemption=t.PreemptionConfig(
             within_cluster_queue=t.PreemptionPolicy(p.within_cluster_queue),

@@ -14,7 +14,8 @@ checked against the quota reachable in the cohort tree:
   ClusterQueue may not preempt while borrowing.
 
 ``flavorFungibility`` decides whether to stop at the first flavor that can borrow
-(``whenCanBorrow``) or preempt (``whenCanPreempt``) or to look for a better one.
+(``whenCanBorrow``) or preempt (``whenCanPreempt``) or to look for a better one, and, when the
+search walks on, which of the flavors tried is best (``preference``, see ``is_preferred``).
 
 Non-preemptible workloads (docs/contracts.md §3) may not borrow: their reachable capacity is capped
 at the ClusterQueue's nominal quota.
@@ -39,6 +40,7 @@ from .types import (
     FlavorName,
     FlavorResource,
     FungibilityPolicy,
+    FungibilityPreference,
     Mode,
     PendingReason,
     PodSet,
@@ -51,7 +53,7 @@ from .types import (
 from .workload import WorkloadInfo
 
 
-class _PMode(IntEnum):
+class PreemptionMode(IntEnum):
     """Kueue's preemptionMode, finer than Mode: ordered from worst to best."""
 
     NO_FIT = 0
@@ -61,52 +63,62 @@ class _PMode(IntEnum):
     FIT = 4
 
     def mode(self) -> Mode:
-        if self is _PMode.NO_FIT:
+        if self is PreemptionMode.NO_FIT:
             return Mode.NO_FIT
-        if self is _PMode.FIT:
+        if self is PreemptionMode.FIT:
             return Mode.FIT
         return Mode.PREEMPT
 
 
 _FROM_POSSIBILITY = {
-    PreemptionPossibility.NO_CANDIDATES: _PMode.NO_CANDIDATES,
-    PreemptionPossibility.PREEMPT: _PMode.PREEMPT,
-    PreemptionPossibility.RECLAIM: _PMode.RECLAIM,
+    PreemptionPossibility.NO_CANDIDATES: PreemptionMode.NO_CANDIDATES,
+    PreemptionPossibility.PREEMPT: PreemptionMode.PREEMPT,
+    PreemptionPossibility.RECLAIM: PreemptionMode.RECLAIM,
 }
 
 _BIG = 1 << 62
 
 
 @dataclass(frozen=True, slots=True)
-class _Granular:
-    pmode: _PMode
+class GranularMode:
+    pmode: PreemptionMode
     borrow: int
 
 
-_WORST = _Granular(_PMode.NO_FIT, _BIG)
-_BEST = _Granular(_PMode.FIT, 0)
+_WORST = GranularMode(PreemptionMode.NO_FIT, _BIG)
+_BEST = GranularMode(PreemptionMode.FIT, 0)
 
 
-def _is_preferred(a: _Granular, b: _Granular) -> bool:
-    """Whether ``a`` is better than ``b`` (Kueue's isPreferred, BorrowingOverPreemption)."""
-    if a.pmode is _PMode.NO_FIT:
+def is_preferred(a: GranularMode, b: GranularMode, fungibility: FlavorFungibility) -> bool:
+    """Whether ``a`` is better than ``b`` (Kueue's isPreferred).
+
+    NoFit is the worst; a flavor whose preemption found no candidates ranks below every viable
+    one whatever the preference, since it cannot be admitted this cycle. Then
+    BorrowingOverPreemption (also when unset) compares the preemption mode first and the
+    borrowing height second, PreemptionOverBorrowing the other way round.
+    """
+    if a.pmode is PreemptionMode.NO_FIT:
         return False
-    if b.pmode is _PMode.NO_FIT:
+    if b.pmode is PreemptionMode.NO_FIT:
         return True
-    a_nc = a.pmode is _PMode.NO_CANDIDATES
-    b_nc = b.pmode is _PMode.NO_CANDIDATES
+    a_nc = a.pmode is PreemptionMode.NO_CANDIDATES
+    b_nc = b.pmode is PreemptionMode.NO_CANDIDATES
     if a_nc != b_nc:
         return not a_nc
+    if fungibility.preference is FungibilityPreference.PREEMPTION_OVER_BORROWING:
+        if a.borrow != b.borrow:
+            return a.borrow < b.borrow
+        return a.pmode > b.pmode
     if a.pmode != b.pmode:
         return a.pmode > b.pmode
     return a.borrow < b.borrow
 
 
-def _should_try_next_flavor(rep: _Granular, fungibility: FlavorFungibility) -> bool:
-    if rep.pmode in (_PMode.NO_FIT, _PMode.NO_CANDIDATES):
+def _should_try_next_flavor(rep: GranularMode, fungibility: FlavorFungibility) -> bool:
+    if rep.pmode in (PreemptionMode.NO_FIT, PreemptionMode.NO_CANDIDATES):
         return True
     if (
-        rep.pmode in (_PMode.PREEMPT, _PMode.RECLAIM)
+        rep.pmode in (PreemptionMode.PREEMPT, PreemptionMode.RECLAIM)
         and fungibility.when_can_preempt == FungibilityPolicy.TRY_NEXT_FLAVOR
     ):
         return True
@@ -331,10 +343,10 @@ class FlavorAssigner:
                 if no_fit is not None:
                     flavor_no_fit = _most_severe(flavor_no_fit, no_fit)
                 max_borrow = max(max_borrow, borrow)
-                mode = _Granular(pmode, borrow)
-                if _is_preferred(rep, mode):
+                mode = GranularMode(pmode, borrow)
+                if is_preferred(rep, mode, fungibility):
                     rep = mode
-                if rep.pmode is _PMode.NO_FIT:
+                if rep.pmode is PreemptionMode.NO_FIT:
                     continue  # keep checking the other resources only for their messages
                 choices[r] = FlavorChoice(fname, pmode.mode(), borrow)
             attempts.append(
@@ -342,7 +354,7 @@ class FlavorAssigner:
                     fname,
                     rep.pmode.mode(),
                     borrow=max_borrow,
-                    reason=flavor_no_fit if rep.pmode is _PMode.NO_FIT else None,
+                    reason=flavor_no_fit if rep.pmode is PreemptionMode.NO_FIT else None,
                     messages=tuple(flavor_reasons),
                     shortfalls=tuple(shortfalls),
                 )
@@ -350,20 +362,20 @@ class FlavorAssigner:
             if not _should_try_next_flavor(rep, fungibility):
                 best, best_mode = choices, rep
                 break
-            if _is_preferred(rep, best_mode):
+            if is_preferred(rep, best_mode, fungibility):
                 best, best_mode = choices, rep
         tried = -1 if attempted == len(rg.flavors) - 1 else attempted
         best = {
             r: FlavorChoice(c.flavor, c.mode, c.borrow, tried) for r, c in best.items()
         }
-        if best_mode.pmode is _PMode.FIT:
+        if best_mode.pmode is PreemptionMode.FIT:
             return _FlavorOutcome(best, [], attempts, None)
         no_fit_reason = None if best else _group_no_fit_reason(attempts)
         return _FlavorOutcome(best, reasons, attempts, no_fit_reason)
 
     def _fits_resource_quota(
         self, fr: FlavorResource, assumed: int, request: int
-    ) -> tuple[_PMode, int, str | None, PendingReason | None, Shortfall | None]:
+    ) -> tuple[PreemptionMode, int, str | None, PendingReason | None, Shortfall | None]:
         cq = self.cq
         flavor, res = fr
         available = max(0, cq.available(fr))
@@ -396,10 +408,10 @@ class FlavorAssigner:
                 )
             if self.non_preemptible:
                 msg += " (a non-preemptible workload may not borrow)"
-            return _PMode.NO_FIT, 0, msg, PendingReason.EXCEEDS_MAX_QUOTA, shortfall
+            return PreemptionMode.NO_FIT, 0, msg, PendingReason.EXCEEDS_MAX_QUOTA, shortfall
         borrow, may_reclaim_in_hierarchy = find_height_of_lowest_subtree_that_fits(cq, fr, val)
         if val <= available:
-            return _PMode.FIT, borrow, None, None, None
+            return PreemptionMode.FIT, borrow, None, None, None
         msg = (
             f"insufficient unused quota for {res} in flavor {flavor}, "
             f"{fmt(val - available, res)} more needed"
@@ -407,7 +419,7 @@ class FlavorAssigner:
         if nominal >= val or may_reclaim_in_hierarchy or self._can_preempt_while_borrowing():
             possibility, borrow_after = self.oracle.simulate_preemption(cq, self.wl, fr, val)
             return _FROM_POSSIBILITY[possibility], borrow_after, msg, None, shortfall
-        return _PMode.NO_FIT, borrow, msg, PendingReason.WAITING_FOR_QUOTA, shortfall
+        return PreemptionMode.NO_FIT, borrow, msg, PendingReason.WAITING_FOR_QUOTA, shortfall
 
     def _can_preempt_while_borrowing(self) -> bool:
         # Under fair sharing a borrowing preemptor may take from ClusterQueues with a higher

@@ -73,6 +73,13 @@ class FungibilityPolicy(StrEnum):
     TRY_NEXT_FLAVOR = "TryNextFlavor"
 
 
+class FungibilityPreference(StrEnum):
+    """Which flavor wins when every one tried needs borrowing, preemption or both."""
+
+    BORROWING_OVER_PREEMPTION = "BorrowingOverPreemption"
+    PREEMPTION_OVER_BORROWING = "PreemptionOverBorrowing"
+
+
 class PreemptionPolicy(StrEnum):
     NEVER = "Never"
     LOWER_PRIORITY = "LowerPriority"
@@ -226,6 +233,8 @@ class ResourceGroup:
 class FlavorFungibility:
     when_can_borrow: FungibilityPolicy = FungibilityPolicy.MAY_STOP_SEARCH
     when_can_preempt: FungibilityPolicy = FungibilityPolicy.TRY_NEXT_FLAVOR
+    # None behaves as BorrowingOverPreemption (Kueue's nil preference).
+    preference: FungibilityPreference | None = None
 
 
 @dataclass(frozen=True, slots=True)

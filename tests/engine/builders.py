@@ -27,6 +27,7 @@ from kqueue.engine.types import (
     FlavorName,
     FlavorQuotas,
     FungibilityPolicy,
+    FungibilityPreference,
     LabelSelector,
     LocalQueueSpec,
     PodSet,
@@ -181,8 +182,17 @@ class ClusterQueueBuilder(_QuotaBuilder):
         )
         return self
 
-    def fungibility(self, borrow: str = "MayStopSearch", preempt: str = "TryNextFlavor") -> Self:
-        self._fungibility = FlavorFungibility(FungibilityPolicy(borrow), FungibilityPolicy(preempt))
+    def fungibility(
+        self,
+        borrow: str = "MayStopSearch",
+        preempt: str = "TryNextFlavor",
+        preference: str | None = None,
+    ) -> Self:
+        self._fungibility = FlavorFungibility(
+            FungibilityPolicy(borrow),
+            FungibilityPolicy(preempt),
+            FungibilityPreference(preference) if preference is not None else None,
+        )
         return self
 
     def preemption(

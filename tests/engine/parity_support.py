@@ -44,6 +44,7 @@ from kqueue.engine.types import (
     FlavorQuotas,
     FlavorResource,
     FungibilityPolicy,
+    FungibilityPreference,
     LabelSelector,
     LocalQueueSpec,
     Mode,
@@ -137,6 +138,7 @@ def cluster_queue(
     max_priority_threshold: int | None = None,
     when_can_borrow: str = "MayStopSearch",
     when_can_preempt: str = "TryNextFlavor",
+    preference: str | None = None,
     strict_fifo: bool = False,
     namespace_in: tuple[str, ...] | None = None,
 ) -> ClusterQueueSpec:
@@ -154,7 +156,9 @@ def cluster_queue(
         queueing_strategy=QueueingStrategy.STRICT_FIFO if strict_fifo else QueueingStrategy.BEST_EFFORT_FIFO,
         namespace_selector=selector,
         flavor_fungibility=FlavorFungibility(
-            FungibilityPolicy(when_can_borrow), FungibilityPolicy(when_can_preempt)
+            FungibilityPolicy(when_can_borrow),
+            FungibilityPolicy(when_can_preempt),
+            FungibilityPreference(preference) if preference is not None else None,
         ),
         preemption=PreemptionConfig(
             within_cluster_queue=PreemptionPolicy(within),

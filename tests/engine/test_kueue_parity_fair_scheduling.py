@@ -6,9 +6,6 @@ which Kueue's fair-sharing test shares. One cycle runs and, as in Kueue, the wor
 quota afterwards (``wantAssignments``), the queue dumps (``wantLeft``,
 ``wantInadmissibleLeft``) and, where Kueue's ``wantWorkloads`` show a Preempted condition, the
 victims and reasons are compared.
-
-Not ported: "PreemptionOverBorrowing with fair sharing: preempt in first flavor instead of
-borrowing in second" (kqueue does not implement ``flavorFungibility.preference`` yet).
 """
 
 from __future__ import annotations
@@ -414,6 +411,38 @@ CASES: list[Case] = [
         want_left={"no-cohort-cq": ["default/nc-high"]},
         want_preempted={"default/nc-low:InClusterQueue"},
     ),
+    Case(
+        "PreemptionOverBorrowing with fair sharing: preempt in first flavor instead of borrowing "
+        "in second",
+        additional_cqs=[
+            cluster_queue(
+                "fs-pob-cq",
+                [fq("on-demand", cpu=("5", "0")), fq("spot", cpu=("0", "5"))],
+                cohort="fs-pob-cohort",
+                within="LowerPriority",
+                when_can_borrow="TryNextFlavor",
+                when_can_preempt="TryNextFlavor",
+                preference="PreemptionOverBorrowing",
+            ),
+            cluster_queue(
+                "fs-pob-lender", [fq("on-demand", cpu="0"), fq("spot", cpu="5")],
+                cohort="fs-pob-cohort",
+            ),
+        ],
+        additional_lqs=[lq("default", "fs-pob-queue", "fs-pob-cq")],
+        workloads=[
+            reserve(
+                kwl("fs-low-pob", "default", queue="fs-pob-queue", priority=-1,
+                    requests={"cpu": "5"}),
+                adm("fs-pob-cq", cpu=("on-demand", "5")),
+                NOW,
+            ),
+            kwl("fs-high-pob", "default", queue="fs-pob-queue", priority=0, requests={"cpu": "5"}),
+        ],
+        want_assignments=["default/fs-low-pob"],
+        want_left={"fs-pob-cq": ["default/fs-high-pob"]},
+        want_preempted={"default/fs-low-pob:InClusterQueue"},
+    ),
 ]
 
 
@@ -442,8 +471,8 @@ def test_schedule_for_fair_sharing(case: Case) -> None:
 
 
 def test_ported_case_count() -> None:
-    """All of TestScheduleForFairSharing's 22 cases but the one needing flavorFungibility.preference."""
-    assert len(CASES) == 21
+    """All of TestScheduleForFairSharing's 22 cases."""
+    assert len(CASES) == 22
 
 
 def test_pending_message_says_where_fair_sharing_decided() -> None:

@@ -1319,6 +1319,8 @@ class AssignCase:
     secondary: ClusterQueueSpec | None = None
     secondary_usage: Mapping[tuple[str, str], int] = field(default_factory=dict)
     oracle: Mapping[tuple[str, str], tuple[PreemptionPossibility, int]] = field(default_factory=dict)
+    # Kueue's enableFairSharing.
+    fair_sharing: bool = False
     xfail: str | None = None
 
 
@@ -1961,7 +1963,13 @@ def test_assign_flavors(case: AssignCase) -> None:
         )
     oracle = ScriptedOracle({fr(f, r): v for (f, r), v in case.oracle.items()})
     info = make_info(case.workload, {})
-    assigner = FlavorAssigner(info, snapshot.cluster_queues[case.cq.name], snapshot.flavors, oracle)
+    assigner = FlavorAssigner(
+        info,
+        snapshot.cluster_queues[case.cq.name],
+        snapshot.flavors,
+        oracle,
+        fair_sharing=case.fair_sharing,
+    )
     got = assigner.assign()
     view = assignment_view(got)
     want_pod_sets = {

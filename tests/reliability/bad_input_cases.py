@@ -331,6 +331,13 @@ CASES: Final[list[Case]] = [
     Case("fungibility", cluster_queue(flavorFungibility={"whenCanBorrow": "Borrow"}),
          "spec.flavorFungibility.whenCanBorrow", Layer.SCHEMA, 'whenCanBorrow "Borrow"',
          "Unsupported value"),
+    Case("fungibility-preference-may-stop-search",
+         cluster_queue(flavorFungibility={
+             "whenCanBorrow": "MayStopSearch", "whenCanPreempt": "TryNextFlavor",
+             "preference": "PreemptionOverBorrowing"}),
+         "spec.flavorFungibility", Layer.CEL, "preference with whenCanBorrow MayStopSearch",
+         "preference can only be set when both whenCanBorrow and whenCanPreempt are TryNextFlavor",
+         model_path="spec.flavorFungibility.preference"),
     Case("selector-operator",
          cluster_queue(namespaceSelector={"matchExpressions": [
              {"key": "team", "operator": "Within", "values": ["a"]}]}),

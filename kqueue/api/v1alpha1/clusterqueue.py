@@ -21,6 +21,7 @@ WithinClusterQueuePolicy = Literal["Never", "LowerPriority", "LowerOrNewerEqualP
 ReclaimWithinCohortPolicy = Literal["Never", "LowerPriority", "Any"]
 BorrowWithinCohortPolicy = Literal["Never", "LowerPriority"]
 FlavorFungibilityPolicy = Literal["MayStopSearch", "TryNextFlavor"]
+FlavorFungibilityPreference = Literal["BorrowingOverPreemption", "PreemptionOverBorrowing"]
 PreemptionOrder = Literal["Newest", "Oldest"]
 
 STOP_POLICY_DESCRIPTION = (
@@ -120,6 +121,19 @@ RESOURCE_GROUPS_DESCRIPTION = (
 class FlavorFungibility(KBase):
     """Whether to try the next flavor before borrowing or preempting in the current one."""
 
+    model_config = ConfigDict(
+        json_schema_extra={
+            "x-kubernetes-validations": [
+                {
+                    "rule": "!has(self.preference) || (self.whenCanBorrow == 'TryNextFlavor' && "
+                    "self.whenCanPreempt == 'TryNextFlavor')",
+                    "message": "preference can only be set when both whenCanBorrow and "
+                    "whenCanPreempt are TryNextFlavor",
+                }
+            ]
+        }
+    )
+
     when_can_borrow: FlavorFungibilityPolicy = Field(
         default="MayStopSearch",
         description="MayStopSearch (default): stop at the first flavor where the workload fits, "
@@ -129,6 +143,15 @@ class FlavorFungibility(KBase):
         default="TryNextFlavor",
         description="TryNextFlavor (default): look for a flavor where the workload fits without "
         "preempting first. MayStopSearch: stop at the first flavor where it fits by preempting.",
+    )
+    preference: FlavorFungibilityPreference | None = Field(
+        default=None,
+        description="Which flavor wins when every flavor tried needs borrowing, preemption or "
+        "both. BorrowingOverPreemption (the behaviour when unset): the flavor needing the least "
+        "borrowing (the lowest cohort level the quota comes from), then the better preemption "
+        "mode (fit, then reclaiming from the cohort, then preempting in the ClusterQueue). "
+        "PreemptionOverBorrowing: the better preemption mode first, then the least borrowing. "
+        "Only with whenCanBorrow and whenCanPreempt both TryNextFlavor.",
     )
 
 

@@ -405,6 +405,17 @@ def _validate_cluster_queue(cq: ClusterQueue, errs: _Errors) -> None:
             f"must be Never when reclaimWithinCohort is Never, got {p.borrow_within_cohort.policy}",
             "Never, or set reclaimWithinCohort to LowerPriority or Any",
         )
+    ff = spec.flavor_fungibility
+    if ff.preference is not None and (
+        ff.when_can_borrow != "TryNextFlavor" or ff.when_can_preempt != "TryNextFlavor"
+    ):
+        errs.add(
+            "spec.flavorFungibility.preference",
+            f"preference {ff.preference!r} requires both whenCanBorrow and whenCanPreempt to be "
+            f"TryNextFlavor, got whenCanBorrow {ff.when_can_borrow!r} and whenCanPreempt "
+            f"{ff.when_can_preempt!r}",
+            "unset, or set whenCanBorrow and whenCanPreempt to TryNextFlavor",
+        )
     _validate_fair_sharing(spec.fair_sharing, errs)
     _validate_conditions(cq.status.conditions, "status.conditions", errs)
     _validate_unique_names(
