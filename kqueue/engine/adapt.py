@@ -10,14 +10,17 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
 from fractions import Fraction
+from typing import Any
 
 from kqueue.api import config
+from kqueue.api.quantity import Quantity, QuantityError, parse_quantity
 from kqueue.api.v1alpha1 import ClusterQueue, Cohort, FairSharing, LocalQueue, ResourceFlavor
 from kqueue.api.v1alpha1 import LabelSelector as ApiLabelSelector
 from kqueue.api.v1alpha1 import ResourceGroup as ApiResourceGroup
 from kqueue.api.v1alpha1 import Taint as ApiTaint
 from kqueue.api.v1alpha1 import Toleration as ApiToleration
 from kqueue.api.v1alpha1 import constants as c
+from kqueue.api.v1alpha1.podtemplate import PodSpec as ApiPodSpec
 from kqueue.api.v1alpha1.priorityclass import WorkloadPriorityClass
 from kqueue.api.v1alpha1.workload import PodSet as ApiPodSet
 from kqueue.api.v1alpha1.workload import Workload as ApiWorkload
@@ -139,6 +142,28 @@ def priority_class(pc: WorkloadPriorityClass) -> tuple[str, int]:
     return pc.name, pc.value
 
 
+def _amounts(resources: Mapping[str, Quantity]) -> dict[t.ResourceName, int]:
+    return {t.ResourceName(r): q.units(r) for r, q in sorted(resources.items())}
+
+
+def _containers(pod: ApiPodSpec) -> tuple[t.ContainerResources, ...]:
+    out = [
+        t.ContainerResources(
+            c.name,
+            _amounts(c.resources.requests),
+            _amounts(c.resources.limits),
+            init=True,
+            sidecar=c.is_sidecar,
+        )
+        for c in pod.init_containers
+    ]
+    out.extend(
+        t.ContainerResources(c.name, _amounts(c.resources.requests), _amounts(c.resources.limits))
+        for c in pod.containers
+    )
+    return tuple(out)
+
+
 def _pod_set(ps: ApiPodSet) -> t.PodSet:
     pod = ps.template.spec
     affinity: tuple[tuple[t.SelectorRequirement, ...], ...] | None = None
@@ -160,7 +185,51 @@ def _pod_set(ps: ApiPodSet) -> t.PodSet:
         node_selector=dict(pod.node_selector),
         required_affinity=affinity,
         tolerations=tuple(_toleration(x) for x in pod.tolerations),
+        containers=_containers(pod),
+        overhead=_amounts(pod.overhead),
     )
+
+
+_LIMIT_FIELDS = ("max", "min", "default", "defaultRequest")
+
+
+def limit_range(obj: Mapping[str, Any]) -> tuple[str, str, tuple[t.LimitRangeItem, ...]]:
+    """A core/v1 LimitRange (as a dict) for the engine: (namespace, name, its Container and Pod
+    items), with the API server's defaults (SetDefaults_LimitRangeItem: a Container item's
+    default limit is its max, its default request the default limit or else the min), so a
+    manifest given to ``kqueue simulate`` means what the stored object does. Raises ValueError
+    naming the field of a bad quantity."""
+    meta = obj.get("metadata") or {}
+    items: list[t.LimitRangeItem] = []
+    for i, item in enumerate((obj.get("spec") or {}).get("limits") or []):
+        kind = item.get("type")
+        if kind not in (t.LimitType.CONTAINER, t.LimitType.POD):
+            continue  # PersistentVolumeClaim bounds are not about pods
+        values: dict[str, dict[t.ResourceName, int]] = {}
+        for key in _LIMIT_FIELDS:
+            values[key] = {}
+            for res, raw in sorted((item.get(key) or {}).items()):
+                try:
+                    values[key][t.ResourceName(res)] = parse_quantity(raw, res)
+                except (QuantityError, TypeError) as exc:
+                    raise ValueError(f"spec.limits[{i}].{key}[{res}]: {exc}") from exc
+        if kind == t.LimitType.CONTAINER:
+            for res, v in values["max"].items():
+                values["default"].setdefault(res, v)
+            for res, v in values["default"].items():
+                values["defaultRequest"].setdefault(res, v)
+            for res, v in values["min"].items():
+                values["defaultRequest"].setdefault(res, v)
+        items.append(
+            t.LimitRangeItem(
+                t.LimitType(kind),
+                max=values["max"],
+                min=values["min"],
+                default=values["default"],
+                default_request=values["defaultRequest"],
+            )
+        )
+    return str(meta.get("namespace") or "default"), str(meta.get("name") or ""), tuple(items)
 
 
 def _admission(wl: ApiWorkload) -> t.Admission | None:

@@ -324,8 +324,10 @@ def run_cycle(
     namespace_labels: Callable[[str], Mapping[str, str]],
     scan: FlavorScans | None = None,
     admission_gate: Callable[[], str | None] | None = None,
+    misconfigured: Callable[[WorkloadInfo], str | None] | None = None,
 ) -> CycleResult:
-    """Run one cycle; ``scan`` keeps where each head's flavor search stopped across cycles."""
+    """Run one cycle; ``scan`` keeps where each head's flavor search stopped across cycles;
+    ``misconfigured`` says why a head's resources can never run (admissibility.py)."""
     scan = scan if scan is not None else FlavorScans()
     # 1. Heads.
     active = {name for name in queues.queues if cache.inactive(name) is None}
@@ -336,7 +338,12 @@ def run_cycle(
     snapshot = cache.snapshot()
     # 3. Nominate.
     entries, inadmissible = nominate(
-        heads, snapshot, preemptor, namespace_labels, lambda i, cq: scan.get(cache, i, cq)
+        heads,
+        snapshot,
+        preemptor,
+        namespace_labels,
+        lambda i, cq: scan.get(cache, i, cq),
+        misconfigured=misconfigured,
     )
     # 4. Order, and 5. process: by the fair-sharing tournament, re-run before every entry, or
     # sorted once.

@@ -16,12 +16,16 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, replace
 from datetime import datetime
 
+from . import admissibility
 from .cache import Cache
 from .cycle import CycleResult, Evict, FlavorScans, Pending, run_cycle
 from .execution import ExecutionLimits, accumulated
 from .explain import PendingDetails
 from .fairshare import Share, share_of
 from .gang import Barrier
+from .limitrange import EMPTY as NO_LIMIT_RANGES
+from .limitrange import Summary as LimitRangeSummary
+from .limitrange import summarize
 from .preemption import Preemptor
 from .preemptor import ClassicalPreemptor
 from .queue import QueueManager
@@ -37,6 +41,7 @@ from .types import (
     EvictionReason,
     FairSharingConfig,
     FlavorName,
+    LimitRangeItem,
     LocalQueueKey,
     LocalQueueSpec,
     PendingReason,
@@ -80,6 +85,9 @@ class Engine:
         self.preemptor: Preemptor = preemptor if preemptor is not None else ClassicalPreemptor()
         self.priority_classes: dict[str, int] = {}
         self.namespaces: dict[str, dict[str, str]] = {}
+        # LimitRanges by namespace and name, and their summary per namespace (limitrange.py).
+        self.limit_ranges: dict[str, dict[str, tuple[LimitRangeItem, ...]]] = {}
+        self._limit_summaries: dict[str, LimitRangeSummary] = {}
         self.cycles = 0
         self._last_pending: dict[WorkloadKey, Pending] = {}
         # Workloads holding quota that the engine must evict (stop policies, deactivation).
@@ -191,10 +199,55 @@ class Engine:
     def _namespace_labels(self, namespace: str) -> Mapping[str, str]:
         return self.namespaces.get(namespace, {})
 
+    def set_limit_range(self, namespace: str, name: str, items: Iterable[LimitRangeItem]) -> None:
+        """A LimitRange as last seen: its defaults change what the namespace's pending
+        workloads request, its bounds whether they can run (admissibility.py)."""
+        new = tuple(items)
+        if self.limit_ranges.get(namespace, {}).get(name) == new:
+            return
+        self.limit_ranges.setdefault(namespace, {})[name] = new
+        self._limit_ranges_changed(namespace)
+
+    def delete_limit_range(self, namespace: str, name: str) -> None:
+        ranges = self.limit_ranges.get(namespace, {})
+        if ranges.pop(name, None) is None:
+            return
+        if not ranges:
+            del self.limit_ranges[namespace]
+        self._limit_ranges_changed(namespace)
+
+    def limit_range_summary(self, namespace: str) -> LimitRangeSummary:
+        return self._limit_summaries.get(namespace, NO_LIMIT_RANGES)
+
+    def _limit_ranges_changed(self, namespace: str) -> None:
+        ranges = self.limit_ranges.get(namespace, {})
+        summary = summarize(ranges[n] for n in sorted(ranges)) if ranges else NO_LIMIT_RANGES
+        if summary == self.limit_range_summary(namespace):
+            return
+        if ranges:
+            self._limit_summaries[namespace] = summary
+        else:
+            self._limit_summaries.pop(namespace, None)
+        # Pending workloads of the namespace request what the new defaults give them, and those
+        # set aside (Misconfigured among them) are tried again.
+        for key in sorted(self.queues.pending):
+            info = self.queues.pending[key]
+            if info.obj.namespace == namespace:
+                adjusted = admissibility.adjust(info.obj, summary)
+                if adjusted != info.obj:
+                    self.queues.upsert(make_info(adjusted, self.priority_classes))
+        self.queues.queue_inadmissible_in_namespace(namespace)
+
+    def _misconfiguration(self, info: WorkloadInfo) -> str | None:
+        return admissibility.misconfiguration(
+            info.obj, self.limit_range_summary(info.obj.namespace)
+        )
+
     # -- workloads ---------------------------------------------------------------------------
 
     def upsert_workload(self, wl: Workload) -> None:
         """A workload as last seen; with ``admission`` set it holds that quota."""
+        wl = admissibility.adjust(wl, self.limit_range_summary(wl.namespace))
         info = make_info(wl, self.priority_classes)
         held = self.cache.get(wl.key)
         self.readiness.known_count(wl.key, wl.requeue_count)
@@ -352,6 +405,7 @@ class Engine:
             namespace_labels=self._namespace_labels,
             scan=self._scans,
             admission_gate=self._admission_gate(),
+            misconfigured=self._misconfiguration,
         )
         for admit in result.admitted:
             self._last_pending.pop(admit.workload, None)

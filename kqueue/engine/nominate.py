@@ -1,7 +1,8 @@
 """Nomination: for each head, the checks that need no quota, then its flavor assignment.
 
 Kueue's ``nominate`` and ``getInitialAssignments``: a head in a missing or inactive ClusterQueue,
-or in a namespace outside its ``namespaceSelector``, pends at once; otherwise the full counts are
+in a namespace outside its ``namespaceSelector``, or whose resources can never run
+(``admissibility.py``), pends at once; otherwise the full counts are
 tried; ``Preempt`` asks the preemptor for victims; when neither works and pod sets have
 ``minCount``, partial admission looks for smaller counts that fit or can preempt.
 """
@@ -72,11 +73,14 @@ def nominate(
     preemptor: Preemptor,
     namespace_labels: Callable[[str], Mapping[str, str]],
     last_tried: LastTried | None = None,
+    *,
+    misconfigured: Callable[[WorkloadInfo], str | None] | None = None,
 ) -> tuple[list[Entry], list[Entry]]:
     """Entries to process, and entries already known to be inadmissible.
 
     ``last_tried`` gives, per head, where the previous flavor search stopped (Kueue's
-    LastTriedFlavorIdx), so that it resumes with the next flavor.
+    LastTriedFlavorIdx), so that it resumes with the next flavor. ``misconfigured`` says why a
+    head's resources can never run (requests above limits, outside a LimitRange), or None.
     """
     oracle = preemptor.oracle(snapshot)
     entries: list[Entry] = []
@@ -94,6 +98,9 @@ def nominate(
             e.reason = PendingReason.MISCONFIGURED
             e.message = NAMESPACE_MISMATCH
             e.requeue_reason = RequeueReason.NAMESPACE_MISMATCH
+        elif misconfigured is not None and (why := misconfigured(info)) is not None:
+            e.reason = PendingReason.MISCONFIGURED
+            e.message = why
         else:
             threshold = cq.spec.preemption.preemptible_priority_threshold
             e.non_preemptible = info.preemptibility(threshold) == Preemptibility.NON_PREEMPTIBLE

@@ -332,6 +332,19 @@ class LocalQueueSpec:
 
 
 @dataclass(frozen=True, slots=True)
+class ContainerResources:
+    """A container's requests and limits as written (explicit zeros kept), for the checks of
+    ``admissibility.py`` and LimitRange defaults."""
+
+    name: str
+    requests: Mapping[ResourceName, int] = field(default_factory=dict)
+    limits: Mapping[ResourceName, int] = field(default_factory=dict)
+    init: bool = False
+    # An init container with restartPolicy Always: runs beside the main containers.
+    sidecar: bool = False
+
+
+@dataclass(frozen=True, slots=True)
 class PodSet:
     name: PodSetName
     count: int
@@ -342,6 +355,31 @@ class PodSet:
     # requiredDuringSchedulingIgnoredDuringExecution terms (ORed); None when not set.
     required_affinity: tuple[tuple[SelectorRequirement, ...], ...] | None = None
     tolerations: tuple[Toleration, ...] = ()
+    # The pod's containers and overhead; empty when only ``requests`` is known (then nothing is
+    # checked per container and LimitRange defaults cannot apply).
+    containers: tuple[ContainerResources, ...] = ()
+    overhead: Mapping[ResourceName, int] = field(default_factory=dict)
+
+
+class LimitType(StrEnum):
+    """core/v1 LimitType; kqueue reads the two that bound what a pod requests."""
+
+    CONTAINER = "Container"
+    POD = "Pod"
+
+
+@dataclass(frozen=True, slots=True)
+class LimitRangeItem:
+    """One ``spec.limits`` entry of a LimitRange, with the API server's defaults applied.
+
+    ``maxLimitRequestRatio`` is not kept: Kueue does not check it either (the pods' own
+    admission does)."""
+
+    type: LimitType
+    max: Mapping[ResourceName, int] = field(default_factory=dict)
+    min: Mapping[ResourceName, int] = field(default_factory=dict)
+    default: Mapping[ResourceName, int] = field(default_factory=dict)
+    default_request: Mapping[ResourceName, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)

@@ -22,6 +22,7 @@ from kqueue.engine.types import (
     ClusterQueueName,
     ClusterQueueSpec,
     CohortName,
+    ContainerResources,
     CohortSpec,
     FlavorFungibility,
     FlavorName,
@@ -281,6 +282,23 @@ class _PS:
     node_selector: dict[str, str] = field(default_factory=dict)
     affinity: list[tuple[SelectorRequirement, ...]] | None = None
     tolerations: list[Toleration] = field(default_factory=list)
+    containers: list[ContainerResources] = field(default_factory=list)
+
+
+def amounts(values: dict[str, str] | None) -> dict[ResourceName, int]:
+    return {ResourceName(r): q(r, v) for r, v in (values or {}).items()}
+
+
+def container(
+    name: str = "c",
+    requests: dict[str, str] | None = None,
+    limits: dict[str, str] | None = None,
+    *,
+    init: bool = False,
+    sidecar: bool = False,
+) -> ContainerResources:
+    """A container's requests and limits as written (``sidecar`` implies ``init``)."""
+    return ContainerResources(name, amounts(requests), amounts(limits), init or sidecar, sidecar)
 
 
 class WorkloadBuilder:
@@ -345,6 +363,11 @@ class WorkloadBuilder:
     def request(self, resource: str, value: str | int) -> Self:
         """Per-pod request of the current pod set."""
         self._pod_sets[-1].requests[resource] = q(resource, value)
+        return self
+
+    def containers(self, *cs: ContainerResources) -> Self:
+        """The current pod set's containers; the engine computes its requests from them."""
+        self._pod_sets[-1].containers.extend(cs)
         return self
 
     def node_selector(self, key: str, value: str) -> Self:
@@ -426,6 +449,7 @@ class WorkloadBuilder:
                     dict(ps.node_selector),
                     None if ps.affinity is None else tuple(ps.affinity),
                     tuple(ps.tolerations),
+                    tuple(ps.containers),
                 )
                 for ps in self._pod_sets
             ),
