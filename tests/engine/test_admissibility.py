@@ -224,8 +224,12 @@ def test_validate_pod_spec(case: PodSpecCase) -> None:
 # -- TestAdjustResources ------------------------------------------------------------------------
 
 
-def _view(cs: tuple[ContainerResources, ...]) -> list[tuple[str, dict[str, int], dict[str, int]]]:
-    return [(c.name, dict(c.requests), dict(c.limits)) for c in cs]
+Row = tuple[str, dict[str, int], dict[str, int]]
+
+
+def _view(cs: tuple[ContainerResources, ...]) -> list[Row]:
+    return [(c.name, {str(r): v for r, v in c.requests.items()},
+             {str(r): v for r, v in c.limits.items()}) for c in cs]
 
 
 @dataclass(frozen=True)
@@ -237,8 +241,11 @@ class AdjustCase:
     want: list[list[tuple[str, dict[str, str], dict[str, str]]]]
 
 
-def _want(rows: list[tuple[str, dict[str, str], dict[str, str]]]) -> list[tuple[str, dict[str, int], dict[str, int]]]:
-    return [(n, dict(amounts(r)), dict(amounts(lim))) for n, r, lim in rows]
+def _want(rows: list[tuple[str, dict[str, str], dict[str, str]]]) -> list[Row]:
+    def ints(values: dict[str, str]) -> dict[str, int]:
+        return {str(r): v for r, v in amounts(values).items()}
+
+    return [(n, ints(r), ints(lim)) for n, r, lim in rows]
 
 
 ADJUST_CASES = [
@@ -504,8 +511,7 @@ def test_default_request_is_charged_and_follows_the_limit_range() -> None:
     result = engine.schedule(t(20))
     assert [a.workload for a in result.admitted] == [key("a")]
     [admitted] = result.admitted
-    assert engine.usage(admitted.cluster_queue) == {("default", "memory"): amounts(
-        {"memory": "64Mi"})["memory"]}
+    assert engine.usage(admitted.cluster_queue) == {("default", "memory"): 64 * 1024 * 1024}
 
 
 # -- the adapter --------------------------------------------------------------------------------
