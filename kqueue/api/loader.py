@@ -2,8 +2,8 @@
 
 Multi-document YAML and ``kind: List`` documents (as ``kubectl get -o yaml`` prints them) are
 split into objects; kqueue kinds are validated into models, Kueue kinds are converted first, and
-the Kubernetes kinds kqueue understands (Namespace, PriorityClass, Job, Pod, StatefulSet,
-Deployment) are kept as dicts for
+the Kubernetes kinds kqueue understands (Namespace, LimitRange, PriorityClass, Job, Pod,
+StatefulSet, Deployment) are kept as dicts for
 the integrations, as the controller would see them: Kueue's labels on a Job stay Kueue's (the
 controller ignores them). A bad document raises :class:`LoadError`, whose message names the
 source, the document's index, its kind/name and the field path, so a person can find and fix it.
@@ -49,6 +49,7 @@ MAX_GENERATE_NAME_LENGTH: Final = 63 - GENERATED_SUFFIX_LENGTH
 PASSTHROUGH_KINDS: Final = frozenset(
     {
         ("v1", "Namespace"),
+        ("v1", "LimitRange"),
         ("scheduling.k8s.io/v1", "PriorityClass"),
         ("batch/v1", "Job"),
         ("v1", "Pod"),

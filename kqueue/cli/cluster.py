@@ -31,6 +31,7 @@ _TRANSIENT = frozenset({429, 500, 503, 504})
 # What the engine is built from, in the order it is fed.
 ENGINE_KINDS: tuple[tuple[Resource, str], ...] = (
     (NAMESPACES, "Namespace"),
+    (r.LIMIT_RANGES, "LimitRange"),
     (PRIORITY_CLASSES, "PriorityClass"),
     (r.RESOURCE_FLAVORS, "ResourceFlavor"),
     (r.COHORTS, "Cohort"),

@@ -58,6 +58,7 @@ from kqueue.controller.readiness import BY_ANY_OWNER, ReadinessWatcher, any_owne
 from kqueue.controller.resources import (
     CLUSTER_QUEUES,
     COHORTS,
+    LIMIT_RANGES,
     LOCAL_QUEUES,
     NAMESPACES,
     PODS,
@@ -84,12 +85,16 @@ from kqueue.engine.types import (
     ClusterQueueSpec,
     CohortName,
     FlavorName,
+    LimitRangeItem,
     StopPolicy,
     WorkloadKey,
     local_queue_key,
 )
 
 logger = logging.getLogger(__name__)
+
+# A LimitRange as the informer keeps it (adapt.limit_range): namespace, name, items.
+LimitRangeDoc = tuple[str, str, tuple[LimitRangeItem, ...]]
 
 M = TypeVar("M")
 
@@ -180,6 +185,8 @@ class Manager:
         )
         self.workloads = informer(WORKLOADS, _converter(Workload))
         self.namespaces = informer(NAMESPACES, as_dict)
+        # Only what admission reads of a LimitRange: (namespace, name, Container/Pod items).
+        self.limit_ranges = informer(LIMIT_RANGES, adapt.limit_range)
         self.priority_classes = informer(PRIORITY_CLASSES, as_dict)
         self.pods = informer(PODS, as_dict, label_selector=f"{c.MANAGED_LABEL}=true")
         self.workloads.store.add_index(BY_OWNER, owner_uids)
@@ -400,6 +407,8 @@ class Manager:
         for ns in self.namespaces.store.objects():
             meta = ns.get("metadata") or {}
             engine.set_namespace_labels(str(meta.get("name")), meta.get("labels") or {})
+        for namespace, name, items in self.limit_ranges.store.objects():
+            engine.set_limit_range(namespace, name, items)
         for wl in self.workloads.store.objects():
             adapt.apply_workload(engine, wl, owner_labels=wl.metadata.labels)
         self.engine = engine
@@ -485,6 +494,19 @@ class Manager:
             self.engine.delete_namespace(str((ns.get("metadata") or {}).get("name")))
 
         self.namespaces.add_handler(on_add=on_ns, on_update=on_ns, on_delete=on_ns_delete)
+
+        def on_limit_range(_: str, lr: LimitRangeDoc, *rest: LimitRangeDoc) -> None:
+            namespace, name, items = rest[-1] if rest else lr
+            self.engine.set_limit_range(namespace, name, items)
+            self.scheduler.trigger()
+
+        def on_limit_range_delete(_: str, lr: LimitRangeDoc) -> None:
+            self.engine.delete_limit_range(lr[0], lr[1])
+            self.scheduler.trigger()
+
+        self.limit_ranges.add_handler(
+            on_add=on_limit_range, on_update=on_limit_range, on_delete=on_limit_range_delete
+        )
         self.priority_classes.add_handler(
             on_add=lambda *_: self._enqueue_all_jobs(),
             on_update=lambda *_: self._enqueue_all_jobs(),
@@ -597,6 +619,7 @@ class Manager:
             "localqueues": self.local_queues,
             "workloadpriorityclasses": self.workload_priority_classes,
             "namespaces": self.namespaces,
+            "limitranges": self.limit_ranges,
             "priorityclasses": self.priority_classes,
             "pods": self.pods,
             # Workloads last: the queues they name are known when they arrive.

@@ -193,12 +193,21 @@ def _pod_set(ps: ApiPodSet) -> t.PodSet:
 _LIMIT_FIELDS = ("max", "min", "default", "defaultRequest")
 
 
+class LimitRangeError(ValueError):
+    """A LimitRange field kqueue cannot read; ``path`` names it."""
+
+    def __init__(self, path: str, message: str) -> None:
+        self.path = path
+        self.detail = message
+        super().__init__(f"{path}: {message}")
+
+
 def limit_range(obj: Mapping[str, Any]) -> tuple[str, str, tuple[t.LimitRangeItem, ...]]:
     """A core/v1 LimitRange (as a dict) for the engine: (namespace, name, its Container and Pod
     items), with the API server's defaults (SetDefaults_LimitRangeItem: a Container item's
     default limit is its max, its default request the default limit or else the min), so a
-    manifest given to ``kqueue simulate`` means what the stored object does. Raises ValueError
-    naming the field of a bad quantity."""
+    manifest given to ``kqueue simulate`` means what the stored object does. Raises
+    LimitRangeError naming the field of a bad quantity."""
     meta = obj.get("metadata") or {}
     items: list[t.LimitRangeItem] = []
     for i, item in enumerate((obj.get("spec") or {}).get("limits") or []):
@@ -212,7 +221,7 @@ def limit_range(obj: Mapping[str, Any]) -> tuple[str, str, tuple[t.LimitRangeIte
                 try:
                     values[key][t.ResourceName(res)] = parse_quantity(raw, res)
                 except (QuantityError, TypeError) as exc:
-                    raise ValueError(f"spec.limits[{i}].{key}[{res}]: {exc}") from exc
+                    raise LimitRangeError(f"spec.limits[{i}].{key}[{res}]", str(exc)) from exc
         if kind == t.LimitType.CONTAINER:
             for res, v in values["max"].items():
                 values["default"].setdefault(res, v)

@@ -381,3 +381,41 @@ def test_invalid_configuration_is_refused_naming_the_field(tmp_path: Path) -> No
     result = run_cli("simulate", str(FAIR / "teams.yaml"), "--config", str(bad))
     assert result.exit_code == 2
     assert "fairSharing.preemptionStrategies: unsupported list" in result.stderr
+
+
+# --- LimitRanges ---------------------------------------------------------------------------
+
+
+def test_limit_ranges_decide_as_in_the_controller() -> None:
+    out = simulate_json(str(SCENARIOS / "limit-range.yaml"))
+    conditions = {k.split("-")[1] if k.startswith("ml/job-") else k: w["conditions"][0]
+                  for k, w in out["workloads"].items()}
+    assert conditions["small"]["reason"] == "QuotaReserved"
+    assert {n: (conditions[n]["reason"], conditions[n]["message"])
+            for n in ("big", "unbounded", "ml/skewed")} == {
+        "big": (
+            "Misconfigured",
+            "resources didn't satisfy LimitRange constraints: pod set main, container train: "
+            "requests must not be above the limitRange max (cpu: 3 > 2)",
+        ),
+        "unbounded": (
+            "Misconfigured",
+            "resources validation failed: pod set main, container train: requests must not "
+            "exceed its limits (cpu: 3 > 2)",
+        ),
+        "ml/skewed": (
+            "Misconfigured",
+            "resources validation failed: pod set main, container train: requests must not "
+            "exceed its limits (cpu: 2 > 1)",
+        ),
+    }
+
+
+def test_bad_limit_range_is_refused_naming_the_field() -> None:
+    text = (SCENARIOS / "limit-range.yaml").read_text().replace(
+        "max: {cpu: \"2\"}", "max: {cpu: lots}"
+    )
+    result = run_cli("simulate", "-", input=text)
+    assert result.exit_code == 2
+    assert "LimitRange bounds" in result.stderr
+    assert "spec.limits[0].max[cpu]" in result.stderr

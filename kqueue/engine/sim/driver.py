@@ -204,6 +204,8 @@ class Simulation:
             e.upsert_priority_class(*adapt.priority_class(wpc))
         for ns, labels in sorted(sc.namespaces.items()):
             e.set_namespace_labels(ns, labels)
+        for ns, name, items in sc.limit_ranges:
+            e.set_limit_range(ns, name, items)
         for cq in sc.cluster_queues:
             self._usage_since[cq.name] = (self.start, {})
             self._dirty.add(cq.name)

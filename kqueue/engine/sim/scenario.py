@@ -61,6 +61,8 @@ from kqueue.api.v1alpha1 import (
 )
 from kqueue.api.v1alpha1.constants import QUEUE_NAME_LABEL
 
+from .. import adapt
+from ..types import LimitRangeItem
 from .annotations import SCALE, AnnotationError, Timing, read_timing
 
 _T = TypeVar("_T")
@@ -130,6 +132,8 @@ class Scenario:
     local_queues: list[LocalQueue] = field(default_factory=list)
     workload_priority_classes: list[WorkloadPriorityClass] = field(default_factory=list)
     namespaces: dict[str, dict[str, str]] = field(default_factory=dict)
+    # (namespace, name, items) of each v1 LimitRange (adapt.limit_range).
+    limit_ranges: list[tuple[str, str, tuple[LimitRangeItem, ...]]] = field(default_factory=list)
     workloads: list[SimWorkload] = field(default_factory=list)
     priorities: PriorityClasses = field(default_factory=PriorityClasses)
     warnings: list[str] = field(default_factory=list)
@@ -239,6 +243,13 @@ def build_scenario(
         elif obj.kind == "Namespace":
             labels = {str(k): str(v) for k, v in (_meta(obj).get("labels") or {}).items()}
             sc.namespaces[obj.name] = labels
+        elif obj.kind == "LimitRange":
+            try:
+                sc.limit_ranges.append(adapt.limit_range(obj.raw))
+            except adapt.LimitRangeError as err:
+                raise LoadError(
+                    obj.location, err.detail, kind=obj.kind, name=obj.display_name, path=err.path
+                ) from None
         elif obj.kind == "PriorityClass":
             pod_classes.append(obj.raw)
         elif obj.kind in TOP_LEVEL_BUILDERS:
