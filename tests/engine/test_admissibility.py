@@ -2,7 +2,8 @@
 
 Ported from Kueue, with its case names: ``TestSummarize`` and ``TestValidatePodSpec``
 (``pkg/util/limitrange/limitrange_test.go``), ``TestAdjustResources``, ``TestValidateResources``
-and ``TestValidateLimitRange`` (``pkg/workload/resources_test.go``). Not ported: the cases on
+and ``TestValidateLimitRange`` (``pkg/workload/resources_test.go``), and the two
+``Misconfigured`` cases of ``TestSchedule`` (``pkg/scheduler/scheduler_test.go``). Not ported: the cases on
 RuntimeClass overhead (kqueue takes the overhead written in the pod spec) and on pod-level
 resources (``spec.resources`` of a pod, not modelled yet). Then kqueue's own cases through the
 engine: the pending reason and message, and what changes when LimitRanges come and go.
@@ -38,6 +39,7 @@ from kqueue.engine.types import (
     Workload,
 )
 
+from . import test_kueue_parity_scheduler as sched
 from .builders import (
     amounts,
     container,
@@ -49,6 +51,7 @@ from .builders import (
     pending_reasons,
     t,
 )
+from .parity_support import build_engine, queue_dump
 
 C = LimitType.CONTAINER
 P = LimitType.POD
@@ -581,3 +584,56 @@ def test_engine_pod_requests_match_the_api_models(
     containers = adapt._containers(spec)
     engine_requests = pod_requests((with_defaults(c, EMPTY) for c in containers), amounts(overhead))
     assert engine_requests == spec.pod_requests()
+
+
+# -- TestSchedule (scheduler_test.go): the two Misconfigured cases --------------------------------
+
+
+@dataclass(frozen=True)
+class ScheduleCase:
+    name: str
+    container: ContainerResources
+    limit_ranges: list[LimitRangeItem]
+    want_message: str
+
+
+SCHEDULE_CASES = [
+    ScheduleCase(
+        "container does not satisfy limitRange constraints",
+        container("c", {"cpu": "500m"}),
+        [item(C, max={"cpu": "300m"})],
+        "resources didn't satisfy LimitRange constraints: pod set one, container c: requests must "
+        "not be above the limitRange max (cpu: 500m > 300m)",
+    ),
+    ScheduleCase(
+        "container resource requests exceed limits",
+        container("c", {"cpu": "200m"}, {"cpu": "100m"}),
+        [],
+        "resources validation failed: pod set one, container c: requests must not exceed its "
+        "limits (cpu: 200m > 100m)",
+    ),
+]
+
+
+@pytest.mark.parametrize("case", SCHEDULE_CASES, ids=[c.name for c in SCHEDULE_CASES])
+def test_schedule(case: ScheduleCase) -> None:
+    """On TestSchedule's fixtures: ClusterQueue sales is StrictFIFO, so the workload stays at
+    the head of its queue (Kueue's wantLeft), Misconfigured."""
+    wl = make_workload("new", "sales").queue("main").pod_set("one", 1).containers(
+        case.container
+    ).obj()
+    engine = build_engine(
+        [*sched.SCHEDULE_FLAVORS, *sched.SCHEDULE_CQS, *sched.SCHEDULE_LQS],
+        namespaces=sched.SCHEDULE_NAMESPACES,
+    )
+    if case.limit_ranges:
+        engine.set_limit_range("sales", "alpha", case.limit_ranges)
+    engine.upsert_workload(wl)
+    result = engine.schedule(t(2000))
+    assert result.admitted == ()
+    assert [(p.workload, str(p.reason), p.message) for p in result.pending] == [
+        ("sales/new", "Misconfigured", case.want_message)
+    ]
+    left, inadmissible = queue_dump(engine)
+    assert left == {"sales": ["sales/new"]}
+    assert inadmissible == {}

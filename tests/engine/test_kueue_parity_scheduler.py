@@ -13,8 +13,10 @@ Each case is a port of a case of Kueue (kubernetes-sigs/kueue) and carries its n
   compared with ``wantRepMode``/``wantAssignment``.
 
 Kueue's fair-sharing cases are in ``test_kueue_parity_fair_scheduling.py``. Kueue features kqueue
-does not implement (admission fair sharing, admission checks, TAS, MultiKueue,
-limit ranges, pod-set groups, reclaimable pods, workload slices in the assigner) are not ported.
+does not implement (admission fair sharing, admission checks, TAS, MultiKueue, pod-set groups,
+reclaimable pods, workload slices in the assigner) are not ported; the fungibility cases are in
+``test_kueue_parity_fungibility.py``, the LimitRange and requests-above-limits ones in
+``test_admissibility.py``.
 Where kqueue deliberately disagrees with Kueue (see docs/engine.md "Where kqueue differs from
 Kueue"), the case is ``xfail(strict=True)`` with the difference, so a change of either behaviour is
 noticed.
