@@ -146,6 +146,22 @@ def test_preferences_disagree_only_on_preempting_against_borrowing() -> None:
                 assert is_preferred(a, b, bop) == is_preferred(a, b, pob)
 
 
+@pytest.mark.parametrize("preference", [None, BOP, POB])
+def test_is_preferred_is_a_strict_order(preference: FungibilityPreference | None) -> None:
+    """kqueue's: under each preference, "better than" is irreflexive, asymmetric and transitive
+    over every mode and borrowing height, so the best flavor does not depend on the order the
+    flavors are compared in beyond ties."""
+    config = FlavorFungibility(preference=preference)
+    modes = [_g(m, level) for m in PM for level in (0, 1, 2)]
+    for a in modes:
+        assert not is_preferred(a, a, config)
+        for b in modes:
+            assert not (is_preferred(a, b, config) and is_preferred(b, a, config))
+            for c in modes:
+                if is_preferred(a, b, config) and is_preferred(b, c, config):
+                    assert is_preferred(a, c, config)
+
+
 # -- TestReclaimBeforePriorityPreemption and TestHierarchical ------------------------------------
 
 
