@@ -37,7 +37,9 @@ class Summary:
 EMPTY = Summary()
 
 
-def _merge(a: Amounts, b: Amounts, keep: Callable[[int, int], int] | None) -> dict[ResourceName, int]:
+def _merge(
+    a: Amounts, b: Amounts, keep: Callable[[int, int], int] | None
+) -> dict[ResourceName, int]:
     """Kueue's mergeResourceList: all keys of both; on a clash ``keep`` decides (None: a's)."""
     out = dict(a)
     for k, v in b.items():
@@ -87,7 +89,9 @@ def with_defaults(c: ContainerResources, summary: Summary) -> ContainerResources
     return replace(c, requests=requests, limits=limits)
 
 
-def pod_requests(containers: Iterable[ContainerResources], overhead: Amounts) -> dict[ResourceName, int]:
+def pod_requests(
+    containers: Iterable[ContainerResources], overhead: Amounts
+) -> dict[ResourceName, int]:
     """Kubernetes' PodRequests: the larger of the main containers plus sidecars and the peak of
     the init containers (with the sidecars started before each), plus the overhead."""
     total: dict[ResourceName, int] = {}
@@ -155,7 +159,9 @@ def validate(
     total = pod_requests(cs, overhead)
     over = greater(total, summary.pod.max)
     if over:
-        out.append(Violation(None, ABOVE_MAX, tuple((r, total[r], summary.pod.max[r]) for r in over)))
+        out.append(
+            Violation(None, ABOVE_MAX, tuple((r, total[r], summary.pod.max[r]) for r in over))
+        )
     under = greater(summary.pod.min, total)
     if under:
         out.append(

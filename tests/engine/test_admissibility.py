@@ -3,9 +3,9 @@
 Ported from Kueue, with its case names: ``TestSummarize`` and ``TestValidatePodSpec``
 (``pkg/util/limitrange/limitrange_test.go``), ``TestAdjustResources``, ``TestValidateResources``
 and ``TestValidateLimitRange`` (``pkg/workload/resources_test.go``), and the two
-``Misconfigured`` cases of ``TestSchedule`` (``pkg/scheduler/scheduler_test.go``). Not ported: the cases on
-RuntimeClass overhead (kqueue takes the overhead written in the pod spec) and on pod-level
-resources (``spec.resources`` of a pod, not modelled yet). Then kqueue's own cases through the
+``Misconfigured`` cases of ``TestSchedule`` (``pkg/scheduler/scheduler_test.go``). Not ported:
+the cases on RuntimeClass overhead (kqueue takes the overhead written in the pod spec) and on
+pod-level resources (``spec.resources`` of a pod, not modelled yet). Then kqueue's own cases through the
 engine: the pending reason and message, and what changes when LimitRanges come and go.
 """
 
@@ -68,7 +68,9 @@ def item(type_: LimitType, **values: dict[str, str]) -> LimitRangeItem:
     )
 
 
-def pod_set(name: str, *containers: ContainerResources, overhead: dict[str, str] | None = None) -> PodSet:
+def pod_set(
+    name: str, *containers: ContainerResources, overhead: dict[str, str] | None = None
+) -> PodSet:
     return PodSet(PodSetName(name), 1, containers=containers, overhead=amounts(overhead))
 
 
@@ -120,7 +122,7 @@ def test_summarize(case: SummarizeCase) -> None:
     assert got.present == bool(case.ranges)
 
 
-# -- TestValidatePodSpec ----------------------------------------------------------------------------
+# -- TestValidatePodSpec --------------------------------------------------------------------------
 
 POD_SPEC = (
     container("c0", {"cpu": "1", "memory": "2Gi", "example.com/mainContainerGpu": "2"}),
@@ -546,7 +548,10 @@ def test_limit_range_gets_the_api_servers_defaults() -> None:
 def test_bad_limit_range_quantity_names_the_field() -> None:
     with pytest.raises(ValueError, match=r"spec.limits\[0\].max\[cpu\]"):
         adapt.limit_range(
-            {"metadata": {"name": "x"}, "spec": {"limits": [{"type": "Pod", "max": {"cpu": "lots"}}]}}
+            {
+                "metadata": {"name": "x"},
+                "spec": {"limits": [{"type": "Pod", "max": {"cpu": "lots"}}]},
+            }
         )
 
 

@@ -303,7 +303,9 @@ def _pick(
     engine = build_engine(objects)  # type: ignore[arg-type]
     snapshot = engine.cache.snapshot()
     if case.test_usage:
-        snapshot.simulate_usage(test_cq.name, {fr(f, r): v for (f, r), v in case.test_usage.items()})
+        snapshot.simulate_usage(
+            test_cq.name, {fr(f, r): v for (f, r), v in case.test_usage.items()}
+        )
     if case.other_usage:
         snapshot.simulate_usage(
             "other-clusterqueue",  # type: ignore[arg-type]
@@ -479,7 +481,8 @@ def test_flavor_scan_records_last_tried_flavor_idx(case: BookmarkCase) -> None:
         "sibling", [fq("flavor-1", cpu=case.spare), fq("flavor-2", cpu=case.spare)],
         cohort="cohort",
     )
-    engine = build_engine([make_flavor("flavor-1").obj(), make_flavor("flavor-2").obj(), cq, sibling])
+    flavors = [make_flavor("flavor-1").obj(), make_flavor("flavor-2").obj()]
+    engine = build_engine([*flavors, cq, sibling])
     snapshot = engine.cache.snapshot()
     if case.usage:
         snapshot.simulate_usage(cq.name, {fr(f, r): v for (f, r), v in case.usage.items()})
