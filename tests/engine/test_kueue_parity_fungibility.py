@@ -11,8 +11,9 @@ Ports, each carrying its Kueue name, from ``pkg/scheduler/flavorassigner/flavora
 * ``TestFlavorScanRecordsLastTriedFlavorIdx``: where the next search resumes, for its cases that
   need no topology (the TAS ones wait for topology-aware admission);
 
-and from ``pkg/scheduler/scheduler_test.go`` ``TestSchedule``, the three ``preference`` cases,
-run through a whole cycle with kqueue's preemptor.
+and from ``pkg/scheduler/scheduler_test.go`` ``TestSchedule``, the three ``preference`` cases
+and the fungibility ones not in ``test_kueue_parity_scheduler.py``, run through a whole cycle with
+kqueue's preemptor.
 """
 
 from __future__ import annotations
@@ -593,6 +594,41 @@ SCHEDULE_CASES = [
 ]
 
 
+SCHEDULE_CASES += [
+    # Kueue's current name of the case ported as "...; WhenCanPreempt: Preempt" (v1beta1's name
+    # for MayStopSearch) in test_kueue_parity_scheduler.py: the same fixture.
+    replace(
+        next(c for c in sched.SCHEDULE_CASES if c.name.startswith("use second flavor when")),
+        name="use second flavor when the first has no preemption candidates; WhenCanPreempt: "
+        "MayStopSearch",
+    ),
+    sched.Case(
+        "admit to second flavor when first needs preemption; WhenCanPreempt: TryNextFlavor",
+        additional_cqs=[
+            cluster_queue(
+                "preempt-attempts-cq",
+                [fq("on-demand", cpu="1"), fq("spot", cpu="1")],
+                within="LowerPriority",
+                when_can_preempt="TryNextFlavor",
+            )
+        ],
+        additional_lqs=[lq("eng-alpha", "preempt-attempts-lq", "preempt-attempts-cq")],
+        workloads=[
+            reserve(
+                kwl("blocker", "eng-alpha", queue="preempt-attempts-lq", priority=50,
+                    requests={"cpu": "1"}),
+                adm("preempt-attempts-cq", cpu=("on-demand", "1")),
+                NOW,
+            ),
+            kwl("test-wl", "eng-alpha", queue="preempt-attempts-lq", priority=100,
+                requests={"cpu": "1"}),
+        ],
+        want_scheduled={"eng-alpha/test-wl": adm("preempt-attempts-cq", cpu=("spot", "1"))},
+        want_assignments=["eng-alpha/test-wl", "eng-alpha/blocker"],
+    ),
+]
+
+
 @pytest.mark.parametrize("case", SCHEDULE_CASES, ids=[c.name for c in SCHEDULE_CASES])
 def test_schedule(case: sched.Case) -> None:
     sched.test_schedule(case)
@@ -622,5 +658,5 @@ def test_ported_case_counts() -> None:
     assert len(PREFERRED_CASES) == 10  # all of TestIsPreferred
     assert len(RECLAIM_CASES) == 6  # all of TestReclaimBeforePriorityPreemption
     assert len(HIERARCHY_CASES) == 3  # all of TestHierarchical
-    assert len(SCHEDULE_CASES) == 3  # TestSchedule's preference cases
+    assert len(SCHEDULE_CASES) == 5  # TestSchedule's preference and fungibility cases
 
