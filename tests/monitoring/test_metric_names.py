@@ -42,9 +42,7 @@ def dashboard_queries(node: Any, where: str = "") -> Iterator[tuple[str, str]]:
     """(where, PromQL) of every query in the dashboard: panel targets and variable queries."""
     if isinstance(node, dict):
         for key, value in node.items():
-            if key == "expr" and isinstance(value, str):
-                yield where, value
-            elif key == "query" and isinstance(value, str) and "templating" in where:
+            if (key == "expr" and isinstance(value, str)) or (key == "query" and isinstance(value, str) and "templating" in where):
                 yield where, value
             elif key == "query" and isinstance(value, dict) and isinstance(value.get("query"), str):
                 yield where + ".query", value["query"]
