@@ -186,6 +186,12 @@ SWITCHES: tuple[Switch, ...] = (
         ),
     ),
     _switch(
+        "web-view",
+        DEFAULT,
+        Option("on", {"webView.enabled": True}),
+        Option("other-port", {"webView.enabled": True, "webView.port": 9000}),
+    ),
+    _switch(
         "visibility",
         DEFAULT,
         Option("off", {"visibility.enabled": False}),
