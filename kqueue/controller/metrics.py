@@ -570,7 +570,8 @@ class Metrics:
         self._oldest_pending = Gauge(
             "oldest_pending_workload_timestamp_seconds",
             "Unix time since which the longest-waiting pending workload of the ClusterQueue has "
-            "been queued (its creation or last requeue); no series while none is pending.",
+            "waited: the time it is ordered by in the queue (its creation, or the eviction it "
+            "was requeued after); no series while none is pending.",
             ["cluster_queue"],
             namespace=NAMESPACE,
             registry=r,
@@ -587,10 +588,11 @@ class Metrics:
 
     def _refresh_oldest_pending(self) -> None:
         for name, engine in sorted(self._queue_sources.items()):
+            # The time each is ordered by in its queue: creation, or the eviction it was
+            # requeued after (requeuingStrategy.timestamp), as Kueue orders.
             times = [
-                since.timestamp()
+                info.order_time().timestamp()
                 for info in engine.queued_in_order(ClusterQueueName(name))
-                if (since := queued_since(info.obj)) is not None
             ]
             if times:
                 self._child(("cq", name), self._oldest_pending, name).set(min(times))
