@@ -121,8 +121,8 @@ class Board:
         for cq in self.scenario.cluster_queues:
             if cq.spec.cohort_name and cq.spec.cohort_name not in parents:
                 parents[cq.spec.cohort_name] = None
-        for parent in [p for p in parents.values() if p]:
-            parents.setdefault(parent, None)
+        for named in [p for p in parents.values() if p]:
+            parents.setdefault(named, None)
         declared = {co.name for co in self.scenario.cohorts}
         cohorts = {
             name: Node("Cohort", name, implicit=name not in declared) for name in sorted(parents)
