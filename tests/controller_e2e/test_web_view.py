@@ -17,6 +17,7 @@ import time
 import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 
 import pytest
@@ -29,7 +30,9 @@ from tests.controller_e2e.harness import (
     ROOT,
     Api,
     KqueueProcess,
+    after_second_of,
     cluster_queue,
+    eventually,
     flavor,
     free_port,
     is_true,
@@ -133,9 +136,12 @@ async def scene(api: Api, namespace: str) -> Scene:
         )
     for name in ("sweep", "report"):
         await api.apply(job(name, namespace, "team-queue"))
-        await api.wait_workload(
+        pending = await api.wait_workload(
             namespace, name, lambda w: pending_reason(w) is not None, what=f"{name} pending"
         )
+        # Creation times have a resolution of a second; within one the UID would decide the
+        # order, so report comes a second after sweep.
+        await after_second_of(pending["metadata"]["creationTimestamp"])
     return Scene(namespace, cohort, busy, idle, rf)
 
 
@@ -229,3 +235,33 @@ async def test_kqueue_dashboard_command(
     dashboard: str, chromium: Chromium, scene: Scene, api: Api
 ) -> None:
     await _check_pages(chromium, dashboard, scene, api)
+
+
+async def test_the_metrics_the_alerts_query_come_from_a_running_kqueue(
+    kqueue: KqueueWithWebView, scene: Scene, api: Api
+) -> None:
+    """What the shipped alerts and dashboard read, from the real controller: it leads, its pod
+    webhook answered the Jobs' pods, and the busy queue's oldest pending workload is sweep."""
+    # (a label called "name": KqueueProcess.metric takes labels as keywords after the name)
+    leader = [
+        line for line in kqueue.metrics().splitlines()
+        if line.startswith('kqueue_leader_election_master_status{name="kqueue-e2e"}')
+    ]
+    assert [line.rsplit(" ", 1)[1] for line in leader] == ["1.0"]
+    assert kqueue.metric(
+        "kqueue_webhook_requests_total", webhook="/mutate--v1-pod", result="allowed"
+    ) >= 2
+    assert kqueue.metric(
+        "kqueue_webhook_request_duration_seconds_count", webhook="/mutate--v1-pod"
+    ) >= 2
+    sweep = await api.workload_of(scene.namespace, "sweep")
+    assert sweep is not None
+    created = datetime.fromisoformat(sweep["metadata"]["creationTimestamp"].replace("Z", "+00:00"))
+
+    async def oldest_is_sweep() -> bool:
+        value = kqueue.metric(
+            "kqueue_oldest_pending_workload_timestamp_seconds", cluster_queue=scene.busy
+        )
+        return value == created.timestamp()
+
+    await eventually(oldest_is_sweep, within=30, what="the oldest pending workload to be sweep")
