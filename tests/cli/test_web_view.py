@@ -101,8 +101,12 @@ def docs() -> list[Obj]:
     ]
 
 
-def board(extra: list[Obj] = ()) -> Board:  # type: ignore[assignment]
-    objs = [load_object(d, Location("<test>", i)) for i, d in enumerate([*docs(), *extra], 1)]
+def board(root: str = "org") -> Board:
+    """The scene; ``root`` renames the root cohort (its place in name order changes)."""
+    texts = [yaml.safe_dump(d).replace(": org", f": {root}") for d in docs()]
+    objs = [
+        load_object(yaml.safe_load(t), Location("<test>", i)) for i, t in enumerate(texts, 1)
+    ]
     return Board.of([o for o in objs if o is not None], NOW)
 
 
@@ -125,8 +129,10 @@ def test_the_tree_nests_cohorts_and_cluster_queues() -> None:
     assert [c.name for c in nodes["ml"].children] == ["train"]
 
 
-def test_bars_are_the_engines_usage_against_quota() -> None:
-    nodes = by_name(board().tree())
+@pytest.mark.parametrize("root", ["org", "all"], ids=["root after its child", "root first"])
+def test_bars_are_the_engines_usage_against_quota(root: str) -> None:
+    nodes = by_name(board(root).tree())
+    nodes["org"] = nodes[root]
     train = nodes["train"]
     assert train.bars == [Bar("f", "cpu", used=2000, nominal=2000, borrowing_limit=0)]
     assert (train.pending, train.admitted) == (2, 1)

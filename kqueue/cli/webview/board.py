@@ -25,11 +25,10 @@ from datetime import datetime
 
 from kqueue.api.loader import LoadedObject
 from kqueue.api.v1alpha1 import ClusterQueue, Workload
-from kqueue.cli.explain import _find, format_text, not_found_hint, queue_hints
+from kqueue.cli.explain import explain_with_hints, format_text
 from kqueue.engine.engine import Engine
-from kqueue.engine.sim.explain import Explanation, explain
+from kqueue.engine.sim.explain import Explanation
 from kqueue.engine.sim.scenario import Scenario, build_scenario
-from kqueue.engine.sim.setup import default_preemptor
 from kqueue.engine.types import (
     ClusterQueueName,
     FlavorName,
@@ -139,10 +138,11 @@ class Board:
             node = self._cluster_queue(cq)
             cohort = cq.spec.cohort_name
             (cohorts[cohort].children if cohort else roots).append(node)
-        for co in cohorts.values():
+        # Deepest cohorts first, so a parent sums its child cohorts' counts once they are known.
+        for co in sorted(cohorts.values(), key=lambda n: -_depth(n.name, parents)):
             self._cohort_bars(co)
-            co.pending = sum(self._count(c, "pending") for c in co.children)
-            co.admitted = sum(self._count(c, "admitted") for c in co.children)
+            co.pending = sum(c.pending for c in co.children)
+            co.admitted = sum(c.admitted for c in co.children)
         return roots
 
     @staticmethod
@@ -155,10 +155,6 @@ class Board:
             seen.add(parent)
             parent = parents.get(parent)
         return False
-
-    @staticmethod
-    def _count(node: Node, what: str) -> int:
-        return int(getattr(node, what))
 
     def _cluster_queue(self, cq: ClusterQueue) -> Node:
         name = ClusterQueueName(cq.name)
@@ -281,18 +277,21 @@ class Board:
     def explain(self, key: str) -> tuple[Explanation, str]:
         """The explanation of ``key`` (a Workload, or its Job's or Pod's ``namespace/name``)
         and the text ``kqueue explain`` prints for it (with hints)."""
-        found = _find(self.scenario, key) or key
-        result = explain(self.scenario, found, preemptor=default_preemptor())
-        if result.found:
-            hints = queue_hints(self.scenario, found)
-        else:
-            hint = not_found_hint(self.scenario, found)
-            hints = [hint] if hint else []
+        result, hints = explain_with_hints(self.scenario, key)
         return result, format_text(result, hints)
 
 
 def _lq_key(wl: Workload) -> LocalQueueKey:
     return local_queue_key(wl.namespace or "default", wl.spec.queue_name or "")
+
+
+def _depth(cohort: str, parents: dict[str, str | None]) -> int:
+    seen = {cohort}
+    parent = parents.get(cohort)
+    while parent and parent not in seen:
+        seen.add(parent)
+        parent = parents.get(parent)
+    return len(seen)
 
 
 def _nodes_under(node: Node) -> list[Node]:
