@@ -7,11 +7,13 @@ reason, it never skips.
 
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
+import yaml
 
 from kqueue.localcluster import build, promtool
 
@@ -71,3 +73,29 @@ def test_promtool_check_rules_refuses_a_broken_expression(
     res = run(promtool_bin, "check", "rules", str(rules), cwd=tmp_path)
     assert res.returncode != 0
     assert "KqueueNoLeader" in res.stdout + res.stderr or "parse error" in res.stdout + res.stderr
+
+
+def test_every_dashboard_query_parses_as_promql(promtool_bin: Path, tmp_path: Path) -> None:
+    """The dashboard's queries, with Grafana's variables given values, as recording rules:
+    `promtool check rules` parses each expression as Prometheus will."""
+    from tests.monitoring.test_metric_names import DASHBOARD, dashboard_queries
+
+    exprs = [
+        expr.replace("$__rate_interval", "5m").replace("$cluster_queue", ".*")
+        for _, expr in dashboard_queries(json.loads(DASHBOARD.read_text()))
+        if expr != "prometheus" and not expr.startswith("label_values(")
+    ]
+    assert len(exprs) >= 15
+    rules = {
+        "groups": [
+            {
+                "name": "dashboard",
+                "rules": [{"record": f"dashboard:query_{i}", "expr": e} for i, e in enumerate(exprs)],
+            }
+        ]
+    }
+    path = tmp_path / "dashboard-queries.yaml"
+    path.write_text(yaml.safe_dump(rules))
+    res = run(promtool_bin, "check", "rules", str(path), cwd=tmp_path)
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert f"SUCCESS: {len(exprs)} rules found" in res.stdout
