@@ -230,6 +230,15 @@ class Visibility(_Model):
     ``insecureSkipTLSVerify``, as Kueue's does)."""
 
 
+class WebView(_Model):
+    bind_address: BindAddress = "0"
+    """Address of the read-only web view (plain HTTP: the cohort tree with usage, pending
+    workloads with positions and reasons, a workload's explanation): ``host:port``, ``:port``
+    for all interfaces, or ``"0"`` (the default) for none. It shows every namespace's
+    workloads to whoever reaches it: keep it behind ``kubectl port-forward`` or an
+    authenticating proxy."""
+
+
 class Webhook(_Model):
     host: str = ""
     """Interface the admission webhook server listens on; empty for all interfaces."""
@@ -503,6 +512,8 @@ class Configuration(_Model):
     """Admission webhook server."""
     visibility: Visibility = Visibility()
     """The pending-workloads API (``visibility.kqueue.io/v1alpha1``)."""
+    web_view: WebView = WebView()
+    """The read-only web view (``kqueue dashboard`` served by the controller)."""
     leader_election: LeaderElection = LeaderElection()
     """Leader election between replicas."""
     client_connection: ClientConnection = ClientConnection()

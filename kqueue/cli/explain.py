@@ -376,6 +376,18 @@ def explain_command(
     print_explanation(objects, wanted, output)
 
 
+def explain_with_hints(scenario: Scenario, wanted: str) -> tuple[Explanation, list[str]]:
+    """The explanation of ``wanted`` (``namespace/name`` of a Workload, Job or Pod) and the
+    hints that go with it: a missing queue, or the closest name when there is no such workload
+    (shared with the web view)."""
+    key = _find(scenario, wanted) or wanted
+    result = explain(scenario, key, preemptor=default_preemptor())
+    if result.found:
+        return result, queue_hints(scenario, key)
+    hint = not_found_hint(scenario, key)
+    return result, [hint] if hint else []
+
+
 def print_explanation(objects: Sequence[LoadedObject], wanted: str, output: str) -> None:
     """Explain ``wanted`` (``namespace/name`` of a Workload, Job or Pod) among ``objects`` and
     print the answer with hints; exit status 1 when there is no such workload (shared with
@@ -384,13 +396,7 @@ def print_explanation(objects: Sequence[LoadedObject], wanted: str, output: str)
         scenario = build_scenario(objects)
     except LoadError as err:
         raise InvalidInput(str(err)) from err
-    key = _find(scenario, wanted) or wanted
-    result = explain(scenario, key, preemptor=default_preemptor())
-    if result.found:
-        hints = queue_hints(scenario, key)
-    else:
-        hint = not_found_hint(scenario, key)
-        hints = [hint] if hint else []
+    result, hints = explain_with_hints(scenario, wanted)
     if output == "json":
         click.echo(json.dumps(to_json(result, hints), indent=2))
     else:

@@ -51,6 +51,7 @@ register("generate", "kqueue.cli.generate", "generate")
 register("run", "kqueue.cli.run", "run")
 register("simulate", "kqueue.cli.simulate", "simulate")
 register("explain", "kqueue.cli.explain", "explain_command")
+register("dashboard", "kqueue.cli.dashboard", "dashboard")
 
 
 def main() -> None:

@@ -12,7 +12,8 @@ from pathlib import Path
 import click
 
 from kqueue.api.config import Configuration, ConfigurationError, load_configuration
-from kqueue.controller.kube import new_api_client
+from kqueue.cli.webview.server import Snapshots, serve_web_view
+from kqueue.controller.kube import Kube, new_api_client
 from kqueue.controller.manager import Manager
 from kqueue.controller.ratelimit import throttle
 
@@ -48,6 +49,8 @@ async def _main(kubeconfig: str | None, config: Configuration) -> None:
     api = await new_api_client(kubeconfig)
     throttle(api, config.client_connection.qps, config.client_connection.burst)
     manager = Manager(api, config)
+    # The read-only web view (webView.bindAddress; off by default), on the controller's client.
+    web_view = await serve_web_view(Snapshots.of_cluster(Kube(api)), config.web_view.bind_address)
     task = asyncio.current_task()
     assert task is not None
     loop = asyncio.get_running_loop()
@@ -58,6 +61,8 @@ async def _main(kubeconfig: str | None, config: Configuration) -> None:
     except asyncio.CancelledError:
         logging.getLogger("kqueue").info("shut down")
     finally:
+        if web_view is not None:
+            await web_view.cleanup()
         await api.close()
 
 

@@ -279,6 +279,7 @@ class Manager:
             cert_dir=Path(config.webhook.cert_dir),
             host=config.webhook.host,
             port=config.webhook.port,
+            observe=self.metrics.webhook_request,
         )
         register_webhooks(
             self.webhook_server,
@@ -699,6 +700,8 @@ class Manager:
             )
             le = self.config.leader_election
             if le.leader_elect:
+                # A standby reports 0, so "no replica leads" is visible (sum == 0).
+                self.metrics.leader_status(le.resource_name, leading=False)
                 elector = LeaderElector.from_config(
                     self.api,
                     self.config,
@@ -721,6 +724,7 @@ class Manager:
     async def lead(self) -> None:
         """The leader's work: schedule, reconcile, write status, until cancelled."""
         self.leading = True
+        self.metrics.leader_status(self.config.leader_election.resource_name, leading=True)
         if self.config.leader_election.leader_elect or self._terms:
             # A standby's caches are only as fresh as its watches, and a watch may lag behind
             # admissions the previous leader wrote: rebuilding from them could over-commit
@@ -751,6 +755,7 @@ class Manager:
                 self.scheduler.trigger()
         finally:
             self.leading = False
+            self.metrics.leader_status(self.config.leader_election.resource_name, leading=False)
 
     async def _resync(self) -> None:
         while True:

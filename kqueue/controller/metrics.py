@@ -75,6 +75,7 @@ disable_created_metrics()  # type: ignore[no-untyped-call]
 AdmissionResult = Literal["success", "inadmissible"]
 PendingStatus = Literal["active", "inadmissible"]
 ClusterQueueStatus = Literal["pending", "active", "terminating"]
+WebhookResult = Literal["allowed", "denied", "error"]
 CLUSTER_QUEUE_STATUSES: tuple[ClusterQueueStatus, ...] = ("pending", "active", "terminating")
 
 _RESOURCE_LABELS = ("cohort", "cluster_queue", "flavor", "resource")
@@ -407,6 +408,7 @@ class Metrics:
             registry=r,
         )
         self._build_info.labels(__version__, platform.python_version()).set(1)
+        self._operations_metrics()
         # Go's client exports a gauge and a counter of the same stem (finished_workloads and
         # finished_workloads_total); prometheus_client refuses that across two collectors, so
         # one collector serves both.
@@ -535,6 +537,67 @@ class Metrics:
                 list(_LQ_WORKLOAD_LABELS), namespace=NAMESPACE, registry=None,
             ),
         )
+
+    def _operations_metrics(self) -> None:
+        """kqueue's own metrics beyond Kueue's (the alerts and dashboard of
+        ``config/monitoring`` use them): webhook answers, leadership, the longest wait."""
+        r = self.registry
+        self._webhook_requests = Counter(
+            "webhook_requests",
+            "Admission requests answered by kqueue's webhooks, per webhook path and result: "
+            "'allowed', 'denied' (the object was refused), 'error' (the request could not be "
+            "read, or the handler failed or timed out; kqueue fails closed).",
+            ["webhook", "result"],
+            namespace=NAMESPACE,
+            registry=r,
+        )
+        self._webhook_latency = Histogram(
+            "webhook_request_duration_seconds",
+            "Time kqueue took to answer an admission request, per webhook path.",
+            ["webhook"],
+            namespace=NAMESPACE,
+            registry=r,
+            buckets=_ATTEMPT_BUCKETS,
+        )
+        self._leader = Gauge(
+            "leader_election_master_status",
+            "1 while this replica holds the leader-election Lease (and schedules), else 0; "
+            "label name: the Lease.",
+            ["name"],
+            namespace=NAMESPACE,
+            registry=r,
+        )
+        self._oldest_pending = Gauge(
+            "oldest_pending_workload_timestamp_seconds",
+            "Unix time since which the longest-waiting pending workload of the ClusterQueue has "
+            "waited: the time it is ordered by in the queue (its creation, or the eviction it "
+            "was requeued after); no series while none is pending.",
+            ["cluster_queue"],
+            namespace=NAMESPACE,
+            registry=r,
+        )
+        # Per ClusterQueue: the engine whose queue is read when /metrics is scraped.
+        self._queue_sources: dict[str, Engine] = {}
+
+    def webhook_request(self, webhook: str, result: WebhookResult, duration_s: float) -> None:
+        self._webhook_requests.labels(webhook, result).inc()
+        self._webhook_latency.labels(webhook).observe(duration_s)
+
+    def leader_status(self, lease: str, *, leading: bool) -> None:
+        self._leader.labels(lease).set(1 if leading else 0)
+
+    def _refresh_oldest_pending(self) -> None:
+        for name, engine in sorted(self._queue_sources.items()):
+            # The time each is ordered by in its queue: creation, or the eviction it was
+            # requeued after (requeuingStrategy.timestamp), as Kueue orders.
+            times = [
+                info.order_time().timestamp()
+                for info in engine.queued_in_order(ClusterQueueName(name))
+            ]
+            if times:
+                self._child(("cq", name), self._oldest_pending, name).set(min(times))
+            else:
+                _remove(self._oldest_pending, (name,))
 
     def _resource_gauge(self, name: str, doc: str) -> Gauge:
         return Gauge(name, doc, _RESOURCE_LABELS, namespace=NAMESPACE, registry=self.registry)
@@ -791,6 +854,7 @@ class Metrics:
         self._cq_info_labels[name] = labels
         self._child(("cq", name), self._cq_info, *labels).set(1)
         self._report_cohorts(name, engine)
+        self._queue_sources[name] = engine
         if not resources:
             self._pending_sources.pop(name, None)
             return
@@ -937,6 +1001,7 @@ class Metrics:
         self._forget(("cq", cluster_queue))
         self._cq_info_labels.pop(cluster_queue, None)
         self._pending_sources.pop(cluster_queue, None)
+        self._queue_sources.pop(cluster_queue, None)
         if self._cq_cohorts.pop(cluster_queue, None) is not None:
             self._sweep_cohorts()
         for labels in self._resource_series.pop(cluster_queue, set()):
@@ -961,6 +1026,7 @@ class Metrics:
     def exposition(self) -> bytes:
         """The registry in the Prometheus text format."""
         self._refresh_pending_resources()
+        self._refresh_oldest_pending()
         return generate_latest(self.registry)
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import base64
 import itertools
+import json
 import subprocess
 import tempfile
 from collections.abc import Iterator, Sequence
@@ -160,6 +161,35 @@ SWITCHES: tuple[Switch, ...] = (
             "plain-http-service-monitor",
             {"metrics.secure": False, "metrics.serviceMonitor.enabled": True},
         ),
+    ),
+    _switch(
+        "monitoring",
+        DEFAULT,
+        Option("alerts", {"metrics.prometheusRule.enabled": True}),
+        Option(
+            "dashboard",
+            {
+                "metrics.grafanaDashboard.enabled": True,
+                "metrics.grafanaDashboard.namespace": "monitoring",
+                "metrics.grafanaDashboard.annotations": {"grafana_folder": "kqueue"},
+            },
+        ),
+        Option(
+            "both",
+            {
+                "metrics.prometheusRule.enabled": True,
+                "metrics.prometheusRule.labels": {"release": "prometheus"},
+                "metrics.grafanaDashboard.enabled": True,
+                "metrics.grafanaDashboard.sidecarLabel": "dashboards",
+                "metrics.grafanaDashboard.sidecarLabelValue": "kqueue",
+            },
+        ),
+    ),
+    _switch(
+        "web-view",
+        DEFAULT,
+        Option("on", {"webView.enabled": True}),
+        Option("other-port", {"webView.enabled": True, "webView.port": 9000}),
     ),
     _switch(
         "visibility",
@@ -449,6 +479,9 @@ def check_rendering(text: str) -> list[Obj]:
             assert isinstance(value, str), f"{o['kind']} label {key}: {value!r} is not a string"
     for cm in by_kind.get("ConfigMap", []):
         for key, doc in cm["data"].items():
+            if key.endswith(".json"):  # the Grafana dashboard
+                json.loads(doc)
+                continue
             # The Configuration inside the ConfigMap is YAML too, read by the controller.
             [config] = strict_load_all(doc)
             load_configuration(yaml.safe_dump(config), source=f"ConfigMap {key}")
@@ -493,7 +526,9 @@ def test_every_combination_renders_without_duplicate_keys(helm: Helm) -> None:
             failures.append(f"{name}: {exc}")
     assert not failures, f"{len(failures)} of {len(cases)} combinations:\n" + "\n".join(failures)
     # The combinations reached every optional object of the chart.
-    assert {"ServiceMonitor", "PodDisruptionBudget", "Certificate", "Issuer"} <= kinds
+    assert {
+        "ServiceMonitor", "PodDisruptionBudget", "Certificate", "Issuer", "PrometheusRule"
+    } <= kinds
 
 
 def test_metrics_service_and_service_monitor_carry_the_metrics_component_once(

@@ -116,6 +116,10 @@ informational labels but never the selector labels (the Deployment would not own
 {{- printf "%s-metrics-service" (include "kqueue.fullname" .) | trunc 63 | trimSuffix "-" -}}
 {{- end -}}
 
+{{- define "kqueue.webViewServiceName" -}}
+{{- printf "%s-web-view" (include "kqueue.fullname" .) | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
 {{- define "kqueue.visibilityServiceName" -}}
 {{- printf "%s-visibility" (include "kqueue.fullname" .) | trunc 63 | trimSuffix "-" -}}
 {{- end -}}
@@ -175,6 +179,7 @@ by the chart, so ports, certificate paths and names always agree with the other 
   "visibility" (dict
     "bindAddress" (ternary (printf ":%d" (int .Values.visibility.port)) "0" .Values.visibility.enabled)
     "certDir" (ternary (include "kqueue.certDir" .) "" (and .Values.certManager.enabled (not (include "kqueue.devMode" .)))))
+  "webView" (dict "bindAddress" (ternary (printf ":%d" (int .Values.webView.port)) "0" .Values.webView.enabled))
   "webhook" (dict "port" (int .Values.webhook.containerPort) "certDir" (include "kqueue.certDir" .))
   "internalCertManagement" (dict
     "enable" $internal

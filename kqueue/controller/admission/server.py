@@ -20,6 +20,7 @@ import hashlib
 import json
 import logging
 import ssl
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -38,6 +39,10 @@ ADMISSION_API_VERSION = "admission.k8s.io/v1"
 # The API server sends at most an object and its old version, each under etcd's 1.5 MiB limit,
 # plus envelope; anything bigger is not from the API server.
 MAX_BODY_BYTES = 8 * 1024 * 1024
+
+# (webhook path, "allowed" | "denied" | "error", seconds taken): how each answer is counted
+# (the controller's metrics); the server itself knows nothing of Prometheus.
+Observer = Callable[[str, Literal["allowed", "denied", "error"], float], None]
 
 
 @dataclass(frozen=True)
@@ -240,8 +245,10 @@ class WebhookServer:
         port: int = 9443,
         handler_timeout: float = 8.0,
         reload_interval: float = 10.0,
+        observe: Observer | None = None,
     ) -> None:
         self.cert_dir = cert_dir
+        self._observe = observe
         self.host = host
         self.port = port
         # The API server gives up after the webhook's timeoutSeconds (10s by default); answer
@@ -289,18 +296,30 @@ class WebhookServer:
         return web.Response(text=detail, status=200 if ok else 503)
 
     async def _serve(self, request: web.Request) -> web.Response:
+        started = time.monotonic()
+        response, result = await self._answer(request)
+        if self._observe is not None:
+            try:
+                self._observe(request.path, result, time.monotonic() - started)
+            except Exception:  # counting must never change an answer
+                logger.exception("webhook %s: observer failed", request.path)
+        return response
+
+    async def _answer(
+        self, request: web.Request
+    ) -> tuple[web.Response, Literal["allowed", "denied", "error"]]:
         route = self._routes.get(request.path)
         if route is None:  # the router only sends registered paths; be safe anyway
-            return _json_error(404, f"no webhook at {request.path}")
+            return _json_error(404, f"no webhook at {request.path}"), "error"
         try:
             body = await request.read()
         except web.HTTPRequestEntityTooLarge:
-            return _json_error(413, f"body larger than {MAX_BODY_BYTES} bytes")
+            return _json_error(413, f"body larger than {MAX_BODY_BYTES} bytes"), "error"
         try:
             _, admission = parse_review(body)
         except BadRequest as exc:
             logger.warning("webhook %s: bad request: %s", request.path, exc)
-            return _json_error(400, f"invalid AdmissionReview: {exc}")
+            return _json_error(400, f"invalid AdmissionReview: {exc}"), "error"
         verdict = await self._decide(request.path, route, admission)
         self.requests_served += 1
         try:
@@ -310,10 +329,14 @@ class WebhookServer:
             logger.exception(
                 "webhook %s: cannot encode the answer for %s", request.path, admission.describe()
             )
-            answer = review_response(
-                admission, self._internal_error(request.path, admission, exc), mutating=False
-            )
-        return web.json_response(answer)
+            verdict = self._internal_error(request.path, admission, exc)
+            answer = review_response(admission, verdict, mutating=False)
+        result: Literal["allowed", "denied", "error"] = (
+            "allowed" if verdict.allowed
+            else "error" if verdict.reason == "InternalError"
+            else "denied"
+        )
+        return web.json_response(answer), result
 
     async def _decide(self, path: str, route: _Route, admission: AdmissionRequest) -> Verdict:
         try:
