@@ -122,6 +122,65 @@ async def test_pod_webhook_sets_or_refuses_the_scheduling_group(
         assert {"name": c.ADMISSION_GATE} in out["spec"]["schedulingGates"]
 
 
+EPOCH_CASES = [
+    # (name, epoch answer, expected group)
+    ("not resizable: the object's group", None, "job-train-u1"),
+    ("resizable: the group of the object's current size", "g3", "job-train-u1-g3"),
+]
+
+
+@pytest.mark.parametrize(
+    ("size", "want_group"), [pytest.param(*case[1:], id=case[0]) for case in EPOCH_CASES]
+)
+async def test_pod_webhook_names_one_group_per_size_of_a_resizable_object(
+    size: str | None, want_group: str
+) -> None:
+    asked: list[tuple[str, str, str]] = []
+
+    async def epoch(kind: str, namespace: str, name: str) -> str | None:
+        asked.append((kind, namespace, name))
+        return size
+
+    mutate = pod_mutator(lambda: True, claimant({"batch/job"}), epoch)
+    verdict = await mutate(_create(_pod()))
+    assert verdict.allowed and verdict.patched is not None
+    assert verdict.patched["spec"]["schedulingGroup"] == {"podGroupName": want_group}
+    assert asked == [("Job", "team-a", "train")]
+    # Reinvoked with the group it chose: kept; with another size's group: refused.
+    again = await mutate(_create(verdict.patched))
+    assert again.allowed
+    stale = _pod(group={"podGroupName": "job-train-u1-g1"})
+    assert not (await mutate(_create(stale))).allowed
+
+
+async def test_pod_webhook_refuses_the_pod_when_the_size_cannot_be_read() -> None:
+    from kqueue.controller.kube import KubeError
+
+    async def epoch(kind: str, namespace: str, name: str) -> str | None:
+        raise KubeError(what="list Job", status=503, body={"message": "unavailable"})
+
+    verdict = await pod_mutator(lambda: True, claimant({"batch/job"}), epoch)(_create(_pod()))
+    assert not verdict.allowed
+    [error] = verdict.errors
+    assert error.field == gang.SCHEDULING_GROUP_FIELD
+    assert "Job team-a/train" in error.message and "503" in error.message
+
+
+async def test_resize_epoch_reads_the_generation_of_an_elastic_job(cluster: FakeCluster) -> None:
+    from kqueue.api.integrations import is_elastic
+    from kqueue.controller.resources import JOBS
+
+    elastic = job("grow", count=2)
+    elastic["metadata"]["annotations"] = {c.ELASTIC_JOB_ANNOTATION: "true"}
+    elastic["metadata"]["generation"] = 4
+    cluster.server.add(JOBS, elastic)
+    cluster.server.add(JOBS, job("fixed", count=2))
+    read = gang.resize_epoch
+    assert await read(cluster.kube, JOBS, "team-a", "grow", is_elastic) == "g4"
+    assert await read(cluster.kube, JOBS, "team-a", "fixed", is_elastic) is None
+    assert await read(cluster.kube, JOBS, "team-a", "gone", is_elastic) is None
+
+
 def test_claimant_prefers_the_top_level_object() -> None:
     pod = _pod(owner="trainer-workers-0")
     pod["metadata"]["labels"]["jobset.sigs.k8s.io/jobset-name"] = "trainer"
@@ -281,20 +340,23 @@ async def test_prepare_without_groups_or_when_off_does_nothing(cluster: FakeClus
     assert cluster.server.objects(gang.PODGROUPS) == []
 
 
-async def test_a_stale_group_with_nothing_running_is_replaced(cluster: FakeCluster) -> None:
+async def test_a_stale_group_named_by_held_pods_is_kept_and_reported(
+    cluster: FakeCluster,
+) -> None:
+    """Deleting it would never finish (the held pods name it): it is kept, handed over, and a
+    minCount its pods cannot meet is reported."""
     j = job("train", count=4)
-    old = workload(j, admitted=2)
+    old = workload(j, admitted=4)
     old.metadata.uid = "wl-old"
-    cluster.server.add(gang.PODGROUPS, gang.pod_group_manifest(old, "job-train", 2))
-    wl = workload(j, admitted=4)
-    placement = _placement(cluster)
-    pods = _with_group(gated_pods(j, 4), "job-train")
-    first = await placement.prepare(wl, pods, 4)
-    assert not first.ready and "replaced" in first.why
-    assert cluster.server.get(gang.PODGROUPS, "job-train", "team-a") is None
-    assert (await placement.prepare(wl, pods, 4)).ready
+    cluster.server.add(gang.PODGROUPS, gang.pod_group_manifest(old, "job-train", 4))
+    wl = workload(j, admitted=2)
+    events = Events()
+    pods = _with_group(gated_pods(j, 2), "job-train")
+    assert (await _placement(cluster, events).prepare(wl, pods, 2)).ready
     pg = cluster.server.get(gang.PODGROUPS, "job-train", "team-a")
     assert pg is not None and pg["spec"]["schedulingPolicy"]["gang"]["minCount"] == 4
+    assert [r["uid"] for r in pg["metadata"]["ownerReferences"]] == [wl.metadata.uid]
+    assert events.reasons(wl.name) == ["PodGroupTooLarge"]
 
 
 async def test_a_running_group_is_handed_to_the_next_slice(cluster: FakeCluster) -> None:
@@ -314,6 +376,78 @@ async def test_a_running_group_is_handed_to_the_next_slice(cluster: FakeCluster)
     assert pg["metadata"]["annotations"][gang.ADMITTED_COUNT_ANNOTATION] == "3"
     assert pg["spec"]["schedulingPolicy"]["gang"]["minCount"] == 2  # immutable
     assert "PodGroupKept" in events.reasons(second.name)
+
+
+def _sized(pods: list[Obj], groups: list[str], running: int) -> list[Obj]:
+    """``pods`` naming ``groups`` in turn... one group per pod as listed; the first ``running``
+    have left the gate."""
+    for p, g in zip(pods, groups, strict=True):
+        p["spec"]["schedulingGroup"] = {"podGroupName": g}
+    for p in pods[:running]:
+        del p["spec"]["schedulingGates"]
+    return pods
+
+
+FRESH_COUNT_CASES = [
+    # (name, groups of the pods in order, running, admitted, new groups, expected)
+    ("first admission, all pods exist", ["a"] * 4, 0, 4, ["a"], {"a": 4}),
+    ("first admission, pods still being created", ["a"] * 2, 0, 4, ["a"], {"a": 4}),
+    ("elastic scale-up 2 -> 3", ["a", "a", "b"], 2, 3, ["b"], {"b": 1}),
+    ("elastic scale-up 2 -> 5, two added pods not created yet", ["a", "a", "b"], 2, 5, ["b"], {"b": 3}),
+    ("a replacement of a running pod joins the new size", ["a", "b", "b"], 1, 3, ["b"], {"b": 2}),
+    ("two sizes while created, all exist", ["a", "a", "b", "b", "b"], 0, 5, ["a", "b"], {"a": 2, "b": 3}),
+    ("two sizes while created, some missing", ["a", "b"], 0, 5, ["a", "b"], "waiting for all 5"),
+    # The old slice still drives the Job when the added pods appear: no room, no group yet.
+    ("scale-up pods before their slice is admitted", ["a", "a", "b"], 2, 2, ["b"], {}),
+]
+
+
+@pytest.mark.parametrize(
+    ("groups", "running", "admitted", "fresh", "want"),
+    [pytest.param(*case[1:], id=case[0]) for case in FRESH_COUNT_CASES],
+)
+def test_fresh_group_counts(
+    groups: list[str], running: int, admitted: int, fresh: list[str], want: Any
+) -> None:
+    pods = _sized(gated_pods(job("grow", count=admitted), len(groups)), groups, running)
+    got = gang.fresh_counts(fresh, pods, admitted)
+    if isinstance(want, str):
+        assert isinstance(got, str) and want in got
+    else:
+        assert got == want
+
+
+async def test_elastic_scale_up_gets_a_group_of_its_own(cluster: FakeCluster) -> None:
+    """The running gang keeps its group (handed to the new slice); the added pods' group is
+    created for them alone, so kube-scheduler places them all or nothing."""
+    j = job("grow", count=5)
+    first = workload(j, admitted=2)
+    first.metadata.uid = "wl-slice-1"
+    cluster.server.add(gang.PODGROUPS, gang.pod_group_manifest(first, "job-grow-g2", 2))
+    second = workload(j, admitted=5)
+    pods = _sized(gated_pods(j, 5), ["job-grow-g2"] * 2 + ["job-grow-g5"] * 3, running=2)
+    events = Events()
+    placement = _placement(cluster, events)
+    # The old slice still drives the Job when the added pods appear: their group waits.
+    assert (await placement.prepare(first, pods, 2)).ready
+    assert cluster.server.get(gang.PODGROUPS, "job-grow-g5", "team-a") is None
+    assert (await placement.prepare(second, pods, 5)).ready
+    old = cluster.server.get(gang.PODGROUPS, "job-grow-g2", "team-a")
+    new = cluster.server.get(gang.PODGROUPS, "job-grow-g5", "team-a")
+    assert old is not None and new is not None
+    assert old["spec"]["schedulingPolicy"]["gang"]["minCount"] == 2
+    assert new["spec"]["schedulingPolicy"]["gang"]["minCount"] == 3
+    for pg in (old, new):
+        assert [r["uid"] for r in pg["metadata"]["ownerReferences"]] == [second.metadata.uid]
+        assert pg["metadata"]["annotations"][gang.ADMITTED_COUNT_ANNOTATION] == "5"
+    assert events.reasons(second.name) == []  # nothing joins a running gang
+    # Asked again (a partial release retried): nothing changes, nothing is replaced.
+    assert (await placement.prepare(second, pods, 5)).ready
+    again = cluster.server.get(gang.PODGROUPS, "job-grow-g5", "team-a")
+    assert again is not None and again["metadata"]["uid"] == new["metadata"]["uid"]
+    # Evicted: every group of the object goes with the slice that holds them.
+    await placement.forget(second, pods)
+    assert cluster.server.objects(gang.PODGROUPS) == []
 
 
 async def test_a_terminating_group_holds_the_release(cluster: FakeCluster) -> None:

@@ -14,18 +14,24 @@ the same PodGroup. A managed pod that arrives with
 its own group is refused: kqueue would release it into a group whose minCount nobody keeps in
 step with the admission. A pod annotated ``kqueue.io/gang-scheduling: "false"`` gets no group
 (the Job webhook puts that on Jobs that run in waves).
+
+The pods of a resizable object (an elastic Job, a StatefulSet) name one group per size: the
+``epoch`` resolver reads the object's generation when the pod is created, so the pods an elastic
+scale-up adds name a new group that kube-scheduler places all or nothing, while the running
+gang keeps its own (see :mod:`kqueue.controller.gang`).
 """
 
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from kqueue.api.v1alpha1 import constants as c
 from kqueue.controller.admission import AdmissionRequest, FieldError, Verdict
 from kqueue.controller.gang import SCHEDULING_GROUP_FIELD, group_name, opted_out
 from kqueue.controller.integrations.gate import add_gate
+from kqueue.controller.kube import KubeError
 from kqueue.controller.webhooks.shape import request_shape_errors
 
 MUTATE_PATH = "/mutate--v1-pod"
@@ -34,14 +40,22 @@ Obj = dict[str, Any]
 Handler = Callable[[AdmissionRequest], Any]
 # (kind, name, uid if known) of the object whose workload a pod belongs to, or None.
 Claimant = Callable[[Obj], tuple[str, str, str | None] | None]
+# (kind, namespace, name) -> the object's size epoch (``g<generation>``) if it is resizable.
+Epoch = Callable[[str, str, str], Awaitable[str | None]]
 
 
 def _no_claimant(_pod: Obj) -> tuple[str, str, str | None] | None:
     return None
 
 
+async def no_epoch(_kind: str, _namespace: str, _name: str) -> str | None:
+    return None
+
+
 def pod_mutator(
-    gang: Callable[[], bool] = lambda: False, claimant: Claimant = _no_claimant
+    gang: Callable[[], bool] = lambda: False,
+    claimant: Claimant = _no_claimant,
+    epoch: Epoch = no_epoch,
 ) -> Handler:
     """The pod webhook; ``gang`` says whether the cluster's gang scheduling is in use now."""
 
@@ -53,10 +67,23 @@ def pod_mutator(
         if req.operation != "CREATE" or labels.get(c.MANAGED_LABEL) != "true":
             return Verdict.allow()
         claimed = claimant(pod)
-        want = (
-            group_name(*claimed) if gang() and claimed is not None and not opted_out(pod) else None
-        )
         given = (pod.get("spec") or {}).get("schedulingGroup")
+        want: str | None = None
+        if gang() and claimed is not None and not opted_out(pod):
+            kind, name, uid = claimed
+            namespace = str((pod.get("metadata") or {}).get("namespace") or req.namespace or "")
+            try:
+                size = await epoch(kind, namespace, name)
+            except KubeError as exc:
+                # Without the size the pod could join the wrong gang; its controller retries.
+                return Verdict.deny(
+                    FieldError(
+                        SCHEDULING_GROUP_FIELD,
+                        f"cannot be chosen: reading {kind} {namespace}/{name} (its size picks "
+                        f"the pod's PodGroup) failed: {exc}",
+                    )
+                )
+            want = group_name(kind, name, uid, size)
         # Reinvoked after another webhook: our own group is already there, and stays.
         if given is not None and (want is None or given != {"podGroupName": want}):
             return Verdict.deny(

@@ -1,0 +1,144 @@
+"""Plain pod groups (the ``pod`` integration) placed whole by kube-scheduler.
+
+A pod group (``kqueue.io/pod-group-name``, ``kqueue.io/pod-group-total-count`` > 1) is one gang
+Workload; its pods name the PodGroup ``pod-group-<group>`` from birth (the integration
+framework's ``pod_workload`` hook tells the pod webhook which workload a plain pod belongs to),
+and kqueue sizes it before it releases them. A single pod gets no group.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from kqueue.api.v1alpha1 import constants as c
+from kqueue.controller import gang
+from kqueue.controller.kube import NotFound
+from kqueue.controller.resources import PODS, WORKLOADS
+from kqueue.localcluster.cluster import LocalCluster
+from tests.controller_e2e.harness import Api, KqueueProcess, condition, eventually, is_true, stays
+from tests.gang_e2e.fragment import GANG_SIZE, bound, fragmented, free_blocker
+
+pytestmark = pytest.mark.cluster
+
+Obj = dict[str, Any]
+GROUP = "trainers"
+
+
+def _pod(name: str, namespace: str, *, group: str | None) -> Obj:
+    labels = {c.QUEUE_NAME_LABEL: "lq"}
+    annotations: dict[str, str] = {}
+    if group is not None:
+        labels[c.POD_GROUP_NAME_LABEL] = group
+        annotations[c.POD_GROUP_TOTAL_COUNT_ANNOTATION] = str(GANG_SIZE)
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": name,
+            "namespace": namespace,
+            "labels": labels,
+            "annotations": annotations,
+        },
+        "spec": {
+            "restartPolicy": "Never",
+            "terminationGracePeriodSeconds": 0,
+            "containers": [
+                {
+                    "name": "main",
+                    "image": "registry.k8s.io/pause:3.10",
+                    "resources": {"requests": {"cpu": "1", "memory": "64Mi"}},
+                }
+            ],
+        },
+    }
+
+
+async def _group_pods(api: Api, namespace: str) -> list[Obj]:
+    return await api.kube.list(
+        PODS, namespace=namespace, label_selector=f"{c.POD_GROUP_NAME_LABEL}={GROUP}"
+    )
+
+
+async def _workload(api: Api, namespace: str) -> Obj | None:
+    try:
+        return await api.kube.get(WORKLOADS, GROUP, namespace)
+    except NotFound:
+        return None
+
+
+async def test_pod_group_binds_nothing_then_all_together(
+    api: Api, kqueue: KqueueProcess, cluster: LocalCluster, namespace: str
+) -> None:
+    async with fragmented(cluster, api, namespace) as frag:
+        for i in range(GANG_SIZE):
+            await api.kube.create(PODS, _pod(f"p{i}", namespace, group=GROUP), namespace=namespace)
+        want = gang.group_name("Pod", f"group-{GROUP}")
+        assert want == f"pod-group-{GROUP}"
+        pods = await _group_pods(api, namespace)
+        assert {p["spec"].get("schedulingGroup", {}).get("podGroupName") for p in pods} == {want}
+
+        async def admitted() -> Obj | None:
+            wl = await _workload(api, namespace)
+            return wl if wl is not None and is_true(wl, c.ADMITTED) else None
+
+        wl = await eventually(admitted, what=f"Workload {GROUP} admitted")
+
+        async def pod_group() -> Obj | None:
+            try:
+                return await api.kube.get(gang.PODGROUPS, want, namespace)
+            except NotFound:
+                return None
+
+        pg = await eventually(pod_group, what=f"PodGroup {want}")
+        assert pg["spec"]["schedulingPolicy"]["gang"]["minCount"] == GANG_SIZE
+        assert [r["uid"] for r in pg["metadata"]["ownerReferences"]] == [wl["metadata"]["uid"]]
+
+        # Quota fits 4, nodes fit 3: none is bound, the Workload says why.
+        async def unschedulable() -> Obj | None:
+            got = await _workload(api, namespace)
+            cond = condition(got, gang.POD_GROUP_SCHEDULED) if got else None
+            return cond if cond is not None and cond["status"] == "False" else None
+
+        cond = await eventually(unschedulable, what=f"{gang.POD_GROUP_SCHEDULED}=False")
+        assert "Insufficient cpu" in cond["message"] and want in cond["message"]
+
+        async def none_bound() -> bool:
+            return not bound(await _group_pods(api, namespace))
+
+        await stays(none_bound, for_s=3, what="no pod of the group bound")
+
+        await free_blocker(api, frag)
+        seen: set[int] = set()
+
+        async def all_bound() -> bool:
+            n = len(bound(await _group_pods(api, namespace)))
+            seen.add(n)
+            return n == GANG_SIZE
+
+        await eventually(all_bound, what=f"all {GANG_SIZE} pods bound")
+        assert seen <= {0, GANG_SIZE}, f"pods bound piecemeal: counts seen {sorted(seen)}"
+
+        async def placed() -> bool:
+            got = await _workload(api, namespace)
+            return got is not None and is_true(got, gang.POD_GROUP_SCHEDULED)
+
+        await eventually(placed, what=f"{gang.POD_GROUP_SCHEDULED}=True")
+        for p in await _group_pods(api, namespace):
+            await api.kube.delete(PODS, p["metadata"]["name"], namespace=namespace)
+
+
+async def test_a_single_pod_gets_no_group(
+    api: Api, kqueue: KqueueProcess, cluster: LocalCluster, namespace: str
+) -> None:
+    async with fragmented(cluster, api, namespace):
+        created = await api.kube.create(PODS, _pod("solo", namespace, group=None), namespace=namespace)
+        assert "schedulingGroup" not in created["spec"]
+
+        async def bound_alone() -> bool:
+            got = await api.kube.get(PODS, "solo", namespace)
+            return bool(got["spec"].get("nodeName"))
+
+        await eventually(bound_alone, what="the single pod bound")
+        await api.kube.delete(PODS, "solo", namespace=namespace)
