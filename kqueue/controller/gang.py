@@ -26,7 +26,7 @@ What the 1.36 API does not allow, and what kqueue does instead:
   group's bound pods toward its ``minCount``, so pods added to a running gang's group would be
   placed one by one. So the pods of a resizable object (an elastic Job, a StatefulSet) name one
   PodGroup per size: the pod webhook adds the object's ``metadata.generation`` at the pod's
-  creation (:func:`resize_epoch`), so the pods a scale-up adds name a new group, which kqueue
+  creation (:func:`size_epoch`), so the pods a scale-up adds name a new group, which kqueue
   creates when the new WorkloadSlice is admitted with ``minCount`` = the pods it adds, and
   kube-scheduler places them all or nothing, while the running pods keep theirs. Every group of
   the object is owned by the Workload (slice) that holds the quota now, so it goes with it.
@@ -84,7 +84,7 @@ def group_name(kind: str, name: str, uid: str | None = None, epoch: str | None =
     of the same name gets another group: the old one may still be terminating, and the API
     server keeps a PodGroup while any live pod names it, so new pods naming it would wait for
     it and it for them. With an ``epoch`` (a resizable object's generation, see
-    :func:`resize_epoch`) each size of the object gets a group of its own."""
+    :func:`size_epoch`) each size of the object gets a group of its own."""
     base = (
         f"{kind.lower()}-{name}"
         + (f"-{uid.replace('-', '')[:8]}" if uid else "")
@@ -96,24 +96,27 @@ def group_name(kind: str, name: str, uid: str | None = None, epoch: str | None =
     return f"{base[: _MAX_NAME - 11].rstrip('-.')}-{digest}"
 
 
-async def resize_epoch(
-    kube: Kube, resource: Resource, namespace: str, name: str, resizable: Callable[[Obj], bool]
-) -> str | None:
-    """``g<generation>`` of a resizable object (an elastic Job, a StatefulSet), read fresh from
-    the API server; None for an object that does not change size.
+async def read_named(kube: Kube, resource: Resource, namespace: str, name: str) -> Obj | None:
+    """The object, read fresh from the API server (None if there is none).
 
-    Read with a list by name, not from kqueue's cache: the object's controller creates the pods
-    of a scale-up as soon as it sees the new size, and a cache that has not seen it yet would put
-    the added pods into the running gang's group (where kube-scheduler places them one by one).
-    A list needs only the ``list`` verb kqueue already has on every kind it manages. Raises
+    A list by name, not kqueue's cache: the object's controller creates the pods of a scale-up
+    as soon as it sees the new size, and a cache that has not seen it yet would put the added
+    pods into the running gang's group (where kube-scheduler places them one by one). A list
+    needs only the ``list`` verb kqueue already has on every kind it manages. Raises
     :class:`KubeError` if the API server cannot answer."""
     body = await kube.list_page(
         resource, namespace=namespace, query=[("fieldSelector", f"metadata.name={name}")]
     )
     items = body.get("items") or []
-    if not items or not resizable(items[0]):
+    return dict(items[0]) if items else None
+
+
+def size_epoch(obj: Obj, resizable: Callable[[Obj], bool] | None) -> str | None:
+    """``g<generation>`` of a resizable object (an elastic Job, a StatefulSet); None for an
+    object that does not change size."""
+    if resizable is None or not resizable(obj):
         return None
-    return f"g{int((items[0].get('metadata') or {}).get('generation') or 0)}"
+    return f"g{int((obj.get('metadata') or {}).get('generation') or 0)}"
 
 
 def opted_out(pod: Obj) -> bool:

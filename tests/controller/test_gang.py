@@ -135,17 +135,19 @@ EPOCH_CASES = [
 async def test_pod_webhook_names_one_group_per_size_of_a_resizable_object(
     size: str | None, want_group: str
 ) -> None:
-    asked: list[tuple[str, str, str]] = []
+    asked: list[tuple[str, str, str, str | None]] = []
 
-    async def epoch(kind: str, namespace: str, name: str) -> str | None:
-        asked.append((kind, namespace, name))
-        return size
+    async def identity(
+        kind: str, namespace: str, name: str, uid: str | None
+    ) -> tuple[str | None, str | None]:
+        asked.append((kind, namespace, name, uid))
+        return uid, size
 
-    mutate = pod_mutator(lambda: True, claimant({"batch/job"}), epoch)
+    mutate = pod_mutator(lambda: True, claimant({"batch/job"}), identity)
     verdict = await mutate(_create(_pod()))
     assert verdict.allowed and verdict.patched is not None
     assert verdict.patched["spec"]["schedulingGroup"] == {"podGroupName": want_group}
-    assert asked == [("Job", "team-a", "train")]
+    assert asked == [("Job", "team-a", "train", "u1")]
     # Reinvoked with the group it chose: kept; with another size's group: refused.
     again = await mutate(_create(verdict.patched))
     assert again.allowed
@@ -156,29 +158,62 @@ async def test_pod_webhook_names_one_group_per_size_of_a_resizable_object(
 async def test_pod_webhook_refuses_the_pod_when_the_size_cannot_be_read() -> None:
     from kqueue.controller.kube import KubeError
 
-    async def epoch(kind: str, namespace: str, name: str) -> str | None:
+    async def identity(
+        kind: str, namespace: str, name: str, uid: str | None
+    ) -> tuple[str | None, str | None]:
         raise KubeError(what="list Job", status=503, body={"message": "unavailable"})
 
-    verdict = await pod_mutator(lambda: True, claimant({"batch/job"}), epoch)(_create(_pod()))
+    verdict = await pod_mutator(lambda: True, claimant({"batch/job"}), identity)(_create(_pod()))
     assert not verdict.allowed
     [error] = verdict.errors
     assert error.field == gang.SCHEDULING_GROUP_FIELD
     assert "Job team-a/train" in error.message and "503" in error.message
 
 
-async def test_resize_epoch_reads_the_generation_of_an_elastic_job(cluster: FakeCluster) -> None:
-    from kqueue.api.integrations import is_elastic
+IDENTITY_CASES = [
+    # (name, kind, object name, uid on the pod, expected (uid, epoch), objects read)
+    ("a Job's pod: read whether it is elastic", "Job", "fixed", "u1", ("u1", None), 1),
+    ("a kind that never resizes, UID on the pod: nothing to read", "JobSet", "trainer", "u9", ("u9", None), 0),
+    ("an elastic Job's pod: its generation", "Job", "grow", "u2", ("u2", "g4"), 1),
+    ("a JobSet's pod: its UID", "JobSet", "trainer", None, ("js-uid", None), 1),
+    ("a JobSet already gone: as claimed", "JobSet", "gone", None, (None, None), 1),
+    ("a kind not enabled: as claimed", "MPIJob", "pi", None, (None, None), 0),
+]
+
+
+@pytest.mark.parametrize(
+    ("kind", "name", "uid", "want", "reads"),
+    [pytest.param(*case[1:], id=case[0]) for case in IDENTITY_CASES],
+)
+async def test_identity_reads_uid_and_size_only_when_needed(
+    cluster: FakeCluster,
+    kind: str,
+    name: str,
+    uid: str | None,
+    want: tuple[str | None, str | None],
+    reads: int,
+) -> None:
+    from kqueue.controller.integrations.jobset.generic import JOBSETS
     from kqueue.controller.resources import JOBS
+    from kqueue.controller.webhooks import identities
 
     elastic = job("grow", count=2)
     elastic["metadata"]["annotations"] = {c.ELASTIC_JOB_ANNOTATION: "true"}
     elastic["metadata"]["generation"] = 4
     cluster.server.add(JOBS, elastic)
     cluster.server.add(JOBS, job("fixed", count=2))
-    read = gang.resize_epoch
-    assert await read(cluster.kube, JOBS, "team-a", "grow", is_elastic) == "g4"
-    assert await read(cluster.kube, JOBS, "team-a", "fixed", is_elastic) is None
-    assert await read(cluster.kube, JOBS, "team-a", "gone", is_elastic) is None
+    cluster.server.add(
+        JOBSETS,
+        {
+            "apiVersion": "jobset.x-k8s.io/v1alpha2",
+            "kind": "JobSet",
+            "metadata": {"name": "trainer", "namespace": "team-a", "uid": "js-uid"},
+        },
+    )
+    before = len(cluster.server.requests)
+    identity = identities({"batch/job", "jobset.x-k8s.io/jobset"}, cluster.kube)
+    assert await identity(kind, "team-a", name, uid) == want
+    assert len(cluster.server.requests) - before == reads
 
 
 def test_claimant_prefers_the_top_level_object() -> None:

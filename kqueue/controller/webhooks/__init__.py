@@ -15,7 +15,7 @@ from typing import Any
 
 from kqueue.api.config import Configuration
 from kqueue.controller.admission import AdmissionRequest, Verdict, WebhookServer
-from kqueue.controller.gang import resize_epoch
+from kqueue.controller.gang import read_named, size_epoch
 from kqueue.controller.integrations import registry
 from kqueue.controller.integrations.framework import WebhookContext
 from kqueue.controller.kube import Kube
@@ -39,7 +39,9 @@ def register(
     on = set(config.integrations.frameworks)
     server.add_mutating(
         pod.MUTATE_PATH,
-        pod.pod_mutator(gang, claimant(on), epochs(on, kube) if kube is not None else pod.no_epoch),
+        pod.pod_mutator(
+            gang, claimant(on), identities(on, kube) if kube is not None else pod.as_claimed
+        ),
     )
     server.add_validating(kinds.VALIDATE_PATH, kinds.validate_kqueue_object)
     for framework in registry.frameworks():
@@ -84,22 +86,30 @@ def claimant(enabled: set[str]) -> pod.Claimant:
     return claim
 
 
-def epochs(enabled: set[str], kube: Kube) -> pod.Epoch:
-    """The size epoch of an enabled resizable kind's object (:attr:`Framework.resizable`), read
-    from the API server when its pod is created; None for the other kinds (no read)."""
-    sized = {
+def identities(enabled: set[str], kube: Kube) -> pod.Identity:
+    """The UID (when the pod does not carry it) and size epoch (:attr:`Framework.resizable`)
+    of an enabled kind's object, read from the API server when its pod is created (only with
+    gang scheduling on); no read for a pod whose controller is the object when its kind never
+    resizes. A Job's pods are read: whether it is elastic is the Job's annotation."""
+    kinds = {
         fw.kind: (fw.job().resource, fw.resizable)
         for fw in registry.frameworks()
-        if fw.name in enabled and fw.job is not None and fw.resizable is not None
+        if fw.name in enabled and fw.job is not None
     }
 
-    async def epoch(kind: str, namespace: str, name: str) -> str | None:
-        entry = sized.get(kind)
-        if entry is None or entry[1] is None:
-            return None
-        return await resize_epoch(kube, entry[0], namespace, name, entry[1])
+    async def identity(
+        kind: str, namespace: str, name: str, uid: str | None
+    ) -> tuple[str | None, str | None]:
+        entry = kinds.get(kind)
+        if entry is None or (uid is not None and entry[1] is None):
+            return uid, None
+        obj = await read_named(kube, entry[0], namespace, name)
+        if obj is None:
+            return uid, None
+        found = str((obj.get("metadata") or {}).get("uid") or "") or None
+        return uid or found, size_epoch(obj, entry[1])
 
-    return epoch
+    return identity
 
 
-__all__ = ["claimant", "epochs", "register"]
+__all__ = ["claimant", "identities", "register"]
