@@ -30,8 +30,13 @@ What the 1.36 API does not allow, and what kqueue does instead:
   creates when the new WorkloadSlice is admitted with ``minCount`` = the pods it adds, and
   kube-scheduler places them all or nothing, while the running pods keep theirs. Every group of
   the object is owned by the Workload (slice) that holds the quota now, so it goes with it.
-* ``priority``/``disruptionMode`` need the ``WorkloadAwarePreemption`` gate and
-  ``schedulingConstraints`` the ``TopologyAwareWorkloadScheduling`` gate; kqueue sets neither.
+* ``priorityClassName``/``priority``/``disruptionMode`` (KEP-5710) are forbidden unless the
+  ``WorkloadAwarePreemption`` gate is on, and no discovery says whether it is: kqueue asks for
+  them (:func:`preemption_fields`) and, refused with ``Forbidden`` naming them, creates the group
+  without them from then on. ``priority`` itself is never written: the API server's priority
+  admission resolves it from ``priorityClassName`` and refuses any other value.
+* ``schedulingConstraints`` needs the ``TopologyAwareWorkloadScheduling`` gate; kqueue does not
+  set it.
 """
 
 from __future__ import annotations
@@ -160,6 +165,31 @@ def fresh_counts(fresh: Sequence[str], pods: Sequence[Obj], admitted: int) -> di
     }
 
 
+def preemption_fields(wl: Workload) -> Obj:
+    """The PodGroup's workload-aware preemption fields (gate ``WorkloadAwarePreemption``).
+
+    ``disruptionMode: PodGroup``: kqueue admits and evicts a workload whole, so kube-scheduler
+    must not preempt one pod of it and leave the rest running. ``priorityClassName``: the
+    workload's PriorityClass when its priority comes from one (``scheduling.k8s.io``); a
+    kqueue WorkloadPriorityClass has no PriorityClass of that name, and ``priority`` cannot be
+    given without one (the priority admission plugin resolves it from the class, the global
+    default or 0, and refuses any other value), so such a group gets kube-scheduler's default."""
+    fields: Obj = {"disruptionMode": "PodGroup"}
+    ref = wl.spec.priority_class_ref
+    if ref is not None and ref.group == "scheduling.k8s.io" and ref.name:
+        fields["priorityClassName"] = ref.name
+    return fields
+
+
+_PREEMPTION_FIELDS = ("spec.disruptionMode", "spec.priorityClassName", "spec.priority")
+
+
+def refuses_preemption_fields(exc: KubeError) -> bool:
+    """The API server's answer when ``WorkloadAwarePreemption`` is off: Forbidden, naming the
+    fields."""
+    return exc.status == 422 and any(f in exc.message for f in _PREEMPTION_FIELDS)
+
+
 def pod_group_manifest(
     wl: Workload, name: str, min_count: int, admitted: int | None = None
 ) -> Obj:
@@ -243,6 +273,9 @@ class GangPlacement:
         self._now = now
         self.mode: GangMode = mode
         self.enabled = False
+        # Whether the API server takes the workload-aware preemption fields (None: not known
+        # yet; learnt from the first PodGroup kqueue creates).
+        self.workload_preemption: bool | None = None
 
     async def discover(self) -> bool:
         """Use the PodGroup API if configured ``Auto`` and served; log which way it went."""
@@ -317,12 +350,31 @@ class GangPlacement:
 
     async def _create(self, wl: Workload, name: str, count: int, admitted: int) -> Prepared:
         ns = wl.namespace
+        doc = pod_group_manifest(wl, name, count, admitted)
+        if self.workload_preemption is not False:
+            doc["spec"].update(preemption_fields(wl))
         try:
-            await self._kube.create(
-                PODGROUPS, pod_group_manifest(wl, name, count, admitted), namespace=ns
-            )
+            await self._kube.create(PODGROUPS, doc, namespace=ns)
         except Conflict:
             return Prepared(False, f"PodGroup {ns}/{name} was created meanwhile")
+        except KubeError as exc:
+            if self.workload_preemption is not None or not refuses_preemption_fields(exc):
+                raise
+            self.workload_preemption = False
+            logger.info(
+                "workload-aware preemption: off (the API server refuses PodGroup %s: %s; it "
+                "needs the WorkloadAwarePreemption feature gate): PodGroups get no "
+                "disruptionMode or priorityClassName",
+                ", ".join(_PREEMPTION_FIELDS[:2]),
+                exc.message,
+            )
+            return await self._create(wl, name, count, admitted)
+        if self.workload_preemption is None and "disruptionMode" in doc["spec"]:
+            self.workload_preemption = True
+            logger.info(
+                "workload-aware preemption: on (the API server takes PodGroup disruptionMode "
+                "and priorityClassName): kube-scheduler preempts kqueue's gangs whole"
+            )
         logger.info(
             "PodGroup %s/%s created for %d pods of Workload %s (%d admitted)",
             ns,
