@@ -32,8 +32,10 @@ What the 1.36 API does not allow, and what kqueue does instead:
   the object is owned by the Workload (slice) that holds the quota now, so it goes with it.
 * ``priorityClassName``/``priority``/``disruptionMode`` (KEP-5710) are forbidden unless the
   ``WorkloadAwarePreemption`` gate is on, and no discovery says whether it is: kqueue asks for
-  them (:func:`preemption_fields`) and, refused with ``Forbidden`` naming them, creates the group
-  without them from then on. ``priority`` itself is never written: the API server's priority
+  them (:func:`preemption_fields`) on its first PodGroup and reads the answer: v1.36.4 without
+  the gate drops them (``disruptionMode`` comes back defaulted to ``Pod``); refused with
+  ``Forbidden`` naming them, the group is created again without them. Either way later groups
+  are created without them. ``priority`` itself is never written: the API server's priority
   admission resolves it from ``priorityClassName`` and refuses any other value.
 * ``schedulingConstraints`` needs the ``TopologyAwareWorkloadScheduling`` gate; kqueue does not
   set it.
@@ -348,32 +350,41 @@ class GangPlacement:
                 return prepared
         return Prepared(True)
 
-    async def _create(self, wl: Workload, name: str, count: int, admitted: int) -> Prepared:
+    async def _create(
+        self, wl: Workload, name: str, count: int, admitted: int, *, with_class: bool = True
+    ) -> Prepared:
         ns = wl.namespace
         doc = pod_group_manifest(wl, name, count, admitted)
         if self.workload_preemption is not False:
             doc["spec"].update(preemption_fields(wl))
+            if not with_class:
+                doc["spec"].pop("priorityClassName", None)
         try:
-            await self._kube.create(PODGROUPS, doc, namespace=ns)
+            created = await self._kube.create(PODGROUPS, doc, namespace=ns)
         except Conflict:
             return Prepared(False, f"PodGroup {ns}/{name} was created meanwhile")
         except KubeError as exc:
+            if with_class and "priorityClassName" in doc["spec"] and (
+                "priorityclass" in exc.message.lower()
+            ):
+                # The Workload's PriorityClass is gone (deleted since it was resolved): the
+                # group gets kube-scheduler's default priority rather than no group at all.
+                logger.info("PodGroup %s/%s without priorityClassName: %s", ns, name, exc)
+                return await self._create(wl, name, count, admitted, with_class=False)
             if self.workload_preemption is not None or not refuses_preemption_fields(exc):
                 raise
-            self.workload_preemption = False
-            logger.info(
-                "workload-aware preemption: off (the API server refuses PodGroup %s: %s; it "
-                "needs the WorkloadAwarePreemption feature gate): PodGroups get no "
-                "disruptionMode or priorityClassName",
-                ", ".join(_PREEMPTION_FIELDS[:2]),
-                exc.message,
-            )
-            return await self._create(wl, name, count, admitted)
+            self._learn_preemption(False, f"the API server refuses them: {exc.message}")
+            return await self._create(wl, name, count, admitted, with_class=with_class)
         if self.workload_preemption is None and "disruptionMode" in doc["spec"]:
-            self.workload_preemption = True
-            logger.info(
-                "workload-aware preemption: on (the API server takes PodGroup disruptionMode "
-                "and priorityClassName): kube-scheduler preempts kqueue's gangs whole"
+            # With the gate off, v1.36.4 drops the fields it does not serve and defaults
+            # disruptionMode to Pod: what it stored says whether it took them.
+            kept = (created.get("spec") or {}).get("disruptionMode") == "PodGroup"
+            self._learn_preemption(
+                kept,
+                "the API server keeps them"
+                if kept
+                else "the API server dropped them (stored disruptionMode "
+                f"{(created.get('spec') or {}).get('disruptionMode')!r})",
             )
         logger.info(
             "PodGroup %s/%s created for %d pods of Workload %s (%d admitted)",
@@ -384,6 +395,22 @@ class GangPlacement:
             admitted,
         )
         return Prepared(True)
+
+    def _learn_preemption(self, on: bool, why: str) -> None:
+        self.workload_preemption = on
+        if on:
+            logger.info(
+                "workload-aware preemption: on (PodGroup disruptionMode and priorityClassName: "
+                "%s): kube-scheduler preempts kqueue's gangs whole",
+                why,
+            )
+        else:
+            logger.info(
+                "workload-aware preemption: off (PodGroup disruptionMode and priorityClassName: "
+                "%s; they need the WorkloadAwarePreemption feature gate): PodGroups are created "
+                "without them",
+                why,
+            )
 
     async def _keep(
         self, wl: Workload, current: Obj, members: Sequence[Obj], admitted: int

@@ -629,3 +629,103 @@ async def test_pod_webhook_never_lets_a_foreign_group_into_a_managed_pod(
         assert not verdict.allowed
     else:
         assert verdict.allowed and final == ours
+
+
+# -- workload-aware preemption (KEP-5710) ---------------------------------------------------------
+
+
+class _PodGroupApi:
+    """The PodGroup calls of an API server with or without ``WorkloadAwarePreemption``. With it
+    off, v1.36.4 drops the fields and defaults ``disruptionMode`` to ``Pod`` ("drop", seen on
+    the real control plane); its declarative validation would answer Forbidden ("refuse")."""
+
+    def __init__(self, gate: str) -> None:
+        self.gate = gate
+        self.created: list[Obj] = []
+        self.attempts = 0
+
+    async def get(self, resource: Any, name: str, namespace: str | None = None) -> Obj:
+        from kqueue.controller.kube import NotFound
+
+        raise NotFound(what=f"get {name}", status=404, body={"reason": "NotFound"})
+
+    async def create(self, resource: Any, body: Obj, *, namespace: str | None = None) -> Obj:
+        from kqueue.controller.kube import KubeError
+
+        self.attempts += 1
+        fields = {"disruptionMode", "priorityClassName"} & set(body["spec"])
+        if self.gate == "drop" and fields:
+            body = copy.deepcopy(body)
+            body["spec"].pop("priorityClassName", None)
+            body["spec"]["disruptionMode"] = "Pod"
+        if self.gate == "refuse" and fields:
+            raise KubeError.of(
+                "create podgroups",
+                422,
+                {
+                    "reason": "Invalid",
+                    "message": 'PodGroup.scheduling.k8s.io "job-train" is invalid: '
+                    "spec.disruptionMode: Forbidden: disabled by feature-gate",
+                },
+            )
+        self.created.append(copy.deepcopy(body))
+        return copy.deepcopy(body)
+
+
+PREEMPTION_CASES = [
+    # (name, API server, workload's priority class (group, name) or None, expected spec extras)
+    (
+        "gate on, PriorityClass",
+        "on",
+        ("scheduling.k8s.io", "high"),
+        {"disruptionMode": "PodGroup", "priorityClassName": "high"},
+    ),
+    (
+        "gate on, WorkloadPriorityClass: no class name to give",
+        "on",
+        ("kqueue.io", "batch-high"),
+        {"disruptionMode": "PodGroup"},
+    ),
+    ("gate on, no priority class", "on", None, {"disruptionMode": "PodGroup"}),
+    (
+        "gate off, fields dropped",
+        "drop",
+        ("scheduling.k8s.io", "high"),
+        {"disruptionMode": "Pod"},
+    ),
+    ("gate off, fields refused: created without them", "refuse", ("scheduling.k8s.io", "high"), {}),
+]
+
+
+@pytest.mark.parametrize(
+    ("gate", "ref", "extras"), [pytest.param(*case[1:], id=case[0]) for case in PREEMPTION_CASES]
+)
+async def test_pod_group_carries_workload_preemption_fields_when_served(
+    gate: str, ref: tuple[str, str] | None, extras: Obj
+) -> None:
+    from kqueue.api.v1alpha1.workload import PriorityClassRef
+
+    api = _PodGroupApi(gate)
+    placement = GangPlacement(kube=cast(Kube, api), events=Events(), now=lambda: NOW)
+    placement.enabled = True
+    j = job("train", count=2)
+    wl = workload(j, admitted=2)
+    if ref is not None:
+        kind = "PriorityClass" if ref[0] == "scheduling.k8s.io" else "WorkloadPriorityClass"
+        wl.spec.priority_class_ref = PriorityClassRef(group=ref[0], kind=kind, name=ref[1])
+        wl.spec.priority = 100
+    pods = _with_group(gated_pods(j, 2), "job-train")
+    assert (await placement.prepare(wl, pods, 2)).ready
+    assert placement.workload_preemption is (gate == "on")
+    [pg] = api.created
+    got = {k: v for k, v in pg["spec"].items() if k in ("disruptionMode", "priorityClassName")}
+    assert got == extras
+    assert "priority" not in pg["spec"]  # the API server resolves it from the class
+    assert api.attempts == (2 if gate == "refuse" else 1)
+    # Learnt once: the next group is created in one request.
+    api.created.clear()
+    api.attempts = 0
+    assert (await placement.prepare(wl, _with_group(gated_pods(j, 2), "job-other"), 2)).ready
+    assert api.attempts == 1 and len(api.created) == 1
+    if gate != "on":
+        assert not {"disruptionMode", "priorityClassName"} & set(api.created[0]["spec"])

@@ -79,6 +79,11 @@ async def test_fragmented_gang_binds_nothing_then_all_together(
         pg = await eventually(lambda: _pod_group(api, namespace, group), what=f"PodGroup {group}")
         assert pg["spec"]["schedulingPolicy"]["gang"]["minCount"] == GANG_SIZE
         assert _owner_uids(pg) == {wl["metadata"]["uid"]}
+        # This control plane runs without WorkloadAwarePreemption: the API server drops the
+        # fields (disruptionMode defaults to Pod), and kqueue learns it from its first group.
+        assert pg["spec"].get("disruptionMode", "Pod") == "Pod"
+        assert "priorityClassName" not in pg["spec"]
+        assert "workload-aware preemption: off" in kqueue.log_path.read_text()
 
         # Quota fits 4, nodes fit 3: kube-scheduler binds none, and the Workload says why.
         unschedulable = await api.wait_workload(
@@ -194,8 +199,11 @@ async def test_elastic_scale_up_places_the_added_pods_all_or_nothing(
         unschedulable = await _slice_when(
             api,
             slice2,
-            lambda w: (condition(w, gang.POD_GROUP_SCHEDULED) or {}).get("status") == "False",
-            what=f"{gang.POD_GROUP_SCHEDULED}=False on the new slice",
+            # The pod that did not fit says why once kube-scheduler has tried it (before, only
+            # the group's waiting message is there).
+            lambda w: (condition(w, gang.POD_GROUP_SCHEDULED) or {}).get("status") == "False"
+            and "Insufficient cpu" in (condition(w, gang.POD_GROUP_SCHEDULED) or {})["message"],
+            what=f"{gang.POD_GROUP_SCHEDULED}=False on the new slice, Insufficient cpu",
         )
         message = condition(unschedulable, gang.POD_GROUP_SCHEDULED)["message"]  # type: ignore[index]
         assert second_group in message and "Insufficient cpu" in message
