@@ -729,3 +729,45 @@ async def test_pod_group_carries_workload_preemption_fields_when_served(
     assert api.attempts == 1 and len(api.created) == 1
     if gate != "on":
         assert not {"disruptionMode", "priorityClassName"} & set(api.created[0]["spec"])
+
+
+def _plain(total: int | None, group: Obj | None = None) -> Obj:
+    pod = _pod(owner=None, group=group)
+    pod["metadata"]["labels"][c.QUEUE_NAME_LABEL] = "main"
+    if total is not None:
+        pod["metadata"]["labels"][c.POD_GROUP_NAME_LABEL] = "trainers"
+        pod["metadata"]["annotations"] = {c.POD_GROUP_TOTAL_COUNT_ANNOTATION: str(total)}
+    return pod
+
+
+PLAIN_POD_CASES = [
+    # (name, pod, expected group or None, refused)
+    ("pod of a group of 4: the group's PodGroup", _plain(4), "pod-group-trainers", False),
+    ("pod of a group of 1: no gang", _plain(1), None, False),
+    ("single pod: no gang", _plain(None), None, False),
+    (
+        "pod of a group with a user-set group: refused",
+        _plain(4, {"podGroupName": "mine"}),
+        None,
+        True,
+    ),
+    ("single pod with a user-set group: refused", _plain(None, {"podGroupName": "mine"}), None, True),
+]
+
+
+@pytest.mark.parametrize(
+    ("pod", "want_group", "refused"),
+    [pytest.param(*case[1:], id=case[0]) for case in PLAIN_POD_CASES],
+)
+async def test_plain_pod_groups_name_their_pod_group(
+    pod: Obj, want_group: str | None, refused: bool
+) -> None:
+    verdict = await pod_mutator(lambda: True, claimant({"batch/job", "pod"}))(_create(pod))
+    if refused:
+        assert not verdict.allowed
+        [error] = verdict.errors
+        assert error.field == gang.SCHEDULING_GROUP_FIELD and "mine" in error.message
+        return
+    assert verdict.allowed
+    out = verdict.patched if verdict.patched is not None else pod
+    assert (out["spec"].get("schedulingGroup") or {}).get("podGroupName") == want_group
