@@ -95,8 +95,12 @@ async def test_fragmented_gang_binds_nothing_then_all_together(
         cond = condition(unschedulable, gang.POD_GROUP_SCHEDULED)
         assert cond is not None and cond["reason"] == "Unschedulable"
         assert "Insufficient cpu" in cond["message"] and group in cond["message"]
-        events = await api.events_for(namespace, wl["metadata"]["name"])
-        assert any(e["reason"] == gang.GANG_UNSCHEDULABLE_EVENT for e in events)
+
+        async def warned() -> bool:  # events are written after the condition
+            events = await api.events_for(namespace, wl["metadata"]["name"])
+            return any(e["reason"] == gang.GANG_UNSCHEDULABLE_EVENT for e in events)
+
+        await eventually(warned, what=f"a {gang.GANG_UNSCHEDULABLE_EVENT} event")
 
         async def none_bound() -> bool:
             return not bound(await api.pods_of(namespace, frag.job_name))
