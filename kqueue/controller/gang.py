@@ -15,8 +15,9 @@ quota. Kubernetes 1.36 has the API to hand the placement over (KEP-4671 as refin
 Here: discovery (``gangScheduling: Auto`` uses the API when the cluster serves it), the group
 name a pod gets (one PodGroup per kqueue workload, named after the object that owns the
 workload), the PodGroup kqueue creates before it releases the admitted pods, and kube-scheduler's
-verdict copied onto the kqueue Workload. The pod webhook (:mod:`kqueue.controller.webhooks.pod`)
-and the generic job reconciler call in here; docs/concepts.md explains the split.
+verdict copied onto the kqueue Workload. The pod webhook (:mod:`kqueue.controller.webhooks.pod`),
+the generic job reconciler and the plain-pod reconciler (through ``IntegrationContext.gang``)
+call in here; docs/concepts.md explains the split.
 
 What the 1.36 API does not allow, and what kqueue does instead:
 
@@ -30,8 +31,8 @@ What the 1.36 API does not allow, and what kqueue does instead:
   creates when the new WorkloadSlice is admitted with ``minCount`` = the pods it adds, and
   kube-scheduler places them all or nothing, while the running pods keep theirs. Every group of
   the object is owned by the Workload (slice) that holds the quota now, so it goes with it.
-* ``priorityClassName``/``priority``/``disruptionMode`` (KEP-5710) are forbidden unless the
-  ``WorkloadAwarePreemption`` gate is on, and no discovery says whether it is: kqueue asks for
+* ``priorityClassName``/``priority``/``disruptionMode`` (KEP-5710) are served only with the
+  ``WorkloadAwarePreemption`` gate on, and no discovery says whether it is: kqueue asks for
   them (:func:`preemption_fields`) on its first PodGroup and reads the answer: v1.36.4 without
   the gate drops them (``disruptionMode`` comes back defaulted to ``Pod``); refused with
   ``Forbidden`` naming them, the group is created again without them. Either way later groups
