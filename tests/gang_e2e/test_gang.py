@@ -89,8 +89,11 @@ async def test_fragmented_gang_binds_nothing_then_all_together(
         unschedulable = await api.wait_workload(
             namespace,
             frag.job_name,
-            lambda w: (condition(w, gang.POD_GROUP_SCHEDULED) or {}).get("status") == "False",
-            what=f"{gang.POD_GROUP_SCHEDULED}=False",
+            # The first verdict may carry only the gang's waiting message; the reason of the pod
+            # that did not fit follows once kube-scheduler has tried it.
+            lambda w: (condition(w, gang.POD_GROUP_SCHEDULED) or {}).get("status") == "False"
+            and "Insufficient cpu" in (condition(w, gang.POD_GROUP_SCHEDULED) or {})["message"],
+            what=f"{gang.POD_GROUP_SCHEDULED}=False, Insufficient cpu",
         )
         cond = condition(unschedulable, gang.POD_GROUP_SCHEDULED)
         assert cond is not None and cond["reason"] == "Unschedulable"

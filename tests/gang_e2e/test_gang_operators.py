@@ -149,7 +149,10 @@ async def _fragmented_case(
         async def unschedulable() -> Obj | None:
             got = await _workload_of(api, namespace, kind, name)
             cond = condition(got, gang.POD_GROUP_SCHEDULED) if got else None
-            return cond if cond is not None and cond["status"] == "False" else None
+            # The first verdict may carry only the gang's waiting message.
+            if cond is None or cond["status"] != "False" or "Insufficient cpu" not in cond["message"]:
+                return None
+            return cond
 
         cond = await eventually(unschedulable, what=f"{gang.POD_GROUP_SCHEDULED}=False")
         assert "Insufficient cpu" in cond["message"] and want in cond["message"]
