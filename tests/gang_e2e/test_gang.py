@@ -32,7 +32,14 @@ from tests.controller_e2e.harness import (
     unique,
 )
 from tests.controller_e2e.support_extra import running_pods, slices_of
-from tests.gang_e2e.fragment import GANG_SIZE, bound, fragmented, free_blocker, submit_gang
+from tests.gang_e2e.fragment import (
+    GANG_SIZE,
+    assert_bound_together,
+    bound,
+    fragmented,
+    free_blocker,
+    submit_gang,
+)
 
 pytestmark = pytest.mark.cluster
 
@@ -112,15 +119,12 @@ async def test_fragmented_gang_binds_nothing_then_all_together(
 
         # One cpu freed: all four are bound, never some of them.
         await free_blocker(api, frag)
-        seen: set[int] = set()
 
-        async def all_bound() -> bool:
-            n = len(bound(await api.pods_of(namespace, frag.job_name)))
-            seen.add(n)
-            return n == GANG_SIZE
+        async def all_bound() -> list[Obj] | None:
+            pods = bound(await api.pods_of(namespace, frag.job_name))
+            return pods if len(pods) == GANG_SIZE else None
 
-        await eventually(all_bound, what=f"all {GANG_SIZE} pods bound")
-        assert seen <= {0, GANG_SIZE}, f"pods bound piecemeal: counts seen {sorted(seen)}"
+        assert_bound_together(await eventually(all_bound, what=f"all {GANG_SIZE} pods bound"))
         placed = await api.wait_workload(
             namespace,
             frag.job_name,
@@ -234,16 +238,12 @@ async def test_elastic_scale_up_places_the_added_pods_all_or_nothing(
 
         # One cpu freed: the three are bound together, never some of them.
         await free_blocker(api, frag)
-        seen: set[int] = set()
 
-        async def all_added_bound() -> bool:
+        async def all_added_bound() -> list[Obj] | None:
             pods = _groups(await _live_pods(api, namespace, "grow")).get(second_group) or []
-            n = len(bound(pods))
-            seen.add(n)
-            return n == 3
+            return bound(pods) if len(bound(pods)) == 3 else None
 
-        await eventually(all_added_bound, what="the 3 added pods bound")
-        assert seen <= {0, 3}, f"added pods bound piecemeal: counts seen {sorted(seen)}"
+        assert_bound_together(await eventually(all_added_bound, what="the 3 added pods bound"))
         await _slice_when(
             api,
             slice2,

@@ -28,7 +28,13 @@ from tests.controller_e2e.harness import Api, condition, eventually, is_true, st
 from tests.controller_e2e.support_extra import ConfiguredKqueue, configured_kqueue
 from tests.controller_e2e.test_jobset_mpijob import JOBSETS, MPIJOBS, jobset, mpijob
 from tests.controller_e2e.test_trainjob import runtime, trainjob
-from tests.gang_e2e.fragment import GANG_SIZE, bound, fragmented, free_blocker
+from tests.gang_e2e.fragment import (
+    GANG_SIZE,
+    assert_bound_together,
+    bound,
+    fragmented,
+    free_blocker,
+)
 
 pytestmark = pytest.mark.cluster
 
@@ -163,15 +169,14 @@ async def _fragmented_case(
         await stays(none_bound, for_s=3, what=f"no pod of {kind} {name} bound")
 
         await free_blocker(api, frag)
-        seen: set[int] = set()
 
-        async def all_bound() -> bool:
-            n = len(bound(await _live(api, namespace, selector)))
-            seen.add(n)
-            return n == GANG_SIZE
+        async def all_bound() -> list[Obj] | None:
+            pods = bound(await _live(api, namespace, selector))
+            return pods if len(pods) == GANG_SIZE else None
 
-        await eventually(all_bound, within=90, what=f"all {GANG_SIZE} pods bound")
-        assert seen <= {0, GANG_SIZE}, f"pods bound piecemeal: counts seen {sorted(seen)}"
+        assert_bound_together(
+            await eventually(all_bound, within=90, what=f"all {GANG_SIZE} pods bound")
+        )
 
         async def placed() -> bool:
             got = await _workload_of(api, namespace, kind, name)

@@ -18,7 +18,13 @@ from kqueue.controller.kube import NotFound
 from kqueue.controller.resources import PODS, WORKLOADS
 from kqueue.localcluster.cluster import LocalCluster
 from tests.controller_e2e.harness import Api, KqueueProcess, condition, eventually, is_true, stays
-from tests.gang_e2e.fragment import GANG_SIZE, bound, fragmented, free_blocker
+from tests.gang_e2e.fragment import (
+    GANG_SIZE,
+    assert_bound_together,
+    bound,
+    fragmented,
+    free_blocker,
+)
 
 pytestmark = pytest.mark.cluster
 
@@ -113,15 +119,12 @@ async def test_pod_group_binds_nothing_then_all_together(
         await stays(none_bound, for_s=3, what="no pod of the group bound")
 
         await free_blocker(api, frag)
-        seen: set[int] = set()
 
-        async def all_bound() -> bool:
-            n = len(bound(await _group_pods(api, namespace)))
-            seen.add(n)
-            return n == GANG_SIZE
+        async def all_bound() -> list[Obj] | None:
+            pods = bound(await _group_pods(api, namespace))
+            return pods if len(pods) == GANG_SIZE else None
 
-        await eventually(all_bound, what=f"all {GANG_SIZE} pods bound")
-        assert seen <= {0, GANG_SIZE}, f"pods bound piecemeal: counts seen {sorted(seen)}"
+        assert_bound_together(await eventually(all_bound, what=f"all {GANG_SIZE} pods bound"))
 
         async def placed() -> bool:
             got = await _workload(api, namespace)
