@@ -15,9 +15,20 @@ import pytest
 from kqueue.api.v1alpha1 import constants as c
 from kqueue.controller import gang
 from kqueue.controller.kube import NotFound
-from kqueue.controller.resources import PODS, WORKLOADS
+from kqueue.controller.resources import CLUSTER_QUEUES, PODS, WORKLOADS
 from kqueue.localcluster.cluster import LocalCluster
-from tests.controller_e2e.harness import Api, KqueueProcess, condition, eventually, is_true, stays
+from tests.controller_e2e.harness import (
+    Api,
+    KqueueProcess,
+    cluster_queue,
+    condition,
+    eventually,
+    flavor,
+    is_true,
+    local_queue,
+    stays,
+    unique,
+)
 from tests.gang_e2e.fragment import (
     GANG_SIZE,
     assert_bound_together,
@@ -32,12 +43,12 @@ Obj = dict[str, Any]
 GROUP = "trainers"
 
 
-def _pod(name: str, namespace: str, *, group: str | None) -> Obj:
+def _pod(name: str, namespace: str, *, group: str | None, total: int = GANG_SIZE) -> Obj:
     labels = {c.QUEUE_NAME_LABEL: "lq"}
     annotations: dict[str, str] = {}
     if group is not None:
         labels[c.POD_GROUP_NAME_LABEL] = group
-        annotations[c.POD_GROUP_TOTAL_COUNT_ANNOTATION] = str(GANG_SIZE)
+        annotations[c.POD_GROUP_TOTAL_COUNT_ANNOTATION] = str(total)
     return {
         "apiVersion": "v1",
         "kind": "Pod",
@@ -148,3 +159,49 @@ async def test_a_single_pod_gets_no_group(
 
         await eventually(bound_alone, what="the single pod bound")
         await api.kube.delete(PODS, "solo", namespace=namespace)
+
+
+async def test_an_evicted_pod_group_keeps_its_pod_group_for_its_new_pods(
+    api: Api, kqueue: KqueueProcess, namespace: str
+) -> None:
+    """Evicted (its ClusterQueue drained), the group's pods are deleted; the PodGroup stays (new
+    pods naming a group that is still terminating would wait for it forever), and the pods the
+    user creates again are placed whole in it."""
+    od, cq = unique("od"), unique("cq")
+    await api.apply(flavor(od, "on-demand"))
+    await api.apply(cluster_queue(cq, [(od, "2")]))
+    await api.apply(local_queue("lq", namespace, cq))
+    want = gang.group_name("Pod", "group-again")
+
+    async def running(names: list[str]) -> bool:
+        pods = [await api.kube.get(PODS, n, namespace) for n in names]
+        return all(p["status"].get("phase") == "Running" for p in pods)
+
+    first = ["a-0", "a-1"]
+    for n in first:
+        await api.kube.create(PODS, _pod(n, namespace, group="again", total=2), namespace=namespace)
+    await eventually(lambda: running(first), what="the group's first pods Running")
+    before = await api.kube.get(gang.PODGROUPS, want, namespace)
+
+    await api.kube.patch(CLUSTER_QUEUES, cq, {"spec": {"stopPolicy": "HoldAndDrain"}})
+
+    async def gone() -> bool:
+        pods = await api.kube.list(
+            PODS, namespace=namespace, label_selector=f"{c.POD_GROUP_NAME_LABEL}=again"
+        )
+        return not pods
+
+    await eventually(gone, what="the evicted pods removed")
+    await api.kube.patch(CLUSTER_QUEUES, cq, {"spec": {"stopPolicy": "None"}})
+    second = ["b-0", "b-1"]
+    for n in second:
+        created = await api.kube.create(
+            PODS, _pod(n, namespace, group="again", total=2), namespace=namespace
+        )
+        assert created["spec"]["schedulingGroup"] == {"podGroupName": want}
+    await eventually(lambda: running(second), what="the group's new pods Running")
+    after = await api.kube.get(gang.PODGROUPS, want, namespace)
+    assert after["metadata"]["uid"] == before["metadata"]["uid"]
+    assert after["spec"]["schedulingPolicy"]["gang"]["minCount"] == 2
+    for n in second:
+        await api.kube.delete(PODS, n, namespace=namespace)
