@@ -71,3 +71,30 @@ async def test_statefulset_gang_by_pod_management_policy(
     except NotFound:
         pytest.fail(f"PodGroup {name} missing")
     assert pg["spec"]["schedulingPolicy"]["gang"]["minCount"] == 3
+
+
+async def test_parallel_statefulset_scale_up_gets_a_group_of_its_own(
+    api: Api, kqueue: PodsKqueue, namespace: str
+) -> None:
+    await _queues(api, namespace, "4")
+    obj = statefulset("grow", namespace, "lq", 2)
+    obj["spec"]["podManagementPolicy"] = "Parallel"
+    await api.kube.create(STATEFULSETS, obj, namespace=namespace)
+    pods = await _running(api, namespace, "grow", 2)
+    [first] = {p["spec"]["schedulingGroup"]["podGroupName"] for p in pods}
+
+    await api.kube.patch(STATEFULSETS, "grow", {"spec": {"replicas": 4}}, namespace=namespace)
+    pods = await _running(api, namespace, "grow", 4)
+    by_group: dict[str, int] = {}
+    for p in pods:
+        name = p["spec"]["schedulingGroup"]["podGroupName"]
+        by_group[name] = by_group.get(name, 0) + 1
+    [second] = [g for g in by_group if g != first]
+    assert by_group == {first: 2, second: 2}
+    sts = await api.kube.get(STATEFULSETS, "grow", namespace)
+    assert second == gang.group_name(
+        "StatefulSet", "grow", sts["metadata"]["uid"], f"g{sts['metadata']['generation']}"
+    )
+    pg = await api.kube.get(gang.PODGROUPS, second, namespace)
+    assert pg["spec"]["schedulingPolicy"]["gang"]["minCount"] == 2
+    assert pg["metadata"]["annotations"][gang.ADMITTED_COUNT_ANNOTATION] == "4"
