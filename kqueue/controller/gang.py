@@ -15,26 +15,38 @@ quota. Kubernetes 1.36 has the API to hand the placement over (KEP-4671 as refin
 Here: discovery (``gangScheduling: Auto`` uses the API when the cluster serves it), the group
 name a pod gets (one PodGroup per kqueue workload, named after the object that owns the
 workload), the PodGroup kqueue creates before it releases the admitted pods, and kube-scheduler's
-verdict copied onto the kqueue Workload. The pod webhook (:mod:`kqueue.controller.webhooks.pod`)
-and the generic job reconciler call in here; docs/concepts.md explains the split.
+verdict copied onto the kqueue Workload. The pod webhook (:mod:`kqueue.controller.webhooks.pod`),
+the generic job reconciler and the plain-pod reconciler (through ``IntegrationContext.gang``)
+call in here; docs/concepts.md explains the split.
 
 What the 1.36 API does not allow, and what kqueue does instead:
 
 * a PodGroup's ``spec`` is immutable, and a PodGroup whose pods still run cannot be deleted (the
   API server adds the ``scheduling.k8s.io/podgroup-protection`` finalizer, which
-  kube-controller-manager lifts once no live pod names the group). So when an elastic Job grows,
-  the running gang keeps its PodGroup: kqueue moves its ownership to the new slice and records
-  the admitted count in :data:`ADMITTED_COUNT_ANNOTATION`; the added pods are placed as they fit
-  (the running gang already satisfies minCount). A PodGroup with no running pods is replaced.
-* ``priority``/``disruptionMode`` need the ``WorkloadAwarePreemption`` gate and
-  ``schedulingConstraints`` the ``TopologyAwareWorkloadScheduling`` gate; kqueue sets neither.
+  kube-controller-manager lifts once no live pod names the group). And kube-scheduler counts a
+  group's bound pods toward its ``minCount``, so pods added to a running gang's group would be
+  placed one by one. So the pods of a resizable object (an elastic Job, a StatefulSet) name one
+  PodGroup per size: the pod webhook adds the object's ``metadata.generation`` at the pod's
+  creation (:func:`size_epoch`), so the pods a scale-up adds name a new group, which kqueue
+  creates when the new WorkloadSlice is admitted with ``minCount`` = the pods it adds, and
+  kube-scheduler places them all or nothing, while the running pods keep theirs. Every group of
+  the object is owned by the Workload (slice) that holds the quota now, so it goes with it.
+* ``priorityClassName``/``priority``/``disruptionMode`` (KEP-5710) are served only with the
+  ``WorkloadAwarePreemption`` gate on, and no discovery says whether it is: kqueue asks for
+  them (:func:`preemption_fields`) on its first PodGroup and reads the answer: v1.36.4 without
+  the gate drops them (``disruptionMode`` comes back defaulted to ``Pod``); refused with
+  ``Forbidden`` naming them, the group is created again without them. Either way later groups
+  are created without them. ``priority`` itself is never written: the API server's priority
+  admission resolves it from ``priorityClassName`` and refuses any other value.
+* ``schedulingConstraints`` needs the ``TopologyAwareWorkloadScheduling`` gate; kqueue does not
+  set it.
 """
 
 from __future__ import annotations
 
 import hashlib
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -55,8 +67,8 @@ SCHEDULING_GROUP_FIELD = "spec.schedulingGroup.podGroupName"
 POD_GROUP_SCHEDULED = "PodGroupScheduled"
 GANG_UNSCHEDULABLE_EVENT = "GangUnschedulable"
 GANG_SCHEDULED_EVENT = "GangScheduled"
-# The count kqueue admitted for the pods of the group (minCount cannot follow an elastic
-# scale-up: the spec is immutable).
+# The count kqueue admitted for the whole Workload that owns the group (a group of an elastic
+# Job's scale-up has minCount = the pods it added; this says how many run in all).
 ADMITTED_COUNT_ANNOTATION = "kqueue.io/admitted-pod-count"
 # On a pod (template): "false" keeps the pod out of gang scheduling (no schedulingGroup). Users
 # may set it; the Job webhook sets it on Jobs that run in waves (see waves_of_pods).
@@ -72,19 +84,47 @@ _WAITING_MESSAGES = ("pod group is unschedulable", "waiting for minCount")
 GangMode = Literal["Auto", "Disabled"]
 
 
-def group_name(kind: str, name: str, uid: str | None = None) -> str:
+def group_name(kind: str, name: str, uid: str | None = None, epoch: str | None = None) -> str:
     """The PodGroup of the workload of object ``kind``/``name``: stable across the object's
-    Workloads (an elastic Job's slices, a requeued Workload), as its pods' reference is.
+    Workloads (a requeued Workload), as its pods' reference is.
 
     With the object's ``uid`` (known when it is the pod's direct controller) a recreated object
     of the same name gets another group: the old one may still be terminating, and the API
     server keeps a PodGroup while any live pod names it, so new pods naming it would wait for
-    it and it for them."""
-    base = f"{kind.lower()}-{name}" + (f"-{uid.replace('-', '')[:8]}" if uid else "")
+    it and it for them. With an ``epoch`` (a resizable object's generation, see
+    :func:`size_epoch`) each size of the object gets a group of its own."""
+    base = (
+        f"{kind.lower()}-{name}"
+        + (f"-{uid.replace('-', '')[:8]}" if uid else "")
+        + (f"-{epoch}" if epoch else "")
+    )
     if len(base) <= _MAX_NAME:
         return base
     digest = hashlib.sha256(base.encode()).hexdigest()[:10]
     return f"{base[: _MAX_NAME - 11].rstrip('-.')}-{digest}"
+
+
+async def read_named(kube: Kube, resource: Resource, namespace: str, name: str) -> Obj | None:
+    """The object, read fresh from the API server (None if there is none).
+
+    A list by name, not kqueue's cache: the object's controller creates the pods of a scale-up
+    as soon as it sees the new size, and a cache that has not seen it yet would put the added
+    pods into the running gang's group (where kube-scheduler places them one by one). A list
+    needs only the ``list`` verb kqueue already has on every kind it manages. Raises
+    :class:`KubeError` if the API server cannot answer."""
+    body = await kube.list_page(
+        resource, namespace=namespace, query=[("fieldSelector", f"metadata.name={name}")]
+    )
+    items = body.get("items") or []
+    return dict(items[0]) if items else None
+
+
+def size_epoch(obj: Obj, resizable: Callable[[Obj], bool] | None) -> str | None:
+    """``g<generation>`` of a resizable object (an elastic Job, a StatefulSet); None for an
+    object that does not change size."""
+    if resizable is None or not resizable(obj):
+        return None
+    return f"g{int((obj.get('metadata') or {}).get('generation') or 0)}"
 
 
 def opted_out(pod: Obj) -> bool:
@@ -97,8 +137,67 @@ def pod_group_of(pod: Obj) -> str | None:
     return str(group) if group else None
 
 
-def pod_group_manifest(wl: Workload, name: str, min_count: int) -> Obj:
-    """The PodGroup for ``min_count`` admitted pods, owned by ``wl`` so it goes with it."""
+def fresh_counts(fresh: Sequence[str], pods: Sequence[Obj], admitted: int) -> dict[str, int] | str:
+    """``minCount`` of each group about to be created, or why the pods must wait.
+
+    One new group (the usual case: a first admission, or the pods an elastic scale-up adds): the
+    admitted count less the pods already released into other groups (the running part of an
+    elastic Job), whether or not all of its pods exist yet: kube-scheduler waits for them.
+    None is created (``{}``) when the admission has no room for more pods: the pods an
+    elastic scale-up adds wait for the new slice, whose admission sizes their group; a group
+    made now, by the slice they do not belong to, would be too small, and could never be
+    replaced while they name it.
+    Several (the object changed size while its controller was still creating pods, so they name
+    two generations): each is sized to its own pods, which needs all admitted pods to exist; a
+    group sized to the whole admission would wait forever for pods that name the other."""
+    released = [p for p in pods if not _gated(p)]
+    if len(fresh) == 1:
+        outside = sum(1 for p in released if pod_group_of(p) != fresh[0])
+        return {fresh[0]: admitted - outside} if admitted > outside else {}
+    if len(pods) < admitted:
+        return (
+            f"pods name {len(fresh)} new PodGroups ({', '.join(fresh)}): waiting for all "
+            f"{admitted} admitted pods to exist ({len(pods)} do) to size each"
+        )
+    room = admitted - len(released)
+    if room < 1:
+        return {}
+    return {
+        name: max(1, min(room, sum(1 for p in pods if _gated(p) and pod_group_of(p) == name)))
+        for name in fresh
+    }
+
+
+def preemption_fields(wl: Workload) -> Obj:
+    """The PodGroup's workload-aware preemption fields (gate ``WorkloadAwarePreemption``).
+
+    ``disruptionMode: PodGroup``: kqueue admits and evicts a workload whole, so kube-scheduler
+    must not preempt one pod of it and leave the rest running. ``priorityClassName``: the
+    workload's PriorityClass when its priority comes from one (``scheduling.k8s.io``); a
+    kqueue WorkloadPriorityClass has no PriorityClass of that name, and ``priority`` cannot be
+    given without one (the priority admission plugin resolves it from the class, the global
+    default or 0, and refuses any other value), so such a group gets kube-scheduler's default."""
+    fields: Obj = {"disruptionMode": "PodGroup"}
+    ref = wl.spec.priority_class_ref
+    if ref is not None and ref.group == "scheduling.k8s.io" and ref.name:
+        fields["priorityClassName"] = ref.name
+    return fields
+
+
+_PREEMPTION_FIELDS = ("spec.disruptionMode", "spec.priorityClassName", "spec.priority")
+
+
+def refuses_preemption_fields(exc: KubeError) -> bool:
+    """The API server's answer when ``WorkloadAwarePreemption`` is off: Forbidden, naming the
+    fields."""
+    return exc.status == 422 and any(f in exc.message for f in _PREEMPTION_FIELDS)
+
+
+def pod_group_manifest(
+    wl: Workload, name: str, min_count: int, admitted: int | None = None
+) -> Obj:
+    """The PodGroup for ``min_count`` pods of ``wl`` (``admitted`` in all, recorded in
+    :data:`ADMITTED_COUNT_ANNOTATION`), owned by ``wl`` so it goes with it."""
     return {
         "apiVersion": PODGROUPS.api_version,
         "kind": "PodGroup",
@@ -106,7 +205,9 @@ def pod_group_manifest(wl: Workload, name: str, min_count: int) -> Obj:
             "name": name,
             "namespace": wl.namespace,
             "labels": {c.MANAGED_LABEL: "true"},
-            "annotations": {ADMITTED_COUNT_ANNOTATION: str(min_count)},
+            "annotations": {
+                ADMITTED_COUNT_ANNOTATION: str(admitted if admitted is not None else min_count)
+            },
             "ownerReferences": [_owner_ref(wl)],
         },
         "spec": {"schedulingPolicy": {"gang": {"minCount": min_count}}},
@@ -175,6 +276,9 @@ class GangPlacement:
         self._now = now
         self.mode: GangMode = mode
         self.enabled = False
+        # Whether the API server takes the workload-aware preemption fields (None: not known
+        # yet; learnt from the first PodGroup kqueue creates).
+        self.workload_preemption: bool | None = None
 
     async def discover(self) -> bool:
         """Use the PodGroup API if configured ``Auto`` and served; log which way it went."""
@@ -213,40 +317,115 @@ class GangPlacement:
     # -- before release ------------------------------------------------------------------------
 
     async def prepare(self, wl: Workload, pods: Sequence[Obj], admitted: int) -> Prepared:
-        """Make the PodGroup of ``wl``'s pods fit the admission before any pod is released.
+        """Make the PodGroups of ``wl``'s pods fit the admission before any pod is released.
 
         ``pods`` are the object's live pods, ``admitted`` the count admitted (partial admission:
-        the admitted count, which is what kube-scheduler then places together)."""
+        the admitted count, which is what kube-scheduler then places together). Groups that
+        exist are handed to ``wl`` (an elastic Job's new slice now holds the running pods);
+        a group no PodGroup exists for yet is created for the gated pods about to join it."""
         names = sorted({n for p in pods if (n := pod_group_of(p)) is not None})
         if not self.enabled or not names or admitted < 1 or not any(_gated(p) for p in pods):
             return Prepared(True)  # no group, or nothing left to release into it
+        fresh: list[str] = []
         for name in names:
             members = [p for p in pods if pod_group_of(p) == name]
-            running = any(not _gated(p) for p in members)
-            prepared = await self._ensure(wl, name, admitted, running=running)
+            try:
+                current: Obj | None = await self._kube.get(PODGROUPS, name, wl.namespace)
+            except NotFound:
+                current = None
+            if current is None:
+                if any(_gated(p) for p in members):
+                    fresh.append(name)
+                continue
+            prepared = await self._keep(wl, current, members, admitted)
+            if not prepared.ready:
+                return prepared
+        if not fresh:
+            return Prepared(True)
+        counts = fresh_counts(fresh, pods, admitted)
+        if isinstance(counts, str):
+            return Prepared(False, counts)
+        for name, count in counts.items():
+            prepared = await self._create(wl, name, count, admitted)
             if not prepared.ready:
                 return prepared
         return Prepared(True)
 
-    async def _ensure(self, wl: Workload, name: str, count: int, *, running: bool) -> Prepared:
+    async def _create(
+        self, wl: Workload, name: str, count: int, admitted: int, *, with_class: bool = True
+    ) -> Prepared:
         ns = wl.namespace
+        doc = pod_group_manifest(wl, name, count, admitted)
+        if self.workload_preemption is not False:
+            doc["spec"].update(preemption_fields(wl))
+            if not with_class:
+                doc["spec"].pop("priorityClassName", None)
         try:
-            current: Obj | None = await self._kube.get(PODGROUPS, name, ns)
-        except NotFound:
-            current = None
-        if current is None:
-            try:
-                await self._kube.create(
-                    PODGROUPS, pod_group_manifest(wl, name, count), namespace=ns
-                )
-            except Conflict:
-                return Prepared(False, f"PodGroup {ns}/{name} was created meanwhile")
-            logger.info(
-                "PodGroup %s/%s created for %d pods of Workload %s", ns, name, count, wl.key
+            created = await self._kube.create(PODGROUPS, doc, namespace=ns)
+        except Conflict:
+            return Prepared(False, f"PodGroup {ns}/{name} was created meanwhile")
+        except KubeError as exc:
+            if with_class and "priorityClassName" in doc["spec"] and (
+                "priorityclass" in exc.message.lower()
+            ):
+                # The Workload's PriorityClass is gone (deleted since it was resolved): the
+                # group gets kube-scheduler's default priority rather than no group at all.
+                logger.info("PodGroup %s/%s without priorityClassName: %s", ns, name, exc)
+                return await self._create(wl, name, count, admitted, with_class=False)
+            if self.workload_preemption is not None or not refuses_preemption_fields(exc):
+                raise
+            self._learn_preemption(False, f"the API server refuses them: {exc.message}")
+            return await self._create(wl, name, count, admitted, with_class=with_class)
+        if self.workload_preemption is None and "disruptionMode" in doc["spec"]:
+            # With the gate off, v1.36.4 drops the fields it does not serve and defaults
+            # disruptionMode to Pod: what it stored says whether it took them.
+            kept = (created.get("spec") or {}).get("disruptionMode") == "PodGroup"
+            self._learn_preemption(
+                kept,
+                "the API server keeps them"
+                if kept
+                else "the API server dropped them (stored disruptionMode "
+                f"{(created.get('spec') or {}).get('disruptionMode')!r})",
             )
-            return Prepared(True)
+        logger.info(
+            "PodGroup %s/%s created for %d pods of Workload %s (%d admitted)",
+            ns,
+            name,
+            count,
+            wl.key,
+            admitted,
+        )
+        return Prepared(True)
+
+    def _learn_preemption(self, on: bool, why: str) -> None:
+        self.workload_preemption = on
+        if on:
+            logger.info(
+                "workload-aware preemption: on (PodGroup disruptionMode and priorityClassName: "
+                "%s): kube-scheduler preempts kqueue's gangs whole",
+                why,
+            )
+        else:
+            logger.info(
+                "workload-aware preemption: off (PodGroup disruptionMode and priorityClassName: "
+                "%s; they need the WorkloadAwarePreemption feature gate): PodGroups are created "
+                "without them",
+                why,
+            )
+
+    async def _keep(
+        self, wl: Workload, current: Obj, members: Sequence[Obj], admitted: int
+    ) -> Prepared:
+        """An existing group of the object: kept (handed to ``wl``), or waited for while an
+        earlier admission's group is still terminating."""
+        ns = wl.namespace
         meta = current.get("metadata") or {}
+        name = str(meta.get("name"))
+        running = any(not _gated(p) for p in members)
+        joining = sum(1 for p in members if _gated(p))
         if meta.get("deletionTimestamp"):
+            if not joining:
+                return Prepared(True)  # its pods are going too; nothing of this admission joins
             # The previous admission's group: it goes once its pods have terminated. If this
             # workload's own (held) pods name it, it never goes on its own: say so.
             if not _owned_by(current, wl):
@@ -262,36 +441,46 @@ class GangPlacement:
             return Prepared(
                 False, f"PodGroup {ns}/{name} of an earlier admission is still terminating"
             )
-        same_count = _min_count(current) == count
-        if _owned_by(current, wl) and (same_count or running):
-            return Prepared(True)
-        if same_count or running:
-            # Another Workload of the same object: an elastic Job's new slice (its pods are
-            # running, so the group can be neither changed nor replaced), or a requeued
-            # incarnation with the same count. The group follows the Workload now holding it.
-            patch = {
-                "metadata": {
-                    "ownerReferences": [_owner_ref(wl)],
-                    "annotations": {ADMITTED_COUNT_ANNOTATION: str(count)},
-                }
+        min_count = _min_count(current) or 0
+        recorded = (meta.get("annotations") or {}).get(ADMITTED_COUNT_ANNOTATION)
+        if _owned_by(current, wl) and recorded == str(admitted):
+            return Prepared(True)  # made (or handed over) for this admission
+        # The group stays, whatever its size: its spec is immutable, and it cannot be replaced
+        # while any live pod (a held one too) names it. Its pods run (an elastic Job's earlier
+        # size, now held by the new slice; a replacement pod joins its running gang), or a
+        # requeued incarnation's pods name it again. It follows the Workload holding the quota.
+        patch = {
+            "metadata": {
+                "ownerReferences": [_owner_ref(wl)],
+                "annotations": {ADMITTED_COUNT_ANNOTATION: str(admitted)},
             }
-            try:
-                await self._kube.patch(PODGROUPS, name, patch, namespace=ns)
-            except KubeError as exc:
-                return Prepared(False, f"cannot hand PodGroup {ns}/{name} to {wl.key}: {exc}")
-            if not same_count:
-                self._events.record(
-                    wl.to_dict(),
-                    "Normal",
-                    "PodGroupKept",
-                    f"PodGroup {ns}/{name} keeps minCount {_min_count(current)} (its spec is "
-                    f"immutable and its pods run); the pods added to reach {count} are placed "
-                    f"as they fit",
-                )
-            return Prepared(True)
-        # Nothing of the group runs and the count differs: replace it.
-        await self._kube.delete(PODGROUPS, name, namespace=ns)  # a group already gone is fine
-        return Prepared(False, f"PodGroup {ns}/{name} is replaced for {count} pods")
+        }
+        try:
+            await self._kube.patch(PODGROUPS, name, patch, namespace=ns)
+        except KubeError as exc:
+            return Prepared(False, f"cannot hand PodGroup {ns}/{name} to {wl.key}: {exc}")
+        if running and joining:
+            self._events.record(
+                wl.to_dict(),
+                "Normal",
+                "PodGroupKept",
+                f"PodGroup {ns}/{name} keeps minCount {min_count} (its spec is immutable and "
+                f"its pods run); {joining} pod(s) joining it are placed as they fit",
+            )
+        elif joining and min_count > joining:
+            # Released anyway: kube-scheduler keeps them pending, and waitForPodsReady (when
+            # on) evicts and requeues the workload; holding them would hold the quota forever.
+            self._events.record(
+                wl.to_dict(),
+                "Warning",
+                "PodGroupTooLarge",
+                f"PodGroup {ns}/{name} (from an earlier admission) asks for minCount "
+                f"{min_count}, but only {joining} pod(s) of this admission name it, so "
+                f"kube-scheduler will not place them; its spec is immutable and the API server "
+                f"keeps it while these pods name it. Delete the object's pods, or the object, "
+                f"to start over",
+            )
+        return Prepared(True)
 
     # -- after release -------------------------------------------------------------------------
 
@@ -311,27 +500,36 @@ class GangPlacement:
             and (admitted_at is None or placed.last_transition_time >= admitted_at)
         ):
             return None  # placed since this admission
-        name = names[0]
-        try:
-            group = await self._kube.get(PODGROUPS, name, wl.namespace)
-        except KubeError as exc:
-            logger.debug("reading PodGroup %s/%s: %s", wl.namespace, name, exc)
-            return RECHECK_S
-        cond = _condition(group, POD_GROUP_SCHEDULED)
-        if cond is None:
-            return RECHECK_S
-        count = _min_count(group) or 0
-        members = [p for p in pods if pod_group_of(p) == name]
-        if cond.get("status") == "True":
+        # An elastic Job's pods name one group per size: the gang is placed when every group
+        # is; the first group kube-scheduler could not place is the one reported.
+        verdicts: list[tuple[str, Obj, Obj]] = []
+        for name in names:
+            try:
+                group = await self._kube.get(PODGROUPS, name, wl.namespace)
+            except KubeError as exc:
+                logger.debug("reading PodGroup %s/%s: %s", wl.namespace, name, exc)
+                return RECHECK_S
+            cond = _condition(group, POD_GROUP_SCHEDULED)
+            if cond is None:
+                return RECHECK_S
+            verdicts.append((name, group, cond))
+        failing = [v for v in verdicts if v[2].get("status") != "True"]
+        if not failing:
+            groups = ", ".join(
+                f"{wl.namespace}/{name} (minCount {_min_count(group) or 0})"
+                for name, group, _ in verdicts
+            )
             await self._write(
                 wl,
                 "True",
                 "Scheduled",
-                f"kube-scheduler placed the gang (PodGroup {wl.namespace}/{name}, minCount "
-                f"{count}) all together",
+                f"kube-scheduler placed the gang all together (PodGroup {groups})",
                 event=("Normal", GANG_SCHEDULED_EVENT),
             )
             return None
+        name, group, cond = failing[0]
+        count = _min_count(group) or 0
+        members = [p for p in pods if pod_group_of(p) == name]
         reason = str(cond.get("reason") or "Unschedulable")
         detail = unschedulable_detail(members) or str(cond.get("message") or "")
         message = (

@@ -286,6 +286,7 @@ class Manager:
             config,
             local_queues=self._local_queue_names,
             gang=lambda: self.gang.enabled,
+            kube=self.kube,
         )
         self._runners: list[web.AppRunner] = []
         self.health_port: int | None = None
@@ -355,6 +356,7 @@ class Manager:
             releaser=self.releaser,
             trigger=self.scheduler.trigger,
             watched={resource: inf.store for resource, inf in self.watched.items()},
+            gang=self.gang,
         )
 
     def _install_integrations(self) -> None:

@@ -262,6 +262,9 @@ class LocalCluster:
     # Serve the PodGroup API and let kube-scheduler place gangs all or nothing (see
     # GANG_FEATURE_GATES). Off by default, as in a v1.36 cluster nobody configured.
     gang_scheduling: bool = False
+    # More gates for kube-apiserver and kube-scheduler with gang_scheduling, e.g.
+    # ("WorkloadAwarePreemption",): the PodGroup's disruptionMode and priority (KEP-5710).
+    gang_gates: tuple[str, ...] = ()
 
     kubeconfig_path: Path = field(init=False)
     ca_path: Path = field(init=False)
@@ -706,12 +709,13 @@ class LocalCluster:
         assert self.work_dir is not None and self.bin_dir is not None
         b, p, w, v = self.bin_dir, self.ports, self.work_dir, str(self.verbosity)
         pki = w / "pki"
+        gates = ",".join([GANG_FEATURE_GATES, *(f"{g}=true" for g in self.gang_gates)])
         gang_apiserver = (
-            [f"--feature-gates={GANG_FEATURE_GATES}", f"--runtime-config={GANG_RUNTIME_CONFIG}"]
+            [f"--feature-gates={gates}", f"--runtime-config={GANG_RUNTIME_CONFIG}"]
             if self.gang_scheduling
             else []
         )
-        gang_scheduler = [f"--feature-gates={GANG_FEATURE_GATES}"] if self.gang_scheduling else []
+        gang_scheduler = [f"--feature-gates={gates}"] if self.gang_scheduling else []
         # The API server puts the podgroup-protection finalizer on every PodGroup; only this
         # controller (GenericWorkload gate) lifts it, once no live pod names the group.
         controllers = (*CONTROLLERS, "podgroup-protection-controller") if self.gang_scheduling else CONTROLLERS

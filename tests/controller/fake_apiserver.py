@@ -382,11 +382,16 @@ class FakeApiServer:
 
     def _list(self, target: Target, query: Any) -> Obj:
         selector = query.get("labelSelector", "")
+        # Only the field selector kqueue uses: metadata.name=<name>.
+        by_name = dict(
+            f.split("=", 1) for f in (query.get("fieldSelector") or "").split(",") if "=" in f
+        ).get("metadata.name")
         items = [
             o
             for o in self._objects.get(target.kind_key, {}).values()
             if (target.namespace is None or o["metadata"].get("namespace") == target.namespace)
             and _selector_matches(selector, o["metadata"].get("labels") or {})
+            and (by_name is None or o["metadata"].get("name") == by_name)
         ]
         return {
             "kind": "List",

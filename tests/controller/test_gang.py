@@ -122,6 +122,100 @@ async def test_pod_webhook_sets_or_refuses_the_scheduling_group(
         assert {"name": c.ADMISSION_GATE} in out["spec"]["schedulingGates"]
 
 
+EPOCH_CASES = [
+    # (name, epoch answer, expected group)
+    ("not resizable: the object's group", None, "job-train-u1"),
+    ("resizable: the group of the object's current size", "g3", "job-train-u1-g3"),
+]
+
+
+@pytest.mark.parametrize(
+    ("size", "want_group"), [pytest.param(*case[1:], id=case[0]) for case in EPOCH_CASES]
+)
+async def test_pod_webhook_names_one_group_per_size_of_a_resizable_object(
+    size: str | None, want_group: str
+) -> None:
+    asked: list[tuple[str, str, str, str | None]] = []
+
+    async def identity(
+        kind: str, namespace: str, name: str, uid: str | None
+    ) -> tuple[str | None, str | None]:
+        asked.append((kind, namespace, name, uid))
+        return uid, size
+
+    mutate = pod_mutator(lambda: True, claimant({"batch/job"}), identity)
+    verdict = await mutate(_create(_pod()))
+    assert verdict.allowed and verdict.patched is not None
+    assert verdict.patched["spec"]["schedulingGroup"] == {"podGroupName": want_group}
+    assert asked == [("Job", "team-a", "train", "u1")]
+    # Reinvoked with the group it chose: kept; with another size's group: refused.
+    again = await mutate(_create(verdict.patched))
+    assert again.allowed
+    stale = _pod(group={"podGroupName": "job-train-u1-g1"})
+    assert not (await mutate(_create(stale))).allowed
+
+
+async def test_pod_webhook_refuses_the_pod_when_the_size_cannot_be_read() -> None:
+    from kqueue.controller.kube import KubeError
+
+    async def identity(
+        kind: str, namespace: str, name: str, uid: str | None
+    ) -> tuple[str | None, str | None]:
+        raise KubeError(what="list Job", status=503, body={"message": "unavailable"})
+
+    verdict = await pod_mutator(lambda: True, claimant({"batch/job"}), identity)(_create(_pod()))
+    assert not verdict.allowed
+    [error] = verdict.errors
+    assert error.field == gang.SCHEDULING_GROUP_FIELD
+    assert "Job team-a/train" in error.message and "503" in error.message
+
+
+IDENTITY_CASES = [
+    # (name, kind, object name, uid on the pod, expected (uid, epoch), objects read)
+    ("a Job's pod: read whether it is elastic", "Job", "fixed", "u1", ("u1", None), 1),
+    ("a kind that never resizes, UID on the pod: nothing to read", "JobSet", "trainer", "u9", ("u9", None), 0),
+    ("an elastic Job's pod: its generation", "Job", "grow", "u2", ("u2", "g4"), 1),
+    ("a JobSet's pod: its UID", "JobSet", "trainer", None, ("js-uid", None), 1),
+    ("a JobSet already gone: as claimed", "JobSet", "gone", None, (None, None), 1),
+    ("a kind not enabled: as claimed", "MPIJob", "pi", None, (None, None), 0),
+]
+
+
+@pytest.mark.parametrize(
+    ("kind", "name", "uid", "want", "reads"),
+    [pytest.param(*case[1:], id=case[0]) for case in IDENTITY_CASES],
+)
+async def test_identity_reads_uid_and_size_only_when_needed(
+    cluster: FakeCluster,
+    kind: str,
+    name: str,
+    uid: str | None,
+    want: tuple[str | None, str | None],
+    reads: int,
+) -> None:
+    from kqueue.controller.integrations.jobset.generic import JOBSETS
+    from kqueue.controller.resources import JOBS
+    from kqueue.controller.webhooks import identities
+
+    elastic = job("grow", count=2)
+    elastic["metadata"]["annotations"] = {c.ELASTIC_JOB_ANNOTATION: "true"}
+    elastic["metadata"]["generation"] = 4
+    cluster.server.add(JOBS, elastic)
+    cluster.server.add(JOBS, job("fixed", count=2))
+    cluster.server.add(
+        JOBSETS,
+        {
+            "apiVersion": "jobset.x-k8s.io/v1alpha2",
+            "kind": "JobSet",
+            "metadata": {"name": "trainer", "namespace": "team-a", "uid": "js-uid"},
+        },
+    )
+    before = len(cluster.server.requests)
+    identity = identities({"batch/job", "jobset.x-k8s.io/jobset"}, cluster.kube)
+    assert await identity(kind, "team-a", name, uid) == want
+    assert len(cluster.server.requests) - before == reads
+
+
 def test_claimant_prefers_the_top_level_object() -> None:
     pod = _pod(owner="trainer-workers-0")
     pod["metadata"]["labels"]["jobset.sigs.k8s.io/jobset-name"] = "trainer"
@@ -281,20 +375,23 @@ async def test_prepare_without_groups_or_when_off_does_nothing(cluster: FakeClus
     assert cluster.server.objects(gang.PODGROUPS) == []
 
 
-async def test_a_stale_group_with_nothing_running_is_replaced(cluster: FakeCluster) -> None:
+async def test_a_stale_group_named_by_held_pods_is_kept_and_reported(
+    cluster: FakeCluster,
+) -> None:
+    """Deleting it would never finish (the held pods name it): it is kept, handed over, and a
+    minCount its pods cannot meet is reported."""
     j = job("train", count=4)
-    old = workload(j, admitted=2)
+    old = workload(j, admitted=4)
     old.metadata.uid = "wl-old"
-    cluster.server.add(gang.PODGROUPS, gang.pod_group_manifest(old, "job-train", 2))
-    wl = workload(j, admitted=4)
-    placement = _placement(cluster)
-    pods = _with_group(gated_pods(j, 4), "job-train")
-    first = await placement.prepare(wl, pods, 4)
-    assert not first.ready and "replaced" in first.why
-    assert cluster.server.get(gang.PODGROUPS, "job-train", "team-a") is None
-    assert (await placement.prepare(wl, pods, 4)).ready
+    cluster.server.add(gang.PODGROUPS, gang.pod_group_manifest(old, "job-train", 4))
+    wl = workload(j, admitted=2)
+    events = Events()
+    pods = _with_group(gated_pods(j, 2), "job-train")
+    assert (await _placement(cluster, events).prepare(wl, pods, 2)).ready
     pg = cluster.server.get(gang.PODGROUPS, "job-train", "team-a")
     assert pg is not None and pg["spec"]["schedulingPolicy"]["gang"]["minCount"] == 4
+    assert [r["uid"] for r in pg["metadata"]["ownerReferences"]] == [wl.metadata.uid]
+    assert events.reasons(wl.name) == ["PodGroupTooLarge"]
 
 
 async def test_a_running_group_is_handed_to_the_next_slice(cluster: FakeCluster) -> None:
@@ -314,6 +411,78 @@ async def test_a_running_group_is_handed_to_the_next_slice(cluster: FakeCluster)
     assert pg["metadata"]["annotations"][gang.ADMITTED_COUNT_ANNOTATION] == "3"
     assert pg["spec"]["schedulingPolicy"]["gang"]["minCount"] == 2  # immutable
     assert "PodGroupKept" in events.reasons(second.name)
+
+
+def _sized(pods: list[Obj], groups: list[str], running: int) -> list[Obj]:
+    """``pods`` naming ``groups`` in turn... one group per pod as listed; the first ``running``
+    have left the gate."""
+    for p, g in zip(pods, groups, strict=True):
+        p["spec"]["schedulingGroup"] = {"podGroupName": g}
+    for p in pods[:running]:
+        del p["spec"]["schedulingGates"]
+    return pods
+
+
+FRESH_COUNT_CASES = [
+    # (name, groups of the pods in order, running, admitted, new groups, expected)
+    ("first admission, all pods exist", ["a"] * 4, 0, 4, ["a"], {"a": 4}),
+    ("first admission, pods still being created", ["a"] * 2, 0, 4, ["a"], {"a": 4}),
+    ("elastic scale-up 2 -> 3", ["a", "a", "b"], 2, 3, ["b"], {"b": 1}),
+    ("elastic scale-up 2 -> 5, two added pods not created yet", ["a", "a", "b"], 2, 5, ["b"], {"b": 3}),
+    ("a replacement of a running pod joins the new size", ["a", "b", "b"], 1, 3, ["b"], {"b": 2}),
+    ("two sizes while created, all exist", ["a", "a", "b", "b", "b"], 0, 5, ["a", "b"], {"a": 2, "b": 3}),
+    ("two sizes while created, some missing", ["a", "b"], 0, 5, ["a", "b"], "waiting for all 5"),
+    # The old slice still drives the Job when the added pods appear: no room, no group yet.
+    ("scale-up pods before their slice is admitted", ["a", "a", "b"], 2, 2, ["b"], {}),
+]
+
+
+@pytest.mark.parametrize(
+    ("groups", "running", "admitted", "fresh", "want"),
+    [pytest.param(*case[1:], id=case[0]) for case in FRESH_COUNT_CASES],
+)
+def test_fresh_group_counts(
+    groups: list[str], running: int, admitted: int, fresh: list[str], want: Any
+) -> None:
+    pods = _sized(gated_pods(job("grow", count=admitted), len(groups)), groups, running)
+    got = gang.fresh_counts(fresh, pods, admitted)
+    if isinstance(want, str):
+        assert isinstance(got, str) and want in got
+    else:
+        assert got == want
+
+
+async def test_elastic_scale_up_gets_a_group_of_its_own(cluster: FakeCluster) -> None:
+    """The running gang keeps its group (handed to the new slice); the added pods' group is
+    created for them alone, so kube-scheduler places them all or nothing."""
+    j = job("grow", count=5)
+    first = workload(j, admitted=2)
+    first.metadata.uid = "wl-slice-1"
+    cluster.server.add(gang.PODGROUPS, gang.pod_group_manifest(first, "job-grow-g2", 2))
+    second = workload(j, admitted=5)
+    pods = _sized(gated_pods(j, 5), ["job-grow-g2"] * 2 + ["job-grow-g5"] * 3, running=2)
+    events = Events()
+    placement = _placement(cluster, events)
+    # The old slice still drives the Job when the added pods appear: their group waits.
+    assert (await placement.prepare(first, pods, 2)).ready
+    assert cluster.server.get(gang.PODGROUPS, "job-grow-g5", "team-a") is None
+    assert (await placement.prepare(second, pods, 5)).ready
+    old = cluster.server.get(gang.PODGROUPS, "job-grow-g2", "team-a")
+    new = cluster.server.get(gang.PODGROUPS, "job-grow-g5", "team-a")
+    assert old is not None and new is not None
+    assert old["spec"]["schedulingPolicy"]["gang"]["minCount"] == 2
+    assert new["spec"]["schedulingPolicy"]["gang"]["minCount"] == 3
+    for pg in (old, new):
+        assert [r["uid"] for r in pg["metadata"]["ownerReferences"]] == [second.metadata.uid]
+        assert pg["metadata"]["annotations"][gang.ADMITTED_COUNT_ANNOTATION] == "5"
+    assert events.reasons(second.name) == []  # nothing joins a running gang
+    # Asked again (a partial release retried): nothing changes, nothing is replaced.
+    assert (await placement.prepare(second, pods, 5)).ready
+    again = cluster.server.get(gang.PODGROUPS, "job-grow-g5", "team-a")
+    assert again is not None and again["metadata"]["uid"] == new["metadata"]["uid"]
+    # Evicted: every group of the object goes with the slice that holds them.
+    await placement.forget(second, pods)
+    assert cluster.server.objects(gang.PODGROUPS) == []
 
 
 async def test_a_terminating_group_holds_the_release(cluster: FakeCluster) -> None:
@@ -460,3 +629,145 @@ async def test_pod_webhook_never_lets_a_foreign_group_into_a_managed_pod(
         assert not verdict.allowed
     else:
         assert verdict.allowed and final == ours
+
+
+# -- workload-aware preemption (KEP-5710) ---------------------------------------------------------
+
+
+class _PodGroupApi:
+    """The PodGroup calls of an API server with or without ``WorkloadAwarePreemption``. With it
+    off, v1.36.4 drops the fields and defaults ``disruptionMode`` to ``Pod`` ("drop", seen on
+    the real control plane); its declarative validation would answer Forbidden ("refuse")."""
+
+    def __init__(self, gate: str) -> None:
+        self.gate = gate
+        self.created: list[Obj] = []
+        self.attempts = 0
+
+    async def get(self, resource: Any, name: str, namespace: str | None = None) -> Obj:
+        from kqueue.controller.kube import NotFound
+
+        raise NotFound(what=f"get {name}", status=404, body={"reason": "NotFound"})
+
+    async def create(self, resource: Any, body: Obj, *, namespace: str | None = None) -> Obj:
+        from kqueue.controller.kube import KubeError
+
+        self.attempts += 1
+        fields = {"disruptionMode", "priorityClassName"} & set(body["spec"])
+        if self.gate == "drop" and fields:
+            body = copy.deepcopy(body)
+            body["spec"].pop("priorityClassName", None)
+            body["spec"]["disruptionMode"] = "Pod"
+        if self.gate == "refuse" and fields:
+            raise KubeError.of(
+                "create podgroups",
+                422,
+                {
+                    "reason": "Invalid",
+                    "message": 'PodGroup.scheduling.k8s.io "job-train" is invalid: '
+                    "spec.disruptionMode: Forbidden: disabled by feature-gate",
+                },
+            )
+        self.created.append(copy.deepcopy(body))
+        return copy.deepcopy(body)
+
+
+PREEMPTION_CASES = [
+    # (name, API server, workload's priority class (group, name) or None, expected spec extras)
+    (
+        "gate on, PriorityClass",
+        "on",
+        ("scheduling.k8s.io", "high"),
+        {"disruptionMode": "PodGroup", "priorityClassName": "high"},
+    ),
+    (
+        "gate on, WorkloadPriorityClass: no class name to give",
+        "on",
+        ("kqueue.io", "batch-high"),
+        {"disruptionMode": "PodGroup"},
+    ),
+    ("gate on, no priority class", "on", None, {"disruptionMode": "PodGroup"}),
+    (
+        "gate off, fields dropped",
+        "drop",
+        ("scheduling.k8s.io", "high"),
+        {"disruptionMode": "Pod"},
+    ),
+    ("gate off, fields refused: created without them", "refuse", ("scheduling.k8s.io", "high"), {}),
+]
+
+
+@pytest.mark.parametrize(
+    ("gate", "ref", "extras"), [pytest.param(*case[1:], id=case[0]) for case in PREEMPTION_CASES]
+)
+async def test_pod_group_carries_workload_preemption_fields_when_served(
+    gate: str, ref: tuple[str, str] | None, extras: Obj
+) -> None:
+    from kqueue.api.v1alpha1.workload import PriorityClassRef
+
+    api = _PodGroupApi(gate)
+    placement = GangPlacement(kube=cast(Kube, api), events=Events(), now=lambda: NOW)
+    placement.enabled = True
+    j = job("train", count=2)
+    wl = workload(j, admitted=2)
+    if ref is not None:
+        kind = "PriorityClass" if ref[0] == "scheduling.k8s.io" else "WorkloadPriorityClass"
+        wl.spec.priority_class_ref = PriorityClassRef(group=ref[0], kind=kind, name=ref[1])
+        wl.spec.priority = 100
+    pods = _with_group(gated_pods(j, 2), "job-train")
+    assert (await placement.prepare(wl, pods, 2)).ready
+    assert placement.workload_preemption is (gate == "on")
+    [pg] = api.created
+    got = {k: v for k, v in pg["spec"].items() if k in ("disruptionMode", "priorityClassName")}
+    assert got == extras
+    assert "priority" not in pg["spec"]  # the API server resolves it from the class
+    assert api.attempts == (2 if gate == "refuse" else 1)
+    # Learnt once: the next group is created in one request.
+    api.created.clear()
+    api.attempts = 0
+    assert (await placement.prepare(wl, _with_group(gated_pods(j, 2), "job-other"), 2)).ready
+    assert api.attempts == 1 and len(api.created) == 1
+    if gate != "on":
+        assert not {"disruptionMode", "priorityClassName"} & set(api.created[0]["spec"])
+
+
+def _plain(total: int | None, group: Obj | None = None) -> Obj:
+    pod = _pod(owner=None, group=group)
+    pod["metadata"]["labels"][c.QUEUE_NAME_LABEL] = "main"
+    if total is not None:
+        pod["metadata"]["labels"][c.POD_GROUP_NAME_LABEL] = "trainers"
+        pod["metadata"]["annotations"] = {c.POD_GROUP_TOTAL_COUNT_ANNOTATION: str(total)}
+    return pod
+
+
+PLAIN_POD_CASES = [
+    # (name, pod, expected group or None, refused)
+    ("pod of a group of 4: the group's PodGroup", _plain(4), "pod-group-trainers", False),
+    ("pod of a group of 1: no gang", _plain(1), None, False),
+    ("single pod: no gang", _plain(None), None, False),
+    (
+        "pod of a group with a user-set group: refused",
+        _plain(4, {"podGroupName": "mine"}),
+        None,
+        True,
+    ),
+    ("single pod with a user-set group: refused", _plain(None, {"podGroupName": "mine"}), None, True),
+]
+
+
+@pytest.mark.parametrize(
+    ("pod", "want_group", "refused"),
+    [pytest.param(*case[1:], id=case[0]) for case in PLAIN_POD_CASES],
+)
+async def test_plain_pod_groups_name_their_pod_group(
+    pod: Obj, want_group: str | None, refused: bool
+) -> None:
+    verdict = await pod_mutator(lambda: True, claimant({"batch/job", "pod"}))(_create(pod))
+    if refused:
+        assert not verdict.allowed
+        [error] = verdict.errors
+        assert error.field == gang.SCHEDULING_GROUP_FIELD and "mine" in error.message
+        return
+    assert verdict.allowed
+    out = verdict.patched if verdict.patched is not None else pod
+    assert (out["spec"].get("schedulingGroup") or {}).get("podGroupName") == want_group

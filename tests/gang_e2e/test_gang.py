@@ -7,6 +7,7 @@ Workload carries kube-scheduler's verdict.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -14,7 +15,7 @@ import pytest
 from kqueue.api.v1alpha1 import constants as c
 from kqueue.controller import gang
 from kqueue.controller.kube import KubeError, NotFound
-from kqueue.controller.resources import JOBS, PODS
+from kqueue.controller.resources import JOBS, PODS, WORKLOADS
 from kqueue.localcluster.cluster import LocalCluster
 from tests.controller_e2e.harness import (
     Api,
@@ -31,7 +32,14 @@ from tests.controller_e2e.harness import (
     unique,
 )
 from tests.controller_e2e.support_extra import running_pods, slices_of
-from tests.gang_e2e.fragment import GANG_SIZE, bound, fragmented, free_blocker, submit_gang
+from tests.gang_e2e.fragment import (
+    GANG_SIZE,
+    assert_bound_together,
+    bound,
+    fragmented,
+    free_blocker,
+    submit_gang,
+)
 
 pytestmark = pytest.mark.cluster
 
@@ -78,19 +86,31 @@ async def test_fragmented_gang_binds_nothing_then_all_together(
         pg = await eventually(lambda: _pod_group(api, namespace, group), what=f"PodGroup {group}")
         assert pg["spec"]["schedulingPolicy"]["gang"]["minCount"] == GANG_SIZE
         assert _owner_uids(pg) == {wl["metadata"]["uid"]}
+        # This control plane runs without WorkloadAwarePreemption: the API server drops the
+        # fields (disruptionMode defaults to Pod), and kqueue learns it from its first group.
+        assert pg["spec"].get("disruptionMode", "Pod") == "Pod"
+        assert "priorityClassName" not in pg["spec"]
+        assert "workload-aware preemption: off" in kqueue.log_path.read_text()
 
         # Quota fits 4, nodes fit 3: kube-scheduler binds none, and the Workload says why.
         unschedulable = await api.wait_workload(
             namespace,
             frag.job_name,
-            lambda w: (condition(w, gang.POD_GROUP_SCHEDULED) or {}).get("status") == "False",
-            what=f"{gang.POD_GROUP_SCHEDULED}=False",
+            # The first verdict may carry only the gang's waiting message; the reason of the pod
+            # that did not fit follows once kube-scheduler has tried it.
+            lambda w: (condition(w, gang.POD_GROUP_SCHEDULED) or {}).get("status") == "False"
+            and "Insufficient cpu" in (condition(w, gang.POD_GROUP_SCHEDULED) or {})["message"],
+            what=f"{gang.POD_GROUP_SCHEDULED}=False, Insufficient cpu",
         )
         cond = condition(unschedulable, gang.POD_GROUP_SCHEDULED)
         assert cond is not None and cond["reason"] == "Unschedulable"
         assert "Insufficient cpu" in cond["message"] and group in cond["message"]
-        events = await api.events_for(namespace, wl["metadata"]["name"])
-        assert any(e["reason"] == gang.GANG_UNSCHEDULABLE_EVENT for e in events)
+
+        async def warned() -> bool:  # events are written after the condition
+            events = await api.events_for(namespace, wl["metadata"]["name"])
+            return any(e["reason"] == gang.GANG_UNSCHEDULABLE_EVENT for e in events)
+
+        await eventually(warned, what=f"a {gang.GANG_UNSCHEDULABLE_EVENT} event")
 
         async def none_bound() -> bool:
             return not bound(await api.pods_of(namespace, frag.job_name))
@@ -99,15 +119,12 @@ async def test_fragmented_gang_binds_nothing_then_all_together(
 
         # One cpu freed: all four are bound, never some of them.
         await free_blocker(api, frag)
-        seen: set[int] = set()
 
-        async def all_bound() -> bool:
-            n = len(bound(await api.pods_of(namespace, frag.job_name)))
-            seen.add(n)
-            return n == GANG_SIZE
+        async def all_bound() -> list[Obj] | None:
+            pods = bound(await api.pods_of(namespace, frag.job_name))
+            return pods if len(pods) == GANG_SIZE else None
 
-        await eventually(all_bound, what=f"all {GANG_SIZE} pods bound")
-        assert seen <= {0, GANG_SIZE}, f"pods bound piecemeal: counts seen {sorted(seen)}"
+        assert_bound_together(await eventually(all_bound, what=f"all {GANG_SIZE} pods bound"))
         placed = await api.wait_workload(
             namespace,
             frag.job_name,
@@ -118,48 +135,129 @@ async def test_fragmented_gang_binds_nothing_then_all_together(
         await api.kube.delete(JOBS, frag.job_name, namespace=namespace, propagation="Foreground")
 
 
-async def test_elastic_scale_up_updates_the_pod_group(
-    api: Api, kqueue: KqueueProcess, namespace: str
+def _groups(pods: list[Obj]) -> dict[str, list[Obj]]:
+    out: dict[str, list[Obj]] = {}
+    for p in pods:
+        out.setdefault(p["spec"]["schedulingGroup"]["podGroupName"], []).append(p)
+    return out
+
+
+async def _slice_when(api: Api, wl: Obj, pred: Callable[[Obj], bool], *, what: str) -> Obj:
+    async def probe() -> Obj | None:
+        got = await api.kube.get(WORKLOADS, wl["metadata"]["name"], wl["metadata"]["namespace"])
+        return got if pred(got) else None
+
+    return await eventually(probe, what=what)
+
+
+async def _live_pods(api: Api, namespace: str, name: str) -> list[Obj]:
+    return [
+        p
+        for p in await api.pods_of(namespace, name)
+        if not p["metadata"].get("deletionTimestamp")
+        and p["status"].get("phase") not in ("Succeeded", "Failed")
+    ]
+
+
+async def test_elastic_scale_up_places_the_added_pods_all_or_nothing(
+    api: Api, kqueue: KqueueProcess, cluster: LocalCluster, namespace: str
 ) -> None:
-    od, cq = unique("on-demand"), unique("cq")
-    await api.apply(flavor(od, "on-demand"))
-    await api.apply(cluster_queue(cq, [(od, "4")]))
-    await api.apply(local_queue("lq", namespace, cq))
-    obj = job("grow", namespace, "lq", count=2, annotations={c.ELASTIC_JOB_ANNOTATION: "true"})
-    del obj["spec"]["completions"]
-    await api.apply(obj)
-    await eventually(lambda: running_pods(api, namespace, "grow", 2), what="2 pods Running")
-    group = await _group_of(api, namespace, "grow")
-    first = await _pod_group(api, namespace, group)
-    assert first is not None and first["spec"]["schedulingPolicy"]["gang"]["minCount"] == 2
-    [slice1] = [w for w in await slices_of(api, namespace, "grow") if is_true(w, c.ADMITTED)]
-    assert _owner_uids(first) == {slice1["metadata"]["uid"]}
+    """1 pod runs; scaled to 4, the 3 added pods name a group of their own (minCount 3): with
+    room for 2 of them none is bound, the new slice says why; with room for 3 all are bound
+    together. The running pod's group is handed to the new slice, both go with it."""
+    async with fragmented(cluster, api, namespace) as frag:
+        obj = job("grow", namespace, "lq", count=1, annotations={c.ELASTIC_JOB_ANNOTATION: "true"})
+        del obj["spec"]["completions"]
+        await api.apply(obj)
+        [first_pod] = await eventually(
+            lambda: running_pods(api, namespace, "grow", 1), what="1 pod Running"
+        )
+        base = await _group_of(api, namespace, "grow")
+        first_group = first_pod["spec"]["schedulingGroup"]["podGroupName"]
+        assert first_group.startswith(f"{base}-g")
+        [slice1] = [w for w in await slices_of(api, namespace, "grow") if is_true(w, c.ADMITTED)]
+        first = await _pod_group(api, namespace, first_group)
+        assert first is not None and first["spec"]["schedulingPolicy"]["gang"]["minCount"] == 1
+        assert _owner_uids(first) == {slice1["metadata"]["uid"]}
 
-    await api.kube.patch(JOBS, "grow", {"spec": {"parallelism": 3}}, namespace=namespace)
-    pods = await eventually(lambda: running_pods(api, namespace, "grow", 3), what="3 pods Running")
-    assert {p["spec"]["schedulingGroup"]["podGroupName"] for p in pods} == {group}
+        await api.kube.patch(JOBS, "grow", {"spec": {"parallelism": 4}}, namespace=namespace)
 
-    async def handed_over() -> Obj | None:
-        pg = await _pod_group(api, namespace, group)
-        slices = [
-            w
-            for w in await slices_of(api, namespace, "grow")
-            if is_true(w, c.ADMITTED) and not is_true(w, c.FINISHED)
-        ]
-        if (
-            pg is None
-            or len(slices) != 1
-            or slices[0]["metadata"]["uid"] == slice1["metadata"]["uid"]
-        ):
+        async def new_slice() -> Obj | None:
+            for w in await slices_of(api, namespace, "grow"):
+                if w["metadata"]["uid"] != slice1["metadata"]["uid"] and is_true(w, c.ADMITTED):
+                    return w
             return None
-        if _owner_uids(pg) != {slices[0]["metadata"]["uid"]}:
-            return None
-        return pg
 
-    pg = await eventually(handed_over, what="the PodGroup owned by the new slice")
-    assert pg["metadata"]["annotations"][gang.ADMITTED_COUNT_ANNOTATION] == "3"
-    # The same object: its spec is immutable and its running pods keep it from being replaced.
-    assert pg["metadata"]["uid"] == first["metadata"]["uid"]
+        slice2 = await eventually(new_slice, what="the scale-up's slice admitted")
+
+        async def added() -> dict[str, list[Obj]] | None:
+            pods = await _live_pods(api, namespace, "grow")
+            groups = _groups(pods)
+            if len(pods) != 4 or len(groups) != 2:
+                return None
+            return groups
+
+        groups = await eventually(added, what="4 pods in 2 groups")
+        [second_group] = [g for g in groups if g != first_group]
+        assert second_group.startswith(f"{base}-g") and len(groups[second_group]) == 3
+        second = await eventually(
+            lambda: _pod_group(api, namespace, second_group), what=f"PodGroup {second_group}"
+        )
+        assert second["spec"]["schedulingPolicy"]["gang"]["minCount"] == 3
+        assert second["metadata"]["annotations"][gang.ADMITTED_COUNT_ANNOTATION] == "4"
+
+        # Room for 2 of the 3 added pods: none of them is bound, the new slice says why.
+        unschedulable = await _slice_when(
+            api,
+            slice2,
+            # The pod that did not fit says why once kube-scheduler has tried it (before, only
+            # the group's waiting message is there).
+            lambda w: (condition(w, gang.POD_GROUP_SCHEDULED) or {}).get("status") == "False"
+            and "Insufficient cpu" in (condition(w, gang.POD_GROUP_SCHEDULED) or {})["message"],
+            what=f"{gang.POD_GROUP_SCHEDULED}=False on the new slice, Insufficient cpu",
+        )
+        message = condition(unschedulable, gang.POD_GROUP_SCHEDULED)["message"]  # type: ignore[index]
+        assert second_group in message and "Insufficient cpu" in message
+
+        async def none_added_bound() -> bool:
+            pods = _groups(await _live_pods(api, namespace, "grow")).get(second_group) or []
+            return not bound(pods)
+
+        await stays(none_added_bound, for_s=3, what="none of the added pods bound")
+
+        # Both groups are the new slice's now (the first one kept: immutable, its pod runs).
+        async def handed_over() -> bool:
+            pgs = [await _pod_group(api, namespace, g) for g in (first_group, second_group)]
+            return all(
+                pg is not None and _owner_uids(pg) == {slice2["metadata"]["uid"]} for pg in pgs
+            )
+
+        await eventually(handed_over, what="both PodGroups owned by the new slice")
+        kept = await _pod_group(api, namespace, first_group)
+        assert kept is not None and kept["metadata"]["uid"] == first["metadata"]["uid"]
+
+        # One cpu freed: the three are bound together, never some of them.
+        await free_blocker(api, frag)
+
+        async def all_added_bound() -> list[Obj] | None:
+            pods = _groups(await _live_pods(api, namespace, "grow")).get(second_group) or []
+            return bound(pods) if len(bound(pods)) == 3 else None
+
+        assert_bound_together(await eventually(all_added_bound, what="the 3 added pods bound"))
+        await _slice_when(
+            api,
+            slice2,
+            lambda w: is_true(w, gang.POD_GROUP_SCHEDULED),
+            what=f"{gang.POD_GROUP_SCHEDULED}=True on the new slice",
+        )
+
+        # Scaled down to 2: the surplus pods go; the groups stay the slice's, nothing re-gated.
+        await api.kube.patch(JOBS, "grow", {"spec": {"parallelism": 2}}, namespace=namespace)
+        await eventually(lambda: running_pods(api, namespace, "grow", 2), what="2 pods Running")
+        for g in (first_group, second_group):
+            pg = await _pod_group(api, namespace, g)
+            assert pg is not None and _owner_uids(pg) == {slice2["metadata"]["uid"]}
+        await api.kube.delete(JOBS, "grow", namespace=namespace, propagation="Foreground")
 
 
 async def test_partial_admission_sizes_the_gang_to_the_admitted_count(

@@ -36,6 +36,7 @@ from kqueue.engine.cycle import CycleResult
 from kqueue.engine.engine import Engine
 
 if TYPE_CHECKING:
+    from kqueue.controller.gang import GangPlacement
     from kqueue.controller.integrations.reconciler import JobReconciler
     from kqueue.controller.integrations.release import PodReleaser
 
@@ -184,6 +185,9 @@ class IntegrationContext:
     """The stores of the enabled frameworks' :attr:`Framework.watches`."""
     leader_tasks: list[LeaderTask] = field(default_factory=list)
     after_cycle: list[AfterCycle] = field(default_factory=list)
+    gang: GangPlacement | None = None
+    """Whole-gang placement by kube-scheduler, for a kind with its own reconciler: size the
+    PodGroup before releasing pods (``prepare``), copy the verdict after (``report``)."""
 
 
 @dataclass(frozen=True)
@@ -208,6 +212,14 @@ class Framework:
     """Whether ``kqueue simulate`` and ``kqueue explain`` turn objects of the kind into Workloads."""
     default_enabled: bool = True
     """On when the Configuration lists no frameworks (kinds that need an operator are not)."""
+    pod_workload: Callable[[Obj], tuple[str, str] | None] | None = None
+    """For a kind without the generic reconciler (plain pods): ``(kind, name)`` of the
+    multi-pod workload a pod belongs to, which names the PodGroup the pod webhook gives it; None
+    for a pod that is a workload on its own (a single pod needs no gang)."""
+    resizable: Callable[[Obj], bool] | None = None
+    """Whether an object of the kind changes size while it runs (WorkloadSlices): with gang
+    scheduling its pods then name one PodGroup per size (the object's generation at the pod's
+    creation), so the pods a scale-up adds are placed all or nothing on their own."""
     watches: tuple[Resource, ...] = ()
     """Other kinds the kind's Workloads are built from (a TrainJob's runtimes). The manager lists
     and watches each (their stores are in :attr:`IntegrationContext.watched`) and reconciles every

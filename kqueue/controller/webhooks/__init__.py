@@ -15,8 +15,10 @@ from typing import Any
 
 from kqueue.api.config import Configuration
 from kqueue.controller.admission import AdmissionRequest, Verdict, WebhookServer
+from kqueue.controller.gang import read_named, size_epoch
 from kqueue.controller.integrations import registry
 from kqueue.controller.integrations.framework import WebhookContext
+from kqueue.controller.kube import Kube
 from kqueue.controller.webhooks import kinds, pod
 
 
@@ -30,11 +32,17 @@ def register(
     *,
     local_queues: Callable[[str], list[str] | None] = lambda _namespace: None,
     gang: Callable[[], bool] = lambda: False,
+    kube: Kube | None = None,
 ) -> None:
     config = config if config is not None else Configuration()
     ctx = WebhookContext(config=config, local_queues=local_queues)
     on = set(config.integrations.frameworks)
-    server.add_mutating(pod.MUTATE_PATH, pod.pod_mutator(gang, claimant(on)))
+    server.add_mutating(
+        pod.MUTATE_PATH,
+        pod.pod_mutator(
+            gang, claimant(on), identities(on, kube) if kube is not None else pod.as_claimed
+        ),
+    )
     server.add_validating(kinds.VALIDATE_PATH, kinds.validate_kqueue_object)
     for framework in registry.frameworks():
         for hook in framework.webhooks:
@@ -52,10 +60,19 @@ def claimant(enabled: set[str]) -> pod.Claimant:
     A pod claimed by two (a JobSet's pod is also its child Job's) belongs to the top-level one,
     the object that is not its direct controller."""
     jobs = [fw.job() for fw in registry.frameworks() if fw.name in enabled and fw.job is not None]
+    # Kinds with their own reconciler (plain pod groups) say which workload a pod is part of.
+    own = [
+        fw.pod_workload
+        for fw in registry.frameworks()
+        if fw.name in enabled and fw.pod_workload is not None
+    ]
 
     def claim(p: dict[str, Any]) -> tuple[str, str, str | None] | None:
         found = [(j.kind, key) for j in jobs if (key := j.owner_of_pod(p)) is not None]
         if not found:
+            for workload_of in own:
+                if (kind_name := workload_of(p)) is not None:
+                    return kind_name[0], kind_name[1], None
             return None
         direct = {
             str(r.get("kind")): str(r.get("uid") or "") or None
@@ -69,4 +86,30 @@ def claimant(enabled: set[str]) -> pod.Claimant:
     return claim
 
 
-__all__ = ["claimant", "register"]
+def identities(enabled: set[str], kube: Kube) -> pod.Identity:
+    """The UID (when the pod does not carry it) and size epoch (:attr:`Framework.resizable`)
+    of an enabled kind's object, read from the API server when its pod is created (only with
+    gang scheduling on); no read for a pod whose controller is the object when its kind never
+    resizes. A Job's pods are read: whether it is elastic is the Job's annotation."""
+    kinds = {
+        fw.kind: (fw.job().resource, fw.resizable)
+        for fw in registry.frameworks()
+        if fw.name in enabled and fw.job is not None
+    }
+
+    async def identity(
+        kind: str, namespace: str, name: str, uid: str | None
+    ) -> tuple[str | None, str | None]:
+        entry = kinds.get(kind)
+        if entry is None or (uid is not None and entry[1] is None):
+            return uid, None
+        obj = await read_named(kube, entry[0], namespace, name)
+        if obj is None:
+            return uid, None
+        found = str((obj.get("metadata") or {}).get("uid") or "") or None
+        return uid or found, size_epoch(obj, entry[1])
+
+    return identity
+
+
+__all__ = ["claimant", "identities", "register"]

@@ -8,24 +8,32 @@ it here; the job reconciler releases pods whose workload is admitted.
 With gang scheduling on (:mod:`kqueue.controller.gang`) a pod that belongs to a kqueue workload
 also gets ``spec.schedulingGroup.podGroupName``: the field is immutable, so it can only be set
 at creation, before kqueue knows how many pods will be admitted. The group is named after the
-object that owns the workload (the top-level one: a JobSet, not its child Job; with its UID when
-it is the pod's direct controller), so every pod of one workload, whatever its pod set, names
+object that owns the workload (the top-level one: a JobSet, not its child Job; with its UID),
+so every pod of one workload, whatever its pod set, names
 the same PodGroup. A managed pod that arrives with
 its own group is refused: kqueue would release it into a group whose minCount nobody keeps in
 step with the admission. A pod annotated ``kqueue.io/gang-scheduling: "false"`` gets no group
 (the Job webhook puts that on Jobs that run in waves).
+
+The ``identity`` resolver completes the name: the object's UID when the pod does not carry it
+(a JobSet's, an MPIJob launcher's pods are owned by child Jobs; an MPIJob's workers by the MPIJob
+itself, so without it one workload's pods would name two groups), and for a resizable object (an
+elastic Job, a StatefulSet) its generation when the pod is created, so the pods an elastic
+scale-up adds name a new group that kube-scheduler places all or nothing, while the running
+gang keeps its own (see :mod:`kqueue.controller.gang`).
 """
 
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from kqueue.api.v1alpha1 import constants as c
 from kqueue.controller.admission import AdmissionRequest, FieldError, Verdict
 from kqueue.controller.gang import SCHEDULING_GROUP_FIELD, group_name, opted_out
 from kqueue.controller.integrations.gate import add_gate
+from kqueue.controller.kube import KubeError
 from kqueue.controller.webhooks.shape import request_shape_errors
 
 MUTATE_PATH = "/mutate--v1-pod"
@@ -34,14 +42,26 @@ Obj = dict[str, Any]
 Handler = Callable[[AdmissionRequest], Any]
 # (kind, name, uid if known) of the object whose workload a pod belongs to, or None.
 Claimant = Callable[[Obj], tuple[str, str, str | None] | None]
+# (kind, namespace, name, uid if the pod carries it) -> the object's (uid, size epoch): the UID
+# when the pod does not carry it (its direct controller is a child object), the epoch
+# (``g<generation>``) if the object is resizable.
+Identity = Callable[[str, str, str, str | None], Awaitable[tuple[str | None, str | None]]]
 
 
 def _no_claimant(_pod: Obj) -> tuple[str, str, str | None] | None:
     return None
 
 
+async def as_claimed(
+    _kind: str, _namespace: str, _name: str, uid: str | None
+) -> tuple[str | None, str | None]:
+    return uid, None
+
+
 def pod_mutator(
-    gang: Callable[[], bool] = lambda: False, claimant: Claimant = _no_claimant
+    gang: Callable[[], bool] = lambda: False,
+    claimant: Claimant = _no_claimant,
+    identity: Identity = as_claimed,
 ) -> Handler:
     """The pod webhook; ``gang`` says whether the cluster's gang scheduling is in use now."""
 
@@ -53,10 +73,23 @@ def pod_mutator(
         if req.operation != "CREATE" or labels.get(c.MANAGED_LABEL) != "true":
             return Verdict.allow()
         claimed = claimant(pod)
-        want = (
-            group_name(*claimed) if gang() and claimed is not None and not opted_out(pod) else None
-        )
         given = (pod.get("spec") or {}).get("schedulingGroup")
+        want: str | None = None
+        if gang() and claimed is not None and not opted_out(pod):
+            kind, name, uid = claimed
+            namespace = str((pod.get("metadata") or {}).get("namespace") or req.namespace or "")
+            try:
+                uid, size = await identity(kind, namespace, name, uid)
+            except KubeError as exc:
+                # Without the size the pod could join the wrong gang; its controller retries.
+                return Verdict.deny(
+                    FieldError(
+                        SCHEDULING_GROUP_FIELD,
+                        f"cannot be chosen: reading {kind} {namespace}/{name} (its UID and "
+                        f"size pick the pod's PodGroup) failed: {exc}",
+                    )
+                )
+            want = group_name(kind, name, uid, size)
         # Reinvoked after another webhook: our own group is already there, and stays.
         if given is not None and (want is None or given != {"podGroupName": want}):
             return Verdict.deny(

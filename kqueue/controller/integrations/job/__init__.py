@@ -12,7 +12,7 @@ from kqueue.controller.integrations.framework import (
     queue_label_webhooks,
 )
 from kqueue.controller.integrations.job import webhook
-from kqueue.controller.integrations.job.elastic import ElasticSlices
+from kqueue.controller.integrations.job.elastic import JOB_SIZING, ElasticSlices
 from kqueue.controller.integrations.job.generic import JobIntegration
 from kqueue.controller.integrations.reconciler import JobReconciler
 from kqueue.controller.integrations.registry import register
@@ -58,6 +58,7 @@ FRAMEWORK = register(
         suspendable=True,
         job=JobIntegration,
         install=_install,
+        resizable=JOB_SIZING.elastic,
         webhooks=queue_label_webhooks(
             short="batch-job",
             rule={"apiGroups": ["batch"], "apiVersions": ["v1"], "resources": ["jobs"]},

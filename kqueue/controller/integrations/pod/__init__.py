@@ -3,6 +3,9 @@ switch), released together, deleted on eviction (:mod:`.reconciler`)."""
 
 from __future__ import annotations
 
+from typing import Any
+
+from kqueue.api.integrations import IntegrationError, group_name, group_total_count
 from kqueue.api.v1alpha1 import constants as c
 from kqueue.controller.integrations.framework import (
     Framework,
@@ -17,15 +20,31 @@ from kqueue.controller.integrations.pod.reconciler import (
     BY_GROUP,
     PodReconciler,
     group_key,
+    is_plain,
     reconcile_key,
 )
 from kqueue.controller.integrations.pod.webhook import MUTATE_PATH, WEBHOOK_NAME, mutate_plain_pod
 from kqueue.controller.integrations.reconciler import JobReconciler
 from kqueue.controller.integrations.registry import register
 
+Obj = dict[str, Any]
+
 
 def _mutate(_ctx: WebhookContext) -> Handler:
     return webhook.mutate_plain_pod
+
+
+def pod_workload(pod: Obj) -> tuple[str, str] | None:
+    """A pod group of more than one pod is one gang: its pods name the PodGroup
+    ``pod-group-<group>`` (a single pod, or a group of one, needs no gang)."""
+    name = group_name(pod)
+    if name is None or not is_plain(pod):
+        return None
+    try:
+        total = group_total_count(pod)
+    except IntegrationError:
+        return None  # the pod integration's webhook reports it
+    return ("Pod", f"group-{name}") if total > 1 else None
 
 
 def _install(ctx: IntegrationContext, _reconciler: JobReconciler | None) -> None:
@@ -40,6 +59,7 @@ def _install(ctx: IntegrationContext, _reconciler: JobReconciler | None) -> None
         events=ctx.events,
         releaser=ctx.releaser,
         now=ctx.now,
+        gang=ctx.gang,
     )
     ctx.pods.add_handler(on_add=pods.on_pod, on_update=pods.on_pod, on_delete=pods.on_pod)
     ctx.workloads.add_handler(on_add=pods.on_workload, on_update=pods.on_workload)
@@ -57,6 +77,7 @@ FRAMEWORK = register(
         ),
         suspendable=False,
         install=_install,
+        pod_workload=pod_workload,
         webhooks=(
             Webhook(
                 name=webhook.WEBHOOK_NAME,

@@ -43,6 +43,7 @@ from kqueue.api.v1alpha1 import constants as c
 from kqueue.controller import workload_status
 from kqueue.controller.clock import Now
 from kqueue.controller.events import EventRecorder
+from kqueue.controller.gang import GangPlacement
 from kqueue.controller.informer import Store
 from kqueue.controller.integrations.gate import is_terminal
 from kqueue.controller.integrations.owners import BY_OWNER
@@ -123,7 +124,9 @@ class PodReconciler:
         events: EventRecorder,
         releaser: PodReleaser,
         now: Now,
+        gang: GangPlacement | None = None,
     ) -> None:
+        self._gang = gang
         self._engine = engine
         self._pods = pods
         self._workloads = workloads
@@ -262,12 +265,30 @@ class PodReconciler:
             for pod in live:
                 if not _meta(pod).get("deletionTimestamp"):
                     by_set.setdefault(self._pod_set_of(wl, pod), []).append(pod)
+            releases = pod_set_releases(wl, self._flavors)
+            waiting = [p for ps in by_set.values() for p in ps]
+            if self._gang is not None:
+                # The PodGroup first (a pod group's pods name it): kube-scheduler must know the
+                # gang's size before any pod leaves the gate. Across an eviction the group is
+                # kept: the group's new pods name it again, and a PodGroup named by live pods
+                # cannot be deleted (the API server's podgroup-protection finalizer).
+                admitted = sum(r.count for r in releases.values())
+                prepared = await self._gang.prepare(wl, waiting, admitted)
+                if not prepared.ready:
+                    logger.info("pods of Workload %s held: %s", wl.key, prepared.why)
+                    return Requeue(after=1.0)
             result = await self._releaser.release(
-                by_set, pod_set_releases(wl, self._flavors), admitted_at=wl.quota_reserved_at,
+                by_set, releases, admitted_at=wl.quota_reserved_at,
                 cluster_queue=wl.status.admission.cluster_queue if wl.status.admission else "",
                 is_group=any(group_name(p) is not None for p in pods),
             )
-            return None if result.complete else Requeue()
+            if not result.complete:
+                return Requeue()
+            if self._gang is not None:
+                recheck = await self._gang.report(wl, waiting)
+                if recheck is not None:
+                    return Requeue(after=recheck)
+            return None
         await self._drop_finalizers(terminated)
         return None
 

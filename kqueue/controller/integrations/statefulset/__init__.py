@@ -63,6 +63,7 @@ FRAMEWORK = register(
         suspendable=False,
         job=StatefulSetIntegration,
         install=_install,
+        resizable=SIZING.elastic,
         default_enabled=False,
         webhooks=queue_label_webhooks(
             short="statefulset",

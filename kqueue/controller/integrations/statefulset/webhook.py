@@ -16,6 +16,7 @@ from typing import Any, Final
 from kqueue.api.integrations import role_hash
 from kqueue.api.v1alpha1 import constants as c
 from kqueue.controller.admission import AdmissionRequest, FieldError, Verdict
+from kqueue.controller.gang import GANG_SCHEDULING_ANNOTATION
 from kqueue.controller.integrations.suspension import gate_templates
 
 Obj = dict[str, Any]
@@ -75,7 +76,28 @@ async def mutate(req: AdmissionRequest) -> Verdict:
     template = spec.setdefault("template", {})
     if not isinstance(template, dict):
         return Verdict.allow()
-    return Verdict.patch(out) if gate_templates([template]) else Verdict.allow()
+    changed = gate_templates([template])
+    if req.operation == "CREATE" and _gang_opt_out(spec, template):
+        changed = True
+    return Verdict.patch(out) if changed else Verdict.allow()
+
+
+def _gang_opt_out(spec: Obj, template: Obj) -> bool:
+    """An ordered StatefulSet (``podManagementPolicy: OrderedReady``, the default) keeps its pods
+    out of gang scheduling: it creates pod ``n+1`` only once pod ``n`` is ready, so a gang
+    sized to its replicas would wait for pods that are never created (see
+    :mod:`kqueue.controller.gang`). Set at creation only (the policy is immutable, and a later
+    template change would roll the pods); a value the user set stands."""
+    if spec.get("podManagementPolicy") == "Parallel":
+        return False
+    meta = template.setdefault("metadata", {})
+    if not isinstance(meta, dict):
+        return False
+    annotations = meta.get("annotations") or {}
+    if GANG_SCHEDULING_ANNOTATION in annotations:
+        return False
+    meta["annotations"] = {**annotations, GANG_SCHEDULING_ANNOTATION: "false"}
+    return True
 
 
 async def validate(req: AdmissionRequest) -> Verdict:

@@ -1,0 +1,207 @@
+"""Plain pod groups (the ``pod`` integration) placed whole by kube-scheduler.
+
+A pod group (``kqueue.io/pod-group-name``, ``kqueue.io/pod-group-total-count`` > 1) is one gang
+Workload; its pods name the PodGroup ``pod-group-<group>`` from birth (the integration
+framework's ``pod_workload`` hook tells the pod webhook which workload a plain pod belongs to),
+and kqueue sizes it before it releases them. A single pod gets no group.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from kqueue.api.v1alpha1 import constants as c
+from kqueue.controller import gang
+from kqueue.controller.kube import NotFound
+from kqueue.controller.resources import CLUSTER_QUEUES, PODS, WORKLOADS
+from kqueue.localcluster.cluster import LocalCluster
+from tests.controller_e2e.harness import (
+    Api,
+    KqueueProcess,
+    cluster_queue,
+    condition,
+    eventually,
+    flavor,
+    is_true,
+    local_queue,
+    stays,
+    unique,
+)
+from tests.gang_e2e.fragment import (
+    GANG_SIZE,
+    assert_bound_together,
+    bound,
+    fragmented,
+    free_blocker,
+)
+
+pytestmark = pytest.mark.cluster
+
+Obj = dict[str, Any]
+GROUP = "trainers"
+
+
+def _pod(name: str, namespace: str, *, group: str | None, total: int = GANG_SIZE) -> Obj:
+    labels = {c.QUEUE_NAME_LABEL: "lq"}
+    annotations: dict[str, str] = {}
+    if group is not None:
+        labels[c.POD_GROUP_NAME_LABEL] = group
+        annotations[c.POD_GROUP_TOTAL_COUNT_ANNOTATION] = str(total)
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": name,
+            "namespace": namespace,
+            "labels": labels,
+            "annotations": annotations,
+        },
+        "spec": {
+            "restartPolicy": "Never",
+            "terminationGracePeriodSeconds": 0,
+            "containers": [
+                {
+                    "name": "main",
+                    "image": "registry.k8s.io/pause:3.10",
+                    "resources": {"requests": {"cpu": "1", "memory": "64Mi"}},
+                }
+            ],
+        },
+    }
+
+
+async def _group_pods(api: Api, namespace: str) -> list[Obj]:
+    return await api.kube.list(
+        PODS, namespace=namespace, label_selector=f"{c.POD_GROUP_NAME_LABEL}={GROUP}"
+    )
+
+
+async def _workload(api: Api, namespace: str) -> Obj | None:
+    try:
+        return await api.kube.get(WORKLOADS, GROUP, namespace)
+    except NotFound:
+        return None
+
+
+async def test_pod_group_binds_nothing_then_all_together(
+    api: Api, kqueue: KqueueProcess, cluster: LocalCluster, namespace: str
+) -> None:
+    async with fragmented(cluster, api, namespace) as frag:
+        for i in range(GANG_SIZE):
+            await api.kube.create(PODS, _pod(f"p{i}", namespace, group=GROUP), namespace=namespace)
+        want = gang.group_name("Pod", f"group-{GROUP}")
+        assert want == f"pod-group-{GROUP}"
+        pods = await _group_pods(api, namespace)
+        assert {p["spec"].get("schedulingGroup", {}).get("podGroupName") for p in pods} == {want}
+
+        async def admitted() -> Obj | None:
+            wl = await _workload(api, namespace)
+            return wl if wl is not None and is_true(wl, c.ADMITTED) else None
+
+        wl = await eventually(admitted, what=f"Workload {GROUP} admitted")
+
+        async def pod_group() -> Obj | None:
+            try:
+                return await api.kube.get(gang.PODGROUPS, want, namespace)
+            except NotFound:
+                return None
+
+        pg = await eventually(pod_group, what=f"PodGroup {want}")
+        assert pg["spec"]["schedulingPolicy"]["gang"]["minCount"] == GANG_SIZE
+        assert [r["uid"] for r in pg["metadata"]["ownerReferences"]] == [wl["metadata"]["uid"]]
+
+        # Quota fits 4, nodes fit 3: none is bound, the Workload says why.
+        async def unschedulable() -> Obj | None:
+            got = await _workload(api, namespace)
+            cond = condition(got, gang.POD_GROUP_SCHEDULED) if got else None
+            # The first verdict may carry only the gang's waiting message.
+            if cond is None or cond["status"] != "False" or "Insufficient cpu" not in cond["message"]:
+                return None
+            return cond
+
+        cond = await eventually(unschedulable, what=f"{gang.POD_GROUP_SCHEDULED}=False")
+        assert "Insufficient cpu" in cond["message"] and want in cond["message"]
+
+        async def none_bound() -> bool:
+            return not bound(await _group_pods(api, namespace))
+
+        await stays(none_bound, for_s=3, what="no pod of the group bound")
+
+        await free_blocker(api, frag)
+
+        async def all_bound() -> list[Obj] | None:
+            pods = bound(await _group_pods(api, namespace))
+            return pods if len(pods) == GANG_SIZE else None
+
+        assert_bound_together(await eventually(all_bound, what=f"all {GANG_SIZE} pods bound"))
+
+        async def placed() -> bool:
+            got = await _workload(api, namespace)
+            return got is not None and is_true(got, gang.POD_GROUP_SCHEDULED)
+
+        await eventually(placed, what=f"{gang.POD_GROUP_SCHEDULED}=True")
+        for p in await _group_pods(api, namespace):
+            await api.kube.delete(PODS, p["metadata"]["name"], namespace=namespace)
+
+
+async def test_a_single_pod_gets_no_group(
+    api: Api, kqueue: KqueueProcess, cluster: LocalCluster, namespace: str
+) -> None:
+    async with fragmented(cluster, api, namespace):
+        created = await api.kube.create(PODS, _pod("solo", namespace, group=None), namespace=namespace)
+        assert "schedulingGroup" not in created["spec"]
+
+        async def bound_alone() -> bool:
+            got = await api.kube.get(PODS, "solo", namespace)
+            return bool(got["spec"].get("nodeName"))
+
+        await eventually(bound_alone, what="the single pod bound")
+        await api.kube.delete(PODS, "solo", namespace=namespace)
+
+
+async def test_an_evicted_pod_group_keeps_its_pod_group_for_its_new_pods(
+    api: Api, kqueue: KqueueProcess, namespace: str
+) -> None:
+    """Evicted (its ClusterQueue drained), the group's pods are deleted; the PodGroup stays (new
+    pods naming a group that is still terminating would wait for it forever), and the pods the
+    user creates again are placed whole in it."""
+    od, cq = unique("od"), unique("cq")
+    await api.apply(flavor(od, "on-demand"))
+    await api.apply(cluster_queue(cq, [(od, "2")]))
+    await api.apply(local_queue("lq", namespace, cq))
+    want = gang.group_name("Pod", "group-again")
+
+    async def running(names: list[str]) -> bool:
+        pods = [await api.kube.get(PODS, n, namespace) for n in names]
+        return all(p["status"].get("phase") == "Running" for p in pods)
+
+    first = ["a-0", "a-1"]
+    for n in first:
+        await api.kube.create(PODS, _pod(n, namespace, group="again", total=2), namespace=namespace)
+    await eventually(lambda: running(first), what="the group's first pods Running")
+    before = await api.kube.get(gang.PODGROUPS, want, namespace)
+
+    await api.kube.patch(CLUSTER_QUEUES, cq, {"spec": {"stopPolicy": "HoldAndDrain"}})
+
+    async def gone() -> bool:
+        pods = await api.kube.list(
+            PODS, namespace=namespace, label_selector=f"{c.POD_GROUP_NAME_LABEL}=again"
+        )
+        return not pods
+
+    await eventually(gone, what="the evicted pods removed")
+    await api.kube.patch(CLUSTER_QUEUES, cq, {"spec": {"stopPolicy": "None"}})
+    second = ["b-0", "b-1"]
+    for n in second:
+        created = await api.kube.create(
+            PODS, _pod(n, namespace, group="again", total=2), namespace=namespace
+        )
+        assert created["spec"]["schedulingGroup"] == {"podGroupName": want}
+    await eventually(lambda: running(second), what="the group's new pods Running")
+    after = await api.kube.get(gang.PODGROUPS, want, namespace)
+    assert after["metadata"]["uid"] == before["metadata"]["uid"]
+    assert after["spec"]["schedulingPolicy"]["gang"]["minCount"] == 2
+    for n in second:
+        await api.kube.delete(PODS, n, namespace=namespace)
