@@ -66,6 +66,26 @@ only when it is in config.integrations.frameworks (all registered defaults when 
 {{- end }}
 {{- if has "deployment" $on }}
 {{- end }}
+{{- if has "ray.io/rayjob" $on }}
+# ray.io/rayjob: RayJobs naming a queue are watched, suspended while queued or evicted, and resumed with the admission's node labels and tolerations (in its rayClusterSpec and submitter pod template)
+- apiGroups: ["ray.io"]
+  resources: [rayjobs]
+  verbs: [list, watch, patch]
+# ray.io/rayjob: a Workload's owner reference to its RayJob blocks the RayJob's deletion, which OwnerReferencesPermissionEnforcement allows only with update on its finalizers
+- apiGroups: ["ray.io"]
+  resources: [rayjobs/finalizers]
+  verbs: [update]
+{{- end }}
+{{- if has "ray.io/raycluster" $on }}
+# ray.io/raycluster: RayClusters naming a queue are watched, suspended while queued or evicted, and resumed with the admission's node labels and tolerations
+- apiGroups: ["ray.io"]
+  resources: [rayclusters]
+  verbs: [list, watch, patch]
+# ray.io/raycluster: a Workload's owner reference to its RayCluster blocks the RayCluster's deletion, which OwnerReferencesPermissionEnforcement allows only with update on its finalizers
+- apiGroups: ["ray.io"]
+  resources: [rayclusters/finalizers]
+  verbs: [update]
+{{- end }}
 {{- if has "statefulset" $on }}
 # statefulset: StatefulSets naming a queue are watched; one created before kqueue's webhooks gets the admission gate in its pod template
 - apiGroups: ["apps"]
@@ -137,6 +157,30 @@ only when it is in config.integrations.frameworks (all registered defaults when 
   objectSelector: {"matchExpressions": [{"key": "kqueue.io/queue-name", "operator": "Exists"}]}
   reinvocationPolicy: Never
 {{- end }}
+{{- if has "ray.io/rayjob" $on }}
+- type: mutating
+  name: mrayjob.kqueue.io
+  path: /mutate-ray-io-v1-rayjob
+  rules: [{"apiGroups": ["ray.io"], "apiVersions": ["v1"], "operations": ["CREATE", "UPDATE"], "resources": ["rayjobs"]}]
+  {{- if $all }}
+  objectSelector: {}
+  {{- else }}
+  objectSelector: {"matchExpressions": [{"key": "kqueue.io/queue-name", "operator": "Exists"}]}
+  {{- end }}
+  reinvocationPolicy: Never
+{{- end }}
+{{- if has "ray.io/raycluster" $on }}
+- type: mutating
+  name: mraycluster.kqueue.io
+  path: /mutate-ray-io-v1-raycluster
+  rules: [{"apiGroups": ["ray.io"], "apiVersions": ["v1"], "operations": ["CREATE", "UPDATE"], "resources": ["rayclusters"]}]
+  {{- if $all }}
+  objectSelector: {}
+  {{- else }}
+  objectSelector: {"matchExpressions": [{"key": "kqueue.io/queue-name", "operator": "Exists"}]}
+  {{- end }}
+  reinvocationPolicy: Never
+{{- end }}
 {{- if has "statefulset" $on }}
 - type: mutating
   name: mstatefulset.kqueue.io
@@ -203,6 +247,28 @@ only when it is in config.integrations.frameworks (all registered defaults when 
   path: /validate-apps-v1-deployment
   rules: [{"apiGroups": ["apps"], "apiVersions": ["v1"], "operations": ["CREATE", "UPDATE"], "resources": ["deployments"]}]
   objectSelector: {"matchExpressions": [{"key": "kqueue.io/queue-name", "operator": "Exists"}]}
+{{- end }}
+{{- if has "ray.io/rayjob" $on }}
+- type: validating
+  name: vrayjob.kqueue.io
+  path: /validate-ray-io-v1-rayjob
+  rules: [{"apiGroups": ["ray.io"], "apiVersions": ["v1"], "operations": ["CREATE", "UPDATE"], "resources": ["rayjobs"]}]
+  {{- if $all }}
+  objectSelector: {}
+  {{- else }}
+  objectSelector: {"matchExpressions": [{"key": "kqueue.io/queue-name", "operator": "Exists"}]}
+  {{- end }}
+{{- end }}
+{{- if has "ray.io/raycluster" $on }}
+- type: validating
+  name: vraycluster.kqueue.io
+  path: /validate-ray-io-v1-raycluster
+  rules: [{"apiGroups": ["ray.io"], "apiVersions": ["v1"], "operations": ["CREATE", "UPDATE"], "resources": ["rayclusters"]}]
+  {{- if $all }}
+  objectSelector: {}
+  {{- else }}
+  objectSelector: {"matchExpressions": [{"key": "kqueue.io/queue-name", "operator": "Exists"}]}
+  {{- end }}
 {{- end }}
 {{- if has "statefulset" $on }}
 - type: validating

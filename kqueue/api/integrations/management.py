@@ -48,6 +48,8 @@ DEPLOYMENT_FRAMEWORK: Final = "deployment"
 JOBSET_FRAMEWORK: Final = "jobset.x-k8s.io/jobset"
 MPIJOB_FRAMEWORK: Final = "kubeflow.org/mpijob"
 TRAINJOB_FRAMEWORK: Final = "trainer.kubeflow.org/trainjob"
+RAYJOB_FRAMEWORK: Final = "ray.io/rayjob"
+RAYCLUSTER_FRAMEWORK: Final = "ray.io/raycluster"
 FRAMEWORK_OF: Final[dict[tuple[str, str], str]] = {
     ("batch/v1", "Job"): JOB_FRAMEWORK,
     ("v1", "Pod"): POD_FRAMEWORK,
@@ -56,6 +58,8 @@ FRAMEWORK_OF: Final[dict[tuple[str, str], str]] = {
     ("trainer.kubeflow.org/v1alpha1", "TrainJob"): TRAINJOB_FRAMEWORK,
     ("apps/v1", "StatefulSet"): STATEFULSET_FRAMEWORK,
     ("apps/v1", "Deployment"): DEPLOYMENT_FRAMEWORK,
+    ("ray.io/v1", "RayJob"): RAYJOB_FRAMEWORK,
+    ("ray.io/v1", "RayCluster"): RAYCLUSTER_FRAMEWORK,
 }
 # Kinds managed only when they name a queue.
 _LABELLED_ONLY: Final = frozenset({STATEFULSET_FRAMEWORK, DEPLOYMENT_FRAMEWORK})

@@ -38,6 +38,7 @@ from kqueue.api.integrations import (
 )
 from kqueue.api.integrations import jobset as jobset_api
 from kqueue.api.integrations import mpijob as mpijob_api
+from kqueue.api.integrations import ray as ray_api
 from kqueue.api.integrations import trainjob as trainjob_api
 from kqueue.api.integrations.deployment import deployment_pods, is_deployment_pod
 from kqueue.api.integrations.management import (
@@ -76,11 +77,15 @@ TOP_LEVEL_BUILDERS: Final[dict[str, Any]] = {
     "JobSet": jobset_api.workload_for_jobset,
     "MPIJob": mpijob_api.workload_for_mpijob,
     "TrainJob": trainjob_api.workload_for_trainjob,
+    "RayJob": ray_api.workload_for_rayjob,
+    "RayCluster": ray_api.workload_for_raycluster,
 }
 TOP_LEVEL_FINISHED: Final[dict[str, Any]] = {
     "JobSet": jobset_api.finished_condition,
     "MPIJob": mpijob_api.finished_condition,
     "TrainJob": trainjob_api.finished_condition,
+    "RayJob": ray_api.rayjob_finished_condition,
+    "RayCluster": ray_api.raycluster_finished_condition,
 }
 
 
