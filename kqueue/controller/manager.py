@@ -278,6 +278,7 @@ class Manager:
             config,
             local_queues=self._local_queue_names,
             gang=lambda: self.gang.enabled,
+            events=self.events,
         )
         self._runners: list[web.AppRunner] = []
         self.health_port: int | None = None

@@ -277,4 +277,21 @@ only when it is in config.integrations.frameworks (all registered defaults when 
   rules: [{"apiGroups": ["apps"], "apiVersions": ["v1"], "operations": ["CREATE", "UPDATE"], "resources": ["statefulsets"]}]
   objectSelector: {"matchExpressions": [{"key": "kqueue.io/queue-name", "operator": "Exists"}]}
 {{- end }}
+{{- $off := list }}
+{{- if not (has "batch/job" $on) }}{{- $off = append $off "{\"apiGroups\": [\"batch\"], \"apiVersions\": [\"v1\"], \"operations\": [\"CREATE\", \"UPDATE\"], \"resources\": [\"jobs\"]}" }}{{- end }}
+{{- if not (has "jobset.x-k8s.io/jobset" $on) }}{{- $off = append $off "{\"apiGroups\": [\"jobset.x-k8s.io\"], \"apiVersions\": [\"v1alpha2\"], \"operations\": [\"CREATE\", \"UPDATE\"], \"resources\": [\"jobsets\"]}" }}{{- end }}
+{{- if not (has "kubeflow.org/mpijob" $on) }}{{- $off = append $off "{\"apiGroups\": [\"kubeflow.org\"], \"apiVersions\": [\"v2beta1\"], \"operations\": [\"CREATE\", \"UPDATE\"], \"resources\": [\"mpijobs\"]}" }}{{- end }}
+{{- if not (has "trainer.kubeflow.org/trainjob" $on) }}{{- $off = append $off "{\"apiGroups\": [\"trainer.kubeflow.org\"], \"apiVersions\": [\"v1alpha1\"], \"operations\": [\"CREATE\", \"UPDATE\"], \"resources\": [\"trainjobs\"]}" }}{{- end }}
+{{- if not (has "deployment" $on) }}{{- $off = append $off "{\"apiGroups\": [\"apps\"], \"apiVersions\": [\"v1\"], \"operations\": [\"CREATE\", \"UPDATE\"], \"resources\": [\"deployments\"]}" }}{{- end }}
+{{- if not (has "ray.io/rayjob" $on) }}{{- $off = append $off "{\"apiGroups\": [\"ray.io\"], \"apiVersions\": [\"v1\"], \"operations\": [\"CREATE\", \"UPDATE\"], \"resources\": [\"rayjobs\"]}" }}{{- end }}
+{{- if not (has "ray.io/raycluster" $on) }}{{- $off = append $off "{\"apiGroups\": [\"ray.io\"], \"apiVersions\": [\"v1\"], \"operations\": [\"CREATE\", \"UPDATE\"], \"resources\": [\"rayclusters\"]}" }}{{- end }}
+{{- if not (has "statefulset" $on) }}{{- $off = append $off "{\"apiGroups\": [\"apps\"], \"apiVersions\": [\"v1\"], \"operations\": [\"CREATE\", \"UPDATE\"], \"resources\": [\"statefulsets\"]}" }}{{- end }}
+{{- if $off }}
+- type: validating
+  name: vintegrationoff.kqueue.io
+  path: /validate-integration-off
+  rules: [{{ join ", " $off }}]
+  objectSelector: {"matchExpressions": [{"key": "kqueue.io/queue-name", "operator": "Exists"}]}
+  failurePolicy: Ignore
+{{- end }}
 {{- end -}}
