@@ -107,19 +107,19 @@ def test_the_report_is_routed_only_the_off_kinds_and_never_blocks() -> None:
     assert hook["failurePolicy"] == "Ignore"
     assert hook["objectSelector"] == {"matchExpressions": [{"key": c.QUEUE_NAME_LABEL, "operator": "Exists"}]}
     resources = {r for rule in hook["rules"] for r in rule["resources"]}
-    assert {"jobsets", "mpijobs", "trainjobs", "rayjobs", "rayclusters", "statefulsets", "deployments"} <= resources
+    assert {
+        "jobsets", "mpijobs", "trainjobs", "rayjobs", "rayclusters", "statefulsets", "deployments",
+        "leaderworkersets",
+    } <= resources
     assert not resources & {"jobs", "pods"}
     on = _off_hook([*ON, "jobset.x-k8s.io/jobset"])
     assert on is not None and "jobsets" not in {r for rule in on["rules"] for r in rule["resources"]}
 
 
 def test_every_integration_on_routes_no_report() -> None:
-    everything = [
-        "batch/job", "pod", "jobset.x-k8s.io/jobset", "kubeflow.org/mpijob",
-        "trainer.kubeflow.org/trainjob", "statefulset", "deployment", "ray.io/rayjob",
-        "ray.io/raycluster",
-    ]
-    assert _off_hook(everything) is None
+    from kqueue.api.config import SUPPORTED_FRAMEWORKS
+
+    assert _off_hook(list(SUPPORTED_FRAMEWORKS)) is None
 
 
 def test_the_chart_generator_uses_the_same_names() -> None:

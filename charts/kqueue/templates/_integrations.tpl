@@ -66,6 +66,8 @@ only when it is in config.integrations.frameworks (all registered defaults when 
 {{- end }}
 {{- if has "deployment" $on }}
 {{- end }}
+{{- if has "leaderworkerset.x-k8s.io/leaderworkerset" $on }}
+{{- end }}
 {{- if has "ray.io/rayjob" $on }}
 # ray.io/rayjob: RayJobs naming a queue are watched, suspended while queued or evicted, and resumed with the admission's node labels and tolerations (in its rayClusterSpec and submitter pod template)
 - apiGroups: ["ray.io"]
@@ -154,6 +156,14 @@ only when it is in config.integrations.frameworks (all registered defaults when 
   name: mdeployment.kqueue.io
   path: /mutate-apps-v1-deployment
   rules: [{"apiGroups": ["apps"], "apiVersions": ["v1"], "operations": ["CREATE", "UPDATE"], "resources": ["deployments"]}]
+  objectSelector: {"matchExpressions": [{"key": "kqueue.io/queue-name", "operator": "Exists"}]}
+  reinvocationPolicy: Never
+{{- end }}
+{{- if has "leaderworkerset.x-k8s.io/leaderworkerset" $on }}
+- type: mutating
+  name: mleaderworkerset.kqueue.io
+  path: /mutate-leaderworkerset-x-k8s-io-v1-leaderworkerset
+  rules: [{"apiGroups": ["leaderworkerset.x-k8s.io"], "apiVersions": ["v1"], "operations": ["CREATE", "UPDATE"], "resources": ["leaderworkersets"]}]
   objectSelector: {"matchExpressions": [{"key": "kqueue.io/queue-name", "operator": "Exists"}]}
   reinvocationPolicy: Never
 {{- end }}
@@ -248,6 +258,13 @@ only when it is in config.integrations.frameworks (all registered defaults when 
   rules: [{"apiGroups": ["apps"], "apiVersions": ["v1"], "operations": ["CREATE", "UPDATE"], "resources": ["deployments"]}]
   objectSelector: {"matchExpressions": [{"key": "kqueue.io/queue-name", "operator": "Exists"}]}
 {{- end }}
+{{- if has "leaderworkerset.x-k8s.io/leaderworkerset" $on }}
+- type: validating
+  name: vleaderworkerset.kqueue.io
+  path: /validate-leaderworkerset-x-k8s-io-v1-leaderworkerset
+  rules: [{"apiGroups": ["leaderworkerset.x-k8s.io"], "apiVersions": ["v1"], "operations": ["CREATE", "UPDATE"], "resources": ["leaderworkersets"]}]
+  objectSelector: {"matchExpressions": [{"key": "kqueue.io/queue-name", "operator": "Exists"}]}
+{{- end }}
 {{- if has "ray.io/rayjob" $on }}
 - type: validating
   name: vrayjob.kqueue.io
@@ -283,6 +300,7 @@ only when it is in config.integrations.frameworks (all registered defaults when 
 {{- if not (has "kubeflow.org/mpijob" $on) }}{{- $off = append $off "{\"apiGroups\": [\"kubeflow.org\"], \"apiVersions\": [\"v2beta1\"], \"operations\": [\"CREATE\", \"UPDATE\"], \"resources\": [\"mpijobs\"]}" }}{{- end }}
 {{- if not (has "trainer.kubeflow.org/trainjob" $on) }}{{- $off = append $off "{\"apiGroups\": [\"trainer.kubeflow.org\"], \"apiVersions\": [\"v1alpha1\"], \"operations\": [\"CREATE\", \"UPDATE\"], \"resources\": [\"trainjobs\"]}" }}{{- end }}
 {{- if not (has "deployment" $on) }}{{- $off = append $off "{\"apiGroups\": [\"apps\"], \"apiVersions\": [\"v1\"], \"operations\": [\"CREATE\", \"UPDATE\"], \"resources\": [\"deployments\"]}" }}{{- end }}
+{{- if not (has "leaderworkerset.x-k8s.io/leaderworkerset" $on) }}{{- $off = append $off "{\"apiGroups\": [\"leaderworkerset.x-k8s.io\"], \"apiVersions\": [\"v1\"], \"operations\": [\"CREATE\", \"UPDATE\"], \"resources\": [\"leaderworkersets\"]}" }}{{- end }}
 {{- if not (has "ray.io/rayjob" $on) }}{{- $off = append $off "{\"apiGroups\": [\"ray.io\"], \"apiVersions\": [\"v1\"], \"operations\": [\"CREATE\", \"UPDATE\"], \"resources\": [\"rayjobs\"]}" }}{{- end }}
 {{- if not (has "ray.io/raycluster" $on) }}{{- $off = append $off "{\"apiGroups\": [\"ray.io\"], \"apiVersions\": [\"v1\"], \"operations\": [\"CREATE\", \"UPDATE\"], \"resources\": [\"rayclusters\"]}" }}{{- end }}
 {{- if not (has "statefulset" $on) }}{{- $off = append $off "{\"apiGroups\": [\"apps\"], \"apiVersions\": [\"v1\"], \"operations\": [\"CREATE\", \"UPDATE\"], \"resources\": [\"statefulsets\"]}" }}{{- end }}

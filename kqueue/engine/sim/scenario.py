@@ -41,6 +41,7 @@ from kqueue.api.integrations import mpijob as mpijob_api
 from kqueue.api.integrations import ray as ray_api
 from kqueue.api.integrations import trainjob as trainjob_api
 from kqueue.api.integrations.deployment import deployment_pods, is_deployment_pod
+from kqueue.api.integrations.leaderworkerset import leaderworkerset_pods
 from kqueue.api.integrations.management import (
     KUEUE_QUEUE_NAME_LABEL,
     ManagementPolicy,
@@ -250,7 +251,7 @@ def build_scenario(
             jobs.append(obj)
         elif obj.kind == "Pod":
             pods.append(obj)
-        elif obj.kind in ("StatefulSet", "Deployment"):
+        elif obj.kind in ("StatefulSet", "Deployment", "LeaderWorkerSet"):
             apps.append(obj)
     sc.priorities = PriorityClasses.from_objects(sc.workload_priority_classes, pod_classes)
 
@@ -403,6 +404,20 @@ def build_scenario(
             wl = _integrate(obj, workload_for_statefulset, obj.raw, sc.priorities)
             sw = SimWorkload(wl, timing, obj.location, f"StatefulSet {obj.name}", labels)
             entries.append((order[id(obj)], sw, _meta(obj).get("creationTimestamp")))
+            continue
+        if obj.kind == "LeaderWorkerSet":
+            # One gang Workload per group, built from the group's pods as the pod integration
+            # builds it once the controller has labelled them with their group.
+            by_group: dict[str, list[dict[str, Any]]] = {}
+            for pod in _read(obj, leaderworkerset_pods, obj.raw):
+                by_group.setdefault(str(group_name(pod)), []).append(pod)
+            for group, members in by_group.items():
+                wl = _integrate(obj, workload_for_pod_group, members, sc.priorities)
+                sw = SimWorkload(
+                    wl, timing, obj.location, f"pod group {ns}/{group}", labels,
+                    location_name=obj.name,
+                )
+                entries.append((order[id(obj)], sw, _meta(obj).get("creationTimestamp")))
             continue
         for pod in _read(obj, deployment_pods, obj.raw):
             wl = _integrate(obj, workload_for_pod, pod, sc.priorities)
