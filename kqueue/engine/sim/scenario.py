@@ -411,8 +411,8 @@ def build_scenario(
             by_group: dict[str, list[dict[str, Any]]] = {}
             for pod in _read(obj, leaderworkerset_pods, obj.raw):
                 by_group.setdefault(str(group_name(pod)), []).append(pod)
-            for group, members in by_group.items():
-                wl = _integrate(obj, workload_for_pod_group, members, sc.priorities)
+            for group, group_members in by_group.items():
+                wl = _integrate(obj, workload_for_pod_group, group_members, sc.priorities)
                 sw = SimWorkload(
                     wl, timing, obj.location, f"pod group {ns}/{group}", labels,
                     location_name=obj.name,
