@@ -25,7 +25,9 @@ from tests.controller_e2e.harness import (
     eventually,
     flavor,
     is_true,
+    job,
     local_queue,
+    priority_class,
     stays,
     unique,
 )
@@ -216,3 +218,38 @@ async def test_the_leaderworkerset_sample_runs(api: Api, kqueue: PodsKqueue, nam
         await _bound(api, namespace, group, 2)
     await api.kube.delete(LWS, "sample-lws", namespace=namespace)
     await _wait_usage(api, cq, od, 0, {"0", None})
+
+
+async def test_a_group_preempted_whole_then_resumed(api: Api, kqueue: PodsKqueue, namespace: str) -> None:
+    """A higher-priority Job preempts a group: all of its pods go (the operator recreates them
+    held by the gate) and the group is queued again; once the Job finished it runs again."""
+    low, high = unique("low"), unique("high")
+    await api.apply(priority_class(low, 100))
+    await api.apply(priority_class(high, 1000))
+    od, cq = unique("on-demand"), unique("cq")
+    await api.apply(flavor(od, "on-demand"))
+    await api.apply(cluster_queue(cq, [(od, "2")], preemption={"withinClusterQueue": "LowerPriority"}))
+    await api.apply(local_queue("q", namespace, cq))
+    obj = leaderworkerset("victim", namespace, "q", replicas=1, size=2)
+    obj["metadata"]["labels"][c.PRIORITY_CLASS_LABEL] = low
+    await api.kube.create(LWS, obj, namespace=namespace)
+    await _wait_admitted(api, namespace, "victim-0")
+    first = {p["metadata"]["uid"] for p in await _bound(api, namespace, "victim-0", 2)}
+
+    await api.apply(
+        job("urgent", namespace, "q", cpu="2", complete_after="5s", labels={c.PRIORITY_CLASS_LABEL: high})
+    )
+
+    async def replaced_and_held() -> bool:
+        pods = await _group_pods(api, namespace, "victim-0")
+        return (
+            len(pods) == 2
+            and not first & {p["metadata"]["uid"] for p in pods}
+            and all(_gated(p) for p in pods)
+        )
+
+    await eventually(replaced_and_held, within=120, what="the group's pods replaced, held by the gate")
+    await api.wait_workload(namespace, "urgent", lambda w: is_true(w, c.FINISHED), what="finished", within=120)
+    await _wait_admitted(api, namespace, "victim-0")
+    await _bound(api, namespace, "victim-0", 2)
+    await api.kube.delete(LWS, "victim", namespace=namespace)

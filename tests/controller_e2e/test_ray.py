@@ -28,7 +28,9 @@ from tests.controller_e2e.harness import (
     eventually,
     flavor,
     is_true,
+    job,
     local_queue,
+    priority_class,
     stays,
     unique,
 )
@@ -106,10 +108,12 @@ def rayjob(name: str, namespace: str, queue: str) -> Obj:
     }
 
 
-async def _setup(api: Api, namespace: str, cpu: str, queue: str = "q") -> tuple[str, str]:
+async def _setup(
+    api: Api, namespace: str, cpu: str, queue: str = "q", *, preemption: Obj | None = None
+) -> tuple[str, str]:
     od, cq = unique("on-demand"), unique("cq")
     await api.apply(flavor(od, "on-demand"))
-    await api.apply(cluster_queue(cq, [(od, cpu)]))
+    await api.apply(cluster_queue(cq, [(od, cpu)], preemption=preemption))
     await api.apply(local_queue(queue, namespace, cq))
     return od, cq
 
@@ -298,3 +302,43 @@ async def test_what_a_queued_ray_object_cannot_have_is_refused(
         await api.kube.create(resource, obj, namespace=namespace)
     assert info.value.status == 422
     assert field in info.value.message
+
+
+@pytest.mark.parametrize("kind", ["RayCluster", "RayJob"])
+async def test_a_ray_object_preempted_whole_then_resumed(
+    api: Api, kqueue: ConfiguredKqueue, namespace: str, kind: str
+) -> None:
+    """A higher-priority Job preempts the whole Ray object: suspended, every pod gone (for a
+    RayJob its RayCluster too); once the Job finished it is admitted and runs again."""
+    low, high = unique("low"), unique("high")
+    await api.apply(priority_class(low, 100))
+    await api.apply(priority_class(high, 1000))
+    await _setup(api, namespace, "3", preemption={"withinClusterQueue": "LowerPriority"})
+    if kind == "RayCluster":
+        obj, resource = raycluster("victim", namespace, "q", workers=1), RAYCLUSTERS
+        selector, n = "ray.io/cluster=victim", 2
+    else:
+        obj, resource = rayjob("victim", namespace, "q"), RAYJOBS
+        selector, n = "kqueue.io/rayjob-name=victim", 3
+    obj["metadata"]["labels"][c.PRIORITY_CLASS_LABEL] = low
+    await api.kube.create(resource, obj, namespace=namespace)
+    await _bound(api, namespace, selector, n, f"the victim {kind}'s {n} pods bound")
+
+    await api.apply(
+        job("urgent", namespace, "q", cpu="2", complete_after="5s", labels={c.PRIORITY_CLASS_LABEL: high})
+    )
+    await _wait_workload(api, namespace, kind, "victim", lambda w: is_true(w, c.PREEMPTED), "Preempted")
+
+    async def stopped() -> bool:
+        current = await api.kube.get(resource, "victim", namespace)
+        pods = [
+            p for p in await api.kube.list(PODS, namespace=namespace, label_selector=selector)
+            if not p["metadata"].get("deletionTimestamp")
+        ]
+        return current["spec"].get("suspend") is True and not pods
+
+    await eventually(stopped, within=120, what=f"the victim {kind} suspended with no pods left")
+    await api.wait_workload(namespace, "urgent", lambda w: is_true(w, c.FINISHED), what="finished", within=120)
+    await _wait_workload(api, namespace, kind, "victim", lambda w: is_true(w, c.ADMITTED), "re-admitted")
+    await _bound(api, namespace, selector, n, f"the victim {kind} running again")
+    await api.kube.delete(resource, "victim", namespace=namespace)
