@@ -253,3 +253,31 @@ async def test_a_group_preempted_whole_then_resumed(api: Api, kqueue: PodsKqueue
     await _wait_admitted(api, namespace, "victim-0")
     await _bound(api, namespace, "victim-0", 2)
     await api.kube.delete(LWS, "victim", namespace=namespace)
+
+
+async def test_a_rolling_update_replaces_a_group_within_its_quota(
+    api: Api, kqueue: PodsKqueue, namespace: str
+) -> None:
+    """A template change rolls the group: its pods are replaced, run again admitted, and the
+    ClusterQueue never holds more than the one group's quota."""
+    od, cq = await _setup(api, namespace, "2")
+    await api.kube.create(LWS, leaderworkerset("roll", namespace, "q", replicas=1, size=2), namespace=namespace)
+    await _wait_admitted(api, namespace, "roll-0")
+    first = {p["metadata"]["uid"] for p in await _bound(api, namespace, "roll-0", 2)}
+    change = {"metadata": {"annotations": {"example.com/revision": "2"}}}
+    await api.kube.patch(
+        LWS, "roll", {"spec": {"leaderWorkerTemplate": {"workerTemplate": change}}}, namespace=namespace
+    )
+
+    async def replaced() -> bool:
+        pods = await _group_pods(api, namespace, "roll-0")
+        return (
+            len(pods) == 2
+            and not first & {p["metadata"]["uid"] for p in pods}
+            and all(p["spec"].get("nodeName") in KWOK_NODES and not _gated(p) for p in pods)
+        )
+
+    await eventually(replaced, within=120, what="the group's pods replaced and running")
+    await _wait_admitted(api, namespace, "roll-0")
+    await _wait_usage(api, cq, od, 1, {"2"})
+    await api.kube.delete(LWS, "roll", namespace=namespace)
