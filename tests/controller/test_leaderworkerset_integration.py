@@ -22,6 +22,7 @@ from kqueue.controller.integrations import registry
 from kqueue.controller.integrations.leaderworkerset import webhook
 from kqueue.controller.integrations.leaderworkerset.labeller import wanted_group
 from kqueue.controller.integrations.pod.reconciler import is_plain
+from tests.controller.fake_apiserver import FakeCluster
 
 Obj = dict[str, Any]
 NO_CLASSES = PriorityClasses.from_objects([], [])
@@ -167,3 +168,25 @@ def test_registered_and_needs_pod() -> None:
     with pytest.raises(ValueError, match="needs 'pod'"):
         Configuration.model_validate({"integrations": {"frameworks": ["batch/job", fw.name]}})
     copy.deepcopy(fw)
+
+
+async def test_the_labeller_puts_an_indexed_gated_pod_in_its_group(cluster: FakeCluster) -> None:
+    from kqueue.controller.integrations.leaderworkerset.labeller import GroupLabeller
+    from kqueue.controller.resources import PODS
+
+    indexed = _pod({LWS_NAME_LABEL: "serve", GROUP_INDEX_LABEL: "1"})
+    not_yet = copy.deepcopy(_pod({}))
+    not_yet["metadata"]["name"] = "serve-2"
+    for pod in (indexed, not_yet):
+        del pod["metadata"]["resourceVersion"]
+        cluster.server.add(PODS, pod)
+    pods = await cluster.informer(PODS, lambda o: o)
+    labeller = GroupLabeller(pods=pods.store, kube=cluster.kube)
+    assert await labeller("ns/serve-1") is None
+    assert await labeller("ns/serve-2") is None
+    labelled = cluster.server.get(PODS, "serve-1", "ns")
+    assert labelled is not None
+    assert labelled["metadata"]["labels"][c.POD_GROUP_NAME_LABEL] == "serve-1"
+    untouched = cluster.server.get(PODS, "serve-2", "ns")
+    assert untouched is not None and c.POD_GROUP_NAME_LABEL not in untouched["metadata"]["labels"]
+    assert len(cluster.server.requests_to("PATCH", PODS)) == 1
