@@ -126,3 +126,17 @@ def test_the_chart_generator_uses_the_same_names() -> None:
     assert (derived.OFF_NAME, derived.OFF_PATH, derived.OFF_NOT_REPORTED) == (
         framework_off.NAME, framework_off.VALIDATE_PATH, framework_off.NOT_REPORTED,
     )
+
+
+async def test_a_child_of_an_enabled_integrations_object_is_not_reported() -> None:
+    """A TrainJob's JobSet carries the TrainJob's queue label: it is queued with the TrainJob."""
+    events = Events()
+    child = _jobset({c.QUEUE_NAME_LABEL: "q"})
+    child["metadata"]["ownerReferences"] = [
+        {"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob", "name": "t", "uid": "t", "controller": True}
+    ]
+    verdict = await framework_off.reporter([*ON, "trainer.kubeflow.org/trainjob"], events)(_request(child))  # type: ignore[arg-type]
+    assert verdict.allowed and not verdict.warnings and not events.recorded
+    # With the TrainJob integration off too, the JobSet is reported.
+    verdict = await framework_off.reporter(ON, events)(_request(child))  # type: ignore[arg-type]
+    assert verdict.warnings and events.recorded

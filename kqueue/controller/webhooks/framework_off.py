@@ -10,7 +10,8 @@ answers with an admission warning (``kubectl`` prints it) and records a Warning 
 ``IntegrationDisabled`` on the object (``kubectl describe`` shows it, also for objects an
 operator creates), both naming the object, the label and the Configuration field to change.
 
-Plain pods are not routed here: the pods of Jobs and other owners may carry a queue label copied
+An object controlled by an object of an enabled integration (a RayJob's RayCluster, a TrainJob's
+JobSet) is queued with its parent and not reported. Plain pods are not routed here: the pods of Jobs and other owners may carry a queue label copied
 from their templates, and the owner, not the pod, is what would be queued.
 """
 
@@ -67,6 +68,9 @@ def message(obj: Obj, framework: Framework, enabled: Iterable[str]) -> str:
 
 def reporter(enabled: list[str], events: EventRecorder | None) -> Handler:
     by_kind = {(f.api_version, f.kind): f for f in off_frameworks(enabled)}
+    # An object another enabled integration's object controls is queued with it (a RayJob's
+    # RayCluster, a TrainJob's JobSet: their operators copy the queue label onto them).
+    parents = {(f.api_version, f.kind) for f in registry.enabled(enabled)}
 
     async def handle(req: AdmissionRequest) -> Verdict:
         obj = req.object
@@ -85,6 +89,9 @@ def reporter(enabled: list[str], events: EventRecorder | None) -> Handler:
         framework = by_kind.get((api_version, str(req.kind.get("kind") or "")))
         if framework is None:
             return Verdict.allow()
+        for ref in (obj.get("metadata") or {}).get("ownerReferences") or []:
+            if ref.get("controller") and (ref.get("apiVersion"), ref.get("kind")) in parents:
+                return Verdict.allow()
         # The request's namespace when the manifest left it out (kubectl -n).
         meta = {**(obj.get("metadata") or {}), "namespace": (obj.get("metadata") or {}).get("namespace") or req.namespace}
         obj = {**obj, "metadata": meta}
