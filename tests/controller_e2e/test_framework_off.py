@@ -75,6 +75,9 @@ async def test_a_queue_label_on_a_jobset_with_its_integration_off_is_reported(
 
     # Not refused, not queued: it runs as if kqueue were not there.
     js = await api.kube.get(JOBSETS, "labelled", namespace)
+    # The event names the object by UID too (the validating webhook sees it), so `kubectl
+    # describe` lists it.
+    assert found["involvedObject"]["uid"] == js["metadata"]["uid"]  # type: ignore[index]
     assert not js["spec"].get("suspend")
 
     async def no_workload() -> bool:
