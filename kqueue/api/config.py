@@ -47,12 +47,16 @@ SUPPORTED_FRAMEWORKS: Final[tuple[str, ...]] = (
     "trainer.kubeflow.org/trainjob",
     "statefulset",
     "deployment",
+    "ray.io/rayjob",
+    "ray.io/raycluster",
+    "leaderworkerset.x-k8s.io/leaderworkerset",
 )
 # Frameworks that need another one (Kueue enables it implicitly; kqueue asks for it): a
 # Deployment's pods are queued as pods, and a StatefulSet's are stopped as pods are.
 FRAMEWORK_NEEDS: Final[dict[str, tuple[str, ...]]] = {
     "deployment": ("pod",),
     "statefulset": ("pod",),
+    "leaderworkerset.x-k8s.io/leaderworkerset": ("pod",),
 }
 DEFAULT_FRAMEWORKS: Final[tuple[str, ...]] = ("batch/job", "pod")
 
@@ -397,8 +401,11 @@ class Integrations(_Model):
     """Kinds kqueue manages: ``batch/job`` (Jobs), ``pod`` (plain pods and pod groups),
     ``jobset.x-k8s.io/jobset`` (JobSets), ``kubeflow.org/mpijob`` (MPIJobs) and
     ``trainer.kubeflow.org/trainjob`` (TrainJobs), each of these three needing its operator and
-    CRD, ``statefulset`` (StatefulSets, one gang Workload each; needs ``pod``) and ``deployment``
-    (each pod of a Deployment its own Workload; needs ``pod``). See docs/integrations.md."""
+    CRD, ``statefulset`` (StatefulSets, one gang Workload each; needs ``pod``), ``deployment``
+    (each pod of a Deployment its own Workload; needs ``pod``), ``ray.io/rayjob`` and
+    ``ray.io/raycluster`` (RayJobs and RayClusters; need KubeRay) and
+    ``leaderworkerset.x-k8s.io/leaderworkerset`` (one gang Workload per group; needs the
+    LeaderWorkerSet operator and ``pod``). See docs/integrations.md."""
 
     @field_validator("frameworks")
     @classmethod

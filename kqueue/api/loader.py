@@ -60,6 +60,9 @@ PASSTHROUGH_KINDS: Final = frozenset(
         ("trainer.kubeflow.org/v1alpha1", "TrainingRuntime"),
         ("apps/v1", "StatefulSet"),
         ("apps/v1", "Deployment"),
+        ("ray.io/v1", "RayJob"),
+        ("ray.io/v1", "RayCluster"),
+        ("leaderworkerset.x-k8s.io/v1", "LeaderWorkerSet"),
     }
 )
 
@@ -306,7 +309,7 @@ def load_object(
                 warnings.extend(str(w) for w in conversion_warnings)
             # Otherwise the object stays as the controller would see it: Kueue's keys are
             # Kueue's (the conversion above only checked the shapes it relies on).
-        elif migrate and kind in ("StatefulSet", "Deployment"):
+        elif migrate and kind in ("StatefulSet", "Deployment", "RayJob", "RayCluster", "LeaderWorkerSet"):
             try:
                 converted, conversion_warnings = kueue.convert_any_object(doc)
             except kueue.ShapeError as err:

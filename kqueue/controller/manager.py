@@ -287,6 +287,7 @@ class Manager:
             local_queues=self._local_queue_names,
             gang=lambda: self.gang.enabled,
             kube=self.kube,
+            events=self.events,
         )
         self._runners: list[web.AppRunner] = []
         self.health_port: int | None = None

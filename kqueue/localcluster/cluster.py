@@ -502,7 +502,11 @@ class LocalCluster:
                 "GET", f"/apis/coordination.k8s.io/v1/namespaces/{ns}/leases/{lease}"
             )
             return status == 200 and bool((body.get("spec") or {}).get("holderIdentity"))
-        return _http_ok(LOOPBACK, ctx.health_port, "/readyz", tls=None)
+        if not _http_ok(LOOPBACK, ctx.health_port, "/readyz", tls=None):
+            return False
+        # An operator's /readyz can answer before its webhook server listens (controller-runtime
+        # starts them side by side): the API server would then fail its webhooks closed.
+        return op.webhooks is None or _port_open(LOOPBACK, ctx.webhook_port)
 
     def logs_tail(self, lines: int = _LOG_TAIL_LINES) -> str:
         """The last lines of every component's log, for failure reports."""
@@ -955,6 +959,14 @@ def _str_representer(dumper: yaml.SafeDumper, data: str) -> yaml.ScalarNode:
 
 
 _LiteralDumper.add_representer(str, _str_representer)
+
+
+def _port_open(host: str, port: int) -> bool:
+    try:
+        with socket.create_connection((host, port), timeout=1.0):
+            return True
+    except OSError:
+        return False
 
 
 def _http_ok(

@@ -330,6 +330,8 @@ def test_webhooks_are_selective_and_fail_closed(default: list[Obj]) -> None:
         "mpod.kqueue.io",
         "vbatch-job.kqueue.io",
         "vkqueue.kqueue.io",
+        # the kinds of the integrations that are off: a queue label on them is reported
+        "vintegrationoff.kqueue.io",
     }
     svc = one(default, "Service", "kqueue-webhook-service")
     excluded = {
@@ -341,13 +343,15 @@ def test_webhooks_are_selective_and_fail_closed(default: list[Obj]) -> None:
         assert wh["sideEffects"] == "None"
         assert wh["admissionReviewVersions"] == ["v1"]
         assert wh["timeoutSeconds"] == 10
-        assert wh["failurePolicy"] == "Fail"
+        # Every webhook fails closed but the report of a queue label on a kind whose
+        # integration is off, which never refuses anything.
+        assert wh["failurePolicy"] == ("Ignore" if wh["name"] == "vintegrationoff.kqueue.io" else "Fail")
         ref = wh["clientConfig"]["service"]
         assert (ref["name"], ref["namespace"]) == (svc["metadata"]["name"], RELEASE_NAMESPACE)
         assert ref["port"] == svc["spec"]["ports"][0]["port"]
         # The caBundle is injected by the controller at run time, not rendered.
         assert "caBundle" not in wh["clientConfig"]
-        if is_job_or_pod(wh):
+        if is_job_or_pod(wh) or wh["name"] == "vintegrationoff.kqueue.io":
             # Never kube-system nor kqueue's namespace: no deadlock on kqueue being down.
             assert wh["namespaceSelector"] == {"matchExpressions": [excluded]}
         else:
@@ -386,7 +390,9 @@ def test_webhook_values_change_policies_and_selectors(helm: Helm) -> None:
         }
     )
     for wh in webhooks(objs):
-        if is_job_or_pod(wh):
+        if wh["name"] == "vintegrationoff.kqueue.io":
+            assert wh["failurePolicy"] == "Ignore"  # whatever the values say: it only reports
+        elif is_job_or_pod(wh):
             exprs = wh["namespaceSelector"]["matchExpressions"]
             assert {"key": "kqueue.io/managed", "operator": "In", "values": ["true"]} in exprs
             assert wh["failurePolicy"] == "Ignore"

@@ -42,7 +42,11 @@ WORKLOADS = [
 ]
 # Tested by their own suites: quickstart and job (tests/controller_e2e), and the samples that need
 # an operator (tests/controller_e2e/test_jobset_mpijob.py runs them with the real operators).
-OWNED_BY_OTHERS = {"quickstart.yaml", "job.yaml", "jobset.yaml", "mpijob.yaml", "trainjob.yaml"}
+OWNED_BY_OTHERS = {
+    "quickstart.yaml", "job.yaml", "jobset.yaml", "mpijob.yaml", "trainjob.yaml",
+    # tests/controller_e2e/test_ray.py runs them with KubeRay, test_leaderworkerset.py with LWS
+    "rayjob.yaml", "raycluster.yaml", "leaderworkerset.yaml",
+}
 # Samples of opt-in integrations (statefulset, deployment): run under kqueue with those
 # frameworks enabled by tests/controller_e2e/test_apps.py, simulated by
 # tests/api/test_apps_integrations.py; checked here by the API server.

@@ -291,6 +291,35 @@ LABEL_CASES: dict[str, tuple[dict[str, object], tuple[object, ...], str]] = {
              **_label("kueue.x-k8s.io/priority-class")),
         ("metadata", "labels"), "kqueue.io/priority-class",
     ),
+    "rayjob queue-name label": (
+        _obj("ray.io/v1", "RayJob", {"rayClusterSpec": {"headGroupSpec": {"template": _pod_template()}}},
+             **_label("kueue.x-k8s.io/queue-name")),
+        ("metadata", "labels"), "kqueue.io/queue-name",
+    ),
+    "rayjob worker group template topology annotation": (
+        _obj("ray.io/v1", "RayJob", {"rayClusterSpec": {"workerGroupSpecs": [
+            {"groupName": "w", "template": _pod_template({TAS: "rack"})}]}}),
+        ("spec", "rayClusterSpec", "workerGroupSpecs", 0, "template", "metadata", "annotations"),
+        "kqueue.io/podset-required-topology",
+    ),
+    "raycluster priority-class label": (
+        _obj("ray.io/v1", "RayCluster", {"headGroupSpec": {"template": _pod_template()}},
+             **_label("kueue.x-k8s.io/priority-class")),
+        ("metadata", "labels"), "kqueue.io/priority-class",
+    ),
+    "leaderworkerset queue-name label": (
+        _obj("leaderworkerset.x-k8s.io/v1", "LeaderWorkerSet",
+             {"leaderWorkerTemplate": {"size": 2, "workerTemplate": _pod_template()}},
+             **_label("kueue.x-k8s.io/queue-name")),
+        ("metadata", "labels"), "kqueue.io/queue-name",
+    ),
+    "leaderworkerset leader template topology annotation": (
+        _obj("leaderworkerset.x-k8s.io/v1", "LeaderWorkerSet",
+             {"leaderWorkerTemplate": {"leaderTemplate": _pod_template({TAS: "rack"}),
+                                       "workerTemplate": _pod_template()}}),
+        ("spec", "leaderWorkerTemplate", "leaderTemplate", "metadata", "annotations"),
+        "kqueue.io/podset-required-topology",
+    ),
     "clustertrainingruntime pod template topology annotation": (
         _obj("trainer.kubeflow.org/v1alpha1", "ClusterTrainingRuntime", {"template": {"spec": {
             "replicatedJobs": [{"name": "node", "template": {"spec": {"template": _pod_template(

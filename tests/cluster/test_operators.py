@@ -483,8 +483,14 @@ async def test_rayjob_reconciles_into_raycluster_pods_and_submitter_job(
 
     job = await eventually(submitter, what="RayJob submitter Job rj")
     assert owned_by(job, "RayJob", "rj")
-    obj = await custom.get_namespaced_custom_object("ray.io", "v1", namespace, "rayjobs", "rj")
-    assert obj["status"]["jobDeploymentStatus"] == "Running"
+
+    # KubeRay moves the RayJob from Initializing to Running once the submitter exists; its
+    # status update may come a moment after the Job.
+    async def running() -> dict[str, Any] | None:
+        obj = await custom.get_namespaced_custom_object("ray.io", "v1", namespace, "rayjobs", "rj")
+        return obj if (obj.get("status") or {}).get("jobDeploymentStatus") == "Running" else None
+
+    await eventually(running, what="RayJob rj Running")
 
 
 async def test_leaderworkerset_reconciles_into_statefulsets_and_pods(

@@ -394,6 +394,8 @@ def test_webhook_configurations_route_the_apps_kinds_only_when_enabled(without_q
     ]
     assert validating == [
         "vbatch-job.kqueue.io", "vdeployment.kqueue.io", "vstatefulset.kqueue.io",
+        # the other kinds (JobSet, Ray, ...) are off: a queue label on them is reported
+        "vintegrationoff.kqueue.io",
         "vkqueue.kqueue.io",
     ]
     # Serving kinds queue only when they name a queue, whatever manageJobsWithoutQueueName says.

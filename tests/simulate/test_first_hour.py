@@ -298,3 +298,73 @@ def test_a_trainjob_is_skipped_with_a_reason_when_its_integration_is_off() -> No
     assert result.exit_code == 0
     assert json.loads(result.stdout)["workloads"] == {}
     assert "trainer.kubeflow.org/trainjob integration is not enabled" in result.stderr
+
+
+RAY_CONFIG = (
+    "---\napiVersion: config.kqueue.io/v1alpha1\nkind: Configuration\n"
+    "integrations:\n  frameworks: [batch/job, pod, ray.io/rayjob, ray.io/raycluster]\n"
+)
+
+
+def test_ray_objects_simulate_as_one_gang_each_when_their_integrations_are_enabled() -> None:
+    setup = (SAMPLES / "quickstart.yaml").read_text()
+    ray = (SAMPLES / "rayjob.yaml").read_text() + "\n---\n" + (SAMPLES / "raycluster.yaml").read_text()
+    out = simulate_json("-", input=setup + "\n---\n" + ray + RAY_CONFIG)
+    pod_sets = {
+        key.split("/")[1].rsplit("-", 1)[0]: [(ps["name"], ps["count"]) for ps in wl["podSets"]]
+        for key, wl in out["workloads"].items()
+    }
+    assert pod_sets == {
+        "rayjob-sample-rayjob": [("head", 1), ("workers", 1), ("submitter", 1)],
+        "raycluster-sample-raycluster": [("head", 1), ("workers", 2)],
+    }
+
+
+def test_explain_finds_a_rayjob_by_its_name() -> None:
+    setup = (SAMPLES / "quickstart.yaml").read_text()
+    ray = (SAMPLES / "rayjob.yaml").read_text()
+    result = run_cli("explain", "-f", "-", "sample-rayjob", input=setup + "\n---\n" + ray + RAY_CONFIG)
+    assert result.exit_code == 0, result.stderr
+    assert result.stdout.startswith("Workload default/rayjob-sample-rayjob-")
+    assert "pod set submitter (1 pod" in result.stdout
+
+
+def test_a_rayjob_is_skipped_with_a_reason_when_its_integration_is_off() -> None:
+    setup = (SAMPLES / "quickstart.yaml").read_text()
+    ray = (SAMPLES / "rayjob.yaml").read_text()
+    result = run_cli("simulate", "-", "--output", "json", input=setup + "\n---\n" + ray)
+    assert result.exit_code == 0
+    assert json.loads(result.stdout)["workloads"] == {}
+    assert "ray.io/rayjob integration is not enabled" in result.stderr
+
+
+LWS_CONFIG = (
+    "---\napiVersion: config.kqueue.io/v1alpha1\nkind: Configuration\n"
+    "integrations:\n  frameworks: [batch/job, pod, leaderworkerset.x-k8s.io/leaderworkerset]\n"
+)
+
+
+def test_a_leaderworkerset_simulates_as_one_gang_per_group() -> None:
+    setup = (SAMPLES / "quickstart.yaml").read_text()
+    lws = (SAMPLES / "leaderworkerset.yaml").read_text()
+    out = simulate_json("-", input=setup + "\n---\n" + lws + LWS_CONFIG)
+    assert sorted(out["workloads"]) == ["default/sample-lws-0", "default/sample-lws-1"]
+    for wl in out["workloads"].values():
+        assert [ps["count"] for ps in wl["podSets"]] == [2]
+
+
+def test_explain_finds_a_leaderworkerset_group_by_its_name() -> None:
+    setup = (SAMPLES / "quickstart.yaml").read_text()
+    lws = (SAMPLES / "leaderworkerset.yaml").read_text()
+    result = run_cli("explain", "-f", "-", "sample-lws-1", input=setup + "\n---\n" + lws + LWS_CONFIG)
+    assert result.exit_code == 0, result.stderr
+    assert result.stdout.startswith("Workload default/sample-lws-1")
+
+
+def test_a_leaderworkerset_is_skipped_with_a_reason_when_its_integration_is_off() -> None:
+    setup = (SAMPLES / "quickstart.yaml").read_text()
+    lws = (SAMPLES / "leaderworkerset.yaml").read_text()
+    result = run_cli("simulate", "-", "--output", "json", input=setup + "\n---\n" + lws)
+    assert result.exit_code == 0
+    assert json.loads(result.stdout)["workloads"] == {}
+    assert "leaderworkerset.x-k8s.io/leaderworkerset integration is not enabled" in result.stderr

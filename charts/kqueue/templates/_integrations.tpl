@@ -66,6 +66,28 @@ only when it is in config.integrations.frameworks (all registered defaults when 
 {{- end }}
 {{- if has "deployment" $on }}
 {{- end }}
+{{- if has "leaderworkerset.x-k8s.io/leaderworkerset" $on }}
+{{- end }}
+{{- if has "ray.io/rayjob" $on }}
+# ray.io/rayjob: RayJobs naming a queue are watched, suspended while queued or evicted, and resumed with the admission's node labels and tolerations (in its rayClusterSpec and submitter pod template)
+- apiGroups: ["ray.io"]
+  resources: [rayjobs]
+  verbs: [list, watch, patch]
+# ray.io/rayjob: a Workload's owner reference to its RayJob blocks the RayJob's deletion, which OwnerReferencesPermissionEnforcement allows only with update on its finalizers
+- apiGroups: ["ray.io"]
+  resources: [rayjobs/finalizers]
+  verbs: [update]
+{{- end }}
+{{- if has "ray.io/raycluster" $on }}
+# ray.io/raycluster: RayClusters naming a queue are watched, suspended while queued or evicted, and resumed with the admission's node labels and tolerations
+- apiGroups: ["ray.io"]
+  resources: [rayclusters]
+  verbs: [list, watch, patch]
+# ray.io/raycluster: a Workload's owner reference to its RayCluster blocks the RayCluster's deletion, which OwnerReferencesPermissionEnforcement allows only with update on its finalizers
+- apiGroups: ["ray.io"]
+  resources: [rayclusters/finalizers]
+  verbs: [update]
+{{- end }}
 {{- if has "statefulset" $on }}
 # statefulset: StatefulSets naming a queue are watched; one created before kqueue's webhooks gets the admission gate in its pod template
 - apiGroups: ["apps"]
@@ -137,6 +159,38 @@ only when it is in config.integrations.frameworks (all registered defaults when 
   objectSelector: {"matchExpressions": [{"key": "kqueue.io/queue-name", "operator": "Exists"}]}
   reinvocationPolicy: Never
 {{- end }}
+{{- if has "leaderworkerset.x-k8s.io/leaderworkerset" $on }}
+- type: mutating
+  name: mleaderworkerset.kqueue.io
+  path: /mutate-leaderworkerset-x-k8s-io-v1-leaderworkerset
+  rules: [{"apiGroups": ["leaderworkerset.x-k8s.io"], "apiVersions": ["v1"], "operations": ["CREATE", "UPDATE"], "resources": ["leaderworkersets"]}]
+  objectSelector: {"matchExpressions": [{"key": "kqueue.io/queue-name", "operator": "Exists"}]}
+  reinvocationPolicy: Never
+{{- end }}
+{{- if has "ray.io/rayjob" $on }}
+- type: mutating
+  name: mrayjob.kqueue.io
+  path: /mutate-ray-io-v1-rayjob
+  rules: [{"apiGroups": ["ray.io"], "apiVersions": ["v1"], "operations": ["CREATE", "UPDATE"], "resources": ["rayjobs"]}]
+  {{- if $all }}
+  objectSelector: {}
+  {{- else }}
+  objectSelector: {"matchExpressions": [{"key": "kqueue.io/queue-name", "operator": "Exists"}]}
+  {{- end }}
+  reinvocationPolicy: Never
+{{- end }}
+{{- if has "ray.io/raycluster" $on }}
+- type: mutating
+  name: mraycluster.kqueue.io
+  path: /mutate-ray-io-v1-raycluster
+  rules: [{"apiGroups": ["ray.io"], "apiVersions": ["v1"], "operations": ["CREATE", "UPDATE"], "resources": ["rayclusters"]}]
+  {{- if $all }}
+  objectSelector: {}
+  {{- else }}
+  objectSelector: {"matchExpressions": [{"key": "kqueue.io/queue-name", "operator": "Exists"}]}
+  {{- end }}
+  reinvocationPolicy: Never
+{{- end }}
 {{- if has "statefulset" $on }}
 - type: mutating
   name: mstatefulset.kqueue.io
@@ -204,11 +258,58 @@ only when it is in config.integrations.frameworks (all registered defaults when 
   rules: [{"apiGroups": ["apps"], "apiVersions": ["v1"], "operations": ["CREATE", "UPDATE"], "resources": ["deployments"]}]
   objectSelector: {"matchExpressions": [{"key": "kqueue.io/queue-name", "operator": "Exists"}]}
 {{- end }}
+{{- if has "leaderworkerset.x-k8s.io/leaderworkerset" $on }}
+- type: validating
+  name: vleaderworkerset.kqueue.io
+  path: /validate-leaderworkerset-x-k8s-io-v1-leaderworkerset
+  rules: [{"apiGroups": ["leaderworkerset.x-k8s.io"], "apiVersions": ["v1"], "operations": ["CREATE", "UPDATE"], "resources": ["leaderworkersets"]}]
+  objectSelector: {"matchExpressions": [{"key": "kqueue.io/queue-name", "operator": "Exists"}]}
+{{- end }}
+{{- if has "ray.io/rayjob" $on }}
+- type: validating
+  name: vrayjob.kqueue.io
+  path: /validate-ray-io-v1-rayjob
+  rules: [{"apiGroups": ["ray.io"], "apiVersions": ["v1"], "operations": ["CREATE", "UPDATE"], "resources": ["rayjobs"]}]
+  {{- if $all }}
+  objectSelector: {}
+  {{- else }}
+  objectSelector: {"matchExpressions": [{"key": "kqueue.io/queue-name", "operator": "Exists"}]}
+  {{- end }}
+{{- end }}
+{{- if has "ray.io/raycluster" $on }}
+- type: validating
+  name: vraycluster.kqueue.io
+  path: /validate-ray-io-v1-raycluster
+  rules: [{"apiGroups": ["ray.io"], "apiVersions": ["v1"], "operations": ["CREATE", "UPDATE"], "resources": ["rayclusters"]}]
+  {{- if $all }}
+  objectSelector: {}
+  {{- else }}
+  objectSelector: {"matchExpressions": [{"key": "kqueue.io/queue-name", "operator": "Exists"}]}
+  {{- end }}
+{{- end }}
 {{- if has "statefulset" $on }}
 - type: validating
   name: vstatefulset.kqueue.io
   path: /validate-apps-v1-statefulset
   rules: [{"apiGroups": ["apps"], "apiVersions": ["v1"], "operations": ["CREATE", "UPDATE"], "resources": ["statefulsets"]}]
   objectSelector: {"matchExpressions": [{"key": "kqueue.io/queue-name", "operator": "Exists"}]}
+{{- end }}
+{{- $off := list }}
+{{- if not (has "batch/job" $on) }}{{- $off = append $off "{\"apiGroups\": [\"batch\"], \"apiVersions\": [\"v1\"], \"operations\": [\"CREATE\", \"UPDATE\"], \"resources\": [\"jobs\"]}" }}{{- end }}
+{{- if not (has "jobset.x-k8s.io/jobset" $on) }}{{- $off = append $off "{\"apiGroups\": [\"jobset.x-k8s.io\"], \"apiVersions\": [\"v1alpha2\"], \"operations\": [\"CREATE\", \"UPDATE\"], \"resources\": [\"jobsets\"]}" }}{{- end }}
+{{- if not (has "kubeflow.org/mpijob" $on) }}{{- $off = append $off "{\"apiGroups\": [\"kubeflow.org\"], \"apiVersions\": [\"v2beta1\"], \"operations\": [\"CREATE\", \"UPDATE\"], \"resources\": [\"mpijobs\"]}" }}{{- end }}
+{{- if not (has "trainer.kubeflow.org/trainjob" $on) }}{{- $off = append $off "{\"apiGroups\": [\"trainer.kubeflow.org\"], \"apiVersions\": [\"v1alpha1\"], \"operations\": [\"CREATE\", \"UPDATE\"], \"resources\": [\"trainjobs\"]}" }}{{- end }}
+{{- if not (has "deployment" $on) }}{{- $off = append $off "{\"apiGroups\": [\"apps\"], \"apiVersions\": [\"v1\"], \"operations\": [\"CREATE\", \"UPDATE\"], \"resources\": [\"deployments\"]}" }}{{- end }}
+{{- if not (has "leaderworkerset.x-k8s.io/leaderworkerset" $on) }}{{- $off = append $off "{\"apiGroups\": [\"leaderworkerset.x-k8s.io\"], \"apiVersions\": [\"v1\"], \"operations\": [\"CREATE\", \"UPDATE\"], \"resources\": [\"leaderworkersets\"]}" }}{{- end }}
+{{- if not (has "ray.io/rayjob" $on) }}{{- $off = append $off "{\"apiGroups\": [\"ray.io\"], \"apiVersions\": [\"v1\"], \"operations\": [\"CREATE\", \"UPDATE\"], \"resources\": [\"rayjobs\"]}" }}{{- end }}
+{{- if not (has "ray.io/raycluster" $on) }}{{- $off = append $off "{\"apiGroups\": [\"ray.io\"], \"apiVersions\": [\"v1\"], \"operations\": [\"CREATE\", \"UPDATE\"], \"resources\": [\"rayclusters\"]}" }}{{- end }}
+{{- if not (has "statefulset" $on) }}{{- $off = append $off "{\"apiGroups\": [\"apps\"], \"apiVersions\": [\"v1\"], \"operations\": [\"CREATE\", \"UPDATE\"], \"resources\": [\"statefulsets\"]}" }}{{- end }}
+{{- if $off }}
+- type: validating
+  name: vintegrationoff.kqueue.io
+  path: /validate-integration-off
+  rules: [{{ join ", " $off }}]
+  objectSelector: {"matchExpressions": [{"key": "kqueue.io/queue-name", "operator": "Exists"}]}
+  failurePolicy: Ignore
 {{- end }}
 {{- end -}}

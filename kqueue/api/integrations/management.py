@@ -48,6 +48,9 @@ DEPLOYMENT_FRAMEWORK: Final = "deployment"
 JOBSET_FRAMEWORK: Final = "jobset.x-k8s.io/jobset"
 MPIJOB_FRAMEWORK: Final = "kubeflow.org/mpijob"
 TRAINJOB_FRAMEWORK: Final = "trainer.kubeflow.org/trainjob"
+RAYJOB_FRAMEWORK: Final = "ray.io/rayjob"
+RAYCLUSTER_FRAMEWORK: Final = "ray.io/raycluster"
+LWS_FRAMEWORK: Final = "leaderworkerset.x-k8s.io/leaderworkerset"
 FRAMEWORK_OF: Final[dict[tuple[str, str], str]] = {
     ("batch/v1", "Job"): JOB_FRAMEWORK,
     ("v1", "Pod"): POD_FRAMEWORK,
@@ -56,9 +59,12 @@ FRAMEWORK_OF: Final[dict[tuple[str, str], str]] = {
     ("trainer.kubeflow.org/v1alpha1", "TrainJob"): TRAINJOB_FRAMEWORK,
     ("apps/v1", "StatefulSet"): STATEFULSET_FRAMEWORK,
     ("apps/v1", "Deployment"): DEPLOYMENT_FRAMEWORK,
+    ("ray.io/v1", "RayJob"): RAYJOB_FRAMEWORK,
+    ("ray.io/v1", "RayCluster"): RAYCLUSTER_FRAMEWORK,
+    ("leaderworkerset.x-k8s.io/v1", "LeaderWorkerSet"): LWS_FRAMEWORK,
 }
 # Kinds managed only when they name a queue.
-_LABELLED_ONLY: Final = frozenset({STATEFULSET_FRAMEWORK, DEPLOYMENT_FRAMEWORK})
+_LABELLED_ONLY: Final = frozenset({STATEFULSET_FRAMEWORK, DEPLOYMENT_FRAMEWORK, LWS_FRAMEWORK})
 KUEUE_QUEUE_NAME_LABEL: Final = f"{KUEUE_GROUP}/queue-name"
 # kqueue's names that kqueue itself sets (Kueue's are its own bookkeeping): not user advice.
 _SET_BY_KQUEUE: Final = frozenset(

@@ -1,7 +1,7 @@
 """Integrations: each managed kind in its own package, registered in :mod:`.registry`.
 
 ``job`` (batch/v1 Job), ``pod`` (plain Pods and pod groups), ``jobset``, ``mpijob``,
-``trainjob``, ``statefulset`` and ``deployment`` are imported here so that importing this
+``trainjob``, ``statefulset``, ``deployment``, ``leaderworkerset`` and ``ray`` (RayJob, RayCluster) are imported here so that importing this
 package registers every integration. See :mod:`.framework` for what an
 integration supplies, :mod:`.reconciler` for the generic reconciler and :mod:`.release` for the
 one pod-release path.
@@ -13,7 +13,7 @@ from kqueue.controller.integrations import job, jobset, mpijob, pod, trainjob
 
 # isort: split
 # Registered after the kinds above (the order of the docs table and the chart's rules).
-from kqueue.controller.integrations import deployment, statefulset
+from kqueue.controller.integrations import deployment, leaderworkerset, ray, statefulset
 from kqueue.controller.integrations.framework import (
     Framework,
     GenericJob,
@@ -39,8 +39,10 @@ __all__ = [
     "get",
     "job",
     "jobset",
+    "leaderworkerset",
     "mpijob",
     "pod",
+    "ray",
     "statefulset",
     "trainjob",
 ]

@@ -1,7 +1,8 @@
 """kqueue's admission webhooks, registered on the webhook server (served by every replica).
 
 Core: ``/mutate--v1-pod`` (pods of every integration: born behind the admission gate) and
-``/validate-kqueue-io-v1alpha1`` (the kqueue.io kinds). Each integration adds its own
+``/validate-kqueue-io-v1alpha1`` (the kqueue.io kinds) and ``/validate-integration-off`` (a
+queue label on a kind whose integration is off: :mod:`.framework_off`). Each integration adds its own
 (:mod:`kqueue.controller.integrations`): an enabled one its handlers, a disabled one a handler
 that allows unchanged (a webhook configuration made for other frameworks may still route to it,
 and failing closed would block the objects of a kind kqueue is not managing). :mod:`.config`
@@ -15,11 +16,12 @@ from typing import Any
 
 from kqueue.api.config import Configuration
 from kqueue.controller.admission import AdmissionRequest, Verdict, WebhookServer
+from kqueue.controller.events import EventRecorder
 from kqueue.controller.gang import read_named, size_epoch
 from kqueue.controller.integrations import registry
 from kqueue.controller.integrations.framework import WebhookContext
 from kqueue.controller.kube import Kube
-from kqueue.controller.webhooks import kinds, pod
+from kqueue.controller.webhooks import framework_off, kinds, pod
 
 
 async def _allow(_req: AdmissionRequest) -> Verdict:
@@ -33,6 +35,7 @@ def register(
     local_queues: Callable[[str], list[str] | None] = lambda _namespace: None,
     gang: Callable[[], bool] = lambda: False,
     kube: Kube | None = None,
+    events: EventRecorder | None = None,
 ) -> None:
     config = config if config is not None else Configuration()
     ctx = WebhookContext(config=config, local_queues=local_queues)
@@ -44,6 +47,11 @@ def register(
         ),
     )
     server.add_validating(kinds.VALIDATE_PATH, kinds.validate_kqueue_object)
+    # A queue label on a kind whose integration is off: a warning and an event, never a refusal.
+    server.add_validating(
+        framework_off.VALIDATE_PATH,
+        framework_off.reporter(list(config.integrations.frameworks), events),
+    )
     for framework in registry.frameworks():
         for hook in framework.webhooks:
             handler = hook.handler(ctx) if framework.name in on else _allow

@@ -17,7 +17,7 @@ from kqueue.api.v1alpha1 import constants as c
 from kqueue.controller.integrations import Webhook, registry
 from kqueue.controller.kube import Conflict, Kube, NotFound
 from kqueue.controller.resources import Resource
-from kqueue.controller.webhooks import kinds, pod
+from kqueue.controller.webhooks import framework_off, kinds, pod
 
 Obj = dict[str, Any]
 
@@ -79,7 +79,8 @@ def webhook_configurations(
     ``manage_jobs_without_queue_name``), a Job's pods by the managed label; namespaces by
     ``managedJobsNamespaceSelector``. Each framework in ``frameworks`` adds the webhooks it
     registered (:mod:`kqueue.controller.integrations`), mutating ones in their order, before
-    the generic pod webhook ``mpod``. Every webhook fails closed.
+    the generic pod webhook ``mpod``. Every webhook fails closed but ``vintegrationoff``, which
+    only reports a queue label on a kind whose integration is off (:mod:`.framework_off`).
     """
     ns_sel = _selector(namespace_selector)
 
@@ -106,12 +107,26 @@ def webhook_configurations(
             extra["reinvocationPolicy"] = w.reinvocation_policy
         return hook(w.name, w.path, [dict(r) for r in w.rules], **extra)
 
+    frameworks = list(frameworks)
     enabled = registry.enabled(frameworks)
     ordered = sorted(
         ((w.order, i, w) for i, f in enumerate(enabled) for w in f.webhooks), key=lambda t: t[:2]
     )
     mutating_hooks = [framework_hook(w) for order, _, w in ordered if w.type == "mutating"]
     validating_hooks = [framework_hook(w) for _, _, w in ordered if w.type == "validating"]
+    off_rules = framework_off.rules(framework_off.off_frameworks(frameworks))
+    if off_rules:
+        # The kinds of the integrations that are off, when they name a queue: reported, never
+        # refused (failurePolicy Ignore).
+        off_hook = hook(
+            framework_off.NAME,
+            framework_off.VALIDATE_PATH,
+            off_rules,
+            namespaceSelector=ns_sel,
+            objectSelector={"matchExpressions": [{"key": c.QUEUE_NAME_LABEL, "operator": "Exists"}]},
+        )
+        off_hook["failurePolicy"] = "Ignore"
+        validating_hooks.append(off_hook)
     pods_create = [{"apiGroups": [""], "apiVersions": ["v1"], "resources": ["pods"],
                     "operations": ["CREATE"]}]
     mutating = {

@@ -38,8 +38,10 @@ from kqueue.api.integrations import (
 )
 from kqueue.api.integrations import jobset as jobset_api
 from kqueue.api.integrations import mpijob as mpijob_api
+from kqueue.api.integrations import ray as ray_api
 from kqueue.api.integrations import trainjob as trainjob_api
 from kqueue.api.integrations.deployment import deployment_pods, is_deployment_pod
+from kqueue.api.integrations.leaderworkerset import leaderworkerset_pods
 from kqueue.api.integrations.management import (
     KUEUE_QUEUE_NAME_LABEL,
     ManagementPolicy,
@@ -78,11 +80,15 @@ TOP_LEVEL_BUILDERS: Final[dict[str, Any]] = {
     "JobSet": jobset_api.workload_for_jobset,
     "MPIJob": mpijob_api.workload_for_mpijob,
     "TrainJob": trainjob_api.workload_for_trainjob,
+    "RayJob": ray_api.workload_for_rayjob,
+    "RayCluster": ray_api.workload_for_raycluster,
 }
 TOP_LEVEL_FINISHED: Final[dict[str, Any]] = {
     "JobSet": jobset_api.finished_condition,
     "MPIJob": mpijob_api.finished_condition,
     "TrainJob": trainjob_api.finished_condition,
+    "RayJob": ray_api.rayjob_finished_condition,
+    "RayCluster": ray_api.raycluster_finished_condition,
 }
 
 
@@ -256,7 +262,7 @@ def build_scenario(
             jobs.append(obj)
         elif obj.kind == "Pod":
             pods.append(obj)
-        elif obj.kind in ("StatefulSet", "Deployment"):
+        elif obj.kind in ("StatefulSet", "Deployment", "LeaderWorkerSet"):
             apps.append(obj)
     sc.priorities = PriorityClasses.from_objects(sc.workload_priority_classes, pod_classes)
 
@@ -409,6 +415,20 @@ def build_scenario(
             wl = _integrate(obj, workload_for_statefulset, obj.raw, sc.priorities)
             sw = SimWorkload(wl, timing, obj.location, f"StatefulSet {obj.name}", labels)
             entries.append((order[id(obj)], sw, _meta(obj).get("creationTimestamp")))
+            continue
+        if obj.kind == "LeaderWorkerSet":
+            # One gang Workload per group, built from the group's pods as the pod integration
+            # builds it once the controller has labelled them with their group.
+            by_group: dict[str, list[dict[str, Any]]] = {}
+            for pod in _read(obj, leaderworkerset_pods, obj.raw):
+                by_group.setdefault(str(group_name(pod)), []).append(pod)
+            for group, group_members in by_group.items():
+                wl = _integrate(obj, workload_for_pod_group, group_members, sc.priorities)
+                sw = SimWorkload(
+                    wl, timing, obj.location, f"pod group {ns}/{group}", labels,
+                    location_name=obj.name,
+                )
+                entries.append((order[id(obj)], sw, _meta(obj).get("creationTimestamp")))
             continue
         for pod in _read(obj, deployment_pods, obj.raw):
             wl = _integrate(obj, workload_for_pod, pod, sc.priorities)

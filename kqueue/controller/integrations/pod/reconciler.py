@@ -37,6 +37,7 @@ from kqueue.api.integrations import (
     workload_for_pod_group,
 )
 from kqueue.api.integrations.deployment import is_deployment_pod
+from kqueue.api.integrations.leaderworkerset import is_lws_pod
 from kqueue.api.integrations.pod import group_pods
 from kqueue.api.v1alpha1 import ResourceFlavor, Workload
 from kqueue.api.v1alpha1 import constants as c
@@ -82,6 +83,10 @@ def is_plain(pod: Obj) -> bool:
         return False
     if is_deployment_pod(pod):
         return True
+    if is_lws_pod(pod):
+        # A LeaderWorkerSet's pod, once in its group's pod group (the LeaderWorkerSet
+        # integration labels it): never before, or it would be queued as a pod of its own.
+        return group_name(pod) is not None
     return not any(r.get("controller") for r in meta.get("ownerReferences") or [])
 
 

@@ -1,0 +1,214 @@
+"""Admission webhooks for RayClusters and RayJobs (ray.io/v1) that name a queue.
+
+Mutating: suspended while queued, every pod template gated
+(:mod:`kqueue.controller.integrations.suspension`). A RayJob's pod templates also get the
+``kqueue.io/rayjob-name`` label (how its pods find it), and a ``K8sJobMode`` RayJob without
+``spec.submitterPodTemplate`` gets the template KubeRay would use, so its submitter pod is held
+and charged like the others (Kueue fills it in on admission instead).
+
+Validating, as Kueue's raycluster and rayjob webhooks: no in-tree autoscaling, at most 8 pod
+sets, no worker group named ``head``; a RayJob needs ``spec.rayClusterSpec`` (one with
+``spec.clusterSelector`` runs on an existing cluster and is not queued, and may not have both)
+and ``spec.shutdownAfterJobFinishes: true`` (otherwise its cluster would keep the quota after
+the job ends); annotations a Ray object cannot honour are refused; the queue and priority-class
+labels are immutable unless the object stays suspended. A RayCluster a RayJob controls is left
+alone: it is queued with its RayJob.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+from kqueue.api.integrations.ray import (
+    K8S_JOB_MODE,
+    RAYCLUSTER_KIND,
+    RAYJOB_KIND,
+    RAYJOB_NAME_LABEL,
+    cluster_spec_errors,
+    default_submitter_template,
+    submission_mode,
+    uses_existing_cluster,
+)
+from kqueue.api.v1alpha1 import constants as c
+from kqueue.controller.admission import AdmissionRequest, FieldError, Verdict
+from kqueue.controller.integrations.advice import LocalQueueNames
+from kqueue.controller.integrations.suspension import (
+    managed,
+    mutate_suspendable,
+    validate_suspendable,
+)
+
+Obj = dict[str, Any]
+
+RAYCLUSTER_MUTATE_PATH: Final = "/mutate-ray-io-v1-raycluster"
+RAYCLUSTER_VALIDATE_PATH: Final = "/validate-ray-io-v1-raycluster"
+RAYJOB_MUTATE_PATH: Final = "/mutate-ray-io-v1-rayjob"
+RAYJOB_VALIDATE_PATH: Final = "/validate-ray-io-v1-rayjob"
+
+UNSUPPORTED_ANNOTATIONS: Final = {
+    c.ELASTIC_JOB_ANNOTATION: "a Ray object cannot be elastic in kqueue (WorkloadSlices are "
+    "for batch Jobs and StatefulSets)",
+    c.JOB_MIN_PARALLELISM_ANNOTATION: "partial admission is not supported for Ray objects",
+}
+
+
+def cluster_templates_of(cluster_spec: Obj) -> list[Obj]:
+    """The pod templates of a RayClusterSpec (in place: missing ones are created empty)."""
+    out = [cluster_spec.setdefault("headGroupSpec", {}).setdefault("template", {})]
+    groups = cluster_spec.get("workerGroupSpecs")
+    for group in groups if isinstance(groups, list) else []:
+        if isinstance(group, dict):
+            out.append(group.setdefault("template", {}))
+    return out
+
+
+def raycluster_templates(cluster: Obj) -> list[Obj]:
+    return cluster_templates_of(cluster.setdefault("spec", {}))
+
+
+def rayjob_templates(rayjob: Obj) -> list[Obj]:
+    """A RayJob's pod templates, with the submitter's filled in (K8sJobMode) and every one
+    labelled with the RayJob's name (in place)."""
+    spec = rayjob.setdefault("spec", {})
+    cluster = spec.get("rayClusterSpec")
+    templates = cluster_templates_of(cluster) if isinstance(cluster, dict) else []
+    if submission_mode(rayjob) == K8S_JOB_MODE:
+        if not isinstance(spec.get("submitterPodTemplate"), dict):
+            spec["submitterPodTemplate"] = default_submitter_template(rayjob)
+        templates.append(spec["submitterPodTemplate"])
+    name = str((rayjob.get("metadata") or {}).get("name") or "")
+    for template in templates:
+        template.setdefault("metadata", {}).setdefault("labels", {})[RAYJOB_NAME_LABEL] = name
+    return templates
+
+
+def _cluster_started(old: Obj) -> bool:
+    state = (old.get("status") or {}).get("state")
+    return bool(state) and state != "suspended"
+
+
+def _job_started(old: Obj) -> bool:
+    return ((old.get("status") or {}).get("jobDeploymentStatus") or "") not in ("", "Suspended")
+
+
+def _errors(pairs: list[tuple[str, str]]) -> list[FieldError]:
+    return [FieldError(path, message) for path, message in pairs]
+
+
+def rayjob_errors(rayjob: Obj) -> list[FieldError]:
+    spec = rayjob.get("spec") or {}
+    has_cluster = isinstance(spec.get("rayClusterSpec"), dict)
+    if spec.get("clusterSelector") and has_cluster:
+        return [
+            FieldError(
+                "spec.clusterSelector",
+                "a RayJob kqueue queues cannot also use an existing cluster: remove "
+                "spec.clusterSelector (or spec.rayClusterSpec to run on the existing cluster "
+                "without queueing)",
+            )
+        ]
+    if not has_cluster:
+        return [
+            FieldError(
+                "spec.rayClusterSpec",
+                "required for a RayJob kqueue queues (its pod sets come from it)",
+            )
+        ]
+    errors: list[FieldError] = []
+    if spec.get("shutdownAfterJobFinishes") is not True:
+        errors.append(
+            FieldError(
+                "spec.shutdownAfterJobFinishes",
+                "must be true for a RayJob kqueue queues: otherwise its RayCluster keeps the "
+                "queue's quota after the job ends",
+            )
+        )
+    errors += _errors(cluster_spec_errors(spec["rayClusterSpec"], "spec.rayClusterSpec"))
+    return errors
+
+
+class _RayWebhooks:
+    kind: str
+
+    def __init__(
+        self,
+        *,
+        manage_jobs_without_queue_name: bool = False,
+        local_queues: LocalQueueNames = lambda _namespace: None,
+        parent_kinds: frozenset[tuple[str, str]] = frozenset(),
+    ) -> None:
+        self._without_queue_name = manage_jobs_without_queue_name
+        self._local_queues = local_queues
+        self._parent_kinds = parent_kinds
+
+    def _manages(self, obj: Obj) -> bool:
+        """Managed, and not part of another integration's object (a RayJob's RayCluster is
+        queued with its RayJob, never on its own)."""
+        for ref in (obj.get("metadata") or {}).get("ownerReferences") or []:
+            if ref.get("controller") and (ref.get("apiVersion"), ref.get("kind")) in self._parent_kinds:
+                return False
+        return managed(obj, without_queue_name=self._without_queue_name)
+
+    def _spec_errors(self, obj: Obj) -> list[FieldError]:
+        raise NotImplementedError
+
+    def _templates(self, obj: Obj) -> list[Obj]:
+        raise NotImplementedError
+
+    def _started(self, old: Obj) -> bool:
+        raise NotImplementedError
+
+    async def mutate(self, req: AdmissionRequest) -> Verdict:
+        obj = req.object
+        if not isinstance(obj, dict) or not self._manages(obj):
+            return Verdict.allow()
+        return mutate_suspendable(
+            req, kind=self.kind, pod_templates=self._templates, started=self._started
+        )
+
+    async def validate(self, req: AdmissionRequest) -> Verdict:
+        obj = req.object
+        if not isinstance(obj, dict) or not self._manages(obj):
+            return Verdict.allow()
+        errors = self._spec_errors(obj)
+        verdict = validate_suspendable(
+            req, kind=self.kind, unsupported=UNSUPPORTED_ANNOTATIONS, local_queues=self._local_queues
+        )
+        if errors:
+            return Verdict.deny(*errors, *verdict.errors)
+        return verdict
+
+
+class RayClusterWebhooks(_RayWebhooks):
+    kind = RAYCLUSTER_KIND
+
+    def _templates(self, obj: Obj) -> list[Obj]:
+        return raycluster_templates(obj)
+
+    def _started(self, old: Obj) -> bool:
+        return _cluster_started(old)
+
+    def _spec_errors(self, obj: Obj) -> list[FieldError]:
+        spec = obj.get("spec")
+        return _errors(cluster_spec_errors(spec, "spec")) if isinstance(spec, dict) else []
+
+
+class RayJobWebhooks(_RayWebhooks):
+    kind = RAYJOB_KIND
+
+    def _templates(self, obj: Obj) -> list[Obj]:
+        return rayjob_templates(obj)
+
+    def _started(self, old: Obj) -> bool:
+        return _job_started(old)
+
+    def _manages(self, obj: Obj) -> bool:
+        # On an existing cluster: it needs no quota of its own (Kueue's Skip), unless it
+        # also has a rayClusterSpec, which the validation refuses.
+        spec = obj.get("spec") or {}
+        if uses_existing_cluster(obj) and not isinstance(spec.get("rayClusterSpec"), dict):
+            return False
+        return super()._manages(obj)
+
+    def _spec_errors(self, obj: Obj) -> list[FieldError]:
+        return rayjob_errors(obj)

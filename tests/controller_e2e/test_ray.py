@@ -1,0 +1,344 @@
+"""RayClusters and RayJobs under kqueue, with the real KubeRay operator on the real control plane:
+the whole life (created -> Workload -> pods gated -> admitted -> released with the flavor's
+nodeSelector -> bound on kwok nodes -> deleted -> quota freed), a RayJob's RayCluster not queued
+on its own, the samples, and what a queued Ray object cannot have refused naming the field.
+
+A RayCluster never finishes, and a RayJob here stays Running (KubeRay asks the Ray dashboard on
+the head pod for the job's status, which this cluster has no network to): both lives end with
+the object deleted, which frees the quota as a finish does."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from kqueue.api.v1alpha1 import constants as c
+from kqueue.controller.kube import KubeError, NotFound
+from kqueue.controller.resources import CLUSTER_QUEUES, PODS, WORKLOADS, Resource
+from kqueue.localcluster.cluster import LocalCluster
+from kqueue.localcluster.nodes import DEFAULT_NODES, INSTANCE_TYPE_LABEL
+from tests.chart.conftest import ROOT
+from tests.controller_e2e.harness import (
+    Api,
+    cluster_queue,
+    eventually,
+    flavor,
+    is_true,
+    job,
+    local_queue,
+    priority_class,
+    stays,
+    unique,
+)
+from tests.controller_e2e.support_extra import ConfiguredKqueue, configured_kqueue
+
+pytestmark = pytest.mark.cluster
+
+Obj = dict[str, Any]
+RAYCLUSTERS = Resource("ray.io", "v1", "rayclusters")
+RAYJOBS = Resource("ray.io", "v1", "rayjobs")
+FRAMEWORKS = ["batch/job", "pod", "ray.io/rayjob", "ray.io/raycluster"]
+KWOK_NODES = {n.name for n in DEFAULT_NODES}
+SAMPLES = ROOT / "config" / "samples"
+
+
+@pytest.fixture(scope="module")
+def kqueue(
+    cluster: LocalCluster, kuberay_operator: str, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[ConfiguredKqueue]:
+    work_dir = Path(tmp_path_factory.mktemp("kqueue-ray"))
+    yield from configured_kqueue(cluster, work_dir, {"integrations": {"frameworks": FRAMEWORKS}})
+
+
+def _template(name: str, cpu: str = "1") -> Obj:
+    return {
+        "spec": {
+            "terminationGracePeriodSeconds": 0,
+            "containers": [
+                {
+                    "name": name,
+                    "image": "registry.k8s.io/pause:3.10",
+                    "resources": {"requests": {"cpu": cpu, "memory": "64Mi"}},
+                }
+            ],
+        }
+    }
+
+
+def cluster_spec(workers: int) -> Obj:
+    return {
+        "headGroupSpec": {"rayStartParams": {}, "template": _template("ray-head")},
+        "workerGroupSpecs": [
+            {
+                "groupName": "workers",
+                "replicas": workers,
+                "minReplicas": workers,
+                "maxReplicas": workers,
+                "rayStartParams": {},
+                "template": _template("ray-worker"),
+            }
+        ],
+    }
+
+
+def raycluster(name: str, namespace: str, queue: str, workers: int = 2) -> Obj:
+    return {
+        "apiVersion": "ray.io/v1",
+        "kind": "RayCluster",
+        "metadata": {"name": name, "namespace": namespace, "labels": {c.QUEUE_NAME_LABEL: queue}},
+        "spec": cluster_spec(workers),
+    }
+
+
+def rayjob(name: str, namespace: str, queue: str) -> Obj:
+    return {
+        "apiVersion": "ray.io/v1",
+        "kind": "RayJob",
+        "metadata": {"name": name, "namespace": namespace, "labels": {c.QUEUE_NAME_LABEL: queue}},
+        "spec": {
+            "entrypoint": "python -c 'print(1)'",
+            "submissionMode": "K8sJobMode",
+            "shutdownAfterJobFinishes": True,
+            "rayClusterSpec": cluster_spec(1),
+        },
+    }
+
+
+async def _setup(
+    api: Api, namespace: str, cpu: str, queue: str = "q", *, preemption: Obj | None = None
+) -> tuple[str, str]:
+    od, cq = unique("on-demand"), unique("cq")
+    await api.apply(flavor(od, "on-demand"))
+    await api.apply(cluster_queue(cq, [(od, cpu)], preemption=preemption))
+    await api.apply(local_queue(queue, namespace, cq))
+    return od, cq
+
+
+async def _workload_of(api: Api, namespace: str, kind: str, name: str) -> Obj | None:
+    for wl in await api.kube.list(WORKLOADS, namespace=namespace):
+        for ref in wl["metadata"].get("ownerReferences") or []:
+            if ref.get("kind") == kind and ref.get("name") == name:
+                return wl
+    return None
+
+
+async def _wait_workload(api: Api, namespace: str, kind: str, name: str, pred: Any, what: str) -> Obj:
+    async def probe() -> Obj | None:
+        wl = await _workload_of(api, namespace, kind, name)
+        return wl if wl is not None and pred(wl) else None
+
+    return await eventually(probe, within=120, what=f"Workload of {kind} {name}: {what}")
+
+
+async def _bound(api: Api, namespace: str, selector: str, n: int, what: str) -> list[Obj]:
+    async def probe() -> list[Obj] | None:
+        pods = [
+            p
+            for p in await api.kube.list(PODS, namespace=namespace, label_selector=selector)
+            if not p["metadata"].get("deletionTimestamp")
+        ]
+        ok = len(pods) == n and all(p["spec"].get("nodeName") in KWOK_NODES for p in pods)
+        return pods if ok else None
+
+    return await eventually(probe, within=120, what=what)
+
+
+async def _gated_pod(api: Api, namespace: str, selector: str) -> Obj | None:
+    for pod in await api.kube.list(PODS, namespace=namespace, label_selector=selector):
+        gates = pod["spec"].get("schedulingGates") or []
+        if {"name": c.ADMISSION_GATE} in gates:
+            return pod
+    return None
+
+
+async def _quota_freed(api: Api, cq: str, od: str) -> None:
+    async def freed() -> Obj | None:
+        st = (await api.kube.get(CLUSTER_QUEUES, cq)).get("status") or {}
+        used = {
+            r["name"]: r["total"]
+            for f in st.get("flavorsUsage") or []
+            if f["name"] == od
+            for r in f["resources"]
+        }
+        return st if st.get("admittedWorkloads") == 0 and used.get("cpu") in ("0", None) else None
+
+    await eventually(freed, within=120, what=f"ClusterQueue {cq}'s quota freed")
+
+
+async def _gone(api: Api, resource: Resource, name: str, namespace: str) -> None:
+    async def probe() -> bool:
+        try:
+            await api.kube.get(resource, name, namespace)
+        except NotFound:
+            return True
+        return False
+
+    await eventually(probe, within=90, what=f"{resource.plural} {name} deleted")
+
+
+async def stays_unadmitted(api: Api, namespace: str) -> None:
+    async def queued() -> bool:
+        wl = await _workload_of(api, namespace, "RayCluster", "rc")
+        return wl is not None and not is_true(wl, c.QUOTA_RESERVED)
+
+    await stays(queued, for_s=3, what="the RayCluster queued while the quota is short")
+
+
+async def test_raycluster_full_life(api: Api, kqueue: ConfiguredKqueue, namespace: str) -> None:
+    # 2 CPUs for 3 pods of 1 CPU: the cluster waits, its pods held, until the quota grows.
+    od, cq = await _setup(api, namespace, "2")
+    created = await api.kube.create(RAYCLUSTERS, raycluster("rc", namespace, "q"), namespace=namespace)
+    assert created["spec"]["suspend"] is True
+    assert created["metadata"]["annotations"][c.SUSPENDED_BY_KQUEUE_ANNOTATION] == "true"
+    templates = [
+        created["spec"]["headGroupSpec"]["template"],
+        *(g["template"] for g in created["spec"]["workerGroupSpecs"]),
+    ]
+    for template in templates:
+        assert {"name": c.ADMISSION_GATE} in template["spec"]["schedulingGates"]
+
+    wl = await _wait_workload(api, namespace, "RayCluster", "rc", lambda w: True, "created")
+    assert [(ps["name"], ps["count"]) for ps in wl["spec"]["podSets"]] == [("head", 1), ("workers", 2)]
+    assert not is_true(wl, c.QUOTA_RESERVED)
+    await stays_unadmitted(api, namespace)
+    # Queued: no pods at all (KubeRay creates none for a suspended RayCluster).
+    assert not await api.kube.list(PODS, namespace=namespace, label_selector="ray.io/cluster=rc")
+
+    grown = cluster_queue(cq, [(od, "4")])
+    await api.kube.patch(CLUSTER_QUEUES, cq, {"spec": {"resourceGroups": grown["spec"]["resourceGroups"]}})
+    await _wait_workload(api, namespace, "RayCluster", "rc", lambda w: is_true(w, c.ADMITTED), "admitted")
+    pods = await _bound(api, namespace, "ray.io/cluster=rc", 3, "the RayCluster's 3 pods bound to kwok nodes")
+    for pod in pods:
+        assert pod["spec"]["nodeSelector"][INSTANCE_TYPE_LABEL] == "on-demand"
+        assert {"name": c.ADMISSION_GATE} not in (pod["spec"].get("schedulingGates") or [])
+    reasons = {e["reason"] for e in await api.events_for(namespace, "rc")}
+    assert "CreatedWorkload" in reasons, reasons
+
+    await api.kube.delete(RAYCLUSTERS, "rc", namespace=namespace)
+    await _gone(api, RAYCLUSTERS, "rc", namespace)
+    await _quota_freed(api, cq, od)
+
+
+async def test_rayjob_full_life(api: Api, kqueue: ConfiguredKqueue, namespace: str) -> None:
+    od, cq = await _setup(api, namespace, "4")
+    created = await api.kube.create(RAYJOBS, rayjob("rj", namespace, "q"), namespace=namespace)
+    assert created["spec"]["suspend"] is True
+    # The submitter pod is held and charged like the Ray pods: it got KubeRay's default template.
+    submitter = created["spec"]["submitterPodTemplate"]
+    assert {"name": c.ADMISSION_GATE} in submitter["spec"]["schedulingGates"]
+
+    wl = await _wait_workload(api, namespace, "RayJob", "rj", lambda w: is_true(w, c.ADMITTED), "admitted")
+    assert [(ps["name"], ps["count"]) for ps in wl["spec"]["podSets"]] == [
+        ("head", 1),
+        ("workers", 1),
+        ("submitter", 1),
+    ]
+
+    async def cluster_name() -> str | None:
+        obj = await api.kube.get(RAYJOBS, "rj", namespace)
+        return str((obj.get("status") or {}).get("rayClusterName") or "") or None
+
+    name = await eventually(cluster_name, within=120, what="RayJob rj's RayCluster")
+    pods = await _bound(api, namespace, "kqueue.io/rayjob-name=rj", 3, "the RayJob's head, worker and submitter bound")
+    for pod in pods:
+        assert pod["spec"]["nodeSelector"][INSTANCE_TYPE_LABEL] == "on-demand"
+    assert sum(1 for p in pods if "ray.io/node-type" not in p["metadata"]["labels"]) == 1  # the submitter
+    # Only the RayJob has a Workload: the RayCluster it made (and its submitter Job) are its own.
+    rc = await api.kube.get(RAYCLUSTERS, name, namespace)
+    assert [(o["kind"], o["name"]) for o in rc["metadata"]["ownerReferences"]] == [("RayJob", "rj")]
+    owners = {
+        ref["kind"]
+        for w in await api.kube.list(WORKLOADS, namespace=namespace)
+        for ref in w["metadata"].get("ownerReferences") or []
+    }
+    assert owners == {"RayJob"}
+
+    await api.kube.delete(RAYJOBS, "rj", namespace=namespace)
+    await _gone(api, RAYJOBS, "rj", namespace)
+    await _quota_freed(api, cq, od)
+
+
+async def test_the_ray_samples_run(api: Api, kqueue: ConfiguredKqueue, namespace: str) -> None:
+    od, cq = await _setup(api, namespace, "6", queue="user-queue")
+    for sample, resource in (("raycluster.yaml", RAYCLUSTERS), ("rayjob.yaml", RAYJOBS)):
+        doc = yaml.safe_load((SAMPLES / sample).read_text())
+        assert doc["metadata"]["labels"][c.QUEUE_NAME_LABEL] == "user-queue"
+        doc["metadata"]["namespace"] = namespace
+        await api.kube.create(resource, doc, namespace=namespace)
+    await _wait_workload(api, namespace, "RayCluster", "sample-raycluster", lambda w: is_true(w, c.ADMITTED), "admitted")
+    await _wait_workload(api, namespace, "RayJob", "sample-rayjob", lambda w: is_true(w, c.ADMITTED), "admitted")
+    await _bound(api, namespace, "ray.io/cluster=sample-raycluster", 3, "the RayCluster sample's 3 pods bound")
+    await _bound(api, namespace, "kqueue.io/rayjob-name=sample-rayjob", 3, "the RayJob sample's 3 pods bound")
+    for sample, resource in (("raycluster", RAYCLUSTERS), ("rayjob", RAYJOBS)):
+        await api.kube.delete(resource, f"sample-{sample}", namespace=namespace)
+    await _quota_freed(api, cq, od)
+
+
+@pytest.mark.parametrize(
+    ("kind", "field"),
+    [
+        pytest.param("RayCluster", "spec.enableInTreeAutoscaling", id="raycluster autoscaling"),
+        pytest.param("RayJob", "spec.rayClusterSpec.enableInTreeAutoscaling", id="rayjob autoscaling"),
+        pytest.param("RayJob", "spec.shutdownAfterJobFinishes", id="rayjob keeping its cluster"),
+    ],
+)
+async def test_what_a_queued_ray_object_cannot_have_is_refused(
+    api: Api, kqueue: ConfiguredKqueue, namespace: str, kind: str, field: str
+) -> None:
+    if kind == "RayCluster":
+        obj, resource = raycluster("bad", namespace, "q"), RAYCLUSTERS
+        obj["spec"]["enableInTreeAutoscaling"] = True
+    else:
+        obj, resource = rayjob("bad", namespace, "q"), RAYJOBS
+        if field.endswith("enableInTreeAutoscaling"):
+            obj["spec"]["rayClusterSpec"]["enableInTreeAutoscaling"] = True
+        else:
+            obj["spec"]["shutdownAfterJobFinishes"] = False
+    with pytest.raises(KubeError) as info:
+        await api.kube.create(resource, obj, namespace=namespace)
+    assert info.value.status == 422
+    assert field in info.value.message
+
+
+@pytest.mark.parametrize("kind", ["RayCluster", "RayJob"])
+async def test_a_ray_object_preempted_whole_then_resumed(
+    api: Api, kqueue: ConfiguredKqueue, namespace: str, kind: str
+) -> None:
+    """A higher-priority Job preempts the whole Ray object: suspended, every pod gone (for a
+    RayJob its RayCluster too); once the Job finished it is admitted and runs again."""
+    low, high = unique("low"), unique("high")
+    await api.apply(priority_class(low, 100))
+    await api.apply(priority_class(high, 1000))
+    await _setup(api, namespace, "3", preemption={"withinClusterQueue": "LowerPriority"})
+    if kind == "RayCluster":
+        obj, resource = raycluster("victim", namespace, "q", workers=1), RAYCLUSTERS
+        selector, n = "ray.io/cluster=victim", 2
+    else:
+        obj, resource = rayjob("victim", namespace, "q"), RAYJOBS
+        selector, n = "kqueue.io/rayjob-name=victim", 3
+    obj["metadata"]["labels"][c.PRIORITY_CLASS_LABEL] = low
+    await api.kube.create(resource, obj, namespace=namespace)
+    await _bound(api, namespace, selector, n, f"the victim {kind}'s {n} pods bound")
+
+    await api.apply(
+        job("urgent", namespace, "q", cpu="2", complete_after="5s", labels={c.PRIORITY_CLASS_LABEL: high})
+    )
+    await _wait_workload(api, namespace, kind, "victim", lambda w: is_true(w, c.PREEMPTED), "Preempted")
+
+    async def stopped() -> bool:
+        current = await api.kube.get(resource, "victim", namespace)
+        pods = [
+            p for p in await api.kube.list(PODS, namespace=namespace, label_selector=selector)
+            if not p["metadata"].get("deletionTimestamp")
+        ]
+        return current["spec"].get("suspend") is True and not pods
+
+    await eventually(stopped, within=120, what=f"the victim {kind} suspended with no pods left")
+    await api.wait_workload(namespace, "urgent", lambda w: is_true(w, c.FINISHED), what="finished", within=120)
+    await _wait_workload(api, namespace, kind, "victim", lambda w: is_true(w, c.ADMITTED), "re-admitted")
+    await _bound(api, namespace, selector, n, f"the victim {kind} running again")
+    await api.kube.delete(resource, "victim", namespace=namespace)
