@@ -383,6 +383,57 @@ class FairSharing(_Model):
         return value
 
 
+def _weight_input(value: object) -> str:
+    # A resource weight is a non-negative decimal number. YAML gives 1.5 as a float: its
+    # shortest decimal text (repr) is the number the user wrote, so it is read from that text
+    # and never computed with in binary floating point.
+    if isinstance(value, bool):
+        raise ValueError(f"{value!r} is not a number (a decimal such as 1, 0.5 or \"2.5\")")
+    if isinstance(value, int | float):
+        text = repr(value)
+    elif isinstance(value, str):
+        text = value.strip()
+    else:
+        raise ValueError(f"{value!r} is not a number (a decimal such as 1, 0.5 or \"2.5\")")
+    if not _WEIGHT.match(text):
+        raise ValueError(f"{value!r} is not a number (a decimal such as 1, 0.5 or \"2.5\")")
+    if Fraction(text) < 0:
+        raise ValueError(f"must be greater than or equal to 0, got {text}")
+    return text
+
+
+_WEIGHT: Final = re.compile(r"^[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?$")
+# A resource weight: exact decimal text (see _weight_input); Fraction(text) is its value.
+ResourceWeight = Annotated[str, BeforeValidator(_weight_input)]
+
+
+class AdmissionFairSharing(_Model):
+    usage_half_life_time: Duration = timedelta(0)
+    """After this time a LocalQueue's recorded usage has decayed by half. 0: usage is not
+    remembered (every LocalQueue counts as unused; the entry penalty is 0 too), as in Kueue."""
+    usage_sampling_interval: Duration = timedelta(minutes=5)
+    """How often the decayed usage of every LocalQueue is updated (and written to its status
+    ``fairSharing.admissionFairSharingStatus``); it is also updated on every admission. The
+    entry penalty of an admission is its requests times ``1 - 0.5^(interval/halfLife)``."""
+    resource_weights: dict[str, ResourceWeight] = Field(default_factory=dict)
+    """Weight of each resource when a LocalQueue's usage is summed over resources (default 1
+    for a resource not listed; 0 ignores it). Non-negative decimal numbers."""
+
+    @field_validator("usage_half_life_time")
+    @classmethod
+    def _not_negative(cls, value: timedelta) -> timedelta:
+        if value < timedelta(0):
+            raise ValueError(f"must be greater than or equal to 0, got {format_duration(value)}")
+        return value
+
+    @field_validator("usage_sampling_interval")
+    @classmethod
+    def _positive_interval(cls, value: timedelta) -> timedelta:
+        if value <= timedelta(0):
+            raise ValueError(f"must be greater than 0, got {format_duration(value)}")
+        return value
+
+
 class Integrations(_Model):
     frameworks: list[str] = Field(default_factory=lambda: list(DEFAULT_FRAMEWORKS))
     """Kinds kqueue manages: ``batch/job`` (Jobs), ``pod`` (plain pods and pod groups),
@@ -535,6 +586,12 @@ class Configuration(_Model):
     (Kueue's fairSharing): set (``{}`` for the defaults) to order admission by weighted share and
     to preempt with reason ``InCohortFairSharing``; unset (the default) keeps the classical
     borrowing and priority order."""
+    admission_fair_sharing: AdmissionFairSharing | None = None
+    """Admission fair sharing between the LocalQueues of a ClusterQueue (Kueue's
+    admissionFairSharing): set to let ClusterQueues with ``admissionScope.admissionMode:
+    UsageBasedAdmissionFairSharing`` take their heads from the LocalQueue with the lowest
+    weighted, decaying usage first. Unset (the default): such ClusterQueues order by priority and
+    creation time, and say so in their status. See docs/fair-sharing.md."""
 
     @model_validator(mode="before")
     @classmethod
