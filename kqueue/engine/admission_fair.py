@@ -23,6 +23,7 @@ every platform. Usages compare as exact fractions.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -129,6 +130,10 @@ class FairUsage:
         if self.infinite:
             return "+Inf (weight 0)"
         return _short(self.value)
+
+    def precise(self) -> float:
+        """For metrics only (a Prometheus sample is a float): +Inf when infinite."""
+        return math.inf if self.infinite else float(self.value)
 
 
 def _short(x: Fraction) -> str:

@@ -453,6 +453,7 @@ class Engine:
             self.readiness.next_deadline(self.cache.workloads, self.cache.evicting),
             self.execution.next_deadline(self.cache.workloads, self.cache.evicting),
             self.queues.next_backoff(),
+            self._next_fair_sample(),
         ]
         present = [x for x in times if x is not None]
         return min(present) if present else None
@@ -721,6 +722,25 @@ class Engine:
         for lq in lqs:
             self.afs.sample(lq, admitted.get(lq, {}), now)
         return lqs
+
+    def _next_fair_sample(self) -> datetime | None:
+        """When the next usage sample is due for a LocalQueue whose usage still moves in a way
+        that matters: it holds quota (the sample folds it in) or has workloads waiting (the
+        order depends on it). An idle queue's decay is computed exactly at its next sample,
+        however late."""
+        if self.afs is None:
+            return None
+        busy: set[LocalQueueKey] = {aw.info.local_queue for aw in self.cache.workloads.values()}
+        busy.update(info.local_queue for info in self.queues.pending.values())
+        times = []
+        for lq in busy:
+            spec = self.queues.local_queues.get(lq)
+            if spec is None or not self.uses_admission_fair_sharing(spec.cluster_queue):
+                continue
+            entry = self.afs.entry(lq)
+            if entry is not None and entry.last_update is not None:
+                times.append(entry.last_update + self.afs.config.usage_sampling_interval)
+        return min(times, default=None)
 
     def _push_penalty(self, key: WorkloadKey, cq: ClusterQueueName, now: datetime) -> None:
         if self.afs is None or not self.uses_admission_fair_sharing(cq):

@@ -48,6 +48,7 @@ from kqueue.api.integrations.management import (
     namespace_labels_of,
 )
 from kqueue.api.integrations.statefulset import replicas, workload_for_statefulset
+from kqueue.api.config import Configuration
 from kqueue.api.loader import LoadedObject, LoadError, Location
 from kqueue.api.suggest import did_you_mean
 from kqueue.api.v1alpha1 import (
@@ -133,6 +134,9 @@ class Scenario:
     workloads: list[SimWorkload] = field(default_factory=list)
     priorities: PriorityClasses = field(default_factory=PriorityClasses)
     warnings: list[str] = field(default_factory=list)
+    # The controller Configuration among the inputs (kqueue's, or Kueue's converted), if any:
+    # its fairSharing and admissionFairSharing apply as in the controller.
+    config: Configuration | None = None
 
 
 def _meta(obj: LoadedObject) -> dict[str, Any]:
@@ -216,6 +220,7 @@ def build_scenario(
         start = max(_times(objects), default=DEFAULT_START)
     sc = Scenario(start=start)
     policy = _policy(objects, policy)
+    sc.config = next((o.config for o in objects if o.config is not None), None)
     pod_classes: list[dict[str, Any]] = []
     jobs: list[LoadedObject] = []
     pods: list[LoadedObject] = []
