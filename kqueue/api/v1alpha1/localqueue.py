@@ -20,6 +20,19 @@ from kqueue.api.v1alpha1.clusterqueue import CONDITION_LIST, STOP_POLICY_DESCRIP
 from kqueue.api.v1alpha1.meta import Condition, KObject
 
 
+class LocalQueueFairSharing(KBase):
+    """How a LocalQueue competes with the other LocalQueues of its ClusterQueue."""
+
+    weight: QuantityValue = Field(
+        default_factory=lambda: Quantity(1),
+        description="Divides this queue's decayed usage when the heads of the ClusterQueue are "
+        "ordered: a queue with weight 2 may use twice as much as one with weight 1 before it "
+        "comes after it. A quantity, default 1; 0 puts the queue after every queue with a "
+        "positive weight. Must not be negative.",
+        json_schema_extra={"default": 1},
+    )
+
+
 class LocalQueueSpec(KBase):
     """Desired state of a LocalQueue."""
 
@@ -39,19 +52,6 @@ class LocalQueueSpec(KBase):
         "LocalQueues of its ClusterQueue; used when the ClusterQueue's admissionScope is "
         "UsageBasedAdmissionFairSharing and the Configuration sets admissionFairSharing. "
         "Unset: weight 1.",
-    )
-
-
-class LocalQueueFairSharing(KBase):
-    """How a LocalQueue competes with the other LocalQueues of its ClusterQueue."""
-
-    weight: QuantityValue = Field(
-        default_factory=lambda: Quantity(1),
-        description="Divides this queue's decayed usage when the heads of the ClusterQueue are "
-        "ordered: a queue with weight 2 may use twice as much as one with weight 1 before it "
-        "comes after it. A quantity, default 1; 0 puts the queue after every queue with a "
-        "positive weight. Must not be negative.",
-        json_schema_extra={"default": 1},
     )
 
 
