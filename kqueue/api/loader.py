@@ -246,13 +246,15 @@ def load_object(
     if kueue_config.is_kueue_configuration(doc):
         # Kueue's Configuration (written without metadata): kqueue's equivalent.
         try:
-            converted, dropped = kueue_config.from_kueue_configuration(
+            config_doc, config_dropped = kueue_config.from_kueue_configuration(
                 doc, SUPPORTED_FRAMEWORKS
             )
         except ValueError as err:
             raise LoadError(location, str(err), kind=kind) from None
-        loaded = _load_configuration(converted, location)
-        return replace(loaded, warnings=tuple(f"{w} (from {api_version})" for w in dropped))
+        return replace(
+            _load_configuration(config_doc, location),
+            warnings=tuple(f"{w} (from {api_version})" for w in config_dropped),
+        )
     if migrate and not _read_by_kqueue(api_version, kind):
         return _load_other(doc, location, api_version, kind, names)
     metadata = doc.get("metadata")

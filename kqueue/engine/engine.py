@@ -500,10 +500,14 @@ class Engine:
                     inactive.reason, inactive.message, cq,
                     position_in_cluster_queue=in_cq, position_in_local_queue=in_lq,
                 )
+        usages = self._local_queue_usages(cq) if cq is not None else ()
         last = self._last_pending.get(key)
         if last is not None:
             return replace(
-                last.details, position_in_cluster_queue=in_cq, position_in_local_queue=in_lq
+                last.details,
+                position_in_cluster_queue=in_cq,
+                position_in_local_queue=in_lq,
+                local_queue_usages=usages,
             )
         ahead = 0 if in_cq is None else in_cq
         return PendingDetails(
@@ -512,7 +516,18 @@ class Engine:
             cq,
             position_in_cluster_queue=in_cq,
             position_in_local_queue=in_lq,
+            local_queue_usages=usages,
         )
+
+    def _local_queue_usages(self, cq: ClusterQueueName) -> tuple[tuple[str, str], ...]:
+        """Under admission fair sharing, the usage of every LocalQueue with workloads waiting
+        in ``cq``, in the order their heads are taken."""
+        if not self.uses_admission_fair_sharing(cq):
+            return ()
+        queue = self.queues.queues.get(cq)
+        lqs = {info.local_queue for info in queue.infos()} if queue is not None else set()
+        ranked = sorted((self.local_queue_fair_usage(lq), lq) for lq in lqs)
+        return tuple((str(lq), str(usage)) for usage, lq in ranked)
 
     def usage(self, cq: ClusterQueueName) -> Usage:
         return self.cache.usage(cq)

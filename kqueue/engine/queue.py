@@ -24,6 +24,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import datetime
 
+from .admission_fair import FairUsage
 from .types import (
     ClusterQueueName,
     LocalQueueKey,
@@ -34,7 +35,6 @@ from .types import (
     StopPolicy,
     WorkloadKey,
 )
-from .admission_fair import FairUsage
 from .workload import WorkloadInfo
 
 _SortKey = tuple[int, datetime, str, str]

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any, Final, TypeVar
 
+from kqueue.api.config import Configuration
 from kqueue.api.integrations import (
     IntegrationError,
     PriorityClasses,
@@ -48,7 +49,6 @@ from kqueue.api.integrations.management import (
     namespace_labels_of,
 )
 from kqueue.api.integrations.statefulset import replicas, workload_for_statefulset
-from kqueue.api.config import Configuration
 from kqueue.api.loader import LoadedObject, LoadError, Location
 from kqueue.api.suggest import did_you_mean
 from kqueue.api.v1alpha1 import (
