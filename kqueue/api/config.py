@@ -742,6 +742,8 @@ def _type_name(annotation: Any) -> str:
     if annotation is timedelta or _is_duration(annotation):
         return "duration"
     if origin is Annotated:
+        if any(getattr(m, "func", None) is _weight_input for m in args[1:]):
+            return "number"
         return _type_name(args[0])
     if origin in (types.UnionType, typing.Union):
         inner = [a for a in args if a is not type(None)]
@@ -777,6 +779,25 @@ def _walk(
         nested = _nested_model(info.annotation)
         if nested is not None and nested is not LabelSelector:
             yield from _walk(nested, path, default if isinstance(default, dict) else {})
+        section = _optional_section(info.annotation)
+        if section is not None and default is None:
+            # An optional section (fairSharing, admissionFairSharing): its fields with the
+            # defaults they take when the section is set.
+            yield from _walk(section, path, section().model_dump(by_alias=True, mode="json"))
+
+
+def _optional_section(annotation: Any) -> type[BaseModel] | None:
+    """``Model | None`` where ``Model()`` is valid: a section that its presence turns on."""
+    if typing.get_origin(annotation) not in (types.UnionType, typing.Union):
+        return None
+    inner = [a for a in typing.get_args(annotation) if a is not type(None)]
+    if len(inner) != 1 or not isinstance(inner[0], type) or not issubclass(inner[0], _Model):
+        return None
+    try:
+        inner[0]()
+    except ValueError:
+        return None
+    return inner[0]
 
 
 def _markdown_value(value: Any) -> str:
