@@ -64,7 +64,7 @@ class ClusterQueueQueue:
         self.sticky: WorkloadKey | None = None
         self._version = 0
         # Admission fair sharing: heads come from the LocalQueue with the lowest usage, so the
-        # workloads are also kept in one heap per LocalQueue (same lazy removal).
+        # workloads are also kept in one heap per LocalQueue (same lazy removal); only then.
         self.fair: FairOrder | None = None
         self._lq_heaps: dict[LocalQueueKey, list[_Entry]] = {}
 
@@ -82,7 +82,8 @@ class ClusterQueueQueue:
         self._active[info.key] = (self._version, info)
         entry = (info.queue_key(), self._version, info.key)
         heapq.heappush(self._heap, entry)
-        heapq.heappush(self._lq_heaps.setdefault(info.local_queue, []), entry)
+        if self.fair is not None:
+            heapq.heappush(self._lq_heaps.setdefault(info.local_queue, []), entry)
         if len(self._heap) > 2 * len(self._active) + 64:
             self._compact()
 
@@ -92,12 +93,22 @@ class ClusterQueueQueue:
         ]
         heapq.heapify(self._heap)
         self._lq_heaps = {}
+        if self.fair is None:
+            return
         for key, (version, info) in self._active.items():
             self._lq_heaps.setdefault(info.local_queue, []).append(
                 (info.queue_key(), version, key)
             )
         for heap in self._lq_heaps.values():
             heapq.heapify(heap)
+
+    def set_fair(self, fair: FairOrder | None) -> None:
+        """Order heads by admission fair sharing (None: the usual order)."""
+        if self.fair == fair:
+            return
+        self.fair = fair
+        # The per-LocalQueue heaps exist only under admission fair sharing.
+        self._compact()
 
     def _live(self, entry: _Entry) -> bool:
         current = self._active.get(entry[2])
@@ -234,7 +245,7 @@ class QueueManager:
         """Order ``name``'s heads by admission fair sharing (None: the usual order)."""
         q = self.queues.get(name)
         if q is not None:
-            q.fair = fair
+            q.set_fair(fair)
 
     def upsert_local_queue(self, spec: LocalQueueSpec) -> None:
         self.local_queues[spec.key] = spec

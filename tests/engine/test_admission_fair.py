@@ -184,3 +184,70 @@ def test_equal_weights_share_admissions_in_the_long_run(
     if head_start == 0:
         assert admitted["a"] >= total * 2 // 5, admitted
     assert admitted["a"] + admitted["b"] >= 4 * 60 // run_min - 4
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    ops=st.lists(
+        st.tuples(
+            st.sampled_from(["push", "delete", "pop", "usage", "toggle"]),
+            st.integers(0, 11),  # workload
+            st.integers(0, 2),  # LocalQueue (push) or usage value
+            st.integers(0, 3),  # priority
+        ),
+        max_size=60,
+    )
+)
+def test_fair_pops_take_the_lowest_usage_then_queue_order(
+    ops: list[tuple[str, int, int, int]],
+) -> None:
+    """Whatever the pushes, deletions, usage changes and switches of order, each pop under
+    admission fair sharing is the minimum of (its LocalQueue's usage, queue order) over what is
+    queued, and without it the minimum of the queue order (the per-LocalQueue heaps agree)."""
+    from kqueue.engine.queue import ClusterQueueQueue
+    from kqueue.engine.types import ClusterQueueName, QueueingStrategy
+    from kqueue.engine.workload import make_info
+
+    usage: dict[LocalQueueKey, int] = {}
+
+    def fair(lq: LocalQueueKey) -> FairUsage:
+        return FairUsage(False, Fraction(usage.get(lq, 0)))
+
+    q = ClusterQueueQueue(ClusterQueueName("cq"), QueueingStrategy.BEST_EFFORT_FIFO)
+    q.set_fair(fair)
+    queued: dict[str, object] = {}
+    for op, w, x, prio in ops:
+        name = f"w{w}"
+        if op == "push":
+            info = make_info(
+                make_workload(name, "ns").queue(f"q{x}").priority(prio).created(w)
+                .request("cpu", "1").obj(),
+                {},
+            )
+            q.push_or_update(info)
+            queued[f"ns/{name}"] = info
+        elif op == "delete":
+            q.delete(WorkloadKey(f"ns/{name}"))
+            queued.pop(f"ns/{name}", None)
+        elif op == "usage":
+            usage[LocalQueueKey(f"ns/q{w % 3}")] = x
+        elif op == "toggle":
+            q.set_fair(None if q.fair is not None else fair)
+        else:
+            got = q.pop()
+            if not queued:
+                assert got is None
+                continue
+            assert got is not None
+
+            def rank(i: object) -> tuple[object, ...]:
+                info = i  # WorkloadInfo
+                base = info.queue_key()  # type: ignore[attr-defined]
+                if q.fair is None:
+                    return (base,)
+                return (fair(info.local_queue), base)  # type: ignore[attr-defined]
+
+            best = min(queued.values(), key=rank)
+            assert rank(got) == rank(best)
+            queued.pop(str(got.key))
+    assert len(q) == len(queued)
