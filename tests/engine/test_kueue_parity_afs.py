@@ -1,7 +1,8 @@
 """Parity with Kueue's admission fair sharing scheduler tests.
 
 Ports of ``TestScheduleForAFS`` and ``TestShouldApplyEntryPenalty``
-(``pkg/scheduler/scheduler_afs_test.go``), each carrying its name. Fixtures are Kueue's: one
+(``pkg/scheduler/scheduler_afs_test.go``), and ``TestFsAdmission``
+(``pkg/cache/queue/cluster_queue_test.go``, the head of the queue), each carrying its name. Fixtures are Kueue's: one
 ClusterQueue ``cq1`` (8 cpu, 8Gi of flavor ``default``) with ``UsageBasedAdmissionFairSharing``,
 LocalQueues ``lq-a``, ``lq-b``, ``lq-c`` (weight 1) and ``lq-zero`` (weight 0), half-life 10s and
 sampling interval 1s. ``initialUsage`` is the ledger's consumed usage at ``now``; as in Kueue,
@@ -23,10 +24,12 @@ from fractions import Fraction
 
 import pytest
 
+from kqueue.api.quantity import Quantity
 from kqueue.engine.admission_fair import AdmissionFairSharingConfig, to_nanos
 from kqueue.engine.engine import Engine
 from kqueue.engine.preemptor import ClassicalPreemptor
 from kqueue.engine.types import (
+    ClusterQueueName,
     ClusterQueueSpec,
     LocalQueueSpec,
     ResourceName,
@@ -189,3 +192,81 @@ def test_should_apply_entry_penalty(case: PenaltyCase) -> None:
     lq_key = local_queue_key("default", "lq")
     got = engine.afs is not None and engine.afs.has_penalty(lq_key, wl.key)
     assert got == case.want
+
+
+# --- Kueue's TestFsAdmission (pkg/cache/queue/cluster_queue_test.go): the head of the queue ---
+
+
+@dataclass
+class HeadCase:
+    name: str
+    mode: str | None  # spec.admissionScope.admissionMode
+    lq_weights: Mapping[str, str]
+    workloads: list[tuple[str, str, int]]  # (name, LocalQueue, priority)
+    want: str
+    # Kueue's ``&config.AdmissionFairSharing{}`` (half-life 0: the seeded usage is read as is).
+    config: AdmissionFairSharingConfig | None = field(default_factory=AdmissionFairSharingConfig)
+    consumed: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
+
+
+GPU = "example.com/gpu"
+
+HEAD_CASES = [
+    HeadCase(
+        "workloads are ordered by LQ usage, instead of priorities",
+        "UsageBasedAdmissionFairSharing", {"lqA": "1", "lqB": "1"},
+        [("wlA-high", "lqA", 2), ("wlB-low", "lqB", 1)], "wlB-low",
+        consumed={"lqA": {"cpu": "2"}, "lqB": {"cpu": "1"}},
+    ),
+    HeadCase(
+        "workloads are ordered by LQ usage with respect to resource weights",
+        "UsageBasedAdmissionFairSharing", {"lqA": "1", "lqB": "1"},
+        [("wlA-high", "lqA", 2), ("wlB-low", "lqB", 1)], "wlB-low",
+        config=AdmissionFairSharingConfig(
+            resource_weights={ResourceName("cpu"): Fraction(0), ResourceName(GPU): Fraction(1)}
+        ),
+        consumed={"lqA": {"cpu": "1", GPU: "10"}, "lqB": {"cpu": "1000", GPU: "1"}},
+    ),
+    HeadCase(
+        "workloads are ordered by LQ usage with respect to LQs' fair sharing weights",
+        "UsageBasedAdmissionFairSharing", {"lqA": "1", "lqB": "2"},
+        [("wlA-high", "lqA", 2), ("wlB-low", "lqB", 1)], "wlB-low",
+        consumed={"lqA": {"cpu": "10"}, "lqB": {"cpu": "6"}},
+    ),
+    HeadCase(
+        "workloads with the same LQ usage are ordered by priority",
+        "UsageBasedAdmissionFairSharing", {"lqA": "1"},
+        [("wlA-low", "lqA", 1), ("wlA-high", "lqA", 2)], "wlA-high",
+        consumed={"lqA": {"cpu": "10"}},
+    ),
+    HeadCase(
+        "workloads with NoFairSharing CQ are ordered by priority",
+        "NoAdmissionFairSharing", {"lqA": "1"},
+        [("wlA-low", "lqA", 1), ("wlA-high", "lqA", 2)], "wlA-high",
+    ),
+    HeadCase(
+        "workloads with no FS config are ordered by priority",
+        "NoAdmissionFairSharing", {"lqA": "1"},
+        [("wlA-low", "lqA", 1), ("wlA-high", "lqA", 2)], "wlA-high",
+        config=None,
+    ),
+]
+
+
+@pytest.mark.parametrize("case", HEAD_CASES, ids=lambda c: c.name)
+def test_fs_admission(case: HeadCase) -> None:
+    engine = Engine(ClassicalPreemptor(), admission_fair_sharing=case.config)
+    spec = replace(
+        cluster_queue("cq", [fq("default", cpu="8")]),
+        usage_based_admission=case.mode == "UsageBasedAdmissionFairSharing",
+    )
+    engine.upsert_cluster_queue(spec)
+    for name, w in case.lq_weights.items():
+        engine.upsert_local_queue(replace(lq("default", name, "cq"), fair_weight=Fraction(w)))
+    for name, resources in case.consumed.items():
+        consumed = {ResourceName(r): Quantity(v).nanos for r, v in resources.items()}
+        engine.seed_local_queue_usage(local_queue_key("default", name), consumed, at(NOW))
+    for name, queue, priority in case.workloads:
+        engine.upsert_workload(kwl(name, "default", queue=queue, priority=priority))
+    head = engine.queued_in_order(ClusterQueueName("cq"))[0]
+    assert head.key == f"default/{case.want}"
