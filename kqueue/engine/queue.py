@@ -13,6 +13,11 @@ Kueue's two strategies differ only in what happens to a head that could not be a
   only skipped in the cycle, or that wait for their preemptions, go back at once; a preemptor
   waiting for its victims stays at the head.
 
+Under admission fair sharing (admission_fair.py) a ClusterQueue's next head comes from the
+LocalQueue with the lowest weighted usage, read when the head is taken (usage changes with every
+admission and sample, so it is never frozen into the heap): each LocalQueue then has its own
+heap, and a pop compares their tops, O(#LocalQueues).
+
 Workloads that cannot be queued at all (deactivated, LocalQueue missing or stopped, ClusterQueue
 missing, requeue backoff running) are kept aside with the reason, and placed when that changes.
 """
