@@ -768,17 +768,13 @@ class Engine:
 
     def _settle_penalties(self, now: datetime) -> None:
         """Fold the entry penalties of the last cycle's admissions into the decayed usage
-        (Kueue does it when the workload's Admitted condition is seen); an admission rolled
-        back or released meanwhile is not charged."""
+        (Kueue does it when the workload's Admitted condition is seen). An admission rolled
+        back (``forget``) is not charged; one that has already finished or been evicted was
+        admitted all the same, and is."""
         if self.afs is None or not self._penalized:
             return
-        admitted: dict[LocalQueueKey, dict[ResourceName, int]] | None = None
+        admitted = self._admitted_by_local_queue()
         for key, lq in sorted(self._penalized.items()):
-            if self.cache.get(key) is None:
-                self.afs.drop_penalty(lq, key)
-                continue
-            if admitted is None:
-                admitted = self._admitted_by_local_queue()
             self.afs.settle(lq, key, admitted.get(lq, {}), now)
         self._penalized.clear()
 

@@ -251,3 +251,53 @@ def test_fair_pops_take_the_lowest_usage_then_queue_order(
             assert rank(got) == rank(best)
             queued.pop(str(got.key))
     assert len(q) == len(queued)
+
+
+def _two_queue_engine() -> Engine:
+    cfg = AdmissionFairSharingConfig(timedelta(seconds=2), timedelta(seconds=1))
+    engine = Engine(ClassicalPreemptor(), admission_fair_sharing=cfg)
+    engine.upsert_flavor(make_flavor("default").obj())
+    engine.upsert_cluster_queue(
+        replace(cluster_queue("cq", [fq("default", cpu="32")]), usage_based_admission=True)
+    )
+    engine.upsert_local_queue(lq("ns", "a", "cq"))
+    engine.upsert_local_queue(lq("ns", "b", "cq"))
+    return engine
+
+
+def _wl(name: str, queue: str, created: int) -> object:
+    return make_workload(name, "ns").queue(queue).created(created).request("cpu", "32").obj()
+
+
+def test_admits_from_the_local_queue_whose_weight_is_raised() -> None:
+    """Kueue's integration spec "admits from the LocalQueue whose weight is raised through the
+    API": the weight is read when the head is taken, so raising it flips the order at once."""
+    engine = _two_queue_engine()
+    engine.seed_local_queue_usage(A, {CPU: 32 * NANO}, t(0))
+    engine.seed_local_queue_usage(B, {CPU: 1 * NANO}, t(0))
+    engine.upsert_workload(_wl("wa", "a", 0))  # type: ignore[arg-type]
+    engine.upsert_workload(_wl("wb", "b", 1))  # type: ignore[arg-type]
+    cq = engine.cluster_queue_of(WorkloadKey("ns/wa"))
+    assert cq is not None
+    assert [i.key for i in engine.queued_in_order(cq)] == ["ns/wb", "ns/wa"]
+    engine.upsert_local_queue(replace(lq("ns", "a", "cq"), fair_weight=Fraction(1_000_000)))
+    assert [i.key for i in engine.queued_in_order(cq)] == ["ns/wa", "ns/wb"]
+    assert [a.workload for a in engine.schedule(t(0)).admitted] == ["ns/wa"]
+
+
+def test_retains_the_local_queues_historical_usage_across_a_restart() -> None:
+    """Kueue's integration spec "should retain the LocalQueue's historical usage across a
+    restart": a new engine seeded from the status the old one wrote orders as the old did."""
+    old = _two_queue_engine()
+    old.upsert_workload(_wl("first", "a", 0))  # type: ignore[arg-type]
+    assert [a.workload for a in old.schedule(t(0)).admitted] == ["ns/first"]
+    old.finish(WorkloadKey("ns/first"))
+    old.schedule(t(1))  # settles the penalty, samples
+    status = old.local_queue_consumed(A)
+    assert status is not None and status[0][CPU] > 0
+    new = _two_queue_engine()
+    new.seed_local_queue_usage(A, *status)
+    assert new.local_queue_fair_usage(A) == old.local_queue_fair_usage(A)
+    new.upsert_workload(_wl("wa", "a", 2))  # type: ignore[arg-type]
+    new.upsert_workload(_wl("wb", "b", 3))  # type: ignore[arg-type]
+    assert [a.workload for a in new.schedule(t(1)).admitted] == ["ns/wb"]
