@@ -213,15 +213,26 @@ class UsageLedger:
 
     def settle(
         self, lq: LocalQueueKey, wl: WorkloadKey, admitted: NanoResources, now: datetime
-    ) -> None:
+    ) -> NanoResources:
         """The admission of ``wl`` took effect: decay to ``now`` with the LocalQueue's live
         admitted usage and fold the workload's penalty into ``consumed`` (Kueue's
-        updateAfsConsumedUsage)."""
+        updateAfsConsumedUsage). Returns what was folded."""
         e = self.entries.setdefault(lq, LedgerEntry(last_update=now))
         self._decay(e, admitted, now)
         penalty = e.penalties.pop(wl, {})
-        if self.config.usage_half_life > timedelta(0):
-            e.consumed = _add(e.consumed, penalty)
+        if self.config.usage_half_life <= timedelta(0):
+            return {}
+        e.consumed = _add(e.consumed, penalty)
+        return penalty
+
+    def unsettle(self, lq: LocalQueueKey, folded: NanoResources) -> None:
+        """Take back a folded penalty (the admission's write failed after all), never below 0."""
+        e = self.entries.get(lq)
+        if e is None:
+            return
+        e.consumed = {
+            r: a for r, a in ((r, a - min(a, folded.get(r, 0))) for r, a in e.consumed.items()) if a
+        }
 
     def due(self, lq: LocalQueueKey, now: datetime) -> bool:
         e = self.entries.get(lq)

@@ -103,6 +103,9 @@ class Engine:
         )
         # Admissions whose entry penalty is pending: workload -> LocalQueue.
         self._penalized: dict[WorkloadKey, LocalQueueKey] = {}
+        # Penalties settled for admissions not yet confirmed by the API (the writes run while
+        # the next cycle does): taken back if the write fails (``forget``).
+        self._settled: dict[WorkloadKey, tuple[LocalQueueKey, dict[ResourceName, int]]] = {}
 
     # -- flavors, queues, cohorts ------------------------------------------------------------
 
@@ -212,6 +215,7 @@ class Engine:
         held = self.cache.get(wl.key)
         self.readiness.known_count(wl.key, wl.requeue_count)
         if wl.admission is not None:
+            self._settled.pop(wl.key, None)  # the admission is in the API: charged for good
             self._scans.forget(wl.key)
             self.queues.delete(wl.key)
             self._last_pending.pop(wl.key, None)
@@ -253,6 +257,7 @@ class Engine:
             self._requeue_trees([held.cluster_queue])
 
     def _forget_extras(self, key: WorkloadKey) -> None:
+        self._settled.pop(key, None)
         self.readiness.forget(key)
         self.execution.forget(key)
         self.barrier.forget(key)
@@ -275,6 +280,7 @@ class Engine:
         time stays out and starts over with none (execution.py).
         """
         self._drain.discard(key)
+        self._settled.pop(key, None)
         after = self.readiness.after_eviction(key)
         exceeded = self.execution.after_eviction(key)
         held = self.cache.remove_workload(key)
@@ -307,6 +313,9 @@ class Engine:
         lq = self._penalized.pop(key, None)
         if lq is not None and self.afs is not None:
             self.afs.drop_penalty(lq, key)
+        settled = self._settled.pop(key, None)
+        if settled is not None and self.afs is not None:
+            self.afs.unsettle(*settled)
         self.cache.remove_workload(key)
         self._requeue_trees([held.cluster_queue])
         self.queues.upsert(held.info)
@@ -664,6 +673,7 @@ class Engine:
         if config is None:
             self.afs = None
             self._penalized.clear()
+            self._settled.clear()
         elif self.afs is None:
             self.afs = UsageLedger(config)
         else:
@@ -775,7 +785,10 @@ class Engine:
             return
         admitted = self._admitted_by_local_queue()
         for key, lq in sorted(self._penalized.items()):
-            self.afs.settle(lq, key, admitted.get(lq, {}), now)
+            folded = self.afs.settle(lq, key, admitted.get(lq, {}), now)
+            held = self.cache.get(key)
+            if held is not None and held.assumed:
+                self._settled[key] = (lq, folded)
         self._penalized.clear()
 
     # -- fair sharing ------------------------------------------------------------------------

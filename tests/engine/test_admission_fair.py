@@ -301,3 +301,22 @@ def test_retains_the_local_queues_historical_usage_across_a_restart() -> None:
     new.upsert_workload(_wl("wa", "a", 2))  # type: ignore[arg-type]
     new.upsert_workload(_wl("wb", "b", 3))  # type: ignore[arg-type]
     assert [a.workload for a in new.schedule(t(1)).admitted] == ["ns/wb"]
+
+
+def test_a_failed_admission_write_is_not_charged_even_after_the_next_cycle() -> None:
+    """The controller writes admissions while the next cycle runs: a write that fails after the
+    penalty was settled takes it back; a confirmed admission keeps it."""
+    for confirm in (False, True):
+        engine = _two_queue_engine()
+        wl = _wl("wa", "a", 0)
+        engine.upsert_workload(wl)  # type: ignore[arg-type]
+        [adm] = engine.schedule(t(0)).admitted
+        engine.schedule(t(0))  # settles the penalty (no time passed: nothing else moves)
+        charged = engine.local_queue_fair_usage(A)
+        assert charged.value > 0
+        if confirm:
+            engine.upsert_workload(replace(wl, admission=adm.admission))  # type: ignore[type-var]
+        engine.forget(WorkloadKey("ns/wa"))
+        assert engine.local_queue_fair_usage(A) == (
+            charged if confirm else FairUsage(False, Fraction(0))
+        )
