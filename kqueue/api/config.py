@@ -396,6 +396,57 @@ class FairSharing(_Model):
         return value
 
 
+def _weight_input(value: object) -> str:
+    # A resource weight is a non-negative decimal number. YAML gives 1.5 as a float: its
+    # shortest decimal text (repr) is the number the user wrote, so it is read from that text
+    # and never computed with in binary floating point.
+    if isinstance(value, bool):
+        raise ValueError(f"{value!r} is not a number (a decimal such as 1, 0.5 or \"2.5\")")
+    if isinstance(value, int | float):
+        text = repr(value)
+    elif isinstance(value, str):
+        text = value.strip()
+    else:
+        raise ValueError(f"{value!r} is not a number (a decimal such as 1, 0.5 or \"2.5\")")
+    if not _WEIGHT.match(text):
+        raise ValueError(f"{value!r} is not a number (a decimal such as 1, 0.5 or \"2.5\")")
+    if Fraction(text) < 0:
+        raise ValueError(f"must be greater than or equal to 0, got {text}")
+    return text
+
+
+_WEIGHT: Final = re.compile(r"^[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?$")
+# A resource weight: exact decimal text (see _weight_input); Fraction(text) is its value.
+ResourceWeight = Annotated[str, BeforeValidator(_weight_input)]
+
+
+class AdmissionFairSharing(_Model):
+    usage_half_life_time: Duration = timedelta(0)
+    """After this time a LocalQueue's recorded usage has decayed by half. 0: usage is not
+    remembered (every LocalQueue counts as unused; the entry penalty is 0 too), as in Kueue."""
+    usage_sampling_interval: Duration = timedelta(minutes=5)
+    """How often the decayed usage of every LocalQueue is updated (and written to its status
+    ``fairSharing.admissionFairSharingStatus``); it is also updated on every admission. The
+    entry penalty of an admission is its requests times ``1 - 0.5^(interval/halfLife)``."""
+    resource_weights: dict[str, ResourceWeight] = Field(default_factory=dict)
+    """Weight of each resource when a LocalQueue's usage is summed over resources (default 1
+    for a resource not listed; 0 ignores it). Non-negative decimal numbers."""
+
+    @field_validator("usage_half_life_time")
+    @classmethod
+    def _not_negative(cls, value: timedelta) -> timedelta:
+        if value < timedelta(0):
+            raise ValueError(f"must be greater than or equal to 0, got {format_duration(value)}")
+        return value
+
+    @field_validator("usage_sampling_interval")
+    @classmethod
+    def _positive_interval(cls, value: timedelta) -> timedelta:
+        if value <= timedelta(0):
+            raise ValueError(f"must be greater than 0, got {format_duration(value)}")
+        return value
+
+
 class Integrations(_Model):
     frameworks: list[str] = Field(default_factory=lambda: list(DEFAULT_FRAMEWORKS))
     """Kinds kqueue manages: ``batch/job`` (Jobs), ``pod`` (plain pods and pod groups),
@@ -553,6 +604,12 @@ class Configuration(_Model):
     (Kueue's fairSharing): set (``{}`` for the defaults) to order admission by weighted share and
     to preempt with reason ``InCohortFairSharing``; unset (the default) keeps the classical
     borrowing and priority order."""
+    admission_fair_sharing: AdmissionFairSharing | None = None
+    """Admission fair sharing between the LocalQueues of a ClusterQueue (Kueue's
+    admissionFairSharing): set to let ClusterQueues with ``admissionScope.admissionMode:
+    UsageBasedAdmissionFairSharing`` take their heads from the LocalQueue with the lowest
+    weighted, decaying usage first. Unset (the default): such ClusterQueues order by priority and
+    creation time, and say so in their status. See docs/fair-sharing.md."""
 
     @model_validator(mode="before")
     @classmethod
@@ -703,6 +760,8 @@ def _type_name(annotation: Any) -> str:
     if annotation is timedelta or _is_duration(annotation):
         return "duration"
     if origin is Annotated:
+        if any(getattr(m, "func", None) is _weight_input for m in args[1:]):
+            return "number"
         return _type_name(args[0])
     if origin in (types.UnionType, typing.Union):
         inner = [a for a in args if a is not type(None)]
@@ -738,6 +797,25 @@ def _walk(
         nested = _nested_model(info.annotation)
         if nested is not None and nested is not LabelSelector:
             yield from _walk(nested, path, default if isinstance(default, dict) else {})
+        section = _optional_section(info.annotation)
+        if section is not None and default is None:
+            # An optional section (fairSharing, admissionFairSharing): its fields with the
+            # defaults they take when the section is set.
+            yield from _walk(section, path, section().model_dump(by_alias=True, mode="json"))
+
+
+def _optional_section(annotation: Any) -> type[BaseModel] | None:
+    """``Model | None`` where ``Model()`` is valid: a section that its presence turns on."""
+    if typing.get_origin(annotation) not in (types.UnionType, typing.Union):
+        return None
+    inner = [a for a in typing.get_args(annotation) if a is not type(None)]
+    if len(inner) != 1 or not isinstance(inner[0], type) or not issubclass(inner[0], _Model):
+        return None
+    try:
+        inner[0]()
+    except ValueError:
+        return None
+    return inner[0]
 
 
 def _markdown_value(value: Any) -> str:

@@ -111,6 +111,30 @@ def _selector_values(schema: JsonSchema) -> JsonSchema:
     return _with(schema, {"allOf": rules})
 
 
+# A non-negative decimal number, as kqueue.api.config._weight_input reads it (text or number).
+WEIGHT_PATTERN: Final = r"^\s*\+?([0-9]+(\.[0-9]*)?|\.[0-9]+)([eE][+-]?[0-9]+)?\s*$"
+# A duration not below zero: no minus sign.
+NON_NEGATIVE_DURATION_PATTERN: Final = rf"^\s*\+?(0|({_NUMBER}{_UNIT})+)\s*$"
+
+
+def _resource_weight(schema: JsonSchema) -> JsonSchema:
+    # YAML gives a number or a string; either must be a non-negative decimal.
+    return {
+        "anyOf": [
+            {"type": "number", "minimum": 0},
+            {"type": "string", "pattern": WEIGHT_PATTERN},
+        ]
+    }
+
+
+def _non_negative_duration(schema: JsonSchema) -> JsonSchema:
+    if schema.get("pattern") == DURATION_PATTERN:
+        return {**schema, "pattern": NON_NEGATIVE_DURATION_PATTERN}
+    raise UnmappedValidatorError(
+        f"a non-negative-duration rule on a field that is not a duration: {schema}"
+    )
+
+
 def _burst_with_qps(schema: JsonSchema) -> JsonSchema:
     # qps defaults to 50, so burst must be >= 1 unless qps is given and <= 0.
     return _with(
@@ -157,6 +181,9 @@ VALIDATOR_RULES: Final[Mapping[str, ValidatorRule]] = {
     "WaitForPodsReady._positive": ValidatorRule(_positive_duration),
     "Integrations._known": ValidatorRule(_known_frameworks),
     "FairSharing._supported_set": ValidatorRule(_preemption_strategy_sets),
+    "_weight_input": ValidatorRule(_resource_weight),
+    "AdmissionFairSharing._not_negative": ValidatorRule(_non_negative_duration),
+    "AdmissionFairSharing._positive_interval": ValidatorRule(_positive_duration),
     "LabelSelectorRequirement._check_values": ValidatorRule(_selector_values),
 }
 

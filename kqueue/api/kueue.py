@@ -14,10 +14,12 @@ the result:
 * Kueue's labels, annotations and scheduling gate to kqueue's (also on Jobs, Pods and objects
   of any other kind, top-level and in their pod templates); renamed fields keep their place, so
   ``kqueue convert`` prints the input's keys in the input's order;
-* features kqueue does not implement (admission checks, admission fair sharing, topology-aware
-  scheduling, MultiKueue...) are dropped with a warning that names the field, never silently.
-  ClusterQueue and Cohort ``fairSharing`` (weight, weightedShare) carry over; of a status
-  ``fairSharing`` only ``weightedShare`` does.
+* features kqueue does not implement (admission checks, topology-aware scheduling,
+  MultiKueue...) are dropped with a warning that names the field, never silently.
+  ClusterQueue and Cohort ``fairSharing`` (weight, weightedShare) carry over; of their status
+  ``fairSharing`` only ``weightedShare`` does. Admission fair sharing carries over whole:
+  ClusterQueue ``spec.admissionScope``, LocalQueue ``spec.fairSharing`` (weight) and
+  ``status.fairSharing`` (``admissionFairSharingStatus.consumedResources``/``lastUpdate``).
 """
 
 from __future__ import annotations
@@ -89,10 +91,8 @@ _UNSUPPORTED: Final[dict[str, tuple[tuple[str, ...], ...]]] = {
     "ClusterQueue": (
         ("spec", "admissionChecks"),
         ("spec", "admissionChecksStrategy"),
-        ("spec", "admissionScope"),
         ("spec", "concurrentAdmissionPolicy"),
     ),
-    "LocalQueue": (("spec", "fairSharing"), ("status", "fairSharing")),
     "ResourceFlavor": (("spec", "topologyName"),),
     "Workload": (
         ("status", "admissionChecks"),
@@ -372,7 +372,7 @@ def _convert_spec(kind: str, spec: dict[str, Any], warnings: list[ConversionWarn
 def _convert_status(kind: str, status: dict[str, Any], warnings: list[ConversionWarning]) -> None:
     fair = status.get("fairSharing")
     if kind in ("ClusterQueue", "Cohort") and isinstance(fair, dict):
-        # v1beta1 also reports admission fair sharing here, which kqueue does not implement.
+        # v1beta1 also has admissionFairSharingStatus here; only LocalQueues carry that usage.
         for key in sorted(k for k in fair if k != "weightedShare"):
             fair.pop(key)
             warnings.append(

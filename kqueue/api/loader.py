@@ -27,13 +27,18 @@ import hashlib
 import json
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Final
 
 import yaml
 
-from kqueue.api import kueue
-from kqueue.api.config import Configuration, ConfigurationError, parse_configuration
+from kqueue.api import kueue, kueue_config
+from kqueue.api.config import (
+    SUPPORTED_FRAMEWORKS,
+    Configuration,
+    ConfigurationError,
+    parse_configuration,
+)
 from kqueue.api.v1alpha1 import KQueueObject, ValidationFailed, parse_object
 
 KQUEUE_API_VERSION: Final = "kqueue.io/v1alpha1"
@@ -242,6 +247,18 @@ def load_object(
         raise LoadError(location, "kind: required")
     if (api_version, kind) == CONFIGURATION:
         return _load_configuration(doc, location)
+    if kueue_config.is_kueue_configuration(doc):
+        # Kueue's Configuration (written without metadata): kqueue's equivalent.
+        try:
+            config_doc, config_dropped = kueue_config.from_kueue_configuration(
+                doc, SUPPORTED_FRAMEWORKS
+            )
+        except ValueError as err:
+            raise LoadError(location, str(err), kind=kind) from None
+        return replace(
+            _load_configuration(config_doc, location),
+            warnings=tuple(f"{w} (from {api_version})" for w in config_dropped),
+        )
     if migrate and not _read_by_kqueue(api_version, kind):
         return _load_other(doc, location, api_version, kind, names)
     metadata = doc.get("metadata")
@@ -361,6 +378,7 @@ def _name(
 
 
 def _load_configuration(doc: dict[str, Any], location: Location) -> LoadedObject:
+    """A Configuration document, validated (its model is the ``config``)."""
     try:
         config = parse_configuration(doc, source=str(location))
     except ConfigurationError as err:

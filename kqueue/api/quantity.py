@@ -168,6 +168,13 @@ class Quantity:
         q._nanos = amount * (_NANO // 1000 if is_milli(resource) else _NANO)
         return q
 
+    @classmethod
+    def from_nanos(cls, nanos: int) -> Quantity:
+        """The quantity of ``nanos`` nano-units (10^-9) of the base unit."""
+        q = cls.__new__(cls)
+        q._nanos = nanos
+        return q
+
     @property
     def exact(self) -> Fraction:
         """The exact value in base units."""

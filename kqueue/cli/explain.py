@@ -158,6 +158,14 @@ def _position(p: int | None) -> str:
 
 def _pending_lines(d: PendingDetails) -> list[str]:
     out = [f"reason: {d.reason}", f"message: {d.message}"]
+    if d.fair_sharing is not None:
+        out.append(f"fair sharing decided: {d.fair_sharing}")
+    if d.local_queue_usages:
+        usages = ", ".join(f"{lq} {usage}" for lq, usage in d.local_queue_usages)
+        out.append(
+            f"admission fair sharing in ClusterQueue {d.cluster_queue}: LocalQueue usages "
+            f"{usages} (heads are taken from the lowest first)"
+        )
     for ps in d.pod_sets:
         flavors = ", ".join(f"{r}={f}" for r, f in sorted(ps.flavors.items())) or "none"
         out.append(f"pod set {ps.name} ({ps.count} pods): {Mode(ps.mode).name}, flavors: {flavors}")
@@ -182,6 +190,9 @@ def _preemption_lines(s: VictimSearch | None, d: PendingDetails | None) -> list[
             return ["preemption: would evict " + ", ".join(d.preemption_targets)]
         return ["preemption: not needed or not searched (no flavor needs it)"]
     out = [f"preemption: {s.message}"]
+    if s.fair_sharing:
+        out.append("  fair sharing (the strategy that allowed each victim, shares compared):")
+        out += [f"    {note}" for note in s.fair_sharing]
     if s.waiting_for:
         out.append("  waiting for the eviction of: " + ", ".join(s.waiting_for))
     chosen = [n for n in s.candidates if n.chosen]
@@ -240,6 +251,8 @@ def format_text(e: Explanation, hints: Sequence[str] = ()) -> str:
             )
     if e.admitted_now:
         lines.append("the controller would first admit: " + ", ".join(e.admitted_now))
+    for victim, preemptor, reason, message in e.preempting_now:
+        lines.append(f"the controller would preempt {victim} for {preemptor} ({reason}): {message}")
     return "\n".join(lines)
 
 
@@ -286,10 +299,17 @@ def to_json(e: Explanation, hints: Sequence[str] = ()) -> dict[str, Any]:
             ],
             "preemptionTargets": list(d.preemption_targets),
         }
+        if d.fair_sharing is not None:
+            out["pending"]["fairSharing"] = d.fair_sharing
+        if d.local_queue_usages:
+            out["pending"]["admissionFairSharing"] = [
+                {"localQueue": lq, "usage": usage} for lq, usage in d.local_queue_usages
+            ]
     s = e.preemption
     if s is not None:
         out["preemption"] = {
             "message": s.message,
+            "fairSharing": list(s.fair_sharing),
             "waitingFor": list(s.waiting_for),
             "candidates": [
                 {
@@ -329,6 +349,11 @@ def to_json(e: Explanation, hints: Sequence[str] = ()) -> dict[str, Any]:
         }
     if e.admitted_now:
         out["admittedFirst"] = e.admitted_now
+    if e.preempting_now:
+        out["preemptedFirst"] = [
+            {"victim": v, "preemptor": p, "reason": r, "message": m}
+            for v, p, r, m in e.preempting_now
+        ]
     return out
 
 
@@ -356,12 +381,21 @@ def to_json(e: Explanation, hints: Sequence[str] = ()) -> dict[str, Any]:
     help="Kubeconfig of the cluster (default: in-cluster, else the default kubeconfig).",
 )
 @click.option("--output", "-o", type=click.Choice(["text", "json"]), default="text")
+@click.option(
+    "--config",
+    "config_file",
+    type=click.Path(exists=True, dir_okay=False),
+    help="The controller's Configuration (kqueue's, or Kueue's config.kueue.x-k8s.io), so that "
+    "fair sharing and admission fair sharing decide as in the controller. With --file it may "
+    "instead be one of the documents.",
+)
 def explain_command(
     workload: str,
     namespace: str | None,
     files: Sequence[str],
     kubeconfig: str | None,
     output: str,
+    config_file: str | None,
 ) -> None:
     """Explain why WORKLOAD (a Workload, or a Job or Pod) is pending, or its flavors.
 
@@ -373,6 +407,11 @@ def explain_command(
         default_namespace = "default"
     wanted = _key(workload, namespace, default_namespace)
     objects = read_manifests(files).objects if files else cluster_objects(kubeconfig)
+    if config_file is not None:
+        configs = [o for o in read_manifests((config_file,)).objects if o.config is not None]
+        if len(configs) != 1:
+            raise InvalidInput(f"--config {config_file}: expected one Configuration document")
+        objects = [*objects, *configs]
     print_explanation(objects, wanted, output)
 
 

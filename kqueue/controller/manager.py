@@ -137,6 +137,16 @@ def _owner_job_key(obj: Obj | Workload, kind: str) -> str | None:
     return None
 
 
+def _upsert_local_queue(engine: Engine, lq: LocalQueue) -> None:
+    """A LocalQueue for the engine, with its persisted admission fair sharing usage (folded
+    in once: after a restart the decayed usage carries on from the status)."""
+    spec = adapt.local_queue(lq)
+    engine.upsert_local_queue(spec)
+    usage = adapt.local_queue_usage(lq)
+    if usage is not None:
+        engine.seed_local_queue_usage(spec.key, *usage)
+
+
 def _engine_cluster_queue(cq: ClusterQueue) -> ClusterQueueSpec:
     """The engine's ClusterQueue; one being deleted admits nothing new (Kueue's Terminating),
     while the workloads it holds keep their quota until they finish."""
@@ -308,6 +318,9 @@ class Manager:
             preemptor=self._preemptor(),
             pods_ready=self._pods_ready(),
             fair_sharing=adapt.fair_sharing(self.config.fair_sharing),
+            admission_fair_sharing=adapt.admission_fair_sharing(
+                self.config.admission_fair_sharing
+            ),
         )
 
     def _pods_ready(self) -> PodsReadyConfig | None:
@@ -405,7 +418,7 @@ class Manager:
         for cq in self.cluster_queues.store.objects():
             engine.upsert_cluster_queue(_engine_cluster_queue(cq))
         for lq in self.local_queues.store.objects():
-            engine.upsert_local_queue(adapt.local_queue(lq))
+            _upsert_local_queue(engine, lq)
         for wpc in self.workload_priority_classes.store.objects():
             engine.upsert_priority_class(*adapt.priority_class(wpc))
         for ns in self.namespaces.store.objects():
@@ -465,7 +478,7 @@ class Manager:
 
         def on_lq(key: str, lq: LocalQueue, *rest: LocalQueue) -> None:
             new = rest[-1] if rest else lq
-            self.engine.upsert_local_queue(adapt.local_queue(new))
+            _upsert_local_queue(self.engine, new)
             self.status_queue.add(f"lq:{key}")
             self.scheduler.trigger()
 

@@ -456,6 +456,14 @@ class Metrics:
             "active).",
             (*_LQ, "status"),
         )
+        # Kueue's local_queue_admission_fair_sharing_usage: what admission fair sharing orders
+        # the LocalQueue by (+Inf for a weight of 0).
+        self._lq_afs_usage = lq(
+            Gauge, "admission_fair_sharing_usage",
+            "The LocalQueue's admission fair sharing usage: the resource-weighted sum of its "
+            "decayed consumed resources and pending entry penalties, divided by its weight.",
+            (*_LQ, "cluster_queue"),
+        )
         self._lq_reserving = lq(
             Gauge, "reserving_active_workloads",
             "Workloads of the LocalQueue holding quota.", _LQ,
@@ -813,6 +821,14 @@ class Metrics:
         self, cluster_queue: str, cohort: str, share: float
     ) -> None:
         self._child(("cq", cluster_queue), self._cq_weighted_share, cluster_queue, cohort).set(share)
+
+    def report_local_queue_admission_fair_sharing_usage(
+        self, lq: LocalQueue, cluster_queue: str, usage: float
+    ) -> None:
+        key = local_queue_key(lq.namespace or "default", lq.name)
+        self._child(
+            ("lq", key), self._lq_afs_usage, lq.name, lq.namespace or "default", cluster_queue
+        ).set(usage)
 
     def report_cohort_weighted_share(self, cohort: str, share: float) -> None:
         self._cohort_weighted_share.labels(cohort).set(share)

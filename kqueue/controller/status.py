@@ -20,6 +20,8 @@ from kqueue.api.v1alpha1 import (
     FairSharingStatus,
     FlavorUsage,
     LocalQueue,
+    LocalQueueAdmissionFairSharingStatus,
+    LocalQueueFairSharingStatus,
     LocalQueueFlavorUsage,
     LocalQueueResourceUsage,
     ResourceFlavor,
@@ -190,6 +192,11 @@ class QueueStatusReconciler:
         st = new.status
         now = self._now()
         set_condition(st.conditions, c.ACTIVE, status, reason, message, now, cq.metadata.generation)  # type: ignore[arg-type]
+        afs_condition = self._admission_fair_sharing_condition(cq, engine)
+        if afs_condition is None:
+            st.conditions = [x for x in st.conditions if x.type != c.ADMISSION_FAIR_SHARING]
+        else:
+            set_condition(st.conditions, c.ADMISSION_FAIR_SHARING, *afs_condition, now, cq.metadata.generation)  # type: ignore[arg-type]
         st.pending_workloads = active + parked
         st.reserving_workloads = len(reserving)
         st.admitted_workloads = len(reserving)
@@ -235,7 +242,34 @@ class QueueStatusReconciler:
             self._events.record(
                 cq.to_dict(), "Normal" if status == "True" else "Warning", reason, message
             )
+        afs_before = next((x for x in old.conditions if x.type == c.ADMISSION_FAIR_SHARING), None)
+        if (
+            afs_condition is not None
+            and afs_condition[0] == "False"
+            and (afs_before is None or afs_before.status != "False")
+        ):
+            self._events.record(cq.to_dict(), "Warning", afs_condition[1], afs_condition[2])
         return await self._put_status(CLUSTER_QUEUES, new.to_dict(), None)
+
+    def _admission_fair_sharing_condition(
+        self, cq: ClusterQueue, engine: Engine
+    ) -> tuple[str, str, str] | None:
+        """The AdmissionFairSharing condition: present only while spec.admissionScope asks for
+        usage-based admission. Kueue silently orders such a ClusterQueue as usual when its
+        Configuration has no admissionFairSharing; kqueue says so."""
+        scope = cq.spec.admission_scope
+        if scope is None or scope.admission_mode != c.USAGE_BASED_ADMISSION_FAIR_SHARING:
+            return None
+        if engine.uses_admission_fair_sharing(ClusterQueueName(cq.name)):
+            return "True", c.ADMISSION_FAIR_SHARING_ENABLED, (
+                "Heads are taken from the LocalQueue with the lowest weighted usage first"
+            )
+        return "False", c.ADMISSION_FAIR_SHARING_NOT_CONFIGURED, (
+            "spec.admissionScope.admissionMode is UsageBasedAdmissionFairSharing, but the "
+            "controller Configuration has no admissionFairSharing: heads are ordered by priority "
+            "and creation time. Set admissionFairSharing in the Configuration, or remove "
+            "spec.admissionScope"
+        )
 
     def _flavor_usage(self, cq: ClusterQueue, usage: Usage) -> list[FlavorUsage]:
         out: list[FlavorUsage] = []
@@ -393,6 +427,9 @@ class QueueStatusReconciler:
             LocalQueueFlavorUsage(name=f, resources=r) for f, r in sorted(flavors.items())
         ]
         st.flavors_usage = list(st.flavors_reservation)
+        again = self._admission_fair_sharing_status(lq, lq_key, engine, st.fair_sharing)
+        if again is not None:
+            st.fair_sharing = again[0]
         old = lq.status
         if (
             _conditions_equal(old.conditions, st.conditions)
@@ -400,9 +437,51 @@ class QueueStatusReconciler:
             and old.reserving_workloads == st.reserving_workloads
             and old.admitted_workloads == st.admitted_workloads
             and old.flavors_reservation == st.flavors_reservation
+            and old.fair_sharing == st.fair_sharing
         ):
+            return Requeue(after=again[1]) if again is not None else None
+        result = await self._put_status(LOCAL_QUEUES, new.to_dict(), lq.namespace)
+        if result is None and again is not None:
+            return Requeue(after=again[1])
+        return result
+
+    def _admission_fair_sharing_status(
+        self,
+        lq: LocalQueue,
+        key: LocalQueueKey,
+        engine: Engine,
+        current: LocalQueueFairSharingStatus | None,
+    ) -> tuple[LocalQueueFairSharingStatus | None, float] | None:
+        """``status.fairSharing`` of a LocalQueue of an admission-fair-sharing ClusterQueue,
+        and when to look again (the sampling interval: Kueue's LocalQueue reconciler samples the
+        decayed usage that often); None when the ClusterQueue does not use it."""
+        cq = ClusterQueueName(lq.spec.cluster_queue or "")
+        config = engine.admission_fair_sharing
+        if config is None or not engine.uses_admission_fair_sharing(cq):
             return None
-        return await self._put_status(LOCAL_QUEUES, new.to_dict(), lq.namespace)
+        # The sampling runs here as well as in the scheduling cycle, so that the usage decays
+        # (and the status follows) while nothing is scheduled.
+        engine.sample_fair_usage(self._now())
+        usage = engine.local_queue_fair_usage(key)
+        self._metrics.report_local_queue_admission_fair_sharing_usage(lq, cq, usage.precise())
+        interval = config.usage_sampling_interval.total_seconds()
+        consumed = engine.local_queue_consumed(key)
+        if consumed is None:
+            return current, interval
+        amounts, last_update = consumed
+        status = LocalQueueAdmissionFairSharingStatus(
+            consumed_resources={
+                str(r): Quantity.from_nanos(n) for r, n in sorted(amounts.items())
+            },
+            last_update=last_update,
+        )
+        weighted = current.weighted_share if current is not None else 0
+        return (
+            LocalQueueFairSharingStatus(
+                weighted_share=weighted, admission_fair_sharing_status=status
+            ),
+            interval,
+        )
 
     async def _put_status(
         self, resource: Resource, body: Obj, namespace: str | None

@@ -14,7 +14,14 @@ from typing import Any
 
 from kqueue.api import config
 from kqueue.api.quantity import Quantity, QuantityError, parse_quantity
-from kqueue.api.v1alpha1 import ClusterQueue, Cohort, FairSharing, LocalQueue, ResourceFlavor
+from kqueue.api.v1alpha1 import (
+    ClusterQueue,
+    Cohort,
+    FairSharing,
+    LocalQueue,
+    LocalQueueFairSharing,
+    ResourceFlavor,
+)
 from kqueue.api.v1alpha1 import LabelSelector as ApiLabelSelector
 from kqueue.api.v1alpha1 import ResourceGroup as ApiResourceGroup
 from kqueue.api.v1alpha1 import Taint as ApiTaint
@@ -26,6 +33,7 @@ from kqueue.api.v1alpha1.workload import PodSet as ApiPodSet
 from kqueue.api.v1alpha1.workload import Workload as ApiWorkload
 
 from . import types as t
+from .admission_fair import AdmissionFairSharingConfig
 from .engine import Engine
 
 # A Requeued=False condition without requeueAt waits for the controller (Kueue's backoff rule).
@@ -106,6 +114,10 @@ def cluster_queue(cq: ClusterQueue) -> t.ClusterQueueSpec:
         ),
         stop_policy=t.StopPolicy(spec.stop_policy),
         fair_weight=_weight(spec.fair_sharing),
+        usage_based_admission=(
+            spec.admission_scope is not None
+            and spec.admission_scope.admission_mode == "UsageBasedAdmissionFairSharing"
+        ),
     )
 
 
@@ -118,7 +130,7 @@ def cohort(co: Cohort) -> t.CohortSpec:
     )
 
 
-def _weight(fs: FairSharing | None) -> Fraction:
+def _weight(fs: FairSharing | LocalQueueFairSharing | None) -> Fraction:
     return Fraction(1) if fs is None else fs.weight.exact
 
 
@@ -135,7 +147,33 @@ def local_queue(lq: LocalQueue) -> t.LocalQueueSpec:
         name=lq.name,
         cluster_queue=t.ClusterQueueName(lq.spec.cluster_queue or ""),
         stop_policy=t.StopPolicy(lq.spec.stop_policy),
+        fair_weight=_weight(lq.spec.fair_sharing),
     )
+
+
+def admission_fair_sharing(
+    cfg: config.AdmissionFairSharing | None,
+) -> AdmissionFairSharingConfig | None:
+    """The Configuration's admissionFairSharing for the engine (None: off)."""
+    if cfg is None:
+        return None
+    return AdmissionFairSharingConfig(
+        usage_half_life=cfg.usage_half_life_time,
+        usage_sampling_interval=cfg.usage_sampling_interval,
+        resource_weights={t.ResourceName(r): Fraction(w) for r, w in cfg.resource_weights.items()},
+    )
+
+
+def local_queue_usage(
+    lq: LocalQueue,
+) -> tuple[dict[t.ResourceName, int], datetime | None] | None:
+    """The LocalQueue's persisted admission fair sharing usage (nano-units), if any."""
+    fs = lq.status.fair_sharing
+    afs = fs.admission_fair_sharing_status if fs is not None else None
+    if afs is None:
+        return None
+    consumed = {t.ResourceName(r): q.nanos for r, q in afs.consumed_resources.items() if q.nanos}
+    return consumed, afs.last_update
 
 
 def priority_class(pc: WorkloadPriorityClass) -> tuple[str, int]:

@@ -350,12 +350,14 @@ def run_cycle(
     entries.sort(key=_order_key)
     cycle = _Cycle(now, cache, snapshot, preemptor, {}, [], [], admission_gate=admission_gate)
     fair = FairOrder(entries, snapshot) if snapshot.fair_sharing is not None else None
+    fair_notes: dict[WorkloadKey, str] = {}
     for e in fair if fair is not None else entries:
         cycle.process(e)
         match = fair.lost.get(e.info.key) if fair is not None else None
         if match is not None and e.status == Status.SKIPPED:
             # Say where fair sharing decided that another head of the cohort went first.
             e.message += f" ({match.describe()})"
+            fair_notes[e.info.key] = match.summary()
     # 6. Requeue.
     pending: list[Pending] = []
     requeued: list[Requeued] = []
@@ -374,7 +376,10 @@ def run_cycle(
         requeued.append(Requeued(e.info.key, e.cluster_queue, e.requeue_reason, active_again))
         reason = e.reason or PendingReason.WAITING_FOR_QUOTA
         targets = tuple(t.workload.key for t in e.targets)
-        details = details_of(reason, e.message, e.cluster_queue, e.assignment, targets)
+        details = details_of(
+            reason, e.message, e.cluster_queue, e.assignment, targets,
+            fair_sharing=fair_notes.get(e.info.key),
+        )
         pending.append(Pending(e.info.key, e.cluster_queue, reason, e.message, details))
     result = CycleResult(
         cycle=number,

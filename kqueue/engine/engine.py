@@ -15,8 +15,10 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, replace
 from datetime import datetime
+from fractions import Fraction
 
 from . import admissibility
+from .admission_fair import AdmissionFairSharingConfig, FairUsage, UsageLedger, flatten
 from .cache import Cache
 from .cycle import CycleResult, Evict, FlavorScans, Pending, run_cycle
 from .execution import ExecutionLimits, accumulated
@@ -78,6 +80,7 @@ class Engine:
         *,
         pods_ready: PodsReadyConfig | None = None,
         fair_sharing: FairSharingConfig | None = None,
+        admission_fair_sharing: AdmissionFairSharingConfig | None = None,
     ) -> None:
         self.cache = Cache()
         self.cache.fair_sharing = fair_sharing
@@ -102,6 +105,15 @@ class Engine:
         self._last_now: datetime | None = None
         self.barrier = Barrier()
         self.queues.gates.append(self.barrier.gate)
+        # Admission fair sharing (admission_fair.py): None while the Configuration has none.
+        self.afs: UsageLedger | None = (
+            UsageLedger(admission_fair_sharing) if admission_fair_sharing is not None else None
+        )
+        # Admissions whose entry penalty is pending: workload -> LocalQueue.
+        self._penalized: dict[WorkloadKey, LocalQueueKey] = {}
+        # Penalties settled for admissions not yet confirmed by the API (the writes run while
+        # the next cycle does): taken back if the write fails (``forget``).
+        self._settled: dict[WorkloadKey, tuple[LocalQueueKey, dict[ResourceName, int]]] = {}
 
     # -- flavors, queues, cohorts ------------------------------------------------------------
 
@@ -126,6 +138,7 @@ class Engine:
         before = self.cache.tree_members(spec.name) if old is not None else []
         self.cache.upsert_cluster_queue(spec)
         self.queues.upsert_cluster_queue(spec.name, spec.queueing_strategy)
+        self._update_fair_order(spec.name)
         self._requeue(sorted({*before, *self.cache.tree_members(spec.name)}))
         if spec.stop_policy == StopPolicy.HOLD_AND_DRAIN:
             self._drain.update(w.key for w in self.cache.workloads_in(spec.name))
@@ -156,7 +169,10 @@ class Engine:
             )
 
     def delete_local_queue(self, namespace: str, name: str) -> None:
-        self.queues.delete_local_queue(local_queue_key(namespace, name))
+        key = local_queue_key(namespace, name)
+        self.queues.delete_local_queue(key)
+        if self.afs is not None:
+            self.afs.forget(key)
 
     def upsert_priority_class(self, name: str, value: int) -> None:
         if self.priority_classes.get(name) == value:
@@ -252,6 +268,7 @@ class Engine:
         held = self.cache.get(wl.key)
         self.readiness.known_count(wl.key, wl.requeue_count)
         if wl.admission is not None:
+            self._settled.pop(wl.key, None)  # the admission is in the API: charged for good
             self._scans.forget(wl.key)
             self.queues.delete(wl.key)
             self._last_pending.pop(wl.key, None)
@@ -293,6 +310,7 @@ class Engine:
             self._requeue_trees([held.cluster_queue])
 
     def _forget_extras(self, key: WorkloadKey) -> None:
+        self._settled.pop(key, None)
         self.readiness.forget(key)
         self.execution.forget(key)
         self.barrier.forget(key)
@@ -315,6 +333,7 @@ class Engine:
         time stays out and starts over with none (execution.py).
         """
         self._drain.discard(key)
+        self._settled.pop(key, None)
         after = self.readiness.after_eviction(key)
         exceeded = self.execution.after_eviction(key)
         held = self.cache.remove_workload(key)
@@ -344,6 +363,12 @@ class Engine:
         held = self.cache.get(key)
         if held is None or not held.assumed:
             return
+        lq = self._penalized.pop(key, None)
+        if lq is not None and self.afs is not None:
+            self.afs.drop_penalty(lq, key)
+        settled = self._settled.pop(key, None)
+        if settled is not None and self.afs is not None:
+            self.afs.unsettle(*settled)
         self.cache.remove_workload(key)
         self._requeue_trees([held.cluster_queue])
         self.queues.upsert(held.info)
@@ -394,6 +419,8 @@ class Engine:
         self.cycles += 1
         self._last_now = now
         self.queues.advance(now)
+        self._settle_penalties(now)
+        self.sample_fair_usage(now)
         evictions = self._evictions()
         evictions += self._timeouts(now)
         result = run_cycle(
@@ -409,6 +436,7 @@ class Engine:
         )
         for admit in result.admitted:
             self._last_pending.pop(admit.workload, None)
+            self._push_penalty(admit.workload, admit.cluster_queue, now)
         for done in result.finished:
             self._forget_extras(done.old)
         for p in result.pending:
@@ -488,6 +516,7 @@ class Engine:
             self.readiness.next_deadline(self.cache.workloads, self.cache.evicting),
             self.execution.next_deadline(self.cache.workloads, self.cache.evicting),
             self.queues.next_backoff(),
+            self._next_fair_sample(),
         ]
         present = [x for x in times if x is not None]
         return min(present) if present else None
@@ -534,10 +563,14 @@ class Engine:
                     inactive.reason, inactive.message, cq,
                     position_in_cluster_queue=in_cq, position_in_local_queue=in_lq,
                 )
+        usages = self._local_queue_usages(cq) if cq is not None else ()
         last = self._last_pending.get(key)
         if last is not None:
             return replace(
-                last.details, position_in_cluster_queue=in_cq, position_in_local_queue=in_lq
+                last.details,
+                position_in_cluster_queue=in_cq,
+                position_in_local_queue=in_lq,
+                local_queue_usages=usages,
             )
         ahead = 0 if in_cq is None else in_cq
         return PendingDetails(
@@ -546,7 +579,18 @@ class Engine:
             cq,
             position_in_cluster_queue=in_cq,
             position_in_local_queue=in_lq,
+            local_queue_usages=usages,
         )
+
+    def _local_queue_usages(self, cq: ClusterQueueName) -> tuple[tuple[str, str], ...]:
+        """Under admission fair sharing, the usage of every LocalQueue with workloads waiting
+        in ``cq``, in the order their heads are taken."""
+        if not self.uses_admission_fair_sharing(cq):
+            return ()
+        queue = self.queues.queues.get(cq)
+        lqs = {info.local_queue for info in queue.infos()} if queue is not None else set()
+        ranked = sorted((self.local_queue_fair_usage(lq), lq) for lq in lqs)
+        return tuple((str(lq), str(usage)) for usage, lq in ranked)
 
     def usage(self, cq: ClusterQueueName) -> Usage:
         return self.cache.usage(cq)
@@ -669,6 +713,137 @@ class Engine:
     def is_pods_ready(self, key: WorkloadKey) -> bool:
         """Whether the admitted workload's pods were last reported all ready."""
         return self.readiness.is_ready(key)
+
+    # -- admission fair sharing --------------------------------------------------------------
+
+    @property
+    def admission_fair_sharing(self) -> AdmissionFairSharingConfig | None:
+        return self.afs.config if self.afs is not None else None
+
+    def set_admission_fair_sharing(self, config: AdmissionFairSharingConfig | None) -> None:
+        """Turn admission fair sharing on (the Configuration's admissionFairSharing) or off."""
+        if config == self.admission_fair_sharing:
+            return
+        if config is None:
+            self.afs = None
+            self._penalized.clear()
+            self._settled.clear()
+        elif self.afs is None:
+            self.afs = UsageLedger(config)
+        else:
+            self.afs.config = config
+        for name in sorted(self.cache.cluster_queues):
+            self._update_fair_order(name)
+
+    def uses_admission_fair_sharing(self, cq: ClusterQueueName) -> bool:
+        """Whether ``cq`` orders its heads by LocalQueue usage now: its admissionScope asks for
+        it and the Configuration enables it."""
+        spec = self.cache.cluster_queues.get(cq)
+        return self.afs is not None and spec is not None and spec.usage_based_admission
+
+    def _update_fair_order(self, cq: ClusterQueueName) -> None:
+        self.queues.set_fair_order(
+            cq, self.local_queue_fair_usage if self.uses_admission_fair_sharing(cq) else None
+        )
+
+    def seed_local_queue_usage(
+        self,
+        key: LocalQueueKey,
+        consumed: Mapping[ResourceName, int],
+        last_update: datetime | None,
+    ) -> None:
+        """The LocalQueue's persisted ``status.fairSharing.admissionFairSharingStatus``
+        (``consumed`` in nano-units), folded in once (after a restart, or a simulation's input).
+        ``last_update`` None: the decay clock starts at the next cycle."""
+        if self.afs is not None:
+            self.afs.seed(key, consumed, last_update)
+
+    def local_queue_fair_usage(self, key: LocalQueueKey) -> FairUsage:
+        """The weighted usage admission fair sharing orders ``key`` by (0 when unknown)."""
+        if self.afs is None:
+            return FairUsage(False, Fraction(0))
+        spec = self.queues.local_queues.get(key)
+        return self.afs.usage(key, spec.fair_weight if spec is not None else Fraction(1))
+
+    def local_queue_consumed(
+        self, key: LocalQueueKey
+    ) -> tuple[dict[ResourceName, int], datetime] | None:
+        """``(consumedResources in nano-units, lastUpdate)`` for the LocalQueue's status; None
+        while it has no sample yet or admission fair sharing is off."""
+        entry = self.afs.entry(key) if self.afs is not None else None
+        if entry is None or entry.last_update is None:
+            return None
+        return dict(entry.consumed), entry.last_update
+
+    def _admitted_by_local_queue(self) -> dict[LocalQueueKey, dict[ResourceName, int]]:
+        usage: dict[LocalQueueKey, Usage] = {}
+        for key in sorted(self.cache.workloads):
+            aw = self.cache.workloads[key]
+            acc = usage.setdefault(aw.info.local_queue, {})
+            for fr, amount in aw.usage.items():
+                acc[fr] = acc.get(fr, 0) + amount
+        return {lq: flatten(u) for lq, u in usage.items()}
+
+    def sample_fair_usage(self, now: datetime) -> list[LocalQueueKey]:
+        """Decay the usage of every LocalQueue of an admission-fair-sharing ClusterQueue whose
+        last sample is ``usageSamplingInterval`` old (Kueue's LocalQueue reconcile); returns
+        those sampled, for their status."""
+        if self.afs is None:
+            return []
+        lqs = [
+            k
+            for k, spec in sorted(self.queues.local_queues.items())
+            if self.uses_admission_fair_sharing(spec.cluster_queue) and self.afs.due(k, now)
+        ]
+        if not lqs:
+            return []
+        admitted = self._admitted_by_local_queue()
+        for lq in lqs:
+            self.afs.sample(lq, admitted.get(lq, {}), now)
+        return lqs
+
+    def _next_fair_sample(self) -> datetime | None:
+        """When the next usage sample is due for a LocalQueue whose usage still moves in a way
+        that matters: it holds quota (the sample folds it in) or has workloads waiting (the
+        order depends on it). An idle queue's decay is computed exactly at its next sample,
+        however late."""
+        if self.afs is None:
+            return None
+        busy: set[LocalQueueKey] = {aw.info.local_queue for aw in self.cache.workloads.values()}
+        busy.update(info.local_queue for info in self.queues.pending.values())
+        times = []
+        for lq in busy:
+            spec = self.queues.local_queues.get(lq)
+            if spec is None or not self.uses_admission_fair_sharing(spec.cluster_queue):
+                continue
+            entry = self.afs.entry(lq)
+            if entry is not None and entry.last_update is not None:
+                times.append(entry.last_update + self.afs.config.usage_sampling_interval)
+        return min(times, default=None)
+
+    def _push_penalty(self, key: WorkloadKey, cq: ClusterQueueName, now: datetime) -> None:
+        if self.afs is None or not self.uses_admission_fair_sharing(cq):
+            return
+        aw = self.cache.get(key)
+        if aw is None:
+            return
+        self.afs.push_penalty(aw.info.local_queue, key, flatten(aw.usage), now)
+        self._penalized[key] = aw.info.local_queue
+
+    def _settle_penalties(self, now: datetime) -> None:
+        """Fold the entry penalties of the last cycle's admissions into the decayed usage
+        (Kueue does it when the workload's Admitted condition is seen). An admission rolled
+        back (``forget``) is not charged; one that has already finished or been evicted was
+        admitted all the same, and is."""
+        if self.afs is None or not self._penalized:
+            return
+        admitted = self._admitted_by_local_queue()
+        for key, lq in sorted(self._penalized.items()):
+            folded = self.afs.settle(lq, key, admitted.get(lq, {}), now)
+            held = self.cache.get(key)
+            if held is not None and held.assumed:
+                self._settled[key] = (lq, folded)
+        self._penalized.clear()
 
     # -- fair sharing ------------------------------------------------------------------------
 

@@ -65,6 +65,11 @@ class PendingDetails:
     # 0-based positions in queue order; None when not queued (or not computed).
     position_in_cluster_queue: int | None = None
     position_in_local_queue: int | None = None
+    # Where fair sharing decided another head of the cohort went first (tournament.Match).
+    fair_sharing: str | None = None
+    # Admission fair sharing: the usage of each LocalQueue of the ClusterQueue with workloads
+    # waiting, lowest (next) first, as ``(LocalQueue, usage)``.
+    local_queue_usages: tuple[tuple[str, str], ...] = ()
 
 
 def _resource_detail(flavor: FlavorName, s: Shortfall) -> ResourceDetail:
@@ -91,6 +96,7 @@ def details_of(
     cluster_queue: ClusterQueueName | None,
     assignment: Assignment | None,
     targets: tuple[WorkloadKey, ...] = (),
+    fair_sharing: str | None = None,
 ) -> PendingDetails:
     pod_sets: list[PodSetDetails] = []
     if assignment is not None:
@@ -115,4 +121,5 @@ def details_of(
         cluster_queue=cluster_queue,
         pod_sets=tuple(pod_sets),
         preemption_targets=targets,
+        fair_sharing=fair_sharing,
     )

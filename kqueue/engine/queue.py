@@ -13,6 +13,11 @@ Kueue's two strategies differ only in what happens to a head that could not be a
   only skipped in the cycle, or that wait for their preemptions, go back at once; a preemptor
   waiting for its victims stays at the head.
 
+Under admission fair sharing (admission_fair.py) a ClusterQueue's next head comes from the
+LocalQueue with the lowest weighted usage, read when the head is taken (usage changes with every
+admission and sample, so it is never frozen into the heap): each LocalQueue then has its own
+heap, and a pop compares their tops, O(#LocalQueues).
+
 Workloads that cannot be queued at all (deactivated, LocalQueue missing or stopped, ClusterQueue
 missing, requeue backoff running) are kept aside with the reason, and placed when that changes.
 """
@@ -24,6 +29,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import datetime
 
+from .admission_fair import FairUsage
 from .types import (
     ClusterQueueName,
     LocalQueueKey,
@@ -37,6 +43,9 @@ from .types import (
 from .workload import WorkloadInfo
 
 _SortKey = tuple[int, datetime, str, str]
+_Entry = tuple[_SortKey, int, WorkloadKey]
+# Admission fair sharing (admission_fair.py): the weighted usage of a LocalQueue.
+FairOrder = Callable[[LocalQueueKey], FairUsage]
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,6 +68,10 @@ class ClusterQueueQueue:
         # A BestEffortFIFO preemptor waiting for its victims stays at the head (Kueue #6929).
         self.sticky: WorkloadKey | None = None
         self._version = 0
+        # Admission fair sharing: heads come from the LocalQueue with the lowest usage, so the
+        # workloads are also kept in one heap per LocalQueue (same lazy removal); only then.
+        self.fair: FairOrder | None = None
+        self._lq_heaps: dict[LocalQueueKey, list[_Entry]] = {}
 
     def __len__(self) -> int:
         return len(self._active) + len(self.inadmissible)
@@ -72,7 +85,10 @@ class ClusterQueueQueue:
     def _push_active(self, info: WorkloadInfo) -> None:
         self._version += 1
         self._active[info.key] = (self._version, info)
-        heapq.heappush(self._heap, (info.queue_key(), self._version, info.key))
+        entry = (info.queue_key(), self._version, info.key)
+        heapq.heappush(self._heap, entry)
+        if self.fair is not None:
+            heapq.heappush(self._lq_heaps.setdefault(info.local_queue, []), entry)
         if len(self._heap) > 2 * len(self._active) + 64:
             self._compact()
 
@@ -81,6 +97,46 @@ class ClusterQueueQueue:
             (info.queue_key(), version, key) for key, (version, info) in self._active.items()
         ]
         heapq.heapify(self._heap)
+        self._lq_heaps = {}
+        if self.fair is None:
+            return
+        for key, (version, info) in self._active.items():
+            self._lq_heaps.setdefault(info.local_queue, []).append(
+                (info.queue_key(), version, key)
+            )
+        for heap in self._lq_heaps.values():
+            heapq.heapify(heap)
+
+    def set_fair(self, fair: FairOrder | None) -> None:
+        """Order heads by admission fair sharing (None: the usual order)."""
+        if self.fair == fair:
+            return
+        self.fair = fair
+        # The per-LocalQueue heaps exist only under admission fair sharing.
+        self._compact()
+
+    def _live(self, entry: _Entry) -> bool:
+        current = self._active.get(entry[2])
+        return current is not None and current[0] == entry[1]
+
+    def _pop_fair(self, fair: FairOrder) -> WorkloadInfo | None:
+        """The head of the LocalQueue with the lowest usage (then the usual order)."""
+        best: tuple[FairUsage, _SortKey, LocalQueueKey] | None = None
+        for lq in list(self._lq_heaps):
+            heap = self._lq_heaps[lq]
+            while heap and not self._live(heap[0]):
+                heapq.heappop(heap)
+            if not heap:
+                del self._lq_heaps[lq]
+                continue
+            candidate = (fair(lq), heap[0][0], lq)
+            if best is None or candidate < best:
+                best = candidate
+        if best is None:
+            return None
+        _, _, key = heapq.heappop(self._lq_heaps[best[2]])
+        _, info = self._active.pop(key)
+        return info
 
     def push_or_update(self, info: WorkloadInfo) -> None:
         """Add or update a workload; a parked one stays parked unless it changed."""
@@ -101,6 +157,8 @@ class ClusterQueueQueue:
         if self.sticky is not None and self.sticky in self._active:
             _, info = self._active.pop(self.sticky)
             return info
+        if self.fair is not None:
+            return self._pop_fair(self.fair)
         while self._heap:
             _, version, key = heapq.heappop(self._heap)
             current = self._active.get(key)
@@ -147,7 +205,12 @@ class ClusterQueueQueue:
 
     def ordered(self) -> list[WorkloadInfo]:
         """All pending workloads in queue order (sticky first). O(n log n): for explanations."""
-        infos = sorted(self.infos(), key=lambda i: i.queue_key())
+        fair = self.fair
+        if fair is not None:
+            usages = {i.local_queue: fair(i.local_queue) for i in self.infos()}
+            infos = sorted(self.infos(), key=lambda i: (usages[i.local_queue], i.queue_key()))
+        else:
+            infos = sorted(self.infos(), key=lambda i: i.queue_key())
         if self.sticky is not None:
             infos.sort(key=lambda i: i.key != self.sticky)
         return infos
@@ -182,6 +245,12 @@ class QueueManager:
     def delete_cluster_queue(self, name: ClusterQueueName) -> None:
         if self.queues.pop(name, None) is not None:
             self._replace_all()
+
+    def set_fair_order(self, name: ClusterQueueName, fair: FairOrder | None) -> None:
+        """Order ``name``'s heads by admission fair sharing (None: the usual order)."""
+        q = self.queues.get(name)
+        if q is not None:
+            q.set_fair(fair)
 
     def upsert_local_queue(self, spec: LocalQueueSpec) -> None:
         self.local_queues[spec.key] = spec

@@ -34,6 +34,18 @@ class Match:
     winner_share: Share
     loser: WorkloadKey
     loser_share: Share
+    # The children of ``cohort`` the two came through (a ClusterQueue or a Cohort).
+    winner_side: str = ""
+    loser_side: str = ""
+
+    def summary(self) -> str:
+        """``cohort ai: team-a 300 (cpu) after admission vs team-b 100 (cpu), team-b first``:
+        the loser's side first, as ``kqueue explain`` shows it for the loser."""
+        return (
+            f"cohort {self.cohort}: {self.loser_side} {self.loser_share.describe()} after "
+            f"admission vs {self.winner_side} {self.winner_share.describe()}, "
+            f"{self.winner_side} first"
+        )
 
     def describe(self) -> str:
         """``fair sharing in cohort ai: team-b/x went first (share after admission 100 (cpu)
@@ -108,14 +120,17 @@ def _tournament(
     lost: dict[WorkloadKey, Match],
 ) -> Entry | None:
     candidates: list[Entry] = []
+    side: dict[WorkloadKey, str] = {}
     for child in sorted(cohort.child_cohorts, key=lambda c: c.name):
         found = _tournament(child, remaining, shares, lost)
         if found is not None:
             candidates.append(found)
+            side[found.info.key] = child.name
     for node in sorted(cohort.child_cqs, key=lambda c: c.name):
         e = remaining.get(node.cq_name)
         if e is not None:
             candidates.append(e)
+            side[e.info.key] = node.cq_name
     if not candidates:
         return None
     best = candidates[0]
@@ -130,6 +145,8 @@ def _tournament(
                 shares[(cohort.name, best.info.key)],
                 other.info.key,
                 shares[(cohort.name, other.info.key)],
+                side[best.info.key],
+                side[other.info.key],
             )
     return best
 

@@ -277,6 +277,9 @@ class ClusterQueueSpec:
     stop_policy: StopPolicy = StopPolicy.NONE
     # spec.fairSharing.weight (exact; 0 means an infinite share while borrowing).
     fair_weight: Fraction = Fraction(1)
+    # spec.admissionScope.admissionMode is UsageBasedAdmissionFairSharing (admission_fair.py;
+    # effective only while the engine has an AdmissionFairSharingConfig).
+    usage_based_admission: bool = False
 
     def flavor_names(self) -> tuple[FlavorName, ...]:
         seen: dict[FlavorName, None] = {}
@@ -322,6 +325,8 @@ class LocalQueueSpec:
     name: str
     cluster_queue: ClusterQueueName
     stop_policy: StopPolicy = StopPolicy.NONE
+    # spec.fairSharing.weight: divides the decayed usage under admission fair sharing.
+    fair_weight: Fraction = Fraction(1)
 
     @property
     def key(self) -> LocalQueueKey:

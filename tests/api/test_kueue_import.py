@@ -227,3 +227,43 @@ def test_max_exec_time_label_is_mapped() -> None:
         "kqueue.io/queue-name": "main",
         "kqueue.io/max-exec-time-seconds": "600",
     }
+
+
+@pytest.mark.parametrize("version", ["v1beta1", "v1beta2"])
+def test_admission_fair_sharing_fields_carry_over(version: str) -> None:
+    """ClusterQueue admissionScope, LocalQueue fairSharing (spec weight, status usage) map
+    whole, and the result is a valid kqueue object."""
+    from kqueue.api.v1alpha1 import ClusterQueue, LocalQueue
+
+    cq, cq_warnings = from_kueue(
+        {
+            "apiVersion": f"kueue.x-k8s.io/{version}",
+            "kind": "ClusterQueue",
+            "metadata": {"name": "shared"},
+            "spec": {"admissionScope": {"admissionMode": "UsageBasedAdmissionFairSharing"}},
+        }
+    )
+    assert cq_warnings == []
+    assert ClusterQueue.model_validate(cq).spec.admission_scope is not None
+    status = {
+        "weightedShare": 0,
+        "admissionFairSharingStatus": {
+            "consumedResources": {"cpu": "1500m"},
+            "lastUpdate": "2024-01-01T00:00:00Z",
+        },
+    }
+    lq, lq_warnings = from_kueue(
+        {
+            "apiVersion": f"kueue.x-k8s.io/{version}",
+            "kind": "LocalQueue",
+            "metadata": {"name": "main", "namespace": "team-a"},
+            "spec": {"clusterQueue": "shared", "fairSharing": {"weight": "2"}},
+            "status": {"fairSharing": status},
+        }
+    )
+    assert lq_warnings == []
+    model = LocalQueue.model_validate(lq)
+    assert model.spec.fair_sharing is not None and str(model.spec.fair_sharing.weight) == "2"
+    assert model.status.fair_sharing is not None
+    afs = model.status.fair_sharing.admission_fair_sharing_status
+    assert afs is not None and str(afs.consumed_resources["cpu"]) == "1500m"

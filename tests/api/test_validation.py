@@ -916,7 +916,7 @@ def test_unknown_field_lists_known_ones() -> None:
     doc["spec"]["clusterqueue"] = "x"
     (err,) = _errors(doc)
     assert err.path == "spec.clusterqueue"
-    assert err.allowed == "clusterQueue, stopPolicy"
+    assert err.allowed == "clusterQueue, fairSharing, stopPolicy"
 
 
 def test_cohort_may_lend_beyond_its_own_nominal_quota() -> None:

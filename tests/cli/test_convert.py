@@ -178,14 +178,56 @@ def test_generate_name_stays_generate_name() -> None:
     assert out["metadata"] == {"generateName": "sample-", "labels": {"kqueue.io/queue-name": "q"}}
 
 
-def test_kueue_configuration_is_skipped_and_strict_refuses_it() -> None:
-    config = "apiVersion: config.kueue.x-k8s.io/v1beta2\nkind: Configuration\nnamespace: k\n"
-    res = _invoke("-", input=config)
-    assert res.exit_code == 0 and res.stdout == ""
-    assert "config.kueue.x-k8s.io/v1beta2 Configuration is not read by kqueue; skipped" in (
-        res.stderr
+KUEUE_CONFIG = """\
+apiVersion: config.kueue.x-k8s.io/v1beta2
+kind: Configuration
+namespace: k
+manageJobsWithoutQueueName: true
+waitForPodsReady: {timeout: 10m}
+fairSharing: {preemptionStrategies: [LessThanInitialShare]}
+admissionFairSharing:
+  usageHalfLifeTime: 168h
+  usageSamplingInterval: 5m
+  resourceWeights: {cpu: 1.5, nvidia.com/gpu: 10}
+integrations:
+  frameworks: [batch/job, ray.io/rayjob]
+multiKueue: {gcInterval: 1m}
+"""
+
+
+def test_kueue_configuration_is_converted_and_strict_refuses_what_is_dropped() -> None:
+    res = _invoke("-", input=KUEUE_CONFIG)
+    assert res.exit_code == 0
+    assert yaml.safe_load(res.stdout) == {
+        "apiVersion": "config.kqueue.io/v1alpha1",
+        "kind": "Configuration",
+        "namespace": "k",
+        "manageJobsWithoutQueueName": True,
+        "waitForPodsReady": {"timeout": "10m", "enable": True},
+        "fairSharing": {"preemptionStrategies": ["LessThanInitialShare"]},
+        "admissionFairSharing": {
+            "usageHalfLifeTime": "168h",
+            "usageSamplingInterval": "5m",
+            "resourceWeights": {"cpu": 1.5, "nvidia.com/gpu": 10},
+        },
+        "integrations": {"frameworks": ["batch/job"]},
+    }
+    assert "integrations.frameworks[1]: 'ray.io/rayjob' is not integrated by kqueue" in res.stderr
+    assert "multiKueue: not supported by kqueue; ignored" in res.stderr
+    assert _invoke("--strict", "-", input=KUEUE_CONFIG).exit_code == 2
+    ok = "apiVersion: config.kueue.x-k8s.io/v1beta2\nkind: Configuration\nnamespace: k\n"
+    assert _invoke("--strict", "-", input=ok).exit_code == 0
+
+
+def test_kueue_v1beta1_configuration_fair_sharing_enable() -> None:
+    on = (
+        "apiVersion: config.kueue.x-k8s.io/v1beta1\nkind: Configuration\n"
+        "fairSharing: {enable: true}\n"
     )
-    assert _invoke("--strict", "-", input=config).exit_code == 2
+    assert yaml.safe_load(_invoke("-", input=on).stdout)["fairSharing"] == {}
+    off = _invoke("-", input=on.replace("true", "false"))
+    assert "fairSharing" not in yaml.safe_load(off.stdout)
+    assert "fairSharing: enable is false (v1beta1)" in off.stderr
 
 
 # --- Kueue's labels and annotations on Jobs, Pods and other kinds -------------------------------

@@ -104,7 +104,6 @@ KUEUE_METRICS: dict[str, tuple[str, ...]] = {
 }
 
 ADMISSION_CHECKS = "admission checks: kqueue has none, quota reservation is the admission"
-FAIR_SHARING = "admission fair sharing (between the LocalQueues of a ClusterQueue): not implemented yet"
 UNADMITTED = (
     "behind Kueue's alpha UnadmittedWorkloadsObservability gate; not yet: pending reasons are on "
     "each Workload's QuotaReserved condition and in kubectl kqueue list workloads"
@@ -117,7 +116,6 @@ NOT_EXPORTED: dict[str, str] = {
     "kqueue_multikueue_workloads_admitted_total": "MultiKueue: kqueue does not dispatch to other clusters",
     "kqueue_admission_checks_wait_time_seconds": ADMISSION_CHECKS,
     "kqueue_local_queue_admission_checks_wait_time_seconds": ADMISSION_CHECKS,
-    "kqueue_local_queue_admission_fair_sharing_usage": FAIR_SHARING,
     "kqueue_pending_scheduling_hashes": (
         "Kueue's SchedulingEquivalenceHashing feature: kqueue does not group pending workloads by "
         "hash"

@@ -6,7 +6,7 @@ from typing import Any, cast
 
 import pytest
 
-from kqueue.api.v1alpha1 import ClusterQueue, LocalQueue, ResourceFlavor, Workload
+from kqueue.api.v1alpha1 import AdmissionScope, ClusterQueue, LocalQueue, ResourceFlavor, Workload
 from kqueue.controller.events import EventRecorder
 from kqueue.controller.informer import Store
 from kqueue.controller.kube import Kube
@@ -191,3 +191,72 @@ async def test_weighted_shares_are_written_and_exported_with_fair_sharing(fair: 
         assert "fairSharing" not in kube.statuses["None/team-a"]
         assert share_a is None
         assert "None/ai" not in kube.statuses
+
+
+@pytest.mark.parametrize("configured", [True, False], ids=["configured", "not-configured"])
+async def test_admission_fair_sharing_status_condition_and_metric(configured: bool) -> None:
+    """A LocalQueue of a ClusterQueue with UsageBasedAdmissionFairSharing gets its decayed
+    usage in status.fairSharing and the usage metric; the ClusterQueue says whether admission
+    fair sharing orders it (False/NotConfigured, with a Warning event, without the
+    Configuration's admissionFairSharing), and the LocalQueue is looked at again after the
+    sampling interval."""
+    from datetime import timedelta
+
+    from kqueue.api.config import AdmissionFairSharing
+    from kqueue.controller.workqueue import Requeue
+
+    afs = AdmissionFairSharing(
+        usage_half_life_time=timedelta(minutes=10), usage_sampling_interval=timedelta(seconds=30)
+    )
+    engine = Engine(admission_fair_sharing=adapt.admission_fair_sharing(afs if configured else None))
+    engine.upsert_flavor(adapt.flavor(ResourceFlavor.model_validate(
+        {"apiVersion": "kqueue.io/v1alpha1", "kind": "ResourceFlavor", "metadata": {"name": "f"}}
+    )))
+    cq = cluster_queue("4")
+    cq.spec.admission_scope = AdmissionScope(admission_mode="UsageBasedAdmissionFairSharing")
+    cqs: Store[ClusterQueue] = Store()
+    cqs._put("cq", cq, "1")
+    engine.upsert_cluster_queue(adapt.cluster_queue(cq))
+    lq = LocalQueue.model_validate({**local_queue("lq"), "spec": {"clusterQueue": "cq",
+                                    "fairSharing": {"weight": "2"}}})
+    lqs: Store[LocalQueue] = Store()
+    lqs._put(f"{NS}/lq", lq, "1")
+    engine.upsert_local_queue(adapt.local_queue(lq))
+    adapt.apply_workload(engine, Workload.model_validate(workload("w", "2")))
+    assert len(engine.schedule(NOW).admitted) == 1
+    # A minute later the penalty is settled and a sample folds the 2 cpu held.
+    later = NOW + timedelta(minutes=1)
+    engine.schedule(later)
+
+    kube, metrics, events = CaptureKube(), Metrics(), Events()
+    flavors: Store[ResourceFlavor] = Store()
+    flavors._put("f", ResourceFlavor.model_validate(
+        {"apiVersion": "kqueue.io/v1alpha1", "kind": "ResourceFlavor", "metadata": {"name": "f"}}
+    ), "1")
+    reconciler = QueueStatusReconciler(
+        engine=lambda: engine, cluster_queues=cqs, local_queues=lqs, flavors=flavors,
+        workloads=Store(), kube=cast(Kube, kube), events=cast(EventRecorder, events),
+        metrics=metrics, now=lambda: later,
+    )
+    await reconciler("cq:cq")
+    [cond] = [x for x in kube.statuses["None/cq"]["conditions"] if x["type"] == "AdmissionFairSharing"]
+    again = await reconciler(f"lq:{NS}/lq")
+    usage = metrics.registry.get_sample_value(
+        "kqueue_local_queue_admission_fair_sharing_usage",
+        {"name": "lq", "namespace": NS, "cluster_queue": "cq"},
+    )
+    if configured:
+        assert (cond["status"], cond["reason"]) == ("True", "Enabled")
+        status = kube.statuses[f"{NS}/lq"]["fairSharing"]["admissionFairSharingStatus"]
+        consumed = status["consumedResources"]["cpu"]
+        # 2 cpu x (1 - 0.5^(30s/10m)) penalty, then 2 cpu x (1 - 0.5^(1m/10m)) folded in.
+        assert consumed.endswith("n") and 0 < int(consumed[:-1]) < 2 * 10**9
+        assert status["lastUpdate"] == later.strftime("%Y-%m-%dT%H:%M:%SZ")
+        assert usage == pytest.approx(int(consumed[:-1]) / 10**9 / 2)  # weight 2
+        assert again == Requeue(after=30.0)
+    else:
+        assert (cond["status"], cond["reason"]) == ("False", "NotConfigured")
+        assert "admissionFairSharing" in cond["message"]
+        assert "NotConfigured" in events.reasons
+        assert "fairSharing" not in kube.statuses.get(f"{NS}/lq", {})
+        assert usage is None and again is None

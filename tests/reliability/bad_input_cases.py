@@ -505,6 +505,16 @@ CASES: Final[list[Case]] = [
     Case("pod-request-negative", pod(cpu="-1"), "spec.containers[0].resources.requests[cpu]",
          Layer.BUILTIN, 'a Pod requests cpu "-1"', "must be greater than or equal to 0",
          modelled=False),
+    # --- admission fair sharing: a LocalQueue's weight, a ClusterQueue's admissionMode --------
+    Case("local-queue-weight-negative", local_queue(fairSharing={"weight": "-1"}),
+         "spec.fairSharing.weight", Layer.WEBHOOK, 'LocalQueue fairSharing.weight "-1"',
+         "must be greater than or equal to 0"),
+    Case("local-queue-weight-word", local_queue(fairSharing={"weight": "heavy"}),
+         "spec.fairSharing.weight", Layer.SCHEMA, 'LocalQueue fairSharing.weight "heavy"',
+         "should match"),
+    Case("admission-mode-unknown", cluster_queue(admissionScope={"admissionMode": "ByUsage"}),
+         "spec.admissionScope.admissionMode", Layer.SCHEMA, 'admissionMode "ByUsage"',
+         "Unsupported value"),
 ]
 
 # What the API server accepts on purpose; the controller reports the problem instead.
@@ -516,6 +526,10 @@ FALLBACKS: Final[list[tuple[str, str, str, str]]] = [
     ("Cohort", "spec.parentName", "a→b→a cycle of parents",
      "accepted; ClusterQueues in the cycle are Active=False, message 'cohort … is part of a "
      "cycle'; their workloads stay pending"),
+    ("ClusterQueue", "spec.admissionScope.admissionMode",
+     "UsageBasedAdmissionFairSharing without the Configuration's admissionFairSharing",
+     "accepted; condition AdmissionFairSharing=False reason NotConfigured and a Warning event; "
+     "heads are ordered by priority and creation time"),
     ("Job", f"metadata.labels[{c.PREEMPTIBILITY_LABEL}]", "value other than preemptible/"
      "non-preemptible", "accepted with an admission warning and an InvalidPreemptibility "
      "event; the label is ignored"),

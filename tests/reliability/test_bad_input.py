@@ -353,3 +353,28 @@ async def test_bad_preemptibility_label_is_accepted_with_a_warning(
     assert event["type"] == "Warning"
     assert "'maybe' is ignored" in event["message"], event
     MESSAGES["fallback-preemptibility-label"] = {"warning": res.stderr.strip(), **event}
+
+
+async def test_admission_scope_without_configuration_is_accepted_and_reported(
+    kqueue_controller: KqueueProcess, objects: Objects, namespace: str
+) -> None:
+    """A ClusterQueue asking for admission fair sharing while the controller's Configuration has
+    no admissionFairSharing (Kueue orders it as usual, silently): kqueue orders it as usual
+    too, and says so in a condition."""
+    sfx = uuid.uuid4().hex[:6]
+    await objects.create(instantiate(_named(flavor(), "default-SFX"), sfx, namespace))
+    cq = instantiate(
+        cluster_queue(admissionScope={"admissionMode": c.USAGE_BASED_ADMISSION_FAIR_SHARING}),
+        sfx, namespace,
+    )
+    await objects.create(cq)
+
+    async def probe() -> Obj | None:
+        cond = condition(await objects.get(cq), c.ADMISSION_FAIR_SHARING)
+        return cond if cond is not None and cond["status"] == "False" else None
+
+    cond = await eventually(probe, within=30, what="AdmissionFairSharing=False")
+    assert cond["reason"] == c.ADMISSION_FAIR_SHARING_NOT_CONFIGURED, cond
+    assert "admissionFairSharing" in cond["message"], cond
+    await _wait_active(objects, cq, "True", c.CLUSTER_QUEUE_ACTIVE_READY)
+    MESSAGES["fallback-admission-scope"] = cond

@@ -266,3 +266,63 @@ def test_cluster_mode_default_namespace_is_the_contexts(
     )
     assert context_namespace(str(kubeconfig)) == want
     assert context_namespace(str(tmp_path / "missing")) == "default"
+
+
+# --- fair sharing and admission fair sharing: where they decided --------------------------------
+
+EXPLAIN = HERE / "explain"
+AFS = HERE / "admission_fair_sharing"
+
+
+def _explain(*args: str) -> dict[str, Any]:
+    result = run_cli("explain", *args, "-o", "json")
+    assert result.exit_code == 0, result.stdout + result.stderr
+    out = json.loads(result.stdout)
+    assert isinstance(out, dict)
+    return out
+
+
+def test_fair_sharing_says_which_shares_the_tournament_compared() -> None:
+    """The Configuration is one of the documents (Kueue's, without metadata)."""
+    out = _explain("team-a/train", "-f", str(EXPLAIN / "fair.yaml"))
+    assert out["pending"]["fairSharing"] == (
+        "cohort ai: team-a 1000 (cpu) after admission vs team-b 500 (cpu), team-b first"
+    )
+    assert out["admittedFirst"] == ["team-b/train"]
+
+
+def test_fair_sharing_preemption_names_the_strategy_that_allowed_it() -> None:
+    out = _explain("team-b/train", "-f", str(EXPLAIN / "fair-preemption.yaml"))
+    notes = out["preemption"]["fairSharing"]
+    assert notes == [
+        "team-a/train: LessThanOrEqualToFinalShare refused: share of team-b's side with the "
+        "preemptor 500 (cpu) > share of team-a's side without this workload 0",
+        "team-a/train: LessThanInitialShare allowed: share of team-b's side with the preemptor "
+        "500 (cpu) < share of team-a's side now 1000 (cpu)",
+    ]
+    [preempted] = out["preemptedFirst"]
+    assert (preempted["victim"], preempted["reason"]) == ("team-a/train", "InCohortFairSharing")
+    assert preempted["message"].endswith("< share of team-a's side now 1000 (cpu)")
+
+
+def test_admission_fair_sharing_lists_the_local_queue_usages() -> None:
+    """With --config (Kueue's file), the LocalQueues' usages, lowest (next) first."""
+    out = _explain(
+        "team-a/a05", "-f", str(AFS / "teams.yaml"), "--config", str(AFS / "config.yaml")
+    )
+    usages = out["pending"]["admissionFairSharing"]
+    assert [u["localQueue"] for u in usages] == ["team-a/main", "team-b/main"]
+    # Two admissions each (penalties of 2 cpu x (1 - 0.5^(1m/10m))), so equal usages.
+    assert usages[0]["usage"] == usages[1]["usage"] != "0"
+    without = _explain("team-a/a05", "-f", str(AFS / "teams.yaml"))
+    assert "admissionFairSharing" not in without["pending"]
+
+
+def test_admission_fair_sharing_text() -> None:
+    result = run_cli(
+        "explain", "team-a/a05", "-f", str(AFS / "teams.yaml"), "--config", str(AFS / "config.yaml")
+    )
+    assert result.exit_code == 0
+    assert "admission fair sharing in ClusterQueue shared: LocalQueue usages team-a/main" in (
+        result.stdout
+    )

@@ -419,3 +419,59 @@ def test_bad_limit_range_is_refused_naming_the_field() -> None:
     assert result.exit_code == 2
     assert "LimitRange bounds" in result.stderr
     assert "spec.limits[0].max[cpu]" in result.stderr
+
+
+# --- admission fair sharing (a Configuration among the inputs, or --config) ---------------------
+
+AFS = Path(__file__).parent / "admission_fair_sharing"
+AFS_ARGS = ("--start", "2024-01-01T00:00:00Z")
+
+
+def _reserved(doc: dict[str, Any]) -> list[tuple[str, str]]:
+    """(minute, LocalQueue namespace) of every QuotaReserved, in order."""
+    return [(e["time"][14:16], e["workload"].split("/")[0]) for e in events(doc, "QuotaReserved")]
+
+
+def test_admission_fair_sharing_admits_the_quiet_team_ahead_of_the_flood() -> None:
+    classical = simulate_json(str(AFS / "teams.yaml"), *AFS_ARGS)
+    # Without admission fair sharing: creation order, team-b waits for all of team-a's flood.
+    assert [ns for _, ns in _reserved(classical)] == ["team-a"] * 12 + ["team-b"] * 6
+    assert "localQueues" not in classical
+    # Kueue's Configuration (v1beta2, no metadata) as one more input document.
+    fair = simulate_json(str(AFS / "teams.yaml"), str(AFS / "config.yaml"), *AFS_ARGS)
+    order = _reserved(fair)
+    # At 5m team-a's usage has accrued, team-b's is 0: team-b's four fill the freed quota.
+    assert order[4:8] == [("05", "team-b")] * 4
+    # Then team-b's usage is the higher one: team-a goes next.
+    assert order[8:10] == [("10", "team-a")] * 2
+    assert fair["localQueues"]["team-a/main"]["consumedResources"]["cpu"] != "0"
+    # --config FILE is the same as the document among the inputs.
+    same = simulate_json(str(AFS / "teams.yaml"), "--config", str(AFS / "config.yaml"), *AFS_ARGS)
+    assert _reserved(same) == order
+
+
+def test_two_configurations_are_refused() -> None:
+    result = run_cli(
+        "simulate", str(AFS / "teams.yaml"), str(AFS / "config.yaml"),
+        "--config", str(AFS / "config.yaml"),
+    )
+    assert result.exit_code == 2
+    assert "already has a Configuration; give one" in result.stderr
+
+
+def test_local_queue_status_usage_decays_from_start(tmp_path: Path) -> None:
+    """A LocalQueue's status consumedResources is its usage at --start: team-a starting with a
+    large usage lets team-b (created later) go first from the start."""
+    text = (AFS / "teams.yaml").read_text().replace(
+        "metadata: {name: main, namespace: team-a}\nspec: {clusterQueue: shared}",
+        "metadata: {name: main, namespace: team-a}\nspec: {clusterQueue: shared}\n"
+        "status:\n  fairSharing:\n    admissionFairSharingStatus:\n"
+        "      consumedResources: {cpu: '100'}\n      lastUpdate: '2020-01-01T00:00:00Z'",
+    )
+    scenario = tmp_path / "teams.yaml"
+    scenario.write_text(text)
+    fair = simulate_json(str(scenario), str(AFS / "config.yaml"), *AFS_ARGS)
+    order = _reserved(fair)
+    assert order[:4] == [("00", "team-a")] * 4  # team-b arrives at 1m
+    assert order[4:8] == [("05", "team-b")] * 4
+    assert order[8:10] == [("10", "team-b")] * 2

@@ -22,6 +22,7 @@ from kqueue.api.v1alpha1.base import (
     resource_units,
 )
 from kqueue.api.v1alpha1.clusterqueue import (
+    AdmissionScope,
     BorrowWithinCohort,
     ClusterQueue,
     ClusterQueuePreemption,
@@ -44,6 +45,9 @@ from kqueue.api.v1alpha1.constants import API_VERSION, GROUP, VERSION
 from kqueue.api.v1alpha1.errors import FieldError, ValidationFailed
 from kqueue.api.v1alpha1.localqueue import (
     LocalQueue,
+    LocalQueueAdmissionFairSharingStatus,
+    LocalQueueFairSharing,
+    LocalQueueFairSharingStatus,
     LocalQueueFlavorUsage,
     LocalQueueResourceUsage,
     LocalQueueSpec,
@@ -102,6 +106,7 @@ __all__ = [
     "KINDS",
     "VERSION",
     "Admission",
+    "AdmissionScope",
     "Affinity",
     "BorrowWithinCohort",
     "ClusterQueue",
@@ -126,6 +131,9 @@ __all__ = [
     "LabelSelector",
     "LabelSelectorRequirement",
     "LocalQueue",
+    "LocalQueueAdmissionFairSharingStatus",
+    "LocalQueueFairSharing",
+    "LocalQueueFairSharingStatus",
     "LocalQueueFlavorUsage",
     "LocalQueueResourceUsage",
     "LocalQueueSpec",

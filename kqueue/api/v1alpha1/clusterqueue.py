@@ -233,6 +233,20 @@ class FairSharing(KBase):
     )
 
 
+AdmissionMode = Literal["UsageBasedAdmissionFairSharing", "NoAdmissionFairSharing"]
+
+
+class AdmissionScope(KBase):
+    """How the workloads of a ClusterQueue's LocalQueues are ordered against each other."""
+
+    admission_mode: AdmissionMode = Field(
+        description="UsageBasedAdmissionFairSharing: the heads of this ClusterQueue are taken "
+        "from the LocalQueue with the lowest weighted, decaying usage first (admission fair "
+        "sharing; needs the Configuration's admissionFairSharing). NoAdmissionFairSharing: "
+        "priority then creation time, as without admissionScope."
+    )
+
+
 class FairSharingStatus(KBase):
     """The fair-sharing state of a ClusterQueue or Cohort."""
 
@@ -375,6 +389,11 @@ class ClusterQueueSpec(KBase):
         default=None,
         description="Fair-sharing properties (weight), used when the Configuration enables fair "
         "sharing. Unset: weight 1.",
+    )
+    admission_scope: AdmissionScope | None = Field(
+        default=None,
+        description="Admission fair sharing between the LocalQueues of this ClusterQueue "
+        "(admissionMode). Unset: no admission fair sharing.",
     )
 
 

@@ -167,6 +167,13 @@ CLUSTER_QUEUE_ACTIVE_STOPPED: Final = "Stopped"
 CLUSTER_QUEUE_ACTIVE_TERMINATING: Final = "Terminating"
 CLUSTER_QUEUE_ACTIVE_FLAVOR_NOT_FOUND: Final = "FlavorNotFound"
 CLUSTER_QUEUE_ACTIVE_UNKNOWN: Final = "Unknown"
+# ClusterQueue condition while spec.admissionScope asks for admission fair sharing (kqueue's;
+# Kueue reports nothing): True/Enabled, or False/NotConfigured without the Configuration's
+# admissionFairSharing.
+ADMISSION_FAIR_SHARING: Final = "AdmissionFairSharing"
+ADMISSION_FAIR_SHARING_ENABLED: Final = "Enabled"
+ADMISSION_FAIR_SHARING_NOT_CONFIGURED: Final = "NotConfigured"
+USAGE_BASED_ADMISSION_FAIR_SHARING: Final = "UsageBasedAdmissionFairSharing"
 LOCAL_QUEUE_ACTIVE_READY: Final = "Ready"
 LOCAL_QUEUE_ACTIVE_STOPPED: Final = "Stopped"
 LOCAL_QUEUE_CLUSTER_QUEUE_DOES_NOT_EXIST: Final = "ClusterQueueDoesNotExist"

@@ -7,9 +7,30 @@ from typing import ClassVar, Literal
 from pydantic import Field
 
 from kqueue.api.quantity import Quantity
-from kqueue.api.v1alpha1.base import Int32, KBase, Name, QuantityValue, ResourceName
+from kqueue.api.v1alpha1.base import (
+    Int32,
+    KBase,
+    Name,
+    QuantityValue,
+    ResourceList,
+    ResourceName,
+    Time,
+)
 from kqueue.api.v1alpha1.clusterqueue import CONDITION_LIST, STOP_POLICY_DESCRIPTION, StopPolicy
 from kqueue.api.v1alpha1.meta import Condition, KObject
+
+
+class LocalQueueFairSharing(KBase):
+    """How a LocalQueue competes with the other LocalQueues of its ClusterQueue."""
+
+    weight: QuantityValue = Field(
+        default_factory=lambda: Quantity(1),
+        description="Divides this queue's decayed usage when the heads of the ClusterQueue are "
+        "ordered: a queue with weight 2 may use twice as much as one with weight 1 before it "
+        "comes after it. A quantity, default 1; 0 puts the queue after every queue with a "
+        "positive weight. Must not be negative.",
+        json_schema_extra={"default": 1},
+    )
 
 
 class LocalQueueSpec(KBase):
@@ -25,6 +46,38 @@ class LocalQueueSpec(KBase):
         },
     )
     stop_policy: StopPolicy = Field(default="None", description=STOP_POLICY_DESCRIPTION)
+    fair_sharing: LocalQueueFairSharing | None = Field(
+        default=None,
+        description="Admission fair sharing properties (weight) of this queue among the "
+        "LocalQueues of its ClusterQueue; used when the ClusterQueue's admissionScope is "
+        "UsageBasedAdmissionFairSharing and the Configuration sets admissionFairSharing. "
+        "Unset: weight 1.",
+    )
+
+
+class LocalQueueAdmissionFairSharingStatus(KBase):
+    """The decayed usage admission fair sharing orders this queue by."""
+
+    consumed_resources: ResourceList = Field(
+        default_factory=dict,
+        description="Usage of this queue's admitted workloads over time, per resource, with "
+        "exponential decay (usageHalfLifeTime), sampled every usageSamplingInterval and on "
+        "admission. Exact to 10^-9 (rounded down, as Kueue).",
+    )
+    last_update: Time = Field(description="When consumedResources was last computed.")
+
+
+class LocalQueueFairSharingStatus(KBase):
+    """Fair-sharing state of a LocalQueue."""
+
+    weighted_share: int = Field(
+        default=0,
+        description="Kept for Kueue compatibility (always 0: LocalQueues hold no quota).",
+    )
+    admission_fair_sharing_status: LocalQueueAdmissionFairSharingStatus | None = Field(
+        default=None,
+        description="Admission fair sharing usage, when the ClusterQueue uses it.",
+    )
 
 
 class LocalQueueResourceUsage(KBase):
@@ -80,6 +133,10 @@ class LocalQueueStatus(KBase):
         max_length=16,
         description="Quota used, per flavor, by this queue's admitted workloads.",
         json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name"]},
+    )
+    fair_sharing: LocalQueueFairSharingStatus | None = Field(
+        default=None,
+        description="Admission fair sharing state, when its ClusterQueue uses it.",
     )
 
 

@@ -29,7 +29,7 @@ from kqueue.api.v1alpha1.base import (
 from kqueue.api.v1alpha1.clusterqueue import ClusterQueue, FairSharing, ResourceGroup
 from kqueue.api.v1alpha1.cohort import Cohort
 from kqueue.api.v1alpha1.errors import FieldError, ValidationFailed, from_pydantic
-from kqueue.api.v1alpha1.localqueue import LocalQueue
+from kqueue.api.v1alpha1.localqueue import LocalQueue, LocalQueueFairSharing
 from kqueue.api.v1alpha1.meta import Condition, KObject, LabelSelector, Toleration
 from kqueue.api.v1alpha1.podtemplate import Container
 from kqueue.api.v1alpha1.resourceflavor import ResourceFlavor
@@ -85,6 +85,7 @@ def validate_rules(obj: KObject) -> list[FieldError]:
         _validate_cohort(obj, errs)
     elif isinstance(obj, LocalQueue):
         _validate_conditions(obj.status.conditions, "status.conditions", errs)
+        _validate_fair_sharing(obj.spec.fair_sharing, errs)
     elif isinstance(obj, Workload):
         _validate_workload(obj, errs)
     return errs.items
@@ -446,7 +447,9 @@ def _validate_cohort(cohort: Cohort, errs: _Errors) -> None:
     _validate_fair_sharing(spec.fair_sharing, errs)
 
 
-def _validate_fair_sharing(fs: FairSharing | None, errs: _Errors) -> None:
+def _validate_fair_sharing(
+    fs: FairSharing | LocalQueueFairSharing | None, errs: _Errors
+) -> None:
     if fs is None:
         return
     # Kueue also wants a non-zero weight above 10^-9: quantities are rounded up to 1n anyway.

@@ -225,7 +225,7 @@ def local_queues_table(
 ) -> Table:
     headers = ["NAME", "CLUSTERQUEUE", "PENDING", "ADMITTED", "ACTIVE", "AGE"]
     if wide:
-        headers += ["STOP POLICY", "ACTIVE REASON"]
+        headers += ["STOP POLICY", "ACTIVE REASON", "FS WEIGHT", "CONSUMED"]
     if all_namespaces:
         headers.insert(0, "NAMESPACE")
     rows = []
@@ -242,8 +242,21 @@ def local_queues_table(
         if wide:
             cond = condition(lq, c.ACTIVE) or {}
             cells += [str(_spec(lq).get("stopPolicy", "None")), str(cond.get("reason", ""))]
+            cells += [_lq_weight(lq), _consumed(lq)]
         rows.append(_with_namespace(all_namespaces, lq, cells))
     return Table(tuple(headers), rows)
+
+
+def _lq_weight(lq: Obj) -> str:
+    """spec.fairSharing.weight (admission fair sharing), 1 when unset."""
+    return str((_spec(lq).get("fairSharing") or {}).get("weight", "1"))
+
+
+def _consumed(lq: Obj) -> str:
+    """Admission fair sharing's decayed usage (status), ``-`` when there is none."""
+    afs = (_status(lq).get("fairSharing") or {}).get("admissionFairSharingStatus") or {}
+    consumed = afs.get("consumedResources") or {}
+    return ",".join(f"{r}={_q(v, r)}" for r, v in sorted(consumed.items())) or "-"
 
 
 # -- ResourceFlavors ----------------------------------------------------------------------------

@@ -16,7 +16,8 @@ from typing import Any
 import click
 import yaml
 
-from kqueue.api.config import ConfigurationError, load_configuration
+from kqueue.api.config import Configuration, ConfigurationError, load_configuration
+from kqueue.api.kueue_config import is_kueue_configuration
 from kqueue.api.loader import LoadError
 from kqueue.api.v1alpha1 import parse_time
 from kqueue.cli.manifests import InvalidInput, read_manifests
@@ -99,8 +100,9 @@ class _Time(click.ParamType[datetime]):
     "--config",
     "config_file",
     type=click.Path(exists=True, dir_okay=False, path_type=Path),
-    help="The controller's Configuration (config.kqueue.io/v1alpha1); its fairSharing applies "
-    "as in the controller.",
+    help="The controller's Configuration (config.kqueue.io/v1alpha1, or Kueue's "
+    "config.kueue.x-k8s.io/v1beta2); its fairSharing and admissionFairSharing apply as in the "
+    "controller. It may instead be one of the documents of FILEs.",
 )
 @click.option(
     "--progress/--no-progress",
@@ -122,8 +124,9 @@ def simulate(
 ) -> None:
     """Simulate admission of the workloads in FILEs (`-` reads stdin).
 
-    FILEs hold kqueue or Kueue objects, Namespaces, LimitRanges, PriorityClasses, a kqueue
-    Configuration, and Jobs and Pods (those kqueue manages: a kqueue.io/queue-name label, see
+    FILEs hold kqueue or Kueue objects, Namespaces, LimitRanges, PriorityClasses, a kqueue or
+    Kueue Configuration (at most one, or --config), and Jobs and Pods (those kqueue manages: a
+    kqueue.io/queue-name label, see
     docs/simulate.md), as multi-document YAML or `kubectl get -o yaml` Lists; objects with only
     generateName get reproducible names.
     Annotations `simulate.kqueue.io/{arrival,run-time,scale,delete,deactivate}` say what
@@ -153,18 +156,23 @@ def simulate(
             raise InvalidInput(str(err)) from err
         for line in scenario.warnings:
             click.echo(f"warning: {line}", err=True)
-    fair_sharing = None
+    config = scenario.config
     if config_file is not None:
-        try:
-            config = load_configuration(config_file.read_text(), source=str(config_file))
-        except ConfigurationError as err:
-            raise InvalidInput(str(err)) from err
-        fair_sharing = adapt.fair_sharing(config.fair_sharing)
+        if config is not None:
+            raise InvalidInput(
+                f"--config {config_file}: the input already has a Configuration; give one"
+            )
+        config = _read_config(config_file)
     sim = Simulation(
         scenario,
         preemptor=default_preemptor(),
         decision_time=decision_time or timedelta(0),
-        fair_sharing=fair_sharing,
+        fair_sharing=adapt.fair_sharing(config.fair_sharing) if config is not None else None,
+        admission_fair_sharing=(
+            adapt.admission_fair_sharing(config.admission_fair_sharing)
+            if config is not None
+            else None
+        ),
     )
     show_progress = progress if progress is not None else (output != "json" and sys.stderr.isatty())
     cpu = time.process_time()
@@ -192,6 +200,25 @@ def simulate(
         click.echo(json.dumps(doc, indent=2))
     else:
         click.echo(yaml.safe_dump(doc, sort_keys=False, default_flow_style=False), nl=False)
+
+
+def _read_config(path: Path) -> Configuration:
+    """A Configuration file: kqueue's, or Kueue's (converted, what is dropped warned about)."""
+    text = path.read_text()
+    try:
+        doc = yaml.safe_load(text)
+    except yaml.YAMLError as err:
+        raise InvalidInput(f"{path}: not YAML: {err}") from err
+    if isinstance(doc, dict) and is_kueue_configuration(doc):
+        loaded = read_manifests((str(path),))
+        configs = [o.config for o in loaded.objects if o.config is not None]
+        if len(configs) != 1:
+            raise InvalidInput(f"{path}: expected one Configuration document")
+        return configs[0]
+    try:
+        return load_configuration(text, source=str(path))
+    except ConfigurationError as err:
+        raise InvalidInput(str(err)) from err
 
 
 def summary_dict(f: Figures, cpu_seconds: float) -> dict[str, Any]:

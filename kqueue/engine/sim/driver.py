@@ -34,6 +34,7 @@ from kqueue.api.integrations import is_elastic, workload_for_job
 from kqueue.api.v1alpha1 import constants as c
 
 from .. import adapt
+from ..admission_fair import AdmissionFairSharingConfig
 from ..cycle import CycleResult
 from ..engine import Engine
 from ..preemption import Preemptor
@@ -155,13 +156,18 @@ class Simulation:
         decision_time: timedelta = timedelta(0),
         carry_out_evictions: bool = True,
         fair_sharing: FairSharingConfig | None = None,
+        admission_fair_sharing: AdmissionFairSharingConfig | None = None,
     ) -> None:
         self.scenario = scenario
         # False for ``explain``: victims are chosen but stay, so the state is not changed.
         self.carry_out_evictions = carry_out_evictions
         # Simulated time the scheduler spends per head it considers (see module docstring).
         self.decision_time = decision_time
-        self.engine = Engine(preemptor=preemptor, fair_sharing=fair_sharing)
+        self.engine = Engine(
+            preemptor=preemptor,
+            fair_sharing=fair_sharing,
+            admission_fair_sharing=admission_fair_sharing,
+        )
         self.start = scenario.start
         self.now = scenario.start
         self.events: list[SimEvent] = []
@@ -199,7 +205,13 @@ class Simulation:
         for cq in sc.cluster_queues:
             e.upsert_cluster_queue(adapt.cluster_queue(cq))
         for lq in sc.local_queues:
-            e.upsert_local_queue(adapt.local_queue(lq))
+            spec = adapt.local_queue(lq)
+            e.upsert_local_queue(spec)
+            usage = adapt.local_queue_usage(lq)
+            if usage is not None:
+                # A LocalQueue's consumedResources is its usage at the start: the decay counts
+                # from there (not from its lastUpdate, which belongs to another clock).
+                e.seed_local_queue_usage(spec.key, usage[0], self.start)
         for wpc in sc.workload_priority_classes:
             e.upsert_priority_class(*adapt.priority_class(wpc))
         for ns, labels in sorted(sc.namespaces.items()):

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from .. import adapt
 from ..explain import PendingDetails
 from ..flavor import flavor_mismatch
 from ..preemption import Preemptor
@@ -61,15 +62,28 @@ class Explanation:
     borrowing: dict[tuple[str, str], tuple[int, int]] = field(default_factory=dict)
     # Workloads the controller would admit first, at this instant.
     admitted_now: list[str] = field(default_factory=list)
-    # Victims the controller would evict now (for this or other workloads).
-    preempting_now: list[tuple[str, str, str]] = field(default_factory=list)
+    # Victims the controller would evict now (for this or other workloads): victim, preemptor,
+    # reason, and the Preempted message (for fair sharing, the strategy that allowed it).
+    preempting_now: list[tuple[str, str, str, str]] = field(default_factory=list)
     cycles: int = 0
 
 
 def explain(
     scenario: Scenario, key: str, *, preemptor: Preemptor | None = None, max_cycles: int = 0
 ) -> Explanation:
-    sim = Simulation(scenario, preemptor=preemptor, carry_out_evictions=False)
+    config = scenario.config
+    sim = Simulation(
+        scenario,
+        preemptor=preemptor,
+        carry_out_evictions=False,
+        # The controller's Configuration, when among the objects: fair sharing decides as there.
+        fair_sharing=adapt.fair_sharing(config.fair_sharing) if config is not None else None,
+        admission_fair_sharing=(
+            adapt.admission_fair_sharing(config.admission_fair_sharing)
+            if config is not None
+            else None
+        ),
+    )
     sim.arrive_all()
     rec = sim.records.get(key)
     if rec is None:
@@ -84,7 +98,9 @@ def explain(
     while rec.state == PENDING and sim.engine.cycles < limit:
         result = sim.step()
         out.admitted_now.extend(a.workload for a in result.admitted if a.workload != key)
-        out.preempting_now.extend((p.victim, p.preemptor, p.reason) for p in result.preempted)
+        out.preempting_now.extend(
+            (p.victim, p.preemptor, p.reason, p.message) for p in result.preempted
+        )
         if any(p.workload == key for p in result.pending) or result.heads == 0:
             break
     out.cycles = sim.engine.cycles

@@ -10,10 +10,10 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
-from kqueue.api.quantity import format_quantity
+from kqueue.api.quantity import Quantity, format_quantity
 from kqueue.api.v1alpha1 import format_time
 
-from ..types import ClusterQueueName
+from ..types import ClusterQueueName, local_queue_key
 from .driver import STATE_FINISHED, Simulation, WorkloadRecord
 
 
@@ -90,7 +90,7 @@ def to_json(sim: Simulation) -> dict[str, Any]:
         if ev.preemptor is not None:
             e["preemptor"] = ev.preemptor
         events.append(e)
-    return {
+    out: dict[str, Any] = {
         "cycles": sim.engine.cycles,
         "events": events,
         "workloads": {rec.key: workload_entry(sim, rec) for rec in sim.arrived()},
@@ -99,6 +99,29 @@ def to_json(sim: Simulation) -> dict[str, Any]:
             for cq in sorted(sim.scenario.cluster_queues, key=lambda q: q.name)
         },
     }
+    fair = local_queue_fair_usage(sim)
+    if fair:
+        out["localQueues"] = fair
+    return out
+
+
+def local_queue_fair_usage(sim: Simulation) -> dict[str, Any]:
+    """Per LocalQueue of an admission-fair-sharing ClusterQueue, at the end: its status
+    ``consumedResources`` and the usage its heads are ordered by."""
+    engine = sim.engine
+    out: dict[str, Any] = {}
+    for lq in sorted(sim.scenario.local_queues, key=lambda q: (q.namespace or "", q.name)):
+        key = local_queue_key(lq.namespace or "default", lq.name)
+        spec = engine.local_queue(key)
+        if spec is None or not engine.uses_admission_fair_sharing(spec.cluster_queue):
+            continue
+        consumed = engine.local_queue_consumed(key)
+        amounts = consumed[0] if consumed is not None else {}
+        out[key] = {
+            "consumedResources": {r: str(Quantity.from_nanos(n)) for r, n in sorted(amounts.items())},
+            "admissionFairSharingUsage": str(engine.local_queue_fair_usage(key)),
+        }
+    return out
 
 
 # --- figures as Kueue's scheduler performance checker reports them ------------------------------

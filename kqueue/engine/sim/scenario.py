@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any, Final, TypeVar
 
+from kqueue.api.config import Configuration
 from kqueue.api.integrations import (
     IntegrationError,
     PriorityClasses,
@@ -143,6 +144,9 @@ class Scenario:
     workloads: list[SimWorkload] = field(default_factory=list)
     priorities: PriorityClasses = field(default_factory=PriorityClasses)
     warnings: list[str] = field(default_factory=list)
+    # The controller Configuration among the inputs (kqueue's, or Kueue's converted), if any:
+    # its fairSharing and admissionFairSharing apply as in the controller.
+    config: Configuration | None = None
 
 
 def _meta(obj: LoadedObject) -> dict[str, Any]:
@@ -226,6 +230,7 @@ def build_scenario(
         start = max(_times(objects), default=DEFAULT_START)
     sc = Scenario(start=start)
     policy = _policy(objects, policy)
+    sc.config = next((o.config for o in objects if o.config is not None), None)
     pod_classes: list[dict[str, Any]] = []
     jobs: list[LoadedObject] = []
     pods: list[LoadedObject] = []

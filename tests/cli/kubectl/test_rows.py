@@ -259,6 +259,25 @@ def test_local_queue_rows() -> None:
         "AGE",
     )
     assert table.rows == [["team", "user-queue", "cluster-queue", "1", "2", "Unknown", "5m"]]
+    assert rows.local_queues_table([lq], now=NOW, wide=True).rows[0][-2:] == ["1", "-"]
+
+
+def test_local_queue_wide_rows_show_admission_fair_sharing() -> None:
+    lq = {
+        "metadata": {"name": "user-queue", "namespace": "team", "creationTimestamp": CREATED},
+        "spec": {"clusterQueue": "cluster-queue", "fairSharing": {"weight": "2"}},
+        "status": {
+            "fairSharing": {
+                "admissionFairSharingStatus": {
+                    "consumedResources": {"cpu": "1500m", "memory": "1Gi"},
+                    "lastUpdate": "2024-01-01T00:00:00Z",
+                }
+            }
+        },
+    }
+    table = rows.local_queues_table([lq], now=NOW, wide=True)
+    assert table.headers[-2:] == ("FS WEIGHT", "CONSUMED")
+    assert table.rows[0][-2:] == ["2", "cpu=1500m,memory=1Gi"]
 
 
 def test_resource_flavor_rows() -> None:

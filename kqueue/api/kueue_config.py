@@ -1,0 +1,153 @@
+"""Reading Kueue's controller Configuration (``config.kueue.x-k8s.io``) as kqueue's.
+
+Kueue writes its Configuration without metadata (it is a file, not an object). What kqueue has
+an equivalent for carries over to ``config.kqueue.io/v1alpha1``: the namespace, which jobs are
+managed, waitForPodsReady, fair sharing, admission fair sharing, the frameworks kqueue
+integrates, client throttling, leader election and the health, metrics and webhook servers.
+Everything else (MultiKueue, resource transformations, feature gates...) is dropped with a
+warning that names the field. Differences of shape:
+
+* v1beta2 turns fairSharing and waitForPodsReady on by their presence; v1beta1 by ``enable``
+  (``enable: false`` drops the section);
+* Kueue's ``health.healthProbeBindAddress`` and ``metrics.bindAddress`` are kqueue's
+  ``health.bindAddress`` and ``metrics.bindAddress``.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any, Final
+
+from kqueue.api.kueue import ConversionWarning
+
+KUEUE_CONFIG_GROUP: Final = "config.kueue.x-k8s.io"
+KUEUE_CONFIG_VERSIONS: Final = frozenset({"v1beta1", "v1beta2"})
+KQUEUE_CONFIG_API_VERSION: Final = "config.kqueue.io/v1alpha1"
+
+# Kueue sections copied as they are (their keys are kqueue's too).
+_SAME: Final = (
+    "namespace",
+    "manageJobsWithoutQueueName",
+    "managedJobsNamespaceSelector",
+    "admissionFairSharing",
+    "clientConnection",
+    "internalCertManagement",
+)
+_LEADER_KEYS: Final = frozenset(
+    {"leaderElect", "leaseDuration", "renewDeadline", "retryPeriod", "resourceName",
+     "resourceNamespace"}
+)
+_WAIT_KEYS: Final = frozenset(
+    {"enable", "timeout", "blockAdmission", "requeuingStrategy", "recoveryTimeout"}
+)
+
+
+def is_kueue_configuration(doc: dict[str, Any]) -> bool:
+    group, _, _ = str(doc.get("apiVersion", "")).partition("/")
+    return group == KUEUE_CONFIG_GROUP and doc.get("kind") == "Configuration"
+
+
+def _drop(warnings: list[ConversionWarning], path: str, why: str = "") -> None:
+    warnings.append(ConversionWarning(path, why or "not supported by kqueue; ignored"))
+
+
+def from_kueue_configuration(
+    doc: dict[str, Any], supported_frameworks: frozenset[str] | tuple[str, ...]
+) -> tuple[dict[str, Any], list[ConversionWarning]]:
+    """Kueue's Configuration as a kqueue Configuration dict, and what was dropped."""
+    api_version = str(doc.get("apiVersion", ""))
+    version = api_version.partition("/")[2]
+    if version not in KUEUE_CONFIG_VERSIONS:
+        raise ValueError(
+            f"apiVersion {api_version!r}: unsupported Kueue Configuration version; allowed: "
+            + ", ".join(f"{KUEUE_CONFIG_GROUP}/{v}" for v in sorted(KUEUE_CONFIG_VERSIONS))
+        )
+    src = copy.deepcopy(doc)
+    out: dict[str, Any] = {"apiVersion": KQUEUE_CONFIG_API_VERSION, "kind": "Configuration"}
+    warnings: list[ConversionWarning] = []
+    for key, value in src.items():
+        if key in ("apiVersion", "kind", "metadata"):
+            continue
+        if key in _SAME:
+            out[key] = value
+        elif key == "fairSharing":
+            _fair_sharing(value, version, out, warnings)
+        elif key == "waitForPodsReady":
+            _wait_for_pods_ready(value, version, out, warnings)
+        elif key == "integrations":
+            _integrations(value, supported_frameworks, out, warnings)
+        elif key == "leaderElection" and isinstance(value, dict):
+            out[key] = {k: v for k, v in value.items() if k in _LEADER_KEYS}
+            for k in sorted(set(value) - _LEADER_KEYS):
+                _drop(warnings, f"leaderElection.{k}")
+        elif key == "health" and isinstance(value, dict):
+            if "healthProbeBindAddress" in value:
+                out["health"] = {"bindAddress": value["healthProbeBindAddress"]}
+            for k in sorted(set(value) - {"healthProbeBindAddress"}):
+                _drop(warnings, f"health.{k}")
+        elif key == "metrics" and isinstance(value, dict):
+            metrics = {
+                k: value[k] for k in ("bindAddress", "enableClusterQueueResources") if k in value
+            }
+            if metrics:
+                out["metrics"] = metrics
+            for k in sorted(set(value) - set(metrics)):
+                _drop(warnings, f"metrics.{k}")
+        elif key == "webhook" and isinstance(value, dict):
+            webhook = {k: value[k] for k in ("host", "port", "certDir") if k in value}
+            if webhook:
+                out["webhook"] = webhook
+            for k in sorted(set(value) - set(webhook)):
+                _drop(warnings, f"webhook.{k}")
+        else:
+            _drop(warnings, key)
+    return out, warnings
+
+
+def _fair_sharing(
+    value: Any, version: str, out: dict[str, Any], warnings: list[ConversionWarning]
+) -> None:
+    if not isinstance(value, dict):
+        out["fairSharing"] = value  # kqueue's model names what is wrong with it
+        return
+    section = dict(value)
+    if version == "v1beta1":
+        enabled = section.pop("enable", False)
+        if not enabled:
+            _drop(warnings, "fairSharing", "enable is false (v1beta1): fair sharing stays off")
+            return
+    out["fairSharing"] = section
+
+
+def _wait_for_pods_ready(
+    value: Any, version: str, out: dict[str, Any], warnings: list[ConversionWarning]
+) -> None:
+    if not isinstance(value, dict):
+        out["waitForPodsReady"] = value
+        return
+    section = {k: v for k, v in value.items() if k in _WAIT_KEYS}
+    for k in sorted(set(value) - _WAIT_KEYS):
+        _drop(warnings, f"waitForPodsReady.{k}")
+    if version == "v1beta2":
+        section.setdefault("enable", True)  # v1beta2: present means on
+    out["waitForPodsReady"] = section
+
+
+def _integrations(
+    value: Any,
+    supported: frozenset[str] | tuple[str, ...],
+    out: dict[str, Any],
+    warnings: list[ConversionWarning],
+) -> None:
+    if not isinstance(value, dict):
+        out["integrations"] = value
+        return
+    frameworks = value.get("frameworks")
+    if isinstance(frameworks, list):
+        kept = [f for f in frameworks if f in supported]
+        for i, f in enumerate(frameworks):
+            if f not in supported:
+                _drop(warnings, f"integrations.frameworks[{i}]", f"{f!r} is not integrated by kqueue")
+        out["integrations"] = {"frameworks": kept}
+    for k in sorted(set(value) - {"frameworks"}):
+        _drop(warnings, f"integrations.{k}")
