@@ -432,7 +432,7 @@ def _convert_status(kind: str, status: dict[str, Any], warnings: list[Conversion
         admission = status.get("admission")
         if isinstance(admission, dict):
             assignments = admission.get("podSetAssignments")
-            for i, psa in enumerate(assignments if isinstance(assignments, list) else []):
+            for psa in assignments if isinstance(assignments, list) else []:
                 ta = psa.get("topologyAssignment") if isinstance(psa, dict) else None
                 if isinstance(ta, dict) and "domains" in ta:
                     psa["topologyAssignment"] = _v1beta2_assignment(ta)

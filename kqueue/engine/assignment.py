@@ -16,6 +16,7 @@ from .types import (
     PendingReason,
     PodSetName,
     ResourceName,
+    TopologyAssignment,
     Usage,
 )
 
@@ -83,6 +84,8 @@ class PodSetResult:
     error: str | None = None
     attempts: tuple[FlavorAttempt, ...] = ()
     no_fit_reason: PendingReason | None = None
+    # With a topology-aware flavor: where the pods go (topology_fit.py).
+    topology: TopologyAssignment | None = None
 
     def mode(self) -> Mode:
         if self.error is not None:
