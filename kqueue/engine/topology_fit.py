@@ -167,7 +167,7 @@ def _place_all(
 def _with_mode(res: PodSetResult, mode: Mode, reason: str | None) -> PodSetResult:
     flavors = {r: FlavorChoice(c.flavor, min(c.mode, mode), c.borrow, c.tried_index)
                for r, c in res.flavors.items()}
-    reasons = (*res.reasons, reason) if reason else res.reasons
+    reasons = (*res.reasons, reason) if reason and reason not in res.reasons else res.reasons
     return replace(res, flavors=flavors, reasons=reasons)
 
 
