@@ -52,7 +52,7 @@ class Case:
     want_preempted: set[str] = field(default_factory=set)
 
 
-def _cq(*flavors: str, cpu: str = "50", memory: str | None = "50Gi", name: str = "tas-main"):  # noqa: ANN202
+def _cq(*flavors: str, cpu: str = "50", memory: str | None = "50Gi", name: str = "tas-main"):
     b = make_cq(name)
     for f in flavors:
         if memory is None:
@@ -74,7 +74,7 @@ TAS_TWO = tas_flavor(topo="tas-two-level")
 MAIN = _cq("tas-default").obj()
 
 
-def _simple(nodes, flavors, cq, *workloads, pods=(), topos=(SINGLE,)) -> Cluster:  # noqa: ANN001
+def _simple(nodes, flavors, cq, *workloads, pods=(), topos=(SINGLE,)) -> Cluster:
     return Cluster(list(nodes), list(topos), list(flavors), [cq], list(workloads), list(pods))
 
 
