@@ -164,11 +164,15 @@ def _place_all(
     return Outcome(out)
 
 
-def _with_mode(res: PodSetResult, mode: Mode, reason: str | None) -> PodSetResult:
+def _with_mode(
+    res: PodSetResult, mode: Mode, reason: str | None, placement: Placement | None = None
+) -> PodSetResult:
     flavors = {r: FlavorChoice(c.flavor, min(c.mode, mode), c.borrow, c.tried_index)
                for r, c in res.flavors.items()}
     reasons = (*res.reasons, reason) if reason and reason not in res.reasons else res.reasons
-    return replace(res, flavors=flavors, reasons=reasons)
+    return replace(
+        res, flavors=flavors, reasons=reasons, placement=placement or res.placement
+    )
 
 
 def fit(
@@ -193,14 +197,14 @@ def fit(
             return replace(a, pod_sets=tuple(pod_sets))
         idx = next(r.index for r in reqs if r.placement.pod_set.name == outcome.failed)
         why = describe(outcome.placement) if outcome.placement is not None else outcome.reason
-        pod_sets[idx] = _with_mode(pod_sets[idx], Mode.PREEMPT, why)
+        pod_sets[idx] = _with_mode(pod_sets[idx], Mode.PREEMPT, why, outcome.placement)
     # Preempt: would the placement fit on empty nodes? Otherwise no preemption can help.
     empty = _place_all(reqs, topology, simulate_empty=True)
     if empty.failed is not None:
         idx = next(r.index for r in reqs if r.placement.pod_set.name == empty.failed)
         why = describe(empty.placement) if empty.placement is not None else empty.reason
         pod_sets[idx] = replace(
-            _with_mode(pod_sets[idx], Mode.NO_FIT, why),
+            _with_mode(pod_sets[idx], Mode.NO_FIT, why, empty.placement),
             no_fit_reason=PendingReason.WAITING_FOR_QUOTA,
         )
         return replace(
