@@ -71,6 +71,7 @@ from kqueue.controller.scheduler import Scheduler
 from kqueue.controller.secure_metrics import serve_metrics
 from kqueue.controller.status import QueueStatusReconciler
 from kqueue.controller.supervisor import Supervisor
+from kqueue.controller.topology import TopologyFeed
 from kqueue.controller.visibility_api import serve_visibility
 from kqueue.controller.webhooks import register as register_webhooks
 from kqueue.controller.webhooks.config import MUTATING_NAME, VALIDATING_NAME
@@ -182,6 +183,8 @@ class Manager:
         self.namespaces = informer(NAMESPACES, as_dict)
         self.priority_classes = informer(PRIORITY_CLASSES, as_dict)
         self.pods = informer(PODS, as_dict, label_selector=f"{c.MANAGED_LABEL}=true")
+        # Topology-aware scheduling: Topologies, Nodes and bound Pods for the engine.
+        self.topology = TopologyFeed(informer, lambda: self.engine, self._topology_changed)
         self.workloads.store.add_index(BY_OWNER, owner_uids)
 
         # The enabled integrations; those driven by the generic reconciler get an informer on
@@ -400,12 +403,19 @@ class Manager:
         for ns in self.namespaces.store.objects():
             meta = ns.get("metadata") or {}
             engine.set_namespace_labels(str(meta.get("name")), meta.get("labels") or {})
+        self.topology.rebuild(engine)
         for wl in self.workloads.store.objects():
             adapt.apply_workload(engine, wl, owner_labels=wl.metadata.labels)
         self.engine = engine
         return engine
 
+    def _topology_changed(self) -> None:
+        # A node, Topology or freed pod may make room for a pending workload.
+        if self.leading:
+            self.scheduler.trigger()
+
     def _wire_handlers(self) -> None:
+        self.topology.wire()
         def on_flavor(_: str, rf: ResourceFlavor, *rest: ResourceFlavor) -> None:
             new = rest[-1] if rest else rf
             self.engine.upsert_flavor(adapt.flavor(new))
@@ -599,6 +609,7 @@ class Manager:
             "namespaces": self.namespaces,
             "priorityclasses": self.priority_classes,
             "pods": self.pods,
+            **self.topology.informers(),
             # Workloads last: the queues they name are known when they arrive.
             "workloads": self.workloads,
         }

@@ -21,11 +21,12 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
 from kqueue.api.v1alpha1 import ResourceFlavor, Workload
+from kqueue.api.v1alpha1 import constants as c
 from kqueue.controller.clock import Now
 from kqueue.controller.informer import Store
 from kqueue.controller.integrations.framework import PodSetRelease
@@ -33,6 +34,7 @@ from kqueue.controller.integrations.gate import is_gated, release_ops, ungate
 from kqueue.controller.kube import JSON_PATCH, Kube, KubeError, NotFound
 from kqueue.controller.metrics import Metrics
 from kqueue.controller.resources import PODS, object_key
+from kqueue.controller.topology import pin
 
 logger = logging.getLogger(__name__)
 
@@ -64,7 +66,37 @@ def pod_set_releases(wl: Workload, flavors: Store[ResourceFlavor]) -> dict[str, 
             tolerations += [t.to_dict() for t in flavor.spec.tolerations]
         pod_set = wl.pod_set(psa.name)
         count = psa.count if psa.count is not None else (pod_set.count if pod_set else 0)
-        out[psa.name] = PodSetRelease(psa.name, count, node_selector, tuple(tolerations))
+        domains = pin(psa.topology_assignment)
+        out[psa.name] = PodSetRelease(
+            psa.name,
+            count,
+            node_selector,
+            tuple(tolerations),
+            domains=domains,
+            labels={c.TAS_LABEL: "true"} if domains else {},
+        )
+    return out
+
+
+def _in_domain(pod: Obj, selector: Mapping[str, str]) -> bool:
+    have = (pod.get("spec") or {}).get("nodeSelector") or {}
+    return all(have.get(k) == v for k, v in selector.items())
+
+
+def pinned(
+    release: PodSetRelease, running: Sequence[Obj], gated: Sequence[Obj]
+) -> list[tuple[Obj, PodSetRelease]]:
+    """Each gated pod with the release pinning it to a domain that has room left: the
+    domain's pod count minus the running pods already pinned there (Kueue's TAS ungater)."""
+    left = [n - sum(1 for p in running if _in_domain(p, sel)) for sel, n in release.domains]
+    out: list[tuple[Obj, PodSetRelease]] = []
+    for pod in gated:
+        i = next((i for i, n in enumerate(left) if n > 0), None)
+        if i is None:
+            break
+        left[i] -= 1
+        selector = {**release.node_selector, **release.domains[i][0]}
+        out.append((pod, replace(release, node_selector=selector)))
     return out
 
 
@@ -139,7 +171,11 @@ class PodReleaser:
             here = sum(1 for p in members if self.running(p))
             running += here
             gated = sorted((p for p in members if not self.running(p)), key=_age)
-            todo += [(pod, release) for pod in gated[: max(release.count - here, 0)]]
+            chosen = gated[: max(release.count - here, 0)]
+            if release.domains:
+                todo += pinned(release, [p for p in members if self.running(p)], chosen)
+            else:
+                todo += [(pod, release) for pod in chosen]
         released = await self._release_all(todo, admitted_at, cluster_queue, is_group)
         return Released(released=released, wanted=len(todo), running=running)
 
