@@ -1,0 +1,107 @@
+"""Topology-aware scheduling on the real control plane: a Job requiring a rack has all its pods
+bound in one rack, and a second such Job goes to another rack (the local cluster's kwok-tas
+nodes: 2 blocks x 2 racks x 4 hosts of 4 cpu)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from kqueue.api.v1alpha1 import constants as c
+from kqueue.controller.resources import NODES
+from kqueue.controller.topology import TOPOLOGIES
+from kqueue.localcluster.nodes import (
+    TAS_BLOCK_LABEL,
+    TAS_NODE_GROUP,
+    TAS_NODE_GROUP_LABEL,
+    TAS_RACK_LABEL,
+)
+from tests.controller_e2e.harness import (
+    E2E_LABEL,
+    Api,
+    KqueueProcess,
+    cluster_queue,
+    eventually,
+    is_true,
+    job,
+    local_queue,
+    unique,
+)
+
+pytestmark = pytest.mark.cluster
+
+Obj = dict[str, Any]
+
+
+async def _tas_queue(api: Api, namespace: str) -> str:
+    topo, rf, cq = unique("topology"), unique("tas"), unique("cq")
+    await api.kube.create(
+        TOPOLOGIES,
+        {
+            "apiVersion": c.API_VERSION,
+            "kind": "Topology",
+            "metadata": {"name": topo, "labels": {E2E_LABEL: "true"}},
+            "spec": {"levels": [{"nodeLabel": TAS_BLOCK_LABEL}, {"nodeLabel": TAS_RACK_LABEL},
+                                {"nodeLabel": "kubernetes.io/hostname"}]},
+        },
+    )
+    api.created.append((TOPOLOGIES, topo, None))
+    await api.apply({
+        "apiVersion": c.API_VERSION,
+        "kind": "ResourceFlavor",
+        "metadata": {"name": rf, "labels": {E2E_LABEL: "true"}},
+        "spec": {
+            "nodeLabels": {TAS_NODE_GROUP_LABEL: TAS_NODE_GROUP},
+            "topologyName": topo,
+            "tolerations": [{"key": TAS_NODE_GROUP_LABEL, "operator": "Equal",
+                             "value": TAS_NODE_GROUP, "effect": "NoSchedule"}],
+        },
+    })
+    await api.apply(cluster_queue(cq, [(rf, "64")]))
+    await api.apply(local_queue("lq", namespace, cq))
+    return cq
+
+
+def _rack_job(name: str, namespace: str) -> Obj:
+    # 4 pods of 3 cpu: one per 4-cpu host, a whole rack.
+    spec = job(name, namespace, "lq", count=4, cpu="3")
+    spec["spec"]["template"]["metadata"]["annotations"][
+        "kqueue.io/podset-required-topology"
+    ] = TAS_RACK_LABEL
+    return spec
+
+
+async def test_jobs_requiring_a_rack_land_each_in_one_rack(
+    api: Api, kqueue: KqueueProcess, namespace: str
+) -> None:
+    await _tas_queue(api, namespace)
+    racks = {
+        n["metadata"]["name"]: n["metadata"]["labels"].get(TAS_RACK_LABEL)
+        for n in await api.kube.list(NODES)
+    }
+
+    async def bound_racks(name: str) -> set[str] | None:
+        pods = await api.pods_of(namespace, name)
+        nodes = [(p.get("spec") or {}).get("nodeName") for p in pods]
+        if len(nodes) != 4 or not all(nodes):
+            return None
+        assert all(p["metadata"]["labels"].get(c.TAS_LABEL) == "true" for p in pods)
+        return {racks[n] for n in nodes if n}
+
+    await api.apply(_rack_job("rack-a", namespace))
+    wl = await api.wait_workload(namespace, "rack-a", lambda w: is_true(w, c.ADMITTED),
+                                 what="admitted")
+    ta = wl["status"]["admission"]["podSetAssignments"][0]["topologyAssignment"]
+    assert ta["levels"] == ["kubernetes.io/hostname"]
+    first = await eventually(lambda: bound_racks("rack-a"), within=60,
+                             what="rack-a's 4 pods bound")
+    assert len(first) == 1
+
+    await api.apply(_rack_job("rack-b", namespace))
+    await api.wait_workload(namespace, "rack-b", lambda w: is_true(w, c.ADMITTED),
+                            what="admitted")
+    second = await eventually(lambda: bound_racks("rack-b"), within=60,
+                              what="rack-b's 4 pods bound")
+    assert len(second) == 1 and second != first
+
