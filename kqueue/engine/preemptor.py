@@ -206,7 +206,12 @@ def _non_preemptible(wl: WorkloadInfo, cq: ClusterQueueSnapshot) -> bool:
 def _outcome(
     wl: WorkloadInfo, ctx: SearchInput, found: Found | None, waiting: set[WorkloadKey]
 ) -> str:
-    lacks = describe(missing(ctx)) or "nothing"
+    lacks = describe(missing(ctx))
+    if ctx.placement is not None:
+        # Quota may be there while the topology domain is not (fragmented capacity).
+        lacks = f"{lacks} and " if lacks else ""
+        lacks += "room in a topology domain"
+    lacks = lacks or "nothing"
     if found is not None:
         new = [c for c in found.targets if not c.evicting]
         old = len(found.targets) - len(new)
