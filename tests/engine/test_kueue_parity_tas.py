@@ -414,6 +414,13 @@ SCHEDULE_FOR_TAS_COHORTS: dict[str, Case] = {
             "b1": 'topology "tas-single-level" doesn\'t allow to fit any of 3 pod(s)',
         },
     ),
+    "two workloads considered; both overlapping in the initial flavor assignment; "
+    "TASRecomputeAssignmentWithinSchedulingCycle enabled": Case(
+        _cohort([CQ_A, CQ_B],
+                wl("a1", pset("one", 1, preferred=HOST, cpu="2"), queue="tas-lq-a", priority=2),
+                wl("b1", pset("one", 1, preferred=HOST, cpu="2"), queue="tas-lq-b", priority=1)),
+        want={"a1": {"one": [(("x1",), 1)]}, "b1": {"one": [(("y1",), 1)]}},
+    ),
     "two workloads considered; there is enough space only for the first": Case(
         _cohort([CQ_A, CQ_B],
                 wl("a1", pset("one", 1, required=HOST, cpu="4"), queue="tas-lq-a"),
