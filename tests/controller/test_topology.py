@@ -69,6 +69,16 @@ def test_released_pods_are_pinned_per_domain_counting_running_ones() -> None:
     assert got == [("g0", "a"), ("g1", "b"), ("g2", "b")]
 
 
+def test_a_pod_whose_release_is_in_flight_counts_in_its_domain() -> None:
+    """The informer still shows the released pod gated and without its selector: the domain it
+    was pinned to must not be handed out again (two pods on one host, none on another)."""
+    release = PodSetRelease("main", 2, {}, domains=(({HOST: "a"}, 1), ({HOST: "b"}, 1)))
+    in_flight = _pod("g0")
+    recorded = {HOST: "a"}
+    got = pinned(release, [in_flight], [_pod("g1")], lambda p: recorded if p is in_flight else {})
+    assert [(p["metadata"]["name"], r.node_selector) for p, r in got] == [("g1", {HOST: "b"})]
+
+
 def test_ungate_adds_the_domain_selector_and_tas_label_in_one_patch() -> None:
     release = PodSetRelease("main", 1, {HOST: "a"}, labels={"kqueue.io/tas": "true"})
     pod = _pod("g")

@@ -1,6 +1,7 @@
 """Topology-aware scheduling on the real control plane: a Job requiring a rack has all its pods
-bound in one rack, and a second such Job goes to another rack (the local cluster's kwok-tas
-nodes: 2 blocks x 2 racks x 4 hosts of 4 cpu)."""
+bound in one rack, a second such Job goes to another rack, and a pod kqueue does not manage
+occupying a node keeps a third out of that node's rack (the local cluster's kwok-tas nodes:
+2 blocks x 2 racks x 4 hosts of 4 cpu)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from typing import Any
 import pytest
 
 from kqueue.api.v1alpha1 import constants as c
-from kqueue.controller.resources import NODES
+from kqueue.controller.resources import NODES, PODS
 from kqueue.controller.topology import TOPOLOGIES
 from kqueue.localcluster.nodes import (
     TAS_BLOCK_LABEL,
@@ -83,6 +84,7 @@ async def test_jobs_requiring_a_rack_land_each_in_one_rack(
 
     async def bound_racks(name: str) -> set[str] | None:
         pods = await api.pods_of(namespace, name)
+        print(name, [((p.get("spec") or {}).get("nodeName"), (p.get("spec") or {}).get("nodeSelector"), (p.get("spec") or {}).get("schedulingGates"), [x.get("message") for x in (p.get("status") or {}).get("conditions") or []]) for p in pods])
         nodes = [(p.get("spec") or {}).get("nodeName") for p in pods]
         if len(nodes) != 4 or not all(nodes):
             return None
@@ -104,4 +106,32 @@ async def test_jobs_requiring_a_rack_land_each_in_one_rack(
     second = await eventually(lambda: bound_racks("rack-b"), within=60,
                               what="rack-b's 4 pods bound")
     assert len(second) == 1 and second != first
+
+    # A pod outside kqueue takes 2 of the 4 cpus of a node in the first free rack (by name,
+    # the one best fit would pick on a tie): a rack Job of 3-cpu pods must go to the other.
+    free = sorted({r for r in racks.values() if r} - first - second)
+    assert len(free) == 2
+    occupied = next(n for n, r in sorted(racks.items()) if r == free[0])
+    await api.kube.create(PODS, {
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": "outsider", "namespace": namespace},
+        "spec": {
+            "nodeName": occupied,
+            "terminationGracePeriodSeconds": 0,
+            "tolerations": [{"key": TAS_NODE_GROUP_LABEL, "operator": "Equal",
+                             "value": TAS_NODE_GROUP, "effect": "NoSchedule"}],
+            "containers": [{"name": "main", "image": "registry.k8s.io/pause:3.10",
+                            "resources": {"requests": {"cpu": "2", "memory": "64Mi"}}}],
+        },
+    }, namespace=namespace)
+
+    async def outsider_running() -> bool:
+        pod = await api.kube.get(PODS, "outsider", namespace)
+        return (pod.get("status") or {}).get("phase") == "Running"
+
+    await eventually(outsider_running, within=30, what="the outsider pod running")
+    await api.apply(_rack_job("rack-c", namespace))
+    third = await eventually(lambda: bound_racks("rack-c"), within=60,
+                             what="rack-c's 4 pods bound")
+    assert third == {free[1]}
 

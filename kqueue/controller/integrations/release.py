@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
@@ -78,17 +78,26 @@ def pod_set_releases(wl: Workload, flavors: Store[ResourceFlavor]) -> dict[str, 
     return out
 
 
-def _in_domain(pod: Obj, selector: Mapping[str, str]) -> bool:
-    have = (pod.get("spec") or {}).get("nodeSelector") or {}
-    return all(have.get(k) == v for k, v in selector.items())
+def _node_selector(pod: Obj) -> Mapping[str, str]:
+    return (pod.get("spec") or {}).get("nodeSelector") or {}
 
 
 def pinned(
-    release: PodSetRelease, running: Sequence[Obj], gated: Sequence[Obj]
+    release: PodSetRelease,
+    running: Sequence[Obj],
+    gated: Sequence[Obj],
+    selector_of: Callable[[Obj], Mapping[str, str]] = _node_selector,
 ) -> list[tuple[Obj, PodSetRelease]]:
     """Each gated pod with the release pinning it to a domain that has room left: the
-    domain's pod count minus the running pods already pinned there (Kueue's TAS ungater)."""
-    left = [n - sum(1 for p in running if _in_domain(p, sel)) for sel, n in release.domains]
+    domain's pod count minus the running pods already pinned there (Kueue's TAS ungater).
+    ``selector_of`` gives a running pod's node selector (for a pod whose release is in flight,
+    the one it was released with: the informer's copy does not show it yet)."""
+
+    def within(pod: Obj, selector: Mapping[str, str]) -> bool:
+        have = selector_of(pod)
+        return all(have.get(k) == v for k, v in selector.items())
+
+    left = [n - sum(1 for p in running if within(p, sel)) for sel, n in release.domains]
     out: list[tuple[Obj, PodSetRelease]] = []
     for pod in gated:
         i = next((i for i, n in enumerate(left) if n > 0), None)
@@ -140,6 +149,8 @@ class PodReleaser:
         # Pods released by us, by UID, with the resourceVersion seen before releasing: until
         # the informer shows a newer version, the pod counts as released.
         self._released: dict[str, str] = {}
+        # The node selector each of those pods was released with (topology domains).
+        self._selectors: dict[str, Mapping[str, str]] = {}
 
     def releasing(self, pod: Obj) -> bool:
         """Released by us; the informer has not shown it since."""
@@ -150,6 +161,12 @@ class PodReleaser:
 
     def running(self, pod: Obj) -> bool:
         return not is_gated(pod) or self.releasing(pod)
+
+    def _selector_of(self, pod: Obj) -> Mapping[str, str]:
+        if self.releasing(pod):
+            uid = str((pod.get("metadata") or {}).get("uid") or "")
+            return self._selectors.get(uid, {})
+        return _node_selector(pod)
 
     async def release(
         self,
@@ -173,7 +190,8 @@ class PodReleaser:
             gated = sorted((p for p in members if not self.running(p)), key=_age)
             chosen = gated[: max(release.count - here, 0)]
             if release.domains:
-                todo += pinned(release, [p for p in members if self.running(p)], chosen)
+                running_pods = [p for p in members if self.running(p)]
+                todo += pinned(release, running_pods, chosen, self._selector_of)
             else:
                 todo += [(pod, release) for pod in chosen]
         released = await self._release_all(todo, admitted_at, cluster_queue, is_group)
@@ -235,5 +253,10 @@ class PodReleaser:
             return False
         if len(self._released) > _MAX_EXPECTATIONS:
             self._released.clear()
+            self._selectors.clear()
         self._released[uid] = version
+        if release.domains or release.labels:
+            self._selectors[uid] = dict(
+                (new.get("spec") or {}).get("nodeSelector") or {}
+            )
         return True
