@@ -71,7 +71,7 @@ from kqueue.controller.scheduler import Scheduler
 from kqueue.controller.secure_metrics import serve_metrics
 from kqueue.controller.status import QueueStatusReconciler
 from kqueue.controller.supervisor import Supervisor
-from kqueue.controller.topology import TopologyFeed
+from kqueue.controller.topology import NODE_UNAVAILABLE_REASON, TopologyFeed, placed_on
 from kqueue.controller.visibility_api import serve_visibility
 from kqueue.controller.webhooks import register as register_webhooks
 from kqueue.controller.webhooks.config import MUTATING_NAME, VALIDATING_NAME
@@ -184,7 +184,9 @@ class Manager:
         self.priority_classes = informer(PRIORITY_CLASSES, as_dict)
         self.pods = informer(PODS, as_dict, label_selector=f"{c.MANAGED_LABEL}=true")
         # Topology-aware scheduling: Topologies, Nodes and bound Pods for the engine.
-        self.topology = TopologyFeed(informer, lambda: self.engine, self._topology_changed)
+        self.topology = TopologyFeed(
+            informer, lambda: self.engine, self._topology_changed, self._node_lost
+        )
         self.workloads.store.add_index(BY_OWNER, owner_uids)
 
         # The enabled integrations; those driven by the generic reconciler get an informer on
@@ -408,6 +410,24 @@ class Manager:
             adapt.apply_workload(engine, wl, owner_labels=wl.metadata.labels)
         self.engine = engine
         return engine
+
+    def _node_lost(self, node: str, what: str) -> None:
+        """Tell each admitted workload with pods placed on ``node`` (a Warning event): its
+        topology assignment names a node that can no longer run them."""
+        if not self.leading:
+            return
+        for wl in self.workloads.store.objects():
+            adm = wl.status.admission
+            if adm is None or wl.is_finished:
+                continue
+            for psa in adm.pod_set_assignments:
+                pods = placed_on(psa.topology_assignment, node)
+                if pods:
+                    self.events.record(
+                        wl.to_dict(), "Warning", NODE_UNAVAILABLE_REASON,
+                        f"Node {node} {what}; the topology assignment of pod set {psa.name} "
+                        f"places {pods} pod(s) there",
+                    )
 
     def _topology_changed(self) -> None:
         # A node, Topology or freed pod may make room for a pending workload.

@@ -24,6 +24,8 @@ from kqueue.engine.engine import Engine
 
 Obj = dict[str, Any]
 
+# The Warning event on an admitted workload whose assigned node was deleted or is not Ready.
+NODE_UNAVAILABLE_REASON: Final = "TopologyNodeUnavailable"
 TOPOLOGIES: Final = Resource(c.GROUP, c.VERSION, "topologies", namespaced=False)
 # Pods on a node that still use its capacity (what kube-scheduler counts).
 BOUND_PODS_FIELD_SELECTOR: Final = (
@@ -102,9 +104,13 @@ class TopologyFeed:
         informer: Callable[..., Informer[Any]],
         engine: Callable[[], Engine],
         changed: Callable[[], None],
+        node_lost: Callable[[str, str], None] | None = None,
     ) -> None:
         self._engine = engine
         self._changed = changed
+        # Told (node name, what happened) when a node goes away or stops being Ready, so that
+        # workloads placed on it can be told.
+        self._node_lost = node_lost
         self.topologies: Informer[Topology] = informer(TOPOLOGIES, Topology.model_validate)
         self.nodes: Informer[Obj] = informer(NODES, slim_node)
         self.pods: Informer[Obj] = informer(
@@ -132,11 +138,17 @@ class TopologyFeed:
             self._changed()
 
         def on_node(_: str, node: Obj, *rest: Obj) -> None:
-            self._engine().upsert_node(adapt.node(rest[-1] if rest else node))
+            new = adapt.node(rest[-1] if rest else node)
+            self._engine().upsert_node(new)
+            if rest and adapt.node(node).ready and not new.ready and self._node_lost:
+                self._node_lost(new.name, "is no longer Ready")
             self._changed()
 
         def on_node_delete(_: str, node: Obj) -> None:
-            self._engine().delete_node(str((node.get("metadata") or {}).get("name")))
+            name = str((node.get("metadata") or {}).get("name"))
+            self._engine().delete_node(name)
+            if self._node_lost:
+                self._node_lost(name, "was deleted")
             self._changed()
 
         def on_pod(_: str, pod: Obj, *rest: Obj) -> None:
@@ -159,6 +171,13 @@ class TopologyFeed:
             engine.delete_pod(_pod_key(pod))
         else:
             engine.upsert_pod(bound)
+
+
+def placed_on(ta: TopologyAssignment | None, node: str) -> int:
+    """How many pods ``ta`` places on ``node`` (0 unless its lowest level is the hostname)."""
+    if ta is None or not ta.levels or ta.levels[-1] != "kubernetes.io/hostname":
+        return 0
+    return sum(n for values, n in ta.domains() if values and values[-1] == node)
 
 
 def pin(ta: TopologyAssignment | None) -> tuple[tuple[Mapping[str, str], int], ...]:

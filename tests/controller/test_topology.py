@@ -107,3 +107,44 @@ def test_pod_set_releases_read_the_topology_assignment() -> None:
     assert release.domains == (({"rack": "r1", HOST: "n1"}, 2), ({"rack": "r1", HOST: "n2"}, 1))
     assert release.labels == {"kqueue.io/tas": "true"}
     assert pin(None) == ()
+
+
+class _FakeInformer:
+    def __init__(self) -> None:
+        self.handlers: dict[str, Any] = {}
+
+    def add_handler(self, **kw: Any) -> None:
+        self.handlers = kw
+
+
+def _node_obj(name: str, ready: bool) -> dict[str, Any]:
+    return {
+        "metadata": {"name": name, "labels": {HOST: name}},
+        "status": {"allocatable": {"cpu": "4", "pods": "110"},
+                   "conditions": [{"type": "Ready", "status": "True" if ready else "False"}]},
+    }
+
+
+def test_a_node_lost_under_admitted_workloads_is_reported() -> None:
+    from kqueue.controller.topology import TopologyFeed, placed_on
+    from kqueue.engine.engine import Engine
+
+    informers: list[_FakeInformer] = []
+
+    def factory(*_: Any, **__: Any) -> _FakeInformer:
+        informers.append(_FakeInformer())
+        return informers[-1]
+
+    lost: list[tuple[str, str]] = []
+    engine = Engine()
+    feed = TopologyFeed(factory, lambda: engine, lambda: None,  # type: ignore[arg-type]
+                        lambda n, w: lost.append((n, w)))
+    feed.wire()
+    nodes = informers[1].handlers
+    nodes["on_add"]("n1", _node_obj("n1", True))
+    nodes["on_update"]("n1", _node_obj("n1", True), _node_obj("n1", False))
+    nodes["on_delete"]("n1", _node_obj("n1", False))
+    assert lost == [("n1", "is no longer Ready"), ("n1", "was deleted")]
+    assert engine.topology_nodes() == (0, 0, 0)
+    ta = encode_assignment([HOST], [(["n1"], 2), (["n2"], 1)])
+    assert placed_on(ta, "n1") == 2 and placed_on(ta, "n3") == 0
