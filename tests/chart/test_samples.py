@@ -42,7 +42,9 @@ WORKLOADS = [
 ]
 # Tested by their own suites: quickstart and job (tests/controller_e2e), and the samples that need
 # an operator (tests/controller_e2e/test_jobset_mpijob.py runs them with the real operators).
-OWNED_BY_OTHERS = {"quickstart.yaml", "job.yaml", "jobset.yaml", "mpijob.yaml", "trainjob.yaml"}
+OWNED_BY_OTHERS = {"quickstart.yaml", "job.yaml", "jobset.yaml", "mpijob.yaml", "trainjob.yaml",
+                   # Simulated on the local cluster's nodes by tests/simulate/test_topology.py.
+                   "topology.yaml"}
 # Samples of opt-in integrations (statefulset, deployment): run under kqueue with those
 # frameworks enabled by tests/controller_e2e/test_apps.py, simulated by
 # tests/api/test_apps_integrations.py; checked here by the API server.

@@ -80,3 +80,21 @@ def test_explain_shows_domains_considered() -> None:
     assert {d["name"]: d["fits"] for d in topo["domains"]} == {
         "b1-r1": 2, "b1-r2": 0, "b2-r1": 0, "b2-r2": 0
     }
+
+
+def test_the_topology_sample_places_its_job_in_one_local_cluster_rack() -> None:
+    from kqueue.localcluster.nodes import TAS_RACK_LABEL, TOPOLOGY_NODES
+
+    nodes = []
+    for n in TOPOLOGY_NODES:
+        m = n.manifest()
+        m["status"]["conditions"] = [{"type": "Ready", "status": "True"}]  # kwok's node stage
+        nodes.append(m)
+    sample = Path(__file__).resolve().parents[2] / "config" / "samples" / "topology.yaml"
+    text = sample.read_text() + "---\n" + yaml.safe_dump_all(nodes)
+    out = simulate_json("-", "--cycles", "2", input=text)
+    (entry,) = out["workloads"].values()
+    assert entry["state"] == "Admitted"
+    hosts = _hosts(entry)
+    racks = {n.name: n.labels[TAS_RACK_LABEL] for n in TOPOLOGY_NODES}
+    assert sum(hosts.values()) == 4 and len({racks[h] for h in hosts}) == 1
