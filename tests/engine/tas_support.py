@@ -97,6 +97,7 @@ def pset(
     affinity: Sequence[SelectorRequirement] | None = None,
     selector: Mapping[str, str] | None = None,
     tolerations: Iterable[Toleration] = (),
+    min_count: int | None = None,
     **requests: str,
 ) -> PodSet:
     wants = (
@@ -111,7 +112,7 @@ def pset(
         PodSetName(name),
         count,
         {ResourceName(r): q(r, v) for r, v in requests.items()},
-        None,
+        min_count,
         dict(selector or {}),
         None if affinity is None else (tuple(affinity),),
         tuple(tolerations),

@@ -248,6 +248,18 @@ SCHEDULE_FOR_TAS: dict[str, Case] = {
             "allow to fit any of 1 pod(s)"
         },
     ),
+    "TAS workload gets scheduled as trimmed by partial admission": Case(
+        _simple(SINGLE_NODE, [TAS], MAIN,
+                wl("foo", pset("one", 5, min_count=1, required=HOST, cpu="1"))),
+        want={"foo": {"one": [(("x1",), 1)]}},
+    ),
+    "workload with a PodSet of size zero": Case(
+        _simple([node("x1", cpu="3", labels={RACK: "r1"})], [TAS_TWO], MAIN,
+                wl("foo", pset("launcher", 1, preferred=HOST, cpu="1"),
+                   pset("worker", 0, preferred=HOST, cpu="1")),
+                topos=(TWO,)),
+        want={"foo": {"launcher": [(("x1",), 1)], "worker": []}},
+    ),
     "workload with zero value request gets scheduled": Case(
         _simple(SINGLE_NODE, [TAS], MAIN,
                 wl("foo", pset("one", 1, required=HOST, cpu="1", memory="0"))),
