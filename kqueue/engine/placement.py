@@ -425,6 +425,24 @@ def place(
     return Placement(out, "", key, considered, count // size, unit)
 
 
+def fits_as_is(
+    tree: FlavorTopology,
+    usage: TopologyUsage | None,
+    request: PlacementRequest,
+    ta: TopologyAssignment,
+    assumed: Mapping[DomainId, Requests],
+) -> bool:
+    """Whether ``ta`` (chosen at nomination) still fits the snapshot as it is now: each of its
+    lowest domains has room for the pods it places there."""
+    p = _Placer(tree, usage, assumed, False)
+    per_pod = per_pod_requests(request.pod_set)
+    for values, n in ta.domains:
+        leaf = tree.leaf_of(values, ta.levels)
+        if leaf is None or count_in(per_pod, p._leaf_capacity(leaf, request.pod_set)) < n:
+            return False
+    return True
+
+
 def describe(placement: Placement) -> str:
     """The numbers behind a failure: ``rack r1 fits 3 of 4 pods, r2 fits 2; no rack fits 4``."""
     if not placement.considered:

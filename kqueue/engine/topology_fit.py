@@ -20,7 +20,14 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from .assignment import Assignment, FlavorChoice, PodSetResult
-from .placement import Placement, PlacementRequest, describe, missing_level, place
+from .placement import (
+    Placement,
+    PlacementRequest,
+    describe,
+    fits_as_is,
+    missing_level,
+    place,
+)
 from .snapshot import ClusterQueueSnapshot
 from .topology import DomainId, Requests, TopologySnapshot, add, per_pod_requests
 from .types import (
@@ -246,6 +253,10 @@ def place_now(
     reqs = _requests(info, a, cq, topology)
     if not reqs:
         return a, None
+    if not simulate_empty and _unchanged(reqs, a, topology):
+        # As Kueue: the placement chosen at nomination stands while it still fits; it is only
+        # recomputed when an earlier head of the cycle took some of its room.
+        return a, None
     outcome = _place_all(reqs, topology, simulate_empty=simulate_empty)
     if outcome.failed is not None:
         why = describe(outcome.placement) if outcome.placement is not None else outcome.reason
@@ -255,6 +266,24 @@ def place_now(
         name = r.placement.pod_set.name
         pod_sets[r.index] = replace(pod_sets[r.index], topology=outcome.assignments[name])
     return replace(a, pod_sets=tuple(pod_sets)), None
+
+
+def _unchanged(reqs: Sequence[_Request], a: Assignment, topology: TopologySnapshot) -> bool:
+    assumed: dict[FlavorName, dict[DomainId, Requests]] = {}
+    for r in reqs:
+        ta = a.pod_sets[r.index].topology
+        if ta is None:
+            return False
+        tree = topology.trees[r.flavor]
+        taken = assumed.setdefault(r.flavor, {})
+        if not fits_as_is(tree, topology.usage, r.placement, ta, taken):
+            return False
+        per_pod = per_pod_requests(r.placement.pod_set)
+        for values, n in ta.domains:
+            leaf = tree.leaf_of(values, ta.levels)
+            if leaf is not None:
+                add(taken.setdefault(leaf.id, {}), per_pod, n)
+    return True
 
 
 def reserve(info: WorkloadInfo, a: Assignment, topology: TopologySnapshot | None) -> None:

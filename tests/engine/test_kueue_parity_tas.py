@@ -238,11 +238,11 @@ SCHEDULE_FOR_TAS: dict[str, Case] = {
     ),
     "workload does not get scheduled as the node capacity (.status.allocatable['pods']) is "
     "already used by non-TAS and TAS workloads": Case(
-        _simple([node("x1", cpu="1", memory="1Gi", pods=3)], [TAS], MAIN,
-                wl("foo", pset("one", 1, required=HOST, cpu="100m")),
-                wl("bar-admitted", pset("one", 1, required=HOST, cpu="100m"), held_in="tas-main",
-                   held=[Held("one", "tas-default", [(["x1"], 1)])]),
-                pods=[pod("test-ns/a", "x1", cpu="100m"), pod("test-ns/b", "x1", cpu="100m")]),
+        _simple([node("x1", cpu="1000m", pods=3)], [TAS], MAIN,
+                wl("foo", pset("one", 1, required=HOST, cpu="300m")),
+                wl("bar-admitted", pset("one", 2, required=HOST, cpu="150m"), held_in="tas-main",
+                   held=[Held("one", "tas-default", [(["x1"], 2)])]),
+                pods=[pod("test-ns/test-running", "x1", cpu="300m")]),
         want_pending={
             "foo": 'couldn\'t assign flavors to pod set one: topology "tas-single-level" doesn\'t '
             "allow to fit any of 1 pod(s)"
@@ -262,7 +262,7 @@ SCHEDULE_FOR_TAS: dict[str, Case] = {
     ),
     "workload with zero value request gets scheduled": Case(
         _simple(SINGLE_NODE, [TAS], MAIN,
-                wl("foo", pset("one", 1, required=HOST, cpu="1", memory="0"))),
+                wl("foo", pset("one", 1, cpu="0", memory="10Mi"))),
         want={"foo": {"one": [(("x1",), 1)]}},
     ),
 }
@@ -285,16 +285,15 @@ SCHEDULE_FOR_TAS_PREEMPTION: dict[str, Case] = {
         want_preempted={"low-priority-admitted"},
     ),
     "With pods count usage pressure on nodes: only low priority workload is preempted": Case(
-        _simple([node("x1", cpu="5", memory="5Gi", pods=2)], [TAS], MAIN_PREEMPT,
-                wl("foo", pset("one", 1, preferred=HOST, cpu="1"), priority=3),
-                wl("low-priority-admitted", pset("one", 1, required=HOST, cpu="1"), priority=1,
-                   held_in="tas-main", held=[Held("one", "tas-default", [(["x1"], 1)])]),
-                pods=[pod("test-ns/other", "x1", cpu="1")]),
+        _simple([node("x1", cpu="5", memory="5Gi", pods=1)], [TAS], MAIN_PREEMPT,
+                wl("high-priority-waiting", pset("one", 1, preferred=HOST, cpu="2"), priority=3),
+                wl("low-priority-admitted", pset("one", 1, required=HOST, cpu="5"), priority=1,
+                   held_in="tas-main", held=[Held("one", "tas-default", [(["x1"], 1)])])),
         want_preempted={"low-priority-admitted"},
     ),
     "low priority workload is preempted, mid-priority workload survives": Case(
         _simple([node("x1", cpu="5", memory="5Gi")], [TAS], MAIN_PREEMPT,
-                wl("foo", pset("one", 1, required=HOST, cpu="2"), priority=3),
+                wl("foo", pset("one", 1, preferred=HOST, cpu="2"), priority=3),
                 wl("low-priority-admitted", pset("one", 1, required=HOST, cpu="2"), priority=1,
                    held_in="tas-main", held=[Held("one", "tas-default", [(["x1"], 1)])]),
                 wl("mid-priority-admitted", pset("one", 1, required=HOST, cpu="2"), priority=2,
@@ -369,22 +368,23 @@ SCHEDULE_FOR_TAS_COHORTS: dict[str, Case] = {
     ),
     "two small workloads considered; both get scheduled on different nodes": Case(
         _cohort([CQ_A, CQ_B],
-                wl("a1", pset("one", 1, required=HOST, cpu="3"), queue="tas-lq-a"),
-                wl("b1", pset("one", 1, required=HOST, cpu="3"), queue="tas-lq-b")),
-        want={"a1": {"one": [(("x1",), 1)]}, "b1": {"one": [(("y1",), 1)]}},
+                wl("a1", pset("one", 1, preferred=HOST, cpu="5"), queue="tas-lq-a", priority=2),
+                wl("b1", pset("one", 1, preferred=HOST, memory="5"), queue="tas-lq-b",
+                   priority=1)),
+        want={"a1": {"one": [(("y1",), 1)]}, "b1": {"one": [(("x1",), 1)]}},
     ),
     "two small workloads considered; both get scheduled on the same node": Case(
         _cohort([CQ_A, CQ_B],
-                wl("a1", pset("one", 1, required=HOST, cpu="1"), queue="tas-lq-a"),
-                wl("b1", pset("one", 1, required=HOST, cpu="1"), queue="tas-lq-b")),
-        want={"a1": {"one": [(("x1",), 1)]}, "b1": {"one": [(("x1",), 1)]}},
+                wl("a1", pset("one", 1, preferred=HOST, cpu="1"), queue="tas-lq-a", priority=2),
+                wl("b1", pset("one", 2, preferred=HOST, cpu="1"), queue="tas-lq-b", priority=1)),
+        want={"a1": {"one": [(("x1",), 1)]}, "b1": {"one": [(("x1",), 2)]}},
     ),
     "two small workloads considered; there is only space for one of them on the initial node; "
     "TASRecomputeAssignmentWithinSchedulingCycle enabled": Case(
         _cohort([CQ_A, CQ_B],
-                wl("a1", pset("one", 1, required=HOST, cpu="2"), queue="tas-lq-a"),
-                wl("b1", pset("one", 1, required=HOST, cpu="2"), queue="tas-lq-b")),
-        want={"a1": {"one": [(("x1",), 1)]}, "b1": {"one": [(("y1",), 1)]}},
+                wl("a1", pset("one", 1, preferred=HOST, cpu="1"), queue="tas-lq-a", priority=2),
+                wl("b1", pset("one", 3, preferred=HOST, cpu="1"), queue="tas-lq-b", priority=1)),
+        want={"a1": {"one": [(("x1",), 1)]}, "b1": {"one": [(("y1",), 3)]}},
     ),
     "preempting workload with targets reserves capacity so that lower priority workload cannot "
     "use it; TASRecomputeAssignmentWithinSchedulingCycle enabled": Case(
@@ -435,9 +435,9 @@ SCHEDULE_FOR_TAS_COHORTS: dict[str, Case] = {
     ),
     "two workloads considered; there is enough space only for the first": Case(
         _cohort([CQ_A, CQ_B],
-                wl("a1", pset("one", 1, required=HOST, cpu="4"), queue="tas-lq-a"),
-                wl("b1", pset("one", 1, required=HOST, cpu="4"), queue="tas-lq-b")),
-        want={"a1": {"one": [(("y1",), 1)]}},
+                wl("a1", pset("one", 5, preferred=HOST, cpu="1"), queue="tas-lq-a", priority=2),
+                wl("b1", pset("one", 5, preferred=HOST, cpu="1"), queue="tas-lq-b", priority=1)),
+        want={"a1": {"one": [(("y1",), 5)]}},
         want_pending={"b1": "Workload no longer fits after processing another workload"},
     ),
 }
