@@ -27,6 +27,7 @@ from tests.controller_e2e.harness import (
     is_true,
     job,
     local_queue,
+    priority_class,
     unique,
 )
 
@@ -35,7 +36,7 @@ pytestmark = pytest.mark.cluster
 Obj = dict[str, Any]
 
 
-async def _tas_queue(api: Api, namespace: str) -> str:
+async def _tas_queue(api: Api, namespace: str, *, preemption: Obj | None = None) -> str:
     topo, rf, cq = unique("topology"), unique("tas"), unique("cq")
     await api.kube.create(
         TOPOLOGIES,
@@ -59,14 +60,14 @@ async def _tas_queue(api: Api, namespace: str) -> str:
                              "value": TAS_NODE_GROUP, "effect": "NoSchedule"}],
         },
     })
-    await api.apply(cluster_queue(cq, [(rf, "64")]))
+    await api.apply(cluster_queue(cq, [(rf, "64")], preemption=preemption))
     await api.apply(local_queue("lq", namespace, cq))
     return cq
 
 
-def _rack_job(name: str, namespace: str) -> Obj:
+def _rack_job(name: str, namespace: str, labels: dict[str, str] | None = None) -> Obj:
     # 4 pods of 3 cpu: one per 4-cpu host, a whole rack.
-    spec = job(name, namespace, "lq", count=4, cpu="3")
+    spec = job(name, namespace, "lq", count=4, cpu="3", labels=labels)
     spec["spec"]["template"]["metadata"]["annotations"][
         "kqueue.io/podset-required-topology"
     ] = TAS_RACK_LABEL
@@ -135,3 +136,56 @@ async def test_jobs_requiring_a_rack_land_each_in_one_rack(
                              what="rack-c's 4 pods bound")
     assert third == {free[1]}
 
+
+
+async def test_a_rack_job_preempts_a_lower_priority_one_to_free_a_rack(
+    api: Api, kqueue: KqueueProcess, namespace: str
+) -> None:
+    """Every rack holds a low-priority rack Job; quota is left (48 of 64 cpu used) but no rack
+    has room: a high-priority rack Job preempts one low-priority Job, and only one, and runs in
+    the rack it frees."""
+    racks = {
+        n["metadata"]["name"]: n["metadata"]["labels"].get(TAS_RACK_LABEL)
+        for n in await api.kube.list(NODES)
+    }
+
+    async def tas_nodes_idle() -> bool:
+        # The previous test's pods go with its namespace.
+        pods = await api.kube.list(PODS)
+        return not any(
+            racks.get((p.get("spec") or {}).get("nodeName") or "")
+            and (p.get("status") or {}).get("phase") not in ("Succeeded", "Failed")
+            for p in pods
+        )
+
+    await eventually(tas_nodes_idle, within=90, what="no pod left on the kwok-tas nodes")
+    low, high = unique("low"), unique("high")
+    await api.apply(priority_class(low, 100))
+    await api.apply(priority_class(high, 1000))
+    await _tas_queue(api, namespace, preemption={"withinClusterQueue": "LowerPriority"})
+    for i in range(4):
+        await api.apply(_rack_job(f"low-{i}", namespace, {c.PRIORITY_CLASS_LABEL: low}))
+        await api.wait_workload(namespace, f"low-{i}", lambda w: is_true(w, c.ADMITTED),
+                                what="admitted")
+
+    await api.apply(_rack_job("high", namespace, {c.PRIORITY_CLASS_LABEL: high}))
+    wl = await api.wait_workload(namespace, "high", lambda w: is_true(w, c.ADMITTED),
+                                 what="admitted after a preemption", within=90)
+    ta = wl["status"]["admission"]["podSetAssignments"][0]["topologyAssignment"]
+    assert ta["slices"][0]["domainCount"] == 4
+    evicted = []
+    for i in range(4):
+        w = await api.workload_of(namespace, f"low-{i}")
+        assert w is not None
+        if is_true(w, c.EVICTED) or not is_true(w, c.ADMITTED):
+            evicted.append(i)
+    assert len(evicted) == 1
+
+    async def high_bound() -> set[str] | None:
+        pods = [p for p in await api.pods_of(namespace, "high")
+                if (p.get("status") or {}).get("phase") == "Running"]
+        nodes = [(p.get("spec") or {}).get("nodeName") for p in pods]
+        return {racks[n] for n in nodes if n} if len(nodes) == 4 else None
+
+    bound = await eventually(high_bound, within=90, what="high's 4 pods running")
+    assert len(bound) == 1
