@@ -1,7 +1,8 @@
 """Topology-aware scheduling on the real control plane: a Job requiring a rack has all its pods
 bound in one rack, a second such Job goes to another rack, and a pod kqueue does not manage
-occupying a node keeps a third out of that node's rack (the local cluster's kwok-tas nodes:
-2 blocks x 2 racks x 4 hosts of 4 cpu)."""
+occupying a node keeps a third out of that node's rack, a rack Job preempts a lower-priority one
+when no rack has room, and a Job preferring a block but too big for one spreads (the local
+cluster's kwok-tas nodes: 2 blocks x 2 racks x 4 hosts of 4 cpu)."""
 
 from __future__ import annotations
 
@@ -63,6 +64,20 @@ async def _tas_queue(api: Api, namespace: str, *, preemption: Obj | None = None)
     await api.apply(cluster_queue(cq, [(rf, "64")], preemption=preemption))
     await api.apply(local_queue("lq", namespace, cq))
     return cq
+
+
+async def _wait_idle(api: Api, racks: dict[str, str | None]) -> None:
+    """Until no pod runs on the kwok-tas nodes (an earlier test's go with its namespace)."""
+
+    async def idle() -> bool:
+        pods = await api.kube.list(PODS)
+        return not any(
+            racks.get((p.get("spec") or {}).get("nodeName") or "")
+            and (p.get("status") or {}).get("phase") not in ("Succeeded", "Failed")
+            for p in pods
+        )
+
+    await eventually(idle, within=90, what="no pod left on the kwok-tas nodes")
 
 
 def _rack_job(name: str, namespace: str, labels: dict[str, str] | None = None) -> Obj:
@@ -149,16 +164,7 @@ async def test_a_rack_job_preempts_a_lower_priority_one_to_free_a_rack(
         for n in await api.kube.list(NODES)
     }
 
-    async def tas_nodes_idle() -> bool:
-        # The previous test's pods go with its namespace.
-        pods = await api.kube.list(PODS)
-        return not any(
-            racks.get((p.get("spec") or {}).get("nodeName") or "")
-            and (p.get("status") or {}).get("phase") not in ("Succeeded", "Failed")
-            for p in pods
-        )
-
-    await eventually(tas_nodes_idle, within=90, what="no pod left on the kwok-tas nodes")
+    await _wait_idle(api, racks)
     low, high = unique("low"), unique("high")
     await api.apply(priority_class(low, 100))
     await api.apply(priority_class(high, 1000))
@@ -189,3 +195,27 @@ async def test_a_rack_job_preempts_a_lower_priority_one_to_free_a_rack(
 
     bound = await eventually(high_bound, within=90, what="high's 4 pods running")
     assert len(bound) == 1
+
+
+async def test_a_preferred_block_job_too_big_for_one_block_spreads(
+    api: Api, kqueue: KqueueProcess, namespace: str
+) -> None:
+    """40 pods of 1 cpu preferring one block (a block holds 32): admitted over both blocks."""
+    labels = {n["metadata"]["name"]: n["metadata"]["labels"] for n in await api.kube.list(NODES)}
+    await _wait_idle(api, {k: v.get(TAS_RACK_LABEL) for k, v in labels.items()})
+    await _tas_queue(api, namespace)
+    spec = job("wide", namespace, "lq", count=40, cpu="1")
+    spec["spec"]["template"]["metadata"]["annotations"][
+        "kqueue.io/podset-preferred-topology"
+    ] = TAS_BLOCK_LABEL
+    await api.apply(spec)
+    await api.wait_workload(namespace, "wide", lambda w: is_true(w, c.ADMITTED), what="admitted")
+
+    async def blocks() -> set[str] | None:
+        pods = await api.pods_of(namespace, "wide")
+        nodes = [(p.get("spec") or {}).get("nodeName") for p in pods]
+        if len(nodes) != 40 or not all(nodes):
+            return None
+        return {labels[n][TAS_BLOCK_LABEL] for n in nodes if n}
+
+    assert await eventually(blocks, within=90, what="wide's 40 pods bound") == {"b1", "b2"}
