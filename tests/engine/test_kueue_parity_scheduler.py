@@ -12,8 +12,9 @@ Each case is a port of a case of Kueue (kubernetes-sigs/kueue) and carries its n
   the representative mode, flavors and modes per resource, borrowing, usage and NoFit reason are
   compared with ``wantRepMode``/``wantAssignment``.
 
-Kueue's fair-sharing cases are in ``test_kueue_parity_fair_scheduling.py``. Kueue features kqueue
-does not implement (admission fair sharing, admission checks, TAS, MultiKueue,
+Kueue's fair-sharing cases are in ``test_kueue_parity_fair_scheduling.py``, its TAS cases in
+``test_kueue_parity_tas.py``. Kueue features kqueue
+does not implement (admission fair sharing, admission checks, MultiKueue,
 limit ranges, pod-set groups, reclaimable pods, workload slices in the assigner) are not ported.
 Where kqueue deliberately disagrees with Kueue (see docs/engine.md "Where kqueue differs from
 Kueue"), the case is ``xfail(strict=True)`` with the difference, so a change of either behaviour is
