@@ -212,4 +212,10 @@ class Snapshot:
         cohorts = tuple(
             (name, clean(c.resources.usage)) for name, c in sorted(self.cohorts.items())
         )
-        return (cqs, cohorts)
+        tas = () if self.topology is None else tuple(
+            (flavor, leaf, tuple(sorted((r, v) for r, v in amounts.items() if v)))
+            for flavor, per_leaf in sorted(self.topology.usage.usage.items())
+            for leaf, amounts in sorted(per_leaf.items())
+            if any(amounts.values())
+        )
+        return (cqs, cohorts, tas)

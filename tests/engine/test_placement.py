@@ -221,3 +221,27 @@ def test_properties_capacity_and_required_domain(scenario: tuple[list, list, lis
             r.active for r in result.requeued
         ):
             break
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(_scenario())
+def test_property_victim_search_leaves_the_snapshot_as_it_found_it(
+    scenario: tuple[list, list, list],
+) -> None:
+    """The preemptor removes and puts back candidates, domains included: after nominating every
+    pending head (placements, victim searches) the snapshot's usage, per ClusterQueue and per
+    topology domain, is what it was."""
+    from kqueue.engine.nominate import nominate
+
+    nodes, pods, workloads = scenario
+    # Half of the workloads hold their placement from a first cycle, the rest pend.
+    c = _cluster(*workloads[: len(workloads) // 2 + 1], nodes=nodes, pods=pods)
+    engine = c.engine()
+    engine.schedule(t(1))
+    for w in workloads[len(workloads) // 2 + 1 :]:
+        engine.upsert_workload(w)
+    snapshot = engine.cache.snapshot()
+    before = snapshot.state()
+    heads = engine.queues.heads(set(engine.queues.queues))
+    nominate(heads, snapshot, engine.preemptor, lambda _: {})
+    assert snapshot.state() == before
