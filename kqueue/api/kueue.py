@@ -14,8 +14,11 @@ the result:
 * Kueue's labels, annotations and scheduling gate to kqueue's (also on Jobs, Pods and objects
   of any other kind, top-level and in their pod templates); renamed fields keep their place, so
   ``kqueue convert`` prints the input's keys in the input's order;
-* features kqueue does not implement (admission checks, topology-aware scheduling,
-  MultiKueue...) are dropped with a warning that names the field, never silently.
+* topology-aware scheduling carries over: the Topology kind, ResourceFlavor ``topologyName``,
+  pod set ``topologyRequest`` and the pod-template ``podset-*`` annotations; an admitted pod
+  set's v1beta1 ``topologyAssignment`` (levels + domains) becomes v1beta2's compact slices;
+* features kqueue does not implement (admission checks, MultiKueue...) are dropped with a
+  warning that names the field, never silently.
   ClusterQueue and Cohort ``fairSharing`` (weight, weightedShare) carry over; of their status
   ``fairSharing`` only ``weightedShare`` does. Admission fair sharing carries over whole:
   ClusterQueue ``spec.admissionScope``, LocalQueue ``spec.fairSharing`` (weight) and
@@ -28,11 +31,21 @@ import copy
 from dataclasses import dataclass
 from typing import Any, Final
 
+from kqueue.api.v1alpha1.topology import encode_assignment
+
 KUEUE_GROUP: Final = "kueue.x-k8s.io"
 KQUEUE_API_VERSION: Final = "kqueue.io/v1alpha1"
 KUEUE_VERSIONS: Final = frozenset({"v1beta1", "v1beta2", "v1alpha1"})
 KUEUE_KINDS: Final = frozenset(
-    {"ResourceFlavor", "ClusterQueue", "Cohort", "LocalQueue", "WorkloadPriorityClass", "Workload"}
+    {
+        "Topology",
+        "ResourceFlavor",
+        "ClusterQueue",
+        "Cohort",
+        "LocalQueue",
+        "WorkloadPriorityClass",
+        "Workload",
+    }
 )
 
 # Kueue label/annotation/gate -> kqueue's. Anything else under kueue.x-k8s.io/ has no meaning
@@ -93,7 +106,6 @@ _UNSUPPORTED: Final[dict[str, tuple[tuple[str, ...], ...]]] = {
         ("spec", "admissionChecksStrategy"),
         ("spec", "concurrentAdmissionPolicy"),
     ),
-    "ResourceFlavor": (("spec", "topologyName"),),
     "Workload": (
         ("status", "admissionChecks"),
         ("status", "resourceRequests"),
@@ -103,6 +115,29 @@ _UNSUPPORTED: Final[dict[str, tuple[tuple[str, ...], ...]]] = {
         ("status", "schedulingStats"),
     ),
 }
+
+
+# Fields of Kueue's PodSetTopologyRequest for features kqueue does not implement: pod index
+# labels (rank-ordered placement) and multi-layer slice constraints (an alpha feature gate).
+_UNSUPPORTED_TOPOLOGY_REQUEST: Final = frozenset(
+    {
+        "podIndexLabel",
+        "subGroupIndexLabel",
+        "subGroupCount",
+        "podsetSliceRequiredTopologyConstraints",
+    }
+)
+
+
+def _v1beta2_assignment(ta: dict[str, Any]) -> dict[str, Any]:
+    """v1beta1's ``{levels, domains: [{values, count}]}`` as v1beta2's compact slices."""
+    levels = [str(x) for x in ta.get("levels") or []]
+    domains = [
+        ([str(v) for v in d.get("values") or []], int(d.get("count") or 0))
+        for d in ta.get("domains") or []
+        if isinstance(d, dict)
+    ]
+    return encode_assignment(levels, domains).to_dict()
 
 
 @dataclass(frozen=True)
@@ -352,14 +387,16 @@ def _convert_spec(kind: str, spec: dict[str, Any], warnings: list[ConversionWarn
         for i, pod_set in enumerate(pod_sets if isinstance(pod_sets, list) else []):
             if not isinstance(pod_set, dict):
                 continue
-            if "topologyRequest" in pod_set:
-                pod_set.pop("topologyRequest")
-                warnings.append(
-                    ConversionWarning(
-                        f"spec.podSets[{i}].topologyRequest",
-                        "topology-aware scheduling is not supported by kqueue; ignored",
+            request = pod_set.get("topologyRequest")
+            if isinstance(request, dict):
+                for key in sorted(k for k in request if k in _UNSUPPORTED_TOPOLOGY_REQUEST):
+                    request.pop(key)
+                    warnings.append(
+                        ConversionWarning(
+                            f"spec.podSets[{i}].topologyRequest.{key}",
+                            "not supported by kqueue; ignored",
+                        )
                     )
-                )
             template = pod_set.get("template")
             if isinstance(template, dict) and "metadata" in template:
                 _convert_metadata(
@@ -388,12 +425,7 @@ def _convert_status(kind: str, status: dict[str, Any], warnings: list[Conversion
         admission = status.get("admission")
         if isinstance(admission, dict):
             assignments = admission.get("podSetAssignments")
-            for i, psa in enumerate(assignments if isinstance(assignments, list) else []):
-                if isinstance(psa, dict) and "topologyAssignment" in psa:
-                    psa.pop("topologyAssignment")
-                    warnings.append(
-                        ConversionWarning(
-                            f"status.admission.podSetAssignments[{i}].topologyAssignment",
-                            "topology-aware scheduling is not supported by kqueue; ignored",
-                        )
-                    )
+            for psa in assignments if isinstance(assignments, list) else []:
+                ta = psa.get("topologyAssignment") if isinstance(psa, dict) else None
+                if isinstance(ta, dict) and "domains" in ta:
+                    psa["topologyAssignment"] = _v1beta2_assignment(ta)

@@ -58,6 +58,7 @@ PASSTHROUGH_KINDS: Final = frozenset(
         ("scheduling.k8s.io/v1", "PriorityClass"),
         ("batch/v1", "Job"),
         ("v1", "Pod"),
+        ("v1", "Node"),
         ("jobset.x-k8s.io/v1alpha2", "JobSet"),
         ("kubeflow.org/v2beta1", "MPIJob"),
         ("trainer.kubeflow.org/v1alpha1", "TrainJob"),

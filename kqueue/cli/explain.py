@@ -181,6 +181,18 @@ def _pending_lines(d: PendingDetails) -> list[str]:
             if r.exceeds_max:
                 line += f"; more than the most ever available ({_q(r.max_capacity, r.resource)})"
             out.append(line)
+        t = ps.topology
+        if t is not None:
+            out.append(f"  topology: {t.reason}")
+            if t.level:
+                out.append(
+                    f"  domains of level {t.level} considered ({t.needed} {t.unit}s needed in one):"
+                )
+                out += [
+                    f"    {name}: fits {fits}"
+                    + ("" if fits >= t.needed else f", {t.needed - fits} short")
+                    for name, fits in t.domains
+                ]
     return out
 
 
@@ -294,6 +306,21 @@ def to_json(e: Explanation, hints: Sequence[str] = ()) -> dict[str, Any]:
                         }
                         for r in ps.resources
                     ],
+                    **(
+                        {
+                            "topology": {
+                                "reason": ps.topology.reason,
+                                "level": ps.topology.level,
+                                "needed": ps.topology.needed,
+                                "unit": ps.topology.unit,
+                                "domains": [
+                                    {"name": n, "fits": f} for n, f in ps.topology.domains
+                                ],
+                            }
+                        }
+                        if ps.topology is not None
+                        else {}
+                    ),
                 }
                 for ps in d.pod_sets
             ],

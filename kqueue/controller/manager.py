@@ -72,6 +72,7 @@ from kqueue.controller.scheduler import Scheduler
 from kqueue.controller.secure_metrics import serve_metrics
 from kqueue.controller.status import QueueStatusReconciler
 from kqueue.controller.supervisor import Supervisor
+from kqueue.controller.topology import NODE_UNAVAILABLE_REASON, TopologyFeed, placed_on
 from kqueue.controller.visibility_api import serve_visibility
 from kqueue.controller.webhooks import register as register_webhooks
 from kqueue.controller.webhooks.config import MUTATING_NAME, VALIDATING_NAME
@@ -199,6 +200,10 @@ class Manager:
         self.limit_ranges = informer(LIMIT_RANGES, adapt.limit_range)
         self.priority_classes = informer(PRIORITY_CLASSES, as_dict)
         self.pods = informer(PODS, as_dict, label_selector=f"{c.MANAGED_LABEL}=true")
+        # Topology-aware scheduling: Topologies, Nodes and bound Pods for the engine.
+        self.topology = TopologyFeed(
+            informer, lambda: self.engine, self._topology_changed, self._node_lost
+        )
         self.workloads.store.add_index(BY_OWNER, owner_uids)
 
         # The enabled integrations; those driven by the generic reconciler get an informer on
@@ -426,12 +431,37 @@ class Manager:
             engine.set_namespace_labels(str(meta.get("name")), meta.get("labels") or {})
         for namespace, name, items in self.limit_ranges.store.objects():
             engine.set_limit_range(namespace, name, items)
+        self.topology.rebuild(engine)
         for wl in self.workloads.store.objects():
             adapt.apply_workload(engine, wl, owner_labels=wl.metadata.labels)
         self.engine = engine
         return engine
 
+    def _node_lost(self, node: str, what: str) -> None:
+        """Tell each admitted workload with pods placed on ``node`` (a Warning event): its
+        topology assignment names a node that can no longer run them."""
+        if not self.leading:
+            return
+        for wl in self.workloads.store.objects():
+            adm = wl.status.admission
+            if adm is None or wl.is_finished:
+                continue
+            for psa in adm.pod_set_assignments:
+                pods = placed_on(psa.topology_assignment, node)
+                if pods:
+                    self.events.record(
+                        wl.to_dict(), "Warning", NODE_UNAVAILABLE_REASON,
+                        f"Node {node} {what}; the topology assignment of pod set {psa.name} "
+                        f"places {pods} pod(s) there",
+                    )
+
+    def _topology_changed(self) -> None:
+        # A node, Topology or freed pod may make room for a pending workload.
+        if self.leading:
+            self.scheduler.trigger()
+
     def _wire_handlers(self) -> None:
+        self.topology.wire()
         def on_flavor(_: str, rf: ResourceFlavor, *rest: ResourceFlavor) -> None:
             new = rest[-1] if rest else rf
             self.engine.upsert_flavor(adapt.flavor(new))
@@ -639,6 +669,7 @@ class Manager:
             "limitranges": self.limit_ranges,
             "priorityclasses": self.priority_classes,
             "pods": self.pods,
+            **self.topology.informers(),
             # Workloads last: the queues they name are known when they arrive.
             "workloads": self.workloads,
         }

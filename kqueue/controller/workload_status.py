@@ -10,7 +10,14 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 
 from kqueue.api.quantity import Quantity
-from kqueue.api.v1alpha1 import Admission, PodSetAssignment, Workload, set_condition
+from kqueue.api.v1alpha1 import (
+    Admission,
+    PodSetAssignment,
+    TopologyAssignment,
+    Workload,
+    encode_assignment,
+    set_condition,
+)
 from kqueue.api.v1alpha1 import constants as c
 from kqueue.engine import types as t
 
@@ -34,10 +41,18 @@ def api_admission(admission: t.Admission) -> Admission:
                     str(r): Quantity.from_units(v, r) for r, v in sorted(ps.resource_usage.items())
                 },
                 count=ps.count,
+                topology_assignment=_topology(ps.topology),
             )
             for ps in admission.pod_sets
         ],
     )
+
+
+def _topology(ta: t.TopologyAssignment | None) -> TopologyAssignment | None:
+    """Kueue v1beta2's compact form of a pod set's placement."""
+    if ta is None:
+        return None
+    return encode_assignment(list(ta.levels), [(list(v), n) for v, n in ta.domains])
 
 
 def quota_reserved_message(cluster_queue: str) -> str:

@@ -12,6 +12,8 @@ from datetime import UTC, datetime
 from fractions import Fraction
 from typing import Any
 
+from pydantic import ValidationError
+
 from kqueue.api import config
 from kqueue.api.quantity import Quantity, QuantityError, parse_quantity
 from kqueue.api.v1alpha1 import (
@@ -29,12 +31,16 @@ from kqueue.api.v1alpha1 import Toleration as ApiToleration
 from kqueue.api.v1alpha1 import constants as c
 from kqueue.api.v1alpha1.podtemplate import PodSpec as ApiPodSpec
 from kqueue.api.v1alpha1.priorityclass import WorkloadPriorityClass
+from kqueue.api.v1alpha1.topology import PodSetTopologyRequest
+from kqueue.api.v1alpha1.topology import Topology as ApiTopology
+from kqueue.api.v1alpha1.topology import TopologyAssignment as ApiTopologyAssignment
 from kqueue.api.v1alpha1.workload import PodSet as ApiPodSet
 from kqueue.api.v1alpha1.workload import Workload as ApiWorkload
 
 from . import types as t
 from .admission_fair import AdmissionFairSharingConfig
 from .engine import Engine
+from .topology import BoundPod, Node, Topology
 
 # A Requeued=False condition without requeueAt waits for the controller (Kueue's backoff rule).
 NEVER = datetime.max.replace(tzinfo=UTC)
@@ -83,6 +89,87 @@ def flavor(rf: ResourceFlavor) -> t.ResourceFlavor:
         node_labels=dict(rf.spec.node_labels),
         node_taints=tuple(_taint(x) for x in rf.spec.node_taints),
         tolerations=tuple(_toleration(x) for x in rf.spec.tolerations),
+        topology_name=rf.spec.topology_name,
+    )
+
+
+def topology(topo: ApiTopology) -> Topology:
+    return Topology(topo.name, tuple(topo.level_keys()))
+
+
+def _topology_request(tr: PodSetTopologyRequest | None) -> t.TopologyRequest | None:
+    if tr is None:
+        return None
+    return t.TopologyRequest(
+        required=tr.required,
+        preferred=tr.preferred,
+        unconstrained=bool(tr.unconstrained),
+        pod_set_slice_required_topology=tr.pod_set_slice_required_topology,
+        pod_set_slice_size=tr.pod_set_slice_size,
+        pod_set_group_name=tr.pod_set_group_name,
+    )
+
+
+def _topology_assignment(ta: ApiTopologyAssignment | None) -> t.TopologyAssignment | None:
+    if ta is None:
+        return None
+    return t.TopologyAssignment(
+        tuple(ta.levels), tuple((tuple(values), n) for values, n in ta.domains())
+    )
+
+
+def _amounts(raw: Any) -> dict[t.ResourceName, int]:
+    out: dict[t.ResourceName, int] = {}
+    for name, value in (raw or {}).items() if isinstance(raw, Mapping) else ():
+        try:
+            out[t.ResourceName(str(name))] = parse_quantity(value, str(name))
+        except (QuantityError, TypeError, ValueError):
+            continue  # an unreadable amount is not kqueue's to judge: count none of it
+    return out
+
+
+def node(doc: Mapping[str, Any]) -> Node:
+    """The engine's view of a v1 Node: labels, allocatable, taints, Ready and cordoned."""
+    meta = doc.get("metadata") or {}
+    spec = doc.get("spec") or {}
+    status = doc.get("status") or {}
+    ready = any(
+        c.get("type") == "Ready" and c.get("status") == "True"
+        for c in status.get("conditions") or []
+        if isinstance(c, Mapping)
+    )
+    taints = tuple(
+        t.Taint(str(x.get("key", "")), str(x.get("value") or ""), str(x.get("effect", "")))
+        for x in spec.get("taints") or []
+        if isinstance(x, Mapping)
+    )
+    return Node(
+        name=str(meta.get("name", "")),
+        labels=dict(meta.get("labels") or {}),
+        allocatable=_amounts(status.get("allocatable")),
+        taints=taints,
+        ready=ready,
+        unschedulable=bool(spec.get("unschedulable")),
+    )
+
+
+def bound_pod(doc: Mapping[str, Any]) -> BoundPod | None:
+    """A v1 Pod as node usage: None when it is not bound, has ended, or is counted through a
+    topology assignment (label kqueue.io/tas)."""
+    meta = doc.get("metadata") or {}
+    spec = doc.get("spec") or {}
+    node_name = spec.get("nodeName")
+    phase = (doc.get("status") or {}).get("phase")
+    labels = meta.get("labels") or {}
+    if not node_name or phase in ("Succeeded", "Failed") or c.TAS_LABEL in labels:
+        return None
+    try:
+        requests = ApiPodSpec.model_validate(spec).pod_requests()
+    except ValidationError:
+        requests = {}
+    key = f"{meta.get('namespace') or 'default'}/{meta.get('name', '')}"
+    return BoundPod(
+        key, str(node_name), {t.ResourceName(r): v for r, v in sorted(requests.items())}
     )
 
 
@@ -225,6 +312,7 @@ def _pod_set(ps: ApiPodSet) -> t.PodSet:
         tolerations=tuple(_toleration(x) for x in pod.tolerations),
         containers=_containers(pod),
         overhead=_amounts(pod.overhead),
+        topology=_topology_request(ps.topology_request),
     )
 
 
@@ -292,6 +380,7 @@ def _admission(wl: ApiWorkload) -> t.Admission | None:
                 t.ResourceName(r): q.units(r) for r, q in sorted(psa.resource_usage.items())
             },
             count=psa.count if psa.count is not None else counts.get(psa.name, 0),
+            topology=_topology_assignment(psa.topology_assignment),
         )
         for psa in adm.pod_set_assignments
     )

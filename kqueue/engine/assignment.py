@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from .placement import Placement
 from .types import (
     ClusterQueueName,
     FlavorName,
@@ -16,6 +17,7 @@ from .types import (
     PendingReason,
     PodSetName,
     ResourceName,
+    TopologyAssignment,
     Usage,
 )
 
@@ -83,6 +85,10 @@ class PodSetResult:
     error: str | None = None
     attempts: tuple[FlavorAttempt, ...] = ()
     no_fit_reason: PendingReason | None = None
+    # With a topology-aware flavor: where the pods go (topology_fit.py).
+    topology: TopologyAssignment | None = None
+    # When the placement failed: the domains of the requested level and what each fits.
+    placement: Placement | None = None
 
     def mode(self) -> Mode:
         if self.error is not None:

@@ -14,6 +14,7 @@ from collections.abc import Iterable
 from .hierarchy import ClusterQueueNode, CohortNode, ResourceNode, accumulate_subtree_quota
 from .resources import add_into, sub_into
 from .snapshot import Inactive, Snapshot
+from .topology import ClusterNodes, FlavorTopology, TopologySnapshot, build_trees
 from .types import (
     ClusterQueueName,
     ClusterQueueSpec,
@@ -50,6 +51,11 @@ class Cache:
         self._freed_generation: dict[str, int] = {}
         # The Configuration's fairSharing; None keeps the classical order and preemption.
         self.fair_sharing: FairSharingConfig | None = None
+        # Topologies, nodes and bound pods (topology-aware flavors), and their trees, rebuilt
+        # when any of them or the flavors change.
+        self.nodes = ClusterNodes()
+        self._trees: dict[FlavorName, FlavorTopology] = {}
+        self._trees_key: tuple[int, int] | None = None
 
     # -- objects -----------------------------------------------------------------------------
 
@@ -89,7 +95,10 @@ class Cache:
         """
         node = self.cluster_queue_node(cq)
         root = node.root().name if node is not None else cq
-        return self._structure_generation, self._freed_generation.get(root, 0)
+        return (
+            self._structure_generation + self.nodes.generation,
+            self._freed_generation.get(root, 0),
+        )
 
     # -- workloads holding quota -------------------------------------------------------------
 
@@ -254,9 +263,25 @@ class Cache:
                         PendingReason.MISCONFIGURED,
                         f"ClusterQueue {name} is inactive: cohort {ancestor.name} is part of a cycle",
                     )
+        for f in spec.flavor_names():
+            topo = self.flavors[f].topology_name
+            if topo is not None and topo not in self.nodes.topologies:
+                return Inactive(
+                    PendingReason.MISCONFIGURED,
+                    f"ClusterQueue {name} is inactive: ResourceFlavor {f} references missing "
+                    f"Topology {topo} (spec.topologyName)",
+                )
         if spec.stop_policy != StopPolicy.NONE:
             return Inactive(PendingReason.SUSPENDED, f"ClusterQueue {name} is stopped")
         return None
+
+    def topology_trees(self) -> dict[FlavorName, FlavorTopology]:
+        """The domain tree of every topology-aware flavor, rebuilt after a change."""
+        key = (self._structure_generation, self.nodes.generation)
+        if key != self._trees_key:
+            self._trees = build_trees(self.nodes, self.flavors)
+            self._trees_key = key
+        return self._trees
 
     def snapshot(self) -> Snapshot:
         self._rebuild()
@@ -273,7 +298,14 @@ class Cache:
             self.flavors,
             frozenset(self.evicting),
             fair_sharing=self.fair_sharing,
+            topology=self._topology_snapshot(),
         )
+
+    def _topology_snapshot(self) -> TopologySnapshot | None:
+        if not any(f.topology_name for f in self.flavors.values()):
+            return None
+        trees = self.topology_trees()
+        return TopologySnapshot(trees, self.workloads.values())
 
     def check_consistency(self, workloads: Iterable[AdmittedWorkload] | None = None) -> None:
         """Recompute usage from scratch and compare (tests use it after random operations)."""

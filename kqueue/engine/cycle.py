@@ -23,6 +23,8 @@ from .preemption import Preemptor, preemption_message
 from .queue import QueueManager
 from .slice import FinishSlice, finish_message
 from .snapshot import ClusterQueueSnapshot, Snapshot
+from .topology_fit import place_now as place_topology
+from .topology_fit import reserve as reserve_topology
 from .tournament import FairOrder
 from .types import (
     Admission,
@@ -228,6 +230,12 @@ class _Cycle:
             e.reason = PendingReason.WAITING_FOR_QUOTA
             if not cq.can_always_reclaim():
                 cq.add_usage(_resources_to_reserve(e, cq))
+                # As Kueue: hold the domains an empty cluster would give it, so that lower
+                # entries do not take what it waits for.
+                held, _ = place_topology(
+                    e.info, e.assignment, cq, self.snapshot.topology, simulate_empty=True
+                )
+                reserve_topology(e.info, held, self.snapshot.topology)
             return
         if any(t.workload.key in self.preempted for t in e.targets):
             self._skip(e, "Workload has overlapping preemption targets with another workload")
@@ -238,17 +246,23 @@ class _Cycle:
             victims.append(e.replaces)
         restore = self.snapshot.simulate_removal(victims)
         fits = cq.fits(e.assignment.usage, within_nominal=e.non_preemptible)
+        # Topology-aware pod sets are placed again on the snapshot as this cycle left it
+        # (victims gone): an earlier entry may have taken the domain nomination chose.
+        placed, no_room = place_topology(e.info, e.assignment, cq, self.snapshot.topology)
         restore()
-        if not fits:
-            self._skip(e, "Workload no longer fits after processing another workload")
+        if not fits or no_room is not None:
+            message = "Workload no longer fits after processing another workload"
+            self._skip(e, message if no_room is None else f"{message}: {no_room}")
             if mode == Mode.PREEMPT:
                 self.preemption_skips[e.cluster_queue] += 1
             return
+        e.assignment = placed
         for t in e.targets:
             self.preempted[t.workload.key] = t.workload
         if e.replaces is not None:
             self.snapshot.remove_workload(e.replaces)
         cq.add_usage(e.assignment.usage)
+        reserve_topology(e.info, e.assignment, self.snapshot.topology)
         if mode == Mode.PREEMPT:
             self._issue_preemptions(e)
             return
@@ -291,6 +305,7 @@ class _Cycle:
                 flavors={r: c.flavor for r, c in sorted(ps.flavors.items())},
                 resource_usage={r: ps.requests[r] for r in sorted(ps.flavors)},
                 count=ps.count,
+                topology=ps.topology,
             )
             for ps in e.assignment.pod_sets
         )

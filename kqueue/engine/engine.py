@@ -34,6 +34,7 @@ from .queue import QueueManager
 from .readiness import PodsReadyConfig, Readiness
 from .slice import scaled_down
 from .snapshot import Inactive
+from .topology import BoundPod, Node, Topology
 from .types import (
     Admission,
     ClusterQueueName,
@@ -129,6 +130,48 @@ class Engine:
 
     def _requeue_flavor_users(self, name: FlavorName) -> None:
         users = [n for n, s in sorted(self.cache.cluster_queues.items()) if name in s.flavor_names()]
+        self._requeue_trees(users)
+
+    # -- topology-aware scheduling: Topologies, nodes, bound pods ---------------------------
+
+    def upsert_topology(self, topology: Topology) -> None:
+        if self.cache.nodes.upsert_topology(topology):
+            self._requeue_topology_users()
+
+    def delete_topology(self, name: str) -> None:
+        if self.cache.nodes.delete_topology(name):
+            self._requeue_topology_users()
+
+    def upsert_node(self, node: Node) -> None:
+        """A node as last seen (labels, allocatable, taints, readiness)."""
+        if self.cache.nodes.upsert_node(node):
+            self._requeue_topology_users()
+
+    def delete_node(self, name: str) -> None:
+        if self.cache.nodes.delete_node(name):
+            self._requeue_topology_users()
+
+    def upsert_pod(self, pod: BoundPod) -> None:
+        """A pod bound to a node whose requests are not counted through a topology assignment
+        (any pod not released by kqueue with one); it takes that node's capacity."""
+        self.cache.nodes.upsert_pod(pod)
+
+    def delete_pod(self, key: str) -> None:
+        """The pod ended or is gone: its node's capacity is free again."""
+        if self.cache.nodes.delete_pod(key):
+            self._requeue_topology_users()
+
+    def topology_nodes(self) -> tuple[int, int, int]:
+        """(Topologies, nodes, bound pods) known, for status and metrics."""
+        n = self.cache.nodes
+        return len(n.topologies), len(n.nodes), len(n.pods)
+
+    def _requeue_topology_users(self) -> None:
+        tas = {name for name, f in self.cache.flavors.items() if f.topology_name}
+        users = [
+            n for n, s in sorted(self.cache.cluster_queues.items())
+            if any(f in tas for f in s.flavor_names())
+        ]
         self._requeue_trees(users)
 
     def upsert_cluster_queue(self, spec: ClusterQueueSpec) -> None:

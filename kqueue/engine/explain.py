@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from .assignment import Assignment, FlavorAttempt, Shortfall
+from .placement import Placement
 from .types import (
     ClusterQueueName,
     FlavorName,
@@ -45,6 +46,18 @@ class ResourceDetail:
 
 
 @dataclass(frozen=True, slots=True)
+class TopologyDetail:
+    """A failed placement: the domains of the requested level and how many pods (or slices)
+    each fits, against how many are needed in one domain."""
+
+    level: str
+    needed: int
+    unit: str
+    domains: tuple[tuple[str, int], ...]
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
 class PodSetDetails:
     name: PodSetName
     count: int
@@ -53,6 +66,7 @@ class PodSetDetails:
     skipped: tuple[SkippedFlavor, ...]
     resources: tuple[ResourceDetail, ...]
     message: str
+    topology: TopologyDetail | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,6 +104,14 @@ def _skipped(attempts: tuple[FlavorAttempt, ...]) -> tuple[SkippedFlavor, ...]:
     return tuple(SkippedFlavor(a.flavor, a.skipped) for a in attempts if a.skipped is not None)
 
 
+def _topology_detail(p: Placement | None) -> TopologyDetail | None:
+    if p is None:
+        return None
+    return TopologyDetail(
+        p.level, p.needed, p.unit, tuple((d.name, d.fits) for d in p.considered), p.reason
+    )
+
+
 def details_of(
     reason: PendingReason,
     message: str,
@@ -113,6 +135,7 @@ def details_of(
                     skipped=_skipped(ps.attempts),
                     resources=resources,
                     message=ps.message(),
+                    topology=_topology_detail(ps.placement),
                 )
             )
     return PendingDetails(

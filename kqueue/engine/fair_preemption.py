@@ -161,7 +161,7 @@ class FairSearch:
                 return False
             if self.ctx.within_nominal and cq.borrowing_with(fr, v):
                 return False
-        return True
+        return self.ctx.placement is None or self.ctx.placement()
 
     def _fits_for_fair_sharing(self) -> bool:
         """Kueue's workloadFitsForFairSharing: the shares count the incoming workload, the fit

@@ -33,6 +33,8 @@ from .preemption import PreemptionOracle, PreemptionPossibility
 from .resources import fmt
 from .slice import sticky_message
 from .snapshot import ClusterQueueSnapshot
+from .topology import TopologySnapshot
+from .topology_fit import flavor_mismatch as topology_mismatch
 from .types import (
     PODS,
     BorrowWithinCohortPolicy,
@@ -205,8 +207,11 @@ class FlavorAssigner:
         last_tried: Sequence[Mapping[ResourceName, int]] | None = None,
         sticky: Sequence[Mapping[ResourceName, FlavorName]] | None = None,
         fair_sharing: bool = False,
+        topology: TopologySnapshot | None = None,
     ) -> None:
         self.wl = wl
+        # Topology-aware flavors (topology_fit.py): which pod sets may take them.
+        self.topology = topology
         self.fair_sharing = fair_sharing
         self.cq = cq
         self.flavors = flavors
@@ -313,6 +318,10 @@ class FlavorAssigner:
             attempted = idx
             fname = rg.flavors[idx].name
             skipped = flavor_mismatch(pod_set, self.flavors.get(fname), fname)
+            if skipped is None and self.topology is not None:
+                skipped = topology_mismatch(
+                    pod_set, self.flavors.get(fname), fname, self.cq, self.topology
+                )
             if kept is not None and fname != kept:
                 skipped = sticky_message(kept, fname)
             if skipped is not None:

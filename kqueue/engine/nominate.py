@@ -20,6 +20,7 @@ from .preemption import PreemptionOracle, Preemptor, Target
 from .selectors import selector_matches
 from .slice import StickyFlavors, replaced_slice, sticky_flavors
 from .snapshot import ClusterQueueSnapshot, Snapshot
+from .topology_fit import fit as topology_fit
 from .types import (
     ClusterQueueName,
     Mode,
@@ -144,8 +145,9 @@ def assignments(
     assigner = FlavorAssigner(
         info, cq, snapshot.flavors, oracle, non_preemptible=non_preemptible,
         last_tried=last_tried, sticky=sticky, fair_sharing=snapshot.fair_sharing is not None,
+        topology=snapshot.topology,
     )
-    full = assigner.assign()
+    full = topology_fit(info, assigner.assign(), cq, snapshot.topology)
     mode = full.mode()
     if mode == Mode.FIT:
         return full, []
@@ -156,7 +158,7 @@ def assignments(
     if info.obj.can_be_partially_admitted():
 
         def fits(counts: tuple[int, ...]) -> tuple[Assignment, list[Target]] | None:
-            a = assigner.assign(counts)
+            a = topology_fit(info, assigner.assign(counts), cq, snapshot.topology)
             m = a.mode()
             if m == Mode.FIT:
                 return a, []

@@ -23,6 +23,7 @@ from .fair_preemption import FairSearch
 from .hierarchy import find_height_of_lowest_subtree_that_fits
 from .preemption import PreemptionOracle, PreemptionPossibility, Target, preemption_message
 from .snapshot import ClusterQueueSnapshot, Snapshot
+from .topology_fit import placer as topology_placer
 from .types import (
     ClusterQueueName,
     FairSharingConfig,
@@ -77,6 +78,7 @@ class ClassicalPreemptor:
             contested=contested_resources(assignment),
             within_nominal=_non_preemptible(wl, cq),
             only_evicting=bool(waiting),
+            placement=topology_placer(wl, assignment, cq, snapshot.topology),
         )
         if snapshot.fair_sharing is not None:
             return self._fair_targets(wl, ctx, snapshot, snapshot.fair_sharing, waiting)
@@ -204,7 +206,12 @@ def _non_preemptible(wl: WorkloadInfo, cq: ClusterQueueSnapshot) -> bool:
 def _outcome(
     wl: WorkloadInfo, ctx: SearchInput, found: Found | None, waiting: set[WorkloadKey]
 ) -> str:
-    lacks = describe(missing(ctx)) or "nothing"
+    lacks = describe(missing(ctx))
+    if ctx.placement is not None:
+        # Quota may be there while the topology domain is not (fragmented capacity).
+        lacks = f"{lacks} and " if lacks else ""
+        lacks += "room in a topology domain"
+    lacks = lacks or "nothing"
     if found is not None:
         new = [c for c in found.targets if not c.evicting]
         old = len(found.targets) - len(new)

@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 from .hierarchy import ClusterQueueNode, CohortNode, ResourceNode
+from .topology import TopologySnapshot
 from .types import (
     ClusterQueueName,
     CohortName,
@@ -84,6 +85,7 @@ class Snapshot:
         flavors: Mapping[FlavorName, ResourceFlavor],
         evicting: frozenset[WorkloadKey],
         fair_sharing: FairSharingConfig | None = None,
+        topology: TopologySnapshot | None = None,
     ) -> None:
         self.cluster_queues = cluster_queues
         self.cohorts = cohorts
@@ -93,6 +95,9 @@ class Snapshot:
         self.evicting = evicting
         # Fair sharing on (the Configuration's fairSharing) or off (None).
         self.fair_sharing = fair_sharing
+        # Topology-aware flavors' domains and what admitted placements take (None without any):
+        # follows add_workload/remove_workload, so simulated removals free domains too.
+        self.topology = topology
 
     @staticmethod
     def build(
@@ -104,6 +109,7 @@ class Snapshot:
         evicting: frozenset[WorkloadKey],
         *,
         fair_sharing: FairSharingConfig | None = None,
+        topology: TopologySnapshot | None = None,
     ) -> Snapshot:
         cohorts: dict[CohortName, CohortSnapshot] = {}
         for cohort_name, node in cohort_nodes.items():
@@ -126,7 +132,7 @@ class Snapshot:
                 cq.parent = parent
                 parent.child_cqs.append(cq)
             cqs[cq_name] = cq
-        return Snapshot(cqs, cohorts, flavors, evicting, fair_sharing)
+        return Snapshot(cqs, cohorts, flavors, evicting, fair_sharing, topology)
 
     def cluster_queue(self, name: ClusterQueueName) -> ClusterQueueSnapshot | None:
         return self.cluster_queues.get(name)
@@ -143,12 +149,16 @@ class Snapshot:
             return
         cq.workloads[wl.key] = wl
         cq.add_usage(wl.usage)
+        if self.topology is not None:
+            self.topology.add_workload(wl)
 
     def remove_workload(self, wl: AdmittedWorkload) -> None:
         cq = self.cluster_queues.get(wl.cluster_queue)
         if cq is None or cq.workloads.pop(wl.key, None) is None:
             return
         cq.remove_usage(wl.usage)
+        if self.topology is not None:
+            self.topology.remove_workload(wl)
 
     def simulate_removal(self, workloads: Iterable[AdmittedWorkload]) -> Restore:
         """Remove ``workloads`` (e.g. preemption candidates); the result puts them back."""
@@ -202,4 +212,10 @@ class Snapshot:
         cohorts = tuple(
             (name, clean(c.resources.usage)) for name, c in sorted(self.cohorts.items())
         )
-        return (cqs, cohorts)
+        tas = () if self.topology is None else tuple(
+            (flavor, leaf, tuple(sorted((r, v) for r, v in amounts.items() if v)))
+            for flavor, per_leaf in sorted(self.topology.usage.usage.items())
+            for leaf, amounts in sorted(per_leaf.items())
+            if any(amounts.values())
+        )
+        return (cqs, cohorts, tas)

@@ -198,6 +198,39 @@ class LabelSelector:
     match_expressions: tuple[SelectorRequirement, ...] = ()
 
 
+# --- topology-aware scheduling (see topology.py and placement.py) -----------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class TopologyRequest:
+    """A pod set's topologyRequest (Kueue v1beta2 field names, snake_case)."""
+
+    required: str | None = None
+    preferred: str | None = None
+    unconstrained: bool = False
+    pod_set_slice_required_topology: str | None = None
+    pod_set_slice_size: int | None = None
+    pod_set_group_name: str | None = None
+
+    def level(self) -> str | None:
+        return self.required if self.required is not None else self.preferred
+
+
+@dataclass(frozen=True, slots=True)
+class TopologyAssignment:
+    """Where a pod set's pods go: per domain of ``levels`` (its values there), how many pods.
+
+    As Kueue's: the levels are the Topology's from the top, or just the hostname level when the
+    Topology ends with it; domains are sorted by their values.
+    """
+
+    levels: tuple[str, ...]
+    domains: tuple[tuple[tuple[str, ...], int], ...]
+
+    def pod_count(self) -> int:
+        return sum(n for _, n in self.domains)
+
+
 # --- cluster objects -------------------------------------------------------------------------
 
 
@@ -208,6 +241,8 @@ class ResourceFlavor:
     node_taints: tuple[Taint, ...] = ()
     # Tolerations kqueue adds to admitted pods; they also count as tolerating the flavor's taints.
     tolerations: tuple[Toleration, ...] = ()
+    # The Topology its nodes are organised in: the flavor is topology-aware.
+    topology_name: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -364,6 +399,7 @@ class PodSet:
     # checked per container and LimitRange defaults cannot apply).
     containers: tuple[ContainerResources, ...] = ()
     overhead: Mapping[ResourceName, int] = field(default_factory=dict)
+    topology: TopologyRequest | None = None
 
 
 class LimitType(StrEnum):
@@ -394,6 +430,8 @@ class PodSetAssignment:
     # Total of the pod set at ``count`` (not per pod), as Kueue's status.admission.
     resource_usage: Mapping[ResourceName, int]
     count: int
+    # With a topology-aware flavor: where the pods go.
+    topology: TopologyAssignment | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -160,6 +160,9 @@ class SearchInput:
     within_nominal: bool = False
     # Delayed preemption: only workloads already being evicted may be used.
     only_evicting: bool = False
+    # Topology-aware pod sets: whether their placement fits the snapshot as it is now (the
+    # victims' domains freed), checked with the quota (topology_fit.placer).
+    placement: Callable[[], bool] | None = None
 
 
 @dataclass(eq=False, slots=True)
@@ -524,7 +527,7 @@ class Search:
                 return False
             if v > cq.available(fr):
                 return False
-        return True
+        return self.ctx.placement is None or self.ctx.placement()
 
     def _valid(self, c: Candidate, borrowing: bool) -> bool:
         """Kueue's candidateIsValid: earlier removals may have made a candidate pointless."""

@@ -33,6 +33,14 @@ INSTANCE_TYPE_LABEL = "instance-type"
 GPU_PRODUCT_LABEL = "nvidia.com/gpu.product"
 GPU_RESOURCE = "nvidia.com/gpu"
 SPOT_TAINT = {"key": "spot", "value": "true", "effect": "NoSchedule"}
+# Topology-aware scheduling nodes: 2 blocks x 2 racks x 4 hosts, small (4 cpu) so that a rack
+# holds 16 cpu and placement, not quota, is what a test runs into; tainted so that only pods
+# admitted with a flavor tolerating it (docs/topology.md) land there.
+TAS_NODE_GROUP_LABEL = "node-group"
+TAS_NODE_GROUP = "tas"
+TAS_BLOCK_LABEL = "cloud.kqueue.io/block"
+TAS_RACK_LABEL = "cloud.kqueue.io/rack"
+TAS_TAINT = {"key": TAS_NODE_GROUP_LABEL, "value": TAS_NODE_GROUP, "effect": "NoSchedule"}
 
 
 @dataclass(frozen=True)
@@ -78,6 +86,22 @@ def _node(name: str, zone: str, labels: dict[str, str], **kw: Any) -> FakeNode:
     return FakeNode(name=name, labels={"topology.kubernetes.io/zone": zone, **labels}, **kw)
 
 
+TOPOLOGY_NODES: tuple[FakeNode, ...] = tuple(
+    FakeNode(
+        name=f"kwok-tas-b{b}-r{r}-n{n}",
+        labels={
+            TAS_NODE_GROUP_LABEL: TAS_NODE_GROUP,
+            TAS_BLOCK_LABEL: f"b{b}",
+            TAS_RACK_LABEL: f"b{b}-r{r}",
+        },
+        taints=(TAS_TAINT,),
+        allocatable={"cpu": "4", "memory": "16Gi", "pods": "110"},
+    )
+    for b in (1, 2)
+    for r in (1, 2)
+    for n in (1, 2, 3, 4)
+)
+
 DEFAULT_NODES: tuple[FakeNode, ...] = (
     _node("kwok-on-demand-1", "zone-a", {INSTANCE_TYPE_LABEL: "on-demand"}),
     _node("kwok-on-demand-2", "zone-b", {INSTANCE_TYPE_LABEL: "on-demand"}),
@@ -89,6 +113,7 @@ DEFAULT_NODES: tuple[FakeNode, ...] = (
         {INSTANCE_TYPE_LABEL: "gpu", GPU_PRODUCT_LABEL: "A100"},
         allocatable={"cpu": "64", "memory": "256Gi", "pods": "110", GPU_RESOURCE: "8"},
     ),
+    *TOPOLOGY_NODES,
 )
 
 

@@ -89,17 +89,77 @@ def test_resource_flavor_drops_kueue_finalizer() -> None:
     assert warnings == []
 
 
-def test_v1beta2_unsupported_features_warn() -> None:
+def test_v1beta2_topology_fields_carry_over() -> None:
     rf, rf_warnings = from_kueue(_by_kind("v1beta2.yaml", "ResourceFlavor", "gpu-a100"))
-    assert "topologyName" not in rf["spec"]
-    assert [w.path for w in rf_warnings] == ["spec.topologyName"]
+    assert rf["spec"]["topologyName"] == "default"
+    assert rf_warnings == []
     cq, cq_warnings = from_kueue(_by_kind("v1beta2.yaml", "ClusterQueue", "gpu-team"))
     assert cq_warnings == []
     assert cq["spec"]["fairSharing"] == {"weight": "2"}
     assert cq["spec"]["stopPolicy"] == "Hold"
     wl, wl_warnings = from_kueue(_by_kind("v1beta2.yaml", "Workload", "pod-group-abc"))
     assert wl["spec"]["priorityClassRef"]["group"] == "kqueue.io"
-    assert [w.path for w in wl_warnings] == ["spec.podSets[0].topologyRequest"]
+    assert wl["spec"]["podSets"][0]["topologyRequest"] == {"required": "rack"}
+    assert wl_warnings == []
+
+
+def test_topology_kind_and_v1beta1_assignment() -> None:
+    """Kueue's Topology imports as kqueue's; a v1beta1 topologyAssignment (levels + domains)
+    becomes v1beta2's compact slices, and unsupported request fields are named."""
+    topo, warnings = from_kueue(
+        {
+            "apiVersion": "kueue.x-k8s.io/v1beta2",
+            "kind": "Topology",
+            "metadata": {"name": "default"},
+            "spec": {"levels": [{"nodeLabel": "rack"}, {"nodeLabel": "kubernetes.io/hostname"}]},
+        }
+    )
+    assert topo["apiVersion"] == "kqueue.io/v1alpha1" and warnings == []
+    wl = {
+        "apiVersion": "kueue.x-k8s.io/v1beta1",
+        "kind": "Workload",
+        "metadata": {"name": "w", "namespace": "default"},
+        "spec": {
+            "podSets": [
+                {
+                    "name": "main",
+                    "count": 3,
+                    "topologyRequest": {"required": "rack", "podIndexLabel": "idx"},
+                    "template": {"spec": {"containers": [{"name": "c"}]}},
+                }
+            ]
+        },
+        "status": {
+            "admission": {
+                "clusterQueue": "cq",
+                "podSetAssignments": [
+                    {
+                        "name": "main",
+                        "topologyAssignment": {
+                            "levels": ["kubernetes.io/hostname"],
+                            "domains": [
+                                {"values": ["node-1"], "count": 2},
+                                {"values": ["node-2"], "count": 1},
+                            ],
+                        },
+                    }
+                ],
+            }
+        },
+    }
+    out, warnings = from_kueue(wl)
+    assert [w.path for w in warnings] == ["spec.podSets[0].topologyRequest.podIndexLabel"]
+    ta = out["status"]["admission"]["podSetAssignments"][0]["topologyAssignment"]
+    assert ta == {
+        "levels": ["kubernetes.io/hostname"],
+        "slices": [
+            {
+                "domainCount": 2,
+                "valuesPerLevel": [{"individual": {"prefix": "node-", "roots": ["1", "2"]}}],
+                "podCounts": {"individual": [2, 1]},
+            }
+        ],
+    }
 
 
 def test_fair_sharing_fields_carry_over() -> None:

@@ -46,6 +46,8 @@ OWNED_BY_OTHERS = {
     "quickstart.yaml", "job.yaml", "jobset.yaml", "mpijob.yaml", "trainjob.yaml",
     # tests/controller_e2e/test_ray.py runs them with KubeRay, test_leaderworkerset.py with LWS
     "rayjob.yaml", "raycluster.yaml", "leaderworkerset.yaml",
+    # Simulated on the local cluster's nodes by tests/simulate/test_topology.py.
+    "topology.yaml",
 }
 # Samples of opt-in integrations (statefulset, deployment): run under kqueue with those
 # frameworks enabled by tests/controller_e2e/test_apps.py, simulated by

@@ -91,9 +91,9 @@ spec:
   fairSharing: {weight: "2"}
 ---
 apiVersion: kueue.x-k8s.io/v1beta2
-kind: ResourceFlavor
-metadata: {name: default}
-spec: {topologyName: racks}
+kind: LocalQueue
+metadata: {name: main, namespace: default}
+spec: {clusterQueue: team-a, fairSharing: {weight: "2"}}
 """
 
 
@@ -110,7 +110,7 @@ def test_strict_fails_listing_every_dropped_field() -> None:
     assert lines[0] == "Error: --strict: 2 field(s) or document(s) would be dropped:"
     assert [line.split("): ", 1)[1].split(":")[0] for line in lines[1:]] == [
         "spec.admissionChecksStrategy",
-        "spec.topologyName",
+        "spec.fairSharing",
     ]
     assert lines[1].startswith("<stdin>: document 1 (ClusterQueue team-a): ")
 

@@ -20,6 +20,7 @@ from kqueue.controller.integrations.pod.webhook import MUTATE_PATH as PLAIN_POD_
 from kqueue.controller.manager import Manager
 from kqueue.controller.metrics import Metrics
 from kqueue.controller.resources import JOBS, PODS, WORKLOADS
+from kqueue.controller.topology import BOUND_PODS_FIELD_SELECTOR
 from tests.controller.fake_apiserver import FakeCluster
 from tests.controller.mock_apiserver import eventually
 
@@ -168,8 +169,11 @@ async def test_each_generic_integration_lists_its_kind(
     async with running(m):
         [jobs_list] = [r for r in cluster.server.requests_to("GET", JOBS) if "watch" not in r.query]
         assert jobs_list.query.get("labelSelector") == selector
-        [pods_list] = [r for r in cluster.server.requests_to("GET", PODS) if "watch" not in r.query]
-        assert pods_list.query.get("labelSelector") == f"{c.MANAGED_LABEL}=true"
+        lists = [r for r in cluster.server.requests_to("GET", PODS) if "watch" not in r.query]
+        # kqueue's own pods, and (topology-aware scheduling) every pod bound to a node.
+        assert sorted(
+            (r.query.get("labelSelector") or "", r.query.get("fieldSelector") or "") for r in lists
+        ) == [("", BOUND_PODS_FIELD_SELECTOR), (f"{c.MANAGED_LABEL}=true", "")]
 
 
 async def test_leader_tasks_from_integrations_run_while_leading(

@@ -12,11 +12,12 @@ Each case is a port of a case of Kueue (kubernetes-sigs/kueue) and carries its n
   the representative mode, flavors and modes per resource, borrowing, usage and NoFit reason are
   compared with ``wantRepMode``/``wantAssignment``.
 
-Kueue's fair-sharing cases are in ``test_kueue_parity_fair_scheduling.py``. Kueue features kqueue
-does not implement (admission fair sharing, admission checks, TAS, MultiKueue, pod-set groups,
-reclaimable pods, workload slices in the assigner) are not ported; the fungibility cases are in
-``test_kueue_parity_fungibility.py``, the LimitRange and requests-above-limits ones in
-``test_admissibility.py``.
+Kueue's fair-sharing cases are in ``test_kueue_parity_fair_scheduling.py``, its TAS cases in
+``test_kueue_parity_tas.py``, the admission fair sharing ones in ``test_kueue_parity_afs.py``,
+the fungibility cases in ``test_kueue_parity_fungibility.py``, the LimitRange and
+requests-above-limits ones in ``test_admissibility.py``. Kueue features kqueue does not
+implement (admission checks, MultiKueue, reclaimable pods, workload slices in the assigner) are
+not ported.
 Where kqueue deliberately disagrees with Kueue (see docs/engine.md "Where kqueue differs from
 Kueue"), the case is ``xfail(strict=True)`` with the difference, so a change of either behaviour is
 noticed.

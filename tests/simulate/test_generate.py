@@ -125,3 +125,35 @@ def test_generate_cli_with_until() -> None:
     out = simulate_json("--generate", "baseline", "--until", "300ms")
     assert len(out["clusterQueues"]) == 30
     assert out["summary"]["workloadClasses"]["small"]["count"] == 90  # 3 per queue so far
+
+
+
+def test_tas_shape_places_pod_sets_in_racks() -> None:
+    """Kueue's configs/tas shape: 640 nodes in 10 racks, 15,000 workloads asking for a rack.
+    A small copy runs to the end: every workload is admitted with a topologyAssignment that
+    places all its pods, a required one within one rack, and finishes."""
+    from dataclasses import replace
+
+    from kqueue.engine.sim.generate import TAS, TasLayout
+
+    assert TAS.workloads == 15_000
+    assert sum(1 for d in documents(TAS) if d["kind"] == "Node") == 640
+    small = replace(
+        TAS,
+        cohorts=1,
+        queues_per_cohort=2,
+        classes=(TAS.classes[0], TAS.classes[7]),  # small required, large preferred
+        tas=TasLayout(racks=2, nodes_per_rack=4, cpu="4", memory="16Gi"),
+    )
+    small = replace(small, classes=tuple(replace(k, count=4) for k in small.classes))
+    sim = Simulation(generate(small), preemptor=default_preemptor())
+    sim.run()
+    assert all(r.state == "Finished" for r in sim.records.values())
+    for rec in sim.records.values():
+        admission = rec.last_admission
+        assert admission is not None
+        (ps,) = admission.pod_sets
+        assert ps.topology is not None and ps.topology.pod_count() == ps.count
+        if rec.class_name.endswith("required-rack"):
+            racks = {values[-1].rsplit("-", 1)[0] for values, _ in ps.topology.domains}
+            assert len(racks) == 1

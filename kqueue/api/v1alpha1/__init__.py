@@ -1,4 +1,4 @@
-"""The kqueue.io/v1alpha1 API: ResourceFlavor, ClusterQueue, Cohort, LocalQueue,
+"""The kqueue.io/v1alpha1 API: Topology, ResourceFlavor, ClusterQueue, Cohort, LocalQueue,
 WorkloadPriorityClass and Workload, with Kueue v1beta2's shapes and defaults plus kqueue's
 extensions.
 
@@ -84,6 +84,14 @@ from kqueue.api.v1alpha1.podtemplate import (
 )
 from kqueue.api.v1alpha1.priorityclass import WorkloadPriorityClass
 from kqueue.api.v1alpha1.resourceflavor import ResourceFlavor, ResourceFlavorSpec
+from kqueue.api.v1alpha1.topology import (
+    PodSetTopologyRequest,
+    Topology,
+    TopologyAssignment,
+    TopologyLevel,
+    TopologySpec,
+    encode_assignment,
+)
 from kqueue.api.v1alpha1.validation import validate, validate_rules, validate_update
 from kqueue.api.v1alpha1.workload import (
     Admission,
@@ -146,6 +154,7 @@ __all__ = [
     "OwnerReference",
     "PodSet",
     "PodSetAssignment",
+    "PodSetTopologyRequest",
     "PodSpec",
     "PodTemplateMeta",
     "PodTemplateSpec",
@@ -165,6 +174,10 @@ __all__ = [
     "StopPolicy",
     "Taint",
     "Toleration",
+    "Topology",
+    "TopologyAssignment",
+    "TopologyLevel",
+    "TopologySpec",
     "ValidationFailed",
     "Workload",
     "WorkloadPriorityClass",
@@ -172,6 +185,7 @@ __all__ = [
     "WorkloadStatus",
     "add_requests",
     "constants",
+    "encode_assignment",
     "find_condition",
     "format_time",
     "is_condition_true",

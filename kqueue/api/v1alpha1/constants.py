@@ -37,6 +37,17 @@ MANAGED_LABEL: Final = "kqueue.io/managed"
 # although a controller (the ReplicaSet) owns them.
 SUSPENDED_BY_PARENT_ANNOTATION: Final = "kqueue.io/suspended-by-parent"
 ADMISSION_GATE: Final = "kqueue.io/admission"
+# Topology requests of a pod set, on its pod template (Kueue's kueue.x-k8s.io/podset-* TAS
+# annotations under kqueue.io); they become the pod set's topologyRequest.
+PODSET_REQUIRED_TOPOLOGY_ANNOTATION: Final = "kqueue.io/podset-required-topology"
+PODSET_PREFERRED_TOPOLOGY_ANNOTATION: Final = "kqueue.io/podset-preferred-topology"
+PODSET_UNCONSTRAINED_TOPOLOGY_ANNOTATION: Final = "kqueue.io/podset-unconstrained-topology"
+PODSET_SLICE_REQUIRED_TOPOLOGY_ANNOTATION: Final = "kqueue.io/podset-slice-required-topology"
+PODSET_SLICE_SIZE_ANNOTATION: Final = "kqueue.io/podset-slice-size"
+PODSET_GROUP_NAME_ANNOTATION: Final = "kqueue.io/podset-group-name"
+# On pods released with a topology assignment (Kueue's kueue.x-k8s.io/tas label): their
+# requests are counted through the assignment, not as pods kqueue does not manage.
+TAS_LABEL: Final = "kqueue.io/tas"
 # Kueue's kueue.x-k8s.io/max-exec-time-seconds: on the top-level object, copied to the Workload's
 # spec.maximumExecutionTimeSeconds (a base-10 integer of at least 1).
 MAX_EXEC_TIME_SECONDS_LABEL: Final = "kqueue.io/max-exec-time-seconds"

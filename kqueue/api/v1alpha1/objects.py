@@ -14,17 +14,26 @@ from kqueue.api.v1alpha1.localqueue import LocalQueue
 from kqueue.api.v1alpha1.meta import KObject
 from kqueue.api.v1alpha1.priorityclass import WorkloadPriorityClass
 from kqueue.api.v1alpha1.resourceflavor import ResourceFlavor
+from kqueue.api.v1alpha1.topology import Topology
 from kqueue.api.v1alpha1.validation import validate_rules
 from kqueue.api.v1alpha1.workload import Workload
 
 KQueueObject = (
-    ResourceFlavor | ClusterQueue | Cohort | LocalQueue | WorkloadPriorityClass | Workload
+    Topology
+    | ResourceFlavor
+    | ClusterQueue
+    | Cohort
+    | LocalQueue
+    | WorkloadPriorityClass
+    | Workload
 )
 
 # In dependency order: what a manifest should create first.
 KINDS: Final[dict[str, type[KObject]]] = {
     cls.KIND: cls
-    for cls in (ResourceFlavor, Cohort, ClusterQueue, LocalQueue, WorkloadPriorityClass, Workload)
+    for cls in (
+        Topology, ResourceFlavor, Cohort, ClusterQueue, LocalQueue, WorkloadPriorityClass, Workload
+    )
 }
 
 
@@ -68,7 +77,14 @@ def parse_object(doc: Any, *, validate: bool = True) -> KQueueObject:
     except ValidationError as exc:
         raise ValidationFailed(from_pydantic(cls, exc, ref)) from None
     assert isinstance(
-        obj, ResourceFlavor | ClusterQueue | Cohort | LocalQueue | WorkloadPriorityClass | Workload
+        obj,
+        Topology
+        | ResourceFlavor
+        | ClusterQueue
+        | Cohort
+        | LocalQueue
+        | WorkloadPriorityClass
+        | Workload,
     )
     if validate:
         errors = validate_rules(obj)

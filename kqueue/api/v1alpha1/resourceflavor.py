@@ -78,6 +78,17 @@ class ResourceFlavorSpec(KBase):
     )
 
 
+    topology_name: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=253,
+        description="Name of the Topology the nodes of this flavor are organised in. Set: pod "
+        "sets admitted with this flavor are placed in the Topology's domains "
+        "(topology-aware scheduling), and only pod sets with a topologyRequest (or in a "
+        "ClusterQueue whose flavors are all topology-aware) may use it. Cannot change.",
+    )
+
+
 class ResourceFlavor(KObject):
     """A kind of node quota is given for. Cluster-scoped."""
 

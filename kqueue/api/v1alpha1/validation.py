@@ -33,6 +33,11 @@ from kqueue.api.v1alpha1.localqueue import LocalQueue, LocalQueueFairSharing
 from kqueue.api.v1alpha1.meta import Condition, KObject, LabelSelector, Toleration
 from kqueue.api.v1alpha1.podtemplate import Container
 from kqueue.api.v1alpha1.resourceflavor import ResourceFlavor
+from kqueue.api.v1alpha1.topology import (
+    HOSTNAME_LABEL,
+    Topology,
+    topology_request_from_annotations,
+)
 from kqueue.api.v1alpha1.workload import Admission, PodSet, PriorityClassRef, Workload
 
 # Kueue's webhook limits on a ClusterQueue as a whole (the per-list limits are in the schema).
@@ -77,7 +82,9 @@ def validate_rules(obj: KObject) -> list[FieldError]:
     (what Kueue's CEL rules and webhooks check). ``parse_object`` runs these after parsing."""
     errs = _Errors(obj)
     _validate_metadata(obj, errs)
-    if isinstance(obj, ResourceFlavor):
+    if isinstance(obj, Topology):
+        _validate_topology(obj, errs)
+    elif isinstance(obj, ResourceFlavor):
         _validate_resource_flavor(obj, errs)
     elif isinstance(obj, ClusterQueue):
         _validate_cluster_queue(obj, errs)
@@ -223,8 +230,45 @@ def _validate_unique_names(names: Iterable[str], path: str, what: str, errs: _Er
 # --- ResourceFlavor ------------------------------------------------------------------------------
 
 
+def _validate_topology(topo: Topology, errs: _Errors) -> None:
+    keys = topo.level_keys()
+    for i, key in enumerate(keys):
+        path = f"spec.levels[{i}].nodeLabel"
+        if not is_qualified_name(key):
+            errs.add(path, f"{key!r} is not a valid node label key", QUALIFIED_NAME_ALLOWED)
+        if key == HOSTNAME_LABEL and i != len(keys) - 1:
+            errs.add(
+                path,
+                f"{HOSTNAME_LABEL} must be the last level (it names single nodes)",
+                f"{HOSTNAME_LABEL} only as the last level",
+            )
+    seen: dict[str, int] = {}
+    for i, key in enumerate(keys):
+        if key in seen:
+            errs.add(
+                f"spec.levels[{i}].nodeLabel",
+                f"duplicate nodeLabel {key!r} (also spec.levels[{seen[key]}])",
+                "each node label once",
+            )
+        seen.setdefault(key, i)
+
+
 def _validate_resource_flavor(rf: ResourceFlavor, errs: _Errors) -> None:
     _validate_labels(rf.spec.node_labels, "spec.nodeLabels", errs)
+    if rf.spec.topology_name is not None:
+        if not is_dns1123_subdomain(rf.spec.topology_name):
+            errs.add(
+                "spec.topologyName",
+                f"{rf.spec.topology_name!r} is not a valid Topology name",
+                SUBDOMAIN_ALLOWED,
+            )
+        if not rf.spec.node_labels:
+            # Kueue's rule: without node labels a topology-aware flavor would claim every node.
+            errs.add(
+                "spec.nodeLabels",
+                "at least one nodeLabel is required when topology is set",
+                "one or more node labels selecting the flavor's nodes",
+            )
     seen: set[tuple[str, str]] = set()
     for i, taint in enumerate(rf.spec.node_taints):
         path = f"spec.nodeTaints[{i}]"
@@ -534,6 +578,55 @@ def _validate_pod_set(ps: PodSet, path: str, errs: _Errors) -> None:
                     "any other resource name",
                 )
     _validate_tolerations(spec.tolerations, f"{tpath}.tolerations", errs, pod=True)
+    _validate_topology_request(ps, path, errs)
+
+
+def _validate_topology_request(ps: PodSet, path: str, errs: _Errors) -> None:
+    """Kueue's webhook rules on the TAS annotations and on topologyRequest."""
+    _, problems = topology_request_from_annotations(ps.template.metadata.annotations)
+    for key, problem in problems:
+        errs.add(f"{path}.template.metadata.annotations[{key}]", problem)
+    tr = ps.topology_request
+    if tr is None:
+        return
+    tpath = f"{path}.topologyRequest"
+    modes = [
+        name
+        for name, set_ in (
+            ("required", tr.required is not None),
+            ("preferred", tr.preferred is not None),
+            ("unconstrained", bool(tr.unconstrained)),
+        )
+        if set_
+    ]
+    if len(modes) > 1:
+        errs.add(
+            tpath,
+            f"must not set more than one of required, preferred and unconstrained, got "
+            f"{', '.join(modes)}",
+            "one of required, preferred, unconstrained",
+        )
+    for field, value in (
+        ("required", tr.required),
+        ("preferred", tr.preferred),
+        ("podSetSliceRequiredTopology", tr.pod_set_slice_required_topology),
+    ):
+        if value is not None and not is_qualified_name(value):
+            errs.add(f"{tpath}.{field}", f"{value!r} is not a valid node label key",
+                     QUALIFIED_NAME_ALLOWED)
+    slice_level, size = tr.pod_set_slice_required_topology, tr.pod_set_slice_size
+    if slice_level is not None and size is None:
+        errs.add(f"{tpath}.podSetSliceSize", "must be set when podSetSliceRequiredTopology is set",
+                 "a positive number of pods dividing the pod set's count")
+    if size is not None and slice_level is None:
+        errs.add(f"{tpath}.podSetSliceRequiredTopology", "must be set when podSetSliceSize is set",
+                 "a level of the flavor's Topology")
+    if size is not None and ps.count % size != 0:
+        errs.add(
+            f"{tpath}.podSetSliceSize",
+            f"must divide the pod set's count ({ps.count}), got {size}",
+            f"a divisor of {ps.count}",
+        )
 
 
 def _validate_priority(

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import ClassVar, Literal
 
-from pydantic import ConfigDict, Field
+from pydantic import ConfigDict, Field, model_validator
 
 from kqueue.api.v1alpha1 import constants as c
 from kqueue.api.v1alpha1.base import (
@@ -20,6 +20,11 @@ from kqueue.api.v1alpha1.base import (
 from kqueue.api.v1alpha1.clusterqueue import CONDITION_LIST
 from kqueue.api.v1alpha1.meta import Condition, KObject, find_condition, is_condition_true
 from kqueue.api.v1alpha1.podtemplate import PodTemplateSpec, scale
+from kqueue.api.v1alpha1.topology import (
+    PodSetTopologyRequest,
+    TopologyAssignment,
+    topology_request_from_annotations,
+)
 
 PriorityClassGroup = Literal["kqueue.io", "scheduling.k8s.io"]
 PriorityClassKind = Literal["WorkloadPriorityClass", "PriorityClass"]
@@ -87,6 +92,23 @@ class PodSet(KBase):
         "does not fit, kqueue admits the most that fit, down to minCount. At most one pod set "
         "may set it; it must not exceed count.",
     )
+    topology_request: PodSetTopologyRequest | None = Field(
+        default=None,
+        description="Where the pods must or should be placed in the Topology of a "
+        "topology-aware flavor. Unset: taken from the template's kqueue.io/podset-*-topology, "
+        "kqueue.io/podset-slice-size and kqueue.io/podset-group-name annotations.",
+    )
+
+    @model_validator(mode="after")
+    def _topology_from_annotations(self) -> PodSet:
+        # Kueue's jobframework turns the podset-* annotations into the request when it builds
+        # the Workload; doing it here covers every integration and hand-written Workloads.
+        # Malformed annotations are reported by validation, which reads them again.
+        if self.topology_request is None:
+            self.topology_request, _ = topology_request_from_annotations(
+                self.template.metadata.annotations
+            )
+        return self
 
     def pod_requests(self) -> dict[str, int]:
         """Requests of one pod in kqueue's integer units (milli-units for CPU)."""
@@ -195,6 +217,11 @@ class PodSetAssignment(KBase):
         ge=0,
         description="Number of pods admitted (less than spec count under partial admission). "
         "Unset: spec.podSets[].count.",
+    )
+    topology_assignment: TopologyAssignment | None = Field(
+        default=None,
+        description="With a topology-aware flavor: the domains the pods are placed in and how "
+        "many in each (Kueue v1beta2's shape).",
     )
 
 

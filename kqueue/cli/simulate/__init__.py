@@ -124,10 +124,11 @@ def simulate(
 ) -> None:
     """Simulate admission of the workloads in FILEs (`-` reads stdin).
 
-    FILEs hold kqueue or Kueue objects, Namespaces, LimitRanges, PriorityClasses, a kqueue or
-    Kueue Configuration (at most one, or --config), and Jobs and Pods (those kqueue manages: a
-    kqueue.io/queue-name label, see
-    docs/simulate.md), as multi-document YAML or `kubectl get -o yaml` Lists; objects with only
+    FILEs hold kqueue or Kueue objects (Topologies too), Namespaces, LimitRanges,
+    PriorityClasses, Nodes, a kqueue or Kueue Configuration (at most one, or --config), and Jobs
+    and Pods (those kqueue manages: a kqueue.io/queue-name label, see docs/simulate.md; a Pod
+    bound to a node is that node's usage), as multi-document YAML or `kubectl get -o yaml`
+    Lists; objects with only
     generateName get reproducible names.
     Annotations `simulate.kqueue.io/{arrival,run-time,scale,delete,deactivate}` say what
     happens in simulated time. Exit status 2 on invalid input.

@@ -127,6 +127,11 @@ class PodSetRelease:
     count: int
     node_selector: Mapping[str, str] = field(default_factory=dict)
     tolerations: tuple[Obj, ...] = ()
+    # Topology-aware flavors: per assigned domain, its node selector and pod count; each
+    # released pod is pinned to one domain that still has room.
+    domains: tuple[tuple[Mapping[str, str], int], ...] = ()
+    # Labels the released pods get (kqueue.io/tas on topology-placed pods).
+    labels: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

@@ -75,6 +75,9 @@ def ungate(pod: Obj, release: PodSetRelease) -> Obj | None:
         for tol in release.tolerations:
             if not any(same_toleration(tol, t) for t in tolerations):
                 tolerations.append(dict(tol))
+    if release.labels:
+        labels = out.setdefault("metadata", {}).setdefault("labels", {})
+        labels.update(release.labels)
     return out
 
 
@@ -110,6 +113,17 @@ def release_ops(pod: Obj, new: Obj) -> list[Obj]:
             ]
         else:
             ops.append({"op": "add", "path": "/spec/tolerations", "value": new_spec["tolerations"]})
+    old_labels = (pod.get("metadata") or {}).get("labels") or {}
+    new_labels = (new.get("metadata") or {}).get("labels") or {}
+    if new_labels != old_labels:
+        if old_labels:
+            ops += [
+                {"op": "add", "path": f"/metadata/labels/{_escape(k)}", "value": v}
+                for k, v in sorted(new_labels.items())
+                if old_labels.get(k) != v
+            ]
+        else:
+            ops.append({"op": "add", "path": "/metadata/labels", "value": new_labels})
     return ops
 
 

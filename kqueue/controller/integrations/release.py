@@ -20,12 +20,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
 from kqueue.api.v1alpha1 import ResourceFlavor, Workload
+from kqueue.api.v1alpha1 import constants as c
 from kqueue.controller.clock import Now
 from kqueue.controller.informer import Store
 from kqueue.controller.integrations.framework import PodSetRelease
@@ -33,6 +34,7 @@ from kqueue.controller.integrations.gate import is_gated, release_ops, ungate
 from kqueue.controller.kube import JSON_PATCH, Kube, KubeError, NotFound
 from kqueue.controller.metrics import Metrics
 from kqueue.controller.resources import PODS, object_key
+from kqueue.controller.topology import pin
 
 logger = logging.getLogger(__name__)
 
@@ -64,7 +66,46 @@ def pod_set_releases(wl: Workload, flavors: Store[ResourceFlavor]) -> dict[str, 
             tolerations += [t.to_dict() for t in flavor.spec.tolerations]
         pod_set = wl.pod_set(psa.name)
         count = psa.count if psa.count is not None else (pod_set.count if pod_set else 0)
-        out[psa.name] = PodSetRelease(psa.name, count, node_selector, tuple(tolerations))
+        domains = pin(psa.topology_assignment)
+        out[psa.name] = PodSetRelease(
+            psa.name,
+            count,
+            node_selector,
+            tuple(tolerations),
+            domains=domains,
+            labels={c.TAS_LABEL: "true"} if domains else {},
+        )
+    return out
+
+
+def _node_selector(pod: Obj) -> Mapping[str, str]:
+    return (pod.get("spec") or {}).get("nodeSelector") or {}
+
+
+def pinned(
+    release: PodSetRelease,
+    running: Sequence[Obj],
+    gated: Sequence[Obj],
+    selector_of: Callable[[Obj], Mapping[str, str]] = _node_selector,
+) -> list[tuple[Obj, PodSetRelease]]:
+    """Each gated pod with the release pinning it to a domain that has room left: the
+    domain's pod count minus the running pods already pinned there (Kueue's TAS ungater).
+    ``selector_of`` gives a running pod's node selector (for a pod whose release is in flight,
+    the one it was released with: the informer's copy does not show it yet)."""
+
+    def within(pod: Obj, selector: Mapping[str, str]) -> bool:
+        have = selector_of(pod)
+        return all(have.get(k) == v for k, v in selector.items())
+
+    left = [n - sum(1 for p in running if within(p, sel)) for sel, n in release.domains]
+    out: list[tuple[Obj, PodSetRelease]] = []
+    for pod in gated:
+        i = next((i for i, n in enumerate(left) if n > 0), None)
+        if i is None:
+            break
+        left[i] -= 1
+        selector = {**release.node_selector, **release.domains[i][0]}
+        out.append((pod, replace(release, node_selector=selector)))
     return out
 
 
@@ -108,6 +149,8 @@ class PodReleaser:
         # Pods released by us, by UID, with the resourceVersion seen before releasing: until
         # the informer shows a newer version, the pod counts as released.
         self._released: dict[str, str] = {}
+        # The node selector each of those pods was released with (topology domains).
+        self._selectors: dict[str, Mapping[str, str]] = {}
 
     def releasing(self, pod: Obj) -> bool:
         """Released by us; the informer has not shown it since."""
@@ -118,6 +161,12 @@ class PodReleaser:
 
     def running(self, pod: Obj) -> bool:
         return not is_gated(pod) or self.releasing(pod)
+
+    def _selector_of(self, pod: Obj) -> Mapping[str, str]:
+        if self.releasing(pod):
+            uid = str((pod.get("metadata") or {}).get("uid") or "")
+            return self._selectors.get(uid, {})
+        return _node_selector(pod)
 
     async def release(
         self,
@@ -139,7 +188,12 @@ class PodReleaser:
             here = sum(1 for p in members if self.running(p))
             running += here
             gated = sorted((p for p in members if not self.running(p)), key=_age)
-            todo += [(pod, release) for pod in gated[: max(release.count - here, 0)]]
+            chosen = gated[: max(release.count - here, 0)]
+            if release.domains:
+                running_pods = [p for p in members if self.running(p)]
+                todo += pinned(release, running_pods, chosen, self._selector_of)
+            else:
+                todo += [(pod, release) for pod in chosen]
         released = await self._release_all(todo, admitted_at, cluster_queue, is_group)
         return Released(released=released, wanted=len(todo), running=running)
 
@@ -199,5 +253,10 @@ class PodReleaser:
             return False
         if len(self._released) > _MAX_EXPECTATIONS:
             self._released.clear()
+            self._selectors.clear()
         self._released[uid] = version
+        if release.domains or release.labels:
+            self._selectors[uid] = dict(
+                (new.get("spec") or {}).get("nodeSelector") or {}
+            )
         return True

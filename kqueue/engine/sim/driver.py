@@ -198,6 +198,14 @@ class Simulation:
     def _setup(self) -> None:
         sc = self.scenario
         e = self.engine
+        for topo in sc.topologies:
+            e.upsert_topology(adapt.topology(topo))
+        for node in sc.nodes:
+            e.upsert_node(adapt.node(node))
+        for raw in sc.bound_pods:
+            bound = adapt.bound_pod(raw)
+            if bound is not None:
+                e.upsert_pod(bound)
         for rf in sc.flavors:
             e.upsert_flavor(adapt.flavor(rf))
         for co in sc.cohorts:

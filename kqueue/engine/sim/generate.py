@@ -9,6 +9,10 @@ Kueue's: flavor ``rf``, cohort ``cohort-<i>``, ClusterQueue ``cq-0-<j>-cohort-<i
 
 The documents are plain manifests carrying ``simulate.kqueue.io/`` annotations, so
 ``--write-manifests`` output replays exactly the same simulation.
+
+The ``tas`` shape (Kueue's configs/tas) adds a Topology of 1 block x 10 racks x 64 nodes of 96
+cpu, a topology-aware flavor over them, and workloads of several pods asking for a rack
+(required, preferred, and Kueue's alpha "balanced" placement, which kqueue places as preferred).
 """
 
 from __future__ import annotations
@@ -36,6 +40,20 @@ class WorkloadClass:
     run_time: timedelta
     priority: int
     cpu: str
+    pods: int = 1
+    # Topology-aware: the pod template annotation (required/preferred) and its level.
+    constraint: str | None = None
+    level: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class TasLayout:
+    """Nodes of the ``tas`` shape: ``racks`` racks of ``nodes_per_rack`` in one block."""
+
+    racks: int
+    nodes_per_rack: int
+    cpu: str
+    memory: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,6 +66,7 @@ class Shape:
     reclaim_within_cohort: str
     within_cluster_queue: str
     classes: tuple[WorkloadClass, ...]
+    tas: TasLayout | None = None
 
     @property
     def cluster_queues(self) -> int:
@@ -92,7 +111,42 @@ LARGE_SCALE: Final = Shape(
     ),
 )
 
-SHAPES: Final[dict[str, Shape]] = {s.name: s for s in (BASELINE, LARGE_SCALE)}
+TAS_BLOCK: Final = "cloud.provider.com/topology-block"
+TAS_RACK: Final = "cloud.provider.com/topology-rack"
+TAS_NODE_GROUP: Final = "tas-node-group"
+TAS_TOPOLOGY: Final = "default-topology"
+
+
+def _rack(name: str, count: int, interval: int, run: int, prio: int, cpu: str, pods: int,
+          constraint: str) -> WorkloadClass:
+    return WorkloadClass(name, count, _ms(interval), _ms(run), prio, cpu, pods, constraint,
+                         TAS_RACK)
+
+
+# Kueue's "balanced" classes (TASBalancedPlacement, alpha) are placed as preferred.
+TAS: Final = Shape(
+    name="tas",
+    cohorts=5,
+    queues_per_cohort=6,
+    nominal_quota="20",
+    borrowing_limit="100",
+    reclaim_within_cohort="Any",
+    within_cluster_queue="LowerPriority",
+    classes=(
+        _rack("small-required-rack", 120, 100, 200, 50, "500m", 2, "required"),
+        _rack("small-preferred-rack", 120, 100, 200, 50, "500m", 2, "preferred"),
+        _rack("small-balanced-rack", 110, 100, 200, 50, "500m", 2, "preferred"),
+        _rack("medium-required-rack", 34, 500, 500, 100, "1250m", 4, "required"),
+        _rack("medium-preferred-rack", 33, 500, 500, 100, "1250m", 4, "preferred"),
+        _rack("medium-balanced-rack", 33, 500, 500, 100, "1250m", 4, "preferred"),
+        _rack("large-required-rack", 17, 1200, 1000, 200, "2500m", 8, "required"),
+        _rack("large-preferred-rack", 17, 1200, 1000, 200, "2500m", 8, "preferred"),
+        _rack("large-balanced-rack", 16, 1200, 1000, 200, "2500m", 8, "preferred"),
+    ),
+    tas=TasLayout(racks=10, nodes_per_rack=64, cpu="96", memory="256Gi"),
+)
+
+SHAPES: Final[dict[str, Shape]] = {s.name: s for s in (BASELINE, LARGE_SCALE, TAS)}
 
 
 def cluster_queue_name(shape_queue_set: int, queue: int, cohort: int) -> str:
@@ -143,6 +197,13 @@ def _queue_documents(shape: Shape, cohort: int, queue: int) -> list[dict[str, An
 
 
 def _workload(name: str, namespace: str, k: WorkloadClass, arrival: timedelta) -> dict[str, Any]:
+    template: dict[str, Any] = {
+        "spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": k.cpu}}}]}
+    }
+    if k.constraint is not None and k.level is not None:
+        template["metadata"] = {
+            "annotations": {f"kqueue.io/podset-{k.constraint}-topology": k.level}
+        }
     return {
         "apiVersion": c.API_VERSION,
         "kind": "Workload",
@@ -159,15 +220,7 @@ def _workload(name: str, namespace: str, k: WorkloadClass, arrival: timedelta) -
             "queueName": namespace,
             "priority": k.priority,
             "podSets": [
-                {
-                    "name": c.DEFAULT_POD_SET_NAME,
-                    "count": 1,
-                    "template": {
-                        "spec": {
-                            "containers": [{"name": "c", "resources": {"requests": {"cpu": k.cpu}}}]
-                        }
-                    },
-                }
+                {"name": c.DEFAULT_POD_SET_NAME, "count": k.pods, "template": template}
             ],
         },
     }
@@ -176,7 +229,10 @@ def _workload(name: str, namespace: str, k: WorkloadClass, arrival: timedelta) -
 def documents(shape: Shape) -> Iterator[dict[str, Any]]:
     """Every object of the shape: the flavor, then per ClusterQueue its queue objects, then the
     workloads in creation order (so that simultaneous ones keep a stable order)."""
-    yield {"apiVersion": c.API_VERSION, "kind": "ResourceFlavor", "metadata": {"name": FLAVOR}}
+    if shape.tas is None:
+        yield {"apiVersion": c.API_VERSION, "kind": "ResourceFlavor", "metadata": {"name": FLAVOR}}
+    else:
+        yield from _tas_documents(shape.tas)
     for i in range(shape.cohorts):
         yield {"apiVersion": c.API_VERSION, "kind": "Cohort", "metadata": {"name": f"cohort-{i}"}}
     queues = [(i, j) for i in range(shape.cohorts) for j in range(shape.queues_per_cohort)]
@@ -193,6 +249,38 @@ def documents(shape: Shape) -> Iterator[dict[str, Any]]:
         k = shape.classes[set_index]
         ns = cluster_queue_name(0, j, i)
         yield _workload(f"{k.name}-{set_index}-{n}-0", ns, k, at)
+
+
+def _tas_documents(layout: TasLayout) -> Iterator[dict[str, Any]]:
+    yield {
+        "apiVersion": c.API_VERSION,
+        "kind": "Topology",
+        "metadata": {"name": TAS_TOPOLOGY},
+        "spec": {"levels": [{"nodeLabel": TAS_BLOCK}, {"nodeLabel": TAS_RACK},
+                            {"nodeLabel": "kubernetes.io/hostname"}]},
+    }
+    yield {
+        "apiVersion": c.API_VERSION,
+        "kind": "ResourceFlavor",
+        "metadata": {"name": FLAVOR},
+        "spec": {"nodeLabels": {TAS_NODE_GROUP: "tas"}, "topologyName": TAS_TOPOLOGY},
+    }
+    for r in range(layout.racks):
+        for n in range(layout.nodes_per_rack):
+            name = f"node-b0-r{r}-{n}"
+            yield {
+                "apiVersion": "v1",
+                "kind": "Node",
+                "metadata": {
+                    "name": name,
+                    "labels": {TAS_NODE_GROUP: "tas", TAS_BLOCK: "b0", TAS_RACK: f"r{r}",
+                               "kubernetes.io/hostname": name},
+                },
+                "status": {
+                    "allocatable": {"cpu": layout.cpu, "memory": layout.memory, "pods": "1000"},
+                    "conditions": [{"type": "Ready", "status": "True"}],
+                },
+            }
 
 
 def generate(shape: Shape, *, start: datetime = DEFAULT_START) -> Scenario:

@@ -11,7 +11,7 @@ from datetime import timedelta
 from typing import Any
 
 from kqueue.api.quantity import Quantity, format_quantity
-from kqueue.api.v1alpha1 import format_time
+from kqueue.api.v1alpha1 import encode_assignment, format_time
 
 from ..types import ClusterQueueName, local_queue_key
 from .driver import STATE_FINISHED, Simulation, WorkloadRecord
@@ -22,10 +22,19 @@ def _pod_sets(rec: WorkloadRecord) -> list[dict[str, Any]]:
     if admission is None and rec.state == STATE_FINISHED:
         admission = rec.last_admission
     if admission is not None:
-        return [
-            {"name": ps.name, "count": ps.count, "flavors": dict(sorted(ps.flavors.items()))}
-            for ps in admission.pod_sets
-        ]
+        out: list[dict[str, Any]] = []
+        for ps in admission.pod_sets:
+            entry: dict[str, Any] = {
+                "name": ps.name, "count": ps.count, "flavors": dict(sorted(ps.flavors.items()))
+            }
+            if ps.topology is not None:
+                # The Workload status shape (Kueue v1beta2's compact slices).
+                entry["topologyAssignment"] = encode_assignment(
+                    list(ps.topology.levels),
+                    [(list(v), n) for v, n in ps.topology.domains],
+                ).to_dict()
+            out.append(entry)
+        return out
     return [
         {"name": ps.name, "count": count, "flavors": {}}
         for ps, count in zip(rec.sw.api.spec.pod_sets, rec.counts, strict=False)

@@ -58,6 +58,7 @@ from kqueue.api.v1alpha1 import (
     Cohort,
     LocalQueue,
     ResourceFlavor,
+    Topology,
     Workload,
     WorkloadPriorityClass,
     parse_time,
@@ -147,6 +148,11 @@ class Scenario:
     # The controller Configuration among the inputs (kqueue's, or Kueue's converted), if any:
     # its fairSharing and admissionFairSharing apply as in the controller.
     config: Configuration | None = None
+    # Topology-aware scheduling: Topologies, v1 Nodes, and v1 Pods bound to a node (they use
+    # its capacity; they are not workloads to queue).
+    topologies: list[Topology] = field(default_factory=list)
+    nodes: list[dict[str, Any]] = field(default_factory=list)
+    bound_pods: list[dict[str, Any]] = field(default_factory=list)
 
 
 def _meta(obj: LoadedObject) -> dict[str, Any]:
@@ -238,7 +244,13 @@ def build_scenario(
     workloads: list[LoadedObject] = []
     for obj in objects:
         m = obj.model
-        if isinstance(m, ResourceFlavor):
+        if isinstance(m, Topology):
+            sc.topologies.append(m)
+        elif obj.kind == "Node":
+            sc.nodes.append(obj.raw)
+        elif obj.kind == "Pod" and (obj.raw.get("spec") or {}).get("nodeName"):
+            sc.bound_pods.append(obj.raw)
+        elif isinstance(m, ResourceFlavor):
             sc.flavors.append(m)
         elif isinstance(m, Cohort):
             sc.cohorts.append(m)

@@ -1,0 +1,459 @@
+"""Kueue's topology placement (TASFlavorSnapshot.findTopologyAssignment), on one flavor's tree.
+
+1. Fill counts: per leaf, how many pods fit in what is free (node capacity minus bound pods,
+   admitted assignments and what earlier pod sets of this workload took), how many with a leader
+   placed there, and whether a leader fits; summed upwards, with slices of
+   ``podSetSliceSize`` pods counted at the slice level.
+2. Find the level: at the requested level, the domain that fits all slices, best fit (the
+   fitting domain with the fewest free slices; domains sorted by free slices descending, then
+   free pods ascending, then by their values). ``required`` fails when no domain fits;
+   ``preferred`` tries the level above, and at the top spreads over as many domains as needed;
+   ``unconstrained`` spreads at once, least free capacity first (Kueue's TASProfileMixed).
+3. Descend level by level to the leaves, keeping the number of domains used small at each level.
+4. Build the assignment: per leaf, its values at the assignment levels and its pod count.
+
+A pod-set group (``podSetGroupName``: a leader pod set of one pod and its workers) is placed as
+one: the leader's pod goes in one of the workers' domains.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+
+from .topology import (
+    Domain,
+    DomainId,
+    FlavorTopology,
+    Requests,
+    TopologyUsage,
+    add,
+    count_in,
+    node_mismatch,
+    per_pod_requests,
+)
+from .types import PodSet, PodSetName, TopologyAssignment, TopologyRequest
+
+_MAX = 1 << 31
+
+
+@dataclass(frozen=True, slots=True)
+class PlacementRequest:
+    """One pod set to place: ``count`` pods of ``pod_set`` (its template's constraints)."""
+
+    pod_set: PodSet
+    count: int
+    # The pod set asks for nothing but its ClusterQueue's flavors are all topology-aware
+    # (Kueue's implied TAS): unconstrained at the lowest level.
+    implied: bool = False
+
+    @property
+    def request(self) -> TopologyRequest:
+        return self.pod_set.topology or TopologyRequest()
+
+
+@dataclass(frozen=True, slots=True)
+class DomainFit:
+    """How many pods (or slices) one domain of the requested level fits."""
+
+    name: str
+    fits: int
+
+
+@dataclass(frozen=True, slots=True)
+class Placement:
+    assignments: Mapping[PodSetName, TopologyAssignment]
+    # Empty when every pod set was placed.
+    reason: str = ""
+    # The domains of the requested level and what each fits (for messages and explain).
+    level: str = ""
+    considered: tuple[DomainFit, ...] = ()
+    needed: int = 0
+    unit: str = "pod"
+
+
+def _level_key(tree: FlavorTopology, req: TopologyRequest, implied: bool) -> str | None:
+    if req.required is not None:
+        return req.required
+    if req.preferred is not None:
+        return req.preferred
+    if req.pod_set_slice_required_topology is not None:
+        return tree.levels[0]  # slices only: anywhere at the top
+    if req.unconstrained or implied:
+        return tree.levels[-1]
+    return None
+
+
+def missing_level(tree: FlavorTopology, req: TopologyRequest | None) -> str | None:
+    """The first level ``req`` names that ``tree``'s Topology lacks (Kueue's HasLevel), or None."""
+    if req is None:
+        return None
+    for key in (req.required, req.preferred, req.pod_set_slice_required_topology):
+        if key is not None and tree.level_index(key) is None:
+            return key
+    return None
+
+
+class _Placer:
+    def __init__(
+        self,
+        tree: FlavorTopology,
+        usage: TopologyUsage | None,
+        assumed: Mapping[DomainId, Requests],
+        simulate_empty: bool,
+    ) -> None:
+        self.tree = tree
+        self.usage = usage
+        self.assumed = assumed
+        self.simulate_empty = simulate_empty
+        self.unconstrained = False
+        self.required = False
+
+    # -- phase 1 ---------------------------------------------------------------------------
+
+    def _leaf_capacity(self, leaf: Domain, pod_set: PodSet) -> Requests:
+        cap: Requests = {}
+        for node in leaf.nodes:
+            if node_mismatch(node, pod_set, self.tree.flavor) is None:
+                add(cap, self.tree.free[node.name])
+        if not self.simulate_empty and self.usage is not None:
+            add(cap, self.usage.of(self.tree.flavor.name, leaf.id), -1)
+        add(cap, self.assumed.get(leaf.id, {}), -1)
+        return cap
+
+    def fill(
+        self, workers: PlacementRequest, leader: PlacementRequest | None, slice_size: int,
+        slice_level: int,
+    ) -> None:
+        for d in self.tree.domains():
+            d.reset()
+        per_pod = per_pod_requests(workers.pod_set)
+        leader_pod = per_pod_requests(leader.pod_set) if leader is not None else None
+        for leaf in self.tree.leaves.values():
+            cap = self._leaf_capacity(leaf, workers.pod_set)
+            leaf.pod = count_in(per_pod, cap)
+            if leader_pod is not None and leader is not None:
+                lcap = (
+                    cap
+                    if leader.pod_set == workers.pod_set
+                    else self._leaf_capacity(leaf, leader.pod_set)
+                )
+                if count_in(leader_pod, lcap) > 0:
+                    leaf.leader = 1
+                    add(cap, leader_pod, -1)
+            leaf.pod_wl = count_in(per_pod, cap)
+        for root in self.tree.roots:
+            self._fill_up(root, slice_size, slice_level, leader is not None)
+
+    def _fill_up(self, d: Domain, size: int, slice_level: int, leader_required: bool) -> None:
+        if not d.children:
+            if d.level == slice_level:
+                d.slice, d.slice_wl = d.pod // size, d.pod_wl // size
+            return
+        pods = slices = leader = 0
+        contrib = False
+        min_pod_diff = min_slice_diff = _MAX
+        for c in d.children:
+            self._fill_up(c, size, slice_level, leader_required)
+            pods += c.pod
+            slices += c.slice
+            if not leader_required or c.leader > 0:
+                contrib = True
+                min_pod_diff = min(min_pod_diff, c.pod - c.pod_wl)
+                min_slice_diff = min(min_slice_diff, c.slice - c.slice_wl)
+            leader = max(leader, c.leader)
+        d.pod = pods
+        d.pod_wl = pods - min_pod_diff if contrib else 0
+        d.slice_wl = slices - min_slice_diff if contrib else 0
+        d.leader = leader
+        d.slice = slices
+        if d.level == slice_level:
+            d.slice, d.slice_wl = d.pod // size, d.pod_wl // size
+
+    # -- orderings (Kueue's sortedDomains, sortedDomainsWithLeader) --------------------------
+
+    def _least_free(self) -> bool:
+        return self.unconstrained
+
+    def sorted(self, domains: Sequence[Domain]) -> list[Domain]:
+        sign = 1 if self._least_free() else -1
+        return sorted(domains, key=lambda d: (sign * d.slice, d.pod, d.id))
+
+    def sorted_with_leader(self, domains: Sequence[Domain]) -> list[Domain]:
+        sign = 1 if self._least_free() else -1
+        return sorted(domains, key=lambda d: (-d.leader, sign * d.slice_wl, d.pod_wl, d.id))
+
+    def _best_fit(
+        self, domains: Sequence[Domain], needed: int, count: Callable[[Domain], int], leaders: int
+    ) -> Domain:
+        best, best_count = domains[0], _MAX
+        found = False
+        for d in domains:
+            if d.leader < leaders:
+                continue
+            n = count(d)
+            if needed <= n < best_count:
+                best, best_count, found = d, n, True
+        return best if found else domains[0]
+
+    def best_fit_pods(self, domains: Sequence[Domain], needed: int, leaders: int) -> Domain:
+        return self._best_fit(
+            domains, needed, (lambda d: d.pod_wl) if leaders > 0 else (lambda d: d.pod), leaders
+        )
+
+    def best_fit_slices(self, domains: Sequence[Domain], needed: int, leaders: int) -> Domain:
+        return self._best_fit(
+            domains, needed, (lambda d: d.slice_wl) if leaders > 0 else (lambda d: d.slice),
+            leaders,
+        )
+
+    # -- phase 2 ---------------------------------------------------------------------------
+
+    def find_level(
+        self, level: int, count: int, leaders: int, size: int
+    ) -> tuple[int, list[Domain], tuple[int, int] | None]:
+        """(level, fitting domains) or the (fitting, needed) numbers of the failure."""
+        domains = list(self.tree.per_level[level].values())
+        needed = count // size
+        if not domains:
+            return level, [], (0, needed)
+        ordered = self.sorted_with_leader(domains)
+        top = ordered[0]
+        best_fit = not self._least_free()
+        if best_fit and top.slice_wl >= needed and top.leader >= leaders:
+            top = self.best_fit_slices(ordered, needed, leaders)
+        if not best_fit:
+            for d in ordered:
+                cap = d.slice
+                if leaders > 0:
+                    if d.leader < leaders:
+                        continue
+                    cap = d.slice_wl
+                if cap >= needed:
+                    return level, [d], None
+            if self.required:
+                return level, [], (ordered[-1].pod, needed)
+        if top.slice_wl < needed or top.leader < leaders:
+            if self.required:
+                return level, [], (top.slice, needed)
+            if level > 0 and not self.unconstrained:
+                return self.find_level(level - 1, count, leaders, size)
+            chosen: list[Domain] = []
+            remaining, remaining_leaders = needed, leaders
+            ordered = self.prioritize_leader(ordered, count, leaders, size, True)
+            i = 0
+            while remaining_leaders > 0 and i < len(ordered) and ordered[i].leader > 0:
+                d = ordered[i]
+                if best_fit and d.slice_wl >= remaining:
+                    d = self.best_fit_slices(ordered[i:], remaining, remaining_leaders)
+                chosen.append(d)
+                remaining_leaders -= d.leader
+                remaining -= d.slice_wl
+                i += 1
+            if remaining_leaders > 0:
+                return level, [], (leaders - remaining_leaders, needed)
+            rest = self.sorted(ordered[i:])
+            for j in range(len(rest)):
+                if remaining <= 0:
+                    break
+                d = rest[j]
+                if best_fit and d.slice >= remaining:
+                    d = self.best_fit_slices(rest[j:], remaining, 0)
+                chosen.append(d)
+                remaining -= d.slice
+            if remaining > 0:
+                return level, [], (needed - remaining, needed)
+            return level, chosen, None
+        return level, [top], None
+
+    def prioritize_leader(
+        self, domains: list[Domain], count: int, leaders: int, size: int, slices: bool
+    ) -> list[Domain]:
+        if leaders == 0 or len(domains) < 2:
+            return domains
+        required = count // size if slices else count
+        available = sum(d.slice if slices else d.pod for d in domains)
+        for i, d in enumerate(domains):
+            if d.leader < leaders:
+                continue
+            penalty = (d.slice - d.slice_wl) if slices else (d.pod - d.pod_wl)
+            if available - penalty < required:
+                continue
+            if i == 0:
+                return domains
+            return [d, *domains[:i], *domains[i + 1 :]]
+        return domains
+
+    def to_minimum(
+        self, domains: list[Domain], count: int, leaders: int, size: int, slices: bool
+    ) -> list[Domain]:
+        """Kueue's updateCountsToMinimumGeneric: take domains in order until ``count`` pods
+        (``count // size`` slices) and ``leaders`` leaders are placed, best-fitting the last."""
+        domains = self.prioritize_leader(domains, count, leaders, size, slices)
+        out: list[Domain] = []
+        remaining = count // size if slices else count
+        remaining_leaders = leaders
+        best_fit = not self._least_free()
+        for i, d in enumerate(domains):
+            if remaining_leaders > 0:
+                with_leader = d.slice_wl if slices else d.pod_wl
+                if best_fit and with_leader >= remaining and d.leader >= remaining_leaders:
+                    d = (
+                        self.best_fit_slices(domains[i:], remaining, remaining_leaders)
+                        if slices
+                        else self.best_fit_pods(domains[i:], remaining, remaining_leaders)
+                    )
+                    with_leader = d.slice_wl if slices else d.pod_wl
+                factor = size if slices else 1
+                if with_leader >= remaining and d.leader >= remaining_leaders:
+                    if slices:
+                        d.slice = remaining
+                    d.leader = remaining_leaders
+                    d.pod = remaining * factor
+                    out.append(d)
+                    return out
+                with_leader = min(with_leader, remaining)
+                d.leader = min(d.leader, remaining_leaders)
+                if slices:
+                    d.slice = with_leader
+                d.pod = with_leader * factor
+                remaining_leaders -= d.leader
+                remaining -= with_leader
+                out.append(d)
+                continue
+            if slices:
+                if best_fit and d.slice >= remaining:
+                    d = self.best_fit_slices(domains[i:], remaining, 0)
+                d.leader = 0
+                if d.slice >= remaining:
+                    d.pod = remaining * size
+                    d.slice = remaining
+                    out.append(d)
+                    return out
+                d.pod = d.slice * size
+                remaining -= d.slice
+                out.append(d)
+                continue
+            if best_fit and d.pod >= remaining:
+                d = self.best_fit_pods(domains[i:], remaining, 0)
+            d.leader = 0
+            if d.pod >= remaining:
+                d.pod = remaining
+                out.append(d)
+                return out
+            remaining -= d.pod
+            out.append(d)
+        return out
+
+    def build(self, domains: Sequence[Domain], pods: Callable[[Domain], int]) -> TopologyAssignment:
+        levels = self.tree.assignment_levels()
+        start = len(self.tree.levels) - len(levels)
+        entries = sorted((d.id[start:], pods(d)) for d in domains if pods(d) > 0)
+        return TopologyAssignment(levels, tuple(entries))
+
+
+def _not_fit(tree: FlavorTopology, fit: int, needed: int, size: int) -> str:
+    unit = "pod" if size == 1 else "slice"
+    if fit == 0:
+        return f'topology "{tree.topology.name}" doesn\'t allow to fit any of {needed} {unit}(s)'
+    return f'topology "{tree.topology.name}" allows to fit only {fit} out of {needed} {unit}(s)'
+
+
+def place(
+    tree: FlavorTopology,
+    usage: TopologyUsage | None,
+    workers: PlacementRequest,
+    leader: PlacementRequest | None = None,
+    *,
+    assumed: Mapping[DomainId, Requests] | None = None,
+    simulate_empty: bool = False,
+) -> Placement:
+    """Place ``workers`` (and their group's ``leader`` of one pod) in ``tree``."""
+    req = workers.request
+    p = _Placer(tree, usage, assumed or {}, simulate_empty)
+    size = req.pod_set_slice_size or 1 if req.pod_set_slice_required_topology else 1
+    p.required = req.required is not None
+    p.unconstrained = req.unconstrained or workers.implied or (
+        req.required is None and req.preferred is None and req.pod_set_slice_required_topology
+        is not None
+    )
+    key = _level_key(tree, req, workers.implied)
+    if key is None:
+        return Placement({}, "topology level not specified")
+    level = tree.level_index(key)
+    if level is None:
+        return Placement({}, f"no requested topology level: {key}")
+    slice_key = req.pod_set_slice_required_topology or tree.levels[-1]
+    slice_level = tree.level_index(slice_key)
+    if slice_level is None:
+        return Placement({}, f"no requested topology level for slices: {slice_key}")
+    if level > slice_level:
+        return Placement(
+            {}, f"podset slice topology {slice_key} is above the podset topology {key}"
+        )
+    count = workers.count
+    leaders = 1 if leader is not None else 0
+    p.fill(workers, leader, size, slice_level)
+    considered = tuple(
+        DomainFit(d.name, d.slice if leaders == 0 else d.slice_wl)
+        for d in sorted(tree.per_level[level].values(), key=lambda d: d.id)
+    )
+    unit = "pod" if size == 1 else "slice"
+    fit_level, fit, failure = p.find_level(level, count, leaders, size)
+    if failure is not None:
+        reason = _not_fit(tree, failure[0], failure[1], size)
+        return Placement({}, reason, key, considered, count // size, unit)
+    # Phase 3: descend.
+    fit = p.to_minimum(fit, count, leaders, size, True)
+    cur = fit_level
+    while cur < min(len(tree.levels) - 1, slice_level):
+        lower = p.sorted([c for d in fit for c in d.children])
+        fit = p.to_minimum(lower, count, leaders, size, True)
+        cur += 1
+    while cur < len(tree.levels) - 1:
+        step = size if cur < slice_level else 1
+        nxt: list[Domain] = []
+        for d in fit:
+            nxt.extend(p.to_minimum(p.sorted(d.children), d.pod, d.leader, step, step > 1))
+        fit = nxt
+        cur += 1
+    # Phase 4: the assignments.
+    out: dict[PodSetName, TopologyAssignment] = {}
+    if leader is not None:
+        out[leader.pod_set.name] = p.build([d for d in fit if d.leader > 0], lambda d: d.leader)
+    out[workers.pod_set.name] = p.build(fit, lambda d: d.pod)
+    return Placement(out, "", key, considered, count // size, unit)
+
+
+def fits_as_is(
+    tree: FlavorTopology,
+    usage: TopologyUsage | None,
+    request: PlacementRequest,
+    ta: TopologyAssignment,
+    assumed: Mapping[DomainId, Requests],
+) -> bool:
+    """Whether ``ta`` (chosen at nomination) still fits the snapshot as it is now: each of its
+    lowest domains has room for the pods it places there."""
+    p = _Placer(tree, usage, assumed, False)
+    per_pod = per_pod_requests(request.pod_set)
+    for values, n in ta.domains:
+        leaf = tree.leaf_of(values, ta.levels)
+        if leaf is None or count_in(per_pod, p._leaf_capacity(leaf, request.pod_set)) < n:
+            return False
+    return True
+
+
+def describe(placement: Placement) -> str:
+    """The numbers behind a failure: ``rack r1 fits 3 of 4 pods, r2 fits 2; no rack fits 4``."""
+    if not placement.considered:
+        return placement.reason
+    best = sorted(placement.considered, key=lambda f: (-f.fits, f.name))[:8]
+    parts = [f"{placement.level} {best[0].name} fits {best[0].fits} of {placement.needed} "
+             f"{placement.unit}s"]
+    parts.extend(f"{f.name} fits {f.fits}" for f in best[1:])
+    more = len(placement.considered) - len(best)
+    tail = f" (+{more} more)" if more > 0 else ""
+    return (
+        f"{placement.reason}: {', '.join(parts)}{tail}; no {placement.level} fits "
+        f"{placement.needed}"
+    )

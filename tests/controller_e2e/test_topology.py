@@ -1,0 +1,221 @@
+"""Topology-aware scheduling on the real control plane: a Job requiring a rack has all its pods
+bound in one rack, a second such Job goes to another rack, and a pod kqueue does not manage
+occupying a node keeps a third out of that node's rack, a rack Job preempts a lower-priority one
+when no rack has room, and a Job preferring a block but too big for one spreads (the local
+cluster's kwok-tas nodes: 2 blocks x 2 racks x 4 hosts of 4 cpu)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from kqueue.api.v1alpha1 import constants as c
+from kqueue.controller.resources import NODES, PODS
+from kqueue.controller.topology import TOPOLOGIES
+from kqueue.localcluster.nodes import (
+    TAS_BLOCK_LABEL,
+    TAS_NODE_GROUP,
+    TAS_NODE_GROUP_LABEL,
+    TAS_RACK_LABEL,
+)
+from tests.controller_e2e.harness import (
+    E2E_LABEL,
+    Api,
+    KqueueProcess,
+    cluster_queue,
+    eventually,
+    is_true,
+    job,
+    local_queue,
+    priority_class,
+    unique,
+)
+
+pytestmark = pytest.mark.cluster
+
+Obj = dict[str, Any]
+
+
+async def _tas_queue(api: Api, namespace: str, *, preemption: Obj | None = None) -> str:
+    topo, rf, cq = unique("topology"), unique("tas"), unique("cq")
+    await api.kube.create(
+        TOPOLOGIES,
+        {
+            "apiVersion": c.API_VERSION,
+            "kind": "Topology",
+            "metadata": {"name": topo, "labels": {E2E_LABEL: "true"}},
+            "spec": {"levels": [{"nodeLabel": TAS_BLOCK_LABEL}, {"nodeLabel": TAS_RACK_LABEL},
+                                {"nodeLabel": "kubernetes.io/hostname"}]},
+        },
+    )
+    api.created.append((TOPOLOGIES, topo, None))
+    await api.apply({
+        "apiVersion": c.API_VERSION,
+        "kind": "ResourceFlavor",
+        "metadata": {"name": rf, "labels": {E2E_LABEL: "true"}},
+        "spec": {
+            "nodeLabels": {TAS_NODE_GROUP_LABEL: TAS_NODE_GROUP},
+            "topologyName": topo,
+            "tolerations": [{"key": TAS_NODE_GROUP_LABEL, "operator": "Equal",
+                             "value": TAS_NODE_GROUP, "effect": "NoSchedule"}],
+        },
+    })
+    await api.apply(cluster_queue(cq, [(rf, "64")], preemption=preemption))
+    await api.apply(local_queue("lq", namespace, cq))
+    return cq
+
+
+async def _wait_idle(api: Api, racks: dict[str, str | None]) -> None:
+    """Until no pod runs on the kwok-tas nodes (an earlier test's go with its namespace)."""
+
+    async def idle() -> bool:
+        pods = await api.kube.list(PODS)
+        return not any(
+            racks.get((p.get("spec") or {}).get("nodeName") or "")
+            and (p.get("status") or {}).get("phase") not in ("Succeeded", "Failed")
+            for p in pods
+        )
+
+    await eventually(idle, within=90, what="no pod left on the kwok-tas nodes")
+
+
+def _rack_job(name: str, namespace: str, labels: dict[str, str] | None = None) -> Obj:
+    # 4 pods of 3 cpu: one per 4-cpu host, a whole rack.
+    spec = job(name, namespace, "lq", count=4, cpu="3", labels=labels)
+    spec["spec"]["template"]["metadata"]["annotations"][
+        "kqueue.io/podset-required-topology"
+    ] = TAS_RACK_LABEL
+    return spec
+
+
+async def test_jobs_requiring_a_rack_land_each_in_one_rack(
+    api: Api, kqueue: KqueueProcess, namespace: str
+) -> None:
+    await _tas_queue(api, namespace)
+    racks = {
+        n["metadata"]["name"]: n["metadata"]["labels"].get(TAS_RACK_LABEL)
+        for n in await api.kube.list(NODES)
+    }
+
+    async def bound_racks(name: str) -> set[str] | None:
+        pods = await api.pods_of(namespace, name)
+        print(name, [((p.get("spec") or {}).get("nodeName"), (p.get("spec") or {}).get("nodeSelector"), (p.get("spec") or {}).get("schedulingGates"), [x.get("message") for x in (p.get("status") or {}).get("conditions") or []]) for p in pods])
+        nodes = [(p.get("spec") or {}).get("nodeName") for p in pods]
+        if len(nodes) != 4 or not all(nodes):
+            return None
+        assert all(p["metadata"]["labels"].get(c.TAS_LABEL) == "true" for p in pods)
+        return {racks[n] for n in nodes if n}
+
+    await api.apply(_rack_job("rack-a", namespace))
+    wl = await api.wait_workload(namespace, "rack-a", lambda w: is_true(w, c.ADMITTED),
+                                 what="admitted")
+    ta = wl["status"]["admission"]["podSetAssignments"][0]["topologyAssignment"]
+    assert ta["levels"] == ["kubernetes.io/hostname"]
+    first = await eventually(lambda: bound_racks("rack-a"), within=60,
+                             what="rack-a's 4 pods bound")
+    assert len(first) == 1
+
+    await api.apply(_rack_job("rack-b", namespace))
+    await api.wait_workload(namespace, "rack-b", lambda w: is_true(w, c.ADMITTED),
+                            what="admitted")
+    second = await eventually(lambda: bound_racks("rack-b"), within=60,
+                              what="rack-b's 4 pods bound")
+    assert len(second) == 1 and second != first
+
+    # A pod outside kqueue takes 2 of the 4 cpus of a node in the first free rack (by name,
+    # the one best fit would pick on a tie): a rack Job of 3-cpu pods must go to the other.
+    free = sorted({r for r in racks.values() if r} - first - second)
+    assert len(free) == 2
+    occupied = next(n for n, r in sorted(racks.items()) if r == free[0])
+    await api.kube.create(PODS, {
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": "outsider", "namespace": namespace},
+        "spec": {
+            "nodeName": occupied,
+            "terminationGracePeriodSeconds": 0,
+            "tolerations": [{"key": TAS_NODE_GROUP_LABEL, "operator": "Equal",
+                             "value": TAS_NODE_GROUP, "effect": "NoSchedule"}],
+            "containers": [{"name": "main", "image": "registry.k8s.io/pause:3.10",
+                            "resources": {"requests": {"cpu": "2", "memory": "64Mi"}}}],
+        },
+    }, namespace=namespace)
+
+    async def outsider_running() -> bool:
+        pod = await api.kube.get(PODS, "outsider", namespace)
+        return (pod.get("status") or {}).get("phase") == "Running"
+
+    await eventually(outsider_running, within=30, what="the outsider pod running")
+    await api.apply(_rack_job("rack-c", namespace))
+    third = await eventually(lambda: bound_racks("rack-c"), within=60,
+                             what="rack-c's 4 pods bound")
+    assert third == {free[1]}
+
+
+
+async def test_a_rack_job_preempts_a_lower_priority_one_to_free_a_rack(
+    api: Api, kqueue: KqueueProcess, namespace: str
+) -> None:
+    """Every rack holds a low-priority rack Job; quota is left (48 of 64 cpu used) but no rack
+    has room: a high-priority rack Job preempts one low-priority Job, and only one, and runs in
+    the rack it frees."""
+    racks = {
+        n["metadata"]["name"]: n["metadata"]["labels"].get(TAS_RACK_LABEL)
+        for n in await api.kube.list(NODES)
+    }
+
+    await _wait_idle(api, racks)
+    low, high = unique("low"), unique("high")
+    await api.apply(priority_class(low, 100))
+    await api.apply(priority_class(high, 1000))
+    await _tas_queue(api, namespace, preemption={"withinClusterQueue": "LowerPriority"})
+    for i in range(4):
+        await api.apply(_rack_job(f"low-{i}", namespace, {c.PRIORITY_CLASS_LABEL: low}))
+        await api.wait_workload(namespace, f"low-{i}", lambda w: is_true(w, c.ADMITTED),
+                                what="admitted")
+
+    await api.apply(_rack_job("high", namespace, {c.PRIORITY_CLASS_LABEL: high}))
+    wl = await api.wait_workload(namespace, "high", lambda w: is_true(w, c.ADMITTED),
+                                 what="admitted after a preemption", within=90)
+    ta = wl["status"]["admission"]["podSetAssignments"][0]["topologyAssignment"]
+    assert ta["slices"][0]["domainCount"] == 4
+    evicted = []
+    for i in range(4):
+        w = await api.workload_of(namespace, f"low-{i}")
+        assert w is not None
+        if is_true(w, c.EVICTED) or not is_true(w, c.ADMITTED):
+            evicted.append(i)
+    assert len(evicted) == 1
+
+    async def high_bound() -> set[str] | None:
+        pods = [p for p in await api.pods_of(namespace, "high")
+                if (p.get("status") or {}).get("phase") == "Running"]
+        nodes = [(p.get("spec") or {}).get("nodeName") for p in pods]
+        return {racks[n] for n in nodes if n} if len(nodes) == 4 else None
+
+    bound = await eventually(high_bound, within=90, what="high's 4 pods running")
+    assert len(bound) == 1
+
+
+async def test_a_preferred_block_job_too_big_for_one_block_spreads(
+    api: Api, kqueue: KqueueProcess, namespace: str
+) -> None:
+    """40 pods of 1 cpu preferring one block (a block holds 32): admitted over both blocks."""
+    labels = {n["metadata"]["name"]: n["metadata"]["labels"] for n in await api.kube.list(NODES)}
+    await _wait_idle(api, {k: v.get(TAS_RACK_LABEL) for k, v in labels.items()})
+    await _tas_queue(api, namespace)
+    spec = job("wide", namespace, "lq", count=40, cpu="1")
+    spec["spec"]["template"]["metadata"]["annotations"][
+        "kqueue.io/podset-preferred-topology"
+    ] = TAS_BLOCK_LABEL
+    await api.apply(spec)
+    await api.wait_workload(namespace, "wide", lambda w: is_true(w, c.ADMITTED), what="admitted")
+
+    async def blocks() -> set[str] | None:
+        pods = await api.pods_of(namespace, "wide")
+        nodes = [(p.get("spec") or {}).get("nodeName") for p in pods]
+        if len(nodes) != 40 or not all(nodes):
+            return None
+        return {labels[n][TAS_BLOCK_LABEL] for n in nodes if n}
+
+    assert await eventually(blocks, within=90, what="wide's 40 pods bound") == {"b1", "b2"}

@@ -1,0 +1,472 @@
+"""Parity with Kueue's topology-aware scheduling tests (pkg/scheduler/scheduler_tas_test.go).
+
+Each case is a port of a Kueue case and keeps its name: ``TestScheduleForTAS``,
+``TestScheduleForTASPreemption`` and ``TestScheduleForTASCohorts``. One cycle runs with the
+classical preemptor; ``want`` is Kueue's ``wantNewAssignments`` as (domain values, pods) per pod
+set, ``want_pending`` the start of the pending message (Kueue's event or condition message;
+kqueue appends the per-domain numbers after it), ``want_preempted`` the victims.
+
+Not ported (features kqueue does not implement): ProvisioningRequest and other admission-check
+second passes, node replacement for unhealthy nodes (``unhealthyNode`` cases), resource
+transformations, multi-layer slice topologies, the scheduler-library integration,
+TASHandleOverlappingFlavors (two flavors sharing nodes), elastic workload slices with TAS,
+vectorized-request and pod-spec-memory variants, exclusion statistics in messages ("Total nodes:
+...; excluded: ..."), and the cases whose only difference is the
+TASRecomputeAssignmentWithinSchedulingCycle gate being disabled (kqueue always recomputes).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import pytest
+
+from kqueue.engine.types import SelectorRequirement, Taint, Toleration
+
+from .builders import make_cq, make_flavor, make_lq
+from .tas_support import (
+    HOST,
+    RACK,
+    SINGLE,
+    TWO,
+    Cluster,
+    Held,
+    node,
+    placements,
+    pod,
+    pset,
+    run,
+    tas_flavor,
+    topology,
+    wl,
+)
+
+Want = dict[str, dict[str, list[tuple[tuple[str, ...], int]]]]
+
+
+@dataclass
+class Case:
+    cluster: Cluster
+    want: Want = field(default_factory=dict)
+    want_pending: dict[str, str] = field(default_factory=dict)
+    # Where kqueue's message starts differently (the cycle's own re-check) but says the same.
+    want_pending_contains: dict[str, str] = field(default_factory=dict)
+    want_preempted: set[str] = field(default_factory=set)
+
+
+def _cq(*flavors: str, cpu: str = "50", memory: str | None = "50Gi", name: str = "tas-main"):
+    b = make_cq(name)
+    for f in flavors:
+        if memory is None:
+            b.quota(f, cpu=cpu)
+        else:
+            b.quota(f, cpu=cpu, memory=memory)
+    return b
+
+
+SINGLE_NODE = [node("x1", cpu="1", memory="1Gi")]
+ZERO_CAPACITY = [
+    node("x1", cpu="0", labels={RACK: "r1"}),
+    node("x2", cpu="1", labels={RACK: "r1"}),
+    node("x3", cpu="1", labels={RACK: "r1"}),
+]
+DEFAULT = make_flavor("default").obj()
+TAS = tas_flavor()
+TAS_TWO = tas_flavor(topo="tas-two-level")
+MAIN = _cq("tas-default").obj()
+
+
+def _simple(nodes, flavors, cq, *workloads, pods=(), topos=(SINGLE,)) -> Cluster:
+    return Cluster(list(nodes), list(topos), list(flavors), [cq], list(workloads), list(pods))
+
+
+SCHEDULE_FOR_TAS: dict[str, Case] = {
+    "workload which does not specify TAS annotation uses the only TAS flavor": Case(
+        _simple(SINGLE_NODE, [TAS, DEFAULT], _cq("tas-default", memory=None).obj(),
+                wl("foo", pset("one", 1, cpu="1"))),
+        want={"foo": {"one": [(("x1",), 1)]}},
+    ),
+    "workload requiring TAS skips the non-TAS flavor": Case(
+        _simple(SINGLE_NODE, [TAS, DEFAULT],
+                make_cq("tas-main").quota("default", cpu="50").quota("tas-default", cpu="50").obj(),
+                wl("foo", pset("one", 1, required=HOST, cpu="1"))),
+        want={"foo": {"one": [(("x1",), 1)]}},
+    ),
+    "workload which does not need TAS skips the TAS flavor": Case(
+        _simple(SINGLE_NODE, [TAS, DEFAULT],
+                make_cq("tas-main").quota("tas-default", cpu="50").quota("default", cpu="50").obj(),
+                wl("foo", pset("one", 1, cpu="1"))),
+        want={"foo": {"one": []}},
+    ),
+    "workload with mixed PodSets (requiring TAS and not)": Case(
+        _simple(SINGLE_NODE, [TAS, DEFAULT],
+                make_cq("tas-main").quota("tas-default", cpu="50").quota("default", cpu="50").obj(),
+                wl("foo", pset("launcher", 1, cpu="500m"),
+                   pset("worker", 1, required=HOST, cpu="500m"))),
+        want={"foo": {"launcher": [], "worker": [(("x1",), 1)]}},
+    ),
+    "workload required TAS gets scheduled": Case(
+        _simple(SINGLE_NODE, [TAS], MAIN, wl("foo", pset("one", 1, required=HOST, cpu="1"))),
+        want={"foo": {"one": [(("x1",), 1)]}},
+    ),
+    "workload requests topology level which is not present in topology": Case(
+        _simple(SINGLE_NODE, [TAS], MAIN,
+                wl("foo", pset("one", 1, required="cloud.com/non-existing", cpu="1"))),
+        want_pending={
+            "foo": 'couldn\'t assign flavors to pod set one: Flavor "tas-default" does not '
+            "contain the requested level"
+        },
+    ),
+    "workload requests topology level which is only present in second flavor": Case(
+        Cluster(
+            [node("x1", cpu="1", labels={"cloud.com/custom-level": "x1"})],
+            [SINGLE, topology("tas-custom-topology", "cloud.com/custom-level")],
+            [TAS, tas_flavor("tas-custom-flavor", "tas-custom-topology")],
+            [make_cq("tas-main").quota("tas-default", cpu="50")
+             .quota("tas-custom-flavor", cpu="50").obj()],
+            [wl("foo", pset("one", 1, required="cloud.com/custom-level", cpu="1"))],
+        ),
+        want={"foo": {"one": [(("x1",), 1)]}},
+    ),
+    "workload does not get scheduled as it does not fit within the node capacity": Case(
+        _simple(SINGLE_NODE, [TAS], MAIN, wl("foo", pset("one", 2, required=HOST, cpu="1"))),
+        want_pending={
+            "foo": 'couldn\'t assign flavors to pod set one: topology "tas-single-level" allows '
+            "to fit only 1 out of 2 pod(s)"
+        },
+    ),
+    "workload does not get scheduled as the node capacity is already used by another TAS workload":
+    Case(
+        _simple(SINGLE_NODE, [TAS], MAIN,
+                wl("foo", pset("one", 1, required=HOST, cpu="1")),
+                wl("bar-admitted", pset("one", 1, required=HOST, cpu="1"), held_in="tas-main",
+                   held=[Held("one", "tas-default", [(["x1"], 1)])])),
+        want_pending={
+            "foo": 'couldn\'t assign flavors to pod set one: topology "tas-single-level" doesn\'t '
+            "allow to fit any of 1 pod(s)"
+        },
+    ),
+    "workload does not get scheduled as the node capacity is already used by a non-TAS pod": Case(
+        _simple(SINGLE_NODE, [TAS], MAIN, wl("foo", pset("one", 1, required=HOST, cpu="1")),
+                pods=[pod("test-ns/test-pending", "x1", cpu="600m")]),
+        want_pending={
+            "foo": 'couldn\'t assign flavors to pod set one: topology "tas-single-level" doesn\'t '
+            "allow to fit any of 1 pod(s)"
+        },
+    ),
+    "workload does not get scheduled as node capacity is completely used by non-TAS pod": Case(
+        _simple([node("x1", cpu="1", memory="1Gi", pods=1)], [TAS], MAIN,
+                wl("foo", pset("one", 1, required=HOST, cpu="1")),
+                pods=[pod("test-ns/test-pending", "x1", cpu="1", memory="1Gi")]),
+        want_pending={
+            "foo": 'couldn\'t assign flavors to pod set one: topology "tas-single-level" doesn\'t '
+            "allow to fit any of 1 pod(s)"
+        },
+    ),
+    "workload gets admitted next to already admitted workload, multiple resources used": Case(
+        _simple(SINGLE_NODE, [TAS], MAIN,
+                wl("foo", pset("one", 1, required=HOST, cpu="500m", memory="500Mi")),
+                wl("bar-admitted", pset("one", 1, required=HOST, cpu="500m", memory="500Mi"),
+                   held_in="tas-main", held=[Held("one", "tas-default", [(["x1"], 1)])])),
+        want={"foo": {"one": [(("x1",), 1)]}},
+    ),
+    "workload with multiple PodSets requesting the same TAS flavor; multiple levels": Case(
+        _simple([node("x1", cpu="3", labels={RACK: "r1"}), node("y1", cpu="3", labels={RACK: "r1"})],
+                [TAS_TWO], _cq("tas-default", memory=None).obj(),
+                wl("foo", pset("launcher", 1, preferred=HOST, cpu="1"),
+                   pset("worker", 1, preferred=HOST, cpu="7")),
+                topos=(TWO,)),
+        want_pending={"foo": "couldn't assign flavors to pod set worker: topology"},
+    ),
+    "scheduling workload with multiple PodSets requesting TAS flavor and will succeed": Case(
+        _simple([node("x1", cpu="8", labels={RACK: "r1"}), node("y1", cpu="8", labels={RACK: "r1"})],
+                [TAS_TWO], _cq("tas-default", cpu="16", memory=None).obj(),
+                wl("foo", pset("launcher", 1, required=HOST, cpu="1"),
+                   pset("worker", 15, preferred=HOST, cpu="1")),
+                topos=(TWO,)),
+        want={"foo": {"launcher": [(("x1",), 1)], "worker": [(("x1",), 7), (("y1",), 8)]}},
+    ),
+    "scheduling workload with multiple PodSets requesting higher level topology": Case(
+        _simple([node("x1", cpu="8", labels={RACK: "r1"}), node("y1", cpu="8", labels={RACK: "r1"})],
+                [TAS_TWO], _cq("tas-default", cpu="16", memory=None).obj(),
+                wl("foo", pset("launcher", 1, required=RACK, cpu="1"),
+                   pset("worker", 15, required=RACK, cpu="1")),
+                topos=(TWO,)),
+        want={"foo": {"launcher": [(("x1",), 1)], "worker": [(("x1",), 7), (("y1",), 8)]}},
+    ),
+    "scheduling workload when the node for another admitted workload is deleted": Case(
+        _simple([node("y1", cpu="1")], [TAS], _cq("tas-default", memory=None).obj(),
+                wl("foo", pset("one", 1, preferred=HOST, cpu="1")),
+                wl("bar-admitted", pset("one", 1, required=HOST, cpu="1"), held_in="tas-main",
+                   held=[Held("one", "tas-default", [(["x1"], 1)])])),
+        want={"foo": {"one": [(("y1",), 1)]}},
+    ),
+    "scheduling workload on a tainted node when the toleration is on ResourceFlavor": Case(
+        _simple([node("x1", cpu="1", taints=[Taint("example.com/gpu", "present", "NoSchedule")])],
+                [tas_flavor(tolerations=[Toleration("example.com/gpu", "Exists")])],
+                _cq("tas-default", memory=None).obj(),
+                wl("foo", pset("one", 1, preferred=HOST, cpu="1"))),
+        want={"foo": {"one": [(("x1",), 1)]}},
+    ),
+    "does not admit workload when node does not match required affinity": Case(
+        _simple(SINGLE_NODE, [TAS], MAIN,
+                wl("foo", pset("one", 1, preferred=HOST, cpu="1",
+                               affinity=[SelectorRequirement("unused-key", "In", ("value",))]))),
+        want_pending={"foo": "couldn't assign flavors to pod set one: topology"},
+    ),
+    "admits workload when node matches required affinity": Case(
+        _simple([node("x1", cpu="1", memory="1Gi", labels={"expected-label": "expected-value"})],
+                [TAS], MAIN,
+                wl("foo", pset("one", 1, preferred=HOST, cpu="1", affinity=[
+                    SelectorRequirement("expected-label", "In", ("expected-value",))]))),
+        want={"foo": {"one": [(("x1",), 1)]}},
+    ),
+    "admits workload when nodes are partially empty; unconstrained": Case(
+        _simple(ZERO_CAPACITY, [TAS_TWO], MAIN,
+                wl("foo", pset("one", 2, unconstrained=True, cpu="1")), topos=(TWO,)),
+        want={"foo": {"one": [(("x2",), 1), (("x3",), 1)]}},
+    ),
+    "admits workload when nodes are partially empty; preferred": Case(
+        _simple(ZERO_CAPACITY, [TAS_TWO], MAIN,
+                wl("foo", pset("one", 2, preferred=RACK, cpu="1")), topos=(TWO,)),
+        want={"foo": {"one": [(("x2",), 1), (("x3",), 1)]}},
+    ),
+    "admits workload when nodes are partially empty; required": Case(
+        _simple(ZERO_CAPACITY, [TAS_TWO], MAIN,
+                wl("foo", pset("one", 2, required=RACK, cpu="1")), topos=(TWO,)),
+        want={"foo": {"one": [(("x2",), 1), (("x3",), 1)]}},
+    ),
+    "workload does not get scheduled as the node capacity (.status.allocatable['pods']) is "
+    "already used by non-TAS and TAS workloads": Case(
+        _simple([node("x1", cpu="1000m", pods=3)], [TAS], MAIN,
+                wl("foo", pset("one", 1, required=HOST, cpu="300m")),
+                wl("bar-admitted", pset("one", 2, required=HOST, cpu="150m"), held_in="tas-main",
+                   held=[Held("one", "tas-default", [(["x1"], 2)])]),
+                pods=[pod("test-ns/test-running", "x1", cpu="300m")]),
+        want_pending={
+            "foo": 'couldn\'t assign flavors to pod set one: topology "tas-single-level" doesn\'t '
+            "allow to fit any of 1 pod(s)"
+        },
+    ),
+    "TAS workload gets scheduled as trimmed by partial admission": Case(
+        _simple(SINGLE_NODE, [TAS], MAIN,
+                wl("foo", pset("one", 5, min_count=1, required=HOST, cpu="1"))),
+        want={"foo": {"one": [(("x1",), 1)]}},
+    ),
+    "workload with a PodSet of size zero": Case(
+        _simple([node("x1", cpu="3", labels={RACK: "r1"})], [TAS_TWO], MAIN,
+                wl("foo", pset("launcher", 1, preferred=HOST, cpu="1"),
+                   pset("worker", 0, preferred=HOST, cpu="1")),
+                topos=(TWO,)),
+        want={"foo": {"launcher": [(("x1",), 1)], "worker": []}},
+    ),
+    "workload with zero value request gets scheduled": Case(
+        _simple(SINGLE_NODE, [TAS], MAIN,
+                wl("foo", pset("one", 1, cpu="0", memory="10Mi"))),
+        want={"foo": {"one": [(("x1",), 1)]}},
+    ),
+}
+
+TWO_NODES = [node("x1", cpu="5", memory="5Gi"), node("y1", cpu="5", memory="5Gi")]
+MAIN_PREEMPT = make_cq("tas-main").quota("tas-default", cpu="50", memory="50Gi").preemption(
+    within="LowerPriority"
+).obj()
+
+SCHEDULE_FOR_TAS_PREEMPTION: dict[str, Case] = {
+    "only low priority workload is preempted": Case(
+        _simple([node("x1", cpu="5", memory="5Gi")], [TAS], MAIN_PREEMPT,
+                wl("foo", pset("one", 1, preferred=HOST, cpu="2"), priority=3),
+                wl("low-priority-admitted", pset("one", 1, required=HOST, cpu="5"), priority=1,
+                   held_in="tas-main", held=[Held("one", "tas-default", [(["x1"], 1)])])),
+        want_pending={
+            "foo": 'couldn\'t assign flavors to pod set one: topology "tas-single-level" doesn\'t '
+            "allow to fit any of 1 pod(s)"
+        },
+        want_preempted={"low-priority-admitted"},
+    ),
+    "With pods count usage pressure on nodes: only low priority workload is preempted": Case(
+        _simple([node("x1", cpu="5", memory="5Gi", pods=1)], [TAS], MAIN_PREEMPT,
+                wl("high-priority-waiting", pset("one", 1, preferred=HOST, cpu="2"), priority=3),
+                wl("low-priority-admitted", pset("one", 1, required=HOST, cpu="5"), priority=1,
+                   held_in="tas-main", held=[Held("one", "tas-default", [(["x1"], 1)])])),
+        want_preempted={"low-priority-admitted"},
+    ),
+    "low priority workload is preempted, mid-priority workload survives": Case(
+        _simple([node("x1", cpu="5", memory="5Gi")], [TAS], MAIN_PREEMPT,
+                wl("foo", pset("one", 1, preferred=HOST, cpu="2"), priority=3),
+                wl("low-priority-admitted", pset("one", 1, required=HOST, cpu="2"), priority=1,
+                   held_in="tas-main", held=[Held("one", "tas-default", [(["x1"], 1)])]),
+                wl("mid-priority-admitted", pset("one", 1, required=HOST, cpu="2"), priority=2,
+                   held_in="tas-main", held=[Held("one", "tas-default", [(["x1"], 1)])])),
+        want_preempted={"low-priority-admitted"},
+    ),
+    "low priority workload is preempted even though there is enough capacity, but fragmented":
+    Case(
+        _simple(TWO_NODES, [TAS], MAIN_PREEMPT,
+                wl("foo", pset("one", 2, required=HOST, cpu="1"), priority=3),
+                wl("mid-priority-admitted", pset("one", 1, required=HOST, cpu="4"), priority=2,
+                   held_in="tas-main", held=[Held("one", "tas-default", [(["x1"], 1)])]),
+                wl("low-priority-admitted", pset("one", 1, required=HOST, cpu="4"), priority=1,
+                   held_in="tas-main", held=[Held("one", "tas-default", [(["y1"], 1)])])),
+        want_pending={
+            "foo": 'couldn\'t assign flavors to pod set one: topology "tas-single-level" allows '
+            "to fit only 1 out of 2 pod(s)"
+        },
+        want_preempted={"low-priority-admitted"},
+    ),
+    "workload with equal priority awaits for other workloads to complete": Case(
+        _simple([node("x1", cpu="5", memory="5Gi")], [TAS], MAIN_PREEMPT,
+                wl("low-priority-which-would-fit", pset("one", 1, required=HOST, cpu="1"),
+                   priority=1),
+                wl("mid-priority-waiting", pset("one", 2, required=HOST, cpu="1"), priority=2),
+                wl("mid-priority-admitted", pset("one", 1, required=HOST, cpu="4"), priority=2,
+                   held_in="tas-main", held=[Held("one", "tas-default", [(["x1"], 1)])])),
+        want_pending={"mid-priority-waiting": "couldn't assign flavors to pod set one: topology"},
+    ),
+}
+
+
+def _cohort_cq(name: str, *, within: str = "Never") -> object:
+    return make_cq(name).cohort("tas-cohort-main").quota(
+        "tas-default", cpu="4", memory="4Gi"
+    ).preemption(within=within, reclaim="Any").obj()
+
+
+COHORT_NODES = [node("x1", cpu="3", memory="5Gi"), node("y1", cpu="5", memory="3Gi")]
+CQ_A = _cohort_cq("tas-cq-a", within="LowerPriority")
+CQ_B = _cohort_cq("tas-cq-b")
+CQ_C = _cohort_cq("tas-cq-c")
+LQS = [make_lq("tas-lq-a", "tas-cq-a"), make_lq("tas-lq-b", "tas-cq-b"),
+       make_lq("tas-lq-c", "tas-cq-c")]
+
+
+def _no_borrowing_cq(within: str, reclaim: str) -> object:
+    return make_cq("tas-cq-a").cohort("tas-cohort-main").quota(
+        "tas-default", cpu="8", memory="4Gi", borrowing_limit="0"
+    ).preemption(within=within, reclaim=reclaim).obj()
+
+
+def _cohort(cqs: list[object], *workloads: object) -> Cluster:
+    return Cluster(COHORT_NODES, [SINGLE], [TAS], cqs, list(workloads), lqs=LQS)  # type: ignore[arg-type]
+
+
+SCHEDULE_FOR_TAS_COHORTS: dict[str, Case] = {
+    "workload which requires borrowing gets scheduled": Case(
+        _cohort([CQ_A, CQ_B], wl("a1", pset("one", 6, preferred=HOST, cpu="1"), queue="tas-lq-a")),
+        want={"a1": {"one": [(("x1",), 1), (("y1",), 5)]}},
+    ),
+    "reclaim within cohort; single borrowing workload gets preempted": Case(
+        _cohort([CQ_A, CQ_B],
+                wl("a1-admitted", pset("one", 5, required=HOST, cpu="1"), queue="tas-lq-a",
+                   held_in="tas-cq-a", held=[Held("one", "tas-default", [(["x1"], 5)])]),
+                wl("b1", pset("one", 4, preferred=HOST, cpu="1"), queue="tas-lq-b")),
+        want_pending={
+            "b1": "couldn't assign flavors to pod set one: insufficient unused quota for cpu in "
+            "flavor tas-default, 1 more needed"
+        },
+        want_preempted={"a1-admitted"},
+    ),
+    "two small workloads considered; both get scheduled on different nodes": Case(
+        _cohort([CQ_A, CQ_B],
+                wl("a1", pset("one", 1, preferred=HOST, cpu="5"), queue="tas-lq-a", priority=2),
+                wl("b1", pset("one", 1, preferred=HOST, memory="5"), queue="tas-lq-b",
+                   priority=1)),
+        want={"a1": {"one": [(("y1",), 1)]}, "b1": {"one": [(("x1",), 1)]}},
+    ),
+    "two small workloads considered; both get scheduled on the same node": Case(
+        _cohort([CQ_A, CQ_B],
+                wl("a1", pset("one", 1, preferred=HOST, cpu="1"), queue="tas-lq-a", priority=2),
+                wl("b1", pset("one", 2, preferred=HOST, cpu="1"), queue="tas-lq-b", priority=1)),
+        want={"a1": {"one": [(("x1",), 1)]}, "b1": {"one": [(("x1",), 2)]}},
+    ),
+    "two small workloads considered; there is only space for one of them on the initial node; "
+    "TASRecomputeAssignmentWithinSchedulingCycle enabled": Case(
+        _cohort([CQ_A, CQ_B],
+                wl("a1", pset("one", 1, preferred=HOST, cpu="1"), queue="tas-lq-a", priority=2),
+                wl("b1", pset("one", 3, preferred=HOST, cpu="1"), queue="tas-lq-b", priority=1)),
+        want={"a1": {"one": [(("x1",), 1)]}, "b1": {"one": [(("y1",), 3)]}},
+    ),
+    "preempting workload with targets reserves capacity so that lower priority workload cannot "
+    "use it; TASRecomputeAssignmentWithinSchedulingCycle enabled": Case(
+        Cluster([node("y1", cpu="5", memory="3Gi")], [SINGLE], [TAS],
+                [_no_borrowing_cq("LowerPriority", "Any"), CQ_B],
+                [wl("a1-admitted", pset("one", 2, required=HOST, cpu="1"), queue="tas-lq-a",
+                    priority=1, held_in="tas-cq-a",
+                    held=[Held("one", "tas-default", [(["y1"], 2)])]),
+                 wl("a2", pset("one", 4, preferred=HOST, cpu="1"), queue="tas-lq-a", priority=2),
+                 wl("b1", pset("one", 3, preferred=HOST, cpu="1"), queue="tas-lq-b", priority=1)],
+                lqs=LQS),
+        want_pending={
+            "a2": 'couldn\'t assign flavors to pod set one: topology "tas-single-level" allows '
+            "to fit only 3 out of 4 pod(s)",
+        },
+        # Kueue: "doesn't allow to fit any of 3 pod(s)". kqueue's cycle counts the victims of
+        # earlier heads as gone when it re-checks later heads, so y1 has 1 pod of room left
+        # after a2's reservation instead of none: the same outcome, other numbers.
+        want_pending_contains={
+            "b1": 'topology "tas-single-level" allows to fit only 1 out of 3 pod(s)',
+        },
+        want_preempted={"a1-admitted"},
+    ),
+    "preempting workload without targets reserves capacity so that lower priority workload "
+    "cannot use it; TASRecomputeAssignmentWithinSchedulingCycle enabled": Case(
+        Cluster([node("y1", cpu="5", memory="3Gi")], [SINGLE], [TAS],
+                [_no_borrowing_cq("LowerPriority", "LowerPriority"), CQ_B],
+                [wl("a1-admitted", pset("one", 2, required=HOST, cpu="1"), queue="tas-lq-a",
+                    priority=2, held_in="tas-cq-a",
+                    held=[Held("one", "tas-default", [(["y1"], 2)])]),
+                 wl("a2", pset("one", 4, preferred=HOST, cpu="1"), queue="tas-lq-a", priority=2),
+                 wl("b1", pset("one", 3, preferred=HOST, cpu="1"), queue="tas-lq-b", priority=1)],
+                lqs=LQS),
+        want_pending={
+            "a2": 'couldn\'t assign flavors to pod set one: topology "tas-single-level" allows '
+            "to fit only 3 out of 4 pod(s)",
+        },
+        want_pending_contains={
+            "b1": 'topology "tas-single-level" doesn\'t allow to fit any of 3 pod(s)',
+        },
+    ),
+    "two workloads considered; both overlapping in the initial flavor assignment; "
+    "TASRecomputeAssignmentWithinSchedulingCycle enabled": Case(
+        _cohort([CQ_A, CQ_B],
+                wl("a1", pset("one", 1, preferred=HOST, cpu="2"), queue="tas-lq-a", priority=2),
+                wl("b1", pset("one", 1, preferred=HOST, cpu="2"), queue="tas-lq-b", priority=1)),
+        want={"a1": {"one": [(("x1",), 1)]}, "b1": {"one": [(("y1",), 1)]}},
+    ),
+    "two workloads considered; there is enough space only for the first": Case(
+        _cohort([CQ_A, CQ_B],
+                wl("a1", pset("one", 5, preferred=HOST, cpu="1"), queue="tas-lq-a", priority=2),
+                wl("b1", pset("one", 5, preferred=HOST, cpu="1"), queue="tas-lq-b", priority=1)),
+        want={"a1": {"one": [(("y1",), 5)]}},
+        want_pending={"b1": "Workload no longer fits after processing another workload"},
+    ),
+}
+
+
+def _check(case: Case) -> None:
+    result = run(case.cluster)
+    got = placements(result)
+    assert got == case.want
+    pending = {p.workload.split("/", 1)[1]: p.message for p in result.pending}
+    for name, prefix in case.want_pending.items():
+        assert name in pending, f"{name} not pending: {sorted(pending)}"
+        assert pending[name].startswith(prefix), pending[name]
+    for name, part in case.want_pending_contains.items():
+        assert name in pending, f"{name} not pending: {sorted(pending)}"
+        assert part in pending[name], pending[name]
+    assert {p.victim.split("/", 1)[1] for p in result.preempted} == case.want_preempted
+
+
+@pytest.mark.parametrize("name", sorted(SCHEDULE_FOR_TAS))
+def test_schedule_for_tas(name: str) -> None:
+    _check(SCHEDULE_FOR_TAS[name])
+
+
+@pytest.mark.parametrize("name", sorted(SCHEDULE_FOR_TAS_PREEMPTION))
+def test_schedule_for_tas_preemption(name: str) -> None:
+    _check(SCHEDULE_FOR_TAS_PREEMPTION[name])
+
+
+@pytest.mark.parametrize("name", sorted(SCHEDULE_FOR_TAS_COHORTS))
+def test_schedule_for_tas_cohorts(name: str) -> None:
+    _check(SCHEDULE_FOR_TAS_COHORTS[name])
