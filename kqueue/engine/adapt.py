@@ -118,7 +118,7 @@ def _topology_assignment(ta: ApiTopologyAssignment | None) -> t.TopologyAssignme
     )
 
 
-def _amounts(raw: Any) -> dict[t.ResourceName, int]:
+def _node_amounts(raw: Any) -> dict[t.ResourceName, int]:
     out: dict[t.ResourceName, int] = {}
     for name, value in (raw or {}).items() if isinstance(raw, Mapping) else ():
         try:
@@ -146,7 +146,7 @@ def node(doc: Mapping[str, Any]) -> Node:
     return Node(
         name=str(meta.get("name", "")),
         labels=dict(meta.get("labels") or {}),
-        allocatable=_amounts(status.get("allocatable")),
+        allocatable=_node_amounts(status.get("allocatable")),
         taints=taints,
         ready=ready,
         unschedulable=bool(spec.get("unschedulable")),

@@ -106,11 +106,11 @@ def test_strict_fails_listing_every_dropped_field() -> None:
     assert res.exit_code == 2
     assert res.stdout == ""
     lines = [line.strip() for line in res.stderr.splitlines()]
-    # fairSharing (weight) carries over now that kqueue has fair sharing.
-    assert lines[0] == "Error: --strict: 2 field(s) or document(s) would be dropped:"
+    # fairSharing (ClusterQueue and LocalQueue weights) carries over now that kqueue has fair
+    # sharing and admission fair sharing; admission checks do not.
+    assert lines[0] == "Error: --strict: 1 field(s) or document(s) would be dropped:"
     assert [line.split("): ", 1)[1].split(":")[0] for line in lines[1:]] == [
         "spec.admissionChecksStrategy",
-        "spec.fairSharing",
     ]
     assert lines[1].startswith("<stdin>: document 1 (ClusterQueue team-a): ")
 

@@ -116,7 +116,7 @@ def pset(
         dict(selector or {}),
         None if affinity is None else (tuple(affinity),),
         tuple(tolerations),
-        tr,
+        topology=tr,
     )
 
 
