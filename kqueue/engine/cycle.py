@@ -122,6 +122,8 @@ class CycleResult:
     # skipped because another head of the cycle took the same resources (Kueue's
     # admission_cycle_preemption_skips); 0 for a queue with none skipped.
     preemption_skips: tuple[tuple[ClusterQueueName, int], ...] = ()
+    # How many cycles this result stands for (Engine.schedule may run several, batch.py).
+    cycles: int = 1
 
     def is_empty(self) -> bool:
         return not (self.admitted or self.preempted or self.evicted or self.pending)
