@@ -362,7 +362,10 @@ def run_cycle(
         if e.status != Status.NOT_NOMINATED and e.requeue_reason == RequeueReason.GENERIC:
             e.requeue_reason = RequeueReason.FAILED_AFTER_NOMINATION
         more_flavors = scan.record(cache, e)
-        active_again = queues.requeue(e.info, e.cluster_queue, e.requeue_reason)
+        # A head with flavors left to try has no final verdict: its equivalents stay queued.
+        active_again = queues.requeue(
+            e.info, e.cluster_queue, e.requeue_reason, equivalents=not more_flavors
+        )
         if not active_again and more_flavors and e.cluster_queue in queues.queues:
             # Kueue: a head with flavors left to try goes back at once (PendingFlavors).
             active_again = queues.queues[e.cluster_queue].queue_inadmissible({e.info.key}) > 0

@@ -514,6 +514,10 @@ class Engine:
                     position_in_cluster_queue=in_cq, position_in_local_queue=in_lq,
                 )
         last = self._last_pending.get(key)
+        if last is None and cq is not None and cq in self.queues.queues:
+            # Parked with its equivalence class: the verdict of the head that parked it.
+            head = self.queues.queues[cq].parked_by(key)
+            last = self._last_pending.get(head) if head is not None else None
         if last is not None:
             return replace(
                 last.details, position_in_cluster_queue=in_cq, position_in_local_queue=in_lq
