@@ -9,9 +9,11 @@ from datetime import datetime
 import pytest
 
 from kqueue.engine.engine import Engine
-from kqueue.engine.types import PendingReason, WorkloadKey
+from kqueue.engine.types import ClusterQueueName, PendingReason, WorkloadKey
 
 from .builders import make_cq, make_flavor, make_lq, make_workload, t
+
+CQ = ClusterQueueName("cq")
 
 
 def _engine(cpu: str = "4", *, strict: bool = False) -> Engine:
@@ -49,7 +51,7 @@ def test_10000_identical_pending_workloads_cost_about_one_evaluation() -> None:
     heads, admitted = _run(engine, t(20_000))
     assert admitted == []
     assert heads == 1  # the first head did not fit; the 9,999 behind it were parked with it
-    assert engine.pending_counts("cq") == (0, 10_000)
+    assert engine.pending_counts(CQ) == (0, 10_000)
     # Every one of them reports the verdict, with the numbers.
     details = engine.explain(_key(9_999))
     assert details is not None and details.reason == PendingReason.WAITING_FOR_QUOTA
@@ -63,7 +65,7 @@ def test_10000_identical_pending_workloads_cost_about_one_evaluation() -> None:
     heads, admitted = _run(engine, t(30_002))
     assert admitted == [_key(0), _key(1)]
     assert heads == 3
-    assert engine.pending_counts("cq") == (0, 9_999)
+    assert engine.pending_counts(CQ) == (0, 9_999)
 
 
 def test_different_workloads_are_each_evaluated() -> None:
@@ -76,7 +78,7 @@ def test_different_workloads_are_each_evaluated() -> None:
     heads, _ = _run(engine, t(10))
     # w2 (priority 1) first, then w0 parks w3 with it, then w1 (other request): 3 evaluations.
     assert heads == 3
-    assert engine.pending_counts("cq") == (0, 4)
+    assert engine.pending_counts(CQ) == (0, 4)
 
 
 def test_strict_fifo_keeps_evaluating_its_head() -> None:
@@ -87,7 +89,7 @@ def test_strict_fifo_keeps_evaluating_its_head() -> None:
     result = engine.schedule(t(200))
     assert result.heads == 1
     # StrictFIFO: the head stays at the head, nothing is parked behind it.
-    assert engine.pending_counts("cq") == (100, 0)
+    assert engine.pending_counts(CQ) == (100, 0)
 
 
 @pytest.mark.parametrize(
