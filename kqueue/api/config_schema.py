@@ -112,7 +112,7 @@ def _selector_values(schema: JsonSchema) -> JsonSchema:
 
 
 def _burst_with_qps(schema: JsonSchema) -> JsonSchema:
-    # qps defaults to 50, so burst must be >= 1 unless qps is given and <= 0.
+    # qps defaults to 300, so burst must be >= 1 unless qps is given and <= 0.
     return _with(
         schema,
         {
