@@ -235,7 +235,9 @@ def run_kqueue(scale: float, qps: int, burst: int, out: Path, timeout: int) -> d
     with out.with_suffix(".log").open("w") as log:
         proc = subprocess.run(
             [
+                # Nobody scrapes minimalkueue's metrics during Kueue's runs either.
                 sys.executable, str(ROOT / "bench/e2e_workloads.py"), "--apiserver-only",
+                "--no-metrics-scrape",
                 f"--scale={scale}", f"--qps={qps}", f"--burst={burst}",
                 f"--timeout={timeout}", f"--out={out}",
             ],
