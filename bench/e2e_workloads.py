@@ -27,6 +27,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import itertools
 import json
 import os
 import re
@@ -191,6 +192,58 @@ class Record:
     finished: float | None = None
     evictions: int = 0
     finish_task: asyncio.Task[None] | None = None
+    # Kueue's runner's definition: creationTimestamp to the Admitted condition's
+    # lastTransitionTime (epoch seconds), at the first admission seen.
+    kueue_time_to_admission: float | None = None
+
+
+def parse_time(value: str | None) -> float | None:
+    if not value:
+        return None
+    return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
+
+
+def cpu_milli(value: str | int | float | None) -> int:
+    """A cpu quantity ("20", "500m", 1.5) in millicores."""
+    if value is None:
+        return 0
+    text = str(value)
+    if text.endswith("m"):
+        return int(text[:-1])
+    return round(float(text) * 1000)
+
+
+@dataclass
+class CQEvent:
+    t: float  # monotonic seconds, when the runner saw it
+    usage: int  # status.flavorsUsage[0].resources[0].total, millicores
+    nominal: int  # spec.resourceGroups[0].flavors[0].resources[0].nominalQuota, millicores
+    pending: int
+    reserving: int
+
+
+def kueue_usage(events: dict[str, list[CQEvent]]) -> dict[str, Any]:
+    """Kueue's runner's ClusterQueue usage (recorder.go): per ClusterQueue, the usage of each
+    status seen integrated until the next one; summed over the class, over the class's nominal
+    quota times (last - first status event of the class)."""
+    used = 0.0
+    nominal = 0
+    first = min((e[0].t for e in events.values() if e), default=0.0)
+    last = max((e[-1].t for e in events.values() if e), default=0.0)
+    for evs in events.values():
+        if not evs:
+            continue
+        nominal += evs[-1].nominal
+        for a, b in itertools.pairwise(evs):
+            used += a.usage * (b.t - a.t)
+    span = last - first
+    average = used / span if span > 0 else 0.0
+    return {
+        "usagePercent": round(100 * average / nominal, 2) if nominal else None,
+        "averageCpuMilli": round(average),
+        "nominalQuotaMilli": nominal,
+        "monitoringSeconds": round(span, 2),
+    }
 
 
 @dataclass
@@ -292,6 +345,13 @@ class Runner:
         if admitted and r.admitted_at is None and r.finish_task is None:
             if r.admitted_first is None:
                 r.admitted_first = now
+                created = parse_time(meta.get("creationTimestamp"))
+                admitted_cond = next(
+                    x for x in wl["status"]["conditions"] if x["type"] == c.ADMITTED
+                )
+                at = parse_time(admitted_cond.get("lastTransitionTime"))
+                if created is not None and at is not None and at >= created:
+                    r.kueue_time_to_admission = at - created
             r.admitted_at = now
             r.finish_task = asyncio.create_task(self._finish_after(r, r.run_time))
         elif not admitted and r.finish_task is not None:
@@ -301,12 +361,35 @@ class Runner:
             r.evictions += 1
             self._release(r, now)
 
-    async def watch(self, resource_version: str) -> None:
+    cq_events: dict[str, list[CQEvent]] = field(default_factory=dict)
+    cqs_idle: asyncio.Event = field(default_factory=asyncio.Event)
+
+    def observe_cq(self, cq: Obj) -> None:
+        status = cq.get("status") or {}
+        usage = status.get("flavorsUsage") or []
+        groups = cq["spec"].get("resourceGroups") or []
+        ev = CQEvent(
+            t=time.monotonic(),
+            usage=cpu_milli(usage[0]["resources"][0]["total"]) if usage and usage[0].get("resources") else 0,
+            nominal=cpu_milli(groups[0]["flavors"][0]["resources"][0]["nominalQuota"]) if groups else 0,
+            pending=int(status.get("pendingWorkloads") or 0),
+            reserving=int(status.get("reservingWorkloads") or 0),
+        )
+        self.cq_events.setdefault(cq["metadata"]["name"], []).append(ev)
+        if self.done.is_set() and all(
+            e and not e[-1].pending and not e[-1].reserving and not e[-1].usage
+            for e in self.cq_events.values()
+        ):
+            self.cqs_idle.set()
+
+    async def watch(
+        self, resource_version: str, resource: Resource = WORKLOADS, cq: bool = False
+    ) -> None:
         rv = resource_version
-        while not self.done.is_set():
+        while not (self.cqs_idle.is_set() if cq else self.done.is_set()):
             self.requests += 1
             response: aiohttp.ClientResponse = await self.kube.api.call_api(
-                WORKLOADS.collection_path(None),
+                resource.collection_path(None),
                 "GET",
                 query_params=[
                     ("watch", "1"),
@@ -329,7 +412,10 @@ class Runner:
                         raise RuntimeError(f"watch error: {obj}")
                     rv = obj.get("metadata", {}).get("resourceVersion", rv)
                     if ev.get("type") in ("ADDED", "MODIFIED"):
-                        self.observe(obj)
+                        if cq:
+                            self.observe_cq(obj)
+                        else:
+                            self.observe(obj)
 
 
 async def profile(pid: int, seconds: float, delay: float, out: Path) -> None:
@@ -404,12 +490,20 @@ def kqueue_admitted_total(kq: KqueueProcess) -> float:
 
 
 async def sample_loop(
-    kq: KqueueProcess, runner: Runner, series: list[dict[str, float]], period: float = 1.0
+    kq: KqueueProcess,
+    runner: Runner,
+    series: list[dict[str, float]],
+    period: float = 1.0,
+    scrape_metrics: bool = True,
 ) -> None:
     assert kq.proc is not None
     pid = kq.proc.pid
     while True:
-        admitted = await asyncio.to_thread(kqueue_admitted_total, kq)
+        # Rendering /metrics costs the controller CPU (15% of its samples at one scrape a
+        # second): a run compared with a controller nobody scrapes skips it.
+        admitted = (
+            await asyncio.to_thread(kqueue_admitted_total, kq) if scrape_metrics else float("nan")
+        )
         rss, _ = proc_memory(pid)
         series.append(
             {
@@ -436,6 +530,10 @@ async def bench(args: argparse.Namespace, cluster: LocalCluster, work: Path) -> 
     classes = {k.name: k for k in shape.classes}
 
     work.mkdir(parents=True, exist_ok=True)  # noqa: ASYNC240 (setup, before timing)
+    if args.apiserver_only:
+        # As Kueue's runner's envtest: etcd and kube-apiserver, nothing else talking to it.
+        for name in ("kwok", "kube-scheduler", "kube-controller-manager"):
+            await asyncio.to_thread(cluster.stop_component, name)
     install_crds(cluster)
     kq = BenchKqueue(cluster, work, qps=args.qps, burst=args.burst)
     kq.setup()
@@ -482,8 +580,14 @@ async def bench(args: argparse.Namespace, cluster: LocalCluster, work: Path) -> 
         else None
     )
     series: list[dict[str, float]] = []
+    cq_rv = (await kube.request("GET", CLUSTER_QUEUES.collection_path(None)))[1]["metadata"][
+        "resourceVersion"
+    ]
+    cq_watch = asyncio.create_task(runner.watch(cq_rv, CLUSTER_QUEUES, cq=True))
     watch = asyncio.create_task(runner.watch(listed_rv))
-    sampler = asyncio.create_task(sample_loop(kq, runner, series))
+    sampler = asyncio.create_task(
+        sample_loop(kq, runner, series, scrape_metrics=not args.no_metrics_scrape)
+    )
     creating = asyncio.create_task(runner.create_all(args.workers))
     timed_out = False
     try:
@@ -491,6 +595,13 @@ async def bench(args: argparse.Namespace, cluster: LocalCluster, work: Path) -> 
     except TimeoutError:
         timed_out = True
     wall = runner.now()
+    # Kueue's recorder ends once no ClusterQueue has pending or reserving workloads: the last
+    # status events (usage back to 0) count in its monitoring time.
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(runner.cqs_idle.wait(), timeout=30)
+    cq_watch.cancel()
+    with contextlib.suppress(asyncio.CancelledError, Exception):
+        await cq_watch
     await creating if creating.done() else creating.cancel()
     for t in (watch, sampler):
         t.cancel()
@@ -540,6 +651,15 @@ async def bench(args: argparse.Namespace, cluster: LocalCluster, work: Path) -> 
             "averageTimeToAdmissionSeconds": round(sum(waits) / len(waits), 2) if waits else None,
             "averageCreateLagSeconds": round(sum(lag) / len(lag), 2) if lag else None,
         }
+    kueue_classes: dict[str, Any] = {}
+    for name in classes:
+        recs = [r for r in records.values() if r.klass == name]
+        times = [r.kueue_time_to_admission for r in recs if r.kueue_time_to_admission is not None]
+        kueue_classes[name] = {
+            "count": len(recs),
+            "evictions": sum(r.evictions for r in recs),
+            "averageTimeToAdmissionSeconds": round(sum(times) / len(times), 2) if times else None,
+        }
     nominal = float(shape.nominal_quota)
     usage = {
         ns: 100 * held / (nominal * wall) for ns, held in runner.held.items()
@@ -559,6 +679,11 @@ async def bench(args: argparse.Namespace, cluster: LocalCluster, work: Path) -> 
         "createErrors": runner.create_errors,
         "finishErrors": runner.finish_errors,
         "classes": per_class,
+        "kueueDefinitions": {
+            "clusterQueueUsage": kueue_usage(runner.cq_events),
+            "classes": kueue_classes,
+        },
+        "apiserverOnly": args.apiserver_only,
         "minClusterQueueUsagePercent": round(min(usage.values(), default=0.0), 2),
         "clusterQueueUsagePercent": round(sum(usage.values()) / max(len(usage), 1), 2),
         "apiserverRequests": {
@@ -594,6 +719,14 @@ def main() -> None:
         "--profile-delay", type=float, default=0, help="start the profile this far in (s)"
     )
     parser.add_argument("--profile-out", type=Path, default=Path("bench/results/profile.txt"))
+    parser.add_argument(
+        "--apiserver-only", action="store_true",
+        help="stop kube-controller-manager, kube-scheduler and kwok (as Kueue's envtest runner)",
+    )
+    parser.add_argument(
+        "--no-metrics-scrape", action="store_true",
+        help="do not read the controller's /metrics during the run (only once at the end)",
+    )
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args()
 

@@ -296,11 +296,12 @@ class LeaderElection(_Model):
 
 
 class ClientConnection(_Model):
-    qps: int = 50
-    """Sustained requests per second to the API server; 0 or negative disables client-side
-    throttling."""
-    burst: int = 100
-    """Requests allowed above ``qps`` in a burst."""
+    qps: int = 300
+    """Sustained requests per second to the API server, per resource type (Workloads,
+    ClusterQueues, Events, Pods... each get their own, as in Kueue's controller-runtime
+    clients); 0 or negative disables client-side throttling. Kueue v0.19's default."""
+    burst: int = 500
+    """Requests allowed above ``qps`` in a burst, per resource type. Kueue v0.19's default."""
 
     @model_validator(mode="after")
     def _check_burst(self) -> ClientConnection:

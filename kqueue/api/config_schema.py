@@ -136,7 +136,7 @@ def _non_negative_duration(schema: JsonSchema) -> JsonSchema:
 
 
 def _burst_with_qps(schema: JsonSchema) -> JsonSchema:
-    # qps defaults to 50, so burst must be >= 1 unless qps is given and <= 0.
+    # qps defaults to 300, so burst must be >= 1 unless qps is given and <= 0.
     return _with(
         schema,
         {

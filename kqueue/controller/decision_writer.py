@@ -149,6 +149,10 @@ class DecisionWriter:
         """Wait until no admission or eviction is being written."""
         await self._no_decisions.wait()
 
+    def free_room(self) -> int:
+        """How many more decision writes may be started before :meth:`room` would wait."""
+        return max(0, _MAX_QUEUED_DECISIONS - len(self.decisions))
+
     async def room(self) -> None:
         """Wait while too many decision writes are queued: cycles run ahead only so far."""
         while len(self.decisions) >= _MAX_QUEUED_DECISIONS:

@@ -24,6 +24,7 @@ from typing import Any, Final, Literal
 from kqueue.api.v1alpha1 import Workload
 from kqueue.api.v1alpha1 import constants as c
 from kqueue.controller.kube import Kube, KubeError
+from kqueue.controller.ratelimit import background
 from kqueue.controller.resources import EVENTS
 
 logger = logging.getLogger(__name__)
@@ -118,7 +119,12 @@ class EventRecorder:
                 self._dropped_unreported = 0
 
     async def run(self) -> None:
-        """Post queued events until cancelled (run it under a Supervisor)."""
+        """Post queued events until cancelled (run it under a Supervisor), in the client's
+        background lane: an event never goes ahead of a decision."""
+        with background():
+            await self._run()
+
+    async def _run(self) -> None:
         while True:
             event = await self._queue.get()
             try:

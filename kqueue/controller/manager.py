@@ -54,6 +54,7 @@ from kqueue.controller.integrations.release import PodReleaser
 from kqueue.controller.kube import Kube
 from kqueue.controller.leader import LeaderElector
 from kqueue.controller.metrics import Metrics, Probes, health_app, serve_app
+from kqueue.controller.ratelimit import background
 from kqueue.controller.readiness import BY_ANY_OWNER, ReadinessWatcher, any_owner_uids
 from kqueue.controller.resources import (
     CLUSTER_QUEUES,
@@ -788,9 +789,11 @@ class Manager:
         try:
             async with asyncio.TaskGroup() as tasks:
                 tasks.create_task(self.scheduler.run(), name="scheduler")
-                tasks.create_task(
-                    run_workers(self.status_queue, self.status, workers=2), name="queue-status"
-                )
+                with background():  # queue status: the client's background lane
+                    tasks.create_task(
+                        run_workers(self.status_queue, self.status, workers=2),
+                        name="queue-status",
+                    )
                 for name, queue in self.job_queues.items():
                     tasks.create_task(
                         run_workers(queue, self.job_reconcilers[name], workers=8),

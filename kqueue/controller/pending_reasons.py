@@ -30,7 +30,7 @@ from kqueue.controller.decision_writer import DecisionWriter
 from kqueue.controller.events import EventRecorder, workload_ref
 from kqueue.controller.informer import Store
 from kqueue.controller.kube import KubeError
-from kqueue.controller.ratelimit import TokenBucket
+from kqueue.controller.ratelimit import TokenBucket, background
 from kqueue.engine.cycle import CycleResult
 from kqueue.engine.engine import Engine
 from kqueue.engine.types import WorkloadKey
@@ -185,6 +185,10 @@ class PendingReasons:
 
     async def run(self) -> None:
         """Write queued pending reasons with what admissions and evictions leave of the budget."""
+        with background():  # the client's background lane: never ahead of a decision
+            await self._run()
+
+    async def _run(self) -> None:
         while True:
             try:
                 await self._loop()

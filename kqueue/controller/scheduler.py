@@ -3,8 +3,10 @@
 1. Wait until something changed (an informer event calls :meth:`Scheduler.trigger`), then a
    short debounce so a burst of events makes one cycle, not one per event; wait too while the
    decision writer has as many writes queued as it takes.
-2. Run one engine cycle. Admissions are already *assumed* in the engine when it returns, so the
-   next cycle counts their quota even before the API has them.
+2. Run engine cycles: one, or more while they admit, as long as the decision writer has room
+   for their writes (``Engine.schedule(now, admissions=n)``, engine/batch.py). Admissions are
+   already *assumed* in the engine when it returns, so the next cycle counts their quota even
+   before the API has them.
 3. Hand the cycle's admissions, preemptions and evictions to the decision writer
    (``decision_writer.py``) and go on to the next cycle without waiting for them.
 4. The ``after_cycle`` hooks run once a cycle's writes are done, cycle after cycle, in order;
@@ -162,8 +164,10 @@ class Scheduler:
             await asyncio.wait([self._finishing])
         engine = self._engine()
         started = time.perf_counter()
-        result = engine.schedule(self._now())
-        self.cycles += 1
+        # As many cycles as admit, up to what the writers can take now: a busy ClusterQueue
+        # admits at the rate its writes go out, not one head per loop (engine/batch.py).
+        result = engine.schedule(self._now(), admissions=max(1, self.writer.free_room()))
+        self.cycles += result.cycles
         if result.heads:
             self._metrics.admission_attempt(
                 "success" if result.admitted else "inadmissible", time.perf_counter() - started

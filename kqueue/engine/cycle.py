@@ -124,6 +124,8 @@ class CycleResult:
     # skipped because another head of the cycle took the same resources (Kueue's
     # admission_cycle_preemption_skips); 0 for a queue with none skipped.
     preemption_skips: tuple[tuple[ClusterQueueName, int], ...] = ()
+    # How many cycles this result stands for (Engine.schedule may run several, batch.py).
+    cycles: int = 1
 
     def is_empty(self) -> bool:
         return not (self.admitted or self.preempted or self.evicted or self.pending)
@@ -384,7 +386,10 @@ def run_cycle(
         if e.status != Status.NOT_NOMINATED and e.requeue_reason == RequeueReason.GENERIC:
             e.requeue_reason = RequeueReason.FAILED_AFTER_NOMINATION
         more_flavors = scan.record(cache, e)
-        active_again = queues.requeue(e.info, e.cluster_queue, e.requeue_reason)
+        # A head with flavors left to try has no final verdict: its equivalents stay queued.
+        active_again = queues.requeue(
+            e.info, e.cluster_queue, e.requeue_reason, equivalents=not more_flavors
+        )
         if not active_again and more_flavors and e.cluster_queue in queues.queues:
             # Kueue: a head with flavors left to try goes back at once (PendingFlavors).
             active_again = queues.queues[e.cluster_queue].queue_inadmissible({e.info.key}) > 0

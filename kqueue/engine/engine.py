@@ -19,6 +19,7 @@ from fractions import Fraction
 
 from . import admissibility
 from .admission_fair import AdmissionFairSharingConfig, FairUsage, UsageLedger, flatten
+from .batch import merge
 from .cache import Cache
 from .cycle import CycleResult, Evict, FlavorScans, Pending, run_cycle
 from .execution import ExecutionLimits, accumulated
@@ -457,15 +458,44 @@ class Engine:
 
     # -- scheduling --------------------------------------------------------------------------
 
-    def schedule(self, now: datetime) -> CycleResult:
-        """Run one scheduling cycle at ``now``."""
+    def schedule(self, now: datetime, *, admissions: int = 1) -> CycleResult:
+        """Run scheduling cycles at ``now``: one, or more while they admit (see batch.py).
+
+        With ``admissions > 1`` cycles follow one another as long as the last one admitted
+        something, nothing replaced a workload slice, and fewer than ``admissions`` workloads
+        were admitted so far; the result is the merge of those cycles (``result.cycles``), the
+        same decisions as that many calls with ``admissions=1`` at the same ``now``. A busy
+        ClusterQueue then admits as many heads per call as its writes can take, not one.
+        """
+        results: list[CycleResult] = []
+        fresh: dict[WorkloadKey, AdmittedWorkload] | None = None
+        admitted = 0
+        while True:
+            result = self._cycle(now, fresh)
+            results.append(result)
+            admitted += len(result.admitted)
+            if not result.admitted or result.finished or admitted >= admissions:
+                break
+            # Only what this cycle admitted can reach a deadline at the same ``now`` that the
+            # earlier checks did not see (the others were checked at this ``now`` already).
+            fresh = {
+                a.workload: aw for a in result.admitted
+                if (aw := self.cache.get(a.workload)) is not None
+            }
+        return results[0] if len(results) == 1 else merge(results)
+
+    def _cycle(
+        self, now: datetime, fresh: Mapping[WorkloadKey, AdmittedWorkload] | None
+    ) -> CycleResult:
+        """One cycle; ``fresh``: the only workloads that may have reached a deadline since the
+        last cycle at this same ``now`` (None: check all)."""
         self.cycles += 1
         self._last_now = now
         self.queues.advance(now)
         self._settle_penalties(now)
         self.sample_fair_usage(now)
         evictions = self._evictions()
-        evictions += self._timeouts(now)
+        evictions += self._timeouts(now, fresh)
         result = run_cycle(
             number=self.cycles,
             now=now,
@@ -500,12 +530,15 @@ class Engine:
         self._drain.clear()
         return out
 
-    def _timeouts(self, now: datetime) -> list[Evict]:
+    def _timeouts(
+        self, now: datetime, only: Mapping[WorkloadKey, AdmittedWorkload] | None = None
+    ) -> list[Evict]:
         """Maximum execution times exceeded (execution.py) and PodsReady timeouts (readiness.py)
         due by ``now``. The first go first: a workload past its budget is deactivated rather than
         requeued with a backoff only to be deactivated at its next admission."""
         out: list[Evict] = []
-        for x in self.execution.expired(self.cache.workloads, self.cache.evicting, now):
+        workloads = self.cache.workloads if only is None else only
+        for x in self.execution.expired(workloads, self.cache.evicting, now):
             aw = self.cache.get(x.workload)
             assert aw is not None
             self.cache.evicting.add(x.workload)
@@ -516,7 +549,7 @@ class Engine:
                     deactivate=True,
                 )
             )
-        for t in self.readiness.expired(self.cache.workloads, self.cache.evicting, now):
+        for t in self.readiness.expired(workloads, self.cache.evicting, now):
             aw = self.cache.get(t.workload)
             assert aw is not None
             self.cache.evicting.add(t.workload)
@@ -608,6 +641,10 @@ class Engine:
                 )
         usages = self._local_queue_usages(cq) if cq is not None else ()
         last = self._last_pending.get(key)
+        if last is None and cq is not None and cq in self.queues.queues:
+            # Parked with its equivalence class: the verdict of the head that parked it.
+            head = self.queues.queues[cq].parked_by(key)
+            last = self._last_pending.get(head) if head is not None else None
         if last is not None:
             return replace(
                 last.details,

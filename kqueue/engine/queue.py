@@ -18,6 +18,13 @@ LocalQueue with the lowest weighted usage, read when the head is taken (usage ch
 admission and sample, so it is never frozen into the heap): each LocalQueue then has its own
 heap, and a pop compares their tops, O(#LocalQueues).
 
+Equivalent workloads are evaluated once (Kueue's SchedulingEquivalenceHashing): when a
+``BestEffortFIFO`` head is parked because it does not fit (``NoFit``, or ``Preempt`` without
+candidates), every queued workload of its equivalence class (``WorkloadInfo.equivalence``) is
+parked with it, and new ones of that class are parked as they arrive, until the next event that
+moves the parked workloads back. Each class then costs one evaluation per change of state, not
+one per workload. ``StrictFIFO`` never does this: its head blocks the queue anyway.
+
 Workloads that cannot be queued at all (deactivated, LocalQueue missing or stopped, ClusterQueue
 missing, requeue backoff running) are kept aside with the reason, and placed when that changes.
 """
@@ -25,7 +32,7 @@ missing, requeue backoff running) are kept aside with the reason, and placed whe
 from __future__ import annotations
 
 import heapq
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Hashable, Iterator
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -72,6 +79,10 @@ class ClusterQueueQueue:
         # workloads are also kept in one heap per LocalQueue (same lazy removal); only then.
         self.fair: FairOrder | None = None
         self._lq_heaps: dict[LocalQueueKey, list[_Entry]] = {}
+        # Queued (active) workloads per equivalence class, and the classes parked since the
+        # last event, each with the head whose verdict parked it.
+        self._classes: dict[Hashable, set[WorkloadKey]] = {}
+        self.parked_classes: dict[Hashable, WorkloadKey] = {}
 
     def __len__(self) -> int:
         return len(self._active) + len(self.inadmissible)
@@ -84,13 +95,26 @@ class ClusterQueueQueue:
 
     def _push_active(self, info: WorkloadInfo) -> None:
         self._version += 1
+        self._drop_active(info.key)
         self._active[info.key] = (self._version, info)
+        if info.equivalence is not None:
+            self._classes.setdefault(info.equivalence, set()).add(info.key)
         entry = (info.queue_key(), self._version, info.key)
         heapq.heappush(self._heap, entry)
         if self.fair is not None:
             heapq.heappush(self._lq_heaps.setdefault(info.local_queue, []), entry)
         if len(self._heap) > 2 * len(self._active) + 64:
             self._compact()
+
+    def _drop_active(self, key: WorkloadKey) -> tuple[int, WorkloadInfo] | None:
+        entry = self._active.pop(key, None)
+        if entry is not None and entry[1].equivalence is not None:
+            members = self._classes.get(entry[1].equivalence)
+            if members is not None:
+                members.discard(key)
+                if not members:
+                    del self._classes[entry[1].equivalence]
+        return entry
 
     def _compact(self) -> None:
         self._heap = [
@@ -135,8 +159,9 @@ class ClusterQueueQueue:
         if best is None:
             return None
         _, _, key = heapq.heappop(self._lq_heaps[best[2]])
-        _, info = self._active.pop(key)
-        return info
+        entry = self._drop_active(key)
+        assert entry is not None
+        return entry[1]
 
     def push_or_update(self, info: WorkloadInfo) -> None:
         """Add or update a workload; a parked one stays parked unless it changed."""
@@ -145,30 +170,44 @@ class ClusterQueueQueue:
             if old == info:
                 return
             del self.inadmissible[info.key]
+        elif (
+            info.key not in self._active
+            and info.equivalence in self.parked_classes
+            and self.strategy == QueueingStrategy.BEST_EFFORT_FIFO
+        ):
+            # Its class was found not to fit since the last event: it would be too.
+            self.inadmissible[info.key] = info
+            return
         self._push_active(info)
 
     def delete(self, key: WorkloadKey) -> None:
-        self._active.pop(key, None)
+        self._drop_active(key)
         self.inadmissible.pop(key, None)
         if self.sticky == key:
             self.sticky = None
 
     def pop(self) -> WorkloadInfo | None:
         if self.sticky is not None and self.sticky in self._active:
-            _, info = self._active.pop(self.sticky)
-            return info
+            entry = self._drop_active(self.sticky)
+            assert entry is not None
+            return entry[1]
         if self.fair is not None:
             return self._pop_fair(self.fair)
         while self._heap:
             _, version, key = heapq.heappop(self._heap)
             current = self._active.get(key)
             if current is not None and current[0] == version:
-                del self._active[key]
+                self._drop_active(key)
                 return current[1]
         return None
 
-    def requeue(self, info: WorkloadInfo, reason: RequeueReason) -> bool:
-        """Put back a head that was not admitted; returns whether it is active (not parked)."""
+    def requeue(
+        self, info: WorkloadInfo, reason: RequeueReason, *, equivalents: bool = True
+    ) -> bool:
+        """Put back a head that was not admitted; returns whether it is active (not parked).
+
+        A head parked for not fitting parks its queued equivalents too, unless ``equivalents``
+        is False (it has flavors left to try, so its verdict is not final)."""
         if reason == RequeueReason.PENDING_PREEMPTION:
             self.sticky = info.key if self.strategy == QueueingStrategy.BEST_EFFORT_FIFO else None
         elif self.sticky == info.key:
@@ -186,10 +225,31 @@ class ClusterQueueQueue:
             self._push_active(info)
             return True
         self.inadmissible[info.key] = info
+        if (
+            equivalents
+            and info.equivalence is not None
+            and self.strategy == QueueingStrategy.BEST_EFFORT_FIFO
+            and reason in (RequeueReason.NO_FIT, RequeueReason.PREEMPTION_NO_CANDIDATES)
+        ):
+            self.parked_classes[info.equivalence] = info.key
+            for key in sorted(self._classes.get(info.equivalence, ())):
+                entry = self._drop_active(key)
+                assert entry is not None
+                self.inadmissible[key] = entry[1]
         return False
+
+    def parked_by(self, key: WorkloadKey) -> WorkloadKey | None:
+        """The head whose verdict parked ``key`` with its class (None: not parked that way)."""
+        info = self.inadmissible.get(key)
+        if info is None or info.equivalence is None:
+            return None
+        head = self.parked_classes.get(info.equivalence)
+        return head if head != key else None
 
     def queue_inadmissible(self, keys: set[WorkloadKey] | None = None) -> int:
         """Move parked workloads (all, or those in ``keys``) back to the heap."""
+        if keys is None:
+            self.parked_classes.clear()
         moved = 0
         for key in sorted(self.inadmissible):
             if keys is not None and key not in keys:
@@ -391,12 +451,19 @@ class QueueManager:
                 out.append((info, name))
         return out
 
-    def requeue(self, info: WorkloadInfo, cq: ClusterQueueName, reason: RequeueReason) -> bool:
+    def requeue(
+        self,
+        info: WorkloadInfo,
+        cq: ClusterQueueName,
+        reason: RequeueReason,
+        *,
+        equivalents: bool = True,
+    ) -> bool:
         """Put back a popped head; returns whether it is active again (False: parked/gone)."""
         current = self.pending.get(info.key)
         if current is None or self._placed.get(info.key) != cq or cq not in self.queues:
             return False  # deleted, moved or blocked meanwhile
-        return self.queues[cq].requeue(current, reason)
+        return self.queues[cq].requeue(current, reason, equivalents=equivalents)
 
     def queue_inadmissible(self, cqs: list[ClusterQueueName]) -> int:
         moved = 0

@@ -7,7 +7,7 @@ at that time) and shared by the queues, the cache and the snapshot; it is immuta
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Hashable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -33,6 +33,10 @@ class WorkloadInfo:
     priority: int
     # Preemption priority (victim side); never below ``priority``.
     preemption_priority: int
+    # Scheduling equivalence class (Kueue's SchedulingHash): workloads with equal classes get
+    # the same answer from the flavor assigner and preemption in the same state (None: never
+    # treated as equivalent). Derived from ``obj`` and the priorities, so not compared.
+    equivalence: Hashable | None = field(default=None, compare=False)
 
     @property
     def key(self) -> WorkloadKey:
@@ -97,7 +101,43 @@ def resolve_priorities(wl: Workload, classes: Mapping[str, int]) -> tuple[int, i
 
 def make_info(wl: Workload, classes: Mapping[str, int]) -> WorkloadInfo:
     priority, preemption = resolve_priorities(wl, classes)
-    return WorkloadInfo(obj=wl, priority=priority, preemption_priority=preemption)
+    return WorkloadInfo(
+        obj=wl,
+        priority=priority,
+        preemption_priority=preemption,
+        equivalence=equivalence_class(wl, priority, preemption),
+    )
+
+
+def equivalence_class(wl: Workload, priority: int, preemption: int) -> Hashable | None:
+    """What decides a pending workload's admission besides the state of the queues (Kueue's
+    computeSchedulingHash): its LocalQueue (so its ClusterQueue and namespace), priorities,
+    preemptibility inputs (a non-preemptible workload fits only within nominal quota) and per
+    pod set the name, count, minCount, per-pod requests and what makes flavors eligible (node
+    selector, required affinity, tolerations). A workload slice replacing another is never
+    equivalent to anything: what it may take depends on the slice it replaces."""
+    if wl.replacement_for is not None:
+        return None
+    return (
+        wl.local_queue,
+        priority,
+        preemption,
+        wl.preemptibility,
+        wl.owner_preemptibility_label,
+        wl.pod_preemptibility_label,
+        tuple(
+            (
+                ps.name,
+                ps.count,
+                ps.min_count,
+                tuple(sorted(ps.requests.items())),
+                tuple(sorted(ps.node_selector.items())),
+                ps.required_affinity,
+                ps.tolerations,
+            )
+            for ps in wl.pod_sets
+        ),
+    )
 
 
 @dataclass(frozen=True, slots=True)

@@ -38,7 +38,7 @@ def test_defaults() -> None:
         timedelta(seconds=2),
     )
     assert cfg.lease_namespace == "kqueue-system"
-    assert (cfg.client_connection.qps, cfg.client_connection.burst) == (50, 100)
+    assert (cfg.client_connection.qps, cfg.client_connection.burst) == (300, 500)
     wfpr = cfg.wait_for_pods_ready
     assert (wfpr.enable, wfpr.timeout, wfpr.blocks_admission) == (
         False,

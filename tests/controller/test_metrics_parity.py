@@ -117,8 +117,9 @@ NOT_EXPORTED: dict[str, str] = {
     "kqueue_admission_checks_wait_time_seconds": ADMISSION_CHECKS,
     "kqueue_local_queue_admission_checks_wait_time_seconds": ADMISSION_CHECKS,
     "kqueue_pending_scheduling_hashes": (
-        "Kueue's SchedulingEquivalenceHashing feature: kqueue does not group pending workloads by "
-        "hash"
+        "Kueue's SchedulingEquivalenceHashing feature: kqueue parks equivalent workloads "
+        "together (docs/engine.md, cycle step 6) but does not export how many pending workloads "
+        "share each class"
     ),
     "kqueue_preemption_target_recomputations_total": (
         "kqueue skips a head whose preemption targets overlap another's (counted by "

@@ -297,7 +297,6 @@ async def test_stopping_cancels_writes_and_forgets_their_assumptions() -> None:
 async def test_hooks_run_after_their_cycles_writes_in_cycle_order() -> None:
     scheduler, api, _, _ = make()
     api.create(workload("a", "1"))
-    api.create(workload("b", "1", created_s=1))
     seen: list[tuple[int, set[str]]] = []
 
     async def hook(_: Engine, result: CycleResult) -> None:
@@ -306,12 +305,14 @@ async def test_hooks_run_after_their_cycles_writes_in_cycle_order() -> None:
     scheduler.after_cycle.append(hook)
     api.gate.clear()
     await scheduler.run_once()
+    api.create(workload("b", "1", created_s=1))
     await scheduler.run_once()
     await asyncio.sleep(0.01)
     assert seen == []  # writes held: no hook has run
     api.gate.set()
     await scheduler.drain()
-    assert [cycle for cycle, _ in seen] == [1, 2]
+    # Each run admitted one workload, then ran a cycle that admitted nothing (batch.py).
+    assert [cycle for cycle, _ in seen] == [2, 4]
     assert key("a") in seen[0][1]
     assert {key("a"), key("b")} <= seen[1][1]
 
@@ -375,10 +376,9 @@ async def test_a_blocked_head_gets_its_verdict_once_and_one_event() -> None:
             await _cycle(scheduler, api)
     finally:
         lane.cancel()
-    # While a's admission was decided b was not considered: the sweep gave it a placeholder,
-    # replaced by the cycle's verdict at once; later cycles with the same verdict write nothing.
-    placeholder, verdict = api.reason_writes(key("b"))
-    assert placeholder["message"].startswith("Waiting to be considered")
+    # The run that admitted a went on to a cycle that considered b (batch.py): b's first
+    # write is that verdict, and later cycles with the same verdict write nothing.
+    (verdict,) = api.reason_writes(key("b"))
     assert verdict["reason"] == c.WAITING_FOR_QUOTA and "more needed" in verdict["message"]
     assert len([e for e in events.recorded if e[0] == "b" and e[1] == "Pending"]) == 1
 
@@ -401,7 +401,8 @@ async def test_reasons_wait_while_decisions_are_written() -> None:
     assert len(api.reason_writes(key("b"))) == 1
 
 
-@pytest.mark.parametrize(("interval_s", "writes"), [(0.0, 4), (10.0, 1)])
+# Five runs, each considering b after admitting a (the first) or not (batch.py): five messages.
+@pytest.mark.parametrize(("interval_s", "writes"), [(0.0, 5), (10.0, 1)])
 async def test_a_changing_message_is_not_rewritten_every_cycle(
     interval_s: float, writes: int
 ) -> None:
@@ -492,8 +493,9 @@ async def test_no_cycle_uses_a_replaced_slices_quota_before_its_replacement_is_w
     api.create(s2)
     api.create(workload("x", "3", created_s=3))
     api.held.add(key("w0"))  # w0's write (and so its cycle's hooks) takes a while
-    await scheduler.run_once()  # admits w0
-    await scheduler.run_once()  # admits s2 and finishes s1 in the engine
+    # One run: a cycle admits w0, the next s2 (finishing s1 in the engine), and the run stops
+    # there (engine/batch.py: a replaced slice ends the batch).
+    await scheduler.run_once()
     assert engine.holds_quota(key("s2")) and not engine.holds_quota(key("s1"))
     # The Job went back to its old size: s2 is deleted before its admission is written.
     del api.objects[key("s2")]

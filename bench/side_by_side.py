@@ -1,0 +1,363 @@
+"""Kueue and kqueue side by side on Kueue's scheduler benchmark, same API server build.
+
+    python bench/side_by_side.py --kueue-src /tmp/kueue-src --scale 0.2 --runs 2 \\
+        --out bench/results/side_by_side_x0.2.json
+
+``--kueue-src`` is a Kueue source checkout (for instance ``git clone`` of a Kueue mirror into
+/tmp; nothing of it is copied here). Its scheduler performance runner
+(``test/performance/scheduler/runner``) and ``minimalkueue`` are built with ``go build`` against
+that checkout; the runner's envtest gets kqueue's own kube-apiserver and etcd (the binaries
+``kqueue.localcluster`` uses, from ~/.cache/kqueue) through ``KUBEBUILDER_ASSETS``. Then, runs
+alternating, each on a fresh API server:
+
+* **Kueue**: the runner with ``--minimalKueue`` on Kueue's ``baseline`` generator config,
+  every class's count times ``--scale``; minimalkueue runs with its built-in client settings
+  (QPS 50 / burst 100 per resource type).
+* **kqueue**: ``bench/e2e_workloads.py --apiserver-only`` (etcd and kube-apiserver only, as
+  envtest) with kqueue at ``--kqueue-qps``/``--kqueue-burst`` (default: kqueue's defaults).
+
+Both are reported with Kueue's definitions (its runner's ``recorder.go``): usage = ClusterQueue
+``status.flavorsUsage`` integrated over time, summed over the class, over nominal quota x (last
+- first status event); time to admission = ``creationTimestamp`` to the Admitted condition's
+``lastTransitionTime``; wall = that monitoring time. Plus the API server's own count of resource
+requests (``apiserver_request_total`` from its /metrics) over the run, per admission (workloads
+plus re-admissions after eviction; the two runners make the same requests, one create and one
+finish per workload) and per second, the controller's CPU seconds and peak RSS, and
+kqueue/Kueue ratios of the medians. The machine's load average is recorded around every run.
+
+Not a test: the figures depend on the machine; nothing here runs in ``make test``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import json
+import os
+import re
+import ssl
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+CACHE = Path.home() / ".cache" / "kqueue"
+_SAMPLE = re.compile(r'^apiserver_request_total\{([^}]*)\} ([0-9.e+]+)$', re.M)
+_LABEL = re.compile(r'(\w+)="([^"]*)"')
+
+
+def find_binary(name: str) -> Path:
+    hits = sorted((CACHE / "bin").glob(f"*/{name}"))
+    if not hits:
+        raise SystemExit(f"{name} not found under {CACHE / 'bin'}: start a kqueue local cluster once")
+    return hits[-1]
+
+
+def build_kueue(src: Path, out: Path) -> tuple[Path, Path, str]:
+    """go build the runner and minimalkueue from ``src``; (runner, minimalkueue, commit)."""
+    out.mkdir(parents=True, exist_ok=True)
+    commit = subprocess.run(
+        ["git", "rev-parse", "--short", "HEAD"], cwd=src, capture_output=True, text=True,
+        check=False,
+    ).stdout.strip()
+    built = []
+    for pkg, name in (("runner", "runner"), ("minimalkueue", "minimalkueue")):
+        target = out / name
+        print(f"go build {pkg} ({src} {commit})", file=sys.stderr)
+        subprocess.run(
+            ["go", "build", "-o", str(target), f"./test/performance/scheduler/{pkg}"],
+            cwd=src, check=True,
+        )
+        built.append(target)
+    return built[0], built[1], commit
+
+
+def envtest_assets(out: Path) -> Path:
+    """A KUBEBUILDER_ASSETS directory with kqueue's kube-apiserver, etcd and kubectl."""
+    out.mkdir(parents=True, exist_ok=True)
+    for name in ("kube-apiserver", "etcd", "kubectl"):
+        link = out / name
+        if link.is_symlink() or link.exists():
+            link.unlink()
+        link.symlink_to(find_binary(name))
+    return out
+
+
+def generator_config(src: Path, scale: float, out: Path) -> Path:
+    doc = yaml.safe_load((src / "test/performance/scheduler/configs/baseline/generator.yaml").read_text())
+    for cohort in doc["cohorts"]:
+        for qs in cohort["queuesSets"]:
+            for ws in qs["workloadsSets"]:
+                ws["count"] = max(1, round(ws["count"] * scale))
+    out.write_text(yaml.safe_dump(doc))
+    return out
+
+
+# -- the API server's request counter ----------------------------------------------------------
+
+
+def _ssl_from_kubeconfig(path: Path, tmp: Path) -> tuple[str, ssl.SSLContext, dict[str, str]]:
+    cfg = yaml.safe_load(path.read_text())
+    cluster = cfg["clusters"][0]["cluster"]
+    user = cfg["users"][0]["user"]
+    ctx = ssl.create_default_context()
+    if "certificate-authority-data" in cluster:
+        ca = tmp / "ca.crt"
+        ca.write_bytes(base64.b64decode(cluster["certificate-authority-data"]))
+        ctx.load_verify_locations(str(ca))
+    elif cluster.get("insecure-skip-tls-verify"):
+        ctx.check_hostname = False
+        ctx.verify_mode = ssl.CERT_NONE
+    headers = {}
+    if "client-certificate-data" in user:
+        crt, key = tmp / "client.crt", tmp / "client.key"
+        crt.write_bytes(base64.b64decode(user["client-certificate-data"]))
+        key.write_bytes(base64.b64decode(user["client-key-data"]))
+        ctx.load_cert_chain(str(crt), str(key))
+    if "token" in user:
+        headers["Authorization"] = f"Bearer {user['token']}"
+    return cluster["server"].rstrip("/"), ctx, headers
+
+
+def request_total(server: str, ctx: ssl.SSLContext, headers: dict[str, str]) -> float:
+    """apiserver_request_total summed over resource requests (as bench/e2e_workloads.py)."""
+    req = urllib.request.Request(f"{server}/metrics", headers=headers)
+    with urllib.request.urlopen(req, context=ctx, timeout=20) as resp:
+        text = resp.read().decode()
+    total = 0.0
+    for labels, value in _SAMPLE.findall(text):
+        if dict(_LABEL.findall(labels)).get("resource"):
+            total += float(value)
+    return total
+
+
+class Scraper(threading.Thread):
+    """Reads the API server's request counter every second once its kubeconfig exists; keeps
+    the first and the last reading (the runner stops the server when it is done)."""
+
+    def __init__(self, kubeconfig: Path) -> None:
+        super().__init__(daemon=True)
+        self.kubeconfig = kubeconfig
+        self.first: tuple[float, float] | None = None
+        self.last: tuple[float, float] | None = None
+        self.stop = threading.Event()
+        self.error: str | None = None
+
+    def run(self) -> None:
+        with tempfile.TemporaryDirectory() as tmp:
+            target = None
+            seen = 0.0
+            while not self.stop.is_set():
+                try:
+                    if self.kubeconfig.exists() and self.kubeconfig.stat().st_mtime != seen:
+                        seen = self.kubeconfig.stat().st_mtime
+                        target = _ssl_from_kubeconfig(self.kubeconfig, Path(tmp))
+                    if target is not None:
+                        reading = (time.monotonic(), request_total(*target))
+                        if self.first is None:
+                            self.first = reading
+                        self.last = reading
+                except (OSError, ValueError, KeyError, ssl.SSLError) as exc:
+                    if self.first is None:
+                        self.error = repr(exc)  # before any reading: worth reporting
+                self.stop.wait(1.0)
+
+
+# -- one run of each -----------------------------------------------------------------------------
+
+
+def run_kueue(
+    runner: Path, minimal: Path, src: Path, assets: Path, gen: Path, out: Path, timeout: int
+) -> dict[str, Any]:
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "kubeconfig").unlink(missing_ok=True)  # a stale one would name a dead server
+    scraper = Scraper(out / "kubeconfig")
+    scraper.start()
+    load_before = os.getloadavg()
+    started = time.monotonic()
+    env = {**os.environ, "KUBEBUILDER_ASSETS": str(assets)}
+    with (out / "runner.log").open("w") as log:
+        proc = subprocess.run(
+            [
+                str(runner), f"--o={out}", f"--crds={src / 'config/components/crd/bases'}",
+                f"--generatorConfig={gen}", f"--minimalKueue={minimal}",
+                f"--timeout={timeout}s", "--withLogs=true", "--logToFile=true",
+            ],
+            # The runner finds Kueue's project directory from its working directory.
+            env=env, cwd=src, stdout=log, stderr=subprocess.STDOUT, check=False,
+        )
+    scraper.stop.set()
+    scraper.join()
+    if scraper.error and scraper.first is None:
+        print(f"apiserver metrics: {scraper.error}", file=sys.stderr)
+    summary = yaml.safe_load((out / "summary.yaml").read_text())
+    stats = yaml.safe_load((out / "minimalkueue.stats.yaml").read_text())
+    cq = next(iter(summary["clusterQueueClasses"].values()))
+    classes = summary["workloadClasses"]
+    workloads = sum(c["count"] for c in classes.values())
+    evictions = sum(c.get("totalEvictions", 0) for c in classes.values())
+    wall = _seconds(cq["lastEventTime"]) - _seconds(cq["firstEventTime"])
+    requests = None
+    if scraper.first is not None and scraper.last is not None:
+        requests = scraper.last[1] - scraper.first[1]
+    return {
+        "system": "kueue",
+        "exitCode": proc.returncode,
+        "loadAverage": {"before": _load(load_before), "after": _load(os.getloadavg())},
+        "elapsedSeconds": round(time.monotonic() - started, 1),
+        "wallSeconds": round(wall, 1),
+        "usagePercent": round(100 * cq["cpuAverageUsage"] / cq["nominalQuota"], 2),
+        "timeToAdmissionSeconds": {
+            k: round(v["averageTimeToAdmissionMs"] / 1000, 2) for k, v in sorted(classes.items())
+        },
+        "workloads": workloads,
+        "evictions": evictions,
+        "apiserverRequests": requests,
+        "requestSeconds": round(scraper.last[0] - scraper.first[0], 1) if requests else None,
+        "cpuSeconds": round((stats["userMs"] + stats["sysMs"]) / 1000, 1),
+        "peakRssMiB": round(stats["maxrss"] / 1024),  # Linux maxrss is in KiB
+        "client": "minimalkueue built-in: QPS 50 / burst 100 per resource type",
+    }
+
+
+def run_kqueue(scale: float, qps: int, burst: int, out: Path, timeout: int) -> dict[str, Any]:
+    out.parent.mkdir(parents=True, exist_ok=True)
+    load_before = os.getloadavg()
+    started = time.monotonic()
+    with out.with_suffix(".log").open("w") as log:
+        proc = subprocess.run(
+            [
+                # Nobody scrapes minimalkueue's metrics during Kueue's runs either.
+                sys.executable, str(ROOT / "bench/e2e_workloads.py"), "--apiserver-only",
+                "--no-metrics-scrape",
+                f"--scale={scale}", f"--qps={qps}", f"--burst={burst}",
+                f"--timeout={timeout}", f"--out={out}",
+            ],
+            cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, check=False,
+        )
+    r = json.loads(out.read_text())
+    k = r["kueueDefinitions"]
+    api = r["apiserverRequests"]
+    evictions = sum(c["evictions"] for c in k["classes"].values())
+    return {
+        "system": "kqueue",
+        "exitCode": proc.returncode,
+        "loadAverage": {"before": _load(load_before), "after": _load(os.getloadavg())},
+        "elapsedSeconds": round(time.monotonic() - started, 1),
+        "wallSeconds": k["clusterQueueUsage"]["monitoringSeconds"],
+        "usagePercent": k["clusterQueueUsage"]["usagePercent"],
+        "timeToAdmissionSeconds": {
+            name: c["averageTimeToAdmissionSeconds"] for name, c in sorted(k["classes"].items())
+        },
+        "workloads": r["workloads"],
+        "evictions": evictions,
+        # Same window as its own figures: the run, not the setup.
+        "apiserverRequests": api["total"],
+        "requestSeconds": r["wallSeconds"],
+        "cpuSeconds": r["controller"]["cpuSeconds"],
+        "peakRssMiB": round(r["controller"]["peakRssBytes"] / 2**20),
+        "client": f"QPS {qps} / burst {burst} per resource type",
+        "commit": r["run"]["before"]["commit"],
+    }
+
+
+def _seconds(value: Any) -> float:
+    if isinstance(value, str):
+        from datetime import datetime
+
+        return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
+    return float(value.timestamp())
+
+
+def _load(avg: tuple[float, float, float]) -> list[float]:
+    return [round(x, 2) for x in avg]
+
+
+def derived(run: dict[str, Any]) -> dict[str, Any]:
+    admissions = run["workloads"] + run["evictions"]
+    req = run["apiserverRequests"]
+    return {
+        **run,
+        "requestsPerAdmission": round(req / admissions, 2) if req else None,
+        "requestsPerSecond": round(req / run["requestSeconds"], 1) if req else None,
+    }
+
+
+def ratios(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    def med(system: str, key: str, sub: str | None = None) -> float | None:
+        vals = [
+            (r[key][sub] if sub else r[key]) for r in runs if r["system"] == system
+        ]
+        vals = [v for v in vals if v is not None]
+        return statistics.median(vals) if vals else None
+
+    out: dict[str, Any] = {}
+    keys: list[tuple[str, str | None]] = [
+        ("wallSeconds", None), ("usagePercent", None), ("cpuSeconds", None), ("peakRssMiB", None),
+        ("requestsPerAdmission", None), ("requestsPerSecond", None),
+    ]
+    classes = sorted({c for r in runs for c in r["timeToAdmissionSeconds"]})
+    keys += [("timeToAdmissionSeconds", c) for c in classes]
+    for key, sub in keys:
+        a, b = med("kqueue", key, sub), med("kueue", key, sub)
+        name = f"{key}.{sub}" if sub else key
+        out[name] = {
+            "kqueue": a, "kueue": b, "ratio": round(a / b, 2) if a is not None and b else None,
+        }
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--kueue-src", type=Path, required=True, help="a Kueue source checkout")
+    parser.add_argument("--scale", type=float, default=0.2)
+    parser.add_argument("--runs", type=int, default=2, help="runs of each, alternating")
+    parser.add_argument("--kqueue-qps", type=int, default=300, help="kqueue's default: 300")
+    parser.add_argument("--kqueue-burst", type=int, default=500, help="kqueue's default: 500")
+    parser.add_argument("--timeout", type=int, default=1200)
+    parser.add_argument("--work-dir", type=Path, default=Path(tempfile.gettempdir()) / "side-by-side")
+    parser.add_argument("--out", type=Path, required=True)
+    args = parser.parse_args()
+
+    src = args.kueue_src.resolve()
+    work = args.work_dir.resolve()
+    runner, minimal, kueue_commit = build_kueue(src, work / "bin")
+    assets = envtest_assets(work / "assets")
+    gen = generator_config(src, args.scale, work / f"generator-x{args.scale}.yaml")
+    runs: list[dict[str, Any]] = []
+    for i in range(args.runs):
+        for system in ("kueue", "kqueue"):
+            print(f"run {i + 1}/{args.runs}: {system}", file=sys.stderr)
+            if system == "kueue":
+                r = run_kueue(runner, minimal, src, assets, gen, work / f"kueue-{i}", args.timeout)
+            else:
+                r = run_kqueue(
+                    args.scale, args.kqueue_qps, args.kqueue_burst,
+                    work / f"kqueue-{i}.json", args.timeout,
+                )
+            runs.append(derived(r))
+            print(json.dumps(runs[-1]), file=sys.stderr)
+    result = {
+        "scale": args.scale,
+        "kueueCommit": kueue_commit,
+        "apiserver": str(find_binary("kube-apiserver")),
+        "etcd": str(find_binary("etcd")),
+        "runs": runs,
+        "medians": ratios(runs),
+        "uptime": subprocess.run(["uptime"], capture_output=True, text=True, check=False).stdout.strip(),
+    }
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(result, indent=1) + "\n")
+    print(json.dumps(result["medians"], indent=1))
+
+
+if __name__ == "__main__":
+    main()
