@@ -164,9 +164,11 @@ async def test_a_single_pod_gets_no_group(
 async def test_an_evicted_pod_group_keeps_its_pod_group_for_its_new_pods(
     api: Api, kqueue: KqueueProcess, namespace: str
 ) -> None:
-    """Evicted (its ClusterQueue drained), the group's pods are deleted; the PodGroup stays (new
-    pods naming a group that is still terminating would wait for it forever), and the pods the
-    user creates again are placed whole in it."""
+    """Evicted (its ClusterQueue drained), the group's pods are deleted; kqueue does not delete
+    the PodGroup (new pods naming a group that is still terminating would wait for it forever).
+    The pods the user creates again are placed whole in a group of the same name: the kept one,
+    handed to the new Workload, or, when the garbage collector removed it with the old Workload
+    before they arrived, a new one."""
     od, cq = unique("od"), unique("cq")
     await api.apply(flavor(od, "on-demand"))
     await api.apply(cluster_queue(cq, [(od, "2")]))
@@ -201,7 +203,8 @@ async def test_an_evicted_pod_group_keeps_its_pod_group_for_its_new_pods(
         assert created["spec"]["schedulingGroup"] == {"podGroupName": want}
     await eventually(lambda: running(second), what="the group's new pods Running")
     after = await api.kube.get(gang.PODGROUPS, want, namespace)
-    assert after["metadata"]["uid"] == before["metadata"]["uid"]
+    assert before["spec"]["schedulingPolicy"]["gang"]["minCount"] == 2
     assert after["spec"]["schedulingPolicy"]["gang"]["minCount"] == 2
+    assert not after["metadata"].get("deletionTimestamp")
     for n in second:
         await api.kube.delete(PODS, n, namespace=namespace)
