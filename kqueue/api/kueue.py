@@ -109,7 +109,6 @@ _UNSUPPORTED: Final[dict[str, tuple[tuple[str, ...], ...]]] = {
     "Workload": (
         ("status", "admissionChecks"),
         ("status", "resourceRequests"),
-        ("status", "unhealthyNodes"),
         ("status", "nominatedClusterNames"),
         ("status", "clusterName"),
         ("status", "schedulingStats"),

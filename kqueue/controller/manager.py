@@ -54,6 +54,7 @@ from kqueue.controller.integrations.release import PodReleaser
 from kqueue.controller.kube import Kube
 from kqueue.controller.leader import LeaderElector
 from kqueue.controller.metrics import Metrics, Probes, health_app, serve_app
+from kqueue.controller.node_health import NodeHealth, placed_nodes
 from kqueue.controller.ratelimit import background
 from kqueue.controller.readiness import BY_ANY_OWNER, ReadinessWatcher, any_owner_uids
 from kqueue.controller.resources import (
@@ -73,7 +74,7 @@ from kqueue.controller.scheduler import Scheduler
 from kqueue.controller.secure_metrics import serve_metrics
 from kqueue.controller.status import QueueStatusReconciler
 from kqueue.controller.supervisor import Supervisor
-from kqueue.controller.topology import NODE_UNAVAILABLE_REASON, TopologyFeed, placed_on
+from kqueue.controller.topology import TopologyFeed
 from kqueue.controller.visibility_api import serve_visibility
 from kqueue.controller.webhooks import register as register_webhooks
 from kqueue.controller.webhooks.config import MUTATING_NAME, VALIDATING_NAME
@@ -203,7 +204,8 @@ class Manager:
         self.pods = informer(PODS, as_dict, label_selector=f"{c.MANAGED_LABEL}=true")
         # Topology-aware scheduling: Topologies, Nodes and bound Pods for the engine.
         self.topology = TopologyFeed(
-            informer, lambda: self.engine, self._topology_changed, self._node_lost
+            informer, lambda: self.engine, self._topology_changed, self._node_lost,
+            self._check_nodes_of,
         )
         self.workloads.store.add_index(BY_OWNER, owner_uids)
 
@@ -260,6 +262,15 @@ class Manager:
             now=now,
             resource_metrics=config.metrics.enable_cluster_queue_resources,
             cohorts=self.cohorts.store,
+        )
+        # Nodes lost (and back) under admitted topology-aware workloads, per Workload key.
+        self.node_health_queue: WorkQueue[str] = WorkQueue("node-health")
+        self.node_health = NodeHealth(
+            workloads=self.workloads.store,
+            nodes=self.topology.nodes.store,
+            kube=self.kube,
+            events=self.events,
+            now=now,
         )
         self.releaser = PodReleaser(kube=self.kube, metrics=self.metrics, now=now)
         # Whole-gang placement by kube-scheduler, when the cluster serves it (run() discovers).
@@ -439,22 +450,21 @@ class Manager:
         return engine
 
     def _node_lost(self, node: str, what: str) -> None:
-        """Tell each admitted workload with pods placed on ``node`` (a Warning event): its
-        topology assignment names a node that can no longer run them."""
+        """A node went away, stopped being Ready or was cordoned: each admitted workload with
+        pods placed on it gets the node in status.unhealthyNodes, TopologyNodesReady=False and a
+        Warning event (``node_health``; it reads the node's state itself, ``what`` is for the
+        log)."""
+        logger.info("node %s %s", node, what)
+        self._check_nodes_of(node)
+
+    def _check_nodes_of(self, node: str) -> None:
         if not self.leading:
             return
         for wl in self.workloads.store.objects():
-            adm = wl.status.admission
-            if adm is None or wl.is_finished:
+            if wl.status.admission is None or wl.is_finished:
                 continue
-            for psa in adm.pod_set_assignments:
-                pods = placed_on(psa.topology_assignment, node)
-                if pods:
-                    self.events.record(
-                        wl.to_dict(), "Warning", NODE_UNAVAILABLE_REASON,
-                        f"Node {node} {what}; the topology assignment of pod set {psa.name} "
-                        f"places {pods} pod(s) there",
-                    )
+            if node in placed_nodes(wl) or any(n.name == node for n in wl.status.unhealthy_nodes):
+                self.node_health_queue.add(wl.key)
 
     def _topology_changed(self) -> None:
         # A node, Topology or freed pod may make room for a pending workload.
@@ -656,6 +666,10 @@ class Manager:
             self.status_queue.add(f"lq:{key}")
         for key in self.cohorts.store:
             self.status_queue.add(f"co:{key}")
+        # A node lost while no replica led is noticed here (and on every resync).
+        for wl in self.workloads.store.objects():
+            if wl.status.unhealthy_nodes or (not wl.is_finished and placed_nodes(wl)):
+                self.node_health_queue.add(wl.key)
 
     # -- running -------------------------------------------------------------------------------
 
@@ -793,6 +807,10 @@ class Manager:
                     tasks.create_task(
                         run_workers(self.status_queue, self.status, workers=2),
                         name="queue-status",
+                    )
+                    tasks.create_task(
+                        run_workers(self.node_health_queue, self.node_health, workers=1),
+                        name="node-health",
                     )
                 for name, queue in self.job_queues.items():
                     tasks.create_task(

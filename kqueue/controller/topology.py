@@ -21,10 +21,12 @@ from kqueue.controller.informer import Informer
 from kqueue.controller.resources import NODES, PODS, Resource
 from kqueue.engine import adapt
 from kqueue.engine.engine import Engine
+from kqueue.engine.topology import Node as TopologyNode
 
 Obj = dict[str, Any]
 
-# The Warning event on an admitted workload whose assigned node was deleted or is not Ready.
+# The Warning event on an admitted workload whose assigned node was deleted, is not Ready or
+# was cordoned.
 NODE_UNAVAILABLE_REASON: Final = "TopologyNodeUnavailable"
 TOPOLOGIES: Final = Resource(c.GROUP, c.VERSION, "topologies", namespaced=False)
 # Pods on a node that still use its capacity (what kube-scheduler counts).
@@ -105,12 +107,15 @@ class TopologyFeed:
         engine: Callable[[], Engine],
         changed: Callable[[], None],
         node_lost: Callable[[str, str], None] | None = None,
+        node_back: Callable[[str], None] | None = None,
     ) -> None:
         self._engine = engine
         self._changed = changed
-        # Told (node name, what happened) when a node goes away or stops being Ready, so that
-        # workloads placed on it can be told.
+        # Told (node name, what happened) when a node goes away, stops being Ready or is
+        # cordoned, and (node name) when it is Ready and schedulable again or (re)created, so
+        # that workloads placed on it can be told.
         self._node_lost = node_lost
+        self._node_back = node_back
         self.topologies: Informer[Topology] = informer(TOPOLOGIES, Topology.model_validate)
         self.nodes: Informer[Obj] = informer(NODES, slim_node)
         self.pods: Informer[Obj] = informer(
@@ -140,8 +145,13 @@ class TopologyFeed:
         def on_node(_: str, node: Obj, *rest: Obj) -> None:
             new = adapt.node(rest[-1] if rest else node)
             self._engine().upsert_node(new)
-            if rest and adapt.node(node).ready and not new.ready and self._node_lost:
-                self._node_lost(new.name, "is no longer Ready")
+            old = adapt.node(node) if rest else None
+            if old is not None and _usable(old) and not _usable(new):
+                if self._node_lost:
+                    what = "is no longer Ready" if not new.ready else "was cordoned"
+                    self._node_lost(new.name, what)
+            elif (old is None or not _usable(old)) and _usable(new) and self._node_back:
+                self._node_back(new.name)
             self._changed()
 
         def on_node_delete(_: str, node: Obj) -> None:
@@ -171,6 +181,11 @@ class TopologyFeed:
             engine.delete_pod(_pod_key(pod))
         else:
             engine.upsert_pod(bound)
+
+
+def _usable(node: TopologyNode) -> bool:
+    """Whether pods placed on ``node`` can run there (and be placed there again)."""
+    return node.ready and not node.unschedulable
 
 
 def placed_on(ta: TopologyAssignment | None, node: str) -> int:

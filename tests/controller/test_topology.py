@@ -136,15 +136,22 @@ def test_a_node_lost_under_admitted_workloads_is_reported() -> None:
         return informers[-1]
 
     lost: list[tuple[str, str]] = []
+    back: list[str] = []
     engine = Engine()
     feed = TopologyFeed(factory, lambda: engine, lambda: None,  # type: ignore[arg-type]
-                        lambda n, w: lost.append((n, w)))
+                        lambda n, w: lost.append((n, w)), back.append)
     feed.wire()
     nodes = informers[1].handlers
+    cordoned = _node_obj("n1", True) | {"spec": {"unschedulable": True}}
     nodes["on_add"]("n1", _node_obj("n1", True))
+    nodes["on_update"]("n1", _node_obj("n1", True), _node_obj("n1", True))  # nothing changed
     nodes["on_update"]("n1", _node_obj("n1", True), _node_obj("n1", False))
+    nodes["on_update"]("n1", _node_obj("n1", False), _node_obj("n1", True))
+    nodes["on_update"]("n1", _node_obj("n1", True), cordoned)
+    nodes["on_update"]("n1", cordoned, _node_obj("n1", True))
     nodes["on_delete"]("n1", _node_obj("n1", False))
-    assert lost == [("n1", "is no longer Ready"), ("n1", "was deleted")]
+    assert lost == [("n1", "is no longer Ready"), ("n1", "was cordoned"), ("n1", "was deleted")]
+    assert back == ["n1", "n1", "n1"]  # added, Ready again, uncordoned
     assert engine.topology_nodes() == (0, 0, 0)
     ta = encode_assignment([HOST], [(["n1"], 2), (["n2"], 1)])
     assert placed_on(ta, "n1") == 2 and placed_on(ta, "n3") == 0

@@ -84,6 +84,9 @@ REQUEUED: Final = "Requeued"
 PODS_READY: Final = "PodsReady"
 FINISHED: Final = "Finished"
 DEACTIVATION_TARGET: Final = "DeactivationTarget"
+# kqueue's own: whether every node of an admitted workload's topology assignment can still run
+# its pods (False lists the lost ones; status.unhealthyNodes names them too).
+TOPOLOGY_NODES_READY: Final = "TopologyNodesReady"
 
 WORKLOAD_CONDITION_TYPES: Final = (
     QUOTA_RESERVED,
@@ -138,6 +141,10 @@ PREEMPTED_REASONS: Final = (
 FINISHED_SUCCEEDED: Final = "Succeeded"
 FINISHED_FAILED: Final = "Failed"
 WORKLOAD_SLICE_REPLACED: Final = "WorkloadSliceReplaced"
+
+# TopologyNodesReady reasons.
+NODE_UNAVAILABLE: Final = "NodeUnavailable"
+NODES_READY: Final = "NodesReady"
 FINISHED_REASONS: Final = (FINISHED_SUCCEEDED, FINISHED_FAILED, WORKLOAD_SLICE_REPLACED)
 
 # QuotaReserved=False (pending)

@@ -261,6 +261,12 @@ class ReclaimablePod(KBase):
     count: Int32 = Field(ge=0, description="Number of its pods whose quota can be released.")
 
 
+class UnhealthyNode(KBase):
+    """A node that runs or was assigned pods of the workload and can no longer run them."""
+
+    name: str = Field(min_length=1, description="Name of the Node.")
+
+
 class WorkloadStatus(KBase):
     """Observed state of a Workload."""
 
@@ -291,6 +297,13 @@ class WorkloadStatus(KBase):
         max_length=8,
         description="Per pod set, pods whose quota can be released early. Counts only go up while "
         "the workload holds quota.",
+        json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name"]},
+    )
+    unhealthy_nodes: list[UnhealthyNode] = Field(
+        default_factory=list,
+        description="Nodes of the workload's topology assignment that were deleted, are not Ready "
+        "or are cordoned, while it is admitted (Kueue's field; set by kqueue, not by users). "
+        "kqueue does not move the pods: see the TopologyNodesReady condition.",
         json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name"]},
     )
 
