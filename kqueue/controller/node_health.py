@@ -68,8 +68,9 @@ def lost_message(node: str, problem: str, pod_sets: Iterable[tuple[str, int]]) -
     placed = ", ".join(f"{n} pod(s) of pod set {ps}" for ps, n in pod_sets)
     return (
         f"Node {node} {problem}; the topology assignment places {placed} there. kqueue does not "
-        f"move running pods: delete those pods (or the Workload) to have them placed again, or "
-        f"wait for the node to be Ready and schedulable"
+        f"move pods, and a pod recreated for that node is pinned to it again: to be placed on "
+        f"nodes that can run it, deactivate the Workload and queue it again (spec.active false, "
+        f"then true); or wait for the node to be Ready and schedulable"
     )
 
 

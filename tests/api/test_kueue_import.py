@@ -327,3 +327,14 @@ def test_admission_fair_sharing_fields_carry_over(version: str) -> None:
     assert model.status.fair_sharing is not None
     afs = model.status.fair_sharing.admission_fair_sharing_status
     assert afs is not None and str(afs.consumed_resources["cpu"]) == "1500m"
+
+
+def test_unhealthy_nodes_carry_over_others_are_dropped() -> None:
+    doc = _by_kind("v1beta1.yaml", "Workload", "job-train-3f2a1")
+    doc["status"]["unhealthyNodes"] = [{"name": "node-7"}]
+    doc["status"]["nominatedClusterNames"] = ["worker-1"]
+    out, warnings = from_kueue(doc)
+    assert out["status"]["unhealthyNodes"] == [{"name": "node-7"}]
+    assert "nominatedClusterNames" not in out["status"]
+    assert "status.unhealthyNodes" not in [w.path for w in warnings]
+    assert "status.nominatedClusterNames" in [w.path for w in warnings]

@@ -102,7 +102,7 @@ async def test_a_lost_node_then_back(cluster: FakeCluster, change: Any, what: st
     assert (cond["status"], cond["reason"]) == ("False", c.NODE_UNAVAILABLE)
     msg = cond["message"]
     assert f"Node n1 {what}" in msg and "2 pod(s) of pod set main" in msg
-    assert "delete those pods" in msg and "n2" not in msg
+    assert "spec.active false, then true" in msg and "n2" not in msg
     assert s.events.reasons("train") == [NODE_UNAVAILABLE_REASON]
 
     # Reconciling again changes nothing and tells nothing twice.
