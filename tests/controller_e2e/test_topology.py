@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from kqueue.api.v1alpha1 import TopologyAssignment
 from kqueue.api.v1alpha1 import constants as c
 from kqueue.controller.resources import NODES, PODS
 from kqueue.controller.topology import TOPOLOGIES
@@ -219,3 +220,51 @@ async def test_a_preferred_block_job_too_big_for_one_block_spreads(
         return {labels[n][TAS_BLOCK_LABEL] for n in nodes if n}
 
     assert await eventually(blocks, within=90, what="wide's 40 pods bound") == {"b1", "b2"}
+
+
+async def test_a_cordoned_node_under_an_admitted_rack_job_is_reported(
+    api: Api, kqueue: KqueueProcess, namespace: str
+) -> None:
+    """A node of an admitted rack Job's assignment is cordoned: the Workload lists it in
+    status.unhealthyNodes with TopologyNodesReady=False; uncordoned, the list empties and the
+    condition turns True."""
+    racks = {
+        n["metadata"]["name"]: n["metadata"]["labels"].get(TAS_RACK_LABEL)
+        for n in await api.kube.list(NODES)
+    }
+    await _wait_idle(api, racks)
+    await _tas_queue(api, namespace)
+    await api.apply(_rack_job("rack-a", namespace))
+    wl = await api.wait_workload(namespace, "rack-a", lambda w: is_true(w, c.ADMITTED),
+                                 what="admitted")
+    assert "unhealthyNodes" not in wl["status"]
+    ta = wl["status"]["admission"]["podSetAssignments"][0]["topologyAssignment"]
+    assert ta["levels"] == ["kubernetes.io/hostname"]
+    placed = [values[-1] for values, _ in TopologyAssignment.model_validate(ta).domains()]
+    assert len(placed) == 4 and {racks[n] for n in placed} != {None}
+    node = sorted(placed)[0]
+
+    def condition(w: Obj) -> Obj | None:
+        return next((x for x in w["status"].get("conditions") or []
+                     if x["type"] == c.TOPOLOGY_NODES_READY), None)
+
+    await api.kube.patch(NODES, node, {"spec": {"unschedulable": True}})
+    try:
+        wl = await api.wait_workload(
+            namespace, "rack-a", lambda w: w["status"].get("unhealthyNodes") == [{"name": node}],
+            what=f"{node} in status.unhealthyNodes",
+        )
+        cond = condition(wl)
+        assert cond is not None
+        assert (cond["status"], cond["reason"]) == ("False", c.NODE_UNAVAILABLE)
+        assert f"Node {node} is cordoned" in cond["message"]
+        assert "1 pod(s) of pod set main" in cond["message"]
+    finally:
+        await api.kube.patch(NODES, node, {"spec": {"unschedulable": None}})
+
+    def back(w: Obj) -> bool:
+        cond = condition(w)
+        return not w["status"].get("unhealthyNodes") and cond is not None and (
+            cond["status"], cond["reason"]) == ("True", c.NODES_READY)
+
+    await api.wait_workload(namespace, "rack-a", back, what="TopologyNodesReady=True again")
