@@ -20,6 +20,10 @@ from typing import Any, Final
 from kqueue.api.integrations.deployment import PROPAGATED_LABELS, template_metadata
 from kqueue.api.v1alpha1 import constants as c
 from kqueue.controller.admission import AdmissionRequest, FieldError, Verdict
+from kqueue.controller.integrations.queue_labels import (
+    running_label_errors,
+    unsupported_annotation_errors,
+)
 
 Obj = dict[str, Any]
 
@@ -72,12 +76,7 @@ async def validate(req: AdmissionRequest) -> Verdict:
         return Verdict.allow()
     errors: list[FieldError] = []
     if _labels(obj).get(c.QUEUE_NAME_LABEL):
-        annotations = (obj.get("metadata") or {}).get("annotations") or {}
-        for key, why in UNSUPPORTED_ANNOTATIONS.items():
-            if key in annotations:
-                errors.append(
-                    FieldError(f"metadata.annotations[{key}]", f"not supported: {why}; remove it")
-                )
+        errors += unsupported_annotation_errors(obj, UNSUPPORTED_ANNOTATIONS)
         template = (obj.get("spec") or {}).get("template") or {}
         t_labels = (template.get("metadata") or {}).get("labels") or {}
         if c.POD_GROUP_NAME_LABEL in t_labels:
@@ -90,24 +89,7 @@ async def validate(req: AdmissionRequest) -> Verdict:
             )
     old = req.old_object
     if req.operation == "UPDATE" and isinstance(old, dict):
-        for key in (c.QUEUE_NAME_LABEL, c.PRIORITY_CLASS_LABEL):
-            before, after = _labels(old).get(key), _labels(obj).get(key)
-            if before == after:
-                continue
-            if key == c.QUEUE_NAME_LABEL and before and not after:
-                errors.append(
-                    FieldError(
-                        f"metadata.labels[{key}]",
-                        f"cannot be removed from a Deployment kqueue manages (was {before!r}): "
-                        "delete and re-create the Deployment to run it without kqueue",
-                    )
-                )
-            elif _ready(old) > 0:
-                errors.append(
-                    FieldError(
-                        f"metadata.labels[{key}]",
-                        f"field is immutable while the Deployment has ready pods "
-                        f"({_ready(old)}): cannot change from {before!r} to {after!r}",
-                    )
-                )
+        errors += running_label_errors(
+            old, obj, kind="Deployment", ready=_ready(old), unit="pods", gated=False
+        )
     return Verdict.deny(*errors) if errors else Verdict.allow()

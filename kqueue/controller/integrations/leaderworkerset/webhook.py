@@ -25,6 +25,10 @@ from kqueue.api.integrations.deployment import PROPAGATED_LABELS
 from kqueue.api.integrations.leaderworkerset import size, template_metadata
 from kqueue.api.v1alpha1 import constants as c
 from kqueue.controller.admission import AdmissionRequest, FieldError, Verdict
+from kqueue.controller.integrations.queue_labels import (
+    running_label_errors,
+    unsupported_annotation_errors,
+)
 from kqueue.controller.integrations.suspension import gate_templates
 
 Obj = dict[str, Any]
@@ -89,11 +93,7 @@ async def validate(req: AdmissionRequest) -> Verdict:
     managed = bool(_labels(obj).get(c.QUEUE_NAME_LABEL))
     if managed:
         annotations = (obj.get("metadata") or {}).get("annotations") or {}
-        for key, why in UNSUPPORTED_ANNOTATIONS.items():
-            if key in annotations:
-                errors.append(
-                    FieldError(f"metadata.annotations[{key}]", f"not supported: {why}; remove it")
-                )
+        errors += unsupported_annotation_errors(obj, UNSUPPORTED_ANNOTATIONS)
         for name, template in _templates(obj).items():
             t_labels = (template.get("metadata") or {}).get("labels") or {}
             if c.POD_GROUP_NAME_LABEL in t_labels:
@@ -130,27 +130,9 @@ async def validate(req: AdmissionRequest) -> Verdict:
             )
     old = req.old_object
     if req.operation == "UPDATE" and isinstance(old, dict):
-        for key in (c.QUEUE_NAME_LABEL, c.PRIORITY_CLASS_LABEL):
-            before, after = _labels(old).get(key), _labels(obj).get(key)
-            if before == after:
-                continue
-            if key == c.QUEUE_NAME_LABEL and before and not after:
-                errors.append(
-                    FieldError(
-                        f"metadata.labels[{key}]",
-                        f"cannot be removed from a LeaderWorkerSet kqueue manages (was {before!r}): "
-                        "its pods are held by kqueue's gate; delete and re-create the "
-                        "LeaderWorkerSet to run it without kqueue",
-                    )
-                )
-            elif _ready(old) > 0:
-                errors.append(
-                    FieldError(
-                        f"metadata.labels[{key}]",
-                        f"field is immutable while the LeaderWorkerSet has ready groups "
-                        f"({_ready(old)}): cannot change from {before!r} to {after!r}",
-                    )
-                )
+        errors += running_label_errors(
+            old, obj, kind="LeaderWorkerSet", ready=_ready(old), unit="groups", gated=True
+        )
         if managed and _labels(old).get(c.QUEUE_NAME_LABEL):
             try:
                 before_size, after_size = size(old), size(obj)

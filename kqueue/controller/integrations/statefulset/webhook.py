@@ -17,6 +17,10 @@ from kqueue.api.integrations import role_hash
 from kqueue.api.v1alpha1 import constants as c
 from kqueue.controller.admission import AdmissionRequest, FieldError, Verdict
 from kqueue.controller.gang import GANG_SCHEDULING_ANNOTATION
+from kqueue.controller.integrations.queue_labels import (
+    running_label_errors,
+    unsupported_annotation_errors,
+)
 from kqueue.controller.integrations.suspension import gate_templates
 
 Obj = dict[str, Any]
@@ -105,37 +109,14 @@ async def validate(req: AdmissionRequest) -> Verdict:
     if not isinstance(obj, dict):
         return Verdict.allow()
     errors: list[FieldError] = []
-    annotations = (obj.get("metadata") or {}).get("annotations") or {}
     if _labels(obj).get(c.QUEUE_NAME_LABEL):
-        for key, why in UNSUPPORTED_ANNOTATIONS.items():
-            if key in annotations:
-                errors.append(
-                    FieldError(f"metadata.annotations[{key}]", f"not supported: {why}; remove it")
-                )
+        errors += unsupported_annotation_errors(obj, UNSUPPORTED_ANNOTATIONS)
     old = req.old_object
     if req.operation == "UPDATE" and isinstance(old, dict):
         running = _ready(old) > 0
-        for key in (c.QUEUE_NAME_LABEL, c.PRIORITY_CLASS_LABEL):
-            before, after = _labels(old).get(key), _labels(obj).get(key)
-            if before == after:
-                continue
-            if key == c.QUEUE_NAME_LABEL and before and not after:
-                errors.append(
-                    FieldError(
-                        f"metadata.labels[{key}]",
-                        f"cannot be removed from a StatefulSet kqueue manages (was {before!r}): "
-                        "its pods are held by kqueue's gate; delete and re-create the "
-                        "StatefulSet to run it without kqueue",
-                    )
-                )
-            elif running:
-                errors.append(
-                    FieldError(
-                        f"metadata.labels[{key}]",
-                        f"field is immutable while the StatefulSet has ready pods "
-                        f"({_ready(old)}): cannot change from {before!r} to {after!r}",
-                    )
-                )
+        errors += running_label_errors(
+            old, obj, kind="StatefulSet", ready=_ready(old), unit="pods", gated=True
+        )
         if _labels(old).get(c.QUEUE_NAME_LABEL) and running and _shape(old) != _shape(obj):
             errors.append(
                 FieldError(
