@@ -17,7 +17,7 @@ import sys
 import time
 import urllib.request
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
@@ -269,6 +269,20 @@ class KqueueProcess:
                     check=False,
                 )
                 self.cluster.kubectl("delete", name, "--wait=false", check=False)
+
+
+P = TypeVar("P", bound=KqueueProcess)
+
+
+def kqueue_running(proc: P) -> Iterator[P]:
+    """Set up and start ``proc``, yield it, and finally tear it down: the body of every kqueue
+    fixture (``yield from kqueue_running(KqueueProcess(...))``)."""
+    proc.setup()
+    proc.start()
+    try:
+        yield proc
+    finally:
+        proc.teardown()
 
 
 # -- builders ------------------------------------------------------------------------------------

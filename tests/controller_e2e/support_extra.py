@@ -13,7 +13,7 @@ import yaml
 from kqueue.api.v1alpha1 import constants as c
 from kqueue.controller.resources import PODS, WORKLOADS
 from kqueue.localcluster.cluster import LocalCluster
-from tests.controller_e2e.harness import Api, KqueueProcess
+from tests.controller_e2e.harness import Api, KqueueProcess, kqueue_running
 
 Obj = dict[str, Any]
 
@@ -72,12 +72,7 @@ def configured_kqueue(
 ) -> Iterator[ConfiguredKqueue]:
     """Set up, start and finally tear down a configured ``kqueue run`` (for module fixtures)."""
     proc = ConfiguredKqueue(cluster=cluster, work_dir=work_dir, overrides=overrides)
-    proc.setup()
-    proc.start()
-    try:
-        yield proc
-    finally:
-        proc.teardown()
+    yield from kqueue_running(proc)
 
 
 @dataclass
@@ -102,10 +97,4 @@ class PodsKqueue(ConfiguredKqueue):
 
 
 def pods_kqueue(cluster: LocalCluster, work_dir: Path, overrides: Obj) -> Iterator[PodsKqueue]:
-    proc = PodsKqueue(cluster=cluster, work_dir=work_dir, overrides=overrides)
-    proc.setup()
-    proc.start()
-    try:
-        yield proc
-    finally:
-        proc.teardown()
+    yield from kqueue_running(PodsKqueue(cluster=cluster, work_dir=work_dir, overrides=overrides))

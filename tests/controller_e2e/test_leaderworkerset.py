@@ -31,7 +31,7 @@ from tests.controller_e2e.harness import (
     stays,
     unique,
 )
-from tests.controller_e2e.support_extra import PodsKqueue
+from tests.controller_e2e.support_extra import PodsKqueue, pods_kqueue
 
 pytestmark = pytest.mark.cluster
 
@@ -46,17 +46,8 @@ SAMPLES = ROOT / "config" / "samples"
 def kqueue(
     cluster: LocalCluster, lws_operator: str, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[PodsKqueue]:
-    proc = PodsKqueue(
-        cluster=cluster,
-        work_dir=Path(tmp_path_factory.mktemp("kqueue-lws")),
-        overrides={"integrations": {"frameworks": FRAMEWORKS}},
-    )
-    proc.setup()
-    proc.start()
-    try:
-        yield proc
-    finally:
-        proc.teardown()
+    work_dir = Path(tmp_path_factory.mktemp("kqueue-lws"))
+    yield from pods_kqueue(cluster, work_dir, {"integrations": {"frameworks": FRAMEWORKS}})
 
 
 def leaderworkerset(name: str, namespace: str, queue: str, *, replicas: int, size: int) -> Obj:
