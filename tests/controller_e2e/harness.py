@@ -448,10 +448,11 @@ class Api:
             with contextlib.suppress(KubeError):
                 await self.kube.delete(resource, name, namespace=ns)
 
-    async def workload_of(self, namespace: str, job_name: str) -> Obj | None:
+    async def workload_of(self, namespace: str, job_name: str, kind: str = "Job") -> Obj | None:
+        """The Workload owned by the ``kind`` named ``job_name``, if there is one yet."""
         for wl in await self.kube.list(WORKLOADS, namespace=namespace):
             for ref in wl["metadata"].get("ownerReferences") or []:
-                if ref.get("kind") == "Job" and ref.get("name") == job_name:
+                if ref.get("kind") == kind and ref.get("name") == job_name:
                     return wl
         return None
 

@@ -118,17 +118,9 @@ async def _setup(
     return od, cq
 
 
-async def _workload_of(api: Api, namespace: str, kind: str, name: str) -> Obj | None:
-    for wl in await api.kube.list(WORKLOADS, namespace=namespace):
-        for ref in wl["metadata"].get("ownerReferences") or []:
-            if ref.get("kind") == kind and ref.get("name") == name:
-                return wl
-    return None
-
-
 async def _wait_workload(api: Api, namespace: str, kind: str, name: str, pred: Any, what: str) -> Obj:
     async def probe() -> Obj | None:
-        wl = await _workload_of(api, namespace, kind, name)
+        wl = await api.workload_of(namespace, name, kind=kind)
         return wl if wl is not None and pred(wl) else None
 
     return await eventually(probe, within=120, what=f"Workload of {kind} {name}: {what}")
@@ -182,7 +174,7 @@ async def _gone(api: Api, resource: Resource, name: str, namespace: str) -> None
 
 async def stays_unadmitted(api: Api, namespace: str) -> None:
     async def queued() -> bool:
-        wl = await _workload_of(api, namespace, "RayCluster", "rc")
+        wl = await api.workload_of(namespace, "rc", kind="RayCluster")
         return wl is not None and not is_true(wl, c.QUOTA_RESERVED)
 
     await stays(queued, for_s=3, what="the RayCluster queued while the quota is short")
