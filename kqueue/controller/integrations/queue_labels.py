@@ -12,8 +12,13 @@ from kqueue.controller.admission import FieldError
 Obj = dict[str, Any]
 
 
-def _labels(obj: Obj) -> dict[str, str]:
+def object_labels(obj: Obj) -> dict[str, str]:
     return dict((obj.get("metadata") or {}).get("labels") or {})
+
+
+def ready_replicas(obj: Obj) -> int:
+    """``status.readyReplicas`` of an apps kind (pods, or a LeaderWorkerSet's groups)."""
+    return int((obj.get("status") or {}).get("readyReplicas") or 0)
 
 
 def unsupported_annotation_errors(obj: Obj, unsupported: Mapping[str, str]) -> list[FieldError]:
@@ -36,7 +41,7 @@ def running_label_errors(
     errors: list[FieldError] = []
     held = "its pods are held by kqueue's gate; " if gated else ""
     for key in (c.QUEUE_NAME_LABEL, c.PRIORITY_CLASS_LABEL):
-        before, after = _labels(old).get(key), _labels(new).get(key)
+        before, after = object_labels(old).get(key), object_labels(new).get(key)
         if before == after:
             continue
         if key == c.QUEUE_NAME_LABEL and before and not after:

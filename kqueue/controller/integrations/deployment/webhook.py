@@ -21,6 +21,8 @@ from kqueue.api.integrations.deployment import PROPAGATED_LABELS, template_metad
 from kqueue.api.v1alpha1 import constants as c
 from kqueue.controller.admission import AdmissionRequest, FieldError, Verdict
 from kqueue.controller.integrations.queue_labels import (
+    object_labels,
+    ready_replicas,
     running_label_errors,
     unsupported_annotation_errors,
 )
@@ -38,19 +40,11 @@ UNSUPPORTED_ANNOTATIONS: Final = {
 }
 
 
-def _labels(obj: Obj) -> dict[str, str]:
-    return dict((obj.get("metadata") or {}).get("labels") or {})
-
-
-def _ready(obj: Obj) -> int:
-    return int((obj.get("status") or {}).get("readyReplicas") or 0)
-
-
 async def mutate(req: AdmissionRequest) -> Verdict:
     obj = req.object
     if req.operation not in ("CREATE", "UPDATE") or not isinstance(obj, dict):
         return Verdict.allow()
-    if not _labels(obj).get(c.QUEUE_NAME_LABEL):
+    if not object_labels(obj).get(c.QUEUE_NAME_LABEL):
         return Verdict.allow()  # the label is being removed: the validating webhook says no
     out = copy.deepcopy(obj)
     spec = out.setdefault("spec", {})
@@ -75,7 +69,7 @@ async def validate(req: AdmissionRequest) -> Verdict:
     if not isinstance(obj, dict):
         return Verdict.allow()
     errors: list[FieldError] = []
-    if _labels(obj).get(c.QUEUE_NAME_LABEL):
+    if object_labels(obj).get(c.QUEUE_NAME_LABEL):
         errors += unsupported_annotation_errors(obj, UNSUPPORTED_ANNOTATIONS)
         template = (obj.get("spec") or {}).get("template") or {}
         t_labels = (template.get("metadata") or {}).get("labels") or {}
@@ -90,6 +84,6 @@ async def validate(req: AdmissionRequest) -> Verdict:
     old = req.old_object
     if req.operation == "UPDATE" and isinstance(old, dict):
         errors += running_label_errors(
-            old, obj, kind="Deployment", ready=_ready(old), unit="pods", gated=False
+            old, obj, kind="Deployment", ready=ready_replicas(old), unit="pods", gated=False
         )
     return Verdict.deny(*errors) if errors else Verdict.allow()

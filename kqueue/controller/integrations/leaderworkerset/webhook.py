@@ -26,6 +26,8 @@ from kqueue.api.integrations.leaderworkerset import size, template_metadata
 from kqueue.api.v1alpha1 import constants as c
 from kqueue.controller.admission import AdmissionRequest, FieldError, Verdict
 from kqueue.controller.integrations.queue_labels import (
+    object_labels,
+    ready_replicas,
     running_label_errors,
     unsupported_annotation_errors,
 )
@@ -46,14 +48,6 @@ TEMPLATE_PATHS: Final = ("leaderTemplate", "workerTemplate")
 EXCLUSIVE_TOPOLOGY_ANNOTATION: Final = "leaderworkerset.sigs.k8s.io/exclusive-topology"
 
 
-def _labels(obj: Obj) -> dict[str, str]:
-    return dict((obj.get("metadata") or {}).get("labels") or {})
-
-
-def _ready(obj: Obj) -> int:
-    return int((obj.get("status") or {}).get("readyReplicas") or 0)
-
-
 def _templates(obj: Obj) -> dict[str, Obj]:
     lwt = (obj.get("spec") or {}).get("leaderWorkerTemplate") or {}
     return {k: lwt[k] for k in TEMPLATE_PATHS if isinstance(lwt.get(k), dict)}
@@ -63,7 +57,7 @@ async def mutate(req: AdmissionRequest) -> Verdict:
     obj = req.object
     if req.operation not in ("CREATE", "UPDATE") or not isinstance(obj, dict):
         return Verdict.allow()
-    if not _labels(obj).get(c.QUEUE_NAME_LABEL):
+    if not object_labels(obj).get(c.QUEUE_NAME_LABEL):
         return Verdict.allow()  # the label is being removed: the validating webhook says no
     try:
         want_labels, want_annotations = template_metadata(obj)
@@ -90,7 +84,7 @@ async def validate(req: AdmissionRequest) -> Verdict:
     if not isinstance(obj, dict):
         return Verdict.allow()
     errors: list[FieldError] = []
-    managed = bool(_labels(obj).get(c.QUEUE_NAME_LABEL))
+    managed = bool(object_labels(obj).get(c.QUEUE_NAME_LABEL))
     if managed:
         annotations = (obj.get("metadata") or {}).get("annotations") or {}
         errors += unsupported_annotation_errors(obj, UNSUPPORTED_ANNOTATIONS)
@@ -131,9 +125,9 @@ async def validate(req: AdmissionRequest) -> Verdict:
     old = req.old_object
     if req.operation == "UPDATE" and isinstance(old, dict):
         errors += running_label_errors(
-            old, obj, kind="LeaderWorkerSet", ready=_ready(old), unit="groups", gated=True
+            old, obj, kind="LeaderWorkerSet", ready=ready_replicas(old), unit="groups", gated=True
         )
-        if managed and _labels(old).get(c.QUEUE_NAME_LABEL):
+        if managed and object_labels(old).get(c.QUEUE_NAME_LABEL):
             try:
                 before_size, after_size = size(old), size(obj)
             except IntegrationError:
