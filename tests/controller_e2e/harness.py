@@ -40,16 +40,23 @@ from kqueue.controller.resources import (
 )
 from kqueue.controller.webhooks.config import webhook_configurations
 from kqueue.localcluster.cluster import LocalCluster
-from kqueue.localcluster.nodes import COMPLETE_AFTER_ANNOTATION, INSTANCE_TYPE_LABEL
+from kqueue.localcluster.nodes import (
+    COMPLETE_AFTER_ANNOTATION,
+    DEFAULT_NODES,
+    INSTANCE_TYPE_LABEL,
+)
 
 T = TypeVar("T")
 Obj = dict[str, Any]
 
 ROOT = Path(__file__).resolve().parents[2]
 API_DIR = ROOT / "api"
+SAMPLES = ROOT / "config" / "samples"
 # Cluster-scoped objects the tests create carry this label, so leftovers can be cleaned up.
 E2E_LABEL = "e2e.kqueue.io/test"
 KQUEUE_NAMESPACE = "kqueue-system"
+# The kwok nodes every local cluster starts with: where released pods must land.
+KWOK_NODES = frozenset(n.name for n in DEFAULT_NODES)
 
 
 def free_port() -> int:

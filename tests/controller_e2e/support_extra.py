@@ -98,3 +98,38 @@ class PodsKqueue(ConfiguredKqueue):
 
 def pods_kqueue(cluster: LocalCluster, work_dir: Path, overrides: Obj) -> Iterator[PodsKqueue]:
     yield from kqueue_running(PodsKqueue(cluster=cluster, work_dir=work_dir, overrides=overrides))
+
+
+def pod(
+    name: str,
+    namespace: str,
+    queue: str,
+    *,
+    cpu: str = "1",
+    group: str | None = None,
+    total: int | None = None,
+    annotations: dict[str, str] | None = None,
+) -> Obj:
+    """A plain pod naming ``queue`` (a pause container requesting ``cpu``); with ``group``,
+    a member of that pod group of ``total`` pods."""
+    labels = {c.QUEUE_NAME_LABEL: queue}
+    notes = dict(annotations or {})
+    if group is not None:
+        labels[c.POD_GROUP_NAME_LABEL] = group
+        notes[c.POD_GROUP_TOTAL_COUNT_ANNOTATION] = str(total)
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": namespace, "labels": labels, "annotations": notes},
+        "spec": {
+            "restartPolicy": "Never",
+            "terminationGracePeriodSeconds": 0,
+            "containers": [
+                {
+                    "name": "main",
+                    "image": "registry.k8s.io/pause:3.10",
+                    "resources": {"requests": {"cpu": cpu, "memory": "64Mi"}},
+                }
+            ],
+        },
+    }

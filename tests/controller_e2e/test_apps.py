@@ -17,7 +17,7 @@ from kqueue.controller.resources import CLUSTER_QUEUES, PODS, WORKLOADS, Resourc
 from kqueue.localcluster.cluster import LocalCluster
 from kqueue.localcluster.nodes import INSTANCE_TYPE_LABEL
 from tests.controller_e2e.harness import (
-    ROOT,
+    SAMPLES,
     Api,
     cluster_queue,
     eventually,
@@ -36,7 +36,6 @@ pytestmark = pytest.mark.cluster
 Obj = dict[str, Any]
 STATEFULSETS = Resource("apps", "v1", "statefulsets")
 DEPLOYMENTS = Resource("apps", "v1", "deployments")
-SAMPLES = ROOT / "config" / "samples"
 
 
 @pytest.fixture(scope="module")

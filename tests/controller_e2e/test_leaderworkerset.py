@@ -17,9 +17,10 @@ from kqueue.api.v1alpha1 import constants as c
 from kqueue.controller.kube import KubeError, NotFound
 from kqueue.controller.resources import CLUSTER_QUEUES, PODS, WORKLOADS, Resource
 from kqueue.localcluster.cluster import LocalCluster
-from kqueue.localcluster.nodes import DEFAULT_NODES, INSTANCE_TYPE_LABEL
-from tests.chart.conftest import ROOT
+from kqueue.localcluster.nodes import INSTANCE_TYPE_LABEL
 from tests.controller_e2e.harness import (
+    KWOK_NODES,
+    SAMPLES,
     Api,
     cluster_queue,
     eventually,
@@ -38,8 +39,6 @@ pytestmark = pytest.mark.cluster
 Obj = dict[str, Any]
 LWS = Resource("leaderworkerset.x-k8s.io", "v1", "leaderworkersets")
 FRAMEWORKS = ["batch/job", "pod", "leaderworkerset.x-k8s.io/leaderworkerset"]
-KWOK_NODES = {n.name for n in DEFAULT_NODES}
-SAMPLES = ROOT / "config" / "samples"
 
 
 @pytest.fixture(scope="module")

@@ -28,6 +28,7 @@ from tests.controller_e2e.harness import (
     stays,
     unique,
 )
+from tests.controller_e2e.support_extra import pod
 from tests.gang_e2e.fragment import (
     GANG_SIZE,
     assert_bound_together,
@@ -44,32 +45,7 @@ GROUP = "trainers"
 
 
 def _pod(name: str, namespace: str, *, group: str | None, total: int = GANG_SIZE) -> Obj:
-    labels = {c.QUEUE_NAME_LABEL: "lq"}
-    annotations: dict[str, str] = {}
-    if group is not None:
-        labels[c.POD_GROUP_NAME_LABEL] = group
-        annotations[c.POD_GROUP_TOTAL_COUNT_ANNOTATION] = str(total)
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {
-            "name": name,
-            "namespace": namespace,
-            "labels": labels,
-            "annotations": annotations,
-        },
-        "spec": {
-            "restartPolicy": "Never",
-            "terminationGracePeriodSeconds": 0,
-            "containers": [
-                {
-                    "name": "main",
-                    "image": "registry.k8s.io/pause:3.10",
-                    "resources": {"requests": {"cpu": "1", "memory": "64Mi"}},
-                }
-            ],
-        },
-    }
+    return pod(name, namespace, "lq", group=group, total=total)
 
 
 async def _group_pods(api: Api, namespace: str) -> list[Obj]:
