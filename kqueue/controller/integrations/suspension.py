@@ -19,6 +19,7 @@ from kqueue.api.v1alpha1 import constants as c
 from kqueue.controller.admission import AdmissionRequest, FieldError, Verdict
 from kqueue.controller.integrations.advice import LocalQueueNames, queue_warnings
 from kqueue.controller.integrations.gate import add_gate
+from kqueue.controller.integrations.owners import controlled_by
 from kqueue.controller.integrations.queue_labels import unsupported_annotation_errors
 
 Obj = dict[str, Any]
@@ -176,7 +177,6 @@ class SuspendableWebhooks:
     def _manages(self, obj: Obj) -> bool:
         """Managed, and not part of another integration's object (a JobSet's or a RayJob's
         children are queued with their parent, never on their own: ``parent_kinds``)."""
-        for ref in (obj.get("metadata") or {}).get("ownerReferences") or []:
-            if ref.get("controller") and (ref.get("apiVersion"), ref.get("kind")) in self._parent_kinds:
-                return False
+        if controlled_by(obj, self._parent_kinds):
+            return False
         return managed(obj, without_queue_name=self._without_queue_name)
