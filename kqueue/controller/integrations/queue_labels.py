@@ -1,9 +1,10 @@
-"""Validating-webhook checks every integration shares: annotations a kind cannot honour, and
-the queue and priority-class labels of a running object (Kueue's rules for the apps kinds)."""
+"""What the integrations' webhooks share about an object's queue labels: the validating checks
+(annotations a kind cannot honour; the queue and priority-class labels of a running object, as
+Kueue rules for the apps kinds) and, for the apps kinds, copying them into a pod template."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from kqueue.api.v1alpha1 import constants as c
@@ -19,6 +20,25 @@ def object_labels(obj: Obj) -> dict[str, str]:
 def ready_replicas(obj: Obj) -> int:
     """``status.readyReplicas`` of an apps kind (pods, or a LeaderWorkerSet's groups)."""
     return int((obj.get("status") or {}).get("readyReplicas") or 0)
+
+
+def propagate_to_template(
+    template: Obj,
+    want_labels: Mapping[str, str],
+    want_annotations: Mapping[str, str],
+    propagated: Iterable[str],
+) -> None:
+    """Set the ``propagated`` label keys of a pod template (in place) to the owner's
+    (``want_labels``), removing those the owner no longer has, and add ``want_annotations``."""
+    meta = template.setdefault("metadata", {})
+    labels = meta["labels"] = dict(meta.get("labels") or {})
+    annotations = meta["annotations"] = dict(meta.get("annotations") or {})
+    for key in propagated:
+        if key in want_labels:
+            labels[key] = want_labels[key]
+        else:
+            labels.pop(key, None)
+    annotations.update(want_annotations)
 
 
 def unsupported_annotation_errors(obj: Obj, unsupported: Mapping[str, str]) -> list[FieldError]:

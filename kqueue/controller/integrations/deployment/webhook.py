@@ -22,6 +22,7 @@ from kqueue.api.v1alpha1 import constants as c
 from kqueue.controller.admission import AdmissionRequest, FieldError, Verdict
 from kqueue.controller.integrations.queue_labels import (
     object_labels,
+    propagate_to_template,
     ready_replicas,
     running_label_errors,
     unsupported_annotation_errors,
@@ -51,16 +52,8 @@ async def mutate(req: AdmissionRequest) -> Verdict:
     template = spec.setdefault("template", {}) if isinstance(spec, dict) else None
     if not isinstance(template, dict):
         return Verdict.allow()  # malformed: the API server reports it
-    meta = template.setdefault("metadata", {})
-    labels = meta["labels"] = dict(meta.get("labels") or {})
-    annotations = meta["annotations"] = dict(meta.get("annotations") or {})
     want_labels, want_annotations = template_metadata(obj)
-    for key in PROPAGATED_LABELS:
-        if key in want_labels:
-            labels[key] = want_labels[key]
-        else:
-            labels.pop(key, None)
-    annotations.update(want_annotations)
+    propagate_to_template(template, want_labels, want_annotations, PROPAGATED_LABELS)
     return Verdict.patch(out) if out != obj else Verdict.allow()
 
 
