@@ -295,6 +295,15 @@ def kqueue_running(proc: P) -> Iterator[P]:
 # -- builders ------------------------------------------------------------------------------------
 
 
+def pause_container(cpu: str, *, name: str = "main") -> Obj:
+    """A container that only sleeps, requesting ``cpu`` and 64Mi: what quota is charged for."""
+    return {
+        "name": name,
+        "image": "registry.k8s.io/pause:3.10",
+        "resources": {"requests": {"cpu": cpu, "memory": "64Mi"}},
+    }
+
+
 def unique(prefix: str) -> str:
     return f"{prefix}-{uuid.uuid4().hex[:6]}"
 
@@ -401,11 +410,7 @@ def job(
                     "restartPolicy": "Never",
                     "terminationGracePeriodSeconds": 0,
                     "containers": [
-                        {
-                            "name": "main",
-                            "image": "registry.k8s.io/pause:3.10",
-                            "resources": {"requests": {"cpu": cpu, "memory": "64Mi"}},
-                        }
+                        pause_container(cpu)
                     ],
                 },
             },

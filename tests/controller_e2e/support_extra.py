@@ -13,7 +13,7 @@ import yaml
 from kqueue.api.v1alpha1 import constants as c
 from kqueue.controller.resources import PODS, WORKLOADS
 from kqueue.localcluster.cluster import LocalCluster
-from tests.controller_e2e.harness import Api, KqueueProcess, kqueue_running
+from tests.controller_e2e.harness import Api, KqueueProcess, kqueue_running, pause_container
 
 Obj = dict[str, Any]
 
@@ -125,11 +125,7 @@ def pod(
             "restartPolicy": "Never",
             "terminationGracePeriodSeconds": 0,
             "containers": [
-                {
-                    "name": "main",
-                    "image": "registry.k8s.io/pause:3.10",
-                    "resources": {"requests": {"cpu": cpu, "memory": "64Mi"}},
-                }
+                pause_container(cpu)
             ],
         },
     }

@@ -25,6 +25,7 @@ from tests.controller_e2e.harness import (
     is_true,
     job,
     local_queue,
+    pause_container,
     priority_class,
     stays,
     unique,
@@ -53,11 +54,7 @@ def _template(app: str, cpu: str = "1") -> Obj:
         "spec": {
             "terminationGracePeriodSeconds": 0,
             "containers": [
-                {
-                    "name": "main",
-                    "image": "registry.k8s.io/pause:3.10",
-                    "resources": {"requests": {"cpu": cpu, "memory": "64Mi"}},
-                }
+                pause_container(cpu)
             ],
         },
     }

@@ -24,6 +24,7 @@ from tests.controller_e2e.harness import (
     is_true,
     job,
     local_queue,
+    pause_container,
     priority_class,
     stays,
     unique,
@@ -57,11 +58,7 @@ def _pod_template(cpu: str, complete_after: str | None) -> Obj:
             "restartPolicy": "Never",
             "terminationGracePeriodSeconds": 0,
             "containers": [
-                {
-                    "name": "main",
-                    "image": "registry.k8s.io/pause:3.10",
-                    "resources": {"requests": {"cpu": cpu, "memory": "64Mi"}},
-                }
+                pause_container(cpu)
             ],
         },
     }

@@ -28,6 +28,7 @@ from tests.controller_e2e.harness import (
     is_true,
     job,
     local_queue,
+    pause_container,
     priority_class,
     stays,
     unique,
@@ -62,11 +63,7 @@ def leaderworkerset(name: str, namespace: str, queue: str, *, replicas: int, siz
                     "spec": {
                         "terminationGracePeriodSeconds": 0,
                         "containers": [
-                            {
-                                "name": "server",
-                                "image": "registry.k8s.io/pause:3.10",
-                                "resources": {"requests": {"cpu": "1", "memory": "64Mi"}},
-                            }
+                            pause_container("1", name="server")
                         ],
                     }
                 },

@@ -31,6 +31,7 @@ from tests.controller_e2e.harness import (
     is_true,
     job,
     local_queue,
+    pause_container,
     priority_class,
     stays,
     unique,
@@ -58,11 +59,7 @@ def _template(name: str, cpu: str = "1") -> Obj:
         "spec": {
             "terminationGracePeriodSeconds": 0,
             "containers": [
-                {
-                    "name": name,
-                    "image": "registry.k8s.io/pause:3.10",
-                    "resources": {"requests": {"cpu": cpu, "memory": "64Mi"}},
-                }
+                pause_container(cpu, name=name)
             ],
         }
     }

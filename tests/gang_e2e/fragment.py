@@ -27,6 +27,7 @@ from tests.controller_e2e.harness import (
     flavor,
     job,
     local_queue,
+    pause_container,
     unique,
 )
 
@@ -92,11 +93,7 @@ async def fragmented(cluster: LocalCluster, api: Api, namespace: str) -> AsyncIt
                     "nodeName": names[1],
                     "terminationGracePeriodSeconds": 0,
                     "containers": [
-                        {
-                            "name": "main",
-                            "image": "registry.k8s.io/pause:3.10",
-                            "resources": {"requests": {"cpu": "1", "memory": "64Mi"}},
-                        }
+                        pause_container("1")
                     ],
                 },
             },
