@@ -10,18 +10,13 @@ from kubernetes_asyncio import client
 
 from kqueue.controller.kube import Kube
 from kqueue.localcluster.cluster import LocalCluster
-from tests.controller_e2e.harness import Api, KqueueProcess
+from tests.controller_e2e.harness import Api, KqueueProcess, kqueue_running
 
 
 @pytest.fixture(scope="module")
 def kqueue(cluster: LocalCluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[KqueueProcess]:
     proc = KqueueProcess(cluster=cluster, work_dir=Path(tmp_path_factory.mktemp("kqueue")))
-    proc.setup()
-    proc.start()
-    try:
-        yield proc
-    finally:
-        proc.teardown()
+    yield from kqueue_running(proc)
 
 
 @pytest.fixture

@@ -17,7 +17,7 @@ import sys
 import time
 import urllib.request
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
@@ -40,16 +40,23 @@ from kqueue.controller.resources import (
 )
 from kqueue.controller.webhooks.config import webhook_configurations
 from kqueue.localcluster.cluster import LocalCluster
-from kqueue.localcluster.nodes import COMPLETE_AFTER_ANNOTATION, INSTANCE_TYPE_LABEL
+from kqueue.localcluster.nodes import (
+    COMPLETE_AFTER_ANNOTATION,
+    DEFAULT_NODES,
+    INSTANCE_TYPE_LABEL,
+)
 
 T = TypeVar("T")
 Obj = dict[str, Any]
 
 ROOT = Path(__file__).resolve().parents[2]
 API_DIR = ROOT / "api"
+SAMPLES = ROOT / "config" / "samples"
 # Cluster-scoped objects the tests create carry this label, so leftovers can be cleaned up.
 E2E_LABEL = "e2e.kqueue.io/test"
 KQUEUE_NAMESPACE = "kqueue-system"
+# The kwok nodes every local cluster starts with: where released pods must land.
+KWOK_NODES = frozenset(n.name for n in DEFAULT_NODES)
 
 
 def free_port() -> int:
@@ -271,7 +278,30 @@ class KqueueProcess:
                 self.cluster.kubectl("delete", name, "--wait=false", check=False)
 
 
+P = TypeVar("P", bound=KqueueProcess)
+
+
+def kqueue_running(proc: P) -> Iterator[P]:
+    """Set up and start ``proc``, yield it, and finally tear it down: the body of every kqueue
+    fixture (``yield from kqueue_running(KqueueProcess(...))``)."""
+    proc.setup()
+    proc.start()
+    try:
+        yield proc
+    finally:
+        proc.teardown()
+
+
 # -- builders ------------------------------------------------------------------------------------
+
+
+def pause_container(cpu: str, *, name: str = "main") -> Obj:
+    """A container that only sleeps, requesting ``cpu`` and 64Mi: what quota is charged for."""
+    return {
+        "name": name,
+        "image": "registry.k8s.io/pause:3.10",
+        "resources": {"requests": {"cpu": cpu, "memory": "64Mi"}},
+    }
 
 
 def unique(prefix: str) -> str:
@@ -380,11 +410,7 @@ def job(
                     "restartPolicy": "Never",
                     "terminationGracePeriodSeconds": 0,
                     "containers": [
-                        {
-                            "name": "main",
-                            "image": "registry.k8s.io/pause:3.10",
-                            "resources": {"requests": {"cpu": cpu, "memory": "64Mi"}},
-                        }
+                        pause_container(cpu)
                     ],
                 },
             },
@@ -434,10 +460,11 @@ class Api:
             with contextlib.suppress(KubeError):
                 await self.kube.delete(resource, name, namespace=ns)
 
-    async def workload_of(self, namespace: str, job_name: str) -> Obj | None:
+    async def workload_of(self, namespace: str, job_name: str, kind: str = "Job") -> Obj | None:
+        """The Workload owned by the ``kind`` named ``job_name``, if there is one yet."""
         for wl in await self.kube.list(WORKLOADS, namespace=namespace):
             for ref in wl["metadata"].get("ownerReferences") or []:
-                if ref.get("kind") == "Job" and ref.get("name") == job_name:
+                if ref.get("kind") == kind and ref.get("name") == job_name:
                     return wl
         return None
 

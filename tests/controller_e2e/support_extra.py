@@ -13,7 +13,7 @@ import yaml
 from kqueue.api.v1alpha1 import constants as c
 from kqueue.controller.resources import PODS, WORKLOADS
 from kqueue.localcluster.cluster import LocalCluster
-from tests.controller_e2e.harness import Api, KqueueProcess
+from tests.controller_e2e.harness import Api, KqueueProcess, kqueue_running, pause_container
 
 Obj = dict[str, Any]
 
@@ -72,12 +72,7 @@ def configured_kqueue(
 ) -> Iterator[ConfiguredKqueue]:
     """Set up, start and finally tear down a configured ``kqueue run`` (for module fixtures)."""
     proc = ConfiguredKqueue(cluster=cluster, work_dir=work_dir, overrides=overrides)
-    proc.setup()
-    proc.start()
-    try:
-        yield proc
-    finally:
-        proc.teardown()
+    yield from kqueue_running(proc)
 
 
 @dataclass
@@ -102,10 +97,35 @@ class PodsKqueue(ConfiguredKqueue):
 
 
 def pods_kqueue(cluster: LocalCluster, work_dir: Path, overrides: Obj) -> Iterator[PodsKqueue]:
-    proc = PodsKqueue(cluster=cluster, work_dir=work_dir, overrides=overrides)
-    proc.setup()
-    proc.start()
-    try:
-        yield proc
-    finally:
-        proc.teardown()
+    yield from kqueue_running(PodsKqueue(cluster=cluster, work_dir=work_dir, overrides=overrides))
+
+
+def pod(
+    name: str,
+    namespace: str,
+    queue: str,
+    *,
+    cpu: str = "1",
+    group: str | None = None,
+    total: int | None = None,
+    annotations: dict[str, str] | None = None,
+) -> Obj:
+    """A plain pod naming ``queue`` (a pause container requesting ``cpu``); with ``group``,
+    a member of that pod group of ``total`` pods."""
+    labels = {c.QUEUE_NAME_LABEL: queue}
+    notes = dict(annotations or {})
+    if group is not None:
+        labels[c.POD_GROUP_NAME_LABEL] = group
+        notes[c.POD_GROUP_TOTAL_COUNT_ANNOTATION] = str(total)
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": namespace, "labels": labels, "annotations": notes},
+        "spec": {
+            "restartPolicy": "Never",
+            "terminationGracePeriodSeconds": 0,
+            "containers": [
+                pause_container(cpu)
+            ],
+        },
+    }

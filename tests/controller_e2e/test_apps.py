@@ -17,7 +17,7 @@ from kqueue.controller.resources import CLUSTER_QUEUES, PODS, WORKLOADS, Resourc
 from kqueue.localcluster.cluster import LocalCluster
 from kqueue.localcluster.nodes import INSTANCE_TYPE_LABEL
 from tests.controller_e2e.harness import (
-    ROOT,
+    SAMPLES,
     Api,
     cluster_queue,
     eventually,
@@ -25,6 +25,7 @@ from tests.controller_e2e.harness import (
     is_true,
     job,
     local_queue,
+    pause_container,
     priority_class,
     stays,
     unique,
@@ -36,7 +37,6 @@ pytestmark = pytest.mark.cluster
 Obj = dict[str, Any]
 STATEFULSETS = Resource("apps", "v1", "statefulsets")
 DEPLOYMENTS = Resource("apps", "v1", "deployments")
-SAMPLES = ROOT / "config" / "samples"
 
 
 @pytest.fixture(scope="module")
@@ -54,11 +54,7 @@ def _template(app: str, cpu: str = "1") -> Obj:
         "spec": {
             "terminationGracePeriodSeconds": 0,
             "containers": [
-                {
-                    "name": "main",
-                    "image": "registry.k8s.io/pause:3.10",
-                    "resources": {"requests": {"cpu": cpu, "memory": "64Mi"}},
-                }
+                pause_container(cpu)
             ],
         },
     }

@@ -24,6 +24,7 @@ from tests.controller_e2e.harness import (
     is_true,
     job,
     local_queue,
+    pause_container,
     priority_class,
     stays,
     unique,
@@ -57,11 +58,7 @@ def _pod_template(cpu: str, complete_after: str | None) -> Obj:
             "restartPolicy": "Never",
             "terminationGracePeriodSeconds": 0,
             "containers": [
-                {
-                    "name": "main",
-                    "image": "registry.k8s.io/pause:3.10",
-                    "resources": {"requests": {"cpu": cpu, "memory": "64Mi"}},
-                }
+                pause_container(cpu)
             ],
         },
     }
@@ -112,19 +109,9 @@ async def _setup(api: Api, namespace: str, cpu: str, *, preemption: Obj | None =
     return cq
 
 
-async def _workload_of(api: Api, namespace: str, kind: str, name: str) -> Obj | None:
-    from kqueue.controller.resources import WORKLOADS
-
-    for wl in await api.kube.list(WORKLOADS, namespace=namespace):
-        for ref in wl["metadata"].get("ownerReferences") or []:
-            if ref.get("kind") == kind and ref.get("name") == name:
-                return wl
-    return None
-
-
 async def _wait_workload(api: Api, namespace: str, kind: str, name: str, pred: Any, what: str) -> Obj:
     async def probe() -> Obj | None:
-        wl = await _workload_of(api, namespace, kind, name)
+        wl = await api.workload_of(namespace, name, kind=kind)
         return wl if wl is not None and pred(wl) else None
 
     return await eventually(probe, within=90, what=f"Workload of {kind} {name}: {what}")
@@ -242,7 +229,7 @@ async def test_a_non_preemptible_jobset_is_protected(
     await api.wait_workload(namespace, "urgent", lambda w: True, what="created")
 
     async def untouched() -> bool:
-        wl = await _workload_of(api, namespace, "JobSet", "kept")
+        wl = await api.workload_of(namespace, "kept", kind="JobSet")
         urgent = await api.workload_of(namespace, "urgent")
         return (
             wl is not None

@@ -17,9 +17,10 @@ from kqueue.api.v1alpha1 import constants as c
 from kqueue.controller.kube import KubeError, NotFound
 from kqueue.controller.resources import CLUSTER_QUEUES, PODS, WORKLOADS, Resource
 from kqueue.localcluster.cluster import LocalCluster
-from kqueue.localcluster.nodes import DEFAULT_NODES, INSTANCE_TYPE_LABEL
-from tests.chart.conftest import ROOT
+from kqueue.localcluster.nodes import INSTANCE_TYPE_LABEL
 from tests.controller_e2e.harness import (
+    KWOK_NODES,
+    SAMPLES,
     Api,
     cluster_queue,
     eventually,
@@ -27,36 +28,26 @@ from tests.controller_e2e.harness import (
     is_true,
     job,
     local_queue,
+    pause_container,
     priority_class,
     stays,
     unique,
 )
-from tests.controller_e2e.support_extra import PodsKqueue
+from tests.controller_e2e.support_extra import PodsKqueue, pods_kqueue
 
 pytestmark = pytest.mark.cluster
 
 Obj = dict[str, Any]
 LWS = Resource("leaderworkerset.x-k8s.io", "v1", "leaderworkersets")
 FRAMEWORKS = ["batch/job", "pod", "leaderworkerset.x-k8s.io/leaderworkerset"]
-KWOK_NODES = {n.name for n in DEFAULT_NODES}
-SAMPLES = ROOT / "config" / "samples"
 
 
 @pytest.fixture(scope="module")
 def kqueue(
     cluster: LocalCluster, lws_operator: str, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[PodsKqueue]:
-    proc = PodsKqueue(
-        cluster=cluster,
-        work_dir=Path(tmp_path_factory.mktemp("kqueue-lws")),
-        overrides={"integrations": {"frameworks": FRAMEWORKS}},
-    )
-    proc.setup()
-    proc.start()
-    try:
-        yield proc
-    finally:
-        proc.teardown()
+    work_dir = Path(tmp_path_factory.mktemp("kqueue-lws"))
+    yield from pods_kqueue(cluster, work_dir, {"integrations": {"frameworks": FRAMEWORKS}})
 
 
 def leaderworkerset(name: str, namespace: str, queue: str, *, replicas: int, size: int) -> Obj:
@@ -72,11 +63,7 @@ def leaderworkerset(name: str, namespace: str, queue: str, *, replicas: int, siz
                     "spec": {
                         "terminationGracePeriodSeconds": 0,
                         "containers": [
-                            {
-                                "name": "server",
-                                "image": "registry.k8s.io/pause:3.10",
-                                "resources": {"requests": {"cpu": "1", "memory": "64Mi"}},
-                            }
+                            pause_container("1", name="server")
                         ],
                     }
                 },

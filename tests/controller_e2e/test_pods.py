@@ -25,7 +25,7 @@ from tests.controller_e2e.harness import (
     stays,
     unique,
 )
-from tests.controller_e2e.support_extra import PodsKqueue, gated, pods_kqueue
+from tests.controller_e2e.support_extra import PodsKqueue, gated, pod, pods_kqueue
 
 pytestmark = pytest.mark.cluster
 
@@ -40,39 +40,6 @@ def kqueue(cluster: LocalCluster, tmp_path_factory: pytest.TempPathFactory) -> I
         Path(tmp_path_factory.mktemp("kqueue-pods")),
         {"integrations": {"frameworks": ["batch/job", "pod"]}},
     )
-
-
-def pod(
-    name: str,
-    namespace: str,
-    queue: str,
-    *,
-    cpu: str = "1",
-    group: str | None = None,
-    total: int | None = None,
-    annotations: dict[str, str] | None = None,
-) -> Obj:
-    labels = {c.QUEUE_NAME_LABEL: queue}
-    notes = dict(annotations or {})
-    if group is not None:
-        labels[c.POD_GROUP_NAME_LABEL] = group
-        notes[c.POD_GROUP_TOTAL_COUNT_ANNOTATION] = str(total)
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": name, "namespace": namespace, "labels": labels, "annotations": notes},
-        "spec": {
-            "restartPolicy": "Never",
-            "terminationGracePeriodSeconds": 0,
-            "containers": [
-                {
-                    "name": "main",
-                    "image": "registry.k8s.io/pause:3.10",
-                    "resources": {"requests": {"cpu": cpu, "memory": "64Mi"}},
-                }
-            ],
-        },
-    }
 
 
 async def _queues(api: Api, namespace: str, cpu: str = "4") -> tuple[str, str]:

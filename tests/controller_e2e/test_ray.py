@@ -20,9 +20,10 @@ from kqueue.api.v1alpha1 import constants as c
 from kqueue.controller.kube import KubeError, NotFound
 from kqueue.controller.resources import CLUSTER_QUEUES, PODS, WORKLOADS, Resource
 from kqueue.localcluster.cluster import LocalCluster
-from kqueue.localcluster.nodes import DEFAULT_NODES, INSTANCE_TYPE_LABEL
-from tests.chart.conftest import ROOT
+from kqueue.localcluster.nodes import INSTANCE_TYPE_LABEL
 from tests.controller_e2e.harness import (
+    KWOK_NODES,
+    SAMPLES,
     Api,
     cluster_queue,
     eventually,
@@ -30,6 +31,7 @@ from tests.controller_e2e.harness import (
     is_true,
     job,
     local_queue,
+    pause_container,
     priority_class,
     stays,
     unique,
@@ -42,8 +44,6 @@ Obj = dict[str, Any]
 RAYCLUSTERS = Resource("ray.io", "v1", "rayclusters")
 RAYJOBS = Resource("ray.io", "v1", "rayjobs")
 FRAMEWORKS = ["batch/job", "pod", "ray.io/rayjob", "ray.io/raycluster"]
-KWOK_NODES = {n.name for n in DEFAULT_NODES}
-SAMPLES = ROOT / "config" / "samples"
 
 
 @pytest.fixture(scope="module")
@@ -59,11 +59,7 @@ def _template(name: str, cpu: str = "1") -> Obj:
         "spec": {
             "terminationGracePeriodSeconds": 0,
             "containers": [
-                {
-                    "name": name,
-                    "image": "registry.k8s.io/pause:3.10",
-                    "resources": {"requests": {"cpu": cpu, "memory": "64Mi"}},
-                }
+                pause_container(cpu, name=name)
             ],
         }
     }
@@ -118,17 +114,9 @@ async def _setup(
     return od, cq
 
 
-async def _workload_of(api: Api, namespace: str, kind: str, name: str) -> Obj | None:
-    for wl in await api.kube.list(WORKLOADS, namespace=namespace):
-        for ref in wl["metadata"].get("ownerReferences") or []:
-            if ref.get("kind") == kind and ref.get("name") == name:
-                return wl
-    return None
-
-
 async def _wait_workload(api: Api, namespace: str, kind: str, name: str, pred: Any, what: str) -> Obj:
     async def probe() -> Obj | None:
-        wl = await _workload_of(api, namespace, kind, name)
+        wl = await api.workload_of(namespace, name, kind=kind)
         return wl if wl is not None and pred(wl) else None
 
     return await eventually(probe, within=120, what=f"Workload of {kind} {name}: {what}")
@@ -182,7 +170,7 @@ async def _gone(api: Api, resource: Resource, name: str, namespace: str) -> None
 
 async def stays_unadmitted(api: Api, namespace: str) -> None:
     async def queued() -> bool:
-        wl = await _workload_of(api, namespace, "RayCluster", "rc")
+        wl = await api.workload_of(namespace, "rc", kind="RayCluster")
         return wl is not None and not is_true(wl, c.QUOTA_RESERVED)
 
     await stays(queued, for_s=3, what="the RayCluster queued while the quota is short")

@@ -120,18 +120,10 @@ async def _with_runtime(api: Api, rt: Obj) -> None:
     api.created.append((CLUSTER_TRAINING_RUNTIMES, rt["metadata"]["name"], None))
 
 
-async def _workload_of(api: Api, namespace: str, name: str) -> Obj | None:
-    for wl in await api.kube.list(WORKLOADS, namespace=namespace):
-        for ref in wl["metadata"].get("ownerReferences") or []:
-            if ref.get("kind") == "TrainJob" and ref.get("name") == name:
-                return wl
-    return None
-
-
 async def _wait_workload(api: Api, namespace: str, name: str, pred: Any, what: str,
                          within: float = 90) -> Obj:
     async def probe() -> Obj | None:
-        wl = await _workload_of(api, namespace, name)
+        wl = await api.workload_of(namespace, name, kind="TrainJob")
         return wl if wl is not None and pred(wl) else None
 
     return await eventually(probe, within=within, what=f"Workload of TrainJob {name}: {what}")
@@ -345,7 +337,7 @@ async def test_trainjob_naming_a_missing_runtime_is_refused(
         )
     # The Trainer's own webhook refuses it, naming the field and the runtime.
     assert "spec.runtimeref" in str(info.value).lower() and missing in str(info.value)
-    assert await _workload_of(api, namespace, "lost") is None
+    assert await api.workload_of(namespace, "lost", kind="TrainJob") is None
 
 
 async def test_trainjob_whose_runtime_is_missing_is_reported_then_queued_once_it_exists(
@@ -379,7 +371,7 @@ async def test_trainjob_whose_runtime_is_missing_is_reported_then_queued_once_it
     assert event["type"] == "Warning"
     assert "spec.runtimeRef.name" in event["message"]
     assert f"ClusterTrainingRuntime '{missing}' not found" in event["message"]
-    assert await _workload_of(api, namespace, "lost") is None
+    assert await api.workload_of(namespace, "lost", kind="TrainJob") is None
     tj = await api.kube.get(TRAINJOBS, "lost", namespace)
     assert tj["spec"]["suspend"] is True  # held, no pods
 
@@ -401,4 +393,4 @@ async def test_the_elastic_annotation_on_a_trainjob_is_refused(
     message = str(info.value)
     assert "vtrainjob.kqueue.io" in message
     assert f"metadata.annotations[{c.ELASTIC_JOB_ANNOTATION}]" in message
-    assert await _workload_of(api, namespace, "stretchy") is None
+    assert await api.workload_of(namespace, "stretchy", kind="TrainJob") is None

@@ -37,6 +37,7 @@ from tests.controller_e2e.harness import (
     free_port,
     is_true,
     job,
+    kqueue_running,
     local_queue,
     pending_reason,
     unique,
@@ -60,12 +61,7 @@ def kqueue(
     cluster: LocalCluster, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[KqueueProcess]:
     proc = KqueueWithWebView(cluster=cluster, work_dir=Path(tmp_path_factory.mktemp("kqueue")))
-    proc.setup()
-    proc.start()
-    try:
-        yield proc
-    finally:
-        proc.teardown()
+    yield from kqueue_running(proc)
 
 
 @pytest.fixture(scope="module")

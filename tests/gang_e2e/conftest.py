@@ -9,8 +9,6 @@ default cluster, and tests of both behaviours run in one session.
 
 from __future__ import annotations
 
-import os
-import sys
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
@@ -18,26 +16,14 @@ import pytest
 from kubernetes_asyncio import client
 
 from kqueue.controller.kube import Kube
-from kqueue.localcluster import build
-from kqueue.localcluster.cluster import ClusterStartError, LocalCluster
-from tests.controller_e2e.harness import Api, KqueueProcess
+from kqueue.localcluster.cluster import LocalCluster
+from tests.controller_e2e.harness import Api, KqueueProcess, kqueue_running
+from tests.fixtures.cluster import gang_cluster
 
 
 @pytest.fixture(scope="session")
 def cluster() -> Iterator[LocalCluster]:
-    lc = LocalCluster(bin_dir=build.binaries_ready(), gang_scheduling=True)
-    try:
-        lc.start()
-    except ClusterStartError as exc:
-        lc.keep_work_dir = lc.log_dir.exists()
-        lc.stop()
-        pytest.fail(
-            f"local cluster (gang scheduling) failed to start: {exc}\nwork dir: {lc.work_dir}"
-        )
-    print(f"\ngang-scheduling cluster up: KUBECONFIG={lc.kubeconfig_path}", file=sys.stderr)
-    yield lc
-    lc.keep_work_dir = lc.keep_work_dir or bool(os.environ.get("KQUEUE_KEEP_CLUSTER"))
-    lc.stop()
+    yield from gang_cluster("gang scheduling")
 
 
 @pytest.fixture(scope="session")
@@ -50,12 +36,7 @@ def kqueue(
     cluster: LocalCluster, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[KqueueProcess]:
     proc = KqueueProcess(cluster=cluster, work_dir=Path(tmp_path_factory.mktemp("kqueue-gang")))
-    proc.setup()
-    proc.start()
-    try:
-        yield proc
-    finally:
-        proc.teardown()
+    yield from kqueue_running(proc)
 
 
 @pytest.fixture

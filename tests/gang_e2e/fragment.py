@@ -8,22 +8,26 @@ pieces of 2 and 1, for four 1-cpu pods. Deleting the blocker frees the fourth cp
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from kqueue.controller import gang
+from kqueue.controller.kube import NotFound
 from kqueue.controller.resources import PODS
 from kqueue.localcluster.cluster import LocalCluster
 from kqueue.localcluster.nodes import INSTANCE_TYPE_LABEL, FakeNode
 from tests.controller_e2e.harness import (
     Api,
     cluster_queue,
+    condition,
     eventually,
     flavor,
     job,
     local_queue,
+    pause_container,
     unique,
 )
 
@@ -89,11 +93,7 @@ async def fragmented(cluster: LocalCluster, api: Api, namespace: str) -> AsyncIt
                     "nodeName": names[1],
                     "terminationGracePeriodSeconds": 0,
                     "containers": [
-                        {
-                            "name": "main",
-                            "image": "registry.k8s.io/pause:3.10",
-                            "resources": {"requests": {"cpu": "1", "memory": "64Mi"}},
-                        }
+                        pause_container("1")
                     ],
                 },
             },
@@ -140,3 +140,36 @@ def assert_bound_together(pods: list[Obj]) -> None:
     assert len(times) == len(pods), f"{len(pods) - len(times)} pod(s) not scheduled"
     spread = (max(times) - min(times)).total_seconds()
     assert spread <= 2, f"pods bound piecemeal: PodScheduled {spread}s apart"
+
+
+async def assert_gang_unschedulable(
+    api: Api,
+    namespace: str,
+    group: str,
+    wl: Obj,
+    workload: Callable[[], Awaitable[Obj | None]],
+) -> None:
+    """The admitted ``wl``'s PodGroup ``group`` exists, sized to the gang and owned by ``wl``,
+    and the Workload (``workload`` reads it again) says the gang cannot be scheduled, naming
+    the group: the quota fits the gang, the fragmented nodes do not."""
+
+    async def pod_group() -> Obj | None:
+        try:
+            return await api.kube.get(gang.PODGROUPS, group, namespace)
+        except NotFound:
+            return None
+
+    pg = await eventually(pod_group, what=f"PodGroup {group}")
+    assert pg["spec"]["schedulingPolicy"]["gang"]["minCount"] == GANG_SIZE
+    assert [r["uid"] for r in pg["metadata"]["ownerReferences"]] == [wl["metadata"]["uid"]]
+
+    async def unschedulable() -> Obj | None:
+        got = await workload()
+        cond = condition(got, gang.POD_GROUP_SCHEDULED) if got else None
+        # The first verdict may carry only the gang's waiting message.
+        if cond is None or cond["status"] != "False" or "Insufficient cpu" not in cond["message"]:
+            return None
+        return cond
+
+    cond = await eventually(unschedulable, what=f"{gang.POD_GROUP_SCHEDULED}=False")
+    assert "Insufficient cpu" in cond["message"] and group in cond["message"]

@@ -21,16 +21,16 @@ from kqueue.api.integrations.jobset import JOBSET_NAME_LABEL
 from kqueue.api.v1alpha1 import constants as c
 from kqueue.controller import gang
 from kqueue.controller.integrations.trainjob.generic import CLUSTER_TRAINING_RUNTIMES, TRAINJOBS
-from kqueue.controller.kube import NotFound
-from kqueue.controller.resources import PODS, WORKLOADS, Resource
+from kqueue.controller.resources import PODS, Resource
 from kqueue.localcluster.cluster import LocalCluster
-from tests.controller_e2e.harness import Api, condition, eventually, is_true, stays, unique
+from tests.controller_e2e.harness import Api, eventually, is_true, stays, unique
 from tests.controller_e2e.support_extra import ConfiguredKqueue, configured_kqueue
 from tests.controller_e2e.test_jobset_mpijob import JOBSETS, MPIJOBS, jobset, mpijob
 from tests.controller_e2e.test_trainjob import runtime, trainjob
 from tests.gang_e2e.fragment import (
     GANG_SIZE,
     assert_bound_together,
+    assert_gang_unschedulable,
     bound,
     fragmented,
     free_blocker,
@@ -95,14 +95,6 @@ KINDS = [
 ]
 
 
-async def _workload_of(api: Api, namespace: str, kind: str, name: str) -> Obj | None:
-    for wl in await api.kube.list(WORKLOADS, namespace=namespace):
-        for ref in wl["metadata"].get("ownerReferences") or []:
-            if ref.get("kind") == kind and ref.get("name") == name:
-                return wl
-    return None
-
-
 async def _live(api: Api, namespace: str, selector: str) -> list[Obj]:
     return [
         p
@@ -127,7 +119,7 @@ async def _fragmented_case(
         uid = created["metadata"]["uid"]
 
         async def admitted() -> Obj | None:
-            wl = await _workload_of(api, namespace, kind, name)
+            wl = await api.workload_of(namespace, name, kind=kind)
             return wl if wl is not None and is_true(wl, c.ADMITTED) else None
 
         wl = await eventually(admitted, within=90, what=f"{kind} {name} admitted")
@@ -142,26 +134,9 @@ async def _fragmented_case(
         want = await group_of(created) if group_of else gang.group_name(kind, name, uid)
         assert {p["spec"].get("schedulingGroup", {}).get("podGroupName") for p in pods} == {want}
 
-        async def pod_group() -> Obj | None:
-            try:
-                return await api.kube.get(gang.PODGROUPS, want, namespace)
-            except NotFound:
-                return None
-
-        pg = await eventually(pod_group, what=f"PodGroup {want}")
-        assert pg["spec"]["schedulingPolicy"]["gang"]["minCount"] == GANG_SIZE
-        assert [r["uid"] for r in pg["metadata"]["ownerReferences"]] == [wl["metadata"]["uid"]]
-
-        async def unschedulable() -> Obj | None:
-            got = await _workload_of(api, namespace, kind, name)
-            cond = condition(got, gang.POD_GROUP_SCHEDULED) if got else None
-            # The first verdict may carry only the gang's waiting message.
-            if cond is None or cond["status"] != "False" or "Insufficient cpu" not in cond["message"]:
-                return None
-            return cond
-
-        cond = await eventually(unschedulable, what=f"{gang.POD_GROUP_SCHEDULED}=False")
-        assert "Insufficient cpu" in cond["message"] and want in cond["message"]
+        await assert_gang_unschedulable(
+            api, namespace, want, wl, lambda: api.workload_of(namespace, name, kind=kind)
+        )
 
         async def none_bound() -> bool:
             return not bound(await _live(api, namespace, selector))
@@ -179,7 +154,7 @@ async def _fragmented_case(
         )
 
         async def placed() -> bool:
-            got = await _workload_of(api, namespace, kind, name)
+            got = await api.workload_of(namespace, name, kind=kind)
             return got is not None and is_true(got, gang.POD_GROUP_SCHEDULED)
 
         await eventually(placed, what=f"{gang.POD_GROUP_SCHEDULED}=True")

@@ -21,7 +21,6 @@ from tests.controller_e2e.harness import (
     Api,
     KqueueProcess,
     cluster_queue,
-    condition,
     eventually,
     flavor,
     is_true,
@@ -29,9 +28,11 @@ from tests.controller_e2e.harness import (
     stays,
     unique,
 )
+from tests.controller_e2e.support_extra import pod
 from tests.gang_e2e.fragment import (
     GANG_SIZE,
     assert_bound_together,
+    assert_gang_unschedulable,
     bound,
     fragmented,
     free_blocker,
@@ -44,32 +45,7 @@ GROUP = "trainers"
 
 
 def _pod(name: str, namespace: str, *, group: str | None, total: int = GANG_SIZE) -> Obj:
-    labels = {c.QUEUE_NAME_LABEL: "lq"}
-    annotations: dict[str, str] = {}
-    if group is not None:
-        labels[c.POD_GROUP_NAME_LABEL] = group
-        annotations[c.POD_GROUP_TOTAL_COUNT_ANNOTATION] = str(total)
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {
-            "name": name,
-            "namespace": namespace,
-            "labels": labels,
-            "annotations": annotations,
-        },
-        "spec": {
-            "restartPolicy": "Never",
-            "terminationGracePeriodSeconds": 0,
-            "containers": [
-                {
-                    "name": "main",
-                    "image": "registry.k8s.io/pause:3.10",
-                    "resources": {"requests": {"cpu": "1", "memory": "64Mi"}},
-                }
-            ],
-        },
-    }
+    return pod(name, namespace, "lq", group=group, total=total)
 
 
 async def _group_pods(api: Api, namespace: str) -> list[Obj]:
@@ -102,27 +78,10 @@ async def test_pod_group_binds_nothing_then_all_together(
 
         wl = await eventually(admitted, what=f"Workload {GROUP} admitted")
 
-        async def pod_group() -> Obj | None:
-            try:
-                return await api.kube.get(gang.PODGROUPS, want, namespace)
-            except NotFound:
-                return None
-
-        pg = await eventually(pod_group, what=f"PodGroup {want}")
-        assert pg["spec"]["schedulingPolicy"]["gang"]["minCount"] == GANG_SIZE
-        assert [r["uid"] for r in pg["metadata"]["ownerReferences"]] == [wl["metadata"]["uid"]]
-
         # Quota fits 4, nodes fit 3: none is bound, the Workload says why.
-        async def unschedulable() -> Obj | None:
-            got = await _workload(api, namespace)
-            cond = condition(got, gang.POD_GROUP_SCHEDULED) if got else None
-            # The first verdict may carry only the gang's waiting message.
-            if cond is None or cond["status"] != "False" or "Insufficient cpu" not in cond["message"]:
-                return None
-            return cond
-
-        cond = await eventually(unschedulable, what=f"{gang.POD_GROUP_SCHEDULED}=False")
-        assert "Insufficient cpu" in cond["message"] and want in cond["message"]
+        await assert_gang_unschedulable(
+            api, namespace, want, wl, lambda: _workload(api, namespace)
+        )
 
         async def none_bound() -> bool:
             return not bound(await _group_pods(api, namespace))

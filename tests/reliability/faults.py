@@ -46,6 +46,7 @@ from tests.controller_e2e.harness import (
     flavor,
     is_true,
     job,
+    kqueue_running,
     local_queue,
     priority_class,
     unique,
@@ -675,12 +676,7 @@ def kq(cluster: LocalCluster, tmp_path: Path) -> Iterator[Replica]:
     """One kqueue replica (leader election on, short lease) talking to the API server directly."""
     proc = Replica(cluster=cluster, work_dir=tmp_path / "kqueue")
     proc.work_dir.mkdir()
-    proc.setup()
-    proc.start()
-    try:
-        yield proc
-    finally:
-        proc.teardown()
+    yield from kqueue_running(proc)
 
 
 def record(name: str, figures: dict[str, Any]) -> None:

@@ -31,7 +31,13 @@ from kqueue.api.v1alpha1 import constants as c
 from kqueue.controller.admission.certs import ensure_local_certs
 from kqueue.controller.webhooks.config import webhook_configurations
 from kqueue.localcluster.cluster import LocalCluster
-from tests.controller_e2e.harness import KqueueProcess, condition, eventually, install_crds
+from tests.controller_e2e.harness import (
+    KqueueProcess,
+    condition,
+    eventually,
+    install_crds,
+    kqueue_running,
+)
 from tests.fixtures.cluster import TEST_NAMESPACE_LABEL
 from tests.reliability.bad_input_cases import (
     CASE_LABEL,
@@ -267,12 +273,7 @@ def kqueue_controller(
 ) -> Iterator[KqueueProcess]:
     """``kqueue run`` (controller and webhooks) against the cluster, for the fallback cases."""
     proc = KqueueProcess(cluster=cluster, work_dir=Path(tmp_path_factory.mktemp("kqueue")))
-    proc.setup()
-    proc.start()
-    try:
-        yield proc
-    finally:
-        proc.teardown()
+    yield from kqueue_running(proc)
 
 
 def _named(obj: Obj, name: str) -> Obj:

@@ -50,6 +50,13 @@ def workload_name(
     return f"{prefix}-{h.hexdigest()[:HASH_LENGTH]}"
 
 
+def owner_workload_name(owner: Mapping[str, Any], kind: str, group: str) -> str:
+    """:func:`workload_name` of a top-level object (one Workload per object), from its
+    metadata's name and UID."""
+    meta = owner.get("metadata") or {}
+    return workload_name(str(meta.get("name", "")), str(meta.get("uid") or ""), kind, group)
+
+
 # --- priorities ---------------------------------------------------------------------------------
 
 

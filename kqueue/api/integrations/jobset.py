@@ -15,8 +15,8 @@ from kqueue.api.integrations.common import (
     IntegrationError,
     PriorityResolver,
     clean_template_metadata,
+    owner_workload_name,
     top_level_workload_doc,
-    workload_name,
 )
 from kqueue.api.integrations.job import parse_workload, pods_count
 from kqueue.api.v1alpha1 import Workload
@@ -66,10 +66,7 @@ def pod_set_counts(jobset: Mapping[str, Any]) -> dict[str, int]:
 
 
 def workload_name_for_jobset(jobset: Mapping[str, Any]) -> str:
-    meta = jobset.get("metadata") or {}
-    return workload_name(
-        str(meta.get("name", "")), str(meta.get("uid") or ""), JOBSET_KIND, JOBSET_GROUP
-    )
+    return owner_workload_name(jobset, JOBSET_KIND, JOBSET_GROUP)
 
 
 def workload_for_jobset(

@@ -14,8 +14,8 @@ from kqueue.api.integrations.common import (
     IntegrationError,
     PriorityResolver,
     clean_template_metadata,
+    owner_workload_name,
     top_level_workload_doc,
-    workload_name,
 )
 from kqueue.api.integrations.job import parse_workload
 from kqueue.api.v1alpha1 import Workload
@@ -59,10 +59,7 @@ def _replicas(spec: Mapping[str, Any], replica_type: str) -> int:
 
 
 def workload_name_for_mpijob(mpijob: Mapping[str, Any]) -> str:
-    meta = mpijob.get("metadata") or {}
-    return workload_name(
-        str(meta.get("name", "")), str(meta.get("uid") or ""), MPIJOB_KIND, MPIJOB_GROUP
-    )
+    return owner_workload_name(mpijob, MPIJOB_KIND, MPIJOB_GROUP)
 
 
 def workload_for_mpijob(mpijob: Mapping[str, Any], priorities: PriorityResolver) -> Workload:

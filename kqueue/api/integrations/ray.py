@@ -23,8 +23,8 @@ from kqueue.api.integrations.common import (
     IntegrationError,
     PriorityResolver,
     clean_template_metadata,
+    owner_workload_name,
     top_level_workload_doc,
-    workload_name,
 )
 from kqueue.api.integrations.job import parse_workload
 from kqueue.api.v1alpha1 import Workload
@@ -155,11 +155,30 @@ def cluster_spec_errors(spec: Mapping[str, Any], path: str) -> list[tuple[str, s
 # -- RayCluster -----------------------------------------------------------------------------------
 
 
-def workload_name_for_raycluster(cluster: Mapping[str, Any]) -> str:
-    meta = cluster.get("metadata") or {}
-    return workload_name(
-        str(meta.get("name", "")), str(meta.get("uid") or ""), RAYCLUSTER_KIND, RAY_GROUP
+def _workload(
+    obj: Mapping[str, Any],
+    kind: str,
+    sets: list[tuple[dict[str, Any], str]],
+    priorities: PriorityResolver,
+    *,
+    label_keys_to_copy: Iterable[str],
+) -> Workload:
+    """The Workload of a RayCluster or RayJob from its pod sets (each with its template's path)."""
+    doc = top_level_workload_doc(
+        obj,
+        api_version=RAY_API_VERSION,
+        kind=kind,
+        name=owner_workload_name(obj, kind, RAY_GROUP),
+        pod_sets=[s for s, _ in sets],
+        pod_specs=[s["template"]["spec"] for s, _ in sets],
+        priorities=priorities,
+        label_keys_to_copy=label_keys_to_copy,
     )
+    return parse_workload(doc, template_paths=[p for _, p in sets])
+
+
+def workload_name_for_raycluster(cluster: Mapping[str, Any]) -> str:
+    return owner_workload_name(cluster, RAYCLUSTER_KIND, RAY_GROUP)
 
 
 def workload_for_raycluster(
@@ -175,18 +194,13 @@ def workload_for_raycluster(
     spec = cluster.get("spec")
     if not isinstance(spec, Mapping):
         raise IntegrationError("spec", "required")
-    sets = cluster_pod_sets(spec, "spec")
-    doc = top_level_workload_doc(
+    return _workload(
         cluster,
-        api_version=RAY_API_VERSION,
-        kind=RAYCLUSTER_KIND,
-        name=workload_name_for_raycluster(cluster),
-        pod_sets=[s for s, _ in sets],
-        pod_specs=[s["template"]["spec"] for s, _ in sets],
-        priorities=priorities,
+        RAYCLUSTER_KIND,
+        cluster_pod_sets(spec, "spec"),
+        priorities,
         label_keys_to_copy=label_keys_to_copy,
     )
-    return parse_workload(doc, template_paths=[p for _, p in sets])
 
 
 # -- RayJob ---------------------------------------------------------------------------------------
@@ -253,10 +267,7 @@ def rayjob_pod_sets(rayjob: Mapping[str, Any]) -> list[tuple[dict[str, Any], str
 
 
 def workload_name_for_rayjob(rayjob: Mapping[str, Any]) -> str:
-    meta = rayjob.get("metadata") or {}
-    return workload_name(
-        str(meta.get("name", "")), str(meta.get("uid") or ""), RAYJOB_KIND, RAY_GROUP
-    )
+    return owner_workload_name(rayjob, RAYJOB_KIND, RAY_GROUP)
 
 
 def workload_for_rayjob(
@@ -269,18 +280,9 @@ def workload_for_rayjob(
     RayJob's field."""
     if rayjob.get("kind") != RAYJOB_KIND:
         raise IntegrationError("kind", f"expected a RayJob, got {rayjob.get('kind')!r}")
-    sets = rayjob_pod_sets(rayjob)
-    doc = top_level_workload_doc(
-        rayjob,
-        api_version=RAY_API_VERSION,
-        kind=RAYJOB_KIND,
-        name=workload_name_for_rayjob(rayjob),
-        pod_sets=[s for s, _ in sets],
-        pod_specs=[s["template"]["spec"] for s, _ in sets],
-        priorities=priorities,
-        label_keys_to_copy=label_keys_to_copy,
+    return _workload(
+        rayjob, RAYJOB_KIND, rayjob_pod_sets(rayjob), priorities, label_keys_to_copy=label_keys_to_copy
     )
-    return parse_workload(doc, template_paths=[p for _, p in sets])
 
 
 def rayjob_finished(rayjob: Mapping[str, Any]) -> tuple[bool, str] | None:

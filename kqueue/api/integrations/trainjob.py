@@ -33,8 +33,8 @@ from kqueue.api.integrations.common import (
     IntegrationError,
     PriorityResolver,
     clean_template_metadata,
+    owner_workload_name,
     top_level_workload_doc,
-    workload_name,
 )
 from kqueue.api.integrations.job import parse_workload
 from kqueue.api.v1alpha1 import Workload
@@ -232,10 +232,7 @@ def runtime_pod_sets(
 
 
 def workload_name_for_trainjob(trainjob: Mapping[str, Any]) -> str:
-    meta = trainjob.get("metadata") or {}
-    return workload_name(
-        str(meta.get("name", "")), str(meta.get("uid") or ""), TRAINJOB_KIND, TRAINER_GROUP
-    )
+    return owner_workload_name(trainjob, TRAINJOB_KIND, TRAINER_GROUP)
 
 
 def workload_for_trainjob(

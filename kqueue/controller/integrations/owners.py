@@ -48,3 +48,13 @@ def controller_ref(obj: Obj) -> Obj | None:
         if ref.get("controller"):
             return dict(ref)
     return None
+
+
+def controlled_by(obj: Obj, kinds: frozenset[tuple[str, str]]) -> bool:
+    """Whether the controller of ``obj`` is one of ``kinds`` (``(apiVersion, kind)``): a child
+    another integration's object queues as part of itself (a JobSet's Jobs, a RayJob's
+    RayCluster), never on its own."""
+    for ref in (obj.get("metadata") or {}).get("ownerReferences") or []:
+        if ref.get("controller") and (ref.get("apiVersion"), ref.get("kind")) in kinds:
+            return True
+    return False

@@ -47,7 +47,7 @@ from kqueue.controller.integrations.management import (
     NAMESPACE_NAME_LABEL,
     Management,
 )
-from kqueue.controller.integrations.owners import BY_OWNER, object_index_key
+from kqueue.controller.integrations.owners import BY_OWNER, controlled_by, object_index_key
 from kqueue.controller.integrations.release import PodReleaser, pod_set_releases
 from kqueue.controller.kube import Conflict, Kube, KubeError
 from kqueue.controller.metrics import Metrics
@@ -169,9 +169,8 @@ class JobReconciler:
     def _manages(self, obj: Obj) -> bool:
         """Labelled objects always; unlabelled ones per manageJobsWithoutQueueName; never one
         that another integration's object controls (it is queued as part of that object)."""
-        for ref in (obj.get("metadata") or {}).get("ownerReferences") or []:
-            if ref.get("controller") and (ref.get("apiVersion"), ref.get("kind")) in self._parent_kinds:
-                return False
+        if controlled_by(obj, self._parent_kinds):
+            return False
         if queue_name(obj) is not None:
             return True
         ns = _namespace(obj) or "default"

@@ -19,6 +19,8 @@ from kqueue.api.v1alpha1 import constants as c
 from kqueue.controller.admission import AdmissionRequest, FieldError, Verdict
 from kqueue.controller.integrations.advice import LocalQueueNames, queue_warnings
 from kqueue.controller.integrations.gate import add_gate
+from kqueue.controller.integrations.owners import controlled_by
+from kqueue.controller.integrations.queue_labels import unsupported_annotation_errors
 
 Obj = dict[str, Any]
 
@@ -135,13 +137,7 @@ def validate_suspendable(
     priority-class labels immutable unless the object stays suspended, and on creation the
     admission warnings of :mod:`.advice`."""
     obj = req.object or {}
-    errors: list[FieldError] = []
-    annotations = (obj.get("metadata") or {}).get("annotations") or {}
-    for key, why in unsupported.items():
-        if key in annotations:
-            errors.append(
-                FieldError(f"metadata.annotations[{key}]", f"not supported: {why}; remove it")
-            )
+    errors = unsupported_annotation_errors(obj, unsupported)
     old = req.old_object
     if req.operation == "UPDATE" and isinstance(old, dict):
         both_suspended = suspended(old, path) and suspended(obj, path)
@@ -160,3 +156,27 @@ def validate_suspendable(
     if req.operation == "CREATE":
         return Verdict.allow(*queue_warnings(obj, local_queues, kind=kind))
     return Verdict.allow()
+
+
+class SuspendableWebhooks:
+    """The webhooks of a suspendable kind: which objects kqueue manages. Subclasses add
+    ``mutate`` and ``validate`` on top of :func:`mutate_suspendable` and
+    :func:`validate_suspendable`."""
+
+    def __init__(
+        self,
+        *,
+        manage_jobs_without_queue_name: bool = False,
+        local_queues: LocalQueueNames = lambda _namespace: None,
+        parent_kinds: frozenset[tuple[str, str]] = frozenset(),
+    ) -> None:
+        self._without_queue_name = manage_jobs_without_queue_name
+        self._local_queues = local_queues
+        self._parent_kinds = parent_kinds
+
+    def _manages(self, obj: Obj) -> bool:
+        """Managed, and not part of another integration's object (a JobSet's or a RayJob's
+        children are queued with their parent, never on their own: ``parent_kinds``)."""
+        if controlled_by(obj, self._parent_kinds):
+            return False
+        return managed(obj, without_queue_name=self._without_queue_name)

@@ -18,7 +18,7 @@ cpu, a topology-aware flavor over them, and workloads of several pods asking for
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any, Final
 
@@ -123,15 +123,11 @@ def _rack(name: str, count: int, interval: int, run: int, prio: int, cpu: str, p
                          TAS_RACK)
 
 
-# Kueue's "balanced" classes (TASBalancedPlacement, alpha) are placed as preferred.
-TAS: Final = Shape(
+# The baseline's cohorts and queues, with rack-constrained classes. Kueue's "balanced" classes
+# (TASBalancedPlacement, alpha) are placed as preferred.
+TAS: Final = replace(
+    BASELINE,
     name="tas",
-    cohorts=5,
-    queues_per_cohort=6,
-    nominal_quota="20",
-    borrowing_limit="100",
-    reclaim_within_cohort="Any",
-    within_cluster_queue="LowerPriority",
     classes=(
         _rack("small-required-rack", 120, 100, 200, 50, "500m", 2, "required"),
         _rack("small-preferred-rack", 120, 100, 200, 50, "500m", 2, "preferred"),

@@ -7,37 +7,18 @@ PodGroup's ``disruptionMode`` and ``priorityClassName``.
 
 from __future__ import annotations
 
-import os
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from kqueue.localcluster import build
-from kqueue.localcluster.cluster import ClusterStartError, LocalCluster
+from kqueue.localcluster.cluster import LocalCluster
+from tests.fixtures.cluster import gang_cluster
 
 
 @pytest.fixture(scope="session")
 def cluster() -> Iterator[LocalCluster]:
-    lc = LocalCluster(
-        bin_dir=build.binaries_ready(),
-        gang_scheduling=True,
-        gang_gates=("WorkloadAwarePreemption",),
-    )
-    try:
-        lc.start()
-    except ClusterStartError as exc:
-        lc.keep_work_dir = lc.log_dir.exists()
-        lc.stop()
-        pytest.fail(
-            f"local cluster (workload-aware preemption) failed to start: {exc}\n"
-            f"work dir: {lc.work_dir}"
-        )
-    print(f"\nworkload-aware preemption cluster up: KUBECONFIG={lc.kubeconfig_path}", file=sys.stderr)
-    yield lc
-    lc.keep_work_dir = lc.keep_work_dir or bool(os.environ.get("KQUEUE_KEEP_CLUSTER"))
-    lc.stop()
+    yield from gang_cluster("workload-aware preemption", gang_gates=("WorkloadAwarePreemption",))
 
 
 @pytest.fixture(scope="session")

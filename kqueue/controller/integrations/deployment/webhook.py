@@ -20,6 +20,13 @@ from typing import Any, Final
 from kqueue.api.integrations.deployment import PROPAGATED_LABELS, template_metadata
 from kqueue.api.v1alpha1 import constants as c
 from kqueue.controller.admission import AdmissionRequest, FieldError, Verdict
+from kqueue.controller.integrations.queue_labels import (
+    object_labels,
+    propagate_to_template,
+    ready_replicas,
+    running_label_errors,
+    unsupported_annotation_errors,
+)
 
 Obj = dict[str, Any]
 
@@ -34,35 +41,19 @@ UNSUPPORTED_ANNOTATIONS: Final = {
 }
 
 
-def _labels(obj: Obj) -> dict[str, str]:
-    return dict((obj.get("metadata") or {}).get("labels") or {})
-
-
-def _ready(obj: Obj) -> int:
-    return int((obj.get("status") or {}).get("readyReplicas") or 0)
-
-
 async def mutate(req: AdmissionRequest) -> Verdict:
     obj = req.object
     if req.operation not in ("CREATE", "UPDATE") or not isinstance(obj, dict):
         return Verdict.allow()
-    if not _labels(obj).get(c.QUEUE_NAME_LABEL):
+    if not object_labels(obj).get(c.QUEUE_NAME_LABEL):
         return Verdict.allow()  # the label is being removed: the validating webhook says no
     out = copy.deepcopy(obj)
     spec = out.setdefault("spec", {})
     template = spec.setdefault("template", {}) if isinstance(spec, dict) else None
     if not isinstance(template, dict):
         return Verdict.allow()  # malformed: the API server reports it
-    meta = template.setdefault("metadata", {})
-    labels = meta["labels"] = dict(meta.get("labels") or {})
-    annotations = meta["annotations"] = dict(meta.get("annotations") or {})
     want_labels, want_annotations = template_metadata(obj)
-    for key in PROPAGATED_LABELS:
-        if key in want_labels:
-            labels[key] = want_labels[key]
-        else:
-            labels.pop(key, None)
-    annotations.update(want_annotations)
+    propagate_to_template(template, want_labels, want_annotations, PROPAGATED_LABELS)
     return Verdict.patch(out) if out != obj else Verdict.allow()
 
 
@@ -71,13 +62,8 @@ async def validate(req: AdmissionRequest) -> Verdict:
     if not isinstance(obj, dict):
         return Verdict.allow()
     errors: list[FieldError] = []
-    if _labels(obj).get(c.QUEUE_NAME_LABEL):
-        annotations = (obj.get("metadata") or {}).get("annotations") or {}
-        for key, why in UNSUPPORTED_ANNOTATIONS.items():
-            if key in annotations:
-                errors.append(
-                    FieldError(f"metadata.annotations[{key}]", f"not supported: {why}; remove it")
-                )
+    if object_labels(obj).get(c.QUEUE_NAME_LABEL):
+        errors += unsupported_annotation_errors(obj, UNSUPPORTED_ANNOTATIONS)
         template = (obj.get("spec") or {}).get("template") or {}
         t_labels = (template.get("metadata") or {}).get("labels") or {}
         if c.POD_GROUP_NAME_LABEL in t_labels:
@@ -90,24 +76,7 @@ async def validate(req: AdmissionRequest) -> Verdict:
             )
     old = req.old_object
     if req.operation == "UPDATE" and isinstance(old, dict):
-        for key in (c.QUEUE_NAME_LABEL, c.PRIORITY_CLASS_LABEL):
-            before, after = _labels(old).get(key), _labels(obj).get(key)
-            if before == after:
-                continue
-            if key == c.QUEUE_NAME_LABEL and before and not after:
-                errors.append(
-                    FieldError(
-                        f"metadata.labels[{key}]",
-                        f"cannot be removed from a Deployment kqueue manages (was {before!r}): "
-                        "delete and re-create the Deployment to run it without kqueue",
-                    )
-                )
-            elif _ready(old) > 0:
-                errors.append(
-                    FieldError(
-                        f"metadata.labels[{key}]",
-                        f"field is immutable while the Deployment has ready pods "
-                        f"({_ready(old)}): cannot change from {before!r} to {after!r}",
-                    )
-                )
+        errors += running_label_errors(
+            old, obj, kind="Deployment", ready=ready_replicas(old), unit="pods", gated=False
+        )
     return Verdict.deny(*errors) if errors else Verdict.allow()

@@ -31,8 +31,12 @@ from kqueue.api.integrations.job import min_pods_count
 from kqueue.api.v1alpha1 import constants as c
 from kqueue.controller.admission import AdmissionRequest, FieldError, Verdict
 from kqueue.controller.gang import GANG_SCHEDULING_ANNOTATION
-from kqueue.controller.integrations.advice import LocalQueueNames, queue_warnings
-from kqueue.controller.integrations.suspension import gate_templates, mutate_suspendable
+from kqueue.controller.integrations.advice import queue_warnings
+from kqueue.controller.integrations.suspension import (
+    SuspendableWebhooks,
+    gate_templates,
+    mutate_suspendable,
+)
 from kqueue.controller.webhooks.shape import request_shape_errors
 
 Obj = dict[str, Any]
@@ -95,26 +99,7 @@ def _gang_opt_out(job: Obj, verdict: Verdict) -> Verdict:
     return Verdict.patch(out, *verdict.warnings)
 
 
-class JobWebhooks:
-    def __init__(
-        self,
-        *,
-        manage_jobs_without_queue_name: bool = False,
-        local_queues: LocalQueueNames = lambda _namespace: None,
-        parent_kinds: frozenset[tuple[str, str]] = frozenset(),
-    ) -> None:
-        self._without_queue_name = manage_jobs_without_queue_name
-        self._local_queues = local_queues
-        self._parent_kinds = parent_kinds
-
-    def _manages(self, job: Obj) -> bool:
-        """Managed, and not part of another integration's object (a JobSet's or an MPIJob's
-        Jobs are queued with their parent, never on their own)."""
-        for ref in (job.get("metadata") or {}).get("ownerReferences") or []:
-            if ref.get("controller") and (ref.get("apiVersion"), ref.get("kind")) in self._parent_kinds:
-                return False
-        return managed(job, without_queue_name=self._without_queue_name)
-
+class JobWebhooks(SuspendableWebhooks):
     async def mutate(self, req: AdmissionRequest) -> Verdict:
         if errors := request_shape_errors(req.object, req.old_object, "Job"):
             return Verdict.deny(*errors)

@@ -13,9 +13,8 @@ from typing import Any, Final
 
 from kqueue.api.v1alpha1 import constants as c
 from kqueue.controller.admission import AdmissionRequest, Verdict
-from kqueue.controller.integrations.advice import LocalQueueNames
 from kqueue.controller.integrations.suspension import (
-    managed,
+    SuspendableWebhooks,
     mutate_suspendable,
     validate_suspendable,
 )
@@ -51,26 +50,7 @@ def _started(old: Obj) -> bool:
     )
 
 
-class JobSetWebhooks:
-    def __init__(
-        self,
-        *,
-        manage_jobs_without_queue_name: bool = False,
-        local_queues: LocalQueueNames = lambda _namespace: None,
-        parent_kinds: frozenset[tuple[str, str]] = frozenset(),
-    ) -> None:
-        self._without_queue_name = manage_jobs_without_queue_name
-        self._local_queues = local_queues
-        self._parent_kinds = parent_kinds
-
-    def _manages(self, obj: Obj) -> bool:
-        """Managed, and not part of another integration's object (a TrainJob's JobSet is queued
-        with its TrainJob, never on its own)."""
-        for ref in (obj.get("metadata") or {}).get("ownerReferences") or []:
-            if ref.get("controller") and (ref.get("apiVersion"), ref.get("kind")) in self._parent_kinds:
-                return False
-        return managed(obj, without_queue_name=self._without_queue_name)
-
+class JobSetWebhooks(SuspendableWebhooks):
     async def mutate(self, req: AdmissionRequest) -> Verdict:
         obj = req.object
         if not isinstance(obj, dict) or not self._manages(obj):

@@ -25,6 +25,13 @@ from kqueue.api.integrations.deployment import PROPAGATED_LABELS
 from kqueue.api.integrations.leaderworkerset import size, template_metadata
 from kqueue.api.v1alpha1 import constants as c
 from kqueue.controller.admission import AdmissionRequest, FieldError, Verdict
+from kqueue.controller.integrations.queue_labels import (
+    object_labels,
+    propagate_to_template,
+    ready_replicas,
+    running_label_errors,
+    unsupported_annotation_errors,
+)
 from kqueue.controller.integrations.suspension import gate_templates
 
 Obj = dict[str, Any]
@@ -42,14 +49,6 @@ TEMPLATE_PATHS: Final = ("leaderTemplate", "workerTemplate")
 EXCLUSIVE_TOPOLOGY_ANNOTATION: Final = "leaderworkerset.sigs.k8s.io/exclusive-topology"
 
 
-def _labels(obj: Obj) -> dict[str, str]:
-    return dict((obj.get("metadata") or {}).get("labels") or {})
-
-
-def _ready(obj: Obj) -> int:
-    return int((obj.get("status") or {}).get("readyReplicas") or 0)
-
-
 def _templates(obj: Obj) -> dict[str, Obj]:
     lwt = (obj.get("spec") or {}).get("leaderWorkerTemplate") or {}
     return {k: lwt[k] for k in TEMPLATE_PATHS if isinstance(lwt.get(k), dict)}
@@ -59,7 +58,7 @@ async def mutate(req: AdmissionRequest) -> Verdict:
     obj = req.object
     if req.operation not in ("CREATE", "UPDATE") or not isinstance(obj, dict):
         return Verdict.allow()
-    if not _labels(obj).get(c.QUEUE_NAME_LABEL):
+    if not object_labels(obj).get(c.QUEUE_NAME_LABEL):
         return Verdict.allow()  # the label is being removed: the validating webhook says no
     try:
         want_labels, want_annotations = template_metadata(obj)
@@ -68,15 +67,7 @@ async def mutate(req: AdmissionRequest) -> Verdict:
     out = copy.deepcopy(obj)
     templates = list(_templates(out).values())
     for template in templates:
-        meta = template.setdefault("metadata", {})
-        labels = meta["labels"] = dict(meta.get("labels") or {})
-        annotations = meta["annotations"] = dict(meta.get("annotations") or {})
-        for key in PROPAGATED_LABELS:
-            if key in want_labels:
-                labels[key] = want_labels[key]
-            else:
-                labels.pop(key, None)
-        annotations.update(want_annotations)
+        propagate_to_template(template, want_labels, want_annotations, PROPAGATED_LABELS)
     gate_templates(templates)
     return Verdict.patch(out) if out != obj else Verdict.allow()
 
@@ -86,14 +77,10 @@ async def validate(req: AdmissionRequest) -> Verdict:
     if not isinstance(obj, dict):
         return Verdict.allow()
     errors: list[FieldError] = []
-    managed = bool(_labels(obj).get(c.QUEUE_NAME_LABEL))
+    managed = bool(object_labels(obj).get(c.QUEUE_NAME_LABEL))
     if managed:
         annotations = (obj.get("metadata") or {}).get("annotations") or {}
-        for key, why in UNSUPPORTED_ANNOTATIONS.items():
-            if key in annotations:
-                errors.append(
-                    FieldError(f"metadata.annotations[{key}]", f"not supported: {why}; remove it")
-                )
+        errors += unsupported_annotation_errors(obj, UNSUPPORTED_ANNOTATIONS)
         for name, template in _templates(obj).items():
             t_labels = (template.get("metadata") or {}).get("labels") or {}
             if c.POD_GROUP_NAME_LABEL in t_labels:
@@ -130,28 +117,10 @@ async def validate(req: AdmissionRequest) -> Verdict:
             )
     old = req.old_object
     if req.operation == "UPDATE" and isinstance(old, dict):
-        for key in (c.QUEUE_NAME_LABEL, c.PRIORITY_CLASS_LABEL):
-            before, after = _labels(old).get(key), _labels(obj).get(key)
-            if before == after:
-                continue
-            if key == c.QUEUE_NAME_LABEL and before and not after:
-                errors.append(
-                    FieldError(
-                        f"metadata.labels[{key}]",
-                        f"cannot be removed from a LeaderWorkerSet kqueue manages (was {before!r}): "
-                        "its pods are held by kqueue's gate; delete and re-create the "
-                        "LeaderWorkerSet to run it without kqueue",
-                    )
-                )
-            elif _ready(old) > 0:
-                errors.append(
-                    FieldError(
-                        f"metadata.labels[{key}]",
-                        f"field is immutable while the LeaderWorkerSet has ready groups "
-                        f"({_ready(old)}): cannot change from {before!r} to {after!r}",
-                    )
-                )
-        if managed and _labels(old).get(c.QUEUE_NAME_LABEL):
+        errors += running_label_errors(
+            old, obj, kind="LeaderWorkerSet", ready=ready_replicas(old), unit="groups", gated=True
+        )
+        if managed and object_labels(old).get(c.QUEUE_NAME_LABEL):
             try:
                 before_size, after_size = size(old), size(obj)
             except IntegrationError:

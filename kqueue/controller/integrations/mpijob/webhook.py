@@ -12,10 +12,9 @@ from typing import Any, Final
 
 from kqueue.api.v1alpha1 import constants as c
 from kqueue.controller.admission import AdmissionRequest, Verdict
-from kqueue.controller.integrations.advice import LocalQueueNames
 from kqueue.controller.integrations.mpijob.generic import SUSPEND_PATH
 from kqueue.controller.integrations.suspension import (
-    managed,
+    SuspendableWebhooks,
     mutate_suspendable,
     validate_suspendable,
 )
@@ -46,19 +45,10 @@ def _started(old: Obj) -> bool:
     return any(int((s or {}).get("active") or 0) > 0 for s in statuses.values())
 
 
-class MPIJobWebhooks:
-    def __init__(
-        self,
-        *,
-        manage_jobs_without_queue_name: bool = False,
-        local_queues: LocalQueueNames = lambda _namespace: None,
-    ) -> None:
-        self._without_queue_name = manage_jobs_without_queue_name
-        self._local_queues = local_queues
-
+class MPIJobWebhooks(SuspendableWebhooks):
     async def mutate(self, req: AdmissionRequest) -> Verdict:
         obj = req.object
-        if not isinstance(obj, dict) or not managed(obj, without_queue_name=self._without_queue_name):
+        if not isinstance(obj, dict) or not self._manages(obj):
             return Verdict.allow()
         return mutate_suspendable(
             req, kind="MPIJob", pod_templates=pod_templates, started=_started, path=SUSPEND_PATH
@@ -66,7 +56,7 @@ class MPIJobWebhooks:
 
     async def validate(self, req: AdmissionRequest) -> Verdict:
         obj = req.object
-        if not isinstance(obj, dict) or not managed(obj, without_queue_name=self._without_queue_name):
+        if not isinstance(obj, dict) or not self._manages(obj):
             return Verdict.allow()
         return validate_suspendable(
             req,

@@ -31,9 +31,8 @@ from kqueue.api.integrations.ray import (
 )
 from kqueue.api.v1alpha1 import constants as c
 from kqueue.controller.admission import AdmissionRequest, FieldError, Verdict
-from kqueue.controller.integrations.advice import LocalQueueNames
 from kqueue.controller.integrations.suspension import (
-    managed,
+    SuspendableWebhooks,
     mutate_suspendable,
     validate_suspendable,
 )
@@ -127,27 +126,8 @@ def rayjob_errors(rayjob: Obj) -> list[FieldError]:
     return errors
 
 
-class _RayWebhooks:
+class _RayWebhooks(SuspendableWebhooks):
     kind: str
-
-    def __init__(
-        self,
-        *,
-        manage_jobs_without_queue_name: bool = False,
-        local_queues: LocalQueueNames = lambda _namespace: None,
-        parent_kinds: frozenset[tuple[str, str]] = frozenset(),
-    ) -> None:
-        self._without_queue_name = manage_jobs_without_queue_name
-        self._local_queues = local_queues
-        self._parent_kinds = parent_kinds
-
-    def _manages(self, obj: Obj) -> bool:
-        """Managed, and not part of another integration's object (a RayJob's RayCluster is
-        queued with its RayJob, never on its own)."""
-        for ref in (obj.get("metadata") or {}).get("ownerReferences") or []:
-            if ref.get("controller") and (ref.get("apiVersion"), ref.get("kind")) in self._parent_kinds:
-                return False
-        return managed(obj, without_queue_name=self._without_queue_name)
 
     def _spec_errors(self, obj: Obj) -> list[FieldError]:
         raise NotImplementedError

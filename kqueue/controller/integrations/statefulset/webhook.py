@@ -17,6 +17,12 @@ from kqueue.api.integrations import role_hash
 from kqueue.api.v1alpha1 import constants as c
 from kqueue.controller.admission import AdmissionRequest, FieldError, Verdict
 from kqueue.controller.gang import GANG_SCHEDULING_ANNOTATION
+from kqueue.controller.integrations.queue_labels import (
+    object_labels,
+    ready_replicas,
+    running_label_errors,
+    unsupported_annotation_errors,
+)
 from kqueue.controller.integrations.suspension import gate_templates
 
 Obj = dict[str, Any]
@@ -28,14 +34,6 @@ UNSUPPORTED_ANNOTATIONS: Final = {
     c.JOB_MIN_PARALLELISM_ANNOTATION: "partial admission is not supported for StatefulSets "
     "(all replicas are admitted as one gang)",
 }
-
-
-def _labels(obj: Obj) -> dict[str, str]:
-    return dict((obj.get("metadata") or {}).get("labels") or {})
-
-
-def _ready(obj: Obj) -> int:
-    return int((obj.get("status") or {}).get("readyReplicas") or 0)
 
 
 def _shape(obj: Obj) -> str | None:
@@ -67,7 +65,7 @@ async def mutate(req: AdmissionRequest) -> Verdict:
     obj = req.object
     if req.operation not in ("CREATE", "UPDATE") or not isinstance(obj, dict):
         return Verdict.allow()
-    if not _labels(obj).get(c.QUEUE_NAME_LABEL):
+    if not object_labels(obj).get(c.QUEUE_NAME_LABEL):
         return Verdict.allow()  # the label is being removed: the validating webhook says no
     out = copy.deepcopy(obj)
     spec = out.setdefault("spec", {})
@@ -105,44 +103,21 @@ async def validate(req: AdmissionRequest) -> Verdict:
     if not isinstance(obj, dict):
         return Verdict.allow()
     errors: list[FieldError] = []
-    annotations = (obj.get("metadata") or {}).get("annotations") or {}
-    if _labels(obj).get(c.QUEUE_NAME_LABEL):
-        for key, why in UNSUPPORTED_ANNOTATIONS.items():
-            if key in annotations:
-                errors.append(
-                    FieldError(f"metadata.annotations[{key}]", f"not supported: {why}; remove it")
-                )
+    if object_labels(obj).get(c.QUEUE_NAME_LABEL):
+        errors += unsupported_annotation_errors(obj, UNSUPPORTED_ANNOTATIONS)
     old = req.old_object
     if req.operation == "UPDATE" and isinstance(old, dict):
-        running = _ready(old) > 0
-        for key in (c.QUEUE_NAME_LABEL, c.PRIORITY_CLASS_LABEL):
-            before, after = _labels(old).get(key), _labels(obj).get(key)
-            if before == after:
-                continue
-            if key == c.QUEUE_NAME_LABEL and before and not after:
-                errors.append(
-                    FieldError(
-                        f"metadata.labels[{key}]",
-                        f"cannot be removed from a StatefulSet kqueue manages (was {before!r}): "
-                        "its pods are held by kqueue's gate; delete and re-create the "
-                        "StatefulSet to run it without kqueue",
-                    )
-                )
-            elif running:
-                errors.append(
-                    FieldError(
-                        f"metadata.labels[{key}]",
-                        f"field is immutable while the StatefulSet has ready pods "
-                        f"({_ready(old)}): cannot change from {before!r} to {after!r}",
-                    )
-                )
-        if _labels(old).get(c.QUEUE_NAME_LABEL) and running and _shape(old) != _shape(obj):
+        running = ready_replicas(old) > 0
+        errors += running_label_errors(
+            old, obj, kind="StatefulSet", ready=ready_replicas(old), unit="pods", gated=True
+        )
+        if object_labels(old).get(c.QUEUE_NAME_LABEL) and running and _shape(old) != _shape(obj):
             errors.append(
                 FieldError(
                     _changed_path(old, obj),
                     "the pods' requests, ports, node selector, affinity, tolerations, runtime "
                     "class, priority, topology spread, overhead and resource claims are "
-                    f"immutable while the StatefulSet has ready pods ({_ready(old)}): its "
+                    f"immutable while the StatefulSet has ready pods ({ready_replicas(old)}): its "
                     "admitted Workload was charged for them; scale it to 0 first",
                 )
             )

@@ -15,9 +15,8 @@ from typing import Any, Final
 
 from kqueue.api.v1alpha1 import constants as c
 from kqueue.controller.admission import AdmissionRequest, Verdict
-from kqueue.controller.integrations.advice import LocalQueueNames
 from kqueue.controller.integrations.suspension import (
-    managed,
+    SuspendableWebhooks,
     mutate_suspendable,
     validate_suspendable,
 )
@@ -45,25 +44,16 @@ def _started(old: Obj) -> bool:
     )
 
 
-class TrainJobWebhooks:
-    def __init__(
-        self,
-        *,
-        manage_jobs_without_queue_name: bool = False,
-        local_queues: LocalQueueNames = lambda _namespace: None,
-    ) -> None:
-        self._without_queue_name = manage_jobs_without_queue_name
-        self._local_queues = local_queues
-
+class TrainJobWebhooks(SuspendableWebhooks):
     async def mutate(self, req: AdmissionRequest) -> Verdict:
         obj = req.object
-        if not isinstance(obj, dict) or not managed(obj, without_queue_name=self._without_queue_name):
+        if not isinstance(obj, dict) or not self._manages(obj):
             return Verdict.allow()
         return mutate_suspendable(req, kind="TrainJob", pod_templates=_no_templates, started=_started)
 
     async def validate(self, req: AdmissionRequest) -> Verdict:
         obj = req.object
-        if not isinstance(obj, dict) or not managed(obj, without_queue_name=self._without_queue_name):
+        if not isinstance(obj, dict) or not self._manages(obj):
             return Verdict.allow()
         return validate_suspendable(
             req,
