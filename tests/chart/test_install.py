@@ -196,7 +196,9 @@ def _check_permissions(cluster: LocalCluster, release: str, namespace: str) -> N
         ("update", "workloads.kqueue.io", "default"): False,
         ("delete", "clusterqueues.kqueue.io", None): False,
         ("get", "configmaps", "default"): False,
-        ("list", "nodes", None): False,
+        # Topology-aware admission reads Nodes (free capacity per domain), never writes them.
+        ("list", "nodes", None): True,
+        ("patch", "nodes", None): False,
     }
     wrong = []
     for (verb, resource, ns), allowed in expected.items():

@@ -23,6 +23,7 @@ KINDS = {
     "ClusterQueue": "Cluster",
     "Cohort": "Cluster",
     "WorkloadPriorityClass": "Cluster",
+    "Topology": "Cluster",
     "LocalQueue": "Namespaced",
     "Workload": "Namespaced",
 }

@@ -111,7 +111,9 @@ async def test_job_runs_to_completion_on_kwok_nodes(
         return pods if ok else None
 
     pods = await eventually(running, what="3 job pods running")
-    on_demand = {n.name for n in DEFAULT_NODES if n.labels[INSTANCE_TYPE_LABEL] == "on-demand"}
+    on_demand = {
+        n.name for n in DEFAULT_NODES if n.labels.get(INSTANCE_TYPE_LABEL) == "on-demand"
+    }
     assert {p.spec.node_name for p in pods} <= on_demand
 
     async def complete() -> Any:
