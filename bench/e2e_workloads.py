@@ -55,10 +55,12 @@ from kqueue.controller.resources import (  # noqa: E402
     COHORTS,
     LOCAL_QUEUES,
     NAMESPACES,
+    NODES,
     RESOURCE_FLAVORS,
     WORKLOADS,
     Resource,
 )
+from kqueue.controller.topology import TOPOLOGIES  # noqa: E402
 from kqueue.engine.sim import generate as gen  # noqa: E402
 from kqueue.engine.sim.annotations import CLASS_LABEL  # noqa: E402
 from kqueue.localcluster.cluster import LocalCluster  # noqa: E402
@@ -73,6 +75,10 @@ RESOURCES: dict[str, Resource] = {
     "Namespace": NAMESPACES,
     "LocalQueue": LOCAL_QUEUES,
     "Workload": WORKLOADS,
+    # The tas shape's Topology and its API-only Nodes (nothing runs them; the engine reads their
+    # labels and allocatable).
+    "Topology": TOPOLOGIES,
+    "Node": NODES,
 }
 
 # Kueue's published baseline (site/content/en/docs/overview/performance, v0.x) and thresholds.
@@ -519,7 +525,7 @@ async def sample_loop(
 
 
 async def bench(args: argparse.Namespace, cluster: LocalCluster, work: Path) -> dict[str, Any]:
-    base = gen.BASELINE
+    base = gen.SHAPES[args.shape]
     shape = replace(
         base,
         classes=tuple(replace(k, count=max(1, round(k.count * args.scale))) for k in base.classes),
@@ -665,7 +671,7 @@ async def bench(args: argparse.Namespace, cluster: LocalCluster, work: Path) -> 
         ns: 100 * held / (nominal * wall) for ns, held in runner.held.items()
     }
     return {
-        "shape": "baseline",
+        "shape": shape.name,
         "scale": args.scale,
         "clusterQueues": shape.cluster_queues,
         "workloads": len(records),
@@ -711,6 +717,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--qps", type=int, default=50, help="kqueue's client QPS (0: unthrottled)")
     parser.add_argument("--burst", type=int, default=100)
+    parser.add_argument("--shape", choices=sorted(gen.SHAPES), default="baseline",
+                        help="the generator's shape (tas: Kueue's configs/tas, 640 nodes)")
     parser.add_argument("--scale", type=float, default=1.0, help="multiply every class's count")
     parser.add_argument("--workers", type=int, default=64, help="concurrent creates")
     parser.add_argument("--timeout", type=float, default=1200, help="give up after (s)")

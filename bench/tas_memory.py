@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import json
 import sys
 import time
@@ -167,7 +168,7 @@ async def run(steps: list[tuple[int, int]], cluster: LocalCluster, within: float
     for nodes, pods in steps:
         node_s = await create_all(kube, node, have_nodes, nodes, workers)
         have_nodes = max(have_nodes, nodes)
-        pod_s = await create_all(kube, lambda i: pod(i, have_nodes), have_pods, pods, workers)
+        pod_s = await create_all(kube, functools.partial(pod, nodes=have_nodes), have_pods, pods, workers)
         have_pods = max(have_pods, pods)
         if nodes:
             # Whether the API server kept the status given on create (the engine reads it).
