@@ -48,6 +48,7 @@ sys.path.insert(0, str(ROOT))
 
 from kubernetes_asyncio import config as kube_config  # noqa: E402
 
+from kqueue.api.quantity import parse_quantity  # noqa: E402
 from kqueue.api.v1alpha1 import constants as c  # noqa: E402
 from kqueue.controller.kube import JSON_PATCH, Kube  # noqa: E402
 from kqueue.controller.resources import (  # noqa: E402
@@ -565,10 +566,12 @@ async def bench(args: argparse.Namespace, cluster: LocalCluster, work: Path) -> 
         k = classes[d["metadata"]["labels"][CLASS_LABEL]]
         key = f"{d['metadata']['namespace']}/{d['metadata']['name']}"
         records[key] = Record(
-            d["metadata"]["name"], d["metadata"]["namespace"], k.name, float(k.cpu),
+            d["metadata"]["name"], d["metadata"]["namespace"], k.name,
+            # cpu held while admitted: every pod's request (the tas shape's classes have 2-8 pods).
+            parse_quantity(k.cpu, "cpu") * k.pods / 1000,
             k.run_time.total_seconds(),
             # Kueue's generator: the n-th of a class arrives after n+1 intervals.
-            arrival=(int(d["metadata"]["name"].split("-")[2]) + 1) * k.interval.total_seconds(),
+            arrival=(int(d["metadata"]["name"].rsplit("-", 3)[2]) + 1) * k.interval.total_seconds(),
         )
         runner.docs[key] = d
 
