@@ -202,6 +202,8 @@ class Record:
     # Kueue's runner's definition: creationTimestamp to the Admitted condition's
     # lastTransitionTime (epoch seconds), at the first admission seen.
     kueue_time_to_admission: float | None = None
+    # Whether its first admission gave every pod set a topologyAssignment (the tas shape).
+    topology_assigned: bool = False
 
 
 def parse_time(value: str | None) -> float | None:
@@ -359,6 +361,10 @@ class Runner:
                 at = parse_time(admitted_cond.get("lastTransitionTime"))
                 if created is not None and at is not None and at >= created:
                     r.kueue_time_to_admission = at - created
+                psas = ((wl["status"].get("admission") or {}).get("podSetAssignments")) or []
+                r.topology_assigned = bool(psas) and all(
+                    x.get("topologyAssignment") for x in psas
+                )
             r.admitted_at = now
             r.finish_task = asyncio.create_task(self._finish_after(r, r.run_time))
         elif not admitted and r.finish_task is not None:
@@ -657,6 +663,7 @@ async def bench(args: argparse.Namespace, cluster: LocalCluster, work: Path) -> 
             "admitted": len(waits),
             "finished": sum(1 for r in recs if r.finished is not None),
             "evictions": sum(r.evictions for r in recs),
+            "withTopologyAssignment": sum(1 for r in recs if r.topology_assigned),
             "averageTimeToAdmissionSeconds": round(sum(waits) / len(waits), 2) if waits else None,
             "averageCreateLagSeconds": round(sum(lag) / len(lag), 2) if lag else None,
         }
