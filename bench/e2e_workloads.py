@@ -19,7 +19,9 @@ requests and the idle control plane's rate measured before kqueue starts), and t
 CPU seconds and peak RSS from /proc.
 
 ``--scale`` multiplies every class's count (30 ClusterQueues stay): arrivals keep their rate but
-the run is shorter. Not a test: the figures depend on the machine.
+the run is shorter. ``--shape tas`` runs Kueue's configs/tas instead: a Topology, a
+topology-aware ResourceFlavor and 640 Nodes (API objects only; nothing runs them) before the
+Workloads (2, 4 or 8 pods asking for a rack). Not a test: the figures depend on the machine.
 """
 
 from __future__ import annotations
