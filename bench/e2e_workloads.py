@@ -19,7 +19,9 @@ requests and the idle control plane's rate measured before kqueue starts), and t
 CPU seconds and peak RSS from /proc.
 
 ``--scale`` multiplies every class's count (30 ClusterQueues stay): arrivals keep their rate but
-the run is shorter. Not a test: the figures depend on the machine.
+the run is shorter. ``--shape tas`` runs Kueue's configs/tas instead: a Topology, a
+topology-aware ResourceFlavor and 640 Nodes (API objects only; nothing runs them) before the
+Workloads (2, 4 or 8 pods asking for a rack). Not a test: the figures depend on the machine.
 """
 
 from __future__ import annotations
@@ -48,6 +50,7 @@ sys.path.insert(0, str(ROOT))
 
 from kubernetes_asyncio import config as kube_config  # noqa: E402
 
+from kqueue.api.quantity import parse_quantity  # noqa: E402
 from kqueue.api.v1alpha1 import constants as c  # noqa: E402
 from kqueue.controller.kube import JSON_PATCH, Kube  # noqa: E402
 from kqueue.controller.resources import (  # noqa: E402
@@ -55,10 +58,12 @@ from kqueue.controller.resources import (  # noqa: E402
     COHORTS,
     LOCAL_QUEUES,
     NAMESPACES,
+    NODES,
     RESOURCE_FLAVORS,
     WORKLOADS,
     Resource,
 )
+from kqueue.controller.topology import TOPOLOGIES  # noqa: E402
 from kqueue.engine.sim import generate as gen  # noqa: E402
 from kqueue.engine.sim.annotations import CLASS_LABEL  # noqa: E402
 from kqueue.localcluster.cluster import LocalCluster  # noqa: E402
@@ -73,6 +78,10 @@ RESOURCES: dict[str, Resource] = {
     "Namespace": NAMESPACES,
     "LocalQueue": LOCAL_QUEUES,
     "Workload": WORKLOADS,
+    # The tas shape's Topology and its API-only Nodes (nothing runs them; the engine reads their
+    # labels and allocatable).
+    "Topology": TOPOLOGIES,
+    "Node": NODES,
 }
 
 # Kueue's published baseline (site/content/en/docs/overview/performance, v0.x) and thresholds.
@@ -195,6 +204,8 @@ class Record:
     # Kueue's runner's definition: creationTimestamp to the Admitted condition's
     # lastTransitionTime (epoch seconds), at the first admission seen.
     kueue_time_to_admission: float | None = None
+    # Whether its first admission gave every pod set a topologyAssignment (the tas shape).
+    topology_assigned: bool = False
 
 
 def parse_time(value: str | None) -> float | None:
@@ -352,6 +363,10 @@ class Runner:
                 at = parse_time(admitted_cond.get("lastTransitionTime"))
                 if created is not None and at is not None and at >= created:
                     r.kueue_time_to_admission = at - created
+                psas = ((wl["status"].get("admission") or {}).get("podSetAssignments")) or []
+                r.topology_assigned = bool(psas) and all(
+                    x.get("topologyAssignment") for x in psas
+                )
             r.admitted_at = now
             r.finish_task = asyncio.create_task(self._finish_after(r, r.run_time))
         elif not admitted and r.finish_task is not None:
@@ -519,7 +534,7 @@ async def sample_loop(
 
 
 async def bench(args: argparse.Namespace, cluster: LocalCluster, work: Path) -> dict[str, Any]:
-    base = gen.BASELINE
+    base = gen.SHAPES[args.shape]
     shape = replace(
         base,
         classes=tuple(replace(k, count=max(1, round(k.count * args.scale))) for k in base.classes),
@@ -559,10 +574,12 @@ async def bench(args: argparse.Namespace, cluster: LocalCluster, work: Path) -> 
         k = classes[d["metadata"]["labels"][CLASS_LABEL]]
         key = f"{d['metadata']['namespace']}/{d['metadata']['name']}"
         records[key] = Record(
-            d["metadata"]["name"], d["metadata"]["namespace"], k.name, float(k.cpu),
+            d["metadata"]["name"], d["metadata"]["namespace"], k.name,
+            # cpu held while admitted: every pod's request (the tas shape's classes have 2-8 pods).
+            parse_quantity(k.cpu, "cpu") * k.pods / 1000,
             k.run_time.total_seconds(),
             # Kueue's generator: the n-th of a class arrives after n+1 intervals.
-            arrival=(int(d["metadata"]["name"].split("-")[2]) + 1) * k.interval.total_seconds(),
+            arrival=(int(d["metadata"]["name"].rsplit("-", 3)[2]) + 1) * k.interval.total_seconds(),
         )
         runner.docs[key] = d
 
@@ -648,6 +665,7 @@ async def bench(args: argparse.Namespace, cluster: LocalCluster, work: Path) -> 
             "admitted": len(waits),
             "finished": sum(1 for r in recs if r.finished is not None),
             "evictions": sum(r.evictions for r in recs),
+            "withTopologyAssignment": sum(1 for r in recs if r.topology_assigned),
             "averageTimeToAdmissionSeconds": round(sum(waits) / len(waits), 2) if waits else None,
             "averageCreateLagSeconds": round(sum(lag) / len(lag), 2) if lag else None,
         }
@@ -665,7 +683,7 @@ async def bench(args: argparse.Namespace, cluster: LocalCluster, work: Path) -> 
         ns: 100 * held / (nominal * wall) for ns, held in runner.held.items()
     }
     return {
-        "shape": "baseline",
+        "shape": shape.name,
         "scale": args.scale,
         "clusterQueues": shape.cluster_queues,
         "workloads": len(records),
@@ -711,6 +729,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--qps", type=int, default=50, help="kqueue's client QPS (0: unthrottled)")
     parser.add_argument("--burst", type=int, default=100)
+    parser.add_argument("--shape", choices=sorted(gen.SHAPES), default="baseline",
+                        help="the generator's shape (tas: Kueue's configs/tas, 640 nodes)")
     parser.add_argument("--scale", type=float, default=1.0, help="multiply every class's count")
     parser.add_argument("--workers", type=int, default=64, help="concurrent creates")
     parser.add_argument("--timeout", type=float, default=1200, help="give up after (s)")
