@@ -120,14 +120,16 @@ async def test_a_single_pod_gets_no_group(
         await api.kube.delete(PODS, "solo", namespace=namespace)
 
 
-async def test_an_evicted_pod_group_keeps_its_pod_group_for_its_new_pods(
+async def test_an_evicted_pod_group_s_new_pods_are_placed_whole_in_a_new_pod_group(
     api: Api, kqueue: KqueueProcess, namespace: str
 ) -> None:
     """Evicted (its ClusterQueue drained), the group's pods are deleted; kqueue does not delete
-    the PodGroup (new pods naming a group that is still terminating would wait for it forever).
-    The pods the user creates again are placed whole in a group of the same name: the kept one,
-    handed to the new Workload, or, when the garbage collector removed it with the old Workload
-    before they arrived, a new one."""
+    the PodGroup itself (new pods naming a group that is still terminating would wait for it
+    forever). The pod group's Workload is owned by its pods, so once they are gone the garbage
+    collector removes the Workload and, with it, the PodGroup; pods created again after that get a
+    new Workload and a new PodGroup of the same name, and are placed whole. (Pods recreated while
+    the old PodGroup is still being collected are held with a PodGroupTerminating event: see
+    docs/concepts.md.)"""
     od, cq = unique("od"), unique("cq")
     await api.apply(flavor(od, "on-demand"))
     await api.apply(cluster_queue(cq, [(od, "2")]))
@@ -153,6 +155,15 @@ async def test_an_evicted_pod_group_keeps_its_pod_group_for_its_new_pods(
         return not pods
 
     await eventually(gone, what="the evicted pods removed")
+
+    async def collected() -> bool:
+        try:
+            await api.kube.get(gang.PODGROUPS, want, namespace)
+        except NotFound:
+            return True
+        return False
+
+    await eventually(collected, what="the old Workload's PodGroup garbage-collected")
     await api.kube.patch(CLUSTER_QUEUES, cq, {"spec": {"stopPolicy": "None"}})
     second = ["b-0", "b-1"]
     for n in second:
@@ -162,8 +173,7 @@ async def test_an_evicted_pod_group_keeps_its_pod_group_for_its_new_pods(
         assert created["spec"]["schedulingGroup"] == {"podGroupName": want}
     await eventually(lambda: running(second), what="the group's new pods Running")
     after = await api.kube.get(gang.PODGROUPS, want, namespace)
-    assert before["spec"]["schedulingPolicy"]["gang"]["minCount"] == 2
+    assert after["metadata"]["uid"] != before["metadata"]["uid"]
     assert after["spec"]["schedulingPolicy"]["gang"]["minCount"] == 2
-    assert not after["metadata"].get("deletionTimestamp")
     for n in second:
         await api.kube.delete(PODS, n, namespace=namespace)
