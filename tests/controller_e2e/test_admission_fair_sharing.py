@@ -56,10 +56,11 @@ async def test_the_quiet_team_is_admitted_ahead_of_the_flood(
     await api.apply(local_queue("team-a", namespace, cq))
     await api.apply(local_queue("team-b", namespace, cq))
 
-    # team-a floods: six 1-cpu Jobs; two fit at once and run 8 seconds.
+    # team-a floods: six 1-cpu Jobs; two fit at once and run 30 seconds, long enough for team-b's
+    # Jobs to arrive while the quota is still full, however slow a busy machine is.
     flood = [f"a{i}" for i in range(6)]
     for name in flood:
-        await api.apply(job(name, namespace, "team-a", cpu="1", complete_after="8s"))
+        await api.apply(job(name, namespace, "team-a", cpu="1", complete_after="30s"))
     for name in flood[:2]:
         await api.wait_workload(namespace, name, _reserved, what="quota reserved")
 
@@ -77,6 +78,12 @@ async def test_the_quiet_team_is_admitted_ahead_of_the_flood(
     # team-b sends two Jobs after the flood: they go first when quota frees up.
     for name in ("b0", "b1"):
         await api.apply(job(name, namespace, "team-b", cpu="1", complete_after="60s"))
+    # The premise: team-b's Jobs are queued while team-a's first two still hold all the quota.
+    for name in ("b0", "b1"):
+        await api.wait_workload(namespace, name, lambda wl: wl is not None, what="queued")
+    for name in flood[2:]:
+        wl = await api.workload_of(namespace, name)
+        assert wl is not None and not _reserved(wl), f"{name} admitted before team-b arrived"
     for name in ("b0", "b1"):
         await api.wait_workload(namespace, name, _reserved, what="admitted ahead of the flood", within=90)
     # The freed quota went to team-b: the rest of the flood still waits.
