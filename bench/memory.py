@@ -26,6 +26,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from kubernetes_asyncio import config as kube_config  # noqa: E402
+from kubernetes_asyncio.client import ApiClient  # noqa: E402
 
 from bench.e2e_workloads import (  # noqa: E402
     BenchKqueue,
@@ -150,16 +151,17 @@ async def measure(kq: BenchKqueue, expected: int, within: float) -> dict[str, An
     return result
 
 
-async def run(
-    counts: list[int], cluster: LocalCluster, within: float, out: Path
-) -> list[dict[str, Any]]:
+async def webhookless_kqueue(
+    cluster: LocalCluster,
+) -> tuple[BenchKqueue, Kube, ApiClient]:
+    """kqueue's CRDs and configuration on ``cluster``, its webhooks removed (the creates must not
+    wait for a controller that is not running yet), and a client for the benchmark's creates."""
     assert cluster.work_dir is not None
     work = cluster.work_dir / "kqueue"
     work.mkdir(parents=True, exist_ok=True)
     install_crds(cluster)
     kq = BenchKqueue(cluster, work)
     kq.setup()
-    # No webhooks: the creates must not wait for the controller that is not running.
     for kind, name in (
         ("mutatingwebhookconfiguration", "kqueue-mutating-webhook-configuration"),
         ("validatingwebhookconfiguration", "kqueue-validating-webhook-configuration"),
@@ -167,6 +169,13 @@ async def run(
         cluster.kubectl("delete", kind, name, "--ignore-not-found", check=False)
     api = await kube_config.new_client_from_config(config_file=str(cluster.kubeconfig_path))
     kube = Kube(api, timeout=120)
+    return kq, kube, api
+
+
+async def run(
+    counts: list[int], cluster: LocalCluster, within: float, out: Path
+) -> list[dict[str, Any]]:
+    kq, kube, api = await webhookless_kqueue(cluster)
     await kube.create(RESOURCE_FLAVORS, {
         "apiVersion": c.API_VERSION, "kind": "ResourceFlavor", "metadata": {"name": "rf"}})
     await kube.create(CLUSTER_QUEUES, {

@@ -29,7 +29,6 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from kubernetes_asyncio import config as kube_config  # noqa: E402
 
 from bench.e2e_workloads import (  # noqa: E402
     BenchKqueue,
@@ -37,10 +36,10 @@ from bench.e2e_workloads import (  # noqa: E402
     proc_memory,
     run_info,
 )
+from bench.memory import webhookless_kqueue  # noqa: E402
 from kqueue.controller.kube import Kube  # noqa: E402
 from kqueue.controller.resources import NAMESPACES, NODES, PODS  # noqa: E402
 from kqueue.localcluster.cluster import LocalCluster  # noqa: E402
-from tests.controller_e2e.harness import install_crds  # noqa: E402
 
 NS = "tasmem"
 NODES_PER_RACK = 64
@@ -143,19 +142,7 @@ async def measure(kq: BenchKqueue, within: float) -> dict[str, Any]:
 
 async def run(steps: list[tuple[int, int]], cluster: LocalCluster, within: float, out: Path,
               workers: int) -> list[dict[str, Any]]:
-    assert cluster.work_dir is not None
-    work = cluster.work_dir / "kqueue"
-    work.mkdir(parents=True, exist_ok=True)
-    install_crds(cluster)
-    kq = BenchKqueue(cluster, work)
-    kq.setup()
-    for kind, name in (
-        ("mutatingwebhookconfiguration", "kqueue-mutating-webhook-configuration"),
-        ("validatingwebhookconfiguration", "kqueue-validating-webhook-configuration"),
-    ):
-        cluster.kubectl("delete", kind, name, "--ignore-not-found", check=False)
-    api = await kube_config.new_client_from_config(config_file=str(cluster.kubeconfig_path))
-    kube = Kube(api, timeout=120)
+    kq, kube, api = await webhookless_kqueue(cluster)
     await kube.create(NAMESPACES, {"apiVersion": "v1", "kind": "Namespace",
                                    "metadata": {"name": NS}})
     # Pods need the namespace's default service account (the controller manager makes it).
