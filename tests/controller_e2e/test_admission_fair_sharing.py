@@ -1,6 +1,7 @@
 """Admission fair sharing on the real control plane: two LocalQueues feed one ClusterQueue with
 ``admissionScope.admissionMode: UsageBasedAdmissionFairSharing``; team-a floods first, and once
-its usage has accrued team-b's Jobs are admitted ahead of the rest of the flood. The LocalQueues'
+its usage has accrued team-b's Jobs are admitted ahead of the rest of the flood when the
+first flood Jobs end. The LocalQueues'
 status shows their decayed ``consumedResources``, the ClusterQueue says admission fair sharing
 is on, and the usage is exported as a metric."""
 
@@ -12,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from kqueue.api.v1alpha1 import constants as c
-from kqueue.controller.resources import CLUSTER_QUEUES, LOCAL_QUEUES
+from kqueue.controller.resources import CLUSTER_QUEUES, JOBS, LOCAL_QUEUES
 from kqueue.localcluster.cluster import LocalCluster
 from tests.controller_e2e.harness import (
     Api,
@@ -56,13 +57,19 @@ async def test_the_quiet_team_is_admitted_ahead_of_the_flood(
     await api.apply(local_queue("team-a", namespace, cq))
     await api.apply(local_queue("team-b", namespace, cq))
 
-    # team-a floods: six 1-cpu Jobs; two fit at once and run 30 seconds, long enough for team-b's
-    # Jobs to arrive while the quota is still full, however slow a busy machine is.
+    # team-a floods: six 1-cpu Jobs; two fit at once and run until the test deletes them, so the
+    # quota stays full until team-b's Jobs are queued, however slow a busy machine is (a timed
+    # completion raced team-b's arrival on a loaded CI machine).
     flood = [f"a{i}" for i in range(6)]
     for name in flood:
-        await api.apply(job(name, namespace, "team-a", cpu="1", complete_after="30s"))
-    for name in flood[:2]:
-        await api.wait_workload(namespace, name, _reserved, what="quota reserved")
+        await api.apply(job(name, namespace, "team-a", cpu="1"))
+    # Which two go first among Jobs created in the same second is the queue's tie-break: read it.
+    async def running() -> list[str] | None:
+        held = [n for n in flood if _reserved(await api.workload_of(namespace, n))]
+        return held if len(held) == 2 else None
+
+    first = await eventually(running, what="two flood Jobs holding the quota")
+    rest = [n for n in flood if n not in first]
 
     # team-a's usage accrues in its LocalQueue's status.
     async def consumed(lq: str) -> str | None:
@@ -77,17 +84,20 @@ async def test_the_quiet_team_is_admitted_ahead_of_the_flood(
 
     # team-b sends two Jobs after the flood: they go first when quota frees up.
     for name in ("b0", "b1"):
-        await api.apply(job(name, namespace, "team-b", cpu="1", complete_after="60s"))
+        await api.apply(job(name, namespace, "team-b", cpu="1"))
     # The premise: team-b's Jobs are queued while team-a's first two still hold all the quota.
     for name in ("b0", "b1"):
         await api.wait_workload(namespace, name, lambda wl: wl is not None, what="queued")
-    for name in flood[2:]:
+    for name in rest:
         wl = await api.workload_of(namespace, name)
         assert wl is not None and not _reserved(wl), f"{name} admitted before team-b arrived"
+    # The two running flood Jobs end: their quota frees, one cpu at a time.
+    for name in first:
+        await api.kube.delete(JOBS, name, namespace=namespace)
     for name in ("b0", "b1"):
         await api.wait_workload(namespace, name, _reserved, what="admitted ahead of the flood", within=90)
     # The freed quota went to team-b: the rest of the flood still waits.
-    for name in flood[2:]:
+    for name in rest:
         wl = await api.workload_of(namespace, name)
         assert wl is not None and not _reserved(wl), f"{name} was admitted before team-b's Jobs"
 
