@@ -37,6 +37,7 @@ from bench.e2e_workloads import (  # noqa: E402
     proc_memory,
     run_info,
 )
+from kqueue.api.config import ClientConnection  # noqa: E402
 from kqueue.api.v1alpha1 import constants as c  # noqa: E402
 from kqueue.controller.kube import Kube  # noqa: E402
 from kqueue.controller.resources import (  # noqa: E402
@@ -46,6 +47,7 @@ from kqueue.controller.resources import (  # noqa: E402
     NAMESPACES,
     PODS,
     RESOURCE_FLAVORS,
+    WORKLOADS,
 )
 from kqueue.localcluster.cluster import LocalCluster  # noqa: E402
 from kqueue.localcluster.nodes import INSTANCE_TYPE_LABEL, FakeNode  # noqa: E402
@@ -70,43 +72,88 @@ def percentile(values: list[float], p: float) -> float | None:
     return round(s[k], 3)
 
 
+# The steps of one Job's timeline, in order; each is the runner's clock when it saw the step
+# (watch events), counted from the Job's create request.
+STEPS = ("admitted", "resumed", "podsExist", "released", "bound")
+STEP_HELP = {
+    "admitted": "its Workload's Admitted condition is True",
+    "resumed": "the Job's spec.suspend is false",
+    "podsExist": "all its pods exist (created by the Job controller)",
+    "released": "all its pods are out of the kqueue.io/admission gate",
+    "bound": "all its pods are bound to a node (spec.nodeName)",
+}
+
+
 class Tracker:
+    """Per Job, when each step of :data:`STEPS` was first seen; per pod, when it was first
+    seen (created), released and bound."""
+
     def __init__(self) -> None:
         self.t0 = time.monotonic()
         self.created: dict[str, float] = {}
         self.size: dict[str, int] = {}
+        self.steps: dict[str, dict[str, float]] = {}
+        self.pod_seen: dict[str, float] = {}
+        self.pod_released: dict[str, float] = {}
+        self.pod_bound: dict[str, float] = {}
+        self.pods_of: dict[str, set[str]] = {}
         self.released_pods: dict[str, set[str]] = {}
         self.bound_pods: dict[str, set[str]] = {}
-        self.all_released: dict[str, float] = {}
-        self.all_bound: dict[str, float] = {}
         self.changed = asyncio.Event()
 
     def now(self) -> float:
         return time.monotonic() - self.t0
 
-    def observe(self, pod: dict[str, Any]) -> None:
+    def step(self, job_name: str, step: str, now: float) -> None:
+        self.steps.setdefault(job_name, {}).setdefault(step, now)
+        if step == "bound":
+            self.changed.set()
+
+    def observe_pod(self, pod: dict[str, Any]) -> None:
         job_name = (pod["metadata"].get("labels") or {}).get("job-name")
         if job_name is None or job_name not in self.size:
             return
         name = pod["metadata"]["name"]
         spec = pod.get("spec") or {}
         now = self.now()
+        size = self.size[job_name]
+        self.pod_seen.setdefault(name, now)
+        pods = self.pods_of.setdefault(job_name, set())
+        pods.add(name)
+        if len(pods) >= size:
+            self.step(job_name, "podsExist", now)
         if not spec.get("schedulingGates"):
+            self.pod_released.setdefault(name, now)
             s = self.released_pods.setdefault(job_name, set())
             s.add(name)
-            if len(s) >= self.size[job_name] and job_name not in self.all_released:
-                self.all_released[job_name] = now
+            if len(s) >= size:
+                self.step(job_name, "released", now)
         if spec.get("nodeName"):
+            self.pod_bound.setdefault(name, now)
             s = self.bound_pods.setdefault(job_name, set())
             s.add(name)
-            if len(s) >= self.size[job_name] and job_name not in self.all_bound:
-                self.all_bound[job_name] = now
-                self.changed.set()
+            if len(s) >= size:
+                self.step(job_name, "bound", now)
 
-    async def watch(self, kube: Kube, rv: str) -> None:
+    def observe_job(self, obj: dict[str, Any]) -> None:
+        name = obj["metadata"]["name"]
+        if name in self.size and (obj.get("spec") or {}).get("suspend") is False:
+            self.step(name, "resumed", self.now())
+
+    def observe_workload(self, obj: dict[str, Any]) -> None:
+        owners = obj["metadata"].get("ownerReferences") or []
+        job_name = next((o["name"] for o in owners if o.get("kind") == "Job"), None)
+        if job_name is None or job_name not in self.size:
+            return
+        conditions = (obj.get("status") or {}).get("conditions") or []
+        if any(x.get("type") == c.ADMITTED and x.get("status") == "True" for x in conditions):
+            self.step(job_name, "admitted", self.now())
+
+    async def watch(self, kube: Kube, path: str, observe: Any) -> None:
+        rv = (await kube.request("GET", path))[1]["metadata"]["resourceVersion"]
         while True:
             response: aiohttp.ClientResponse = await kube.api.call_api(
-                PODS.collection_path(NS), "GET",
+                path, "GET",
                 query_params=[("watch", "1"), ("resourceVersion", rv), ("timeoutSeconds", "3600")],
                 header_params={"Accept": "application/json"}, auth_settings=["BearerToken"],
                 _preload_content=False,
@@ -120,7 +167,59 @@ class Tracker:
                     obj = ev.get("object") or {}
                     rv = obj.get("metadata", {}).get("resourceVersion", rv)
                     if ev.get("type") in ("ADDED", "MODIFIED"):
-                        self.observe(obj)
+                        observe(obj)
+
+
+def percentiles(values: list[float]) -> dict[str, float | None]:
+    return {f"p{p}": percentile(values, p) for p in (50, 95, 99)}
+
+
+def timeline(tr: Tracker, names: list[str]) -> dict[str, Any]:
+    """Per step: seconds from the Job's creation, and from the step before (what the step
+    itself took), as p50/p95/p99 over the Jobs that reached it."""
+    since_created: dict[str, Any] = {}
+    step_took: dict[str, Any] = {}
+    previous = "created"
+    for step in STEPS:
+        total, took = [], []
+        for n in names:
+            steps = tr.steps.get(n, {})
+            if step not in steps:
+                continue
+            total.append(steps[step] - tr.created[n])
+            before = tr.created[n] if previous == "created" else steps.get(previous)
+            if before is not None:
+                took.append(steps[step] - before)
+        since_created[step] = {"jobs": len(total), **percentiles(total)}
+        step_took[f"{previous}->{step}"] = percentiles(took)
+        previous = step
+    pods = [p for n in names for p in tr.pods_of.get(n, ())]
+    # kqueue's own part per pod: from the pod's creation (as the runner saw it) to its release;
+    # then the scheduler's: from release to binding.
+    release_lag = [tr.pod_released[p] - tr.pod_seen[p] for p in pods if p in tr.pod_released]
+    bind_lag = [tr.pod_bound[p] - tr.pod_released[p] for p in pods
+                if p in tr.pod_bound and p in tr.pod_released]
+    return {
+        "sinceCreated": since_created,
+        "stepTook": step_took,
+        "podCreatedToReleased": percentiles(release_lag),
+        "podReleasedToBound": percentiles(bind_lag),
+    }
+
+
+def rate(times: list[float]) -> dict[str, float | None]:
+    """Events per second: mean from the first to the last, and the busiest 1 s window."""
+    if len(times) < 2:
+        return {"count": len(times), "meanPerSecond": None, "peak1sPerSecond": None}
+    s = sorted(times)
+    peak, j = 0, 0
+    for i, t in enumerate(s):
+        while s[j] < t - 1.0:
+            j += 1
+        peak = max(peak, i - j + 1)
+    span = s[-1] - s[0]
+    return {"count": len(s), "meanPerSecond": round((len(s) - 1) / span, 1) if span else None,
+            "peak1sPerSecond": float(peak), "firstToLastSeconds": round(span, 2)}
 
 
 async def sampler(kq: BenchKqueue, tr: Tracker, series: list[dict[str, float]]) -> None:
@@ -165,8 +264,11 @@ async def run(args: argparse.Namespace, cluster: LocalCluster) -> dict[str, Any]
     await asyncio.sleep(3)  # the ClusterQueue becomes active
 
     tr = Tracker()
-    rv = (await kube.request("GET", PODS.collection_path(NS)))[1]["metadata"]["resourceVersion"]
-    watcher = asyncio.create_task(tr.watch(kube, rv))
+    watchers = [
+        asyncio.create_task(tr.watch(kube, PODS.collection_path(NS), tr.observe_pod)),
+        asyncio.create_task(tr.watch(kube, JOBS.collection_path(NS), tr.observe_job)),
+        asyncio.create_task(tr.watch(kube, WORKLOADS.collection_path(NS), tr.observe_workload)),
+    ]
     series: list[dict[str, float]] = []
     sampling = asyncio.create_task(sampler(kq, tr, series))
     assert kq.proc is not None
@@ -187,12 +289,16 @@ async def run(args: argparse.Namespace, cluster: LocalCluster) -> dict[str, Any]
 
         await asyncio.gather(*(create(i, n, phase_start) for i, n in enumerate(names)))
         deadline = time.monotonic() + args.timeout
-        while not all(n in tr.all_bound for n in names) and time.monotonic() < deadline:
+        while not all("bound" in tr.steps.get(n, {}) for n in names) and (
+            time.monotonic() < deadline
+        ):
             tr.changed.clear()
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(tr.changed.wait(), 2)
-        released = [tr.all_released[n] - tr.created[n] for n in names if n in tr.all_released]
-        bound = [tr.all_bound[n] - tr.created[n] for n in names if n in tr.all_bound]
+        steps = {n: tr.steps.get(n, {}) for n in names}
+        released = [steps[n]["released"] - tr.created[n] for n in names if "released" in steps[n]]
+        bound = [steps[n]["bound"] - tr.created[n] for n in names if "bound" in steps[n]]
+        pods = [p for n in names for p in tr.pods_of.get(n, ())]
         phase = {
             "podsPerJob": size,
             "jobs": len(names),
@@ -203,13 +309,21 @@ async def run(args: argparse.Namespace, cluster: LocalCluster) -> dict[str, Any]
             "releasedSeconds": {f"p{p}": percentile(released, p) for p in (50, 95, 99)},
             "boundSeconds": {f"p{p}": percentile(bound, p) for p in (50, 95, 99)},
             "releasedMeanSeconds": round(statistics.fmean(released), 3) if released else None,
+            "timeline": timeline(tr, names),
+            # The Job controller's pod creation (kube-controller-manager), kqueue's releases and
+            # kube-scheduler's bindings, as the runner's pod watch saw them.
+            "podsCreated": rate([tr.pod_seen[p] for p in pods]),
+            "podsReleased": rate([tr.pod_released[p] for p in pods if p in tr.pod_released]),
+            "podsBound": rate([tr.pod_bound[p] for p in pods if p in tr.pod_bound]),
+            "perJob": {n: {"created": round(tr.created[n], 3),
+                           **{k: round(v, 3) for k, v in steps[n].items()}} for n in names},
         }
-        print(json.dumps(phase), flush=True)
+        print(json.dumps({k: v for k, v in phase.items() if k != "perJob"}), flush=True)
         phases.append(phase)
         await asyncio.sleep(8)  # pods complete, quota is released, before the next size
     cpu = proc_cpu_seconds(kq.proc.pid) - cpu0
     peak = proc_memory(kq.proc.pid)[1]
-    for t in (watcher, sampling):
+    for t in (*watchers, sampling):
         t.cancel()
         with contextlib.suppress(asyncio.CancelledError, Exception):
             await t
@@ -217,6 +331,9 @@ async def run(args: argparse.Namespace, cluster: LocalCluster) -> dict[str, Any]
     await asyncio.to_thread(kq.stop)
     return {
         "qps": args.qps, "burst": args.burst, "rate": args.rate,
+        "controllerManagerQps": cluster.controller_manager_qps,
+        "controllerManagerBurst": cluster.controller_manager_burst,
+        "schedulerQps": cluster.scheduler_qps, "schedulerBurst": cluster.scheduler_burst,
         "run": {"before": info_before, "after": run_info()}, "phases": phases,
         "controllerCpuSeconds": round(cpu, 1), "controllerPeakRssBytes": peak,
         "series": series,
@@ -258,8 +375,19 @@ def main() -> None:
     parser.add_argument("--sizes", default="5,20,100")
     parser.add_argument("--jobs", type=int, default=30, help="Jobs per size")
     parser.add_argument("--rate", type=float, default=10, help="Jobs created per second")
-    parser.add_argument("--qps", type=int, default=50)
-    parser.add_argument("--burst", type=int, default=100)
+    defaults = ClientConnection()
+    parser.add_argument("--qps", type=int, default=defaults.qps,
+                        help="kqueue's clientConnection.qps (default: kqueue's own default)")
+    parser.add_argument("--burst", type=int, default=defaults.burst,
+                        help="kqueue's clientConnection.burst (default: kqueue's own default)")
+    parser.add_argument("--kcm-qps", type=float, default=None,
+                        help="kube-controller-manager's --kube-api-qps (default: LocalCluster's)")
+    parser.add_argument("--kcm-burst", type=int, default=None,
+                        help="kube-controller-manager's --kube-api-burst")
+    parser.add_argument("--scheduler-qps", type=float, default=None,
+                        help="kube-scheduler's --kube-api-qps (default: its own, 50)")
+    parser.add_argument("--scheduler-burst", type=int, default=None,
+                        help="kube-scheduler's --kube-api-burst (default: its own, 100)")
     parser.add_argument("--timeout", type=float, default=300, help="per size (s)")
     parser.add_argument("--out", type=Path, default=Path("bench/results/e2e_jobs.json"))
     parser.add_argument("--plot", type=Path, default=Path("docs/img/e2e_jobs_admission.png"))
@@ -267,7 +395,15 @@ def main() -> None:
     args.sizes = [int(x) for x in args.sizes.split(",")]
 
     async def go() -> dict[str, Any]:
-        with LocalCluster(nodes=NODES) as cluster:
+        limits: dict[str, Any] = {
+            k: v for k, v in {
+                "controller_manager_qps": args.kcm_qps,
+                "controller_manager_burst": args.kcm_burst,
+                "scheduler_qps": args.scheduler_qps,
+                "scheduler_burst": args.scheduler_burst,
+            }.items() if v is not None
+        }
+        with LocalCluster(nodes=NODES, **limits) as cluster:
             return await run(args, cluster)
 
     result = asyncio.run(go())

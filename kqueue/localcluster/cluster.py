@@ -265,6 +265,13 @@ class LocalCluster:
     # More gates for kube-apiserver and kube-scheduler with gang_scheduling, e.g.
     # ("WorkloadAwarePreemption",): the PodGroup's disruptionMode and priority (KEP-5710).
     gang_gates: tuple[str, ...] = ()
+    # Client rate limits of kube-controller-manager (its Job and ReplicaSet controllers create
+    # pods through them) and kube-scheduler (bindings). Raise them to measure kqueue without
+    # those bounds; None for the scheduler keeps its own default (QPS 50, burst 100).
+    controller_manager_qps: float = 100
+    controller_manager_burst: int = 200
+    scheduler_qps: float | None = None
+    scheduler_burst: int | None = None
 
     kubeconfig_path: Path = field(init=False)
     ca_path: Path = field(init=False)
@@ -720,6 +727,14 @@ class LocalCluster:
             else []
         )
         gang_scheduler = [f"--feature-gates={gates}"] if self.gang_scheduling else []
+        scheduler_limits = [
+            *([f"--kube-api-qps={self.scheduler_qps:g}"] if self.scheduler_qps is not None else []),
+            *(
+                [f"--kube-api-burst={self.scheduler_burst}"]
+                if self.scheduler_burst is not None
+                else []
+            ),
+        ]
         # The API server puts the podgroup-protection finalizer on every PodGroup; only this
         # controller (GenericWorkload gate) lifts it, once no live pod names the group.
         controllers = (*CONTROLLERS, "podgroup-protection-controller") if self.gang_scheduling else CONTROLLERS
@@ -830,8 +845,8 @@ class LocalCluster:
                     f"--root-ca-file={self.ca_path}",
                     f"--cluster-cidr={POD_CIDR}",
                     f"--service-cluster-ip-range={SERVICE_CIDR}",
-                    "--kube-api-qps=100",
-                    "--kube-api-burst=200",
+                    f"--kube-api-qps={self.controller_manager_qps:g}",
+                    f"--kube-api-burst={self.controller_manager_burst}",
                     "--profiling=false",
                     *gang_scheduler,
                     f"--v={v}",
@@ -849,6 +864,8 @@ class LocalCluster:
                     f"--cert-dir={pki / 'scheduler-generated'}",
                     "--leader-elect=false",
                     "--profiling=false",
+                    # Deprecated, but honoured while no --config file is given (none is).
+                    *scheduler_limits,
                     *gang_scheduler,
                     f"--v={v}",
                 ],
