@@ -33,6 +33,7 @@ from kubernetes_asyncio import config as kube_config  # noqa: E402
 from bench.e2e_workloads import (  # noqa: E402
     BenchKqueue,
     kqueue_admitted_total,
+    metric_samples,
     proc_cpu_seconds,
     proc_memory,
     run_info,
@@ -234,6 +235,69 @@ async def sampler(kq: BenchKqueue, tr: Tracker, series: list[dict[str, float]]) 
         await asyncio.sleep(0.5)
 
 
+def cpu_by_process(cluster: LocalCluster, kq: BenchKqueue) -> dict[str, float]:
+    """CPU seconds used so far by each control-plane component, kqueue and this runner: on a
+    small machine they share the cores, so who used them says what bounds the run."""
+    pids = {name: comp.proc.pid for name, comp in cluster._components.items()
+            if comp.proc is not None and comp.running()}
+    if kq.proc is not None:
+        pids["kqueue"] = kq.proc.pid
+    out = {name: proc_cpu_seconds(pid) for name, pid in pids.items()}
+    out["runner"] = time.process_time()
+    return out
+
+
+def apiserver_latencies(cluster: LocalCluster) -> dict[str, tuple[float, float]]:
+    """(count, sum of seconds) so far: pod creations as the API server served them, and the
+    calls it made to kqueue's webhooks on the way (both part of the Job controller's pod
+    creation), by webhook name."""
+    status, text = cluster.request("GET", "/metrics", timeout=30)
+    assert status == 200, status
+    out: dict[str, list[float]] = {}
+
+    def add(key: str, name: str, labels: dict[str, str], value: float) -> None:
+        total = out.setdefault(key, [0.0, 0.0])
+        total[0 if name.endswith("_count") else 1] += value
+
+    for name in ("apiserver_request_duration_seconds_count",
+                 "apiserver_request_duration_seconds_sum"):
+        for labels, value in metric_samples(str(text), name):
+            if labels.get("verb") == "POST" and labels.get("resource") == "pods" and not labels.get(
+                "subresource"
+            ):
+                add("POST pods", name, labels, value)
+    for name in ("apiserver_admission_webhook_admission_duration_seconds_count",
+                 "apiserver_admission_webhook_admission_duration_seconds_sum"):
+        for labels, value in metric_samples(str(text), name):
+            if labels.get("name", "").endswith("kqueue.io"):
+                add(f"webhook {labels['name']} {labels.get('operation')}", name, labels, value)
+    return {k: (v[0], v[1]) for k, v in out.items()}
+
+
+def kqueue_webhook_latencies(kq: BenchKqueue) -> dict[str, tuple[float, float]]:
+    """(count, sum of seconds) so far of kqueue's own time answering admission requests, by
+    webhook path: the rest of the API server's figure for the same webhook is the trip."""
+    text = kq.metrics()
+    out: dict[str, list[float]] = {}
+    for name in ("kqueue_webhook_request_duration_seconds_count",
+                 "kqueue_webhook_request_duration_seconds_sum"):
+        for labels, value in metric_samples(text, name):
+            total = out.setdefault(f"kqueue {labels.get('webhook')}", [0.0, 0.0])
+            total[0 if name.endswith("_count") else 1] += value
+    return {k: (v[0], v[1]) for k, v in out.items()}
+
+
+def latency_delta(
+    before: dict[str, tuple[float, float]], after: dict[str, tuple[float, float]]
+) -> dict[str, dict[str, float | None]]:
+    out: dict[str, dict[str, float | None]] = {}
+    for key, (count, total) in after.items():
+        c0, s0 = before.get(key, (0.0, 0.0))
+        n = count - c0
+        out[key] = {"count": n, "meanSeconds": round((total - s0) / n, 4) if n else None}
+    return out
+
+
 async def run(args: argparse.Namespace, cluster: LocalCluster) -> dict[str, Any]:
     assert cluster.work_dir is not None
     work = cluster.work_dir / "kqueue"
@@ -278,6 +342,9 @@ async def run(args: argparse.Namespace, cluster: LocalCluster) -> dict[str, Any]
     for size in args.sizes:
         names = [f"job-{size}-{i:03d}" for i in range(args.jobs)]
         phase_start = tr.now()
+        cpu_start = cpu_by_process(cluster, kq)
+        latencies_start = await asyncio.to_thread(apiserver_latencies, cluster)
+        latencies_start.update(await asyncio.to_thread(kqueue_webhook_latencies, kq))
 
         async def create(i: int, name: str, start: float, size: int = size) -> None:
             await asyncio.sleep(max(0.0, start + i / args.rate - tr.now()))
@@ -295,6 +362,10 @@ async def run(args: argparse.Namespace, cluster: LocalCluster) -> dict[str, Any]
             tr.changed.clear()
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(tr.changed.wait(), 2)
+        cpu_end = cpu_by_process(cluster, kq)
+        latencies_end = await asyncio.to_thread(apiserver_latencies, cluster)
+        latencies_end.update(await asyncio.to_thread(kqueue_webhook_latencies, kq))
+        latencies = latency_delta(latencies_start, latencies_end)
         steps = {n: tr.steps.get(n, {}) for n in names}
         released = [steps[n]["released"] - tr.created[n] for n in names if "released" in steps[n]]
         bound = [steps[n]["bound"] - tr.created[n] for n in names if "bound" in steps[n]]
@@ -315,6 +386,8 @@ async def run(args: argparse.Namespace, cluster: LocalCluster) -> dict[str, Any]
             "podsCreated": rate([tr.pod_seen[p] for p in pods]),
             "podsReleased": rate([tr.pod_released[p] for p in pods if p in tr.pod_released]),
             "podsBound": rate([tr.pod_bound[p] for p in pods if p in tr.pod_bound]),
+            "cpuSeconds": {k: round(v - cpu_start.get(k, 0.0), 1) for k, v in cpu_end.items()},
+            "apiServer": latencies,
             "perJob": {n: {"created": round(tr.created[n], 3),
                            **{k: round(v, 3) for k, v in steps[n].items()}} for n in names},
         }
@@ -334,6 +407,7 @@ async def run(args: argparse.Namespace, cluster: LocalCluster) -> dict[str, Any]
         "controllerManagerQps": cluster.controller_manager_qps,
         "controllerManagerBurst": cluster.controller_manager_burst,
         "schedulerQps": cluster.scheduler_qps, "schedulerBurst": cluster.scheduler_burst,
+        "concurrentJobSyncs": cluster.concurrent_job_syncs,
         "run": {"before": info_before, "after": run_info()}, "phases": phases,
         "controllerCpuSeconds": round(cpu, 1), "controllerPeakRssBytes": peak,
         "series": series,
@@ -384,6 +458,8 @@ def main() -> None:
                         help="kube-controller-manager's --kube-api-qps (default: LocalCluster's)")
     parser.add_argument("--kcm-burst", type=int, default=None,
                         help="kube-controller-manager's --kube-api-burst")
+    parser.add_argument("--job-syncs", type=int, default=None,
+                        help="kube-controller-manager's --concurrent-job-syncs (default: its own, 5)")
     parser.add_argument("--scheduler-qps", type=float, default=None,
                         help="kube-scheduler's --kube-api-qps (default: its own, 50)")
     parser.add_argument("--scheduler-burst", type=int, default=None,
@@ -399,6 +475,7 @@ def main() -> None:
             k: v for k, v in {
                 "controller_manager_qps": args.kcm_qps,
                 "controller_manager_burst": args.kcm_burst,
+                "concurrent_job_syncs": args.job_syncs,
                 "scheduler_qps": args.scheduler_qps,
                 "scheduler_burst": args.scheduler_burst,
             }.items() if v is not None
@@ -410,7 +487,7 @@ def main() -> None:
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=1) + "\n")
     plot(result, args.plot)
-    print(json.dumps({k: v for k, v in result.items() if k != "series"}, indent=1))
+    print(json.dumps({k: v for k, v in result.items() if k not in ("series", "phases")}, indent=1))
 
 
 if __name__ == "__main__":

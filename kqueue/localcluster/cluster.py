@@ -272,6 +272,9 @@ class LocalCluster:
     controller_manager_burst: int = 200
     scheduler_qps: float | None = None
     scheduler_burst: int | None = None
+    # Jobs the Job controller syncs at once (its pods are created in slow-start batches within
+    # one sync, each batch waiting for the last); None keeps its default (5).
+    concurrent_job_syncs: int | None = None
 
     kubeconfig_path: Path = field(init=False)
     ca_path: Path = field(init=False)
@@ -847,6 +850,11 @@ class LocalCluster:
                     f"--service-cluster-ip-range={SERVICE_CIDR}",
                     f"--kube-api-qps={self.controller_manager_qps:g}",
                     f"--kube-api-burst={self.controller_manager_burst}",
+                    *(
+                        [f"--concurrent-job-syncs={self.concurrent_job_syncs}"]
+                        if self.concurrent_job_syncs is not None
+                        else []
+                    ),
                     "--profiling=false",
                     *gang_scheduler,
                     f"--v={v}",
