@@ -1,13 +1,24 @@
 """Jobs end to end: from Job creation to all pods released and bound, on the local cluster.
 
-    python bench/e2e_jobs.py [--sizes 5,20,100] [--jobs 30] [--rate 10] [--qps 50]
+    python bench/e2e_jobs.py [--sizes 5,20,100] [--jobs 30] [--rate 10] [--qps 300 --burst 500]
+        [--kcm-qps 100 --kcm-burst 200 --job-syncs 5] [--scheduler-qps 50 --scheduler-burst 100]
 
 A fresh local control plane with kwok nodes large enough that nodes never limit (4 nodes of
 1,000 pods and 1,000 cpu), one ClusterQueue with ample quota, and ``kqueue run`` (webhooks
-included) as the controller. For each size, ``--jobs`` Jobs of that many pods are created at
-``--rate`` per second; the runner watches the pods and records, per Job, when all its pods were
-released (no scheduling gate left) and when all were bound to a node (``spec.nodeName``), both
-from the Job's create response. Pods complete 5 s after they start. kqueue's
+included) as the controller, at kqueue's default client QPS/burst unless ``--qps/--burst`` say
+otherwise. For each size, ``--jobs`` Jobs of that many pods are created at ``--rate`` per
+second. The runner watches Workloads, Jobs and pods and records per Job, from its create
+request, when each step was first seen: its Workload admitted, the Job resumed
+(``spec.suspend: false``), all its pods created (by the Job controller), all released (no
+scheduling gate left), all bound to a node; p50/p95/p99 per step, both from creation and from
+the step before, and per pod the time from creation to release (kqueue) and from release to
+binding (kube-scheduler). Per phase it also records the pod creation, release and binding
+rates (mean and busiest second), the CPU seconds of each control-plane process, kqueue and the
+runner, the API server's mean pod-creation latency and its round trips to kqueue's webhooks,
+and kqueue's own time answering them. ``--kcm-*``, ``--job-syncs`` and ``--scheduler-*`` raise
+kube-controller-manager's and kube-scheduler's client limits and the Job controller's
+concurrency (LocalCluster parameters; defaults unchanged), so kqueue's part can be measured
+without those bounds. Pods complete 5 s after they start. kqueue's
 ``kqueue_admitted_workloads_total`` is sampled every 0.5 s for the admission throughput curve.
 """
 
