@@ -259,9 +259,9 @@ def cpu_by_process(cluster: LocalCluster, kq: BenchKqueue) -> dict[str, float]:
 
 
 def apiserver_latencies(cluster: LocalCluster) -> dict[str, tuple[float, float]]:
-    """(count, sum of seconds) so far: pod creations as the API server served them, and the
-    calls it made to kqueue's webhooks on the way (both part of the Job controller's pod
-    creation), by webhook name."""
+    """(count, sum of seconds) so far: pod creations, bindings and patches as the API server
+    served them, and the calls it made to kqueue's webhooks (a pod creation waits for kqueue's
+    pod webhook), by webhook name."""
     status, text = cluster.request("GET", "/metrics", timeout=30)
     assert status == 200, status
     out: dict[str, list[float]] = {}
@@ -273,10 +273,13 @@ def apiserver_latencies(cluster: LocalCluster) -> dict[str, tuple[float, float]]
     for name in ("apiserver_request_duration_seconds_count",
                  "apiserver_request_duration_seconds_sum"):
         for labels, value in metric_samples(str(text), name):
-            if labels.get("verb") == "POST" and labels.get("resource") == "pods" and not labels.get(
-                "subresource"
-            ):
-                add("POST pods", name, labels, value)
+            if labels.get("resource") != "pods":
+                continue
+            # Pod creations (the Job controller), bindings (kube-scheduler), and patches
+            # (kqueue's releases; kwok's status writes are PATCH pods/status).
+            verb, sub = labels.get("verb"), labels.get("subresource", "")
+            if (verb, sub) in (("POST", ""), ("POST", "binding"), ("PATCH", "")):
+                add(f"{verb} pods{'/' + sub if sub else ''}", name, labels, value)
     for name in ("apiserver_admission_webhook_admission_duration_seconds_count",
                  "apiserver_admission_webhook_admission_duration_seconds_sum"):
         for labels, value in metric_samples(str(text), name):
