@@ -276,7 +276,8 @@ def apiserver_latencies(cluster: LocalCluster) -> dict[str, tuple[float, float]]
             if labels.get("resource") != "pods":
                 continue
             # Pod creations (the Job controller), bindings (kube-scheduler), and patches
-            # (kqueue's releases; kwok's status writes are PATCH pods/status).
+            # (kqueue's releases, and the Job controller's removal of its tracking finalizer
+            # from finished pods; kwok's status writes are PATCH pods/status, not counted).
             verb, sub = labels.get("verb"), labels.get("subresource", "")
             if (verb, sub) in (("POST", ""), ("POST", "binding"), ("PATCH", "")):
                 add(f"{verb} pods{'/' + sub if sub else ''}", name, labels, value)
