@@ -19,12 +19,8 @@ from kqueue.controller.integrations.job import JobIntegration
 from kqueue.controller.integrations.management import Management
 from kqueue.controller.integrations.owners import BY_OWNER, owner_uids
 from kqueue.controller.integrations.reconciler import JobReconciler
-from kqueue.controller.integrations.release import (
-    RELEASES_IN_FLIGHT,
-    RELEASES_PER_OBJECT,
-    PodReleaser,
-)
-from kqueue.controller.kube import POOL_SIZE, Kube
+from kqueue.controller.integrations.release import PodReleaser
+from kqueue.controller.kube import Kube
 from kqueue.controller.metrics import Metrics
 from kqueue.controller.resources import (
     JOBS,
@@ -299,31 +295,6 @@ async def test_the_global_bound_holds_across_jobs(cluster: FakeCluster) -> None:
     assert len(world.pod_patches()) == 90
     # Several Jobs together go past one Job's bound, never past the global one.
     assert 16 < world.server.max_in_flight("PATCH", PODS) <= 20
-
-
-async def test_a_slow_start_batch_of_64_is_released_in_one_round_by_default(
-    cluster: FakeCluster,
-) -> None:
-    # The Job controller creates pods in batches 1, 2, 4, ... 64, 128; with the default bounds
-    # a whole batch of 64 is in flight at once, so a slow API server costs one patch latency
-    # per batch, not four (the old bound of 16 held a 100-pod Job to 16 / latency pods/s).
-    world = await World.start(
-        cluster, releases_per_job=RELEASES_PER_OBJECT, releases_in_flight=RELEASES_IN_FLIGHT
-    )
-    world.server.delay["PATCH"] = 0.05
-    j = job("batch", count=64)
-    key = await world.add_job(j, workload(j, admitted=64), gated_pods(j, 64))
-
-    assert await world.reconciler(key) is None
-
-    assert len(world.pod_patches()) == 64
-    assert world.server.max_in_flight("PATCH", PODS) == 64
-
-
-def test_releases_in_flight_leave_connections_for_watches_and_admissions() -> None:
-    # The client's pool is shared: every informer's watch holds a connection for good and the
-    # admission writes need theirs; releases alone must never be able to take it all.
-    assert RELEASES_PER_OBJECT <= RELEASES_IN_FLIGHT <= POOL_SIZE - 64
 
 
 async def test_never_more_pods_released_than_admitted(cluster: FakeCluster) -> None:
