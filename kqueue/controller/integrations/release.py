@@ -41,15 +41,9 @@ logger = logging.getLogger(__name__)
 Obj = dict[str, Any]
 
 # Pod releases in flight: per workload, so one large Job does not take every slot, and in all,
-# so many workloads admitted at once do not take every connection of the client's pool
-# (kube.POOL_SIZE, shared with the informers' watches and every other write). Releases per
-# second are at most these bounds over the patch latency, and that latency grows with the API
-# server's load: at 1-1.5 s (100-pod Jobs at 10/s, bench/e2e_jobs.py) 16 per Job held each Job
-# to about 11-16 pods/s, 6-9 s for 100 pods, however fast its controller created them. A Job
-# controller creates pods in slow-start batches of up to 64 before 128...; 64 per workload
-# releases such a batch in one round.
-RELEASES_PER_OBJECT = 64
-RELEASES_IN_FLIGHT = 160
+# so many workloads admitted at once do not open hundreds of connections to the API server.
+RELEASES_PER_OBJECT = 16
+RELEASES_IN_FLIGHT = 64
 # Expectations kept at most; past this they are dropped (a pod then may be patched once more,
 # and its "test" makes the extra patch fail harmlessly).
 _MAX_EXPECTATIONS = 50_000
