@@ -109,6 +109,13 @@ class BenchKqueue(KqueueProcess):
         return yaml.safe_dump(doc)
 
 
+def apiserver_only(cluster: LocalCluster) -> None:
+    """Leave etcd and kube-apiserver running, as Kueue's runner's envtest: nothing else talking
+    to the API server."""
+    for name in ("kwok", "kube-scheduler", "kube-controller-manager"):
+        cluster.stop_component(name)
+
+
 def run_info() -> dict[str, Any]:
     """Which code ran, when, and how busy the (shared) machine was: for a result's header."""
     commit = subprocess.run(
@@ -546,9 +553,7 @@ async def bench(args: argparse.Namespace, cluster: LocalCluster, work: Path) -> 
 
     work.mkdir(parents=True, exist_ok=True)  # noqa: ASYNC240 (setup, before timing)
     if args.apiserver_only:
-        # As Kueue's runner's envtest: etcd and kube-apiserver, nothing else talking to it.
-        for name in ("kwok", "kube-scheduler", "kube-controller-manager"):
-            await asyncio.to_thread(cluster.stop_component, name)
+        await asyncio.to_thread(apiserver_only, cluster)
     install_crds(cluster)
     kq = BenchKqueue(cluster, work, qps=args.qps, burst=args.burst)
     kq.setup()

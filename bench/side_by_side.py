@@ -61,23 +61,28 @@ def find_binary(name: str) -> Path:
     return hits[-1]
 
 
-def build_kueue(src: Path, out: Path) -> tuple[Path, Path, str]:
-    """go build the runner and minimalkueue from ``src``; (runner, minimalkueue, commit)."""
-    out.mkdir(parents=True, exist_ok=True)
-    commit = subprocess.run(
+def source_commit(src: Path) -> str:
+    return subprocess.run(
         ["git", "rev-parse", "--short", "HEAD"], cwd=src, capture_output=True, text=True,
         check=False,
     ).stdout.strip()
-    built = []
-    for pkg, name in (("runner", "runner"), ("minimalkueue", "minimalkueue")):
-        target = out / name
-        print(f"go build {pkg} ({src} {commit})", file=sys.stderr)
-        subprocess.run(
-            ["go", "build", "-o", str(target), f"./test/performance/scheduler/{pkg}"],
-            cwd=src, check=True,
-        )
-        built.append(target)
-    return built[0], built[1], commit
+
+
+def go_build(src: Path, out: Path, pkg: str) -> Path:
+    """``go build`` Kueue's ``test/performance/scheduler/<pkg>`` from ``src`` into ``out``."""
+    out.mkdir(parents=True, exist_ok=True)
+    target = out / pkg
+    print(f"go build {pkg} ({src} {source_commit(src)})", file=sys.stderr)
+    subprocess.run(
+        ["go", "build", "-o", str(target), f"./test/performance/scheduler/{pkg}"],
+        cwd=src, check=True,
+    )
+    return target
+
+
+def build_kueue(src: Path, out: Path) -> tuple[Path, Path, str]:
+    """go build the runner and minimalkueue from ``src``; (runner, minimalkueue, commit)."""
+    return go_build(src, out, "runner"), go_build(src, out, "minimalkueue"), source_commit(src)
 
 
 def envtest_assets(out: Path) -> Path:
