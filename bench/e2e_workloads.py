@@ -18,8 +18,10 @@ workload (kube-apiserver's ``apiserver_request_total`` delta over the run, minus
 requests and the idle control plane's rate measured before kqueue starts), and the controller's
 CPU seconds and peak RSS from /proc.
 
-``--scale`` multiplies every class's count (30 ClusterQueues stay): arrivals keep their rate but
-the run is shorter. ``--shape tas`` runs Kueue's configs/tas instead: a Topology, a
+``--scale`` multiplies every class's count, rounded half up, at least 1 (the ClusterQueues stay):
+arrivals keep their rate but the run is shorter. ``--shape large-scale`` is Kueue's
+configs/large-scale (10 cohorts x 100 ClusterQueues, 50 workloads each: 50,000; x0.1 makes 4, 1
+and 1 per ClusterQueue, 6,000). ``--shape tas`` runs Kueue's configs/tas instead: a Topology, a
 topology-aware ResourceFlavor and 640 Nodes (API objects only; nothing runs them) before the
 Workloads (2, 4 or 8 pods asking for a rack). Not a test: the figures depend on the machine.
 """
@@ -37,7 +39,7 @@ import signal
 import subprocess
 import sys
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -107,6 +109,13 @@ class BenchKqueue(KqueueProcess):
         # One replica: no lease renewals in the request count.
         doc["leaderElection"] = {"leaderElect": False}
         return yaml.safe_dump(doc)
+
+
+def apiserver_only(cluster: LocalCluster) -> None:
+    """Leave etcd and kube-apiserver running, as Kueue's runner's envtest: nothing else talking
+    to the API server."""
+    for name in ("kwok", "kube-scheduler", "kube-controller-manager"):
+        cluster.stop_component(name)
 
 
 def run_info() -> dict[str, Any]:
@@ -534,11 +543,8 @@ async def sample_loop(
 
 
 async def bench(args: argparse.Namespace, cluster: LocalCluster, work: Path) -> dict[str, Any]:
-    base = gen.SHAPES[args.shape]
-    shape = replace(
-        base,
-        classes=tuple(replace(k, count=max(1, round(k.count * args.scale))) for k in base.classes),
-    )
+    # The rule bench/side_by_side.py scales Kueue's generator config with.
+    shape = gen.scaled(gen.SHAPES[args.shape], str(args.scale))
     docs = list(gen.documents(shape))
     setup_docs = [d for d in docs if d["kind"] != "Workload"]
     wl_docs = [d for d in docs if d["kind"] == "Workload"]
@@ -546,9 +552,7 @@ async def bench(args: argparse.Namespace, cluster: LocalCluster, work: Path) -> 
 
     work.mkdir(parents=True, exist_ok=True)  # noqa: ASYNC240 (setup, before timing)
     if args.apiserver_only:
-        # As Kueue's runner's envtest: etcd and kube-apiserver, nothing else talking to it.
-        for name in ("kwok", "kube-scheduler", "kube-controller-manager"):
-            await asyncio.to_thread(cluster.stop_component, name)
+        await asyncio.to_thread(apiserver_only, cluster)
     install_crds(cluster)
     kq = BenchKqueue(cluster, work, qps=args.qps, burst=args.burst)
     kq.setup()

@@ -19,6 +19,7 @@ import json
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -43,6 +44,7 @@ from kqueue.controller.resources import (  # noqa: E402
     NAMESPACES,
     RESOURCE_FLAVORS,
     WORKLOADS,
+    Resource,
 )
 from kqueue.localcluster.cluster import LocalCluster  # noqa: E402
 from tests.controller_e2e.harness import install_crds  # noqa: E402
@@ -73,13 +75,26 @@ def workload(i: int) -> dict[str, Any]:
     }
 
 
-async def create_range(kube: Kube, start: int, stop: int, workers: int = 48) -> float:
+async def create_range(
+    kube: Kube,
+    start: int,
+    stop: int,
+    workers: int = 48,
+    *,
+    build: Callable[[int], dict[str, Any]] = workload,
+    resource: Resource = WORKLOADS,
+    namespace: str = NS,
+) -> float:
+    """Create objects ``build(start)`` .. ``build(stop - 1)``, ``workers`` at a time; seconds taken.
+
+    ``build`` and ``resource`` let another system's Workloads (bench/pending_memory.py: Kueue's)
+    be created the same way."""
     t0 = time.monotonic()
     it = iter(range(start, stop))
 
     async def worker() -> None:
         for i in it:
-            await kube.create(WORKLOADS, workload(i), namespace=NS)
+            await kube.create(resource, build(i), namespace=namespace)
 
     await asyncio.gather(*(worker() for _ in range(workers)))
     return time.monotonic() - t0
@@ -152,15 +167,16 @@ async def measure(kq: BenchKqueue, expected: int, within: float) -> dict[str, An
 
 
 async def webhookless_kqueue(
-    cluster: LocalCluster,
+    cluster: LocalCluster, *, qps: int = 50, burst: int = 100
 ) -> tuple[BenchKqueue, Kube, ApiClient]:
     """kqueue's CRDs and configuration on ``cluster``, its webhooks removed (the creates must not
-    wait for a controller that is not running yet), and a client for the benchmark's creates."""
+    wait for a controller that is not running yet), and a client for the benchmark's creates.
+    ``qps``/``burst``: kqueue's ``clientConnection``."""
     assert cluster.work_dir is not None
     work = cluster.work_dir / "kqueue"
     work.mkdir(parents=True, exist_ok=True)
     install_crds(cluster)
-    kq = BenchKqueue(cluster, work)
+    kq = BenchKqueue(cluster, work, qps=qps, burst=burst)
     kq.setup()
     for kind, name in (
         ("mutatingwebhookconfiguration", "kqueue-mutating-webhook-configuration"),

@@ -2,6 +2,8 @@
 
     python bench/side_by_side.py --kueue-src /tmp/kueue-src --scale 0.2 --runs 2 \\
         --out bench/results/side_by_side_x0.2.json
+    python bench/side_by_side.py --kueue-src /tmp/kueue-src --config large-scale --scale 0.1 \\
+        --runs 1 --out bench/results/side_by_side_large_scale_x0.1.json
 
 ``--kueue-src`` is a Kueue source checkout (for instance ``git clone`` of a Kueue mirror into
 /tmp; nothing of it is copied here). Its scheduler performance runner
@@ -10,11 +12,15 @@ that checkout; the runner's envtest gets kqueue's own kube-apiserver and etcd (t
 ``kqueue.localcluster`` uses, from ~/.cache/kqueue) through ``KUBEBUILDER_ASSETS``. Then, runs
 alternating, each on a fresh API server:
 
-* **Kueue**: the runner with ``--minimalKueue`` on Kueue's ``baseline`` generator config,
-  every class's count times ``--scale``; minimalkueue runs with its built-in client settings
-  (QPS 50 / burst 100 per resource type).
-* **kqueue**: ``bench/e2e_workloads.py --apiserver-only`` (etcd and kube-apiserver only, as
-  envtest) with kqueue at ``--kqueue-qps``/``--kqueue-burst`` (default: kqueue's defaults).
+* **Kueue**: the runner with ``--minimalKueue`` on Kueue's ``--config`` generator config
+  (``baseline``: 30 ClusterQueues, 15,000 workloads; ``large-scale``: 1,000 ClusterQueues in 10
+  cohorts, 50,000 workloads), every class's count times ``--scale`` (rounded half up, at least
+  1); minimalkueue runs with its built-in client settings (QPS 50 / burst 100 per resource type).
+* **kqueue**: ``bench/e2e_workloads.py --apiserver-only --shape <config>`` (etcd and
+  kube-apiserver only, as envtest) with kqueue at ``--kqueue-qps``/``--kqueue-burst`` (default:
+  kqueue's defaults). Before any run the scaled Kueue config is read back into kqueue's shape
+  (``generate.from_kueue_generator``) and compared with kqueue's own: the two runners build the
+  same objects or nothing runs.
 
 Both are reported with Kueue's definitions (its runner's ``recorder.go``): usage = ClusterQueue
 ``status.flavorsUsage`` integrated over time, summed over the class, over nominal quota x (last
@@ -49,6 +55,10 @@ from typing import Any
 import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from kqueue.engine.sim import generate as gen  # noqa: E402
+
 CACHE = Path.home() / ".cache" / "kqueue"
 _SAMPLE = re.compile(r'^apiserver_request_total\{([^}]*)\} ([0-9.e+]+)$', re.M)
 _LABEL = re.compile(r'(\w+)="([^"]*)"')
@@ -61,23 +71,28 @@ def find_binary(name: str) -> Path:
     return hits[-1]
 
 
-def build_kueue(src: Path, out: Path) -> tuple[Path, Path, str]:
-    """go build the runner and minimalkueue from ``src``; (runner, minimalkueue, commit)."""
-    out.mkdir(parents=True, exist_ok=True)
-    commit = subprocess.run(
+def source_commit(src: Path) -> str:
+    return subprocess.run(
         ["git", "rev-parse", "--short", "HEAD"], cwd=src, capture_output=True, text=True,
         check=False,
     ).stdout.strip()
-    built = []
-    for pkg, name in (("runner", "runner"), ("minimalkueue", "minimalkueue")):
-        target = out / name
-        print(f"go build {pkg} ({src} {commit})", file=sys.stderr)
-        subprocess.run(
-            ["go", "build", "-o", str(target), f"./test/performance/scheduler/{pkg}"],
-            cwd=src, check=True,
-        )
-        built.append(target)
-    return built[0], built[1], commit
+
+
+def go_build(src: Path, out: Path, pkg: str) -> Path:
+    """``go build`` Kueue's ``test/performance/scheduler/<pkg>`` from ``src`` into ``out``."""
+    out.mkdir(parents=True, exist_ok=True)
+    target = out / pkg
+    print(f"go build {pkg} ({src} {source_commit(src)})", file=sys.stderr)
+    subprocess.run(
+        ["go", "build", "-o", str(target), f"./test/performance/scheduler/{pkg}"],
+        cwd=src, check=True,
+    )
+    return target
+
+
+def build_kueue(src: Path, out: Path) -> tuple[Path, Path, str]:
+    """go build the runner and minimalkueue from ``src``; (runner, minimalkueue, commit)."""
+    return go_build(src, out, "runner"), go_build(src, out, "minimalkueue"), source_commit(src)
 
 
 def envtest_assets(out: Path) -> Path:
@@ -91,12 +106,26 @@ def envtest_assets(out: Path) -> Path:
     return out
 
 
-def generator_config(src: Path, scale: float, out: Path) -> Path:
-    doc = yaml.safe_load((src / "test/performance/scheduler/configs/baseline/generator.yaml").read_text())
+CONFIGS = ("baseline", "large-scale")
+
+
+def generator_config(src: Path, config: str, scale: float, out: Path) -> Path:
+    """Kueue's ``configs/<config>/generator.yaml`` with every workload set's count scaled as
+    kqueue's runner scales its shape; refuses to go on if the two runners would not build the
+    same shape (a Kueue checkout whose config changed)."""
+    doc = yaml.safe_load((src / f"test/performance/scheduler/configs/{config}/generator.yaml").read_text())
     for cohort in doc["cohorts"]:
         for qs in cohort["queuesSets"]:
             for ws in qs["workloadsSets"]:
-                ws["count"] = max(1, round(ws["count"] * scale))
+                ws["count"] = gen.scaled_count(ws["count"], str(scale))
+    kueue_shape = gen.from_kueue_generator(config, doc)
+    ours = gen.scaled(gen.SHAPES[config], str(scale))
+    if kueue_shape != ours:
+        raise SystemExit(
+            f"Kueue's {config} generator config ({src}) is not kqueue's {config} shape:\n"
+            f"  Kueue:  {kueue_shape}\n  kqueue: {ours}\n"
+            "update kqueue/engine/sim/generate.py or use a matching Kueue checkout"
+        )
     out.write_text(yaml.safe_dump(doc))
     return out
 
@@ -205,9 +234,10 @@ def run_kueue(
     workloads = sum(c["count"] for c in classes.values())
     evictions = sum(c.get("totalEvictions", 0) for c in classes.values())
     wall = _seconds(cq["lastEventTime"]) - _seconds(cq["firstEventTime"])
-    requests = None
+    requests = request_seconds = None
     if scraper.first is not None and scraper.last is not None:
         requests = scraper.last[1] - scraper.first[1]
+        request_seconds = round(scraper.last[0] - scraper.first[0], 1)
     return {
         "system": "kueue",
         "exitCode": proc.returncode,
@@ -221,14 +251,16 @@ def run_kueue(
         "workloads": workloads,
         "evictions": evictions,
         "apiserverRequests": requests,
-        "requestSeconds": round(scraper.last[0] - scraper.first[0], 1) if requests else None,
+        "requestSeconds": request_seconds if requests else None,
         "cpuSeconds": round((stats["userMs"] + stats["sysMs"]) / 1000, 1),
         "peakRssMiB": round(stats["maxrss"] / 1024),  # Linux maxrss is in KiB
         "client": "minimalkueue built-in: QPS 50 / burst 100 per resource type",
     }
 
 
-def run_kqueue(scale: float, qps: int, burst: int, out: Path, timeout: int) -> dict[str, Any]:
+def run_kqueue(
+    config: str, scale: float, qps: int, burst: int, out: Path, timeout: int
+) -> dict[str, Any]:
     out.parent.mkdir(parents=True, exist_ok=True)
     load_before = os.getloadavg()
     started = time.monotonic()
@@ -237,7 +269,7 @@ def run_kqueue(scale: float, qps: int, burst: int, out: Path, timeout: int) -> d
             [
                 # Nobody scrapes minimalkueue's metrics during Kueue's runs either.
                 sys.executable, str(ROOT / "bench/e2e_workloads.py"), "--apiserver-only",
-                "--no-metrics-scrape",
+                "--no-metrics-scrape", f"--shape={config}",
                 f"--scale={scale}", f"--qps={qps}", f"--burst={burst}",
                 f"--timeout={timeout}", f"--out={out}",
             ],
@@ -318,6 +350,8 @@ def ratios(runs: list[dict[str, Any]]) -> dict[str, Any]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--kueue-src", type=Path, required=True, help="a Kueue source checkout")
+    parser.add_argument("--config", choices=CONFIGS, default="baseline",
+                        help="Kueue's generator config; kqueue's runner builds the same shape")
     parser.add_argument("--scale", type=float, default=0.2)
     parser.add_argument("--runs", type=int, default=2, help="runs of each, alternating")
     parser.add_argument("--kqueue-qps", type=int, default=300, help="kqueue's default: 300")
@@ -331,21 +365,26 @@ def main() -> None:
     work = args.work_dir.resolve()
     runner, minimal, kueue_commit = build_kueue(src, work / "bin")
     assets = envtest_assets(work / "assets")
-    gen = generator_config(src, args.scale, work / f"generator-x{args.scale}.yaml")
+    config = generator_config(
+        src, args.config, args.scale, work / f"generator-{args.config}-x{args.scale}.yaml"
+    )
     runs: list[dict[str, Any]] = []
     for i in range(args.runs):
         for system in ("kueue", "kqueue"):
             print(f"run {i + 1}/{args.runs}: {system}", file=sys.stderr)
             if system == "kueue":
-                r = run_kueue(runner, minimal, src, assets, gen, work / f"kueue-{i}", args.timeout)
+                r = run_kueue(
+                    runner, minimal, src, assets, config, work / f"kueue-{i}", args.timeout
+                )
             else:
                 r = run_kqueue(
-                    args.scale, args.kqueue_qps, args.kqueue_burst,
+                    args.config, args.scale, args.kqueue_qps, args.kqueue_burst,
                     work / f"kqueue-{i}.json", args.timeout,
                 )
             runs.append(derived(r))
             print(json.dumps(runs[-1]), file=sys.stderr)
     result = {
+        "config": args.config,
         "scale": args.scale,
         "kueueCommit": kueue_commit,
         "apiserver": str(find_binary("kube-apiserver")),

@@ -2,19 +2,28 @@
 
 from __future__ import annotations
 
+import re
 from collections import Counter
+from dataclasses import replace
 from datetime import timedelta
+from fractions import Fraction
 from pathlib import Path
+from typing import Any
+
+import pytest
 
 from kqueue.cli.simulate import _write_manifests
 from kqueue.engine.sim.driver import Simulation
 from kqueue.engine.sim.generate import (
     BASELINE,
     LARGE_SCALE,
+    KueueConfigError,
     Shape,
     WorkloadClass,
     documents,
+    from_kueue_generator,
     generate,
+    scaled,
 )
 from kqueue.engine.sim.report import figures
 from kqueue.engine.sim.setup import default_preemptor
@@ -74,6 +83,162 @@ def test_large_scale_counts() -> None:
         ("medium", 11, timedelta(milliseconds=300), timedelta(milliseconds=350)),
         ("large", 4, timedelta(milliseconds=700), timedelta(milliseconds=700)),
     ]
+
+
+def test_large_scale_shapes() -> None:
+    """Kueue's configs/large-scale as its runner names and builds it: 1,000 ClusterQueues
+    ``cq-0-<j>-cohort-<i>`` with the baseline's quota and preemption, 35 small, 11 medium and
+    4 large workloads each, priorities 50/100/200 and 1/5/20 cpu."""
+    docs = list(documents(LARGE_SCALE))
+    assert Counter(d["kind"] for d in docs) == Counter(
+        ResourceFlavor=1, Cohort=10, ClusterQueue=1000, Namespace=1000, LocalQueue=1000,
+        Workload=50_000,
+    )
+    cqs = [d for d in docs if d["kind"] == "ClusterQueue"]
+    assert cqs[0]["metadata"]["name"] == "cq-0-0-cohort-0"
+    assert cqs[-1]["metadata"]["name"] == "cq-0-99-cohort-9"
+    assert cqs[-1]["spec"]["cohortName"] == "cohort-9"
+    assert cqs[0]["spec"]["preemption"] == {
+        "reclaimWithinCohort": "Any",
+        "withinClusterQueue": "LowerPriority",
+    }
+    [res] = cqs[0]["spec"]["resourceGroups"][0]["flavors"][0]["resources"]
+    assert res == {"name": "cpu", "nominalQuota": "20", "borrowingLimit": "100"}
+    workloads = [d for d in docs if d["kind"] == "Workload"]
+    per_queue = Counter(
+        (d["metadata"]["namespace"], d["metadata"]["labels"]["simulate.kqueue.io/class"])
+        for d in workloads
+    )
+    assert len({ns for ns, _ in per_queue}) == 1000
+    assert set(per_queue.values()) == {35, 11, 4}
+    assert per_queue[("cq-0-99-cohort-9", "medium")] == 11
+
+    def first(klass: str) -> dict[str, Any]:
+        return next(
+            w for w in workloads if w["metadata"]["labels"]["simulate.kqueue.io/class"] == klass
+        )
+
+    # Kueue's names: <class>-<workload set>-<n>-0; the n-th arrives after n+1 intervals.
+    for klass, name, prio, cpu, arrival, run in (
+        ("small", "small-0-0-0", 50, "1", "60ms", "150ms"),
+        ("medium", "medium-1-0-0", 100, "5", "300ms", "350ms"),
+        ("large", "large-2-0-0", 200, "20", "700ms", "700ms"),
+    ):
+        w = first(klass)
+        assert w["metadata"]["name"] == name
+        assert w["spec"]["priority"] == prio
+        [container] = w["spec"]["podSets"][0]["template"]["spec"]["containers"]
+        assert container["resources"] == {"requests": {"cpu": cpu}}
+        assert w["metadata"]["annotations"] == {
+            "simulate.kqueue.io/arrival": arrival,
+            "simulate.kqueue.io/run-time": run,
+        }
+    arrivals = [w["metadata"]["annotations"]["simulate.kqueue.io/arrival"] for w in workloads]
+    # The 11th medium (3.3 s) is the last; the 4th large arrives at 2.8 s.
+    assert arrivals[-1] == "3.3s"
+    assert workloads[-1]["metadata"]["name"] == "medium-1-10-0"
+
+
+@pytest.mark.parametrize(
+    ("shape", "factor", "per_queue", "cluster_queues", "workloads"),
+    [
+        pytest.param(BASELINE, "1", (350, 100, 50), 30, 15_000, id="baseline x1"),
+        pytest.param(BASELINE, "0.2", (70, 20, 10), 30, 3_000, id="baseline x0.2"),
+        pytest.param(LARGE_SCALE, "1", (35, 11, 4), 1000, 50_000, id="large-scale x1"),
+        # 3.5 rounds half up to 4; 0.4 is raised to the minimum of 1 per class.
+        pytest.param(LARGE_SCALE, "0.1", (4, 1, 1), 1000, 6_000, id="large-scale x0.1"),
+        pytest.param(LARGE_SCALE, "0.2", (7, 2, 1), 1000, 10_000, id="large-scale x0.2"),
+        pytest.param(LARGE_SCALE, Fraction(1, 100), (1, 1, 1), 1000, 3_000, id="large-scale x0.01"),
+    ],
+)
+def test_scaled_shapes_keep_the_queues(
+    shape: Shape,
+    factor: str | Fraction,
+    per_queue: tuple[int, ...],
+    cluster_queues: int,
+    workloads: int,
+) -> None:
+    """The benchmark runners' ``--scale``: counts per class scaled, ClusterQueues kept."""
+    s = scaled(shape, factor)
+    assert tuple(k.count for k in s.classes) == per_queue
+    assert (s.cluster_queues, s.workloads) == (cluster_queues, workloads)
+    assert [replace(k, count=0) for k in s.classes] == [replace(k, count=0) for k in shape.classes]
+    kinds = Counter(d["kind"] for d in documents(s))
+    assert kinds["ClusterQueue"] == cluster_queues and kinds["Workload"] == workloads
+
+
+def _kueue_config(shape: Shape) -> dict[str, Any]:
+    """``shape`` written in the schema of Kueue's runner's generator config (cohorts >
+    queuesSets > workloadsSets), as its configs/*/generator.yaml are."""
+    return {
+        "cohorts": [{
+            "className": "cohort",
+            "count": shape.cohorts,
+            "queuesSets": [{
+                "className": "cq",
+                "count": shape.queues_per_cohort,
+                "nominalQuota": int(shape.nominal_quota),
+                "borrowingLimit": int(shape.borrowing_limit),
+                "reclaimWithinCohort": shape.reclaim_within_cohort,
+                "withinClusterQueue": shape.within_cluster_queue,
+                "workloadsSets": [
+                    {
+                        "count": k.count,
+                        "creationIntervalMs": k.interval // timedelta(milliseconds=1),
+                        "workloads": [{
+                            "className": k.name,
+                            "runtimeMs": k.run_time // timedelta(milliseconds=1),
+                            "priority": k.priority,
+                            "request": int(k.cpu),
+                        }],
+                    }
+                    for k in shape.classes
+                ],
+            }],
+        }],
+    }
+
+
+@pytest.mark.parametrize("shape", [BASELINE, LARGE_SCALE], ids=lambda s: s.name)
+def test_kueue_generator_config_reads_back_as_the_shape(shape: Shape) -> None:
+    """What bench/side_by_side.py checks before a run: Kueue's config, read back, is our shape
+    (the integers Kueue's YAML has become the quantity strings the shape has)."""
+    assert from_kueue_generator(shape.name, _kueue_config(shape)) == shape
+    doc = _kueue_config(shape)
+    doc["cohorts"][0]["queuesSets"][0]["workloadsSets"][0]["count"] += 1
+    assert from_kueue_generator(shape.name, doc) != shape
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        pytest.param(
+            lambda d: d["cohorts"].append(d["cohorts"][0]), "cohorts: 2 entries", id="two cohort classes"
+        ),
+        pytest.param(
+            lambda d: d["cohorts"][0]["queuesSets"].clear(),
+            "cohorts[0].queuesSets: 0 entries", id="no queue set",
+        ),
+        pytest.param(
+            lambda d: d["cohorts"][0]["queuesSets"][0]["workloadsSets"][1]["workloads"].append({}),
+            "workloadsSets[1].workloads: 2 entries", id="two classes in a workload set",
+        ),
+        pytest.param(
+            lambda d: d["cohorts"][0]["queuesSets"][0]["workloadsSets"][2]["workloads"][0]
+            .update(podCount=4),
+            "workloadsSets[2]: podCount 4", id="several pods",
+        ),
+        pytest.param(
+            lambda d: d.update(topology={"levels": []}), "topology", id="topology"
+        ),
+    ],
+)
+def test_kueue_generator_config_a_shape_cannot_express(change: Any, message: str) -> None:
+    doc = _kueue_config(LARGE_SCALE)
+    change(doc)
+    with pytest.raises(KueueConfigError, match=re.escape(message)) as err:
+        from_kueue_generator("large-scale", doc)
+    assert "'large-scale'" in str(err.value)
 
 
 TINY = Shape(

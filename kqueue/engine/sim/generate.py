@@ -17,9 +17,11 @@ cpu, a topology-aware flavor over them, and workloads of several pods asking for
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import math
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
+from fractions import Fraction
 from typing import Any, Final
 
 from kqueue.api.loader import Location, load_object
@@ -143,6 +145,81 @@ TAS: Final = replace(
 )
 
 SHAPES: Final[dict[str, Shape]] = {s.name: s for s in (BASELINE, LARGE_SCALE, TAS)}
+
+
+def scaled_count(count: int, factor: Fraction | int | str) -> int:
+    """``count`` times ``factor``, rounded half up, at least 1: how a benchmark scales a class.
+
+    The same rule scales Kueue's generator config for its runner (bench/side_by_side.py), so
+    both runners build the same shape; exact (``factor`` as a Fraction or a decimal string such
+    as ``"0.1"``), so 35 x 0.1 is 3.5 and rounds to 4 on every machine."""
+    product = Fraction(factor) * count
+    return max(1, math.floor(product + Fraction(1, 2)))
+
+
+def scaled(shape: Shape, factor: Fraction | int | str) -> Shape:
+    """``shape`` with every class's count scaled (:func:`scaled_count`); the cohorts and
+    ClusterQueues stay, so large-scale x0.1 still has 1,000 ClusterQueues."""
+    return replace(
+        shape, classes=tuple(replace(k, count=scaled_count(k.count, factor)) for k in shape.classes)
+    )
+
+
+class KueueConfigError(ValueError):
+    pass
+
+
+def from_kueue_generator(name: str, doc: Mapping[str, Any]) -> Shape:
+    """The Shape that Kueue's scheduler performance runner builds from its generator config
+    (test/performance/scheduler/configs/*/generator.yaml: ``cohorts`` > ``queuesSets`` >
+    ``workloadsSets``), for checking that both runners build the same thing.
+
+    Only what a Shape expresses: one cohort class with one queue set, and one single-pod class
+    per workload set; anything else (several classes, topology) is refused by name."""
+
+    def one(items: Any, what: str) -> Mapping[str, Any]:
+        if not isinstance(items, list) or len(items) != 1 or not isinstance(items[0], Mapping):
+            n = len(items) if isinstance(items, list) else "no"
+            raise KueueConfigError(
+                f"Kueue generator config {name!r}: {what}: {n} entries; a Shape has exactly one"
+            )
+        return items[0]
+
+    if doc.get("topology") is not None:
+        raise KueueConfigError(
+            f"Kueue generator config {name!r}: topology: not expressed by from_kueue_generator "
+            "(the tas shape is built by hand)"
+        )
+    cohort = one(doc.get("cohorts"), "cohorts")
+    queues = one(cohort.get("queuesSets"), "cohorts[0].queuesSets")
+    classes = []
+    for i, ws in enumerate(queues.get("workloadsSets") or []):
+        wl = one(ws.get("workloads"), f"cohorts[0].queuesSets[0].workloadsSets[{i}].workloads")
+        if int(wl.get("podCount") or 1) != 1:
+            raise KueueConfigError(
+                f"Kueue generator config {name!r}: workloadsSets[{i}]: podCount "
+                f"{wl.get('podCount')}; only 1 is expressed"
+            )
+        classes.append(
+            WorkloadClass(
+                name=str(wl["className"]),
+                count=int(ws["count"]),
+                interval=_ms(int(ws["creationIntervalMs"])),
+                run_time=_ms(int(wl["runtimeMs"])),
+                priority=int(wl["priority"]),
+                cpu=str(wl["request"]),
+            )
+        )
+    return Shape(
+        name=name,
+        cohorts=int(cohort["count"]),
+        queues_per_cohort=int(queues["count"]),
+        nominal_quota=str(queues["nominalQuota"]),
+        borrowing_limit=str(queues["borrowingLimit"]),
+        reclaim_within_cohort=str(queues["reclaimWithinCohort"]),
+        within_cluster_queue=str(queues["withinClusterQueue"]),
+        classes=tuple(classes),
+    )
 
 
 def cluster_queue_name(shape_queue_set: int, queue: int, cohort: int) -> str:
