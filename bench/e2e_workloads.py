@@ -111,6 +111,9 @@ class BenchKqueue(KqueueProcess):
         return yaml.safe_dump(doc)
 
 
+WEBHOOK_CONFIGURATIONS = ("mutatingwebhookconfigurations", "validatingwebhookconfigurations")
+
+
 def apiserver_only(cluster: LocalCluster) -> None:
     """Leave etcd and kube-apiserver running, as Kueue's runner's envtest: nothing else talking
     to the API server."""
@@ -556,6 +559,11 @@ async def bench(args: argparse.Namespace, cluster: LocalCluster, work: Path) -> 
     install_crds(cluster)
     kq = BenchKqueue(cluster, work, qps=args.qps, burst=args.burst)
     kq.setup()
+    if args.no_webhooks:
+        # As minimalkueue (Kueue's benchmark controller), which serves no webhooks: the API
+        # server then does not call kqueue on every Workload create, finish and admission.
+        for kind in WEBHOOK_CONFIGURATIONS:
+            cluster.kubectl("delete", kind, "--all", check=False)
 
     # The idle control plane's own traffic (controller-manager, scheduler, kwok), per second.
     idle_window = 10.0
@@ -706,6 +714,7 @@ async def bench(args: argparse.Namespace, cluster: LocalCluster, work: Path) -> 
             "classes": kueue_classes,
         },
         "apiserverOnly": args.apiserver_only,
+        "webhooks": not args.no_webhooks,
         "minClusterQueueUsagePercent": round(min(usage.values(), default=0.0), 2),
         "clusterQueueUsagePercent": round(sum(usage.values()) / max(len(usage), 1), 2),
         "apiserverRequests": {
@@ -750,6 +759,10 @@ def main() -> None:
     parser.add_argument(
         "--no-metrics-scrape", action="store_true",
         help="do not read the controller's /metrics during the run (only once at the end)",
+    )
+    parser.add_argument(
+        "--no-webhooks", action="store_true",
+        help="remove kqueue's webhook configurations (minimalkueue serves none)",
     )
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args()

@@ -20,7 +20,9 @@ alternating, each on a fresh API server:
   kube-apiserver only, as envtest) with kqueue at ``--kqueue-qps``/``--kqueue-burst`` (default:
   kqueue's defaults). Before any run the scaled Kueue config is read back into kqueue's shape
   (``generate.from_kueue_generator``) and compared with kqueue's own: the two runners build the
-  same objects or nothing runs.
+  same objects or nothing runs. ``--kqueue-webhooks off`` runs kqueue without its webhook
+  configurations, as minimalkueue (which serves none): the like-for-like comparison of the two
+  controllers; ``on`` (the default) is kqueue as deployed.
 
 Both are reported with Kueue's definitions (its runner's ``recorder.go``): usage = ClusterQueue
 ``status.flavorsUsage`` integrated over time, summed over the class, over nominal quota x (last
@@ -259,7 +261,7 @@ def run_kueue(
 
 
 def run_kqueue(
-    config: str, scale: float, qps: int, burst: int, out: Path, timeout: int
+    config: str, scale: float, qps: int, burst: int, out: Path, timeout: int, webhooks: bool
 ) -> dict[str, Any]:
     out.parent.mkdir(parents=True, exist_ok=True)
     load_before = os.getloadavg()
@@ -272,6 +274,7 @@ def run_kqueue(
                 "--no-metrics-scrape", f"--shape={config}",
                 f"--scale={scale}", f"--qps={qps}", f"--burst={burst}",
                 f"--timeout={timeout}", f"--out={out}",
+                *([] if webhooks else ["--no-webhooks"]),
             ],
             cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, check=False,
         )
@@ -297,6 +300,7 @@ def run_kqueue(
         "cpuSeconds": r["controller"]["cpuSeconds"],
         "peakRssMiB": round(r["controller"]["peakRssBytes"] / 2**20),
         "client": f"QPS {qps} / burst {burst} per resource type",
+        "webhooks": webhooks,
         "commit": r["run"]["before"]["commit"],
     }
 
@@ -356,6 +360,10 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=2, help="runs of each, alternating")
     parser.add_argument("--kqueue-qps", type=int, default=300, help="kqueue's default: 300")
     parser.add_argument("--kqueue-burst", type=int, default=500, help="kqueue's default: 500")
+    parser.add_argument(
+        "--kqueue-webhooks", choices=("on", "off"), default="on",
+        help="off: kqueue without its webhooks, as minimalkueue (which serves none)",
+    )
     parser.add_argument("--timeout", type=int, default=1200)
     parser.add_argument("--work-dir", type=Path, default=Path(tempfile.gettempdir()) / "side-by-side")
     parser.add_argument("--out", type=Path, required=True)
@@ -379,7 +387,7 @@ def main() -> None:
             else:
                 r = run_kqueue(
                     args.config, args.scale, args.kqueue_qps, args.kqueue_burst,
-                    work / f"kqueue-{i}.json", args.timeout,
+                    work / f"kqueue-{i}.json", args.timeout, args.kqueue_webhooks == "on",
                 )
             runs.append(derived(r))
             print(json.dumps(runs[-1]), file=sys.stderr)
