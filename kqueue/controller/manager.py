@@ -78,6 +78,7 @@ from kqueue.controller.topology import TopologyFeed
 from kqueue.controller.visibility_api import serve_visibility
 from kqueue.controller.webhooks import register as register_webhooks
 from kqueue.controller.webhooks.config import MUTATING_NAME, VALIDATING_NAME
+from kqueue.controller.workload_reader import WorkloadReader
 from kqueue.controller.workqueue import WorkQueue, run_workers
 from kqueue.engine import adapt
 from kqueue.engine.engine import Engine
@@ -196,7 +197,9 @@ class Manager:
         self.workload_priority_classes = informer(
             WORKLOAD_PRIORITY_CLASSES, _converter(WorkloadPriorityClass)
         )
-        self.workloads = informer(WORKLOADS, _converter(Workload))
+        # Workload events mostly change the status: the reader reuses the spec it read last.
+        self.workload_reader = WorkloadReader()
+        self.workloads = informer(WORKLOADS, self.workload_reader)
         self.namespaces = informer(NAMESPACES, as_dict)
         # Only what admission reads of a LimitRange: (namespace, name, Container/Pod items).
         self.limit_ranges = informer(LIMIT_RANGES, adapt.limit_range)
@@ -579,6 +582,7 @@ class Manager:
             self._workload_changed(new, old)
 
         def on_wl_delete(key: str, wl: Workload) -> None:
+            self.workload_reader.forget(key)
             self.engine.delete_workload(WorkloadKey(key))
             self._workload_changed(wl, None)
 
