@@ -116,7 +116,7 @@ def test_a_bad_status_still_fails_with_the_field_named() -> None:
     reader(workload())
     bad = workload(rv="2")
     bad["status"]["conditions"] = [{"type": "QuotaReserved"}]
-    with pytest.raises(ValueError, match="status.conditions"):
+    with pytest.raises(ValueError, match=r"status\.conditions"):
         reader(bad)
 
 
