@@ -36,6 +36,7 @@ from kqueue.api.v1alpha1 import (
     ResourceFlavor,
     Workload,
     WorkloadPriorityClass,
+    WorkloadSpec,
     parse_object,
 )
 from kqueue.api.v1alpha1 import constants as c
@@ -93,6 +94,9 @@ from kqueue.engine.types import (
     StopPolicy,
     WorkloadKey,
     local_queue_key,
+)
+from kqueue.engine.types import (
+    PodSet as EnginePodSet,
 )
 
 logger = logging.getLogger(__name__)
@@ -199,6 +203,8 @@ class Manager:
         )
         # Workload events mostly change the status: the reader reuses the spec it read last.
         self.workload_reader = WorkloadReader()
+        # Per Workload: the spec model last converted for the engine, and its pod sets.
+        self._engine_pod_sets: dict[str, tuple[WorkloadSpec, tuple[EnginePodSet, ...]]] = {}
         self.workloads = informer(WORKLOADS, self.workload_reader)
         self.namespaces = informer(NAMESPACES, as_dict)
         # Only what admission reads of a LimitRange: (namespace, name, Container/Pod items).
@@ -576,13 +582,26 @@ class Manager:
         def on_wl(key: str, wl: Workload, *rest: Workload) -> None:
             new = rest[-1] if rest else wl
             old = wl if rest else None
-            adapt.apply_workload(self.engine, new, owner_labels=new.metadata.labels)
+            # The engine's pod sets depend on the spec alone: kept while the spec model is the
+            # same object (the reader reuses it across status-only events).
+            kept = self._engine_pod_sets.get(key)
+            view = adapt.apply_workload(
+                self.engine,
+                new,
+                owner_labels=new.metadata.labels,
+                pod_sets=kept[1] if kept is not None and kept[0] is new.spec else None,
+            )
+            if view is None:
+                self._engine_pod_sets.pop(key, None)  # finished: not converted again
+            else:
+                self._engine_pod_sets[key] = (new.spec, view.pod_sets)
             if self.leading:
                 self.metrics.workload_changed(old, new)
             self._workload_changed(new, old)
 
         def on_wl_delete(key: str, wl: Workload) -> None:
             self.workload_reader.forget(key)
+            self._engine_pod_sets.pop(key, None)
             self.engine.delete_workload(WorkloadKey(key))
             self._workload_changed(wl, None)
 

@@ -233,3 +233,57 @@ def test_a_workload_no_enabled_integration_runs_releases_itself(
 ) -> None:
     m = manager(frameworks)
     assert m._releases_itself(owned_workload(*owner)) is releases_itself
+
+
+def _workload_doc(rv: str, cpu: str = "1", conditions: list[Obj] | None = None) -> Obj:
+    return {
+        "apiVersion": "kqueue.io/v1alpha1", "kind": "Workload",
+        "metadata": {"name": "w", "namespace": "ns", "uid": "u1", "resourceVersion": rv,
+                     "labels": {"team": "a"}},
+        "spec": {"queueName": "lq", "podSets": [{"name": "main", "count": 2, "template": {
+            "spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": cpu}}}]}}}]},
+        "status": {"conditions": conditions or []},
+    }
+
+
+def test_status_only_workload_events_keep_the_engine_pod_sets(
+    manager: Callable[..., Manager],
+) -> None:
+    """The engine's pod sets are converted once per spec: a status-only event reuses them, a
+    spec change converts again, and either way the engine holds what a fresh conversion gives."""
+    from kqueue.engine import adapt
+
+    m = manager(BOTH)
+    pending = m.engine.queues.pending
+    key = "ns/w"
+
+    def fresh(doc: Obj) -> object:
+        wl = parse_object(doc, validate=False)
+        assert isinstance(wl, Workload)
+        return adapt.workload(wl, owner_labels=wl.metadata.labels)
+
+    added = _workload_doc("1")
+    m.workloads._apply("ADDED", json.loads(json.dumps(added)))
+    first = pending[key].obj
+    assert first == fresh(added)
+    kept = m._engine_pod_sets[key][1]
+
+    pending_reason = [{"type": "QuotaReserved", "status": "False", "reason": "Pending",
+                       "message": "waiting", "lastTransitionTime": "2026-01-01T00:00:00Z"}]
+    status_only = _workload_doc("2", conditions=pending_reason)
+    m.workloads._apply("MODIFIED", json.loads(json.dumps(status_only)))
+    second = pending[key].obj
+    assert m._engine_pod_sets[key][1] is kept
+    assert second == fresh(status_only)
+
+    spec_change = _workload_doc("3", cpu="2", conditions=pending_reason)
+    m.workloads._apply("MODIFIED", json.loads(json.dumps(spec_change)))
+    third = pending[key].obj
+    assert m._engine_pod_sets[key][1] is not kept
+    assert third == fresh(spec_change)
+    assert third.pod_sets[0].requests == {"cpu": 2000}
+
+    m.workloads._apply("DELETED", json.loads(json.dumps(spec_change)))
+    assert key not in pending
+    assert key not in m._engine_pod_sets
+    assert len(m.workload_reader) == 0
