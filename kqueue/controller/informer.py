@@ -139,6 +139,14 @@ class Store(Generic[T]):
         keys = self._indexes[name].get(value, set())
         return [self._items[k] for k in sorted(keys)]
 
+    def keys_by_index(self, name: str, values: Iterable[str]) -> list[str]:
+        """Keys of the objects indexed under any of ``values``, in order."""
+        index = self._indexes[name]
+        keys: set[str] = set()
+        for value in values:
+            keys.update(index.get(value, ()))
+        return sorted(keys)
+
     def _put(self, key: str, obj: T, version: str) -> T | None:
         old = self._items.get(key)
         if old is not None:

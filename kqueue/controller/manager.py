@@ -106,6 +106,9 @@ LimitRangeDoc = tuple[str, str, tuple[LimitRangeItem, ...]]
 
 M = TypeVar("M")
 
+# LocalQueues by the ClusterQueue they submit to.
+_BY_CLUSTER_QUEUE = "cluster-queue"
+
 # How often the leader re-reconciles everything, as a safety net for a missed event.
 RESYNC_SECONDS = 60.0
 
@@ -217,6 +220,9 @@ class Manager:
             self._check_nodes_of,
         )
         self.workloads.store.add_index(BY_OWNER, owner_uids)
+        self.local_queues.store.add_index(
+            _BY_CLUSTER_QUEUE, lambda lq: [lq.spec.cluster_queue] if lq.spec.cluster_queue else []
+        )
 
         # The enabled integrations; those driven by the generic reconciler get an informer on
         # their kind (listing only objects that name a queue, unless unlabelled ones count).
@@ -668,8 +674,12 @@ class Manager:
             # Any usage change moves the shares of every cohort above it (few objects).
             for co in self.cohorts.store:
                 self.status_queue.add(f"co:{co}")
-        for lq in self.local_queues.store.objects():
-            if lq.spec.cluster_queue in cq_set:
+        # Through the index (in key order, as a scan of the store would give): this runs on
+        # every Workload event.
+        store = self.local_queues.store
+        for key in store.keys_by_index(_BY_CLUSTER_QUEUE, cq_set):
+            lq = store.get(key)
+            if lq is not None:
                 self.status_queue.add(f"lq:{lq.key}")
 
     def _enqueue_all_queues(self) -> None:

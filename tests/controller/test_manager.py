@@ -21,6 +21,7 @@ from kqueue.controller.manager import Manager
 from kqueue.controller.metrics import Metrics
 from kqueue.controller.resources import JOBS, PODS, WORKLOADS
 from kqueue.controller.topology import BOUND_PODS_FIELD_SELECTOR
+from kqueue.engine.types import ClusterQueueName
 from tests.controller.fake_apiserver import FakeCluster
 from tests.controller.mock_apiserver import eventually
 
@@ -287,3 +288,37 @@ def test_status_only_workload_events_keep_the_engine_pod_sets(
     assert key not in pending
     assert key not in m._engine_pod_sets
     assert len(m.workload_reader) == 0
+
+
+def _local_queue_doc(namespace: str, name: str, cluster_queue: str, rv: str = "1") -> Obj:
+    return {"apiVersion": "kqueue.io/v1alpha1", "kind": "LocalQueue",
+            "metadata": {"name": name, "namespace": namespace, "resourceVersion": rv},
+            "spec": {"clusterQueue": cluster_queue}}
+
+
+async def test_queue_changes_refresh_the_local_queues_of_those_cluster_queues(
+    manager: Callable[..., Manager],
+) -> None:
+    """The LocalQueues refreshed for a ClusterQueue change are found through an index: those
+    submitting to the changed ClusterQueues, in key order, following spec changes."""
+    m = manager(BOTH)
+    for ns, name, cq in [("b", "q", "cq-1"), ("a", "q", "cq-2"), ("a", "p", "cq-1"),
+                         ("c", "q", "cq-3")]:
+        m.local_queues._apply("ADDED", _local_queue_doc(ns, name, cq))
+    queue = m.status_queue
+
+    def drained() -> list[str]:
+        out = list(queue._queue)
+        queue._queue.clear()
+        queue._dirty.clear()
+        return out
+
+    drained()
+    m._queues_changed([ClusterQueueName("cq-1"), ClusterQueueName("cq-2")])
+    assert drained() == ["cq:cq-1", "cq:cq-2", "lq:a/p", "lq:a/q", "lq:b/q"]
+    m.local_queues._apply("MODIFIED", _local_queue_doc("c", "q", "cq-1", rv="2"))
+    drained()
+    m._queues_changed([ClusterQueueName("cq-1")])
+    assert drained() == ["cq:cq-1", "lq:a/p", "lq:b/q", "lq:c/q"]
+    m._queues_changed([ClusterQueueName("cq-3")])
+    assert drained() == ["cq:cq-3"]
