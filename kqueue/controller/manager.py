@@ -152,7 +152,12 @@ def _upsert_local_queue(engine: Engine, lq: LocalQueue) -> None:
     """A LocalQueue for the engine, with its persisted admission fair sharing usage (folded
     in once: after a restart the decayed usage carries on from the status)."""
     spec = adapt.local_queue(lq)
-    engine.upsert_local_queue(spec)
+    # Most LocalQueue events are kqueue's own status writes: with the engine's view unchanged
+    # there is nothing to re-place (Kueue moves a LocalQueue's workloads only when it changes
+    # ClusterQueue). HoldAndDrain is applied again each time, as before: it also drains what
+    # was admitted since.
+    if engine.local_queue(spec.key) != spec or spec.stop_policy == StopPolicy.HOLD_AND_DRAIN:
+        engine.upsert_local_queue(spec)
     usage = adapt.local_queue_usage(lq)
     if usage is not None:
         engine.seed_local_queue_usage(spec.key, *usage)

@@ -21,7 +21,7 @@ from kqueue.controller.manager import Manager
 from kqueue.controller.metrics import Metrics
 from kqueue.controller.resources import JOBS, PODS, WORKLOADS
 from kqueue.controller.topology import BOUND_PODS_FIELD_SELECTOR
-from kqueue.engine.types import ClusterQueueName
+from kqueue.engine.types import ClusterQueueName, local_queue_key
 from tests.controller.fake_apiserver import FakeCluster
 from tests.controller.mock_apiserver import eventually
 
@@ -322,3 +322,28 @@ async def test_queue_changes_refresh_the_local_queues_of_those_cluster_queues(
     assert drained() == ["cq:cq-1", "lq:a/p", "lq:b/q", "lq:c/q"]
     m._queues_changed([ClusterQueueName("cq-3")])
     assert drained() == ["cq:cq-3"]
+
+
+@pytest.mark.parametrize(
+    ("change", "upserted"),
+    [
+        pytest.param({"status": {"pendingWorkloads": 3}}, False, id="status only"),
+        pytest.param({"spec": {"clusterQueue": "cq-2"}}, True, id="another ClusterQueue"),
+        pytest.param({"spec": {"clusterQueue": "cq-1", "stopPolicy": "Hold"}}, True,
+                     id="stopped"),
+    ],
+)
+def test_local_queue_events_update_the_engine_when_its_view_changes(
+    manager: Callable[..., Manager], change: Obj, upserted: bool,
+) -> None:
+    m = manager(BOTH)
+    m.local_queues._apply("ADDED", _local_queue_doc("a", "q", "cq-1"))
+    calls: list[object] = []
+    real = m.engine.upsert_local_queue
+    m.engine.upsert_local_queue = lambda spec: (calls.append(spec), real(spec))  # type: ignore[method-assign]
+    doc = {**_local_queue_doc("a", "q", "cq-1", rv="2"), **change}
+    m.local_queues._apply("MODIFIED", doc)
+    assert bool(calls) is upserted
+    lq = m.engine.local_queue(local_queue_key("a", "q"))
+    assert lq is not None
+    assert lq.cluster_queue == doc["spec"]["clusterQueue"]
