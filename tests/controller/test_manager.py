@@ -21,7 +21,7 @@ from kqueue.controller.manager import Manager
 from kqueue.controller.metrics import Metrics
 from kqueue.controller.resources import JOBS, PODS, WORKLOADS
 from kqueue.controller.topology import BOUND_PODS_FIELD_SELECTOR
-from kqueue.engine.types import ClusterQueueName, local_queue_key
+from kqueue.engine.types import ClusterQueueName, LocalQueueSpec, WorkloadKey, local_queue_key
 from tests.controller.fake_apiserver import FakeCluster
 from tests.controller.mock_apiserver import eventually
 
@@ -256,7 +256,7 @@ def test_status_only_workload_events_keep_the_engine_pod_sets(
 
     m = manager(BOTH)
     pending = m.engine.queues.pending
-    key = "ns/w"
+    key = WorkloadKey("ns/w")
 
     def fresh(doc: Obj) -> object:
         wl = parse_object(doc, validate=False)
@@ -338,9 +338,14 @@ def test_local_queue_events_update_the_engine_when_its_view_changes(
 ) -> None:
     m = manager(BOTH)
     m.local_queues._apply("ADDED", _local_queue_doc("a", "q", "cq-1"))
-    calls: list[object] = []
+    calls: list[LocalQueueSpec] = []
     real = m.engine.upsert_local_queue
-    m.engine.upsert_local_queue = lambda spec: (calls.append(spec), real(spec))  # type: ignore[method-assign]
+
+    def spy(spec: LocalQueueSpec) -> None:
+        calls.append(spec)
+        real(spec)
+
+    m.engine.upsert_local_queue = spy  # type: ignore[method-assign]
     doc = {**_local_queue_doc("a", "q", "cq-1", rv="2"), **change}
     m.local_queues._apply("MODIFIED", doc)
     assert bool(calls) is upserted
