@@ -142,6 +142,13 @@ def canonical(value: str | int, resource: str = "") -> str:
 _NANO: Final = 10**9
 
 
+# Quantity strings already parsed, to their nano-units; only valid strings are kept (a bad one
+# raises each time), and the whole map is dropped when full (a bound, not an LRU: few distinct
+# strings are in use at once).
+_NANOS_OF: dict[str, int] = {}
+_NANOS_OF_MAX: Final = 4096
+
+
 class Quantity:
     """An exact Kubernetes quantity, independent of the resource it measures.
 
@@ -158,6 +165,17 @@ class Quantity:
     def __init__(self, value: str | int | Quantity) -> None:
         if isinstance(value, Quantity):
             self._nanos: int = value._nanos
+            return
+        if isinstance(value, str):
+            # Every watch event and webhook call reads the same few strings ("1", "500m",
+            # "4Gi"): exact parsing (regex and Fractions) is done once per string.
+            nanos = _NANOS_OF.get(value)
+            if nanos is None:
+                nanos = _ceil(parse_exact(value) * _NANO)
+                if len(_NANOS_OF) >= _NANOS_OF_MAX:
+                    _NANOS_OF.clear()
+                _NANOS_OF[value] = nanos
+            self._nanos = nanos
             return
         self._nanos = _ceil(parse_exact(value) * _NANO)
 

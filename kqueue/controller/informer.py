@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import asyncio
 import gc
-import json
 import logging
 import random
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator
@@ -28,7 +27,7 @@ from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_nev
 from tenacity.wait import wait_exponential_jitter
 
 from kqueue.controller.clock import Clock, LoopClock
-from kqueue.controller.kube import Gone, Kube, KubeError
+from kqueue.controller.kube import Gone, Kube, KubeError, loads
 from kqueue.controller.resources import Resource, object_key
 
 logger = logging.getLogger(__name__)
@@ -138,6 +137,14 @@ class Store(Generic[T]):
     def by_index(self, name: str, value: str) -> list[T]:
         keys = self._indexes[name].get(value, set())
         return [self._items[k] for k in sorted(keys)]
+
+    def keys_by_index(self, name: str, values: Iterable[str]) -> list[str]:
+        """Keys of the objects indexed under any of ``values``, in order."""
+        index = self._indexes[name]
+        keys: set[str] = set()
+        for value in values:
+            keys.update(index.get(value, ()))
+        return sorted(keys)
 
     def _put(self, key: str, obj: T, version: str) -> T | None:
         old = self._items.get(key)
@@ -406,7 +413,7 @@ class Informer(Generic[T]):
         ) as content:
             async for line in _json_lines(content):
                 try:
-                    event = json.loads(line)
+                    event = loads(line)
                     kind = event["type"]
                     obj = event["object"]
                 except (ValueError, KeyError, TypeError):

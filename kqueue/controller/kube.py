@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 import aiohttp
+import pydantic_core
 from kubernetes_asyncio import config as kube_config
 from kubernetes_asyncio.client import ApiClient
 from kubernetes_asyncio.client import Configuration as ClientConfiguration
@@ -39,6 +40,7 @@ __all__ = [
     "KubeError",
     "NotFound",
     "WriteDeadlinePassed",
+    "loads",
     "new_api_client",
 ]
 
@@ -139,10 +141,21 @@ def _raise_for(what: str, status: int, body: Obj) -> None:
         raise KubeError.of(what, status, body)
 
 
+def loads(raw: bytes | str) -> Any:
+    """``json.loads``, through pydantic-core's parser (written in Rust, and sharing the objects
+    of repeated short strings such as keys) for what the API server sends: every watch event
+    and response is decoded. Text only ``json.loads`` reads (lone UTF-16 surrogates) and
+    malformed JSON go to ``json.loads``, so the result and the errors are its own."""
+    try:
+        return pydantic_core.from_json(raw)
+    except ValueError:
+        return json.loads(raw)
+
+
 def _decode(raw: bytes) -> Obj:
     """A JSON object body; anything else comes back as ``{"message": ...}``."""
     try:
-        data = json.loads(raw) if raw else {}
+        data = loads(raw) if raw else {}
     except ValueError:
         return {"message": raw[:500].decode("utf-8", "replace")}
     return data if isinstance(data, dict) else {"message": str(data)[:500]}

@@ -36,6 +36,7 @@ from kqueue.api.v1alpha1 import (
     ResourceFlavor,
     Workload,
     WorkloadPriorityClass,
+    WorkloadSpec,
     parse_object,
 )
 from kqueue.api.v1alpha1 import constants as c
@@ -78,6 +79,7 @@ from kqueue.controller.topology import TopologyFeed
 from kqueue.controller.visibility_api import serve_visibility
 from kqueue.controller.webhooks import register as register_webhooks
 from kqueue.controller.webhooks.config import MUTATING_NAME, VALIDATING_NAME
+from kqueue.controller.workload_reader import WorkloadReader
 from kqueue.controller.workqueue import WorkQueue, run_workers
 from kqueue.engine import adapt
 from kqueue.engine.engine import Engine
@@ -93,6 +95,9 @@ from kqueue.engine.types import (
     WorkloadKey,
     local_queue_key,
 )
+from kqueue.engine.types import (
+    PodSet as EnginePodSet,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -100,6 +105,9 @@ logger = logging.getLogger(__name__)
 LimitRangeDoc = tuple[str, str, tuple[LimitRangeItem, ...]]
 
 M = TypeVar("M")
+
+# LocalQueues by the ClusterQueue they submit to.
+_BY_CLUSTER_QUEUE = "cluster-queue"
 
 # How often the leader re-reconciles everything, as a safety net for a missed event.
 RESYNC_SECONDS = 60.0
@@ -144,7 +152,12 @@ def _upsert_local_queue(engine: Engine, lq: LocalQueue) -> None:
     """A LocalQueue for the engine, with its persisted admission fair sharing usage (folded
     in once: after a restart the decayed usage carries on from the status)."""
     spec = adapt.local_queue(lq)
-    engine.upsert_local_queue(spec)
+    # Most LocalQueue events are kqueue's own status writes: with the engine's view unchanged
+    # there is nothing to re-place (Kueue moves a LocalQueue's workloads only when it changes
+    # ClusterQueue). HoldAndDrain is applied again each time, as before: it also drains what
+    # was admitted since.
+    if engine.local_queue(spec.key) != spec or spec.stop_policy == StopPolicy.HOLD_AND_DRAIN:
+        engine.upsert_local_queue(spec)
     usage = adapt.local_queue_usage(lq)
     if usage is not None:
         engine.seed_local_queue_usage(spec.key, *usage)
@@ -196,7 +209,11 @@ class Manager:
         self.workload_priority_classes = informer(
             WORKLOAD_PRIORITY_CLASSES, _converter(WorkloadPriorityClass)
         )
-        self.workloads = informer(WORKLOADS, _converter(Workload))
+        # Workload events mostly change the status: the reader reuses the spec it read last.
+        self.workload_reader = WorkloadReader()
+        # Per Workload: the spec model last converted for the engine, and its pod sets.
+        self._engine_pod_sets: dict[str, tuple[WorkloadSpec, tuple[EnginePodSet, ...]]] = {}
+        self.workloads = informer(WORKLOADS, self.workload_reader)
         self.namespaces = informer(NAMESPACES, as_dict)
         # Only what admission reads of a LimitRange: (namespace, name, Container/Pod items).
         self.limit_ranges = informer(LIMIT_RANGES, adapt.limit_range)
@@ -208,6 +225,9 @@ class Manager:
             self._check_nodes_of,
         )
         self.workloads.store.add_index(BY_OWNER, owner_uids)
+        self.local_queues.store.add_index(
+            _BY_CLUSTER_QUEUE, lambda lq: [lq.spec.cluster_queue] if lq.spec.cluster_queue else []
+        )
 
         # The enabled integrations; those driven by the generic reconciler get an informer on
         # their kind (listing only objects that name a queue, unless unlabelled ones count).
@@ -573,12 +593,26 @@ class Manager:
         def on_wl(key: str, wl: Workload, *rest: Workload) -> None:
             new = rest[-1] if rest else wl
             old = wl if rest else None
-            adapt.apply_workload(self.engine, new, owner_labels=new.metadata.labels)
+            # The engine's pod sets depend on the spec alone: kept while the spec model is the
+            # same object (the reader reuses it across status-only events).
+            kept = self._engine_pod_sets.get(key)
+            view = adapt.apply_workload(
+                self.engine,
+                new,
+                owner_labels=new.metadata.labels,
+                pod_sets=kept[1] if kept is not None and kept[0] is new.spec else None,
+            )
+            if view is None:
+                self._engine_pod_sets.pop(key, None)  # finished: not converted again
+            else:
+                self._engine_pod_sets[key] = (new.spec, view.pod_sets)
             if self.leading:
                 self.metrics.workload_changed(old, new)
             self._workload_changed(new, old)
 
         def on_wl_delete(key: str, wl: Workload) -> None:
+            self.workload_reader.forget(key)
+            self._engine_pod_sets.pop(key, None)
             self.engine.delete_workload(WorkloadKey(key))
             self._workload_changed(wl, None)
 
@@ -645,8 +679,12 @@ class Manager:
             # Any usage change moves the shares of every cohort above it (few objects).
             for co in self.cohorts.store:
                 self.status_queue.add(f"co:{co}")
-        for lq in self.local_queues.store.objects():
-            if lq.spec.cluster_queue in cq_set:
+        # Through the index (in key order, as a scan of the store would give): this runs on
+        # every Workload event.
+        store = self.local_queues.store
+        for key in store.keys_by_index(_BY_CLUSTER_QUEUE, cq_set):
+            lq = store.get(key)
+            if lq is not None:
                 self.status_queue.add(f"lq:{lq.key}")
 
     def _enqueue_all_queues(self) -> None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
 
 from kqueue.api.quantity import Quantity
 from kqueue.api.v1alpha1 import (
@@ -136,7 +136,7 @@ class QueueStatusReconciler:
             self._metrics.report_cohort_weighted_share(name, share.precise())
         if co.status.fair_sharing == want:
             return None
-        new = co.model_copy(deep=True)
+        new = _with_status_copy(co)
         new.status.fair_sharing = want
         return await self._put_status(COHORTS, new.to_dict(), None)
 
@@ -188,7 +188,7 @@ class QueueStatusReconciler:
             # Flavors and ClusterQueues applied together (one manifest) reach kqueue through
             # separate watches, the queue often first: look again before calling it missing.
             return Requeue(after=FLAVOR_GRACE_S)
-        new = cq.model_copy(deep=True)
+        new = _with_status_copy(cq)
         st = new.status
         now = self._now()
         set_condition(st.conditions, c.ACTIVE, status, reason, message, now, cq.metadata.generation)  # type: ignore[arg-type]
@@ -412,7 +412,7 @@ class QueueStatusReconciler:
                 "Can submit new workloads to localQueue"
             )
         self._metrics.report_local_queue(lq, status, self._workloads.by_index(BY_LOCAL_QUEUE, key), engine)
-        new = lq.model_copy(deep=True)
+        new = _with_status_copy(lq)
         st = new.status
         set_condition(st.conditions, c.ACTIVE, status, reason, message, self._now(), lq.metadata.generation)  # type: ignore[arg-type]
         st.pending_workloads = pending
@@ -496,3 +496,12 @@ class QueueStatusReconciler:
         except Conflict:
             return Requeue(after=0.2)
         return None
+
+
+_Q = TypeVar("_Q", Cohort, ClusterQueue, LocalQueue)
+
+
+def _with_status_copy(obj: _Q) -> _Q:
+    """A copy of ``obj`` whose status may be changed in place; metadata and spec are shared
+    with the informer's object (only read here), so they are not deep-copied on every write."""
+    return obj.model_copy(update={"status": obj.status.model_copy(deep=True)})

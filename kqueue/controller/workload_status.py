@@ -55,6 +55,17 @@ def _topology(ta: t.TopologyAssignment | None) -> TopologyAssignment | None:
     return encode_assignment(list(ta.levels), [(list(v), n) for v, n in ta.domains])
 
 
+def _with_status_copy(wl: Workload) -> Workload:
+    """A copy of ``wl`` whose status may be changed in place.
+
+    Only the status is copied: metadata and spec are shared with ``wl`` (the informer's object,
+    which nobody mutates), as every transition here changes the status alone. Copying the whole
+    Workload (its pod templates, its managedFields) cost more than the rest of an admission
+    write.
+    """
+    return wl.model_copy(update={"status": wl.status.model_copy(deep=True)})
+
+
 def quota_reserved_message(cluster_queue: str) -> str:
     return f"Quota reserved in ClusterQueue {cluster_queue}"
 
@@ -68,7 +79,7 @@ def admit(wl: Workload, admission: t.Admission, now: datetime) -> Workload:
     A previous eviction's ``Evicted``/``Preempted`` conditions turn False, as Kueue does when
     quota is reserved again, so ``Evicted=True`` always means "being evicted now".
     """
-    out = wl.model_copy(deep=True)
+    out = _with_status_copy(wl)
     conds = out.status.conditions
     gen = wl.metadata.generation
     out.status.admission = api_admission(admission)
@@ -114,7 +125,7 @@ def pending(wl: Workload, reason: str, message: str, now: datetime) -> Workload 
         return None
     if wl.status.admission is not None or wl.is_finished:
         return None  # holds quota (our view is stale) or done: not ours to mark pending
-    out = wl.model_copy(deep=True)
+    out = _with_status_copy(wl)
     set_condition(
         out.status.conditions, c.QUOTA_RESERVED, "False", reason, message, now,
         wl.metadata.generation,
@@ -135,7 +146,7 @@ def evict(
     cond = wl.condition(c.EVICTED)
     if cond is not None and cond.is_true and cond.reason == reason:
         return None
-    out = wl.model_copy(deep=True)
+    out = _with_status_copy(wl)
     gen = wl.metadata.generation
     set_condition(out.status.conditions, c.EVICTED, "True", reason, message, now, gen)
     if preempted_reason is not None:
@@ -169,7 +180,7 @@ def release(wl: Workload, now: datetime) -> Workload | None:
     evicted = wl.condition(c.EVICTED)
     why = evicted.reason if evicted is not None and evicted.is_true else PENDING
     message = evicted.message if evicted is not None and evicted.is_true else "Quota released"
-    out = wl.model_copy(deep=True)
+    out = _with_status_copy(wl)
     gen = wl.metadata.generation
     conds = out.status.conditions
     out.status.admission = None
@@ -226,7 +237,7 @@ def backoff_finished(
     end = backoff_end(wl, now, unwritten=unwritten)
     if end is None or end > now:
         return None
-    out = wl.model_copy(deep=True)
+    out = _with_status_copy(wl)
     _backoff_over(out, now)
     return out
 
@@ -244,7 +255,7 @@ def finish(wl: Workload, reason: str, message: str, now: datetime) -> Workload |
     """``Finished=True`` with Succeeded/Failed; the quota is then free. None if finished."""
     if wl.is_finished:
         return None
-    out = wl.model_copy(deep=True)
+    out = _with_status_copy(wl)
     set_condition(
         out.status.conditions, c.FINISHED, "True", reason, message, now, wl.metadata.generation
     )

@@ -36,6 +36,7 @@ from kqueue.api.v1alpha1.topology import Topology as ApiTopology
 from kqueue.api.v1alpha1.topology import TopologyAssignment as ApiTopologyAssignment
 from kqueue.api.v1alpha1.workload import PodSet as ApiPodSet
 from kqueue.api.v1alpha1.workload import Workload as ApiWorkload
+from kqueue.api.v1alpha1.workload import WorkloadSpec as ApiWorkloadSpec
 
 from . import types as t
 from .admission_fair import AdmissionFairSharingConfig
@@ -418,15 +419,23 @@ def _replacement_for(wl: ApiWorkload) -> t.WorkloadKey | None:
     return t.WorkloadKey(value) if value else None
 
 
-def workload(wl: ApiWorkload, *, owner_labels: Mapping[str, str] | None = None) -> t.Workload:
-    """The engine's view of ``wl``; ``owner_labels`` are the labels of its top-level owner."""
+def workload(
+    wl: ApiWorkload,
+    *,
+    owner_labels: Mapping[str, str] | None = None,
+    pod_sets: tuple[t.PodSet, ...] | None = None,
+) -> t.Workload:
+    """The engine's view of ``wl``; ``owner_labels`` are the labels of its top-level owner.
+
+    ``pod_sets``: the result of :func:`pod_sets` for this very ``wl.spec``, when the caller kept
+    it (they depend on the spec alone), so it is not computed again."""
     spec = wl.spec
     admission = _admission(wl)
     return t.Workload(
         namespace=wl.namespace or "default",
         name=wl.name,
         queue_name=spec.queue_name or "",
-        pod_sets=tuple(_pod_set(ps) for ps in spec.pod_sets),
+        pod_sets=pod_sets if pod_sets is not None else workload_pod_sets(spec),
         uid=wl.metadata.uid or "",
         creation_time=wl.metadata.creation_timestamp or t.EPOCH,
         queue_order_time=_queue_order_time(wl),
@@ -451,11 +460,23 @@ def workload(wl: ApiWorkload, *, owner_labels: Mapping[str, str] | None = None) 
     )
 
 
+def workload_pod_sets(spec: ApiWorkloadSpec) -> tuple[t.PodSet, ...]:
+    """The engine's pod sets of a Workload spec."""
+    return tuple(_pod_set(ps) for ps in spec.pod_sets)
+
+
 def apply_workload(
-    engine: Engine, wl: ApiWorkload, *, owner_labels: Mapping[str, str] | None = None
-) -> None:
-    """Feed a Workload to the engine: a finished one frees its quota, others are upserted."""
+    engine: Engine,
+    wl: ApiWorkload,
+    *,
+    owner_labels: Mapping[str, str] | None = None,
+    pod_sets: tuple[t.PodSet, ...] | None = None,
+) -> t.Workload | None:
+    """Feed a Workload to the engine: a finished one frees its quota, others are upserted.
+    Returns what was upserted (None for a finished one); ``pod_sets`` as for :func:`workload`."""
     if wl.is_finished:
         engine.finish(t.workload_key(wl.namespace or "default", wl.name))
-        return
-    engine.upsert_workload(workload(wl, owner_labels=owner_labels))
+        return None
+    view = workload(wl, owner_labels=owner_labels, pod_sets=pod_sets)
+    engine.upsert_workload(view)
+    return view

@@ -494,14 +494,21 @@ class Workload:
     # status.accumulatedPastExecutionTimeSeconds: see execution.py.
     max_execution_seconds: int | None = None
     past_execution_seconds: int = 0
+    # Derived once (the queues and the cache ask for them on every push, pop and lookup).
+    _key: WorkloadKey = field(init=False, repr=False, compare=False)
+    _local_queue: LocalQueueKey = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_key", workload_key(self.namespace, self.name))
+        object.__setattr__(self, "_local_queue", local_queue_key(self.namespace, self.queue_name))
 
     @property
     def key(self) -> WorkloadKey:
-        return workload_key(self.namespace, self.name)
+        return self._key
 
     @property
     def local_queue(self) -> LocalQueueKey:
-        return local_queue_key(self.namespace, self.queue_name)
+        return self._local_queue
 
     def order_time(self) -> datetime:
         return self.queue_order_time if self.queue_order_time is not None else self.creation_time

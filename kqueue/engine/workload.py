@@ -37,6 +37,15 @@ class WorkloadInfo:
     # the same answer from the flavor assigner and preemption in the same state (None: never
     # treated as equivalent). Derived from ``obj`` and the priorities, so not compared.
     equivalence: Hashable | None = field(default=None, compare=False)
+    # queue_key(), derived once: every push onto a queue's heap needs it.
+    _queue_key: tuple[int, datetime, str, str] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(
+            self,
+            "_queue_key",
+            (-self.priority, self.obj.order_time(), self.obj.uid, self.obj.key),
+        )
 
     @property
     def key(self) -> WorkloadKey:
@@ -59,7 +68,7 @@ class WorkloadInfo:
 
     def queue_key(self) -> tuple[int, datetime, str, str]:
         """Kueue's queue order: higher priority, then earlier timestamp, then UID (then key)."""
-        return (-self.priority, self.order_time(), self.obj.uid, self.key)
+        return self._queue_key
 
     def total_requests(self, counts: tuple[int, ...] | None = None) -> list[dict[ResourceName, int]]:
         """Per pod set, the requests of all its pods (at ``counts`` when given)."""

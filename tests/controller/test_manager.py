@@ -21,6 +21,7 @@ from kqueue.controller.manager import Manager
 from kqueue.controller.metrics import Metrics
 from kqueue.controller.resources import JOBS, PODS, WORKLOADS
 from kqueue.controller.topology import BOUND_PODS_FIELD_SELECTOR
+from kqueue.engine.types import ClusterQueueName, LocalQueueSpec, WorkloadKey, local_queue_key
 from tests.controller.fake_apiserver import FakeCluster
 from tests.controller.mock_apiserver import eventually
 
@@ -233,3 +234,121 @@ def test_a_workload_no_enabled_integration_runs_releases_itself(
 ) -> None:
     m = manager(frameworks)
     assert m._releases_itself(owned_workload(*owner)) is releases_itself
+
+
+def _workload_doc(rv: str, cpu: str = "1", conditions: list[Obj] | None = None) -> Obj:
+    return {
+        "apiVersion": "kqueue.io/v1alpha1", "kind": "Workload",
+        "metadata": {"name": "w", "namespace": "ns", "uid": "u1", "resourceVersion": rv,
+                     "labels": {"team": "a"}},
+        "spec": {"queueName": "lq", "podSets": [{"name": "main", "count": 2, "template": {
+            "spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": cpu}}}]}}}]},
+        "status": {"conditions": conditions or []},
+    }
+
+
+def test_status_only_workload_events_keep_the_engine_pod_sets(
+    manager: Callable[..., Manager],
+) -> None:
+    """The engine's pod sets are converted once per spec: a status-only event reuses them, a
+    spec change converts again, and either way the engine holds what a fresh conversion gives."""
+    from kqueue.engine import adapt
+
+    m = manager(BOTH)
+    pending = m.engine.queues.pending
+    key = WorkloadKey("ns/w")
+
+    def fresh(doc: Obj) -> object:
+        wl = parse_object(doc, validate=False)
+        assert isinstance(wl, Workload)
+        return adapt.workload(wl, owner_labels=wl.metadata.labels)
+
+    added = _workload_doc("1")
+    m.workloads._apply("ADDED", json.loads(json.dumps(added)))
+    first = pending[key].obj
+    assert first == fresh(added)
+    kept = m._engine_pod_sets[key][1]
+
+    pending_reason = [{"type": "QuotaReserved", "status": "False", "reason": "Pending",
+                       "message": "waiting", "lastTransitionTime": "2026-01-01T00:00:00Z"}]
+    status_only = _workload_doc("2", conditions=pending_reason)
+    m.workloads._apply("MODIFIED", json.loads(json.dumps(status_only)))
+    second = pending[key].obj
+    assert m._engine_pod_sets[key][1] is kept
+    assert second == fresh(status_only)
+
+    spec_change = _workload_doc("3", cpu="2", conditions=pending_reason)
+    m.workloads._apply("MODIFIED", json.loads(json.dumps(spec_change)))
+    third = pending[key].obj
+    assert m._engine_pod_sets[key][1] is not kept
+    assert third == fresh(spec_change)
+    assert third.pod_sets[0].requests == {"cpu": 2000}
+
+    m.workloads._apply("DELETED", json.loads(json.dumps(spec_change)))
+    assert key not in pending
+    assert key not in m._engine_pod_sets
+    assert len(m.workload_reader) == 0
+
+
+def _local_queue_doc(namespace: str, name: str, cluster_queue: str, rv: str = "1") -> Obj:
+    return {"apiVersion": "kqueue.io/v1alpha1", "kind": "LocalQueue",
+            "metadata": {"name": name, "namespace": namespace, "resourceVersion": rv},
+            "spec": {"clusterQueue": cluster_queue}}
+
+
+async def test_queue_changes_refresh_the_local_queues_of_those_cluster_queues(
+    manager: Callable[..., Manager],
+) -> None:
+    """The LocalQueues refreshed for a ClusterQueue change are found through an index: those
+    submitting to the changed ClusterQueues, in key order, following spec changes."""
+    m = manager(BOTH)
+    for ns, name, cq in [("b", "q", "cq-1"), ("a", "q", "cq-2"), ("a", "p", "cq-1"),
+                         ("c", "q", "cq-3")]:
+        m.local_queues._apply("ADDED", _local_queue_doc(ns, name, cq))
+    queue = m.status_queue
+
+    def drained() -> list[str]:
+        out = list(queue._queue)
+        queue._queue.clear()
+        queue._dirty.clear()
+        return out
+
+    drained()
+    m._queues_changed([ClusterQueueName("cq-1"), ClusterQueueName("cq-2")])
+    assert drained() == ["cq:cq-1", "cq:cq-2", "lq:a/p", "lq:a/q", "lq:b/q"]
+    m.local_queues._apply("MODIFIED", _local_queue_doc("c", "q", "cq-1", rv="2"))
+    drained()
+    m._queues_changed([ClusterQueueName("cq-1")])
+    assert drained() == ["cq:cq-1", "lq:a/p", "lq:b/q", "lq:c/q"]
+    m._queues_changed([ClusterQueueName("cq-3")])
+    assert drained() == ["cq:cq-3"]
+
+
+@pytest.mark.parametrize(
+    ("change", "upserted"),
+    [
+        pytest.param({"status": {"pendingWorkloads": 3}}, False, id="status only"),
+        pytest.param({"spec": {"clusterQueue": "cq-2"}}, True, id="another ClusterQueue"),
+        pytest.param({"spec": {"clusterQueue": "cq-1", "stopPolicy": "Hold"}}, True,
+                     id="stopped"),
+    ],
+)
+def test_local_queue_events_update_the_engine_when_its_view_changes(
+    manager: Callable[..., Manager], change: Obj, upserted: bool,
+) -> None:
+    m = manager(BOTH)
+    m.local_queues._apply("ADDED", _local_queue_doc("a", "q", "cq-1"))
+    calls: list[LocalQueueSpec] = []
+    real = m.engine.upsert_local_queue
+
+    def spy(spec: LocalQueueSpec) -> None:
+        calls.append(spec)
+        real(spec)
+
+    m.engine.upsert_local_queue = spy  # type: ignore[method-assign]
+    doc = {**_local_queue_doc("a", "q", "cq-1", rv="2"), **change}
+    m.local_queues._apply("MODIFIED", doc)
+    assert bool(calls) is upserted
+    lq = m.engine.local_queue(local_queue_key("a", "q"))
+    assert lq is not None
+    assert lq.cluster_queue == doc["spec"]["clusterQueue"]

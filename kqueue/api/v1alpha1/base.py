@@ -59,9 +59,22 @@ class KBase(BaseModel):
         data = handler(self)
         if not isinstance(data, dict):
             return data
-        for name, alias in _omitted_keys(self):
-            data.pop(alias, None)
-            data.pop(name, None)
+        # Decided on the serialized values (None stays None, an empty list or dict stays
+        # empty), with the per-class plan computed once: this runs for every nested model of
+        # every object written, so it must not walk ``model_fields`` each time.
+        for name, alias, drop_empty, default in _omit_plan(type(self)):
+            value = data.get(alias, _MISSING)
+            if value is _MISSING:
+                value = data.get(name, _MISSING)
+                if value is _MISSING:
+                    continue
+            if (
+                value is None
+                or (drop_empty and not value)
+                or (default is not _MISSING and getattr(self, name) == default)
+            ):
+                data.pop(alias, None)
+                data.pop(name, None)
         return data
 
     def to_dict(self) -> dict[str, Any]:
@@ -69,6 +82,32 @@ class KBase(BaseModel):
         out = self.model_dump(mode="json", by_alias=True)
         assert isinstance(out, dict)
         return out
+
+
+_MISSING: Final = object()
+# Per model class, per field: (name, alias, whether an empty list/dict is left out, the default
+# a field of ``_omit_if_default`` is compared with, else _MISSING). See _omitted_keys.
+_OmitPlan = tuple[tuple[str, str, bool, Any], ...]
+_OMIT_PLANS: dict[type[KBase], _OmitPlan] = {}
+
+
+def _omit_plan(cls: type[KBase]) -> _OmitPlan:
+    plan = _OMIT_PLANS.get(cls)
+    if plan is None:
+        entries: list[tuple[str, str, bool, Any]] = []
+        for name, field in cls.model_fields.items():
+            drop_empty = field.default_factory is list or field.default_factory is dict
+            default: Any = _MISSING
+            if (
+                not drop_empty
+                and name in cls._omit_if_default
+                and field.default_factory is not None
+            ):
+                # Made once and only compared with, never handed out.
+                default = field.default_factory()  # type: ignore[call-arg]
+            entries.append((name, field.alias or name, drop_empty, default))
+        plan = _OMIT_PLANS[cls] = tuple(entries)
+    return plan
 
 
 def _omitted_keys(model: KBase) -> list[tuple[str, str]]:

@@ -27,11 +27,10 @@ def object_index_key(kind: str, key: str) -> str:
 
 
 def owner_uids(obj: Obj | Workload) -> list[str]:
-    refs = (
-        [r.model_dump(by_alias=True) for r in obj.metadata.owner_references]
-        if isinstance(obj, Workload)
-        else (obj.get("metadata") or {}).get("ownerReferences") or []
-    )
+    if isinstance(obj, Workload):
+        # Read from the models (an index function: runs twice on every Workload event).
+        return [r.uid for r in obj.metadata.owner_references if r.controller and r.uid]
+    refs = (obj.get("metadata") or {}).get("ownerReferences") or []
     return [str(r.get("uid")) for r in refs if r.get("controller") and r.get("uid")]
 
 

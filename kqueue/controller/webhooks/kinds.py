@@ -40,7 +40,8 @@ async def validate_kqueue_object(req: AdmissionRequest) -> Verdict:
         and new.metadata.deletion_timestamp is not None
     ):
         return Verdict.allow()  # finalizers going away on a deleted object
-    errors = validate(new) if old is None else validate_update(old, new)
+    # Both were just read from the request: their types are checked, only the rules are left.
+    errors = validate(new, fresh=True) if old is None else validate_update(old, new, fresh=True)
     if errors:
         return Verdict.deny(*_field_errors(errors))
     return Verdict.allow()
