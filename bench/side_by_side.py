@@ -108,7 +108,7 @@ def envtest_assets(out: Path) -> Path:
     return out
 
 
-CONFIGS = ("baseline", "large-scale")
+CONFIGS = ("baseline", "large-scale", "tas")
 
 
 def generator_config(src: Path, config: str, scale: float, out: Path) -> Path:
@@ -364,10 +364,18 @@ def main() -> None:
         "--kqueue-webhooks", choices=("on", "off"), default="on",
         help="off: kqueue without its webhooks, as minimalkueue (which serves none)",
     )
+    parser.add_argument(
+        "--systems", default="kueue,kqueue",
+        help="which to run, in this order, each run (e.g. kqueue: a kqueue-only variant to set "
+        "beside an earlier pair)",
+    )
     parser.add_argument("--timeout", type=int, default=1200)
     parser.add_argument("--work-dir", type=Path, default=Path(tempfile.gettempdir()) / "side-by-side")
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args()
+    systems = [s.strip() for s in args.systems.split(",") if s.strip()]
+    if not systems or any(s not in ("kueue", "kqueue") for s in systems):
+        parser.error(f"--systems: {args.systems!r}: allowed are kueue and kqueue, comma-separated")
 
     src = args.kueue_src.resolve()
     work = args.work_dir.resolve()
@@ -378,7 +386,7 @@ def main() -> None:
     )
     runs: list[dict[str, Any]] = []
     for i in range(args.runs):
-        for system in ("kueue", "kqueue"):
+        for system in systems:
             print(f"run {i + 1}/{args.runs}: {system}", file=sys.stderr)
             if system == "kueue":
                 r = run_kueue(

@@ -17,6 +17,9 @@ from kqueue.engine.sim.driver import Simulation
 from kqueue.engine.sim.generate import (
     BASELINE,
     LARGE_SCALE,
+    TAS,
+    TAS_BLOCK,
+    TAS_RACK,
     KueueConfigError,
     Shape,
     WorkloadClass,
@@ -169,8 +172,9 @@ def test_scaled_shapes_keep_the_queues(
 
 def _kueue_config(shape: Shape) -> dict[str, Any]:
     """``shape`` written in the schema of Kueue's runner's generator config (cohorts >
-    queuesSets > workloadsSets), as its configs/*/generator.yaml are."""
-    return {
+    queuesSets > workloadsSets, and configs/tas's topology), as its configs/*/generator.yaml
+    are."""
+    doc: dict[str, Any] = {
         "cohorts": [{
             "className": "cohort",
             "count": shape.cohorts,
@@ -189,7 +193,13 @@ def _kueue_config(shape: Shape) -> dict[str, Any]:
                             "className": k.name,
                             "runtimeMs": k.run_time // timedelta(milliseconds=1),
                             "priority": k.priority,
-                            "request": int(k.cpu),
+                            # Kueue's configs write whole cpus as integers, the tas one "500m".
+                            "request": int(k.cpu) if k.cpu.isdigit() else k.cpu,
+                            **({"podCount": k.pods} if k.pods != 1 else {}),
+                            **(
+                                {"tasConstraint": k.constraint, "tasLevel": k.level}
+                                if k.constraint else {}
+                            ),
                         }],
                     }
                     for k in shape.classes
@@ -197,9 +207,21 @@ def _kueue_config(shape: Shape) -> dict[str, Any]:
             }],
         }],
     }
+    if shape.tas is not None:
+        t = shape.tas
+        doc["topology"] = {
+            "name": "default-topology",
+            "levels": [
+                {"name": "block", "count": 1, "nodeLabel": TAS_BLOCK},
+                {"name": "rack", "count": t.racks, "nodeLabel": TAS_RACK},
+                {"name": "node", "count": t.nodes_per_rack, "nodeLabel": "kubernetes.io/hostname",
+                 "capacity": {"cpu": t.cpu, "memory": t.memory}},
+            ],
+        }
+    return doc
 
 
-@pytest.mark.parametrize("shape", [BASELINE, LARGE_SCALE], ids=lambda s: s.name)
+@pytest.mark.parametrize("shape", [BASELINE, LARGE_SCALE, TAS], ids=lambda s: s.name)
 def test_kueue_generator_config_reads_back_as_the_shape(shape: Shape) -> None:
     """What bench/side_by_side.py checks before a run: Kueue's config, read back, is our shape
     (the integers Kueue's YAML has become the quantity strings the shape has)."""
@@ -225,11 +247,23 @@ def test_kueue_generator_config_reads_back_as_the_shape(shape: Shape) -> None:
         ),
         pytest.param(
             lambda d: d["cohorts"][0]["queuesSets"][0]["workloadsSets"][2]["workloads"][0]
-            .update(podCount=4),
-            "workloadsSets[2]: podCount 4", id="several pods",
+            .update(tasConstraint="required", tasLevel=TAS_RACK),
+            "workloadsSets[2]: tasConstraint 'required'", id="topology request without a topology",
         ),
         pytest.param(
-            lambda d: d.update(topology={"levels": []}), "topology", id="topology"
+            lambda d: d.update(topology={"levels": []}), "topology.levels: node labels []",
+            id="topology without levels",
+        ),
+        pytest.param(
+            lambda d: d.update(topology=_kueue_config(TAS)["topology"])
+            or d["topology"]["levels"][0].update(count=2),
+            "topology.levels[0].count: 2", id="two blocks",
+        ),
+        pytest.param(
+            lambda d: d.update(topology=_kueue_config(TAS)["topology"])
+            or d["cohorts"][0]["queuesSets"][0]["workloadsSets"][0]["workloads"][0]
+            .update(tasConstraint="unconstrained", tasLevel=TAS_RACK),
+            "tasConstraint 'unconstrained'", id="unknown topology constraint",
         ),
     ],
 )
@@ -239,6 +273,18 @@ def test_kueue_generator_config_a_shape_cannot_express(change: Any, message: str
     with pytest.raises(KueueConfigError, match=re.escape(message)) as err:
         from_kueue_generator("large-scale", doc)
     assert "'large-scale'" in str(err.value)
+
+
+def test_kueue_balanced_placement_reads_as_preferred() -> None:
+    """Kueue's configs/tas has "balanced" classes (a slice-required request with a slice size,
+    alpha in Kueue); kqueue's tas shape places them as preferred, so the check in
+    bench/side_by_side.py accepts Kueue's config as the same shape."""
+    doc = _kueue_config(TAS)
+    for ws in doc["cohorts"][0]["queuesSets"][0]["workloadsSets"]:
+        wl = ws["workloads"][0]
+        if "balanced" in wl["className"]:
+            wl.update(tasConstraint="balanced", sliceSize=2)
+    assert from_kueue_generator("tas", doc) == TAS
 
 
 TINY = Shape(

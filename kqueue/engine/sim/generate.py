@@ -169,13 +169,49 @@ class KueueConfigError(ValueError):
     pass
 
 
+# Kueue's generator ``tasConstraint`` values and how kqueue's tas shape places them: Kueue's
+# "balanced" (TASBalancedPlacement, alpha: a slice-required request with a slice size) is placed
+# as preferred (docs/benchmarks.md, section 8).
+_TAS_CONSTRAINTS: Final[Mapping[str, str]] = {
+    "required": "required", "preferred": "preferred", "balanced": "preferred",
+}
+_TAS_LEVELS: Final = (TAS_BLOCK, TAS_RACK, "kubernetes.io/hostname")
+
+
+def _tas_layout(name: str, topology: Any) -> TasLayout:
+    """The node layout of a Kueue generator ``topology``: one block of racks of nodes, labelled
+    as kqueue's tas shape labels them; any other layout is refused by name."""
+    where = f"Kueue generator config {name!r}: topology"
+    levels = topology.get("levels") if isinstance(topology, Mapping) else None
+    labels = tuple(lv.get("nodeLabel") for lv in levels or [] if isinstance(lv, Mapping))
+    if not isinstance(levels, list) or labels != _TAS_LEVELS:
+        raise KueueConfigError(
+            f"{where}.levels: node labels {list(labels)}; kqueue's tas shape has {list(_TAS_LEVELS)}"
+        )
+    block, rack, node = levels
+    if int(block.get("count") or 1) != 1:
+        raise KueueConfigError(f"{where}.levels[0].count: {block.get('count')}; only 1 block is expressed")
+    capacity = node.get("capacity") or {}
+    if set(capacity) != {"cpu", "memory"}:
+        raise KueueConfigError(
+            f"{where}.levels[2].capacity: {sorted(capacity)}; expressed are cpu and memory"
+        )
+    return TasLayout(
+        racks=int(rack["count"]),
+        nodes_per_rack=int(node["count"]),
+        cpu=str(capacity["cpu"]),
+        memory=str(capacity["memory"]),
+    )
+
+
 def from_kueue_generator(name: str, doc: Mapping[str, Any]) -> Shape:
     """The Shape that Kueue's scheduler performance runner builds from its generator config
     (test/performance/scheduler/configs/*/generator.yaml: ``cohorts`` > ``queuesSets`` >
-    ``workloadsSets``), for checking that both runners build the same thing.
+    ``workloadsSets``, and for configs/tas a ``topology``), for checking that both runners build
+    the same thing.
 
-    Only what a Shape expresses: one cohort class with one queue set, and one single-pod class
-    per workload set; anything else (several classes, topology) is refused by name."""
+    Only what a Shape expresses: one cohort class with one queue set, one class per workload
+    set, and a topology of one block of racks of nodes; anything else is refused by name."""
 
     def one(items: Any, what: str) -> Mapping[str, Any]:
         if not isinstance(items, list) or len(items) != 1 or not isinstance(items[0], Mapping):
@@ -185,20 +221,17 @@ def from_kueue_generator(name: str, doc: Mapping[str, Any]) -> Shape:
             )
         return items[0]
 
-    if doc.get("topology") is not None:
-        raise KueueConfigError(
-            f"Kueue generator config {name!r}: topology: not expressed by from_kueue_generator "
-            "(the tas shape is built by hand)"
-        )
+    tas = _tas_layout(name, doc["topology"]) if doc.get("topology") is not None else None
     cohort = one(doc.get("cohorts"), "cohorts")
     queues = one(cohort.get("queuesSets"), "cohorts[0].queuesSets")
     classes = []
     for i, ws in enumerate(queues.get("workloadsSets") or []):
         wl = one(ws.get("workloads"), f"cohorts[0].queuesSets[0].workloadsSets[{i}].workloads")
-        if int(wl.get("podCount") or 1) != 1:
+        constraint = wl.get("tasConstraint")
+        if constraint is not None and (tas is None or constraint not in _TAS_CONSTRAINTS):
             raise KueueConfigError(
-                f"Kueue generator config {name!r}: workloadsSets[{i}]: podCount "
-                f"{wl.get('podCount')}; only 1 is expressed"
+                f"Kueue generator config {name!r}: workloadsSets[{i}]: tasConstraint "
+                f"{constraint!r}; expressed are {sorted(_TAS_CONSTRAINTS)}, with a topology"
             )
         classes.append(
             WorkloadClass(
@@ -208,6 +241,9 @@ def from_kueue_generator(name: str, doc: Mapping[str, Any]) -> Shape:
                 run_time=_ms(int(wl["runtimeMs"])),
                 priority=int(wl["priority"]),
                 cpu=str(wl["request"]),
+                pods=int(wl.get("podCount") or 1),
+                constraint=_TAS_CONSTRAINTS[constraint] if constraint is not None else None,
+                level=str(wl["tasLevel"]) if constraint is not None else None,
             )
         )
     return Shape(
@@ -219,6 +255,7 @@ def from_kueue_generator(name: str, doc: Mapping[str, Any]) -> Shape:
         reclaim_within_cohort=str(queues["reclaimWithinCohort"]),
         within_cluster_queue=str(queues["withinClusterQueue"]),
         classes=tuple(classes),
+        tas=tas,
     )
 
 
