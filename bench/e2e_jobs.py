@@ -333,20 +333,7 @@ def skip_gated_pod_webhook(cluster: LocalCluster) -> None:
     cluster.kubectl("replace", "-f", "-", input=json.dumps(config))
 
 
-async def run(args: argparse.Namespace, cluster: LocalCluster) -> dict[str, Any]:
-    assert cluster.work_dir is not None
-    work = cluster.work_dir / "kqueue"
-    work.mkdir(parents=True, exist_ok=True)
-    install_crds(cluster)
-    kq = BenchKqueue(cluster, work, qps=args.qps, burst=args.burst)
-    kq.setup()
-    if args.skip_gated_pod_webhook:
-        skip_gated_pod_webhook(cluster)
-    await asyncio.to_thread(kq.start)
-    api = await kube_config.new_client_from_config(config_file=str(cluster.kubeconfig_path))
-    kube = Kube(api, timeout=120)
-    await kube.create(NAMESPACES, {"apiVersion": "v1", "kind": "Namespace",
-                                   "metadata": {"name": NS}})
+async def setup_queues(kube: Kube) -> None:
     await kube.create(RESOURCE_FLAVORS, {
         "apiVersion": c.API_VERSION, "kind": "ResourceFlavor", "metadata": {"name": "default"}})
     await kube.create(CLUSTER_QUEUES, {
@@ -364,6 +351,35 @@ async def run(args: argparse.Namespace, cluster: LocalCluster) -> dict[str, Any]
         namespace=NS)
     await asyncio.sleep(3)  # the ClusterQueue becomes active
 
+
+async def phase_latencies(cluster: LocalCluster, kq: BenchKqueue) -> dict[str, tuple[float, float]]:
+    out = await asyncio.to_thread(apiserver_latencies, cluster)
+    if kq.proc is not None:
+        out.update(await asyncio.to_thread(kqueue_webhook_latencies, kq))
+    return out
+
+
+async def run(args: argparse.Namespace, cluster: LocalCluster) -> dict[str, Any]:
+    assert cluster.work_dir is not None
+    work = cluster.work_dir / "kqueue"
+    work.mkdir(parents=True, exist_ok=True)
+    install_crds(cluster)
+    kq = BenchKqueue(cluster, work, qps=args.qps, burst=args.burst)
+    # --without-kqueue: the control plane's own floor for the same Jobs (no kqueue process, no
+    # webhook configurations, no queue label), to set kqueue's runs against.
+    with_kqueue = not args.without_kqueue
+    if with_kqueue:
+        kq.setup()
+        if args.skip_gated_pod_webhook:
+            skip_gated_pod_webhook(cluster)
+        await asyncio.to_thread(kq.start)
+    api = await kube_config.new_client_from_config(config_file=str(cluster.kubeconfig_path))
+    kube = Kube(api, timeout=120)
+    await kube.create(NAMESPACES, {"apiVersion": "v1", "kind": "Namespace",
+                                   "metadata": {"name": NS}})
+    if with_kqueue:
+        await setup_queues(kube)
+
     tr = Tracker()
     watchers = [
         asyncio.create_task(tr.watch(kube, PODS.collection_path(NS), tr.observe_pod)),
@@ -371,22 +387,22 @@ async def run(args: argparse.Namespace, cluster: LocalCluster) -> dict[str, Any]
         asyncio.create_task(tr.watch(kube, WORKLOADS.collection_path(NS), tr.observe_workload)),
     ]
     series: list[dict[str, float]] = []
-    sampling = asyncio.create_task(sampler(kq, tr, series))
-    assert kq.proc is not None
-    cpu0 = proc_cpu_seconds(kq.proc.pid)
+    sampling = asyncio.create_task(sampler(kq, tr, series)) if with_kqueue else None
+    cpu0 = proc_cpu_seconds(kq.proc.pid) if kq.proc is not None else 0.0
     info_before = run_info()
     phases: list[dict[str, Any]] = []
     for size in args.sizes:
         names = [f"job-{size}-{i:03d}" for i in range(args.jobs)]
         phase_start = tr.now()
         cpu_start = cpu_by_process(cluster, kq)
-        latencies_start = await asyncio.to_thread(apiserver_latencies, cluster)
-        latencies_start.update(await asyncio.to_thread(kqueue_webhook_latencies, kq))
+        latencies_start = await phase_latencies(cluster, kq)
 
         async def create(i: int, name: str, start: float, size: int = size) -> None:
             await asyncio.sleep(max(0.0, start + i / args.rate - tr.now()))
             tr.size[name] = size
             body = job(name, NS, NS, count=size, cpu="10m", complete_after="5s")
+            if not with_kqueue:
+                del body["metadata"]["labels"][c.QUEUE_NAME_LABEL]
             sent = tr.now()
             await kube.create(JOBS, body, namespace=NS)
             tr.created[name] = sent
@@ -400,9 +416,7 @@ async def run(args: argparse.Namespace, cluster: LocalCluster) -> dict[str, Any]
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(tr.changed.wait(), 2)
         cpu_end = cpu_by_process(cluster, kq)
-        latencies_end = await asyncio.to_thread(apiserver_latencies, cluster)
-        latencies_end.update(await asyncio.to_thread(kqueue_webhook_latencies, kq))
-        latencies = latency_delta(latencies_start, latencies_end)
+        latencies = latency_delta(latencies_start, await phase_latencies(cluster, kq))
         steps = {n: tr.steps.get(n, {}) for n in names}
         released = [steps[n]["released"] - tr.created[n] for n in names if "released" in steps[n]]
         bound = [steps[n]["bound"] - tr.created[n] for n in names if "bound" in steps[n]]
@@ -431,14 +445,15 @@ async def run(args: argparse.Namespace, cluster: LocalCluster) -> dict[str, Any]
         print(json.dumps({k: v for k, v in phase.items() if k != "perJob"}), flush=True)
         phases.append(phase)
         await asyncio.sleep(8)  # pods complete, quota is released, before the next size
-    cpu = proc_cpu_seconds(kq.proc.pid) - cpu0
-    peak = proc_memory(kq.proc.pid)[1]
-    for t in (*watchers, sampling):
+    cpu = proc_cpu_seconds(kq.proc.pid) - cpu0 if kq.proc is not None else None
+    peak = proc_memory(kq.proc.pid)[1] if kq.proc is not None else None
+    for t in (*watchers, *([sampling] if sampling is not None else [])):
         t.cancel()
         with contextlib.suppress(asyncio.CancelledError, Exception):
             await t
     await api.close()
-    await asyncio.to_thread(kq.stop)
+    if with_kqueue:
+        await asyncio.to_thread(kq.stop)
     return {
         "qps": args.qps, "burst": args.burst, "rate": args.rate,
         "controllerManagerQps": cluster.controller_manager_qps,
@@ -446,8 +461,10 @@ async def run(args: argparse.Namespace, cluster: LocalCluster) -> dict[str, Any]
         "schedulerQps": cluster.scheduler_qps, "schedulerBurst": cluster.scheduler_burst,
         "concurrentJobSyncs": cluster.concurrent_job_syncs,
         "skipGatedPodWebhook": args.skip_gated_pod_webhook,
+        "withoutKqueue": args.without_kqueue,
         "run": {"before": info_before, "after": run_info()}, "phases": phases,
-        "controllerCpuSeconds": round(cpu, 1), "controllerPeakRssBytes": peak,
+        "controllerCpuSeconds": round(cpu, 1) if cpu is not None else None,
+        "controllerPeakRssBytes": peak,
         "series": series,
     }
 
@@ -505,6 +522,9 @@ def main() -> None:
     parser.add_argument("--skip-gated-pod-webhook", action="store_true",
                         help="experiment: the API server does not call kqueue's pod webhook for "
                         "pods already carrying the admission gate (a match condition)")
+    parser.add_argument("--without-kqueue", action="store_true",
+                        help="the control plane's floor: the same Jobs without a queue label, "
+                        "kqueue not running and its webhooks not installed")
     parser.add_argument("--timeout", type=float, default=300, help="per size (s)")
     parser.add_argument("--out", type=Path, default=Path("bench/results/e2e_jobs.json"))
     parser.add_argument("--plot", type=Path, default=Path("docs/img/e2e_jobs_admission.png"))
@@ -527,7 +547,8 @@ def main() -> None:
     result = asyncio.run(go())
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=1) + "\n")
-    plot(result, args.plot)
+    if result["series"]:
+        plot(result, args.plot)
     print(json.dumps({k: v for k, v in result.items() if k not in ("series", "phases")}, indent=1))
 
 
