@@ -206,7 +206,8 @@ class Scraper(threading.Thread):
 
 
 def run_kueue(
-    runner: Path, minimal: Path, src: Path, assets: Path, gen: Path, out: Path, timeout: int
+    runner: Path, minimal: Path, src: Path, assets: Path, gen: Path, out: Path, timeout: int,
+    tas: bool = False,
 ) -> dict[str, Any]:
     out.mkdir(parents=True, exist_ok=True)
     (out / "kubeconfig").unlink(missing_ok=True)  # a stale one would name a dead server
@@ -221,6 +222,9 @@ def run_kueue(
                 str(runner), f"--o={out}", f"--crds={src / 'config/components/crd/bases'}",
                 f"--generatorConfig={gen}", f"--minimalKueue={minimal}",
                 f"--timeout={timeout}s", "--withLogs=true", "--logToFile=true",
+                # As Kueue's run-tas-performance-scheduler target: without it minimalkueue
+                # admits none of the topology-aware workloads.
+                *(["--enableTAS=true"] if tas else []),
             ],
             # The runner finds Kueue's project directory from its working directory.
             env=env, cwd=src, stdout=log, stderr=subprocess.STDOUT, check=False,
@@ -390,7 +394,8 @@ def main() -> None:
             print(f"run {i + 1}/{args.runs}: {system}", file=sys.stderr)
             if system == "kueue":
                 r = run_kueue(
-                    runner, minimal, src, assets, config, work / f"kueue-{i}", args.timeout
+                    runner, minimal, src, assets, config, work / f"kueue-{i}", args.timeout,
+                    tas=args.config == "tas",
                 )
             else:
                 r = run_kqueue(
