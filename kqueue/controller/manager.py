@@ -46,7 +46,13 @@ from kqueue.controller.clock import Now, utc_now
 from kqueue.controller.delegated_auth import DelegatedAuth
 from kqueue.controller.events import EventRecorder
 from kqueue.controller.gang import GangPlacement
-from kqueue.controller.informer import Informer, Obj, as_dict, freeze_heap
+from kqueue.controller.informer import (
+    Informer,
+    Obj,
+    as_dict,
+    collector_paused,
+    freeze_heap,
+)
 from kqueue.controller.integrations import Framework, GenericJob, IntegrationContext, registry
 from kqueue.controller.integrations.management import Management
 from kqueue.controller.integrations.owners import BY_OWNER, object_index_key, owner_uids
@@ -198,6 +204,8 @@ class Manager:
         self.identity = identity
         self.leading = False
         self._terms = 0  # leadership terms begun by this process
+        # The collector's pause while the caches are first filled (run, _settle_heap).
+        self._startup_pause = contextlib.ExitStack()
 
         def informer(resource: Any, converter: Callable[[Obj], M], **kw: Any) -> Informer[M]:
             return Informer(self.kube, resource, converter=converter, **kw)
@@ -783,14 +791,23 @@ class Manager:
             await self.gang.discover()
             await self.webhook_server.start()
             self.supervisor.spawn("webhook-certs", self.webhook_server.watch_certs, restart="always")
+            # The initial lists build what this process keeps for its life: no automatic
+            # collections over that growing heap (collector_paused), one freeze once it is
+            # built. Without leader election the term starts right away and its engine rebuild
+            # ends the pause; a standby ends it itself after a lease's time (see _settle_heap).
+            self._startup_pause.enter_context(collector_paused())
             for name, informer in self.informers().items():
                 self.supervisor.spawn(f"informer/{name}", informer.run, restart="always")
             self.supervisor.spawn("events", self.events.run, restart="always")
             for informer in self.informers().values():
                 await informer.wait_synced()
-            # The caches now hold what this process keeps for its life: out of the collector's
-            # walk (full collections would otherwise grow with the number of Workloads).
-            freeze_heap()
+            le = self.config.leader_election
+            if le.leader_elect:
+                self.supervisor.spawn(
+                    "settle-heap",
+                    lambda: self._settle_heap_after(le.lease_duration.total_seconds()),
+                    restart="on-failure",
+                )
             self._synced.set()
             logger.info(
                 "caches synced: %d workloads, %d ClusterQueues; %d hold quota",
@@ -798,7 +815,6 @@ class Manager:
                 len(self.cluster_queues.store),
                 sum(1 for w in self.workloads.store.objects() if w.status.admission is not None),
             )
-            le = self.config.leader_election
             if le.leader_elect:
                 # A standby reports 0, so "no replica leads" is visible (sum == 0).
                 self.metrics.leader_status(le.resource_name, leading=False)
@@ -825,14 +841,21 @@ class Manager:
         """The leader's work: schedule, reconcile, write status, until cancelled."""
         self.leading = True
         self.metrics.leader_status(self.config.leader_election.resource_name, leading=True)
-        if self.config.leader_election.leader_elect or self._terms:
-            # A standby's caches are only as fresh as its watches, and a watch may lag behind
-            # admissions the previous leader wrote: rebuilding from them could over-commit
-            # quota. A consistent list first (a term right after the initial sync needs none).
-            await self.workloads.relist()
-        self._terms += 1
-        engine = self.rebuild_engine()
-        freeze_heap()  # the new engine lives as long as the term; the old one is collected
+        with collector_paused():
+            if (
+                self.config.leader_election.leader_elect
+                or self._terms
+                or not self.workloads.consistent
+            ):
+                # A standby's caches are only as fresh as its watches, and a watch may lag
+                # behind admissions the previous leader wrote; the initial list is read from
+                # the API server's cache, which may lag too: rebuilding from either could
+                # over-commit quota. A consistent list first.
+                await self.workloads.relist()
+            self._terms += 1
+            engine = self.rebuild_engine()
+            # The new engine lives as long as the term; the old one is collected.
+            self._settle_heap()
         holding, pending = engine.workload_counts()
         logger.info(
             "leading: engine rebuilt with %d workloads holding quota, %d pending", holding, pending
@@ -863,6 +886,18 @@ class Manager:
             self.leading = False
             self.metrics.leader_status(self.config.leader_election.resource_name, leading=False)
 
+    def _settle_heap(self) -> None:
+        """Freeze the heap (:func:`freeze_heap`) and end the start-up pause of the collector."""
+        freeze_heap()
+        self._startup_pause.close()
+
+    async def _settle_heap_after(self, seconds: float) -> None:
+        """A replica that has not begun a term soon after its caches synced (a standby) freezes
+        its heap itself; a term begun meanwhile has done it with its engine."""
+        await asyncio.sleep(seconds)
+        if self._terms == 0 and not self.leading:
+            self._settle_heap()
+
     async def _resync(self) -> None:
         while True:
             await asyncio.sleep(RESYNC_SECONDS)
@@ -871,6 +906,7 @@ class Manager:
 
     async def _shutdown(self) -> None:
         await self.supervisor.stop(grace_period=10)
+        self._startup_pause.close()  # the collector as it was, should start-up not have ended
         with contextlib.suppress(Exception):
             await self.events.drain()
         await self.webhook_server.stop()
