@@ -11,6 +11,8 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from aiohttp.test_utils import TestServer
 from kubernetes_asyncio.client import ApiClient
 
@@ -372,3 +374,127 @@ async def test_relist_replaces_a_lagging_store_and_watches_on_from_the_new_list(
     assert versions(informer) == {"default/b": "25"}
     # The informer keeps running: relist() is not a cancellation of the informer.
     assert not running[0].done()
+
+
+# -- where lists are read from; page-by-page reading --------------------------------------------
+
+
+async def test_the_first_list_reads_the_watch_cache_and_every_later_list_is_consistent(
+    env: Env, running: list[asyncio.Task[None]]
+) -> None:
+    # client-go's reflector lists first at resourceVersion=0 (the API server's watch cache, no
+    # quorum read from etcd); a relist after 410 Gone and relist() read consistently.
+    items = [configmap(f"cm{i}", 10 + i) for i in range(3)]
+    env.api.lists.extend([ListResponse(20, items), ListResponse(30, items), ListResponse(40, items)])
+    env.api.watches.extend([[HttpStatus(410)], [], []])
+    informer = make_informer(env, page_size=2)
+    running.append(asyncio.create_task(informer.run()))
+    await eventually(lambda: len(env.api.watch_requests) == 2, what="a watch after the 410 relist")
+    assert informer.consistent
+    await asyncio.wait_for(informer.relist(), 5)
+    assert informer.consistent
+    rvs = [(r.query.get("resourceVersion"), r.query.get("continue")) for r in env.api.list_requests]
+    assert rvs == [
+        # The first list: its first page from the cache; a continue token carries the snapshot.
+        ("0", None), (None, "2"),
+        (None, None), (None, "2"),  # after 410 Gone
+        (None, None), (None, "2"),  # relist()
+    ]
+
+
+async def test_a_store_read_from_the_cache_is_not_consistent_until_a_relist(
+    env: Env, running: list[asyncio.Task[None]]
+) -> None:
+    env.api.lists.extend([ListResponse(20, [configmap("a", 5)]), ListResponse(30, [])])
+    env.api.watches.extend([[], []])
+    informer = make_informer(env)
+    assert not informer.consistent
+    running.append(asyncio.create_task(informer.run()))
+    await asyncio.wait_for(informer.wait_synced(), 5)
+    assert not informer.consistent  # the manager relists before it rebuilds its engine
+    await asyncio.wait_for(informer.relist(), 5)
+    assert informer.consistent
+    assert versions(informer) == {}
+
+
+def _page(items: list[Obj]) -> Obj:
+    return {"kind": "ConfigMapList", "apiVersion": "v1", "metadata": {}, "items": items}
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    before=st.dictionaries(st.sampled_from("abcdefgh"), st.integers(1, 3)),
+    after=st.dictionaries(st.sampled_from("abcdefgh"), st.integers(1, 3)),
+    page_size=st.integers(1, 4),
+    unreadable=st.sets(st.sampled_from("abcdefgh")),
+)
+def test_a_list_read_page_by_page_gives_the_store_and_events_of_a_whole_list(
+    before: dict[str, int], after: dict[str, int], page_size: int, unreadable: set[str]
+) -> None:
+    """Whatever the pages: the store equals the list (an unreadable object keeps its old
+    version), deletes come first, then adds and updates in key order, and only objects whose
+    version changed are converted."""
+    converted: list[str] = []
+
+    def convert(obj: Obj) -> Obj:
+        name = obj["metadata"]["name"]
+        converted.append(name)
+        if name in unreadable and obj["metadata"]["resourceVersion"] != "1":
+            raise ValueError("unreadable")
+        return obj
+
+    informer: Informer[Obj] = Informer(Kube(None), CONFIGMAPS, converter=convert)  # type: ignore[arg-type]
+    informer._replace(set(), {
+        f"default/{n}": (configmap(n, rv, namespace="default"), str(rv))
+        for n, rv in before.items()
+    })
+    rec = Recorder()
+    informer.add_handler(on_add=rec.on_add, on_update=rec.on_update, on_delete=rec.on_delete)
+    rec.seen.clear()  # the replay of the store
+
+    # As a list returns them: without apiVersion and kind.
+    items = [
+        {k: v for k, v in configmap(n, rv).items() if k not in ("apiVersion", "kind")}
+        for n, rv in sorted(after.items())
+    ]
+    listed: set[str] = set()
+    fresh: dict[str, tuple[Obj, str]] = {}
+    for start in range(0, len(items), page_size):
+        informer._read_page(_page(items[start:start + page_size]), listed, fresh)
+    informer._replace(listed, fresh)
+
+    changed = {n for n, rv in after.items() if before.get(n) != rv}
+    kept = {n for n in changed if n in unreadable and after[n] != 1}
+    assert sorted(converted) == sorted(changed)
+    expected_store = {
+        n: str(before[n] if n in kept else rv)
+        for n, rv in after.items()
+        if n not in kept or n in before
+    }
+    assert versions(informer) == {f"default/{n}": v for n, v in expected_store.items()}
+    expected = [f"delete default/{n}@{before[n]}" for n in sorted(set(before) - set(after))]
+    for n in sorted(changed - kept):
+        if n in before:
+            expected.append(f"update default/{n}@{before[n]}->{after[n]}")
+        else:
+            expected.append(f"add default/{n}@{after[n]}")
+    assert rec.seen == expected
+    # Every object read from the API carries the list's apiVersion and kind.
+    assert all(o["kind"] == "ConfigMap" and o["apiVersion"] == "v1" for o in informer.store.objects())
+
+
+def test_the_collector_is_paused_and_restored_as_it_was() -> None:
+    assert gc.isenabled()
+    with informer_module.collector_paused():
+        assert not gc.isenabled()
+        with informer_module.collector_paused():
+            assert not gc.isenabled()
+        assert not gc.isenabled()  # an inner pause does not end the outer one
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        with informer_module.collector_paused():
+            pass
+        assert not gc.isenabled()  # off before: left off
+    finally:
+        gc.enable()
