@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import json
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
@@ -15,6 +16,7 @@ from kqueue.api.config import Configuration
 from kqueue.api.v1alpha1 import Workload, parse_object
 from kqueue.api.v1alpha1 import constants as c
 from kqueue.controller.admission.server import ADMISSION_API_VERSION
+from kqueue.controller.informer import collector_paused
 from kqueue.controller.integrations.pod.reconciler import PodReconciler
 from kqueue.controller.integrations.pod.webhook import MUTATE_PATH as PLAIN_POD_PATH
 from kqueue.controller.manager import Manager
@@ -352,3 +354,35 @@ def test_local_queue_events_update_the_engine_when_its_view_changes(
     lq = m.engine.local_queue(local_queue_key("a", "q"))
     assert lq is not None
     assert lq.cluster_queue == doc["spec"]["clusterQueue"]
+
+
+async def test_a_first_term_relists_workloads_read_from_the_cache_and_ends_the_pause(
+    cluster: FakeCluster, manager: Callable[..., Manager]
+) -> None:
+    # Without leader election the term starts right after the sync; the first list came from
+    # the API server's cache (resourceVersion=0), so the engine is rebuilt from a consistent
+    # relist. The collector, paused while the caches were filled, runs again once the
+    # rebuilt engine is frozen.
+    m = manager(BOTH)
+    m._startup_pause.enter_context(collector_paused())
+    try:
+        async with running(m):
+            assert not m.workloads.consistent
+            assert not gc.isenabled()
+            leading = asyncio.create_task(m.lead())
+            try:
+                await eventually(lambda: m._terms == 1, what="the term's engine")
+                assert m.workloads.consistent
+                assert gc.isenabled()
+                lists = [
+                    r.query.get("resourceVersion")
+                    for r in cluster.server.requests_to("GET", WORKLOADS)
+                    if "watch" not in r.query
+                ]
+                assert lists == ["0", None]
+            finally:
+                leading.cancel()
+                await asyncio.gather(leading, return_exceptions=True)
+    finally:
+        m._startup_pause.close()
+        gc.enable()
