@@ -237,8 +237,6 @@ class Informer(Generic[T]):
         self._synced = asyncio.Event()
         self.resource_version: str | None = None
         self.lists = 0
-        # Whether the store's last list was a consistent read (see _list).
-        self.consistent = False
         # relist(): list attempts started / the attempt whose list last completed, and the watch
         # request in flight (cancelled so the relist starts at once).
         self._list_attempts = 0
@@ -378,11 +376,11 @@ class Informer(Generic[T]):
         self._list_attempts += 1
         attempt = self._list_attempts
         self._relist_requested = False
-        # The first list reads the API server's watch cache (resourceVersion=0, as client-go's
-        # reflector does): no quorum read from etcd, and no page-by-page snapshot reads over a
-        # large collection. It may be slightly behind etcd; every later list (a requested
-        # relist, a relist after 410 Gone or a failed watch) is a consistent read.
-        from_cache = self.lists == 0
+        # Every list is a consistent read (no resourceVersion), served page by page. Unlike
+        # client-go's reflector the first list does not ask for resourceVersion=0: an API
+        # server with consistent reads from its cache (v1.31+) serves these pages from the
+        # cache too, and 0 there means one unpaged response of the whole collection, slower
+        # to serve and read (docs/benchmarks.md, section 5), and a store that may lag etcd.
         params = [*self._selector_params(), ("limit", str(self._page_size))]
         # Each page is read into models as it comes, so that only one page of raw dicts is held
         # at a time; objects whose resourceVersion the store already has are not read again.
@@ -392,11 +390,7 @@ class Informer(Generic[T]):
         token: str | None = None
         list_rv = ""
         while True:
-            # A continue token carries the list's snapshot: no resourceVersion beside it.
-            if token:
-                page_params = [*params, ("continue", token)]
-            else:
-                page_params = [*params, *([("resourceVersion", "0")] if from_cache else [])]
+            page_params = params + ([("continue", token)] if token else [])
             body = await self._kube.list_page(
                 self.resource, namespace=self._namespace, query=page_params, time_limit=60
             )
@@ -408,7 +402,6 @@ class Informer(Generic[T]):
                 list_rv = str(metadata.get("resourceVersion", ""))
                 break
         self.lists += 1
-        self.consistent = not from_cache
         self._replace(listed, fresh)
         self.resource_version = list_rv
         async with self._listed:

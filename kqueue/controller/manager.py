@@ -842,15 +842,11 @@ class Manager:
         self.leading = True
         self.metrics.leader_status(self.config.leader_election.resource_name, leading=True)
         with collector_paused():
-            if (
-                self.config.leader_election.leader_elect
-                or self._terms
-                or not self.workloads.consistent
-            ):
+            if self.config.leader_election.leader_elect or self._terms:
                 # A standby's caches are only as fresh as its watches, and a watch may lag
-                # behind admissions the previous leader wrote; the initial list is read from
-                # the API server's cache, which may lag too: rebuilding from either could
-                # over-commit quota. A consistent list first.
+                # behind admissions the previous leader wrote: rebuilding from them could
+                # over-commit quota. A consistent list first (a term right after the initial
+                # sync, a consistent list too, needs none).
                 await self.workloads.relist()
             self._terms += 1
             engine = self.rebuild_engine()

@@ -11,9 +11,9 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
+from aiohttp.test_utils import TestServer
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from aiohttp.test_utils import TestServer
 from kubernetes_asyncio.client import ApiClient
 
 from kqueue.controller import informer as informer_module
@@ -379,42 +379,20 @@ async def test_relist_replaces_a_lagging_store_and_watches_on_from_the_new_list(
 # -- where lists are read from; page-by-page reading --------------------------------------------
 
 
-async def test_the_first_list_reads_the_watch_cache_and_every_later_list_is_consistent(
+async def test_every_list_is_a_consistent_read_paged_by_continue_tokens(
     env: Env, running: list[asyncio.Task[None]]
 ) -> None:
-    # client-go's reflector lists first at resourceVersion=0 (the API server's watch cache, no
-    # quorum read from etcd); a relist after 410 Gone and relist() read consistently.
+    # No resourceVersion=0 on the first list (client-go's reflector asks for it): the store
+    # must not lag etcd, and v1.31+ API servers serve consistent pages from their cache.
     items = [configmap(f"cm{i}", 10 + i) for i in range(3)]
     env.api.lists.extend([ListResponse(20, items), ListResponse(30, items), ListResponse(40, items)])
     env.api.watches.extend([[HttpStatus(410)], [], []])
     informer = make_informer(env, page_size=2)
     running.append(asyncio.create_task(informer.run()))
     await eventually(lambda: len(env.api.watch_requests) == 2, what="a watch after the 410 relist")
-    assert informer.consistent
     await asyncio.wait_for(informer.relist(), 5)
-    assert informer.consistent
     rvs = [(r.query.get("resourceVersion"), r.query.get("continue")) for r in env.api.list_requests]
-    assert rvs == [
-        # The first list: its first page from the cache; a continue token carries the snapshot.
-        ("0", None), (None, "2"),
-        (None, None), (None, "2"),  # after 410 Gone
-        (None, None), (None, "2"),  # relist()
-    ]
-
-
-async def test_a_store_read_from_the_cache_is_not_consistent_until_a_relist(
-    env: Env, running: list[asyncio.Task[None]]
-) -> None:
-    env.api.lists.extend([ListResponse(20, [configmap("a", 5)]), ListResponse(30, [])])
-    env.api.watches.extend([[], []])
-    informer = make_informer(env)
-    assert not informer.consistent
-    running.append(asyncio.create_task(informer.run()))
-    await asyncio.wait_for(informer.wait_synced(), 5)
-    assert not informer.consistent  # the manager relists before it rebuilds its engine
-    await asyncio.wait_for(informer.relist(), 5)
-    assert informer.consistent
-    assert versions(informer) == {}
+    assert rvs == [(None, None), (None, "2")] * 3  # first list, after 410 Gone, relist()
 
 
 def _page(items: list[Obj]) -> Obj:
@@ -459,8 +437,8 @@ def test_a_list_read_page_by_page_gives_the_store_and_events_of_a_whole_list(
     ]
     listed: set[str] = set()
     fresh: dict[str, tuple[Obj, str]] = {}
-    for start in range(0, len(items), page_size):
-        informer._read_page(_page(items[start:start + page_size]), listed, fresh)
+    for first in range(0, len(items), page_size):
+        informer._read_page(_page(items[first:first + page_size]), listed, fresh)
     informer._replace(listed, fresh)
 
     changed = {n for n, rv in after.items() if before.get(n) != rv}

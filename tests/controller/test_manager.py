@@ -356,30 +356,27 @@ def test_local_queue_events_update_the_engine_when_its_view_changes(
     assert lq.cluster_queue == doc["spec"]["clusterQueue"]
 
 
-async def test_a_first_term_relists_workloads_read_from_the_cache_and_ends_the_pause(
+async def test_a_first_term_ends_the_collector_s_start_up_pause(
     cluster: FakeCluster, manager: Callable[..., Manager]
 ) -> None:
-    # Without leader election the term starts right after the sync; the first list came from
-    # the API server's cache (resourceVersion=0), so the engine is rebuilt from a consistent
-    # relist. The collector, paused while the caches were filled, runs again once the
-    # rebuilt engine is frozen.
+    # Without leader election the term starts right after the sync, on the consistent first
+    # list (no relist). The collector, paused while the caches were filled, runs again once the
+    # term's engine is frozen.
     m = manager(BOTH)
     m._startup_pause.enter_context(collector_paused())
     try:
         async with running(m):
-            assert not m.workloads.consistent
             assert not gc.isenabled()
             leading = asyncio.create_task(m.lead())
             try:
                 await eventually(lambda: m._terms == 1, what="the term's engine")
-                assert m.workloads.consistent
                 assert gc.isenabled()
                 lists = [
                     r.query.get("resourceVersion")
                     for r in cluster.server.requests_to("GET", WORKLOADS)
                     if "watch" not in r.query
                 ]
-                assert lists == ["0", None]
+                assert lists == [None]
             finally:
                 leading.cancel()
                 await asyncio.gather(leading, return_exceptions=True)
