@@ -117,6 +117,8 @@ _BY_CLUSTER_QUEUE = "cluster-queue"
 
 # How often the leader re-reconciles everything, as a safety net for a missed event.
 RESYNC_SECONDS = 60.0
+# A term's heap is frozen once its first queue statuses are written, or after this long.
+SETTLE_HEAP_WITHIN = 10.0
 
 
 def default_preemptor() -> Preemptor:
@@ -204,8 +206,9 @@ class Manager:
         self.identity = identity
         self.leading = False
         self._terms = 0  # leadership terms begun by this process
-        # The collector's pause while the caches are first filled (run, _settle_heap).
-        self._startup_pause = contextlib.ExitStack()
+        # The collector's pause while the caches are first filled or a term's engine is built,
+        # until the heap is frozen (run, lead, _settle_heap).
+        self._heap_pause = contextlib.ExitStack()
 
         def informer(resource: Any, converter: Callable[[Obj], M], **kw: Any) -> Informer[M]:
             return Informer(self.kube, resource, converter=converter, **kw)
@@ -795,7 +798,7 @@ class Manager:
             # collections over that growing heap (collector_paused), one freeze once it is
             # built. Without leader election the term starts right away and its engine rebuild
             # ends the pause; a standby ends it itself after a lease's time (see _settle_heap).
-            self._startup_pause.enter_context(collector_paused())
+            self._heap_pause.enter_context(collector_paused())
             for name, informer in self.informers().items():
                 self.supervisor.spawn(f"informer/{name}", informer.run, restart="always")
             self.supervisor.spawn("events", self.events.run, restart="always")
@@ -841,23 +844,25 @@ class Manager:
         """The leader's work: schedule, reconcile, write status, until cancelled."""
         self.leading = True
         self.metrics.leader_status(self.config.leader_election.resource_name, leading=True)
-        with collector_paused():
+        # No automatic collections while the engine is rebuilt: the heap is frozen once it is,
+        # after the queues' first statuses (see _settle_heap_when_counted).
+        self._heap_pause.enter_context(collector_paused())
+        try:
             if self.config.leader_election.leader_elect or self._terms:
                 # A standby's caches are only as fresh as its watches, and a watch may lag
                 # behind admissions the previous leader wrote: rebuilding from them could
                 # over-commit quota. A consistent list first (a term right after the initial
-                # sync, a consistent list too, needs none).
+                # sync needs none).
                 await self.workloads.relist()
             self._terms += 1
             engine = self.rebuild_engine()
-            # The new engine lives as long as the term; the old one is collected.
-            self._settle_heap()
-        holding, pending = engine.workload_counts()
-        logger.info(
-            "leading: engine rebuilt with %d workloads holding quota, %d pending", holding, pending
-        )
-        self._enqueue_everything()
-        try:
+            holding, pending = engine.workload_counts()
+            logger.info(
+                "leading: engine rebuilt with %d workloads holding quota, %d pending",
+                holding,
+                pending,
+            )
+            self._enqueue_everything()
             async with asyncio.TaskGroup() as tasks:
                 tasks.create_task(self.scheduler.run(), name="scheduler")
                 with background():  # queue status: the client's background lane
@@ -875,17 +880,32 @@ class Manager:
                         name=f"jobs/{name}",
                     )
                 tasks.create_task(self._resync(), name="resync")
+                tasks.create_task(self._settle_heap_when_counted(), name="settle-heap")
                 for task in self.leader_tasks:
                     tasks.create_task(task(), name=getattr(task, "__name__", "extension"))
                 self.scheduler.trigger()
         finally:
+            self._heap_pause.close()  # a term ended before its heap was frozen
             self.leading = False
             self.metrics.leader_status(self.config.leader_election.resource_name, leading=False)
 
     def _settle_heap(self) -> None:
-        """Freeze the heap (:func:`freeze_heap`) and end the start-up pause of the collector."""
+        """Freeze the heap (:func:`freeze_heap`) and end the collector's pause."""
         freeze_heap()
-        self._startup_pause.close()
+        self._heap_pause.close()
+
+    async def _settle_heap_when_counted(self) -> None:
+        """Freeze the term's heap once the queue statuses (their pending counts) are written.
+
+        The freeze is one full collection over every Workload and the engine: seconds over a
+        large backlog, holding the event loop. Kueue publishes pending counts before any
+        per-workload work; so does this, and the freeze waits for them (at most
+        SETTLE_HEAP_WITHIN seconds, the collector paused meanwhile)."""
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(SETTLE_HEAP_WITHIN):
+                await asyncio.sleep(0)  # the status workers take their first keys
+                await self.status_queue.wait_idle()
+        self._settle_heap()
 
     async def _settle_heap_after(self, seconds: float) -> None:
         """A replica that has not begun a term soon after its caches synced (a standby) freezes
@@ -902,7 +922,7 @@ class Manager:
 
     async def _shutdown(self) -> None:
         await self.supervisor.stop(grace_period=10)
-        self._startup_pause.close()  # the collector as it was, should start-up not have ended
+        self._heap_pause.close()  # the collector as it was, should start-up not have ended
         with contextlib.suppress(Exception):
             await self.events.drain()
         await self.webhook_server.stop()

@@ -361,16 +361,18 @@ async def test_a_first_term_ends_the_collector_s_start_up_pause(
 ) -> None:
     # Without leader election the term starts right after the sync, on the consistent first
     # list (no relist). The collector, paused while the caches were filled, runs again once the
-    # term's engine is frozen.
+    # term's engine is frozen, after the queues' first statuses.
     m = manager(BOTH)
-    m._startup_pause.enter_context(collector_paused())
+    m._heap_pause.enter_context(collector_paused())
     try:
         async with running(m):
             assert not gc.isenabled()
             leading = asyncio.create_task(m.lead())
             try:
                 await eventually(lambda: m._terms == 1, what="the term's engine")
-                assert gc.isenabled()
+                # Once the queue statuses are written (or SETTLE_HEAP_WITHIN), not before.
+                await eventually(gc.isenabled, what="the collector back on")
+                assert m.status_queue.is_shut_down or len(m.status_queue) == 0
                 lists = [
                     r.query.get("resourceVersion")
                     for r in cluster.server.requests_to("GET", WORKLOADS)
@@ -381,5 +383,5 @@ async def test_a_first_term_ends_the_collector_s_start_up_pause(
                 leading.cancel()
                 await asyncio.gather(leading, return_exceptions=True)
     finally:
-        m._startup_pause.close()
+        m._heap_pause.close()
         gc.enable()
