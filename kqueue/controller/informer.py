@@ -136,6 +136,10 @@ class Store(Generic[T]):
         """Keys, in order."""
         return iter(sorted(self._items))
 
+    def items(self) -> list[tuple[str, T]]:
+        """All (key, object) pairs, in key order."""
+        return [(k, self._items[k]) for k in sorted(self._items)]
+
     def objects(self, namespace: str | None = None) -> list[T]:
         """All objects (of one namespace), in key order."""
         if namespace is None:

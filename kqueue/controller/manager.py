@@ -475,8 +475,17 @@ class Manager:
         for namespace, name, items in self.limit_ranges.store.objects():
             engine.set_limit_range(namespace, name, items)
         self.topology.rebuild(engine)
-        for wl in self.workloads.store.objects():
-            adapt.apply_workload(engine, wl, owner_labels=wl.metadata.labels)
+        kept_pod_sets = self._engine_pod_sets
+        for key, wl in self.workloads.store.items():
+            # The pod sets the handlers computed for this very spec (they depend on it alone):
+            # a term's first rebuild over a large backlog would otherwise read every spec again.
+            kept = kept_pod_sets.get(key)
+            adapt.apply_workload(
+                engine,
+                wl,
+                owner_labels=wl.metadata.labels,
+                pod_sets=kept[1] if kept is not None and kept[0] is wl.spec else None,
+            )
         self.engine = engine
         return engine
 

@@ -292,6 +292,38 @@ def test_status_only_workload_events_keep_the_engine_pod_sets(
     assert len(m.workload_reader) == 0
 
 
+def test_a_rebuilt_engine_reuses_the_pod_sets_of_unchanged_specs(
+    manager: Callable[..., Manager], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A term's rebuild gives the engine a fresh conversion gives, without reading again the
+    specs whose pod sets the handlers kept."""
+    from kqueue.engine import adapt
+
+    m = manager(BOTH)
+    key = WorkloadKey("ns/w")
+    m.workloads._apply("ADDED", json.loads(json.dumps(_workload_doc("1"))))
+    wl = m.workloads.store.get(key)
+    assert wl is not None
+    expected = m.engine.queues.pending[key].obj
+    assert expected == adapt.workload(wl, owner_labels=wl.metadata.labels)
+
+    converted: list[object] = []
+    real = adapt.workload_pod_sets
+
+    def counting(spec: Any) -> Any:
+        converted.append(spec)
+        return real(spec)
+
+    monkeypatch.setattr(adapt, "workload_pod_sets", counting)
+    assert m.rebuild_engine().queues.pending[key].obj == expected
+    assert converted == []
+
+    # Pod sets kept for another spec object are not trusted: converted again, same result.
+    m._engine_pod_sets[key] = (wl.spec.model_copy(), m._engine_pod_sets[key][1])
+    assert m.rebuild_engine().queues.pending[key].obj == expected
+    assert converted == [wl.spec]
+
+
 def _local_queue_doc(namespace: str, name: str, cluster_queue: str, rv: str = "1") -> Obj:
     return {"apiVersion": "kqueue.io/v1alpha1", "kind": "LocalQueue",
             "metadata": {"name": name, "namespace": namespace, "resourceVersion": rv},
