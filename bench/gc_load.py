@@ -56,7 +56,7 @@ def one(count: int, mode: str) -> None:
     if mode == "off":
         gc.disable()
     reader = WorkloadReader()
-    store = {}
+    store: dict[str, Any] = {}
     t0 = time.perf_counter()
     for raw in pages:
         for doc in loads(raw)["items"]:
