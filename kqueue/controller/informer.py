@@ -65,8 +65,8 @@ def collector_paused() -> Iterator[None]:
     alive: the collector's automatic full collections walk the whole growing heap again and
     again, for nothing (50,000 Workloads: 63 s of reading instead of 10 s, bench/gc_load.py).
     The caller ends the pause with :func:`freeze_heap` (one full collection, which frees the
-    little cyclic garbage made meanwhile); the collector is re-enabled on leaving, unless it
-    was already off.
+    little cyclic garbage made meanwhile; an informer's large relist leaves that freeze to it);
+    the collector is re-enabled on leaving, unless it was already off.
     """
     was_enabled = gc.isenabled()
     gc.disable()
@@ -414,9 +414,10 @@ class Informer(Generic[T]):
         if not self._synced.is_set():
             self._synced.set()
             logger.info("informer %s: synced %d objects", self._where, len(self.store))
-        elif len(self.store) >= FREEZE_AFTER_RELIST:
+        elif len(self.store) >= FREEZE_AFTER_RELIST and gc.isenabled():
             # A relist rebuilt a large store: its new objects join the frozen ones (the first
-            # list is frozen by the manager once every informer has synced).
+            # list is frozen by the manager once every informer has synced, and a relist under
+            # collector_paused by whoever paused it, e.g. a new term after its engine rebuild).
             freeze_heap()
 
     def _read_page(self, body: Obj, listed: set[str], fresh: dict[str, tuple[T, str]]) -> None:

@@ -805,8 +805,9 @@ class Manager:
             self.supervisor.spawn("webhook-certs", self.webhook_server.watch_certs, restart="always")
             # The initial lists build what this process keeps for its life: no automatic
             # collections over that growing heap (collector_paused), one freeze once it is
-            # built. Without leader election the term starts right away and its engine rebuild
-            # ends the pause; a standby ends it itself after a lease's time (see _settle_heap).
+            # built. Without leader election the term starts right away and ends the pause once
+            # its engine is rebuilt and its queue statuses written; a standby ends it itself
+            # after a lease's time (see _settle_heap).
             self._heap_pause.enter_context(collector_paused())
             for name, informer in self.informers().items():
                 self.supervisor.spawn(f"informer/{name}", informer.run, restart="always")

@@ -318,6 +318,15 @@ async def test_a_large_relist_freezes_the_heap(
     assert informer.lists == 3
     assert frozen == [1]
 
+    # Under collector_paused (a new term rebuilding its engine) the pause's owner freezes.
+    env.api.lists.clear()
+    env.api.lists.append(ListResponse(50, [configmap("a", 45), configmap("c", 25)]))
+    env.api.watches.append([])
+    with informer_module.collector_paused():
+        await asyncio.wait_for(informer.relist(), 5)
+    assert informer.lists == 4
+    assert frozen == [1]
+
 
 def test_freeze_heap_moves_live_objects_out_of_the_collectors_walk() -> None:
     class Node:
