@@ -56,6 +56,7 @@ from bench.e2e_workloads import (  # noqa: E402
     delta,
     proc_cpu_seconds,
     proc_memory,
+    profile,
     run_info,
 )
 from bench.memory import create_range, webhookless_kqueue  # noqa: E402
@@ -269,14 +270,18 @@ def sample(t0: float, pid: int, seen: int) -> dict[str, float]:
 
 async def measure(
     cluster: LocalCluster, kube: Kube, api: Api, ctl: Controller, count: int, hold: float,
-    within: float,
+    within: float, profile_out: Path | None = None,
 ) -> dict[str, Any]:
     """Start the controller over the backlog and wait until its ClusterQueue shows ``count``
-    pending; hold; read /proc. Gives up after ``within`` s with what it reached."""
+    pending; hold; read /proc. Gives up after ``within`` s with what it reached. With
+    ``profile_out``, py-spy records the controller from its start until all are seen."""
     load_before = os.getloadavg()
     requests_before = await asyncio.to_thread(apiserver_requests, cluster)
     t0 = time.monotonic()
     pid = await ctl.start()
+    profiling = (
+        asyncio.create_task(profile(pid, within, 0, profile_out)) if profile_out else None
+    )
     progress: list[dict[str, float]] = []
     polls = 0
     seen = 0
@@ -292,6 +297,10 @@ async def measure(
             progress.append(sample(t0, pid, seen))
         await asyncio.sleep(1)
     seconds_to_see = time.monotonic() - t0
+    if profiling is not None:
+        profiling.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await profiling
     if completed:
         # Let the first cycles and status writes go on over the backlog, sampling as before.
         until = time.monotonic() + hold
@@ -355,7 +364,10 @@ async def one_run(
                 kube, 0, args.count, args.workers, build=api.workload, resource=api.workloads,
             )
             print(f"{system}: created {args.count} workloads in {took:.1f}s", file=sys.stderr)
-            r = await measure(cluster, kube, api, ctl, args.count, args.hold, args.within)
+            prof = args.profile.with_suffix(f".{system}.txt") if args.profile else None
+            r = await measure(
+                cluster, kube, api, ctl, args.count, args.hold, args.within, prof
+            )
         finally:
             await ctl.stop()
             await close()
@@ -400,6 +412,8 @@ def main() -> None:
                         help="an already built minimalkueue (default: go build it from the checkout)")
     parser.add_argument("--work-dir", type=Path, default=Path("/tmp/pending-memory"))
     parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--profile", type=Path,
+                        help="py-spy raw stacks from start until all are seen, to PROFILE.SYSTEM.txt")
     args = parser.parse_args()
     args.kueue_src = args.kueue_src.resolve()
     systems = [s.strip() for s in args.systems.split(",") if s.strip()]

@@ -15,6 +15,7 @@ into typed objects once, here at the I/O boundary, with the ``converter`` callba
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import gc
 import logging
 import random
@@ -54,6 +55,26 @@ def freeze_heap() -> None:
     gc.unfreeze()
     gc.collect()
     gc.freeze()
+
+
+@contextlib.contextmanager
+def collector_paused() -> Iterator[None]:
+    """Keep the cyclic garbage collector off while a large, long-lived heap is being built.
+
+    Reading tens of thousands of objects allocates millions of container objects that all stay
+    alive: the collector's automatic full collections walk the whole growing heap again and
+    again, for nothing (50,000 Workloads: 63 s of reading instead of 10 s, bench/gc_load.py).
+    The caller ends the pause with :func:`freeze_heap` (one full collection, which frees the
+    little cyclic garbage made meanwhile; an informer's large relist leaves that freeze to it);
+    the collector is re-enabled on leaving, unless it was already off.
+    """
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
 
 
 def as_dict(obj: Obj) -> Obj:
@@ -114,6 +135,10 @@ class Store(Generic[T]):
     def __iter__(self) -> Iterator[str]:
         """Keys, in order."""
         return iter(sorted(self._items))
+
+    def items(self) -> list[tuple[str, T]]:
+        """All (key, object) pairs, in key order."""
+        return [(k, self._items[k]) for k in sorted(self._items)]
 
     def objects(self, namespace: str | None = None) -> list[T]:
         """All objects (of one namespace), in key order."""
@@ -355,8 +380,17 @@ class Informer(Generic[T]):
         self._list_attempts += 1
         attempt = self._list_attempts
         self._relist_requested = False
-        items: dict[str, tuple[Obj, str]] = {}
+        # Every list is a consistent read (no resourceVersion), served page by page. Unlike
+        # client-go's reflector the first list does not ask for resourceVersion=0: an API
+        # server with consistent reads from its cache (v1.31+) serves these pages from the
+        # cache too, and 0 there means one unpaged response of the whole collection, slower
+        # to serve and read (docs/benchmarks.md, section 5), and a store that may lag etcd.
         params = [*self._selector_params(), ("limit", str(self._page_size))]
+        # Each page is read into models as it comes, so that only one page of raw dicts is held
+        # at a time; objects whose resourceVersion the store already has are not read again.
+        # Handlers see the outcome once the list is complete, as before (see _replace).
+        listed: set[str] = set()
+        fresh: dict[str, tuple[T, str]] = {}
         token: str | None = None
         list_rv = ""
         while True:
@@ -365,19 +399,14 @@ class Informer(Generic[T]):
                 self.resource, namespace=self._namespace, query=page_params, time_limit=60
             )
             metadata = body.get("metadata") or {}
-            list_kind = str(body.get("kind", ""))
-            for item in body.get("items") or []:
-                # List items carry no apiVersion/kind; models built from them usually need both.
-                item.setdefault("apiVersion", body.get("apiVersion", self.resource.api_version))
-                if list_kind.endswith("List"):
-                    item.setdefault("kind", list_kind[: -len("List")])
-                items[object_key(item)] = (item, _rv(item))
+            self._read_page(body, listed, fresh)
+            del body  # this page's dicts go before the next page arrives
             token = metadata.get("continue") or None
             if token is None:
                 list_rv = str(metadata.get("resourceVersion", ""))
                 break
         self.lists += 1
-        self._replace(items)
+        self._replace(listed, fresh)
         self.resource_version = list_rv
         async with self._listed:
             self._listed_attempt = attempt
@@ -385,10 +414,35 @@ class Informer(Generic[T]):
         if not self._synced.is_set():
             self._synced.set()
             logger.info("informer %s: synced %d objects", self._where, len(self.store))
-        elif len(self.store) >= FREEZE_AFTER_RELIST:
+        elif len(self.store) >= FREEZE_AFTER_RELIST and gc.isenabled():
             # A relist rebuilt a large store: its new objects join the frozen ones (the first
-            # list is frozen by the manager once every informer has synced).
+            # list is frozen by the manager once every informer has synced, and a relist under
+            # collector_paused by whoever paused it, e.g. a new term after its engine rebuild).
             freeze_heap()
+
+    def _read_page(self, body: Obj, listed: set[str], fresh: dict[str, tuple[T, str]]) -> None:
+        """Note every key of one list page; convert the objects the store lacks or has at
+        another resourceVersion."""
+        list_kind = str(body.get("kind", ""))
+        api_version = body.get("apiVersion", self.resource.api_version)
+        kind = list_kind[: -len("List")] if list_kind.endswith("List") else None
+        for item in body.get("items") or []:
+            # List items carry no apiVersion/kind; models built from them usually need both.
+            item.setdefault("apiVersion", api_version)
+            if kind is not None:
+                item.setdefault("kind", kind)
+            key = object_key(item)
+            version = _rv(item)
+            listed.add(key)
+            if self.store.resource_version(key) == version:
+                fresh.pop(key, None)
+                continue
+            obj = self._convert(item)
+            if obj is None:
+                # Unreadable: the store keeps what it had (as for a watch event).
+                fresh.pop(key, None)
+                continue
+            fresh[key] = (obj, version)
 
     async def _watch(self) -> None:
         """One watch request, until the server ends it. Raises Gone on 410."""
@@ -468,18 +522,19 @@ class Informer(Generic[T]):
         else:
             self._emit_update(key, old, obj)
 
-    def _replace(self, items: dict[str, tuple[Obj, str]]) -> None:
-        """Make the store equal to a fresh list, emitting what changed since the last one."""
-        for key in [k for k in self.store if k not in items]:
+    def _replace(self, listed: set[str], fresh: dict[str, tuple[T, str]]) -> None:
+        """Make the store equal to a fresh list, emitting what changed since the last one.
+
+        ``listed``: every key the list returned; ``fresh``: the converted objects among them
+        that the store lacks or has at another resourceVersion. Deletes first, then adds and
+        updates in key order.
+        """
+        for key in [k for k in self.store if k not in listed]:
             old = self.store._delete(key)
             if old is not None:
                 self._emit_delete(key, old)
-        for key, (raw, version) in sorted(items.items()):
-            if self.store.resource_version(key) == version:
-                continue
-            obj = self._convert(raw)
-            if obj is None:
-                continue
+        for key in sorted(fresh):
+            obj, version = fresh[key]
             old = self.store._put(key, obj, version)
             if old is None:
                 self._emit_add(key, obj)

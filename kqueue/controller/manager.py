@@ -46,7 +46,13 @@ from kqueue.controller.clock import Now, utc_now
 from kqueue.controller.delegated_auth import DelegatedAuth
 from kqueue.controller.events import EventRecorder
 from kqueue.controller.gang import GangPlacement
-from kqueue.controller.informer import Informer, Obj, as_dict, freeze_heap
+from kqueue.controller.informer import (
+    Informer,
+    Obj,
+    as_dict,
+    collector_paused,
+    freeze_heap,
+)
 from kqueue.controller.integrations import Framework, GenericJob, IntegrationContext, registry
 from kqueue.controller.integrations.management import Management
 from kqueue.controller.integrations.owners import BY_OWNER, object_index_key, owner_uids
@@ -111,6 +117,8 @@ _BY_CLUSTER_QUEUE = "cluster-queue"
 
 # How often the leader re-reconciles everything, as a safety net for a missed event.
 RESYNC_SECONDS = 60.0
+# A term's heap is frozen once its first queue statuses are written, or after this long.
+SETTLE_HEAP_WITHIN = 10.0
 
 
 def default_preemptor() -> Preemptor:
@@ -198,6 +206,9 @@ class Manager:
         self.identity = identity
         self.leading = False
         self._terms = 0  # leadership terms begun by this process
+        # The collector's pause while the caches are first filled or a term's engine is built,
+        # until the heap is frozen (run, lead, _settle_heap).
+        self._heap_pause = contextlib.ExitStack()
 
         def informer(resource: Any, converter: Callable[[Obj], M], **kw: Any) -> Informer[M]:
             return Informer(self.kube, resource, converter=converter, **kw)
@@ -464,8 +475,17 @@ class Manager:
         for namespace, name, items in self.limit_ranges.store.objects():
             engine.set_limit_range(namespace, name, items)
         self.topology.rebuild(engine)
-        for wl in self.workloads.store.objects():
-            adapt.apply_workload(engine, wl, owner_labels=wl.metadata.labels)
+        kept_pod_sets = self._engine_pod_sets
+        for key, wl in self.workloads.store.items():
+            # The pod sets the handlers computed for this very spec (they depend on it alone):
+            # a term's first rebuild over a large backlog would otherwise read every spec again.
+            kept = kept_pod_sets.get(key)
+            adapt.apply_workload(
+                engine,
+                wl,
+                owner_labels=wl.metadata.labels,
+                pod_sets=kept[1] if kept is not None and kept[0] is wl.spec else None,
+            )
         self.engine = engine
         return engine
 
@@ -783,14 +803,24 @@ class Manager:
             await self.gang.discover()
             await self.webhook_server.start()
             self.supervisor.spawn("webhook-certs", self.webhook_server.watch_certs, restart="always")
+            # The initial lists build what this process keeps for its life: no automatic
+            # collections over that growing heap (collector_paused), one freeze once it is
+            # built. Without leader election the term starts right away and ends the pause once
+            # its engine is rebuilt and its queue statuses written; a standby ends it itself
+            # after a lease's time (see _settle_heap).
+            self._heap_pause.enter_context(collector_paused())
             for name, informer in self.informers().items():
                 self.supervisor.spawn(f"informer/{name}", informer.run, restart="always")
             self.supervisor.spawn("events", self.events.run, restart="always")
             for informer in self.informers().values():
                 await informer.wait_synced()
-            # The caches now hold what this process keeps for its life: out of the collector's
-            # walk (full collections would otherwise grow with the number of Workloads).
-            freeze_heap()
+            le = self.config.leader_election
+            if le.leader_elect:
+                self.supervisor.spawn(
+                    "settle-heap",
+                    lambda: self._settle_heap_after(le.lease_duration.total_seconds()),
+                    restart="on-failure",
+                )
             self._synced.set()
             logger.info(
                 "caches synced: %d workloads, %d ClusterQueues; %d hold quota",
@@ -798,7 +828,6 @@ class Manager:
                 len(self.cluster_queues.store),
                 sum(1 for w in self.workloads.store.objects() if w.status.admission is not None),
             )
-            le = self.config.leader_election
             if le.leader_elect:
                 # A standby reports 0, so "no replica leads" is visible (sum == 0).
                 self.metrics.leader_status(le.resource_name, leading=False)
@@ -825,20 +854,25 @@ class Manager:
         """The leader's work: schedule, reconcile, write status, until cancelled."""
         self.leading = True
         self.metrics.leader_status(self.config.leader_election.resource_name, leading=True)
-        if self.config.leader_election.leader_elect or self._terms:
-            # A standby's caches are only as fresh as its watches, and a watch may lag behind
-            # admissions the previous leader wrote: rebuilding from them could over-commit
-            # quota. A consistent list first (a term right after the initial sync needs none).
-            await self.workloads.relist()
-        self._terms += 1
-        engine = self.rebuild_engine()
-        freeze_heap()  # the new engine lives as long as the term; the old one is collected
-        holding, pending = engine.workload_counts()
-        logger.info(
-            "leading: engine rebuilt with %d workloads holding quota, %d pending", holding, pending
-        )
-        self._enqueue_everything()
+        # No automatic collections while the engine is rebuilt: the heap is frozen once it is,
+        # after the queues' first statuses (see _settle_heap_when_counted).
+        self._heap_pause.enter_context(collector_paused())
         try:
+            if self.config.leader_election.leader_elect or self._terms:
+                # A standby's caches are only as fresh as its watches, and a watch may lag
+                # behind admissions the previous leader wrote: rebuilding from them could
+                # over-commit quota. A consistent list first (a term right after the initial
+                # sync needs none).
+                await self.workloads.relist()
+            self._terms += 1
+            engine = self.rebuild_engine()
+            holding, pending = engine.workload_counts()
+            logger.info(
+                "leading: engine rebuilt with %d workloads holding quota, %d pending",
+                holding,
+                pending,
+            )
+            self._enqueue_everything()
             async with asyncio.TaskGroup() as tasks:
                 tasks.create_task(self.scheduler.run(), name="scheduler")
                 with background():  # queue status: the client's background lane
@@ -856,12 +890,39 @@ class Manager:
                         name=f"jobs/{name}",
                     )
                 tasks.create_task(self._resync(), name="resync")
+                tasks.create_task(self._settle_heap_when_counted(), name="settle-heap")
                 for task in self.leader_tasks:
                     tasks.create_task(task(), name=getattr(task, "__name__", "extension"))
                 self.scheduler.trigger()
         finally:
+            self._heap_pause.close()  # a term ended before its heap was frozen
             self.leading = False
             self.metrics.leader_status(self.config.leader_election.resource_name, leading=False)
+
+    def _settle_heap(self) -> None:
+        """Freeze the heap (:func:`freeze_heap`) and end the collector's pause."""
+        freeze_heap()
+        self._heap_pause.close()
+
+    async def _settle_heap_when_counted(self) -> None:
+        """Freeze the term's heap once the queue statuses (their pending counts) are written.
+
+        The freeze is one full collection over every Workload and the engine: seconds over a
+        large backlog, holding the event loop. Kueue publishes pending counts before any
+        per-workload work; so does this, and the freeze waits for them (at most
+        SETTLE_HEAP_WITHIN seconds, the collector paused meanwhile)."""
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(SETTLE_HEAP_WITHIN):
+                await asyncio.sleep(0)  # the status workers take their first keys
+                await self.status_queue.wait_idle()
+        self._settle_heap()
+
+    async def _settle_heap_after(self, seconds: float) -> None:
+        """A replica that has not begun a term soon after its caches synced (a standby) freezes
+        its heap itself; a term begun meanwhile has done it with its engine."""
+        await asyncio.sleep(seconds)
+        if self._terms == 0 and not self.leading:
+            self._settle_heap()
 
     async def _resync(self) -> None:
         while True:
@@ -871,6 +932,7 @@ class Manager:
 
     async def _shutdown(self) -> None:
         await self.supervisor.stop(grace_period=10)
+        self._heap_pause.close()  # the collector as it was, should start-up not have ended
         with contextlib.suppress(Exception):
             await self.events.drain()
         await self.webhook_server.stop()

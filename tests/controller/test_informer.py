@@ -12,6 +12,8 @@ from typing import Any
 
 import pytest
 from aiohttp.test_utils import TestServer
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from kubernetes_asyncio.client import ApiClient
 
 from kqueue.controller import informer as informer_module
@@ -316,6 +318,15 @@ async def test_a_large_relist_freezes_the_heap(
     assert informer.lists == 3
     assert frozen == [1]
 
+    # Under collector_paused (a new term rebuilding its engine) the pause's owner freezes.
+    env.api.lists.clear()
+    env.api.lists.append(ListResponse(50, [configmap("a", 45), configmap("c", 25)]))
+    env.api.watches.append([])
+    with informer_module.collector_paused():
+        await asyncio.wait_for(informer.relist(), 5)
+    assert informer.lists == 4
+    assert frozen == [1]
+
 
 def test_freeze_heap_moves_live_objects_out_of_the_collectors_walk() -> None:
     class Node:
@@ -372,3 +383,105 @@ async def test_relist_replaces_a_lagging_store_and_watches_on_from_the_new_list(
     assert versions(informer) == {"default/b": "25"}
     # The informer keeps running: relist() is not a cancellation of the informer.
     assert not running[0].done()
+
+
+# -- where lists are read from; page-by-page reading --------------------------------------------
+
+
+async def test_every_list_is_a_consistent_read_paged_by_continue_tokens(
+    env: Env, running: list[asyncio.Task[None]]
+) -> None:
+    # No resourceVersion=0 on the first list (client-go's reflector asks for it): the store
+    # must not lag etcd, and v1.31+ API servers serve consistent pages from their cache.
+    items = [configmap(f"cm{i}", 10 + i) for i in range(3)]
+    env.api.lists.extend([ListResponse(20, items), ListResponse(30, items), ListResponse(40, items)])
+    env.api.watches.extend([[HttpStatus(410)], [], []])
+    informer = make_informer(env, page_size=2)
+    running.append(asyncio.create_task(informer.run()))
+    await eventually(lambda: len(env.api.watch_requests) == 2, what="a watch after the 410 relist")
+    await asyncio.wait_for(informer.relist(), 5)
+    rvs = [(r.query.get("resourceVersion"), r.query.get("continue")) for r in env.api.list_requests]
+    assert rvs == [(None, None), (None, "2")] * 3  # first list, after 410 Gone, relist()
+
+
+def _page(items: list[Obj]) -> Obj:
+    return {"kind": "ConfigMapList", "apiVersion": "v1", "metadata": {}, "items": items}
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    before=st.dictionaries(st.sampled_from("abcdefgh"), st.integers(1, 3)),
+    after=st.dictionaries(st.sampled_from("abcdefgh"), st.integers(1, 3)),
+    page_size=st.integers(1, 4),
+    unreadable=st.sets(st.sampled_from("abcdefgh")),
+)
+def test_a_list_read_page_by_page_gives_the_store_and_events_of_a_whole_list(
+    before: dict[str, int], after: dict[str, int], page_size: int, unreadable: set[str]
+) -> None:
+    """Whatever the pages: the store equals the list (an unreadable object keeps its old
+    version), deletes come first, then adds and updates in key order, and only objects whose
+    version changed are converted."""
+    converted: list[str] = []
+
+    def convert(obj: Obj) -> Obj:
+        name = obj["metadata"]["name"]
+        converted.append(name)
+        if name in unreadable and obj["metadata"]["resourceVersion"] != "1":
+            raise ValueError("unreadable")
+        return obj
+
+    informer: Informer[Obj] = Informer(Kube(None), CONFIGMAPS, converter=convert)  # type: ignore[arg-type]
+    informer._replace(set(), {
+        f"default/{n}": (configmap(n, rv, namespace="default"), str(rv))
+        for n, rv in before.items()
+    })
+    rec = Recorder()
+    informer.add_handler(on_add=rec.on_add, on_update=rec.on_update, on_delete=rec.on_delete)
+    rec.seen.clear()  # the replay of the store
+
+    # As a list returns them: without apiVersion and kind.
+    items = [
+        {k: v for k, v in configmap(n, rv).items() if k not in ("apiVersion", "kind")}
+        for n, rv in sorted(after.items())
+    ]
+    listed: set[str] = set()
+    fresh: dict[str, tuple[Obj, str]] = {}
+    for first in range(0, len(items), page_size):
+        informer._read_page(_page(items[first:first + page_size]), listed, fresh)
+    informer._replace(listed, fresh)
+
+    changed = {n for n, rv in after.items() if before.get(n) != rv}
+    kept = {n for n in changed if n in unreadable and after[n] != 1}
+    assert sorted(converted) == sorted(changed)
+    expected_store = {
+        n: str(before[n] if n in kept else rv)
+        for n, rv in after.items()
+        if n not in kept or n in before
+    }
+    assert versions(informer) == {f"default/{n}": v for n, v in expected_store.items()}
+    expected = [f"delete default/{n}@{before[n]}" for n in sorted(set(before) - set(after))]
+    for n in sorted(changed - kept):
+        if n in before:
+            expected.append(f"update default/{n}@{before[n]}->{after[n]}")
+        else:
+            expected.append(f"add default/{n}@{after[n]}")
+    assert rec.seen == expected
+    # Every object read from the API carries the list's apiVersion and kind.
+    assert all(o["kind"] == "ConfigMap" and o["apiVersion"] == "v1" for o in informer.store.objects())
+
+
+def test_the_collector_is_paused_and_restored_as_it_was() -> None:
+    assert gc.isenabled()
+    with informer_module.collector_paused():
+        assert not gc.isenabled()
+        with informer_module.collector_paused():
+            assert not gc.isenabled()
+        assert not gc.isenabled()  # an inner pause does not end the outer one
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        with informer_module.collector_paused():
+            pass
+        assert not gc.isenabled()  # off before: left off
+    finally:
+        gc.enable()

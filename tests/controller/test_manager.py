@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import json
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
@@ -15,6 +16,7 @@ from kqueue.api.config import Configuration
 from kqueue.api.v1alpha1 import Workload, parse_object
 from kqueue.api.v1alpha1 import constants as c
 from kqueue.controller.admission.server import ADMISSION_API_VERSION
+from kqueue.controller.informer import collector_paused
 from kqueue.controller.integrations.pod.reconciler import PodReconciler
 from kqueue.controller.integrations.pod.webhook import MUTATE_PATH as PLAIN_POD_PATH
 from kqueue.controller.manager import Manager
@@ -290,6 +292,38 @@ def test_status_only_workload_events_keep_the_engine_pod_sets(
     assert len(m.workload_reader) == 0
 
 
+def test_a_rebuilt_engine_reuses_the_pod_sets_of_unchanged_specs(
+    manager: Callable[..., Manager], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A term's rebuild gives the engine a fresh conversion gives, without reading again the
+    specs whose pod sets the handlers kept."""
+    from kqueue.engine import adapt
+
+    m = manager(BOTH)
+    key = WorkloadKey("ns/w")
+    m.workloads._apply("ADDED", json.loads(json.dumps(_workload_doc("1"))))
+    wl = m.workloads.store.get(key)
+    assert wl is not None
+    expected = m.engine.queues.pending[key].obj
+    assert expected == adapt.workload(wl, owner_labels=wl.metadata.labels)
+
+    converted: list[object] = []
+    real = adapt.workload_pod_sets
+
+    def counting(spec: Any) -> Any:
+        converted.append(spec)
+        return real(spec)
+
+    monkeypatch.setattr(adapt, "workload_pod_sets", counting)
+    assert m.rebuild_engine().queues.pending[key].obj == expected
+    assert converted == []
+
+    # Pod sets kept for another spec object are not trusted: converted again, same result.
+    m._engine_pod_sets[key] = (wl.spec.model_copy(), m._engine_pod_sets[key][1])
+    assert m.rebuild_engine().queues.pending[key].obj == expected
+    assert converted == [wl.spec]
+
+
 def _local_queue_doc(namespace: str, name: str, cluster_queue: str, rv: str = "1") -> Obj:
     return {"apiVersion": "kqueue.io/v1alpha1", "kind": "LocalQueue",
             "metadata": {"name": name, "namespace": namespace, "resourceVersion": rv},
@@ -352,3 +386,34 @@ def test_local_queue_events_update_the_engine_when_its_view_changes(
     lq = m.engine.local_queue(local_queue_key("a", "q"))
     assert lq is not None
     assert lq.cluster_queue == doc["spec"]["clusterQueue"]
+
+
+async def test_a_first_term_ends_the_collector_s_start_up_pause(
+    cluster: FakeCluster, manager: Callable[..., Manager]
+) -> None:
+    # Without leader election the term starts right after the sync, on the consistent first
+    # list (no relist). The collector, paused while the caches were filled, runs again once the
+    # term's engine is frozen, after the queues' first statuses.
+    m = manager(BOTH)
+    m._heap_pause.enter_context(collector_paused())
+    try:
+        async with running(m):
+            assert not gc.isenabled()
+            leading = asyncio.create_task(m.lead())
+            try:
+                await eventually(lambda: m._terms == 1, what="the term's engine")
+                # Once the queue statuses are written (or SETTLE_HEAP_WITHIN), not before.
+                await eventually(gc.isenabled, what="the collector back on")
+                assert m.status_queue.is_shut_down or len(m.status_queue) == 0
+                lists = [
+                    r.query.get("resourceVersion")
+                    for r in cluster.server.requests_to("GET", WORKLOADS)
+                    if "watch" not in r.query
+                ]
+                assert lists == [None]
+            finally:
+                leading.cancel()
+                await asyncio.gather(leading, return_exceptions=True)
+    finally:
+        m._heap_pause.close()
+        gc.enable()
