@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import json
 import urllib.request
+from urllib.parse import urlencode
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -40,6 +41,7 @@ __all__ = [
     "KubeError",
     "NotFound",
     "WriteDeadlinePassed",
+    "encode_body",
     "loads",
     "new_api_client",
 ]
@@ -51,6 +53,8 @@ JSON_PATCH: Final = "application/json-patch+json"
 # writers (scheduler, job reconcilers, queue status, events, the lease) need theirs beside them.
 # kubernetes_asyncio's default of 100 could make writes wait for a watch to end.
 POOL_SIZE = 256
+# The methods whose body ``RESTClientObject.request`` sends (JSON content types only here).
+_WITH_BODY: Final = frozenset({"POST", "PUT", "PATCH", "OPTIONS", "DELETE"})
 # Matches kubernetes_asyncio's session: watch events of large objects exceed aiohttp's default.
 _READ_BUFSIZE = 2**21
 
@@ -152,6 +156,30 @@ def loads(raw: bytes | str) -> Any:
         return json.loads(raw)
 
 
+class _NotJson(Exception):
+    """A body holding something other than JSON's own types (a datetime, a client model)."""
+
+
+def _not_json(value: Any) -> Any:
+    raise _NotJson(type(value).__name__)
+
+
+def encode_body(api: ApiClient, body: Any) -> str | None:
+    """The body's JSON text, the same text ``ApiClient.call_api`` sends for it.
+
+    ``call_api`` first copies the body through ``sanitize_for_serialization`` (datetimes as
+    ISO text, client models as dicts), then ``json.dumps`` it. A body of JSON's own types (every
+    body kqueue builds) is its own sanitized copy, so it is encoded directly; anything else
+    takes ``call_api``'s way. An empty body (None, ``{}``) is what ``call_api`` makes of it too.
+    """
+    if body is None:
+        return None
+    try:
+        return json.dumps(body, default=_not_json)
+    except _NotJson:
+        return json.dumps(api.sanitize_for_serialization(body))
+
+
 def _decode(raw: bytes) -> Obj:
     """A JSON object body; anything else comes back as ``{"message": ...}``."""
     try:
@@ -206,16 +234,44 @@ class Kube:
         query: list[tuple[str, str]] | None = None,
         client_timeout: aiohttp.ClientTimeout,
     ) -> aiohttp.ClientResponse:
-        response: aiohttp.ClientResponse = await self.api.call_api(
-            path,
-            method,
-            query_params=query or [],
-            header_params={"Accept": "application/json", "Content-Type": content_type},
-            body=body,
-            auth_settings=["BearerToken"],
-            _preload_content=False,
-            _request_timeout=client_timeout,
-        )
+        """Send one request on the ApiClient's session, as ``ApiClient.call_api`` would.
+
+        The same URL, headers (the client's default headers, the bearer token after its
+        refresh hook, if any), proxy and TLS settings, and the same JSON bytes for the body;
+        what is skipped is its per-request deep copy of the body
+        (``sanitize_for_serialization``), which rebuilt every dict and list of every object
+        written.
+        """
+        api = self.api
+        config = api.configuration
+        headers = {"Accept": "application/json", "Content-Type": content_type}
+        headers.update(api.default_headers)
+        if api.cookie:
+            headers["Cookie"] = api.cookie
+        queries = list(query) if query else []
+        # The token, refreshed by the configuration's hook (exec plugins, in-cluster files).
+        bearer = (await config.auth_settings()).get("BearerToken")
+        if bearer:
+            api._apply_auth_params(headers, queries, bearer)
+        rest = api.rest_client
+        url = config.host + path
+        if queries:
+            url += "?" + urlencode(queries)
+        args: dict[str, Any] = {
+            "method": method,
+            "url": url,
+            "timeout": client_timeout,
+            "headers": headers,
+        }
+        if rest.proxy:
+            args["proxy"] = rest.proxy
+        if rest.proxy_headers:
+            args["proxy_headers"] = rest.proxy_headers
+        if rest.server_hostname:
+            args["server_hostname"] = rest.server_hostname
+        if method in _WITH_BODY:
+            args["data"] = encode_body(api, body)
+        response: aiohttp.ClientResponse = await rest.pool_manager.request(**args)
         return response
 
     async def request(

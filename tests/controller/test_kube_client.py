@@ -3,19 +3,29 @@
 from __future__ import annotations
 
 import asyncio
+import copy
+import json
+from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
 from aiohttp import web
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from kubernetes_asyncio.client import ApiClient
 
 from kqueue.controller.kube import (
+    JSON_PATCH,
+    MERGE_PATCH,
     POOL_SIZE,
     Conflict,
     Gone,
     Kube,
     KubeError,
     NotFound,
+    encode_body,
     new_api_client,
 )
 from kqueue.controller.resources import CONFIGMAPS
@@ -120,3 +130,96 @@ async def test_a_call_may_bound_itself_tighter_than_the_client() -> None:
     finally:
         await client.close()
         await test_server.close()
+
+
+# -- requests are sent as ApiClient.call_api sends them -----------------------------------------
+
+_Seen = tuple[str, str, dict[str, str], bytes]
+
+
+async def _recording_server() -> tuple[web.Application, list[_Seen]]:
+    seen: list[_Seen] = []
+
+    async def record(request: web.Request) -> web.Response:
+        headers = {
+            k.lower(): v for k, v in request.headers.items()
+            if k.lower() not in ("content-length", "host")
+        }
+        seen.append((request.method, str(request.rel_url), headers, await request.read()))
+        return web.json_response({"kind": "Status", "code": 200})
+
+    app = web.Application()
+    app.router.add_route("*", "/{tail:.*}", record)
+    return app, seen
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "body", "content_type", "query"),
+    [
+        pytest.param("GET", "/api/v1/namespaces/a/configmaps/x", None, "application/json", None,
+                     id="get"),
+        pytest.param("GET", "/apis/kqueue.io/v1alpha1/workloads", None, "application/json",
+                     [("labelSelector", "a=b,c in (d)"), ("limit", "500")], id="list-with-query"),
+        pytest.param("PUT", "/apis/kqueue.io/v1alpha1/namespaces/a/workloads/w/status",
+                     {"metadata": {"name": "w", "resourceVersion": "7"},
+                      "status": {"conditions": [{"type": "Admitted", "status": "True",
+                                                 "message": "é ✓ \"quoted\""}],
+                                 "count": 3, "ratio": 0.5, "none": None, "flag": False}},
+                     "application/json", None, id="put-status"),
+        pytest.param("PATCH", "/api/v1/namespaces/a/pods/p", [{"op": "remove", "path": "/x"}],
+                     JSON_PATCH, None, id="json-patch"),
+        pytest.param("PATCH", "/api/v1/namespaces/a/pods/p", {"metadata": {"labels": {}}},
+                     MERGE_PATCH, None, id="merge-patch"),
+        pytest.param("POST", "/api/v1/namespaces/a/events", {}, "application/json", None,
+                     id="empty-body"),
+        pytest.param("POST", "/api/v1/namespaces/a/events",
+                     {"eventTime": datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC),
+                      "series": ("a", 1)}, "application/json", None,
+                     id="datetime-and-tuple-take-call-api-way"),
+        pytest.param("DELETE", "/api/v1/namespaces/a/pods/p",
+                     {"kind": "DeleteOptions", "apiVersion": "v1",
+                      "propagationPolicy": "Background"}, "application/json", None,
+                     id="delete"),
+    ],
+)
+async def test_a_request_is_sent_as_call_api_sends_it(
+    method: str, path: str, body: Any, content_type: str, query: list[tuple[str, str]] | None
+) -> None:
+    app, seen = await _recording_server()
+    test_server, (client,) = await start_app(app, ["kqueue"])
+    client.configuration.api_key["BearerToken"] = "secret"
+    client.configuration.api_key_prefix["BearerToken"] = "Bearer"
+    refreshed: list[int] = []
+    client.configuration.refresh_api_key_hook = lambda _: refreshed.append(1)
+    try:
+        response = await client.call_api(
+            path, method, query_params=list(query or []),
+            header_params={"Accept": "application/json", "Content-Type": content_type},
+            body=copy.deepcopy(body), auth_settings=["BearerToken"], _preload_content=False,
+        )
+        response.release()
+        status, _ = await Kube(client).request(
+            method, path, copy.deepcopy(body), content_type=content_type, query=query
+        )
+        assert status == 200
+    finally:
+        await client.close()
+        await test_server.close()
+    assert len(seen) == 2
+    assert seen[1] == seen[0]
+    assert seen[1][2]["authorization"] == "Bearer secret"
+    assert refreshed == [1, 1], "the token's refresh hook runs for every request"
+
+
+@settings(max_examples=200, deadline=None)
+@given(body=st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text()
+    | st.floats(allow_nan=False, allow_infinity=False),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(), inner, max_size=4),
+    max_leaves=20,
+))
+def test_a_json_body_encodes_to_call_api_s_text(body: Any) -> None:
+    api = ApiClient.__new__(ApiClient)  # sanitize_for_serialization reads no client state
+    sanitized = api.sanitize_for_serialization(body) if body else body
+    want = None if sanitized is None else json.dumps(sanitized)
+    assert encode_body(api, body) == want
