@@ -15,13 +15,14 @@ admitting one workload twice.
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import urllib.request
-from urllib.parse import urlencode
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any, Final
+from urllib.parse import urlencode
 
 import aiohttp
 import pydantic_core
@@ -41,9 +42,11 @@ __all__ = [
     "KubeError",
     "NotFound",
     "WriteDeadlinePassed",
+    "direct_call_api",
     "encode_body",
     "loads",
     "new_api_client",
+    "send_directly",
 ]
 
 MERGE_PATCH: Final = "application/merge-patch+json"
@@ -71,7 +74,92 @@ async def new_api_client(kubeconfig: str | None) -> ApiClient:
     configuration.connection_pool_maxsize = POOL_SIZE
     api = ApiClient(configuration=configuration)
     skip_environment_lookups(api)
+    send_directly(api)
     return api
+
+
+def send_directly(api: ApiClient) -> None:
+    """Make ``api.call_api`` send kqueue's requests without ``call_api``'s body copy.
+
+    ``ApiClient.call_api`` rebuilds every dict and list of a request body
+    (``sanitize_for_serialization``) before encoding it: for a Workload status write that copy
+    cost more than the JSON encoding. :func:`direct_call_api` sends the requests :class:`Kube`
+    makes (JSON bodies, the bearer token, an undecoded answer) on the same session with the same
+    URL, headers and body text, and hands any other call to the original. Installed as an
+    instance attribute, so the client throttle (``ratelimit.throttle``) wraps it as it wraps
+    the original.
+    """
+    api.call_api = functools.partial(direct_call_api, api, api.call_api)  # type: ignore[method-assign]
+
+
+async def direct_call_api(
+    api: ApiClient,
+    original: Callable[..., Awaitable[Any]],
+    resource_path: str,
+    method: str,
+    *args: Any,
+    query_params: list[tuple[str, str]] | None = None,
+    header_params: dict[str, str] | None = None,
+    body: Any = None,
+    auth_settings: list[str] | None = None,
+    _preload_content: bool = True,
+    _request_timeout: aiohttp.ClientTimeout | None = None,
+    **kwargs: Any,
+) -> Any:
+    """``ApiClient.call_api`` for :class:`Kube`'s requests, as ``call_api`` sends them.
+
+    The same URL, headers (the call's, then the client's default headers and cookie, then the
+    bearer token after the configuration's refresh hook, if any), proxy and TLS server name,
+    and the same JSON text for the body; what is skipped is the deep copy of the body. Calls
+    of any other shape (typed API calls: path parameters, forms, decoded answers) go to
+    ``original``.
+    """
+    if (
+        args
+        or kwargs
+        or _preload_content
+        or not isinstance(_request_timeout, aiohttp.ClientTimeout)
+        or "json" not in (header_params or {}).get("Content-Type", "")
+    ):
+        return await original(
+            resource_path,
+            method,
+            *args,
+            query_params=query_params,
+            header_params=header_params,
+            body=body,
+            auth_settings=auth_settings,
+            _preload_content=_preload_content,
+            _request_timeout=_request_timeout,
+            **kwargs,
+        )
+    config = api.configuration
+    headers = dict(header_params or {})
+    headers.update(api.default_headers)
+    if api.cookie:
+        headers["Cookie"] = api.cookie
+    queries = list(query_params or [])
+    # The token, after the configuration's refresh hook (exec plugins, in-cluster token files).
+    await api.update_params_for_auth(headers, queries, auth_settings or [])
+    rest = api.rest_client
+    url = f"{config.host}{resource_path}"
+    if queries:
+        url += "?" + urlencode(queries)
+    request: dict[str, Any] = {
+        "method": method,
+        "url": url,
+        "timeout": _request_timeout,
+        "headers": headers,
+    }
+    if rest.proxy:
+        request["proxy"] = rest.proxy
+    if rest.proxy_headers:
+        request["proxy_headers"] = rest.proxy_headers
+    if rest.server_hostname:
+        request["server_hostname"] = rest.server_hostname
+    if method in _WITH_BODY:
+        request["data"] = encode_body(api, body)
+    return await rest.pool_manager.request(**request)
 
 
 def skip_environment_lookups(api: ApiClient) -> None:
@@ -234,44 +322,17 @@ class Kube:
         query: list[tuple[str, str]] | None = None,
         client_timeout: aiohttp.ClientTimeout,
     ) -> aiohttp.ClientResponse:
-        """Send one request on the ApiClient's session, as ``ApiClient.call_api`` would.
-
-        The same URL, headers (the client's default headers, the bearer token after its
-        refresh hook, if any), proxy and TLS settings, and the same JSON bytes for the body;
-        what is skipped is its per-request deep copy of the body
-        (``sanitize_for_serialization``), which rebuilt every dict and list of every object
-        written.
-        """
-        api = self.api
-        config = api.configuration
-        headers = {"Accept": "application/json", "Content-Type": content_type}
-        headers.update(api.default_headers)
-        if api.cookie:
-            headers["Cookie"] = api.cookie
-        queries = list(query) if query else []
-        # The token, refreshed by the configuration's hook (exec plugins, in-cluster files).
-        bearer = (await config.auth_settings()).get("BearerToken")
-        if bearer:
-            api._apply_auth_params(headers, queries, bearer)
-        rest = api.rest_client
-        url = config.host + path
-        if queries:
-            url += "?" + urlencode(queries)
-        args: dict[str, Any] = {
-            "method": method,
-            "url": url,
-            "timeout": client_timeout,
-            "headers": headers,
-        }
-        if rest.proxy:
-            args["proxy"] = rest.proxy
-        if rest.proxy_headers:
-            args["proxy_headers"] = rest.proxy_headers
-        if rest.server_hostname:
-            args["server_hostname"] = rest.server_hostname
-        if method in _WITH_BODY:
-            args["data"] = encode_body(api, body)
-        response: aiohttp.ClientResponse = await rest.pool_manager.request(**args)
+        # Through call_api, which the client throttle (ratelimit.throttle) wraps.
+        response: aiohttp.ClientResponse = await self.api.call_api(
+            path,
+            method,
+            query_params=query or [],
+            header_params={"Accept": "application/json", "Content-Type": content_type},
+            body=body,
+            auth_settings=["BearerToken"],
+            _preload_content=False,
+            _request_timeout=client_timeout,
+        )
         return response
 
     async def request(

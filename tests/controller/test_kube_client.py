@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import functools
 import json
 from datetime import UTC, datetime
 from pathlib import Path
@@ -25,9 +26,12 @@ from kqueue.controller.kube import (
     Kube,
     KubeError,
     NotFound,
+    direct_call_api,
     encode_body,
     new_api_client,
+    send_directly,
 )
+from kqueue.controller.ratelimit import throttle
 from kqueue.controller.resources import CONFIGMAPS
 from tests.controller.mock_apiserver import ObjectApiServer, start_app
 
@@ -57,6 +61,8 @@ async def test_without_a_proxy_requests_skip_the_environment(kubeconfig: str) ->
         assert session.trust_env is False
         assert session.connector is not None and session.connector.limit == POOL_SIZE
         assert api.configuration.host == "https://127.0.0.1:6443"
+        assert isinstance(api.call_api, functools.partial)
+        assert api.call_api.func is direct_call_api
     finally:
         await api.close()
     assert session.closed and session.connector is None
@@ -198,6 +204,7 @@ async def test_a_request_is_sent_as_call_api_sends_it(
             body=copy.deepcopy(body), auth_settings=["BearerToken"], _preload_content=False,
         )
         response.release()
+        send_directly(client)
         status, _ = await Kube(client).request(
             method, path, copy.deepcopy(body), content_type=content_type, query=query
         )
@@ -223,3 +230,39 @@ def test_a_json_body_encodes_to_call_api_s_text(body: Any) -> None:
     sanitized = api.sanitize_for_serialization(body) if body else body
     want = None if sanitized is None else json.dumps(sanitized)
     assert encode_body(api, body) == want
+
+
+async def test_a_throttled_client_still_throttles_requests_sent_directly() -> None:
+    app, seen = await _recording_server()
+    test_server, (client,) = await start_app(app, ["kqueue"])
+    send_directly(client)
+    limits = throttle(client, qps=1000, burst=5)
+    assert limits is not None
+    try:
+        kube = Kube(client)
+        for _ in range(3):
+            await kube.request("PUT", "/apis/kqueue.io/v1alpha1/namespaces/a/workloads/w/status", {})
+        await kube.request("GET", "/api/v1/namespaces/a/configmaps/c")
+    finally:
+        await client.close()
+        await test_server.close()
+    assert len(seen) == 4
+    assert limits.buckets["kqueue.io/workloads"].acquired == 3
+    assert limits.buckets["/configmaps"].acquired == 1
+
+
+async def test_other_calls_go_to_call_api_s_own_way() -> None:
+    """A typed call (path parameters, a decoded answer) is not one direct_call_api sends."""
+    calls: list[tuple[Any, ...]] = []
+
+    async def original(*args: Any, **kwargs: Any) -> str:
+        calls.append((args, kwargs))
+        return "original"
+
+    api = ApiClient.__new__(ApiClient)
+    got = await direct_call_api(
+        api, original, "/api/v1/namespaces/{namespace}/pods", "GET",
+        path_params={"namespace": "a"}, response_types_map={200: "V1PodList"},
+    )
+    assert got == "original"
+    assert calls and calls[0][1]["path_params"] == {"namespace": "a"}
