@@ -335,7 +335,7 @@ class Kube:
         )
         return response
 
-    async def request(
+    async def send(
         self,
         method: str,
         path: str,
@@ -344,8 +344,9 @@ class Kube:
         content_type: str = "application/json",
         query: list[tuple[str, str]] | None = None,
         time_limit: float | None = None,
-    ) -> tuple[int, Obj]:
-        """``(HTTP status, decoded JSON body)``; a non-JSON body is ``{"message": ...}``."""
+    ) -> tuple[int, bytes]:
+        """``(HTTP status, the body as sent)``: for callers that decode the answer only when
+        they need it."""
         total = self._timeout(method, path, time_limit)
         response = await self._call(
             method,
@@ -357,7 +358,23 @@ class Kube:
         )
         async with response:
             raw = await response.read()
-        return response.status, _decode(raw)
+        return response.status, raw
+
+    async def request(
+        self,
+        method: str,
+        path: str,
+        body: Any = None,
+        *,
+        content_type: str = "application/json",
+        query: list[tuple[str, str]] | None = None,
+        time_limit: float | None = None,
+    ) -> tuple[int, Obj]:
+        """``(HTTP status, decoded JSON body)``; a non-JSON body is ``{"message": ...}``."""
+        status, raw = await self.send(
+            method, path, body, content_type=content_type, query=query, time_limit=time_limit
+        )
+        return status, _decode(raw)
 
     @asynccontextmanager
     async def stream(
@@ -448,11 +465,29 @@ class Kube:
         time_limit: float | None = None,
     ) -> Obj:
         """PUT the status subresource; ``obj`` carries the resourceVersion it was read at."""
+        return _decode(
+            await self.write_status(resource, obj, namespace=namespace, time_limit=time_limit)
+        )
+
+    async def write_status(
+        self,
+        resource: Resource,
+        obj: Obj,
+        *,
+        namespace: str | None = None,
+        time_limit: float | None = None,
+    ) -> bytes:
+        """:meth:`replace_status`, with the API's answer (the object written) left undecoded:
+        the status writers seldom read it, and decoding a whole object per write cost as much
+        as a watch event's."""
         name = obj["metadata"]["name"]
         path = resource.object_path(name, namespace) + "/status"
-        status, body = await self.request("PUT", path, obj, time_limit=time_limit)
-        _raise_for(f"update status of {_what(resource, name, namespace)}", status, body)
-        return body
+        status, raw = await self.send("PUT", path, obj, time_limit=time_limit)
+        if not 200 <= status < 300:
+            raise KubeError.of(
+                f"update status of {_what(resource, name, namespace)}", status, _decode(raw)
+            )
+        return raw
 
     async def replace(
         self,

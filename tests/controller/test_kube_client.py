@@ -28,6 +28,7 @@ from kqueue.controller.kube import (
     NotFound,
     direct_call_api,
     encode_body,
+    loads,
     new_api_client,
     send_directly,
 )
@@ -266,3 +267,37 @@ async def test_other_calls_go_to_call_api_s_own_way() -> None:
     )
     assert got == "original"
     assert calls and calls[0][1]["path_params"] == {"namespace": "a"}
+
+
+async def test_write_status_answers_what_replace_status_decodes_and_raises_the_same() -> None:
+    server = ObjectApiServer()
+    path = CONFIGMAPS.object_path("c", "default") + "/status"
+    server.put(path, {"metadata": {"name": "c"}, "status": {"n": 1}})
+    test_server, (client,) = await start_app(server.app(), ["kqueue"])
+    try:
+        kube = Kube(client)
+        rv = server.objects[path]["metadata"]["resourceVersion"]
+        raw = await kube.write_status(
+            CONFIGMAPS, {"metadata": {"name": "c", "resourceVersion": rv}, "status": {"n": 2}},
+            namespace="default",
+        )
+        assert isinstance(raw, bytes)
+        assert loads(raw) == server.objects[path]
+        decoded = await kube.replace_status(
+            CONFIGMAPS,
+            {"metadata": {"name": "c", "resourceVersion": loads(raw)["metadata"]["resourceVersion"]},
+             "status": {"n": 3}},
+            namespace="default",
+        )
+        assert decoded == server.objects[path] and decoded["status"] == {"n": 3}
+        stale = {"metadata": {"name": "c", "resourceVersion": rv}, "status": {"n": 4}}
+        errors = []
+        for write in (kube.write_status, kube.replace_status):
+            with pytest.raises(Conflict) as caught:
+                await write(CONFIGMAPS, stale, namespace="default")
+            errors.append(str(caught.value))
+        assert errors[0] == errors[1]
+        assert "update status of configmaps default/c: HTTP 409 Conflict" in errors[0]
+    finally:
+        await client.close()
+        await test_server.close()
