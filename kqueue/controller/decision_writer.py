@@ -219,7 +219,9 @@ class DecisionWriter:
     async def put(self, key: WorkloadKey, wl: Workload) -> None:
         """Write the status; the write carries the resourceVersion ``wl`` was read at."""
         async with self._write_slots:
-            body = await self._kube.write_status(WORKLOADS, wl.to_dict(), namespace=wl.namespace)
+            body = await self._kube.write_status(
+                WORKLOADS, workload_status.status_body(wl), namespace=wl.namespace
+            )
         now = time.monotonic()
         # Oldest first (a rewritten key moves to the end): drop what the informer surely has.
         while self._written:
