@@ -5,12 +5,13 @@ and answer (decoded JSON, models, tasks). With CPython's default thresholds (700
 young collection runs every 700 net allocations, objects that are merely in flight at that
 moment (a request awaiting its answer) are promoted, and a full collection, which walks every
 tracked object not frozen at start-up, becomes due after every ten middle ones: on the x0.2
-benchmark (docs/benchmarks.md, section 8) the collector took ~3 of ~17.5 CPU seconds, over half
-of it in 15 or more full collections of the growing heap.
+benchmark (docs/benchmarks.md, section 8) the collector took 3.4 of the controller's 16.5 CPU
+seconds, 2.1 s of it in 16 full collections of the growing heap.
 
 Almost all of that garbage is freed by reference counting anyway, so collecting less often
-frees the same objects: cycles are still found, by young collections a few times a second and
-full ones after about a million net allocations instead of about seventy thousand.
+frees the same objects: cycles are still found, by young collections every 10,000 net
+allocations (about once a second under that benchmark's load) and full ones after about a
+million net allocations instead of seventy thousand.
 """
 
 from __future__ import annotations

@@ -345,8 +345,8 @@ class Kube:
         query: list[tuple[str, str]] | None = None,
         time_limit: float | None = None,
     ) -> tuple[int, bytes]:
-        """``(HTTP status, the body as sent)``: for callers that decode the answer only when
-        they need it."""
+        """``(HTTP status, the answer's body undecoded)``: for callers that decode the answer
+        only when they need it."""
         total = self._timeout(method, path, time_limit)
         response = await self._call(
             method,
