@@ -13,6 +13,7 @@ import click
 
 from kqueue.api.config import Configuration, ConfigurationError, load_configuration
 from kqueue.cli.webview.server import Snapshots, serve_web_view
+from kqueue.controller.collector import pace_collector
 from kqueue.controller.kube import Kube, new_api_client
 from kqueue.controller.manager import Manager
 from kqueue.controller.ratelimit import throttle
@@ -88,4 +89,5 @@ def run(kubeconfig: str | None, config_file: str | None) -> None:
     except ConfigurationError as exc:
         raise click.ClickException(str(exc)) from None
     _setup_logging(config)
+    pace_collector()
     asyncio.run(_main(kubeconfig, config))

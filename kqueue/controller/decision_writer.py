@@ -34,7 +34,7 @@ from kqueue.api.v1alpha1 import Workload
 from kqueue.api.v1alpha1 import constants as c
 from kqueue.controller import workload_status
 from kqueue.controller.events import EventRecorder, workload_ref
-from kqueue.controller.kube import Conflict, Kube, KubeError, NotFound
+from kqueue.controller.kube import Conflict, Kube, KubeError, NotFound, loads
 from kqueue.controller.metrics import Metrics
 from kqueue.controller.resources import WORKLOADS
 from kqueue.engine.cycle import Admit, CycleResult, Evict, Preempt
@@ -91,8 +91,9 @@ class DecisionWriter:
         self._no_decisions.set()
         # Admissions assumed in an engine whose write has not ended: forgotten on stop.
         self._assumed: dict[WorkloadKey, tuple[Engine, Admit]] = {}
-        # Our last write per workload: (when, resourceVersion it was based on, the API's answer).
-        self._written: dict[WorkloadKey, tuple[float, str | None, Obj]] = {}
+        # Our last write per workload: (when, resourceVersion it was based on, the API's answer
+        # as JSON text: decoded only if a later write has to start from it).
+        self._written: dict[WorkloadKey, tuple[float, str | None, bytes]] = {}
 
     # -- starting writes ---------------------------------------------------------------------
 
@@ -211,14 +212,16 @@ class DecisionWriter:
             del self._written[key]
             return wl  # the informer has caught up (or someone else wrote since)
         try:
-            return Workload.model_validate(body)
+            return Workload.model_validate(loads(body))
         except ValueError:
             return wl
 
-    async def put(self, key: WorkloadKey, wl: Workload) -> Obj:
+    async def put(self, key: WorkloadKey, wl: Workload) -> None:
         """Write the status; the write carries the resourceVersion ``wl`` was read at."""
         async with self._write_slots:
-            body = await self._kube.replace_status(WORKLOADS, wl.to_dict(), namespace=wl.namespace)
+            body = await self._kube.write_status(
+                WORKLOADS, workload_status.status_body(wl), namespace=wl.namespace
+            )
         now = time.monotonic()
         # Oldest first (a rewritten key moves to the end): drop what the informer surely has.
         while self._written:
@@ -228,7 +231,6 @@ class DecisionWriter:
             del self._written[oldest]
         self._written.pop(key, None)
         self._written[key] = (now, wl.metadata.resource_version, body)
-        return body
 
     # -- admissions --------------------------------------------------------------------------
 

@@ -15,12 +15,14 @@ admitting one workload twice.
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import urllib.request
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any, Final
+from urllib.parse import urlencode
 
 import aiohttp
 import pydantic_core
@@ -40,8 +42,11 @@ __all__ = [
     "KubeError",
     "NotFound",
     "WriteDeadlinePassed",
+    "direct_call_api",
+    "encode_body",
     "loads",
     "new_api_client",
+    "send_directly",
 ]
 
 MERGE_PATCH: Final = "application/merge-patch+json"
@@ -51,6 +56,8 @@ JSON_PATCH: Final = "application/json-patch+json"
 # writers (scheduler, job reconcilers, queue status, events, the lease) need theirs beside them.
 # kubernetes_asyncio's default of 100 could make writes wait for a watch to end.
 POOL_SIZE = 256
+# The methods whose body ``RESTClientObject.request`` sends (JSON content types only here).
+_WITH_BODY: Final = frozenset({"POST", "PUT", "PATCH", "OPTIONS", "DELETE"})
 # Matches kubernetes_asyncio's session: watch events of large objects exceed aiohttp's default.
 _READ_BUFSIZE = 2**21
 
@@ -67,7 +74,92 @@ async def new_api_client(kubeconfig: str | None) -> ApiClient:
     configuration.connection_pool_maxsize = POOL_SIZE
     api = ApiClient(configuration=configuration)
     skip_environment_lookups(api)
+    send_directly(api)
     return api
+
+
+def send_directly(api: ApiClient) -> None:
+    """Make ``api.call_api`` send kqueue's requests without ``call_api``'s body copy.
+
+    ``ApiClient.call_api`` rebuilds every dict and list of a request body
+    (``sanitize_for_serialization``) before encoding it: for a Workload status write that copy
+    cost more than the JSON encoding. :func:`direct_call_api` sends the requests :class:`Kube`
+    makes (JSON bodies, the bearer token, an undecoded answer) on the same session with the same
+    URL, headers and body text, and hands any other call to the original. Installed as an
+    instance attribute, so the client throttle (``ratelimit.throttle``) wraps it as it wraps
+    the original.
+    """
+    api.call_api = functools.partial(direct_call_api, api, api.call_api)  # type: ignore[method-assign]
+
+
+async def direct_call_api(
+    api: ApiClient,
+    original: Callable[..., Awaitable[Any]],
+    resource_path: str,
+    method: str,
+    *args: Any,
+    query_params: list[tuple[str, str]] | None = None,
+    header_params: dict[str, str] | None = None,
+    body: Any = None,
+    auth_settings: list[str] | None = None,
+    _preload_content: bool = True,
+    _request_timeout: aiohttp.ClientTimeout | None = None,
+    **kwargs: Any,
+) -> Any:
+    """``ApiClient.call_api`` for :class:`Kube`'s requests, as ``call_api`` sends them.
+
+    The same URL, headers (the call's, then the client's default headers and cookie, then the
+    bearer token after the configuration's refresh hook, if any), proxy and TLS server name,
+    and the same JSON text for the body; what is skipped is the deep copy of the body. Calls
+    of any other shape (typed API calls: path parameters, forms, decoded answers) go to
+    ``original``.
+    """
+    if (
+        args
+        or kwargs
+        or _preload_content
+        or not isinstance(_request_timeout, aiohttp.ClientTimeout)
+        or "json" not in (header_params or {}).get("Content-Type", "")
+    ):
+        return await original(
+            resource_path,
+            method,
+            *args,
+            query_params=query_params,
+            header_params=header_params,
+            body=body,
+            auth_settings=auth_settings,
+            _preload_content=_preload_content,
+            _request_timeout=_request_timeout,
+            **kwargs,
+        )
+    config = api.configuration
+    headers = dict(header_params or {})
+    headers.update(api.default_headers)
+    if api.cookie:
+        headers["Cookie"] = api.cookie
+    queries = list(query_params or [])
+    # The token, after the configuration's refresh hook (exec plugins, in-cluster token files).
+    await api.update_params_for_auth(headers, queries, auth_settings or [])
+    rest = api.rest_client
+    url = f"{config.host}{resource_path}"
+    if queries:
+        url += "?" + urlencode(queries)
+    request: dict[str, Any] = {
+        "method": method,
+        "url": url,
+        "timeout": _request_timeout,
+        "headers": headers,
+    }
+    if rest.proxy:
+        request["proxy"] = rest.proxy
+    if rest.proxy_headers:
+        request["proxy_headers"] = rest.proxy_headers
+    if rest.server_hostname:
+        request["server_hostname"] = rest.server_hostname
+    if method in _WITH_BODY:
+        request["data"] = encode_body(api, body)
+    return await rest.pool_manager.request(**request)
 
 
 def skip_environment_lookups(api: ApiClient) -> None:
@@ -152,6 +244,30 @@ def loads(raw: bytes | str) -> Any:
         return json.loads(raw)
 
 
+class _NotJson(Exception):
+    """A body holding something other than JSON's own types (a datetime, a client model)."""
+
+
+def _not_json(value: Any) -> Any:
+    raise _NotJson(type(value).__name__)
+
+
+def encode_body(api: ApiClient, body: Any) -> str | None:
+    """The body's JSON text, the same text ``ApiClient.call_api`` sends for it.
+
+    ``call_api`` first copies the body through ``sanitize_for_serialization`` (datetimes as
+    ISO text, client models as dicts), then ``json.dumps`` it. A body of JSON's own types (every
+    body kqueue builds) is its own sanitized copy, so it is encoded directly; anything else
+    takes ``call_api``'s way. An empty body (None, ``{}``) is what ``call_api`` makes of it too.
+    """
+    if body is None:
+        return None
+    try:
+        return json.dumps(body, default=_not_json)
+    except _NotJson:
+        return json.dumps(api.sanitize_for_serialization(body))
+
+
 def _decode(raw: bytes) -> Obj:
     """A JSON object body; anything else comes back as ``{"message": ...}``."""
     try:
@@ -206,6 +322,7 @@ class Kube:
         query: list[tuple[str, str]] | None = None,
         client_timeout: aiohttp.ClientTimeout,
     ) -> aiohttp.ClientResponse:
+        # Through call_api, which the client throttle (ratelimit.throttle) wraps.
         response: aiohttp.ClientResponse = await self.api.call_api(
             path,
             method,
@@ -218,7 +335,7 @@ class Kube:
         )
         return response
 
-    async def request(
+    async def send(
         self,
         method: str,
         path: str,
@@ -227,8 +344,9 @@ class Kube:
         content_type: str = "application/json",
         query: list[tuple[str, str]] | None = None,
         time_limit: float | None = None,
-    ) -> tuple[int, Obj]:
-        """``(HTTP status, decoded JSON body)``; a non-JSON body is ``{"message": ...}``."""
+    ) -> tuple[int, bytes]:
+        """``(HTTP status, the answer's body undecoded)``: for callers that decode the answer
+        only when they need it."""
         total = self._timeout(method, path, time_limit)
         response = await self._call(
             method,
@@ -240,7 +358,23 @@ class Kube:
         )
         async with response:
             raw = await response.read()
-        return response.status, _decode(raw)
+        return response.status, raw
+
+    async def request(
+        self,
+        method: str,
+        path: str,
+        body: Any = None,
+        *,
+        content_type: str = "application/json",
+        query: list[tuple[str, str]] | None = None,
+        time_limit: float | None = None,
+    ) -> tuple[int, Obj]:
+        """``(HTTP status, decoded JSON body)``; a non-JSON body is ``{"message": ...}``."""
+        status, raw = await self.send(
+            method, path, body, content_type=content_type, query=query, time_limit=time_limit
+        )
+        return status, _decode(raw)
 
     @asynccontextmanager
     async def stream(
@@ -331,11 +465,29 @@ class Kube:
         time_limit: float | None = None,
     ) -> Obj:
         """PUT the status subresource; ``obj`` carries the resourceVersion it was read at."""
+        return _decode(
+            await self.write_status(resource, obj, namespace=namespace, time_limit=time_limit)
+        )
+
+    async def write_status(
+        self,
+        resource: Resource,
+        obj: Obj,
+        *,
+        namespace: str | None = None,
+        time_limit: float | None = None,
+    ) -> bytes:
+        """:meth:`replace_status`, with the API's answer (the object written) left undecoded:
+        the status writers seldom read it, and decoding a whole object per write cost as much
+        as a watch event's."""
         name = obj["metadata"]["name"]
         path = resource.object_path(name, namespace) + "/status"
-        status, body = await self.request("PUT", path, obj, time_limit=time_limit)
-        _raise_for(f"update status of {_what(resource, name, namespace)}", status, body)
-        return body
+        status, raw = await self.send("PUT", path, obj, time_limit=time_limit)
+        if not 200 <= status < 300:
+            raise KubeError.of(
+                f"update status of {_what(resource, name, namespace)}", status, _decode(raw)
+            )
+        return raw
 
     async def replace(
         self,

@@ -490,7 +490,8 @@ class QueueStatusReconciler:
         # written too (a merge patch of omitted-when-empty fields would leave them), and a
         # concurrent change makes it fail and retry with fresh data.
         try:
-            await self._kube.replace_status(resource, body, namespace=namespace)
+            # The answer is not read: the informer brings the object written.
+            await self._kube.write_status(resource, body, namespace=namespace)
         except NotFound:
             return None
         except Conflict:

@@ -8,6 +8,7 @@ reasons and messages are Kueue's, so tooling written for Kueue reads kqueue's st
 from __future__ import annotations
 
 from datetime import datetime, timedelta
+from typing import Any
 
 from kqueue.api.quantity import Quantity
 from kqueue.api.v1alpha1 import (
@@ -64,6 +65,19 @@ def _with_status_copy(wl: Workload) -> Workload:
     write.
     """
     return wl.model_copy(update={"status": wl.status.model_copy(deep=True)})
+
+
+def status_body(wl: Workload) -> dict[str, Any]:
+    """The body of a status write (PUT .../status) of ``wl``: the object without its spec.
+
+    The API server takes only the status from a status write: it keeps the stored spec and
+    metadata (and ignores the spec when it records managed fields), so the spec would be
+    serialized, encoded and sent for nothing; with pod templates it is most of the object.
+    The metadata stays: it carries the name and the resourceVersion the write is conditional on.
+    tests/cluster/test_status_writes.py checks on a real API server that the object stored is
+    the one a whole-object write stores.
+    """
+    return wl.model_dump(mode="json", by_alias=True, exclude={"spec"})
 
 
 def quota_reserved_message(cluster_queue: str) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any, cast
 
 import pytest
@@ -83,6 +84,9 @@ class CaptureKube:
     async def replace_status(self, _: Any, obj: Obj, *, namespace: str | None = None) -> Obj:
         self.statuses[f"{namespace}/{obj['metadata']['name']}"] = obj["status"]
         return obj
+
+    async def write_status(self, _: Any, obj: Obj, *, namespace: str | None = None) -> bytes:
+        return json.dumps(await self.replace_status(_, obj, namespace=namespace)).encode()
 
     async def patch(self, _: Any, name: str, patch: Any, **_kw: Any) -> Obj:
         return {}

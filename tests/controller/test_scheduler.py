@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import json
 import logging
 from datetime import UTC, datetime
 from typing import Any, cast
@@ -137,6 +138,12 @@ class FakeApi:
             return copy.deepcopy(new)
         finally:
             self.in_flight[key] -= 1
+
+    async def write_status(
+        self, resource: Resource, obj: Obj, *, namespace: str | None = None
+    ) -> bytes:
+        """As Kube.write_status: the answer as JSON text."""
+        return json.dumps(await self.replace_status(resource, obj, namespace=namespace)).encode()
 
     async def patch(self, _: Resource, name: str, body: Any, **_kw: Any) -> Obj:
         """Recorded only (the tests read status writes)."""

@@ -30,6 +30,7 @@ from aiohttp import web
 
 from kqueue.controller.admission.certs import TLS_CERT, TLS_KEY
 from kqueue.controller.admission.patch import json_patch
+from kqueue.controller.kube import loads
 
 logger = logging.getLogger(__name__)
 
@@ -123,7 +124,9 @@ class BadRequest(Exception):
 def parse_review(body: bytes) -> tuple[str, AdmissionRequest]:
     """Read an AdmissionReview; returns its apiVersion and request. Raises BadRequest."""
     try:
-        review = json.loads(body)
+        # The API server sends one review per Workload create or update: decoded with the
+        # client's parser (kube.loads), which falls back to json.loads and its errors.
+        review = loads(body)
     except (ValueError, UnicodeDecodeError) as exc:
         raise BadRequest(f"body is not JSON: {exc}") from None
     if not isinstance(review, dict):
