@@ -394,6 +394,15 @@ class TopologyUsage:
     def of(self, flavor: FlavorName, leaf: DomainId) -> Mapping[ResourceName, int]:
         return self.usage.get(flavor, {}).get(leaf, {})
 
+    def copy(self) -> TopologyUsage:
+        """An independent copy (a cycle's snapshot changes its own)."""
+        out = TopologyUsage(self.trees)
+        out.usage = {
+            f: {leaf: dict(amounts) for leaf, amounts in per_leaf.items()}
+            for f, per_leaf in self.usage.items()
+        }
+        return out
+
 
 class TopologySnapshot:
     """A cycle's view: the tree of every topology-aware flavor and the assignments' usage."""
@@ -402,11 +411,17 @@ class TopologySnapshot:
         self,
         trees: Mapping[FlavorName, FlavorTopology],
         workloads: Iterable[AdmittedWorkload],
+        usage: TopologyUsage | None = None,
     ) -> None:
+        """``usage``, when given, is what ``workloads`` take on ``trees`` already summed (the
+        cache keeps it up to date); the snapshot takes it as its own."""
         self.trees = trees
-        self.usage = TopologyUsage(trees)
-        for wl in workloads:
-            self.usage.add_workload(wl)
+        if usage is not None:
+            self.usage = usage
+        else:
+            self.usage = TopologyUsage(trees)
+            for wl in workloads:
+                self.usage.add_workload(wl)
 
     def add_workload(self, wl: AdmittedWorkload) -> None:
         self.usage.add_workload(wl)
