@@ -185,33 +185,36 @@ class _Placer:
                 leaf.slice, leaf.slice_wl = pods // slice_size, pods_wl // slice_size
             else:
                 leaf.slice = leaf.slice_wl = 0
-        for root in tree.roots:
-            self._fill_up(root, slice_size, slice_level, leader is not None)
+        self._fill_up(slice_size, slice_level, leader is not None)
 
-    def _fill_up(self, d: Domain, size: int, slice_level: int, leader_required: bool) -> None:
-        if not d.children:
-            if d.level == slice_level:
-                d.slice, d.slice_wl = d.pod // size, d.pod_wl // size
-            return
-        pods = slices = leader = 0
-        contrib = False
-        min_pod_diff = min_slice_diff = _MAX
-        for c in d.children:
-            self._fill_up(c, size, slice_level, leader_required)
-            pods += c.pod
-            slices += c.slice
-            if not leader_required or c.leader > 0:
-                contrib = True
-                min_pod_diff = min(min_pod_diff, c.pod - c.pod_wl)
-                min_slice_diff = min(min_slice_diff, c.slice - c.slice_wl)
-            leader = max(leader, c.leader)
-        d.pod = pods
-        d.pod_wl = pods - min_pod_diff if contrib else 0
-        d.slice_wl = slices - min_slice_diff if contrib else 0
-        d.leader = leader
-        d.slice = slices
-        if d.level == slice_level:
-            d.slice, d.slice_wl = d.pod // size, d.pod_wl // size
+    def _fill_up(self, size: int, slice_level: int, leader_required: bool) -> None:
+        """Sum the leaves' counts upwards, a level at a time from the one above the leaves (no
+        call per leaf: this runs on every placement attempt)."""
+        per_level = self.tree.per_level
+        for level in range(len(per_level) - 2, -1, -1):
+            at_slice_level = level == slice_level
+            for d in per_level[level].values():
+                pods = slices = leader = 0
+                contrib = False
+                min_pod_diff = min_slice_diff = _MAX
+                for c in d.children:
+                    pods += c.pod
+                    slices += c.slice
+                    if not leader_required or c.leader > 0:
+                        contrib = True
+                        if c.pod - c.pod_wl < min_pod_diff:
+                            min_pod_diff = c.pod - c.pod_wl
+                        if c.slice - c.slice_wl < min_slice_diff:
+                            min_slice_diff = c.slice - c.slice_wl
+                    if c.leader > leader:
+                        leader = c.leader
+                d.pod = pods
+                d.pod_wl = pods - min_pod_diff if contrib else 0
+                d.slice_wl = slices - min_slice_diff if contrib else 0
+                d.leader = leader
+                d.slice = slices
+                if at_slice_level:
+                    d.slice, d.slice_wl = d.pod // size, d.pod_wl // size
 
     # -- orderings (Kueue's sortedDomains, sortedDomainsWithLeader) --------------------------
 

@@ -1,7 +1,9 @@
 """Placement reads each leaf's free capacity from a per-tree cache keyed by what decides node
-eligibility, and counts pods without building per-leaf capacity dicts. These properties check
-that it places exactly as the direct computation does: every leaf's capacity recomputed from
-``node_mismatch`` and node free capacity minus usage and what earlier pod sets took."""
+eligibility, counts pods without building per-leaf capacity dicts and sums counts upwards a
+level at a time; the cache keeps the topology usage of admitted workloads across cycles. These
+properties check that it places exactly as the direct computation does: every leaf's capacity
+recomputed from ``node_mismatch`` and node free capacity minus usage and what earlier pod sets
+took, counts summed by recursion from the roots, usage summed afresh from the workloads."""
 
 from __future__ import annotations
 
@@ -38,6 +40,7 @@ from kqueue.engine.types import (
 from .builders import make_cq, t
 from .tas_support import BLOCK, HOST, RACK, THREE, Cluster, node, pod, pset, tas_flavor, wl
 
+_MAX = 1 << 31
 FLAVOR = tas_flavor(topo=THREE.name, tolerations=())
 LEVELS = (BLOCK, RACK, HOST)
 TAINT = Taint("gpu", "true", "NoSchedule")
@@ -79,7 +82,33 @@ def _direct_fill(
                 add(cap, leader_pod, -1)
         leaf.pod_wl = count_in(per_pod, cap)
     for root in self.tree.roots:
-        self._fill_up(root, slice_size, slice_level, leader is not None)
+        _direct_fill_up(root, slice_size, slice_level, leader is not None)
+
+
+def _direct_fill_up(d: Domain, size: int, slice_level: int, leader_required: bool) -> None:
+    if not d.children:
+        if d.level == slice_level:
+            d.slice, d.slice_wl = d.pod // size, d.pod_wl // size
+        return
+    pods = slices = leader = 0
+    contrib = False
+    min_pod_diff = min_slice_diff = _MAX
+    for c in d.children:
+        _direct_fill_up(c, size, slice_level, leader_required)
+        pods += c.pod
+        slices += c.slice
+        if not leader_required or c.leader > 0:
+            contrib = True
+            min_pod_diff = min(min_pod_diff, c.pod - c.pod_wl)
+            min_slice_diff = min(min_slice_diff, c.slice - c.slice_wl)
+        leader = max(leader, c.leader)
+    d.pod = pods
+    d.pod_wl = pods - min_pod_diff if contrib else 0
+    d.slice_wl = slices - min_slice_diff if contrib else 0
+    d.leader = leader
+    d.slice = slices
+    if d.level == slice_level:
+        d.slice, d.slice_wl = d.pod // size, d.pod_wl // size
 
 
 # -- random clusters ---------------------------------------------------------------------------
