@@ -7,7 +7,8 @@ took, counts summed by recursion from the roots, usage summed afresh from the wo
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from typing import Any
 from unittest import mock
 
 from hypothesis import HealthCheck, given, settings
@@ -30,7 +31,9 @@ from kqueue.engine.topology import (
     per_pod_requests,
 )
 from kqueue.engine.types import (
+    PODS,
     PodSet,
+    ResourceName,
     SelectorRequirement,
     Taint,
     Toleration,
@@ -41,6 +44,7 @@ from .builders import make_cq, t
 from .tas_support import BLOCK, HOST, RACK, THREE, Cluster, node, pod, pset, tas_flavor, wl
 
 _MAX = 1 << 31
+CPU = ResourceName("cpu")
 FLAVOR = tas_flavor(topo=THREE.name, tolerations=())
 LEVELS = (BLOCK, RACK, HOST)
 TAINT = Taint("gpu", "true", "NoSchedule")
@@ -172,7 +176,7 @@ def _pod_set(draw: st.DrawFn, name: str, count: int | None = None) -> PodSet:
 
 
 def _random_usage(
-    draw: st.DrawFn, tree: FlavorTopology
+    draw: Callable[[st.SearchStrategy[Any]], Any], tree: FlavorTopology
 ) -> tuple[TopologyUsage, dict[DomainId, Requests]]:
     usage = TopologyUsage({FLAVOR.name: tree})
     assumed: dict[DomainId, Requests] = {}
@@ -182,9 +186,9 @@ def _random_usage(
     for _ in range(draw(st.integers(0, 4))):
         leaf = draw(st.sampled_from(leaves))
         ta = TopologyAssignment(LEVELS, ((leaf, draw(st.integers(1, 2))),))
-        usage.add_assignment(FLAVOR.name, ta, {"cpu": 500, "pods": 1})
+        usage.add_assignment(FLAVOR.name, ta, {CPU: 500, PODS: 1})
     for _ in range(draw(st.integers(0, 3))):
-        add(assumed.setdefault(draw(st.sampled_from(leaves)), {}), {"cpu": 1000, "pods": 1})
+        add(assumed.setdefault(draw(st.sampled_from(leaves)), {}), {CPU: 1000, PODS: 1})
     return usage, assumed
 
 
@@ -264,9 +268,9 @@ def test_leaf_free_is_cached_per_eligibility() -> None:
     tree = FlavorTopology(FLAVOR, THREE, cluster)
     plain = pset("main", 1, required=RACK, cpu="1")
     tolerant = pset("main", 1, required=RACK, cpu="1", tolerations=(TOLERATE,))
-    assert tree.leaf_free(plain)[("b1", "r1", "plain")]["cpu"] == 2000
+    assert tree.leaf_free(plain)[("b1", "r1", "plain")][CPU] == 2000
     assert ("b1", "r1", "tainted") not in tree.leaf_free(plain)
-    assert tree.leaf_free(tolerant)[("b1", "r1", "tainted")]["cpu"] == 4000
+    assert tree.leaf_free(tolerant)[("b1", "r1", "tainted")][CPU] == 4000
     # Same eligibility, same cached mapping; another count or request does not matter.
     assert tree.leaf_free(pset("other", 3, required=HOST, cpu="2")) is tree.leaf_free(plain)
 
