@@ -170,7 +170,13 @@ class _Placer:
             base = free.get(lid, _EMPTY)
             u = used.get(lid, _EMPTY)
             a = assumed.get(lid, _EMPTY)
-            pods = _count(per_pod, base, u, a, _EMPTY)
+            # _count(per_pod, base, u, a, _EMPTY), inlined: it runs for every leaf.
+            pods = _MAX
+            for r, v in per_pod:
+                have = base.get(r, 0) - u.get(r, 0) - a.get(r, 0)
+                n = have // v if have > 0 else 0
+                if n < pods:
+                    pods = n
             pods_wl = pods
             has_leader = 0
             if leader is not None:
