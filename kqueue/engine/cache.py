@@ -14,7 +14,14 @@ from collections.abc import Iterable
 from .hierarchy import ClusterQueueNode, CohortNode, ResourceNode, accumulate_subtree_quota
 from .resources import add_into, sub_into
 from .snapshot import Inactive, Snapshot
-from .topology import ClusterNodes, FlavorTopology, TopologySnapshot, build_trees
+from .topology import (
+    ClusterNodes,
+    DomainId,
+    FlavorTopology,
+    TopologySnapshot,
+    TopologyUsage,
+    build_trees,
+)
 from .types import (
     ClusterQueueName,
     ClusterQueueSpec,
@@ -56,6 +63,10 @@ class Cache:
         self.nodes = ClusterNodes()
         self._trees: dict[FlavorName, FlavorTopology] = {}
         self._trees_key: tuple[int, int] | None = None
+        # What the workloads holding quota take from the leaves of ``_trees``, kept up to date as
+        # workloads come and go so a cycle's snapshot copies it instead of summing every
+        # admitted workload's assignment again. Rebuilt when the trees are.
+        self._topology_usage: TopologyUsage | None = None
 
     # -- objects -----------------------------------------------------------------------------
 
@@ -113,6 +124,8 @@ class Cache:
         if evicting:
             self.evicting.add(wl.key)
         self.workloads[wl.key] = wl
+        if self._topology_usage is not None:
+            self._topology_usage.add_workload(wl)
         self._by_cq.setdefault(wl.cluster_queue, {})[wl.key] = wl
         add_into(self._cq_usage.setdefault(wl.cluster_queue, {}), wl.usage)
         node = None if self._dirty else self._cq_nodes.get(wl.cluster_queue)
@@ -124,6 +137,8 @@ class Cache:
         self.evicting.discard(key)
         if wl is None:
             return None
+        if self._topology_usage is not None:
+            self._topology_usage.add_workload(wl, -1)
         if freed:
             node = self.cluster_queue_node(wl.cluster_queue)
             root = node.root().name if node is not None else wl.cluster_queue
@@ -305,17 +320,37 @@ class Cache:
         if not any(f.topology_name for f in self.flavors.values()):
             return None
         trees = self.topology_trees()
-        return TopologySnapshot(trees, self.workloads.values())
+        if self._topology_usage is None or self._topology_usage.trees is not trees:
+            self._topology_usage = TopologyUsage(trees)
+            for wl in self.workloads.values():
+                self._topology_usage.add_workload(wl)
+        return TopologySnapshot(trees, (), self._topology_usage.copy())
 
     def check_consistency(self, workloads: Iterable[AdmittedWorkload] | None = None) -> None:
         """Recompute usage from scratch and compare (tests use it after random operations)."""
+        held = list(self.workloads.values() if workloads is None else workloads)
         expected: dict[ClusterQueueName, Usage] = {}
-        for wl in self.workloads.values() if workloads is None else workloads:
+        for wl in held:
             add_into(expected.setdefault(wl.cluster_queue, {}), wl.usage)
         for cq in set(expected) | set(self._cq_usage):
             got = {k: v for k, v in self._cq_usage.get(cq, {}).items() if v}
             want = {k: v for k, v in expected.get(cq, {}).items() if v}
             assert got == want, f"usage of {cq} drifted: {got} != {want}"
+        kept = self._topology_usage
+        if kept is not None and kept.trees is self._trees:
+            fresh = TopologySnapshot(kept.trees, held).usage
+            assert _nonzero(kept) == _nonzero(fresh), (
+                f"topology usage drifted: {_nonzero(kept)} != {_nonzero(fresh)}"
+            )
+
+
+def _nonzero(usage: TopologyUsage) -> dict[tuple[FlavorName, DomainId], dict[str, int]]:
+    return {
+        (f, leaf): {r: v for r, v in amounts.items() if v}
+        for f, per_leaf in usage.usage.items()
+        for leaf, amounts in per_leaf.items()
+        if any(amounts.values())
+    }
 
 
 def _cohorts_in_cycles(cohorts: dict[CohortName, CohortNode]) -> set[CohortName]:

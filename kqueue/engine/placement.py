@@ -29,12 +29,36 @@ from .topology import (
     TopologyUsage,
     add,
     count_in,
-    node_mismatch,
     per_pod_requests,
 )
-from .types import PodSet, PodSetName, TopologyAssignment, TopologyRequest
+from .types import PodSet, PodSetName, ResourceName, TopologyAssignment, TopologyRequest
 
 _MAX = 1 << 31
+_EMPTY: Requests = {}
+_EMPTY_USAGE: dict[DomainId, Requests] = {}
+
+
+def _positive(per_pod: Mapping[ResourceName, int]) -> tuple[tuple[ResourceName, int], ...]:
+    """The resources ``count_in`` divides by (a zero or negative request limits nothing)."""
+    return tuple((r, v) for r, v in per_pod.items() if v > 0)
+
+
+def _count(
+    per_pod: tuple[tuple[ResourceName, int], ...],
+    free: Mapping[ResourceName, int],
+    used: Mapping[ResourceName, int],
+    assumed: Mapping[ResourceName, int],
+    leader: Mapping[ResourceName, int],
+) -> int:
+    """``count_in(per_pod, free - used - assumed - leader)`` without building the difference:
+    this runs for every leaf on every placement attempt."""
+    best = _MAX
+    for r, v in per_pod:
+        have = free.get(r, 0) - used.get(r, 0) - assumed.get(r, 0) - leader.get(r, 0)
+        n = have // v if have > 0 else 0
+        if n < best:
+            best = n
+    return best
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,64 +135,92 @@ class _Placer:
 
     # -- phase 1 ---------------------------------------------------------------------------
 
+    def _used(self) -> Mapping[DomainId, Requests]:
+        if self.simulate_empty or self.usage is None:
+            return _EMPTY_USAGE
+        return self.usage.usage.get(self.tree.flavor.name, _EMPTY_USAGE)
+
     def _leaf_capacity(self, leaf: Domain, pod_set: PodSet) -> Requests:
-        cap: Requests = {}
-        for node in leaf.nodes:
-            if node_mismatch(node, pod_set, self.tree.flavor) is None:
-                add(cap, self.tree.free[node.name])
-        if not self.simulate_empty and self.usage is not None:
-            add(cap, self.usage.of(self.tree.flavor.name, leaf.id), -1)
-        add(cap, self.assumed.get(leaf.id, {}), -1)
+        cap = dict(self.tree.leaf_free(pod_set).get(leaf.id, _EMPTY))
+        add(cap, self._used().get(leaf.id, _EMPTY), -1)
+        add(cap, self.assumed.get(leaf.id, _EMPTY), -1)
         return cap
 
     def fill(
         self, workers: PlacementRequest, leader: PlacementRequest | None, slice_size: int,
         slice_level: int,
     ) -> None:
-        for d in self.tree.domains():
-            d.reset()
-        per_pod = per_pod_requests(workers.pod_set)
-        leader_pod = per_pod_requests(leader.pod_set) if leader is not None else None
-        for leaf in self.tree.leaves.values():
-            cap = self._leaf_capacity(leaf, workers.pod_set)
-            leaf.pod = count_in(per_pod, cap)
-            if leader_pod is not None and leader is not None:
-                lcap = (
-                    cap
-                    if leader.pod_set == workers.pod_set
-                    else self._leaf_capacity(leaf, leader.pod_set)
-                )
-                if count_in(leader_pod, lcap) > 0:
-                    leaf.leader = 1
-                    add(cap, leader_pod, -1)
-            leaf.pod_wl = count_in(per_pod, cap)
-        for root in self.tree.roots:
-            self._fill_up(root, slice_size, slice_level, leader is not None)
+        # Every field of every domain is set below (leaves here, the others in _fill_up), so
+        # no reset pass is needed.
+        tree = self.tree
+        per_pod = _positive(per_pod_requests(workers.pod_set))
+        free = tree.leaf_free(workers.pod_set)
+        used = self._used()
+        assumed = self.assumed
+        leader_pod: tuple[tuple[ResourceName, int], ...] = ()
+        leader_free = free
+        if leader is not None:
+            leader_pod = tuple(per_pod_requests(leader.pod_set).items())
+            if leader.pod_set != workers.pod_set:
+                leader_free = tree.leaf_free(leader.pod_set)
+        leader_map = dict(leader_pod)
+        leader_positive = _positive(leader_map)
+        leaf_slices = slice_level == len(tree.levels) - 1
+        for lid, leaf in tree.leaves.items():
+            base = free.get(lid, _EMPTY)
+            u = used.get(lid, _EMPTY)
+            a = assumed.get(lid, _EMPTY)
+            # _count(per_pod, base, u, a, _EMPTY), inlined: it runs for every leaf.
+            pods = _MAX
+            for r, v in per_pod:
+                have = base.get(r, 0) - u.get(r, 0) - a.get(r, 0)
+                n = have // v if have > 0 else 0
+                if n < pods:
+                    pods = n
+            pods_wl = pods
+            has_leader = 0
+            if leader is not None:
+                lbase = leader_free.get(lid, _EMPTY) if leader_free is not free else base
+                if _count(leader_positive, lbase, u, a, _EMPTY) > 0:
+                    has_leader = 1
+                    pods_wl = _count(per_pod, base, u, a, leader_map)
+            leaf.pod = pods
+            leaf.pod_wl = pods_wl
+            leaf.leader = has_leader
+            if leaf_slices:
+                leaf.slice, leaf.slice_wl = pods // slice_size, pods_wl // slice_size
+            else:
+                leaf.slice = leaf.slice_wl = 0
+        self._fill_up(slice_size, slice_level, leader is not None)
 
-    def _fill_up(self, d: Domain, size: int, slice_level: int, leader_required: bool) -> None:
-        if not d.children:
-            if d.level == slice_level:
-                d.slice, d.slice_wl = d.pod // size, d.pod_wl // size
-            return
-        pods = slices = leader = 0
-        contrib = False
-        min_pod_diff = min_slice_diff = _MAX
-        for c in d.children:
-            self._fill_up(c, size, slice_level, leader_required)
-            pods += c.pod
-            slices += c.slice
-            if not leader_required or c.leader > 0:
-                contrib = True
-                min_pod_diff = min(min_pod_diff, c.pod - c.pod_wl)
-                min_slice_diff = min(min_slice_diff, c.slice - c.slice_wl)
-            leader = max(leader, c.leader)
-        d.pod = pods
-        d.pod_wl = pods - min_pod_diff if contrib else 0
-        d.slice_wl = slices - min_slice_diff if contrib else 0
-        d.leader = leader
-        d.slice = slices
-        if d.level == slice_level:
-            d.slice, d.slice_wl = d.pod // size, d.pod_wl // size
+    def _fill_up(self, size: int, slice_level: int, leader_required: bool) -> None:
+        """Sum the leaves' counts upwards, a level at a time from the one above the leaves (no
+        call per leaf: this runs on every placement attempt)."""
+        per_level = self.tree.per_level
+        for level in range(len(per_level) - 2, -1, -1):
+            at_slice_level = level == slice_level
+            for d in per_level[level].values():
+                pods = slices = leader = 0
+                contrib = False
+                min_pod_diff = min_slice_diff = _MAX
+                for c in d.children:
+                    pods += c.pod
+                    slices += c.slice
+                    if not leader_required or c.leader > 0:
+                        contrib = True
+                        if c.pod - c.pod_wl < min_pod_diff:
+                            min_pod_diff = c.pod - c.pod_wl
+                        if c.slice - c.slice_wl < min_slice_diff:
+                            min_slice_diff = c.slice - c.slice_wl
+                    if c.leader > leader:
+                        leader = c.leader
+                d.pod = pods
+                d.pod_wl = pods - min_pod_diff if contrib else 0
+                d.slice_wl = slices - min_slice_diff if contrib else 0
+                d.leader = leader
+                d.slice = slices
+                if at_slice_level:
+                    d.slice, d.slice_wl = d.pod // size, d.pod_wl // size
 
     # -- orderings (Kueue's sortedDomains, sortedDomainsWithLeader) --------------------------
 

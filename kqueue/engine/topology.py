@@ -38,6 +38,12 @@ HOSTNAME = "kubernetes.io/hostname"
 
 Requests = dict[ResourceName, int]
 DomainId = tuple[str, ...]
+# What of a pod set decides which nodes its pods may run on (``node_mismatch``).
+EligibilityKey = tuple[
+    tuple[Toleration, ...],
+    tuple[tuple[str, str], ...],
+    tuple[tuple[SelectorRequirement, ...], ...] | None,
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -240,6 +246,15 @@ def node_mismatch(node: Node, pod_set: PodSet, flavor: ResourceFlavor) -> str | 
     return None
 
 
+def eligibility_key(pod_set: PodSet) -> EligibilityKey:
+    """The fields of ``pod_set`` that ``node_mismatch`` reads (the flavor is the tree's)."""
+    return (
+        tuple(pod_set.tolerations),
+        tuple(sorted(pod_set.node_selector.items())),
+        pod_set.required_affinity,
+    )
+
+
 class FlavorTopology:
     """The domains of one topology-aware flavor (Kueue's TASFlavorSnapshot, without state)."""
 
@@ -264,6 +279,30 @@ class FlavorTopology:
         self.by_host = (
             {d.id[-1]: d for d in self.leaves.values()} if self.lowest_is_node else {}
         )
+        # Per eligibility of a pod set (see ``eligibility_key``), each leaf's free capacity on
+        # the nodes those pods may run on. The tree is rebuilt whenever the cluster's generation
+        # changes, so this holds for one (flavor, node generation): placement tries the same
+        # pod template against every leaf many times a cycle and across cycles.
+        self._leaf_free: dict[EligibilityKey, dict[DomainId, Requests]] = {}
+
+    def leaf_free(self, pod_set: PodSet) -> Mapping[DomainId, Requests]:
+        """Per leaf, the summed free capacity of its nodes ``pod_set``'s pods may run on
+        (``node_mismatch`` is None). Leaves without such a node are left out. Read-only."""
+        key = eligibility_key(pod_set)
+        cached = self._leaf_free.get(key)
+        if cached is None:
+            cached = {}
+            for leaf in self.leaves.values():
+                cap: Requests | None = None
+                for node in leaf.nodes:
+                    if node_mismatch(node, pod_set, self.flavor) is None:
+                        if cap is None:
+                            cap = {}
+                        add(cap, self.free[node.name])
+                if cap is not None:
+                    cached[leaf.id] = cap
+            self._leaf_free[key] = cached
+        return cached
 
     def _leaf(self, values: DomainId) -> Domain:
         parent: Domain | None = None
@@ -355,6 +394,15 @@ class TopologyUsage:
     def of(self, flavor: FlavorName, leaf: DomainId) -> Mapping[ResourceName, int]:
         return self.usage.get(flavor, {}).get(leaf, {})
 
+    def copy(self) -> TopologyUsage:
+        """An independent copy (a cycle's snapshot changes its own)."""
+        out = TopologyUsage(self.trees)
+        out.usage = {
+            f: {leaf: dict(amounts) for leaf, amounts in per_leaf.items()}
+            for f, per_leaf in self.usage.items()
+        }
+        return out
+
 
 class TopologySnapshot:
     """A cycle's view: the tree of every topology-aware flavor and the assignments' usage."""
@@ -363,11 +411,17 @@ class TopologySnapshot:
         self,
         trees: Mapping[FlavorName, FlavorTopology],
         workloads: Iterable[AdmittedWorkload],
+        usage: TopologyUsage | None = None,
     ) -> None:
+        """``usage``, when given, is what ``workloads`` take on ``trees`` already summed (the
+        cache keeps it up to date); the snapshot takes it as its own."""
         self.trees = trees
-        self.usage = TopologyUsage(trees)
-        for wl in workloads:
-            self.usage.add_workload(wl)
+        if usage is not None:
+            self.usage = usage
+        else:
+            self.usage = TopologyUsage(trees)
+            for wl in workloads:
+                self.usage.add_workload(wl)
 
     def add_workload(self, wl: AdmittedWorkload) -> None:
         self.usage.add_workload(wl)

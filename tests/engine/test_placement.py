@@ -215,6 +215,8 @@ def test_properties_capacity_and_required_domain(scenario: tuple[list, list, lis
     for cycle in range(1, 30):
         result = engine.schedule(t(cycle))
         _check_invariants(c, engine)
+        # Includes the topology usage the cache keeps up to date across cycles.
+        engine.cache.check_consistency()
         for p in result.preempted:
             engine.evicted(p.victim, now=t(cycle))
         if not result.admitted and not result.preempted and not any(
