@@ -24,7 +24,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench.memory import workload  # noqa: E402
-from kqueue.controller.informer import freeze_heap  # noqa: E402
+from kqueue.controller.collector import freeze_heap  # noqa: E402
 from kqueue.controller.kube import loads  # noqa: E402
 from kqueue.controller.workload_reader import WorkloadReader  # noqa: E402
 

@@ -15,7 +15,6 @@ into typed objects once, here at the I/O boundary, with the ``converter`` callba
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import gc
 import logging
 import random
@@ -28,6 +27,7 @@ from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_nev
 from tenacity.wait import wait_exponential_jitter
 
 from kqueue.controller.clock import Clock, LoopClock
+from kqueue.controller.collector import freeze_heap
 from kqueue.controller.kube import Gone, Kube, KubeError, loads
 from kqueue.controller.resources import Resource, object_key
 
@@ -40,41 +40,6 @@ T_contra = TypeVar("T_contra", contravariant=True)
 
 # A relist of at least this many objects freezes the heap again (see :func:`freeze_heap`).
 FREEZE_AFTER_RELIST = 10_000
-
-
-def freeze_heap() -> None:
-    """Take what is alive now out of the cyclic garbage collector's work.
-
-    A controller keeps its caches (and the engine built from them) for its whole life, yet every
-    full collection walks every tracked object: with 100,000 pending Workloads that is most of a
-    scheduling cycle (bench/engine_gc.py: freezing after loading halves it). What an earlier
-    call froze is let go first and collected with the rest (a replaced engine, a relisted store:
-    frozen garbage in reference cycles would never be freed), so nothing dead is frozen; it
-    costs one full collection, on the rare occasions this is called.
-    """
-    gc.unfreeze()
-    gc.collect()
-    gc.freeze()
-
-
-@contextlib.contextmanager
-def collector_paused() -> Iterator[None]:
-    """Keep the cyclic garbage collector off while a large, long-lived heap is being built.
-
-    Reading tens of thousands of objects allocates millions of container objects that all stay
-    alive: the collector's automatic full collections walk the whole growing heap again and
-    again, for nothing (50,000 Workloads: 63 s of reading instead of 10 s, bench/gc_load.py).
-    The caller ends the pause with :func:`freeze_heap` (one full collection, which frees the
-    little cyclic garbage made meanwhile; an informer's large relist leaves that freeze to it);
-    the collector is re-enabled on leaving, unless it was already off.
-    """
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_enabled:
-            gc.enable()
 
 
 def as_dict(obj: Obj) -> Obj:

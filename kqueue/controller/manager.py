@@ -43,16 +43,11 @@ from kqueue.api.v1alpha1 import constants as c
 from kqueue.controller.admission import WebhookServer
 from kqueue.controller.admission.certs import CertRotator
 from kqueue.controller.clock import Now, utc_now
+from kqueue.controller.collector import collector_paused, freeze_heap
 from kqueue.controller.delegated_auth import DelegatedAuth
 from kqueue.controller.events import EventRecorder
 from kqueue.controller.gang import GangPlacement
-from kqueue.controller.informer import (
-    Informer,
-    Obj,
-    as_dict,
-    collector_paused,
-    freeze_heap,
-)
+from kqueue.controller.informer import Informer, Obj, as_dict
 from kqueue.controller.integrations import Framework, GenericJob, IntegrationContext, registry
 from kqueue.controller.integrations.management import Management
 from kqueue.controller.integrations.owners import BY_OWNER, object_index_key, owner_uids

@@ -16,6 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from kubernetes_asyncio.client import ApiClient
 
+from kqueue.controller import collector
 from kqueue.controller import informer as informer_module
 from kqueue.controller.informer import Informer, as_dict
 from kqueue.controller.kube import Kube
@@ -322,7 +323,7 @@ async def test_a_large_relist_freezes_the_heap(
     env.api.lists.clear()
     env.api.lists.append(ListResponse(50, [configmap("a", 45), configmap("c", 25)]))
     env.api.watches.append([])
-    with informer_module.collector_paused():
+    with collector.collector_paused():
         await asyncio.wait_for(informer.relist(), 5)
     assert informer.lists == 4
     assert frozen == [1]
@@ -335,13 +336,13 @@ def test_freeze_heap_moves_live_objects_out_of_the_collectors_walk() -> None:
 
     kept = [{"n": i} for i in range(1000)]
     try:
-        informer_module.freeze_heap()
+        collector.freeze_heap()
         assert gc.get_freeze_count() >= len(kept)
         dead = Node()
-        informer_module.freeze_heap()  # the cycle is alive: frozen with the rest
+        collector.freeze_heap()  # the cycle is alive: frozen with the rest
         probe = weakref.ref(dead)
         del dead
-        informer_module.freeze_heap()  # frozen earlier, dead now: collected, not kept frozen
+        collector.freeze_heap()  # frozen earlier, dead now: collected, not kept frozen
         assert probe() is None
     finally:
         gc.unfreeze()
@@ -472,15 +473,15 @@ def test_a_list_read_page_by_page_gives_the_store_and_events_of_a_whole_list(
 
 def test_the_collector_is_paused_and_restored_as_it_was() -> None:
     assert gc.isenabled()
-    with informer_module.collector_paused():
+    with collector.collector_paused():
         assert not gc.isenabled()
-        with informer_module.collector_paused():
+        with collector.collector_paused():
             assert not gc.isenabled()
         assert not gc.isenabled()  # an inner pause does not end the outer one
     assert gc.isenabled()
     gc.disable()
     try:
-        with informer_module.collector_paused():
+        with collector.collector_paused():
             pass
         assert not gc.isenabled()  # off before: left off
     finally:

@@ -16,7 +16,7 @@ from kqueue.api.config import Configuration
 from kqueue.api.v1alpha1 import Workload, parse_object
 from kqueue.api.v1alpha1 import constants as c
 from kqueue.controller.admission.server import ADMISSION_API_VERSION
-from kqueue.controller.informer import collector_paused
+from kqueue.controller.collector import collector_paused
 from kqueue.controller.integrations.pod.reconciler import PodReconciler
 from kqueue.controller.integrations.pod.webhook import MUTATE_PATH as PLAIN_POD_PATH
 from kqueue.controller.manager import Manager
