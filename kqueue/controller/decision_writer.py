@@ -24,7 +24,9 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import itertools
 import logging
+import re
 import time
 from collections.abc import Awaitable, Callable
 from datetime import datetime
@@ -34,7 +36,16 @@ from kqueue.api.v1alpha1 import Workload
 from kqueue.api.v1alpha1 import constants as c
 from kqueue.controller import workload_status
 from kqueue.controller.events import EventRecorder, workload_ref
-from kqueue.controller.kube import Conflict, Kube, KubeError, NotFound, loads
+from kqueue.controller.kube import (
+    MODIFY_ATTEMPTS,
+    Conflict,
+    Kube,
+    KubeError,
+    NotFound,
+    Unreachable,
+    loads,
+    pause_after_lost_answer,
+)
 from kqueue.controller.metrics import Metrics
 from kqueue.controller.resources import WORKLOADS
 from kqueue.engine.cycle import Admit, CycleResult, Evict, Preempt
@@ -51,7 +62,6 @@ _WRITE_CONCURRENCY = 16
 # Decision writes (admissions, evictions) that may be started but unfinished before the loop
 # waits for some to finish: cycles run ahead of the API only this far.
 _MAX_QUEUED_DECISIONS = 4 * _WRITE_CONCURRENCY
-_EVICTION_ATTEMPTS = 5
 # Responses of our own writes are kept this long, to start a workload's next write from when
 # the informer's copy lags behind (it catches up within a second or so); older ones are dropped,
 # so the cache holds a few seconds of writes, not one response per workload ever written.
@@ -70,6 +80,7 @@ class DecisionWriter:
         metrics: Metrics,
         releases_itself: Callable[[Workload], bool],
         retry: Callable[[], None],
+        on_written: Callable[[WorkloadKey, str | None], None] = lambda key, rv: None,
     ) -> None:
         self._workloads = workloads
         self._kube = kube
@@ -80,6 +91,9 @@ class DecisionWriter:
         self._releases_itself = releases_itself
         # Asks for another cycle: a decision not written is decided again.
         self._retry = retry
+        # Told the resourceVersion of each answered write: the engine's feed then never applies
+        # an older event of that workload (workload_feed.py).
+        self._on_written = on_written
         self.admitted = 0
         self._write_slots = asyncio.Semaphore(_WRITE_CONCURRENCY)
         # The last write started per workload: a workload's next write waits for it.
@@ -231,6 +245,7 @@ class DecisionWriter:
             del self._written[oldest]
         self._written.pop(key, None)
         self._written[key] = (now, wl.metadata.resource_version, body)
+        self._on_written(key, _resource_version(body))
 
     # -- admissions --------------------------------------------------------------------------
 
@@ -257,17 +272,26 @@ class DecisionWriter:
             # Inside: whatever fails before the write lands (building the status too) rolls
             # the assumption back.
             updated = workload_status.admit(wl, admit.admission, now)
-            await self.put(admit.workload, updated)
+            try:
+                await self.put(admit.workload, updated)
+            except Unreachable as lost:
+                # The answer was lost, not the write: it may have landed. Find out.
+                logger.info("admission of Workload %s: %s; reading it back", admit.workload, lost)
+                if not await self._landed(admit.workload, updated):
+                    raise
         except BaseException as exc:
             # Conflict: the workload changed since our informer saw it. Either way the
             # assumption goes, and the workload is tried again with what the API says.
             engine.forget(admit.workload)
-            if not isinstance(exc, KubeError | OSError | TimeoutError):
+            if not isinstance(exc, KubeError):
                 raise
             level = logging.INFO if isinstance(exc, Conflict | NotFound) else logging.WARNING
             logger.log(level, "admission of Workload %s not written: %s", admit.workload, exc)
             self._retry()
             return
+        # In the API: from now on the engine reads any later state of the workload as it is
+        # (released, evicted), whether or not the informer ever shows this admission.
+        engine.confirm(admit.workload)
         self.admitted += 1
         queued = workload_status.queued_since(wl) or now
         wait_s = max((now - queued).total_seconds(), 0.0)
@@ -289,6 +313,36 @@ class DecisionWriter:
         logger.info(
             "admitted Workload %s in ClusterQueue %s", admit.workload, admit.cluster_queue
         )
+
+    async def _landed(self, key: WorkloadKey, updated: Workload) -> bool:
+        """Whether a status write of ``updated`` whose answer was lost is in the API, sending
+        it again while that cannot be told. Never assumed either way: the write carries the
+        resourceVersion it was based on, so of it and any resend at most one lands, and once
+        the object has moved on without it, none can. Tries until it knows (a leadership that
+        ends cancels it, and the engine forgets the admission then).
+        """
+        namespace, name = key.split("/", 1)
+        based_on = updated.metadata.resource_version
+        for attempt in itertools.count(1):
+            await asyncio.sleep(pause_after_lost_answer(attempt))
+            try:
+                current = Workload.model_validate(await self._kube.get(WORKLOADS, name, namespace))
+            except NotFound:
+                return False
+            except KubeError:
+                continue
+            if current.status.admission == updated.status.admission:
+                self._on_written(key, current.metadata.resource_version)
+                logger.info("the admission of Workload %s had landed", key)
+                return True
+            if current.metadata.resource_version != based_on:
+                return False  # changed by someone else: our write can no longer land
+            try:
+                await self.put(key, updated)
+                return True
+            except (Unreachable, Conflict):
+                continue
+        raise AssertionError("itertools.count never ends")
 
     # -- evictions ---------------------------------------------------------------------------
 
@@ -350,7 +404,10 @@ class DecisionWriter:
         """
         try:
             wl = self.get(key)
-            for attempt in range(_EVICTION_ATTEMPTS):
+            lost = False
+            for attempt in range(MODIFY_ATTEMPTS):
+                if lost:
+                    await asyncio.sleep(pause_after_lost_answer(attempt))
                 if wl is None or not workload_status.holds_quota(wl):
                     engine.undo_eviction(key)
                     return False
@@ -366,8 +423,11 @@ class DecisionWriter:
                 except NotFound:
                     engine.undo_eviction(key)
                     return False
-                except (KubeError, OSError, TimeoutError) as exc:
+                except KubeError as exc:
+                    # A conflict, or a lost answer: read again (the eviction may have landed,
+                    # and the fresh read shows it: nothing is then written twice).
                     logger.info("eviction of Workload %s (attempt %d): %s", key, attempt + 1, exc)
+                    lost = isinstance(exc, Unreachable)
                     try:
                         wl = Workload.model_validate(
                             await self._kube.get(
@@ -376,8 +436,8 @@ class DecisionWriter:
                         )
                     except NotFound:
                         wl = None
-                    except (KubeError, OSError, TimeoutError):
-                        await asyncio.sleep(0.1 * (attempt + 1))
+                    except KubeError:
+                        lost = True
                     continue
                 obj = workload_ref(wl)
                 if preempted_reason is not None:
@@ -394,6 +454,16 @@ class DecisionWriter:
         engine.undo_eviction(key)
         self._retry()
         return False
+
+
+# The first resourceVersion in a Workload's JSON is its own (metadata comes before status and no
+# owner reference carries one): read without decoding the whole answer.
+_RESOURCE_VERSION = re.compile(rb'"resourceVersion":\s*"([^"]*)"')
+
+
+def _resource_version(body: bytes) -> str | None:
+    match = _RESOURCE_VERSION.search(body)
+    return match.group(1).decode() if match is not None else None
 
 
 def log_crash(task: asyncio.Task[Any]) -> None:

@@ -175,7 +175,7 @@ class DelegatedAuth:
     async def _review(self, path: str, body: Obj, what: str) -> Obj:
         try:
             status, answer = await self.kube.request("POST", path, body, time_limit=10)
-        except (OSError, TimeoutError, KubeError) as err:
+        except KubeError as err:
             raise AuthUnavailable(f"{what}: {err}") from err
         if status not in (200, 201):
             raise AuthUnavailable(f"{what}: HTTP {status}: {answer.get('message', '')}")

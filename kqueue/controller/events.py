@@ -129,7 +129,7 @@ class EventRecorder:
             event = await self._queue.get()
             try:
                 await self._post(event)
-            except (KubeError, OSError, TimeoutError) as exc:
+            except KubeError as exc:
                 logger.info("could not post event %s on %s: %s", event.reason, event.ref.name, exc)
 
     async def drain(self) -> None:

@@ -40,6 +40,9 @@ T_contra = TypeVar("T_contra", contravariant=True)
 
 # A relist of at least this many objects freezes the heap again (see :func:`freeze_heap`).
 FREEZE_AFTER_RELIST = 10_000
+# The longest pause before resuming a cut watch (client-go's reflector backs off further, up
+# to 30 s, but resets only after 2 minutes of calm; kqueue resets as soon as a watch opens).
+_MAX_WATCH_BACKOFF = 5.0
 
 
 def as_dict(obj: Obj) -> Obj:
@@ -214,9 +217,10 @@ class Informer(Generic[T]):
         self._relist_requested = False
         self._watching: asyncio.Task[None] | None = None
         self.watches = 0
-        # Whether the current round's watches delivered anything; a failure after progress
-        # relists at once, a failure without progress backs off.
-        self._progressed = False
+        # Watches cut (resumed from the last resourceVersion), and whether the current watch
+        # request was answered (its stream opened): the resume backoff starts over then.
+        self.cuts = 0
+        self._opened = False
         self._where = str(resource) + (f" in namespace {namespace}" if namespace else "")
 
     # -- public API --------------------------------------------------------------------------
@@ -304,13 +308,22 @@ class Informer(Generic[T]):
         )
 
     async def _list_and_watch(self) -> None:
-        """List, then watch until the watch needs a relist. Returns to reset the backoff."""
+        """List, then watch until the watch needs a relist. Returns to reset the backoff.
+
+        As client-go's reflector: a watch that is cut (a dropped connection, a refused or timed
+        out request) is resumed from the last resourceVersion seen, after a brief backoff that
+        starts over once a watch is open again; bookmarks keep that resourceVersion fresh. Only
+        410 Gone (the resourceVersion is too old) or a request to relist lists again. A watch
+        cut before its first event is no reason to list: nothing was missed.
+        """
         await self._list()
-        self._progressed = False
+        cuts = 0
         while True:
             if self._relist_requested:
                 return
-            self._watching = asyncio.ensure_future(self._watch())
+            self._opened = False
+            delay = self._watch_backoff(cuts)
+            self._watching = asyncio.ensure_future(self._watch_after(delay))
             try:
                 await self._watching
             except asyncio.CancelledError:
@@ -327,11 +340,33 @@ class Informer(Generic[T]):
                     "informer %s: resourceVersion expired (410 Gone); relisting", self._where
                 )
                 return
-            except (aiohttp.ClientError, TimeoutError, KubeError) as exc:
-                if not self._progressed:
-                    raise
-                logger.warning("informer %s: watch failed: %s; relisting", self._where, exc)
-                return
+            except KubeError as exc:
+                if not _resumable(exc):
+                    raise  # e.g. 403 or 404: listing again (with backoff) says what is wrong
+                cuts = 1 if self._opened else cuts + 1
+                self.cuts += 1
+                logger.info(
+                    "informer %s: watch cut (%s); resuming the watch at resourceVersion %s",
+                    self._where,
+                    exc,
+                    self.resource_version,
+                )
+                continue
+            cuts = 0  # the server ended the watch (timeoutSeconds): go on at once
+
+    def _watch_backoff(self, cuts: int) -> float:
+        """No wait after a clean end; 0.1 to 0.5 s after the cut of a watch that was open; then,
+        while the watch cannot open, 0.5 s doubling up to 5 s. Jittered, so that informers cut
+        together do not all reconnect at once."""
+        if cuts <= 1:
+            return 0.0 if cuts == 0 else self._initial_backoff * random.uniform(0.2, 1.0)
+        delay = min(self._initial_backoff * 2 ** (cuts - 2), _MAX_WATCH_BACKOFF)
+        return float(delay * random.uniform(0.8, 1.0))
+
+    async def _watch_after(self, delay: float) -> None:
+        if delay > 0:
+            await self._clock.sleep(delay)
+        await self._watch()
 
     def _selector_params(self) -> list[tuple[str, str]]:
         params: list[tuple[str, str]] = []
@@ -430,6 +465,7 @@ class Informer(Generic[T]):
             query=params,
             read_timeout=server_timeout + 30,
         ) as content:
+            self._opened = True
             async for line in _json_lines(content):
                 try:
                     event = loads(line)
@@ -443,13 +479,11 @@ class Informer(Generic[T]):
                 if kind == "ERROR":
                     status = obj if isinstance(obj, dict) else {}
                     raise KubeError.from_status(status, what=f"watch {self._where}")
-                self._progressed = True
                 self.resource_version = _rv(obj) or self.resource_version
                 if kind == "BOOKMARK":
                     continue
                 self._apply(kind, obj)
         # The server closed the stream cleanly (timeoutSeconds): resume from where we are.
-        self._progressed = True
 
     # -- store updates -------------------------------------------------------------------------
 
@@ -526,6 +560,13 @@ class Informer(Generic[T]):
             handler(*args)
         except Exception:
             logger.exception("informer %s: handler %r failed for %s", self._where, handler, args[0])
+
+
+def _resumable(exc: KubeError) -> bool:
+    """Whether a watch that failed with ``exc`` may be resumed at its resourceVersion: no
+    answer (a cut connection, a timeout) or a passing refusal (429, 5xx). Other refusals
+    (403, 404: RBAC or a CRD changed) are not cured by watching again."""
+    return exc.status == 0 or exc.status == 429 or exc.status >= 500
 
 
 def _rv(obj: Obj) -> str:

@@ -3,10 +3,12 @@
 Every read, write, list and watch (informers, leader election, certificates, reconcilers)
 goes through :class:`Kube`, over plain JSON: the generated typed clients drop fields they do
 not know when an object is read and written back, so objects the controller does not own
-(Leases, Secrets, webhook configurations, Jobs) keep every field. A refused request raises a
-:class:`KubeError` naming the object, so callers decide on outcomes (``Conflict``: someone
-wrote first, read again; ``NotFound``: it is gone; ``Gone``: a watch's resourceVersion
-expired, list again) instead of parsing HTTP statuses. Status writes carry the
+(Leases, Secrets, webhook configurations, Jobs) keep every field. Every failure raises a
+:class:`KubeError` naming the object, so callers catch that one type and decide on outcomes
+(``Conflict``: someone wrote first, read again; ``NotFound``: it is gone; ``Gone``: a watch's
+resourceVersion expired, list again; ``Unreachable``: no answer, the connection failed or was
+cut, so a write may or may not have landed) instead of parsing HTTP statuses or knowing which
+of aiohttp's exceptions are ``OSError``s. Status writes carry the
 resourceVersion that was read: the API server refuses a write based on a stale read
 (optimistic concurrency), which is what keeps two writers, or a writer and a restart, from
 admitting one workload twice.
@@ -21,7 +23,7 @@ import urllib.request
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any, Final, TypeVar
 from urllib.parse import urlencode
 
 import aiohttp
@@ -33,19 +35,24 @@ from kubernetes_asyncio.client import Configuration as ClientConfiguration
 from kqueue.controller.resources import Resource
 
 Obj = dict[str, Any]
+T = TypeVar("T")
 
 __all__ = [
+    "MODIFY_ATTEMPTS",
     "POOL_SIZE",
     "Conflict",
     "Gone",
     "Kube",
     "KubeError",
     "NotFound",
+    "Unreachable",
     "WriteDeadlinePassed",
     "direct_call_api",
     "encode_body",
+    "idempotent",
     "loads",
     "new_api_client",
+    "pause_after_lost_answer",
     "send_directly",
 ]
 
@@ -60,6 +67,9 @@ POOL_SIZE = 256
 _WITH_BODY: Final = frozenset({"POST", "PUT", "PATCH", "OPTIONS", "DELETE"})
 # Matches kubernetes_asyncio's session: watch events of large objects exceed aiohttp's default.
 _READ_BUFSIZE = 2**21
+# Reads and writes of one get-modify-write (:meth:`Kube.modify_status`) before it gives up:
+# with the pauses after lost answers, about 10 s, longer than a load balancer's failover.
+MODIFY_ATTEMPTS = 8
 
 
 async def new_api_client(kubeconfig: str | None) -> ApiClient:
@@ -188,13 +198,17 @@ def skip_environment_lookups(api: ApiClient) -> None:
 
 
 class KubeError(Exception):
-    """A request the API server refused; ``status`` is the HTTP status (or the Status code)."""
+    """A request that failed: refused by the API server (``status`` is the HTTP status or the
+    Status code), or not answered at all (:class:`Unreachable`, ``status`` 0)."""
 
     def __init__(self, *, what: str, status: int, body: Obj) -> None:
         self.status = status
         self.reason = str(body.get("reason", ""))
         self.message = str(body.get("message", ""))
-        super().__init__(f"{what}: HTTP {status} {self.reason}: {self.message}")
+        if status:
+            super().__init__(f"{what}: HTTP {status} {self.reason}: {self.message}")
+        else:
+            super().__init__(f"{what}: {self.reason}: {self.message}")
 
     @staticmethod
     def of(what: str, status: int, body: Obj) -> KubeError:
@@ -224,8 +238,30 @@ class Gone(KubeError):
 _BY_STATUS: Final[dict[int, type[KubeError]]] = {409: Conflict, 404: NotFound, 410: Gone}
 
 
-class WriteDeadlinePassed(TimeoutError):
+class Unreachable(KubeError):
+    """No answer: the connection could not be made, was cut (a load balancer, a restarting API
+    server, an HTTP/2 GOAWAY), or the call timed out. A write may have been committed although
+    its answer was lost: read the object back before assuming either way."""
+
+    def __init__(self, *, what: str, cause: BaseException) -> None:
+        reason = type(cause).__name__
+        super().__init__(
+            what=what, status=0, body={"reason": reason, "message": str(cause) or "no answer"}
+        )
+
+
+class WriteDeadlinePassed(KubeError):
     """A write not sent: the leadership it would have been issued under may be over."""
+
+    def __init__(self, *, what: str, message: str) -> None:
+        super().__init__(
+            what=what, status=0, body={"reason": "WriteDeadlinePassed", "message": message}
+        )
+
+
+# What a request raises when no answer arrives: aiohttp's own errors (ServerDisconnectedError
+# and ClientPayloadError are not OSErrors), socket errors and timeouts. Wrapped in Unreachable.
+_TRANSPORT_ERRORS: Final = (aiohttp.ClientError, OSError, TimeoutError)
 
 
 def _raise_for(what: str, status: int, body: Obj) -> None:
@@ -307,8 +343,9 @@ class Kube:
         left = deadline - asyncio.get_running_loop().time()
         if left <= 0:
             raise WriteDeadlinePassed(
-                f"{method} {what}: not sent, the leadership it was issued under may be over "
-                f"(renew deadline passed {-left:.1f}s ago)"
+                what=f"{method} {what}",
+                message="not sent, the leadership it was issued under may be over "
+                f"(renew deadline passed {-left:.1f}s ago)",
             )
         return min(limit, left)
 
@@ -323,16 +360,19 @@ class Kube:
         client_timeout: aiohttp.ClientTimeout,
     ) -> aiohttp.ClientResponse:
         # Through call_api, which the client throttle (ratelimit.throttle) wraps.
-        response: aiohttp.ClientResponse = await self.api.call_api(
-            path,
-            method,
-            query_params=query or [],
-            header_params={"Accept": "application/json", "Content-Type": content_type},
-            body=body,
-            auth_settings=["BearerToken"],
-            _preload_content=False,
-            _request_timeout=client_timeout,
-        )
+        try:
+            response: aiohttp.ClientResponse = await self.api.call_api(
+                path,
+                method,
+                query_params=query or [],
+                header_params={"Accept": "application/json", "Content-Type": content_type},
+                body=body,
+                auth_settings=["BearerToken"],
+                _preload_content=False,
+                _request_timeout=client_timeout,
+            )
+        except _TRANSPORT_ERRORS as exc:
+            raise Unreachable(what=f"{method} {path}", cause=exc) from exc
         return response
 
     async def send(
@@ -356,8 +396,11 @@ class Kube:
             query=query,
             client_timeout=aiohttp.ClientTimeout(total=total),
         )
-        async with response:
-            raw = await response.read()
+        try:
+            async with response:
+                raw = await response.read()
+        except _TRANSPORT_ERRORS as exc:
+            raise Unreachable(what=f"{method} {path}", cause=exc) from exc
         return response.status, raw
 
     async def request(
@@ -389,7 +432,8 @@ class Kube:
 
         Only a dead connection times out (no bytes for ``read_timeout`` seconds): a watch
         lasts as long as the server keeps it open. A refusal raises :class:`KubeError`
-        (:class:`Gone` for 410) before anything is read.
+        (:class:`Gone` for 410) before anything is read; a stream cut while it is read raises
+        :class:`Unreachable` from the block.
         """
         response = await self._call(
             "GET",
@@ -401,11 +445,18 @@ class Kube:
         )
         async with response:
             if response.status != 200:
-                body = _decode(await response.read())
+                try:
+                    raw = await response.read()
+                except _TRANSPORT_ERRORS as exc:
+                    raise Unreachable(what=f"watch {resource}", cause=exc) from exc
+                body = _decode(raw)
                 body.setdefault("reason", response.reason or "")
                 where = f"{resource} in namespace {namespace}" if namespace else str(resource)
                 raise KubeError.of(f"watch {where}", response.status, body)
-            yield response.content
+            try:
+                yield response.content
+            except _TRANSPORT_ERRORS as exc:
+                raise Unreachable(what=f"watch {resource}", cause=exc) from exc
 
     async def get(
         self,
@@ -542,12 +593,70 @@ class Kube:
         _raise_for(f"list {where}", status, body)
         return body
 
+    async def modify_status(
+        self,
+        resource: Resource,
+        name: str,
+        change: Callable[[Obj], Obj | None],
+        *,
+        namespace: str | None = None,
+        attempts: int = MODIFY_ATTEMPTS,
+    ) -> Obj | None:
+        """Get, change and write back the status, until it is written or given up.
+
+        ``change`` gets the object as read and returns the object to write (it may change it in
+        place), or None when there is nothing to write. A conflict (someone wrote first) reads
+        again; so does a lost answer (:class:`Unreachable`), after a short pause: the write
+        may have landed, and the fresh read shows it. So ``change`` must be idempotent: applied
+        to what it wrote, it writes the same again or returns None. Returns the object written,
+        or None when the object is gone or ``change`` found nothing to write; raises the last
+        :class:`KubeError` when every attempt failed.
+        """
+        last: KubeError | None = None
+        for attempt in range(attempts):
+            if isinstance(last, Unreachable):
+                await asyncio.sleep(pause_after_lost_answer(attempt))
+            try:
+                obj = await self.get(resource, name, namespace)
+            except NotFound:
+                return None
+            except Unreachable as exc:
+                last = exc
+                continue
+            out = change(obj)
+            if out is None:
+                return None
+            try:
+                return await self.replace_status(resource, out, namespace=namespace)
+            except NotFound:
+                return None
+            except (Conflict, Unreachable) as exc:
+                last = exc
+        assert last is not None
+        raise last
+
     async def list(
         self, resource: Resource, *, namespace: str | None = None, label_selector: str = ""
     ) -> list[Obj]:
         query = [("labelSelector", label_selector)] if label_selector else []
         body = await self.list_page(resource, namespace=namespace, query=query)
         return list(body.get("items") or [])
+
+
+async def idempotent(call: Callable[[], Awaitable[T]], *, attempts: int = MODIFY_ATTEMPTS) -> T:
+    """``await call()``, again after a lost answer (:class:`Unreachable`), for a request that
+    may safely land twice (a merge patch setting fields, a delete); other errors are raised."""
+    for attempt in range(attempts - 1):
+        try:
+            return await call()
+        except Unreachable:
+            await asyncio.sleep(pause_after_lost_answer(attempt + 1))
+    return await call()
+
+
+def pause_after_lost_answer(attempt: int) -> float:
+    """Seconds to wait before ``attempt`` after a lost answer: 0.4, 0.8, 1.6, then 2."""
+    return min(0.2 * 2.0**attempt, 2.0)
 
 
 def _what(resource: Resource, name: str, namespace: str | None) -> str:

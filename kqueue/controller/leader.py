@@ -32,7 +32,6 @@ from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-import aiohttp
 from kubernetes_asyncio.client import ApiClient
 
 from kqueue.api.config import Configuration
@@ -328,7 +327,7 @@ class LeaderElector:
                 return False  # someone else wrote in between
             self._succeeded(updated)
             return True
-        except (aiohttp.ClientError, TimeoutError, KubeError) as exc:
+        except KubeError as exc:
             logger.warning("leader election: lease %s/%s: %s", self.namespace, self.name, exc)
             return False
 

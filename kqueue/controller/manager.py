@@ -19,6 +19,7 @@ import asyncio
 import contextlib
 import importlib
 import logging
+import time
 from collections.abc import Callable, Coroutine, Iterable
 from dataclasses import replace
 from pathlib import Path
@@ -36,7 +37,6 @@ from kqueue.api.v1alpha1 import (
     ResourceFlavor,
     Workload,
     WorkloadPriorityClass,
-    WorkloadSpec,
     parse_object,
 )
 from kqueue.api.v1alpha1 import constants as c
@@ -80,6 +80,7 @@ from kqueue.controller.topology import TopologyFeed
 from kqueue.controller.visibility_api import serve_visibility
 from kqueue.controller.webhooks import register as register_webhooks
 from kqueue.controller.webhooks.config import MUTATING_NAME, VALIDATING_NAME
+from kqueue.controller.workload_feed import WorkloadFeed
 from kqueue.controller.workload_reader import WorkloadReader
 from kqueue.controller.workqueue import WorkQueue, run_workers
 from kqueue.engine import adapt
@@ -93,11 +94,7 @@ from kqueue.engine.types import (
     FlavorName,
     LimitRangeItem,
     StopPolicy,
-    WorkloadKey,
     local_queue_key,
-)
-from kqueue.engine.types import (
-    PodSet as EnginePodSet,
 )
 
 logger = logging.getLogger(__name__)
@@ -112,6 +109,9 @@ _BY_CLUSTER_QUEUE = "cluster-queue"
 
 # How often the leader re-reconciles everything, as a safety net for a missed event.
 RESYNC_SECONDS = 60.0
+# How often the engine's workloads are compared with the Workload store (workload_feed.py):
+# about 10 ms per 10,000 Workloads (docs/reliability.md, "Dropped connections").
+WORKLOAD_RESYNC_SECONDS = 30.0
 # A term's heap is frozen once its first queue statuses are written, or after this long.
 SETTLE_HEAP_WITHIN = 10.0
 
@@ -217,9 +217,9 @@ class Manager:
         )
         # Workload events mostly change the status: the reader reuses the spec it read last.
         self.workload_reader = WorkloadReader()
-        # Per Workload: the spec model last converted for the engine, and its pod sets.
-        self._engine_pod_sets: dict[str, tuple[WorkloadSpec, tuple[EnginePodSet, ...]]] = {}
         self.workloads = informer(WORKLOADS, self.workload_reader)
+        # Workload events into the engine, kept converged with the API (workload_feed.py).
+        self.workload_feed = WorkloadFeed(lambda: self.engine, self.workloads.store)
         self.namespaces = informer(NAMESPACES, as_dict)
         # Only what admission reads of a LimitRange: (namespace, name, Container/Pod items).
         self.limit_ranges = informer(LIMIT_RANGES, adapt.limit_range)
@@ -273,6 +273,7 @@ class Manager:
             metrics=self.metrics,
             releases_itself=self._releases_itself,
             on_changed=self._queues_changed,
+            on_written=self.workload_feed.written,
             now=now,
         )
         self.status_queue: WorkQueue[str] = WorkQueue("queue-status")
@@ -470,17 +471,9 @@ class Manager:
         for namespace, name, items in self.limit_ranges.store.objects():
             engine.set_limit_range(namespace, name, items)
         self.topology.rebuild(engine)
-        kept_pod_sets = self._engine_pod_sets
-        for key, wl in self.workloads.store.items():
-            # The pod sets the handlers computed for this very spec (they depend on it alone):
-            # a term's first rebuild over a large backlog would otherwise read every spec again.
-            kept = kept_pod_sets.get(key)
-            adapt.apply_workload(
-                engine,
-                wl,
-                owner_labels=wl.metadata.labels,
-                pod_sets=kept[1] if kept is not None and kept[0] is wl.spec else None,
-            )
+        # With the pod sets the handlers computed for these very specs (they depend on the spec
+        # alone): a term's first rebuild over a large backlog would otherwise read every spec.
+        self.workload_feed.rebuild(engine)
         self.engine = engine
         return engine
 
@@ -608,27 +601,14 @@ class Manager:
         def on_wl(key: str, wl: Workload, *rest: Workload) -> None:
             new = rest[-1] if rest else wl
             old = wl if rest else None
-            # The engine's pod sets depend on the spec alone: kept while the spec model is the
-            # same object (the reader reuses it across status-only events).
-            kept = self._engine_pod_sets.get(key)
-            view = adapt.apply_workload(
-                self.engine,
-                new,
-                owner_labels=new.metadata.labels,
-                pod_sets=kept[1] if kept is not None and kept[0] is new.spec else None,
-            )
-            if view is None:
-                self._engine_pod_sets.pop(key, None)  # finished: not converted again
-            else:
-                self._engine_pod_sets[key] = (new.spec, view.pod_sets)
+            self.workload_feed.apply(key, new)
             if self.leading:
                 self.metrics.workload_changed(old, new)
             self._workload_changed(new, old)
 
         def on_wl_delete(key: str, wl: Workload) -> None:
             self.workload_reader.forget(key)
-            self._engine_pod_sets.pop(key, None)
-            self.engine.delete_workload(WorkloadKey(key))
+            self.workload_feed.delete(key)
             self._workload_changed(wl, None)
 
         self.workloads.add_handler(on_add=on_wl, on_update=on_wl, on_delete=on_wl_delete)
@@ -885,6 +865,7 @@ class Manager:
                         name=f"jobs/{name}",
                     )
                 tasks.create_task(self._resync(), name="resync")
+                tasks.create_task(self._resync_workloads(), name="resync-workloads")
                 tasks.create_task(self._settle_heap_when_counted(), name="settle-heap")
                 for task in self.leader_tasks:
                     tasks.create_task(task(), name=getattr(task, "__name__", "extension"))
@@ -924,6 +905,28 @@ class Manager:
             await asyncio.sleep(RESYNC_SECONDS)
             self._enqueue_everything()
             self.scheduler.trigger()
+
+    async def _resync_workloads(self) -> None:
+        """Every WORKLOAD_RESYNC_SECONDS, the engine's view of each workload against the
+        Workload store (``WorkloadFeed.resync``); a repair is logged and counted."""
+        while True:
+            await asyncio.sleep(WORKLOAD_RESYNC_SECONDS)
+            self.resync_workloads()
+
+    def resync_workloads(self) -> int:
+        started = time.perf_counter()
+        repairs = self.workload_feed.resync(self.scheduler.writer.writing)
+        self.metrics.workload_resync(time.perf_counter() - started)
+        for r in repairs:
+            self.metrics.workload_resync_repaired(str(r.was), str(r.want))
+        if repairs:
+            logger.warning(
+                "resync repaired %d workloads the engine disagreed with the API on: %s",
+                len(repairs),
+                ", ".join(f"{r.key} ({r.was} -> {r.want})" for r in repairs[:10]),
+            )
+            self.scheduler.trigger()
+        return len(repairs)
 
     async def _shutdown(self) -> None:
         await self.supervisor.stop(grace_period=10)

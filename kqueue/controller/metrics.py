@@ -584,12 +584,35 @@ class Metrics:
             namespace=NAMESPACE,
             registry=r,
         )
+        self._resync_repairs = Counter(
+            "workload_resync_repairs",
+            "Workloads on which the engine disagreed with the API server's Workload, found and "
+            "repaired by the periodic resync, per engine state ('was') and the state the API "
+            "implied ('now'). Stays 0 in a healthy process: any increase is a bug to report.",
+            ["was", "now"],
+            namespace=NAMESPACE,
+            registry=r,
+        )
+        self._resync_duration = Histogram(
+            "workload_resync_duration_seconds",
+            "Time one resync of the engine's workloads against the Workload store took.",
+            [],
+            namespace=NAMESPACE,
+            registry=r,
+            buckets=_ATTEMPT_BUCKETS,
+        )
         # Per ClusterQueue: the engine whose queue is read when /metrics is scraped.
         self._queue_sources: dict[str, Engine] = {}
 
     def webhook_request(self, webhook: str, result: WebhookResult, duration_s: float) -> None:
         self._webhook_requests.labels(webhook, result).inc()
         self._webhook_latency.labels(webhook).observe(duration_s)
+
+    def workload_resync(self, duration_s: float) -> None:
+        self._resync_duration.observe(duration_s)
+
+    def workload_resync_repaired(self, was: str, now: str) -> None:
+        self._resync_repairs.labels(was, now).inc()
 
     def leader_status(self, lease: str, *, leading: bool) -> None:
         self._leader.labels(lease).set(1 if leading else 0)

@@ -246,7 +246,7 @@ class PendingReasons:
     async def _write(self, key: WorkloadKey, wl: Workload, updated: Workload, reason: str) -> None:
         try:
             await self._writer.put(key, updated)
-        except (KubeError, OSError, TimeoutError) as exc:
+        except KubeError as exc:
             # The next cycle (or sweep) that finds it pending queues it again.
             logger.debug("pending status of Workload %s not written: %s", key, exc)
             return

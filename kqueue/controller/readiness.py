@@ -46,7 +46,7 @@ from kqueue.controller.events import EventRecorder
 from kqueue.controller.informer import Store
 from kqueue.controller.integrations.gate import is_terminal
 from kqueue.controller.integrations.owners import BY_OWNER, object_index_key
-from kqueue.controller.kube import Conflict, Kube, KubeError, NotFound
+from kqueue.controller.kube import Conflict, Kube, KubeError, NotFound, idempotent
 from kqueue.controller.metrics import Metrics
 from kqueue.controller.resources import WORKLOADS
 from kqueue.controller.workqueue import Requeue, WorkQueue, run_workers
@@ -63,7 +63,6 @@ PODS_READY_REASON: Final = "PodsReady"
 WAIT_FOR_START: Final = "WaitForStart"
 WAIT_FOR_RECOVERY: Final = "WaitForRecovery"
 REQUEUING_LIMIT_EXCEEDED: Final = "RequeuingLimitExceeded"
-_WRITE_ATTEMPTS: Final = 5
 
 
 # Index on the Workload store: every owner's UID (a pod group's Workload is owned by each of its
@@ -268,16 +267,8 @@ class ReadinessWatcher:
                 await self._write_max_exec_deactivation(evict)
 
     async def _write_max_exec_deactivation(self, evict: Evict) -> None:
-        namespace, name = evict.workload.split("/", 1)
-        for _ in range(_WRITE_ATTEMPTS):
-            try:
-                wl = Workload.model_validate(await self._kube.get(WORKLOADS, name, namespace))
-            except NotFound:
-                return
-            except (KubeError, OSError, TimeoutError) as exc:
-                logger.warning("deactivation of Workload %s not written: %s", evict.workload, exc)
-                return
-            out = wl.model_copy(deep=True)
+        def change(obj: Obj) -> Obj:
+            out = Workload.model_validate(obj)
             out.status.accumulated_past_execution_time_seconds = None
             set_condition(
                 out.status.conditions,
@@ -286,37 +277,48 @@ class ReadinessWatcher:
                 c.MAXIMUM_EXECUTION_TIME_EXCEEDED,
                 c.MAXIMUM_EXECUTION_TIME_EXCEEDED_MESSAGE,
                 self._now(),
-                wl.metadata.generation,
+                out.metadata.generation,
             )
-            try:
-                await self._kube.replace_status(WORKLOADS, out.to_dict(), namespace=namespace)
-            except Conflict:
-                continue
-            except (KubeError, OSError, TimeoutError) as exc:
-                logger.warning("deactivation of Workload %s not written: %s", evict.workload, exc)
-                return
-            break
-        try:
-            await self._kube.patch(WORKLOADS, name, {"spec": {"active": False}}, namespace=namespace)
-        except (KubeError, OSError, TimeoutError) as exc:
-            logger.warning("deactivating Workload %s: %s", evict.workload, exc)
+            return out.to_dict()
+
+        wl = await self._modify(evict, change, "deactivation")
+        if wl is None or not await self._deactivate(evict):
             return
         self._events.record(
             wl.to_dict(), "Warning", c.MAXIMUM_EXECUTION_TIME_EXCEEDED, evict.message
         )
 
-    async def _write_timeout(self, evict: Evict) -> None:
+    async def _modify(
+        self, evict: Evict, change: Callable[[Obj], Obj], what: str
+    ) -> Workload | None:
+        """Get-modify-write the evicted Workload's status; None when gone or given up (logged:
+        an after-cycle hook must not take the scheduler down with it)."""
         namespace, name = evict.workload.split("/", 1)
-        for _ in range(_WRITE_ATTEMPTS):
-            try:
-                wl = Workload.model_validate(await self._kube.get(WORKLOADS, name, namespace))
-            except NotFound:
-                return
-            except (KubeError, OSError, TimeoutError) as exc:
-                # An after-cycle hook must not take the scheduler down with it.
-                logger.warning("requeue state of Workload %s not written: %s", evict.workload, exc)
-                return
-            out = wl.model_copy(deep=True)
+        try:
+            written = await self._kube.modify_status(
+                WORKLOADS, name, change, namespace=namespace
+            )
+        except KubeError as exc:
+            logger.warning("%s of Workload %s not written: %s", what, evict.workload, exc)
+            return None
+        return Workload.model_validate(written) if written is not None else None
+
+    async def _deactivate(self, evict: Evict) -> bool:
+        namespace, name = evict.workload.split("/", 1)
+        try:
+            await idempotent(
+                lambda: self._kube.patch(
+                    WORKLOADS, name, {"spec": {"active": False}}, namespace=namespace
+                )
+            )
+        except KubeError as exc:
+            logger.warning("deactivating Workload %s: %s", evict.workload, exc)
+            return False
+        return True
+
+    async def _write_timeout(self, evict: Evict) -> None:
+        def change(obj: Obj) -> Obj:
+            out = Workload.model_validate(obj)
             out.status.requeue_state = RequeueState(
                 count=evict.requeue_count, requeue_at=evict.requeue_at
             )
@@ -325,7 +327,7 @@ class ReadinessWatcher:
                 # this write starts keeps Requeued False, whatever was seen in between.
                 set_condition(
                     out.status.conditions, c.REQUEUED, "False", c.EVICTED_BY_PODS_READY_TIMEOUT,
-                    evict.message, self._now(), wl.metadata.generation,
+                    evict.message, self._now(), out.metadata.generation,
                 )
             if evict.deactivate:
                 set_condition(
@@ -335,21 +337,15 @@ class ReadinessWatcher:
                     REQUEUING_LIMIT_EXCEEDED,
                     "exceeding the maximum number of re-queuing retries",
                     self._now(),
-                    wl.metadata.generation,
+                    out.metadata.generation,
                 )
-            try:
-                await self._kube.replace_status(WORKLOADS, out.to_dict(), namespace=namespace)
-            except Conflict:
-                continue
-            except (KubeError, OSError, TimeoutError) as exc:
-                logger.warning("requeue state of Workload %s not written: %s", evict.workload, exc)
-                return
-            break
+            return out.to_dict()
+
+        wl = await self._modify(evict, change, "requeue state")
+        if wl is None:
+            return
         if evict.deactivate:
-            try:
-                await self._kube.patch(WORKLOADS, name, {"spec": {"active": False}}, namespace=namespace)
-            except (KubeError, OSError, TimeoutError) as exc:
-                logger.warning("deactivating Workload %s: %s", evict.workload, exc)
+            if not await self._deactivate(evict):
                 return
             self._events.record(
                 wl.to_dict(),

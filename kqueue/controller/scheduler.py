@@ -74,6 +74,7 @@ class Scheduler:
         metrics: Metrics,
         releases_itself: Callable[[Workload], bool],
         on_changed: Callable[[Iterable[ClusterQueueName]], None] = lambda cqs: None,
+        on_written: Callable[[WorkloadKey, str | None], None] = lambda key, rv: None,
         now: Now = utc_now,
         settings: SchedulerSettings | None = None,
     ) -> None:
@@ -91,6 +92,7 @@ class Scheduler:
             metrics=metrics,
             releases_itself=releases_itself,
             retry=self.trigger,
+            on_written=on_written,
         )
         self.reasons = PendingReasons(
             engine=engine,

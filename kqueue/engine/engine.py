@@ -59,7 +59,7 @@ from .types import (
     local_queue_key,
 )
 from .victim import VictimSearch
-from .workload import AdmittedWorkload, WorkloadInfo, make_info
+from .workload import AdmittedWorkload, WorkloadInfo, WorkloadState, make_info
 
 
 @dataclass(frozen=True)
@@ -416,6 +416,36 @@ class Engine:
         self.cache.remove_workload(key)
         self._requeue_trees([held.cluster_queue])
         self.queues.upsert(held.info)
+
+    def confirm(self, key: WorkloadKey) -> None:
+        """The API has the admission this engine assumed (its write was answered): the
+        workload holds quota from now on as any admitted one does, so a later observation
+        without the admission means it was released, not that the write is still on its way.
+
+        Without this, an admission whose own watch event was never seen (a relist that began
+        after the workload had been admitted, evicted and released) stayed assumed for good,
+        holding its quota in the engine and never queued again."""
+        held = self.cache.get(key)
+        if held is None or not held.assumed:
+            return
+        self._settled.pop(key, None)  # the admission is in the API: charged for good
+        self.cache.add_workload(replace(held, assumed=False))
+
+    def state(self, key: WorkloadKey) -> WorkloadState:
+        """What the engine holds of a workload: the view the controller converges with the
+        API (``WorkloadState``)."""
+        held = self.cache.get(key)
+        if held is not None:
+            if key in self.cache.evicting:
+                return WorkloadState.EVICTING
+            return WorkloadState.RESERVING if held.assumed else WorkloadState.ADMITTED
+        if key in self.queues.pending:
+            return WorkloadState.PENDING
+        return WorkloadState.ABSENT
+
+    def workload_keys(self) -> set[WorkloadKey]:
+        """Every workload the engine holds, pending or holding quota."""
+        return set(self.cache.workloads) | set(self.queues.pending)
 
     def undo_eviction(
         self, key: WorkloadKey, *, requeue_count: int | None = None, deactivate: bool = False

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Hashable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
+from enum import StrEnum
 
 from .preemptibility import resolve_preemptibility
 from .resources import pod_set_requests
@@ -147,6 +148,16 @@ def equivalence_class(wl: Workload, priority: int, preemption: int) -> Hashable 
             for ps in wl.pod_sets
         ),
     )
+
+
+class WorkloadState(StrEnum):
+    """Where a workload stands in the engine (``Engine.state``)."""
+
+    ABSENT = "absent"  # not known, finished, or deleted
+    PENDING = "pending"  # queued (or parked, inactive, waiting for its queue)
+    RESERVING = "reserving"  # admitted by this engine, the write not answered yet
+    ADMITTED = "admitted"  # holds quota, as the API says
+    EVICTING = "evicting"  # holds quota, its eviction decided
 
 
 @dataclass(frozen=True, slots=True)

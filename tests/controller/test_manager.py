@@ -269,26 +269,26 @@ def test_status_only_workload_events_keep_the_engine_pod_sets(
     m.workloads._apply("ADDED", json.loads(json.dumps(added)))
     first = pending[key].obj
     assert first == fresh(added)
-    kept = m._engine_pod_sets[key][1]
+    kept = m.workload_feed._pod_sets[key][1]
 
     pending_reason = [{"type": "QuotaReserved", "status": "False", "reason": "Pending",
                        "message": "waiting", "lastTransitionTime": "2026-01-01T00:00:00Z"}]
     status_only = _workload_doc("2", conditions=pending_reason)
     m.workloads._apply("MODIFIED", json.loads(json.dumps(status_only)))
     second = pending[key].obj
-    assert m._engine_pod_sets[key][1] is kept
+    assert m.workload_feed._pod_sets[key][1] is kept
     assert second == fresh(status_only)
 
     spec_change = _workload_doc("3", cpu="2", conditions=pending_reason)
     m.workloads._apply("MODIFIED", json.loads(json.dumps(spec_change)))
     third = pending[key].obj
-    assert m._engine_pod_sets[key][1] is not kept
+    assert m.workload_feed._pod_sets[key][1] is not kept
     assert third == fresh(spec_change)
     assert third.pod_sets[0].requests == {"cpu": 2000}
 
     m.workloads._apply("DELETED", json.loads(json.dumps(spec_change)))
     assert key not in pending
-    assert key not in m._engine_pod_sets
+    assert key not in m.workload_feed._pod_sets
     assert len(m.workload_reader) == 0
 
 
@@ -319,7 +319,7 @@ def test_a_rebuilt_engine_reuses_the_pod_sets_of_unchanged_specs(
     assert converted == []
 
     # Pod sets kept for another spec object are not trusted: converted again, same result.
-    m._engine_pod_sets[key] = (wl.spec.model_copy(), m._engine_pod_sets[key][1])
+    m.workload_feed._pod_sets[key] = (wl.spec.model_copy(), m.workload_feed._pod_sets[key][1])
     assert m.rebuild_engine().queues.pending[key].obj == expected
     assert converted == [wl.spec]
 

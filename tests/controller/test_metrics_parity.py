@@ -201,6 +201,8 @@ KQUEUE_ONLY = {
     "kqueue_webhook_request_duration_seconds",
     "kqueue_leader_election_master_status",
     "kqueue_oldest_pending_workload_timestamp_seconds",
+    "kqueue_workload_resync_repairs_total",
+    "kqueue_workload_resync_duration_seconds",
 }
 
 

@@ -9,6 +9,7 @@ from typing import Any
 from kqueue.api.v1alpha1 import RequeueState, Workload, parse_object
 from kqueue.api.v1alpha1 import constants as c
 from kqueue.controller import workload_status
+from kqueue.controller.kube import Unreachable
 from kqueue.controller.readiness import ReadinessWatcher
 from kqueue.controller.workqueue import Requeue
 from kqueue.engine import types as t
@@ -148,8 +149,8 @@ async def test_the_watcher_writes_the_transition_when_the_backoff_ends() -> None
 
 
 class _TimingOutKube(_Kube):
-    async def get(self, *_args: object) -> Obj:
-        raise TimeoutError("the API server did not answer in time")
+    async def modify_status(self, *_args: object, **_kw: object) -> Obj:
+        raise Unreachable(what="get workloads", cause=TimeoutError("no answer in time"))
 
 
 async def test_a_failed_requeue_state_write_does_not_stop_the_scheduler() -> None:

@@ -156,6 +156,9 @@ class FakeApi:
             raise NotFound(what=key, status=404, body={})
         return copy.deepcopy(self.objects[key])
 
+    # The real get-modify-write loop, over this fake's get and replace_status.
+    modify_status = Kube.modify_status
+
     def admitted(self) -> set[str]:
         return {k for k, o in self.objects.items() if (o.get("status") or {}).get("admission")}
 

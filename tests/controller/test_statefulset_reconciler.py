@@ -49,7 +49,7 @@ class FakeKube:
             await asyncio.sleep(0.005)
             if name in self.boom:
                 self._boomed = True
-                raise OSError(f"connection reset while patching {name}")
+                raise RuntimeError(f"a bug while patching {name}")
             if name in self.fail:
                 raise KubeError(what=f"patch {name}", status=500, body={"reason": "InternalError"})
             if self._boomed:

@@ -291,6 +291,8 @@ class Scenario:
     high: str = ""
     queues: list[QueueQuota] = field(default_factory=list)
     jobs: list[str] = field(default_factory=list)
+    # A prefix for the LocalQueues' and Jobs' names: two scenarios can share a namespace.
+    tag: str = ""
 
     async def setup(self) -> None:
         od, cohort = unique("od"), unique("cohort")
@@ -312,8 +314,8 @@ class Scenario:
                 borrowing_limit=str(BORROW_B),
             )
         )
-        await self.api.apply(local_queue("qa", self.namespace, cq_a))
-        await self.api.apply(local_queue("qb", self.namespace, cq_b))
+        await self.api.apply(local_queue(f"{self.tag}qa", self.namespace, cq_a))
+        await self.api.apply(local_queue(f"{self.tag}qb", self.namespace, cq_b))
         mem = parse_quantity("64Gi", "memory")
         self.queues = [
             QueueQuota(cq_a, od, {"cpu": CPU_A * 1000, "memory": mem}, cohort=cohort),
@@ -329,8 +331,8 @@ class Scenario:
     async def submit(self, count: int, rng: random.Random, *, rate: float = 4.0) -> None:
         """``count`` Jobs, about ``rate`` per second; a fifth are high priority and preempt."""
         for _ in range(count):
-            name = f"j{len(self.jobs):04d}"
-            queue = rng.choice(["qa", "qa", "qb"])
+            name = f"{self.tag}j{len(self.jobs):04d}"
+            queue = self.tag + rng.choice(["qa", "qa", "qb"])
             prio = self.high if rng.random() < 0.2 else self.low
             obj = job(
                 name,
