@@ -15,7 +15,7 @@ from cryptography import x509
 from cryptography.x509.oid import ExtendedKeyUsageOID
 from kubernetes_asyncio.client import ApiClient
 
-from kqueue.controller.admission.certs import (
+from kqueue.controller.webhook_server.certs import (
     CertBundle,
     CertRotator,
     ensure_local_certs,

@@ -15,10 +15,10 @@ from hypothesis import strategies as st
 
 from kqueue.api.v1alpha1 import constants as c
 from kqueue.controller import gang
-from kqueue.controller.admission import AdmissionRequest
 from kqueue.controller.gang import GangPlacement, group_name
 from kqueue.controller.kube import Kube
 from kqueue.controller.resources import WORKLOADS
+from kqueue.controller.webhook_server import AdmissionRequest
 from kqueue.controller.webhooks import claimant
 from kqueue.controller.webhooks.pod import pod_mutator
 from tests.controller.fake_apiserver import FakeCluster
