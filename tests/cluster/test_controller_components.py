@@ -25,7 +25,7 @@ from kqueue.controller.leader import LeaderElector
 from kqueue.controller.resources import CONFIGMAPS
 from kqueue.controller.webhook_server import AdmissionRequest, FieldError, Verdict, WebhookServer
 from kqueue.controller.webhook_server.certs import CertRotator
-from tests.controller.mock_apiserver import eventually
+from tests.controller.fake_apiserver import eventually
 
 pytestmark = pytest.mark.cluster
 

@@ -14,6 +14,13 @@ resourceVersion), read what the controller wrote with :meth:`FakeApiServer.get` 
 time (``delay``), and read how many overlapped (:meth:`FakeApiServer.max_in_flight`). Nothing
 here reaches into the controller's stores: a test waits for its informers to see the server's
 state (:meth:`FakeCluster.synced`).
+
+Clients are told apart by their User-Agent (:func:`start_app` makes one client per agent): those
+in ``partitioned`` get 503, as if the network between them and the server were down. What no
+consistent server would say, an informer test scripts: queued :class:`ListResponse` answers
+(paginated by ``limit``/``continue``, or an HTTP error) and watch scripts of :data:`Step`
+(events, bookmarks, a 410 in the stream or on the request, a malformed line, the end of the
+stream) answer list and watch requests while any is queued, instead of the stored objects.
 """
 
 from __future__ import annotations
@@ -21,7 +28,7 @@ from __future__ import annotations
 import asyncio
 import copy
 import json
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
@@ -80,10 +87,15 @@ class Recorded:
     body: Any
     status: int = 0
     """The HTTP status of the answer (0 while unanswered)."""
+    path: str = ""
 
     @property
     def ok(self) -> bool:
         return 200 <= self.status < 300
+
+    @property
+    def is_watch(self) -> bool:
+        return self.method == "GET" and self.query.get("watch") in ("true", "1")
 
     @property
     def plural(self) -> str:
@@ -92,6 +104,55 @@ class Recorded:
     @property
     def name(self) -> str:
         return self.target.name
+
+
+# -- scripted answers (informer tests) ---------------------------------------------------------
+
+
+@dataclass
+class ListResponse:
+    """A scripted answer to list requests: ``items`` at ``resource_version``."""
+
+    resource_version: int
+    items: list[Obj]
+    http_error: int | None = None  # answer with this HTTP status and a Status body instead
+
+
+@dataclass
+class Event:
+    type: str
+    object: Obj
+
+
+def bookmark(rv: int) -> Event:
+    return Event(
+        "BOOKMARK",
+        {"kind": "ConfigMap", "apiVersion": "v1", "metadata": {"resourceVersion": str(rv)}},
+    )
+
+
+def gone_event() -> Event:
+    return Event("ERROR", status(410, "Expired", "too old resource version: 10 (30)"))
+
+
+@dataclass
+class Close:
+    """End the stream (as the server does after timeoutSeconds)."""
+
+
+@dataclass
+class HttpStatus:
+    """Refuse the watch request itself with this HTTP status."""
+
+    code: int
+
+
+@dataclass
+class RawLine:
+    data: bytes
+
+
+Step = Event | Close | HttpStatus | RawLine
 
 
 @dataclass
@@ -211,6 +272,13 @@ class FakeApiServer:
     delay: dict[str, float] = field(default_factory=dict)
     """Seconds each request of a method (``PATCH``...) takes, so concurrent ones overlap."""
     requests: list[Recorded] = field(default_factory=list)
+    partitioned: set[str] = field(default_factory=set)
+    """User-Agents answered 503 before anything is read or recorded."""
+    lists: deque[ListResponse] = field(default_factory=deque)
+    """Scripted list answers: the last one keeps answering, earlier ones are used once (all
+    pages of a paginated list from the same one)."""
+    watches: deque[list[Step]] = field(default_factory=deque)
+    """Scripted watch streams, one per watch request; an exhausted script stays open, idle."""
 
     def __post_init__(self) -> None:
         self._objects: dict[tuple[str, str], dict[str, Obj]] = {}
@@ -299,6 +367,27 @@ class FakeApiServer:
     def clear_faults(self) -> None:
         self._faults.clear()
 
+    @property
+    def list_requests(self) -> list[Recorded]:
+        return [r for r in self.requests if r.method == "GET" and not r.target.name and not r.is_watch]
+
+    @property
+    def watch_requests(self) -> list[Recorded]:
+        return [r for r in self.requests if r.is_watch]
+
+    @property
+    def writes(self) -> list[tuple[str, str]]:
+        """(verb, object path) of every write the server carried out, in order."""
+        verbs = {"POST": "create", "PUT": "replace", "PATCH": "patch", "DELETE": "delete"}
+        return [
+            (
+                verbs[r.method],
+                f"{r.path}/{r.body['metadata']['name']}" if r.method == "POST" else r.path,
+            )
+            for r in self.requests
+            if r.method in verbs and r.ok
+        ]
+
     def max_in_flight(self, method: str, resource: Resource) -> int:
         return self._max_in_flight[(method, resource.plural)]
 
@@ -313,6 +402,8 @@ class FakeApiServer:
         return app
 
     async def _handle(self, request: web.Request) -> web.StreamResponse:
+        if request.headers.get("User-Agent") in self.partitioned:
+            return _refuse(503, "ServiceUnavailable", "partitioned")
         target = parse_path(request.path)
         if target is None:
             return _refuse(404, "NotFound", f"no API at {request.path}")
@@ -320,7 +411,7 @@ class FakeApiServer:
         if request.can_read_body:
             raw = await request.read()
             body = json.loads(raw) if raw else None
-        recorded = Recorded(request.method, target, dict(request.query), body)
+        recorded = Recorded(request.method, target, dict(request.query), body, path=request.path)
         self.requests.append(recorded)
         slot = (request.method, target.plural)
         self._in_flight[slot] += 1
@@ -357,8 +448,12 @@ class FakeApiServer:
         method = request.method
         if not target.name:
             if method == "GET" and request.query.get("watch") in ("true", "1"):
+                if self.watches:
+                    return await self._scripted_watch(request, self.watches.popleft())
                 return await self._watch(request, target)
             if method == "GET":
+                if self.lists:
+                    return self._scripted_list(request.query)
                 return web.json_response(self._list(target, request.query))
             if method == "POST":
                 return self._create(target, body)
@@ -522,6 +617,48 @@ class FakeApiServer:
             pass
         return response
 
+    # -- scripted answers ----------------------------------------------------------------------
+
+    def _scripted_list(self, query: Any) -> web.Response:
+        current = self.lists[0]
+        if current.http_error is not None:
+            self.lists.popleft()
+            return _refuse(current.http_error, "InternalError", "etcd is sad")
+        start = int(query.get("continue") or 0)
+        limit = int(query.get("limit") or 0) or len(current.items) or 1
+        # Like the real server for built-in types, list items carry no apiVersion/kind.
+        page = [
+            {k: v for k, v in item.items() if k not in ("apiVersion", "kind")}
+            for item in current.items[start : start + limit]
+        ]
+        metadata: Obj = {"resourceVersion": str(current.resource_version)}
+        if start + limit < len(current.items):
+            metadata = {"continue": str(start + limit)}
+        elif len(self.lists) > 1:
+            self.lists.popleft()
+        kind = current.items[0].get("kind", "") if current.items else ""
+        return web.json_response(
+            {"kind": f"{kind}List", "apiVersion": "v1", "metadata": metadata, "items": page}
+        )
+
+    async def _scripted_watch(self, request: web.Request, script: list[Step]) -> web.StreamResponse:
+        if script and isinstance(script[0], HttpStatus):
+            return _refuse(script[0].code, "Expired", "resource version too old")
+        response = web.StreamResponse(headers={"Content-Type": "application/json"})
+        await response.prepare(request)
+        for step in script:
+            if isinstance(step, Close):
+                return response
+            if isinstance(step, RawLine):
+                await response.write(step.data)
+            elif isinstance(step, Event):
+                line = json.dumps({"type": step.type, "object": step.object}) + "\n"
+                await response.write(line.encode())
+            await asyncio.sleep(0)
+        # Script exhausted: keep the stream open, like an idle watch, until the client leaves.
+        await asyncio.Event().wait()
+        return response
+
     @staticmethod
     def _watch_line(event: _WatchEvent, target: Target, selector: str) -> bytes | None:
         if event.kind_key != target.kind_key:
@@ -627,12 +764,43 @@ class FakeCluster:
         await self.api.close()
 
 
+async def start_app(
+    app: web.Application, user_agents: list[str]
+) -> tuple[TestServer, list[ApiClient]]:
+    """Serve ``app`` (a :class:`FakeApiServer`'s, or a handler a test writes to misbehave at
+    the transport level) over real HTTP, with one real client per User-Agent."""
+    test_server = TestServer(app)
+    await test_server.start_server()
+    clients = []
+    for agent in user_agents:
+        client = _client(test_server)
+        client.user_agent = agent
+        clients.append(client)
+    return test_server, clients
+
+
+def _client(test_server: TestServer) -> ApiClient:
+    return ApiClient(configuration=Configuration(host=str(test_server.make_url("")).rstrip("/")))
+
+
 async def start_fake_cluster(server: FakeApiServer | None = None) -> tuple[TestServer, FakeCluster]:
     server = server if server is not None else FakeApiServer()
     test_server = TestServer(server.app())
     await test_server.start_server()
-    api = ApiClient(configuration=Configuration(host=str(test_server.make_url("")).rstrip("/")))
+    api = _client(test_server)
     return test_server, FakeCluster(server=server, api=api, kube=Kube(api))
+
+
+async def eventually(
+    condition: Callable[[], bool], *, within: float = 5.0, what: str = "condition"
+) -> None:
+    """Poll ``condition`` (state owned by the code under test, which signals nothing)."""
+    try:
+        async with asyncio.timeout(within):
+            while not condition():  # noqa: ASYNC110 - there is no event to wait on
+                await asyncio.sleep(0.01)
+    except TimeoutError:
+        raise AssertionError(f"timed out after {within}s waiting for {what}") from None
 
 
 async def fake_cluster() -> AsyncIterator[FakeCluster]:
@@ -646,4 +814,19 @@ async def fake_cluster() -> AsyncIterator[FakeCluster]:
         await test_server.close()
 
 
-__all__ = ["FakeApiServer", "FakeCluster", "fake_cluster", "start_fake_cluster"]
+__all__ = [
+    "Close",
+    "Event",
+    "FakeApiServer",
+    "FakeCluster",
+    "HttpStatus",
+    "ListResponse",
+    "RawLine",
+    "Step",
+    "bookmark",
+    "eventually",
+    "fake_cluster",
+    "gone_event",
+    "start_app",
+    "start_fake_cluster",
+]

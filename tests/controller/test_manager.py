@@ -24,8 +24,7 @@ from kqueue.controller.resources import JOBS, PODS, WORKLOADS
 from kqueue.controller.topology import BOUND_PODS_FIELD_SELECTOR
 from kqueue.controller.webhook_server.server import ADMISSION_API_VERSION
 from kqueue.engine.types import ClusterQueueName, LocalQueueSpec, WorkloadKey, local_queue_key
-from tests.controller.fake_apiserver import FakeCluster
-from tests.controller.mock_apiserver import eventually
+from tests.controller.fake_apiserver import FakeCluster, eventually
 
 Obj = dict[str, Any]
 BOTH = ["batch/job", "pod"]

@@ -24,7 +24,7 @@ from kqueue.controller.webhook_server.certs import (
     write_cert_dir,
 )
 from kqueue.controller.webhook_server.patch import apply_json_patch, json_patch
-from tests.controller.mock_apiserver import eventually
+from tests.controller.fake_apiserver import eventually
 
 Obj = dict[str, Any]
 
