@@ -48,6 +48,18 @@ T = TypeVar("T")
 # Sub-paths that are subresources of an object, not collections in a namespace.
 _SUBRESOURCES = frozenset({"status", "finalize", "scale", "eviction"})
 
+# The Status reason the API server gives with an HTTP code (a scripted fault answers with it).
+_REASONS = {
+    401: "Unauthorized",
+    403: "Forbidden",
+    404: "NotFound",
+    409: "Conflict",
+    410: "Expired",
+    422: "Invalid",
+    429: "TooManyRequests",
+    503: "ServiceUnavailable",
+}
+
 
 def status(code: int, reason: str, message: str) -> Obj:
     """A ``Status`` object, as the API server answers a refusal."""
@@ -422,7 +434,9 @@ class FakeApiServer:
             fault = self._fault(request.method, target)
             if fault is not None:
                 response: web.StreamResponse = _refuse(
-                    fault, "InternalError", f"{request.method} {request.path} failed"
+                    fault,
+                    _REASONS.get(fault, "InternalError"),
+                    f"{request.method} {request.path} failed",
                 )
             else:
                 response = await self._serve(request, target, body)
