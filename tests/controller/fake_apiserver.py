@@ -6,7 +6,9 @@ selectors, resuming from a resourceVersion, objects leaving a selector seen as d
 (409 AlreadyExists, ``generateName``), replace with optimistic concurrency (409 Conflict on a
 stale resourceVersion), the ``status`` subresource (a write to one part keeps the other), merge
 and JSON patches (``test`` ops and a ``metadata.resourceVersion`` in a merge patch are
-preconditions), and delete with finalizers (``deletionTimestamp`` until the last one goes).
+preconditions), delete with finalizers (``deletionTimestamp`` until the last one goes), and
+discovery of the group/versions a test declares served (``discovery``). What the API server's
+defaulting and validation do to a created object of a kind (``admission``) a test may say.
 
 Tests set objects up with :meth:`FakeApiServer.add` (kept as given, uid included, with a fresh
 resourceVersion), read what the controller wrote with :meth:`FakeApiServer.get` and
@@ -73,9 +75,18 @@ def status(code: int, reason: str, message: str) -> Obj:
     }
 
 
+class Refused(Exception):
+    """Raised by an ``admission`` hook: the API server refuses the object."""
+
+    def __init__(self, code: int, reason: str, message: str) -> None:
+        super().__init__(message)
+        self.code, self.reason, self.message = code, reason, message
+
+
 @dataclass(frozen=True)
 class Target:
-    """What a request addresses: a collection (``name`` empty) or one object."""
+    """What a request addresses: a group/version (discovery, ``plural`` empty), a collection
+    (``name`` empty) or one object."""
 
     group: str
     version: str
@@ -197,7 +208,7 @@ def parse_path(path: str) -> Target | None:
     if len(rest) >= 3 and rest[0] == "namespaces" and rest[2] not in _SUBRESOURCES:
         namespace, rest = rest[1], rest[2:]
     if not rest:
-        return None
+        return Target(group, version, "", None)
     plural = rest[0]
     name = rest[1] if len(rest) > 1 else ""
     sub = rest[2] if len(rest) > 2 else ""
@@ -291,6 +302,12 @@ class FakeApiServer:
     pages of a paginated list from the same one)."""
     watches: deque[list[Step]] = field(default_factory=deque)
     """Scripted watch streams, one per watch request; an exhausted script stays open, idle."""
+    discovery: dict[str, list[str]] = field(default_factory=dict)
+    """The plurals served per group/version (``scheduling.k8s.io/v1alpha2``), what discovery
+    answers; a group/version not here is not served (404)."""
+    admission: dict[str, Callable[[Obj], Obj]] = field(default_factory=dict)
+    """Per plural: the object the API server stores for one created (a disabled feature's
+    fields dropped, defaults set); raising :class:`Refused` refuses it."""
 
     def __post_init__(self) -> None:
         self._objects: dict[tuple[str, str], dict[str, Obj]] = {}
@@ -460,6 +477,8 @@ class FakeApiServer:
 
     async def _serve(self, request: web.Request, target: Target, body: Any) -> web.StreamResponse:
         method = request.method
+        if not target.plural:
+            return self._discover(target)
         if not target.name:
             if method == "GET" and request.query.get("watch") in ("true", "1"):
                 if self.watches:
@@ -509,6 +528,18 @@ class FakeApiServer:
             "items": [copy.deepcopy(o) for o in sorted(items, key=object_key)],
         }
 
+    def _discover(self, target: Target) -> web.Response:
+        group_version = f"{target.group}/{target.version}" if target.group else target.version
+        served = self.discovery.get(group_version)
+        if served is None:
+            return _refuse(404, "NotFound", f"the server could not find {group_version}")
+        return web.json_response({
+            "kind": "APIResourceList",
+            "apiVersion": "v1",
+            "groupVersion": group_version,
+            "resources": [{"name": plural} for plural in served],
+        })
+
     def _create(self, target: Target, body: Obj) -> web.Response:
         meta = body.setdefault("metadata", {})
         if not meta.get("name") and meta.get("generateName"):
@@ -516,6 +547,13 @@ class FakeApiServer:
             meta["name"] = f"{meta['generateName']}{self._uids:05d}"
         if target.namespace is not None:
             meta["namespace"] = target.namespace
+        admit = self.admission.get(target.plural)
+        if admit is not None:
+            try:
+                body = admit(copy.deepcopy(body))
+            except Refused as refused:
+                return _refuse(refused.code, refused.reason, refused.message)
+            meta = body["metadata"]
         key = object_key(body)
         if key in self._objects.get(target.kind_key, {}):
             return _refuse(409, "AlreadyExists", f"{target.plural} {meta['name']!r} already exists")
@@ -836,6 +874,7 @@ __all__ = [
     "HttpStatus",
     "ListResponse",
     "RawLine",
+    "Refused",
     "Step",
     "bookmark",
     "eventually",
