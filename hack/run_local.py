@@ -34,7 +34,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from kqueue.api.config import default_managed_namespace_selector  # noqa: E402
-from kqueue.controller.admission.certs import ensure_local_certs  # noqa: E402
+from kqueue.controller.webhook_server.certs import ensure_local_certs  # noqa: E402
 from kqueue.controller.webhooks.config import webhook_configurations  # noqa: E402
 from kqueue.localcluster.build import BuildError  # noqa: E402
 from kqueue.localcluster.cluster import ClusterStartError, LocalCluster  # noqa: E402

@@ -40,8 +40,6 @@ from kqueue.api.v1alpha1 import (
     parse_object,
 )
 from kqueue.api.v1alpha1 import constants as c
-from kqueue.controller.admission import WebhookServer
-from kqueue.controller.admission.certs import CertRotator
 from kqueue.controller.clock import Now, utc_now
 from kqueue.controller.collector import collector_paused, freeze_heap
 from kqueue.controller.delegated_auth import DelegatedAuth
@@ -78,6 +76,8 @@ from kqueue.controller.status import QueueStatusReconciler
 from kqueue.controller.supervisor import Supervisor
 from kqueue.controller.topology import TopologyFeed
 from kqueue.controller.visibility_api import serve_visibility
+from kqueue.controller.webhook_server import WebhookServer
+from kqueue.controller.webhook_server.certs import CertRotator
 from kqueue.controller.webhooks import register as register_webhooks
 from kqueue.controller.webhooks.config import MUTATING_NAME, VALIDATING_NAME
 from kqueue.controller.workload_feed import WorkloadFeed

@@ -47,6 +47,7 @@ from kqueue.controller.metric_labels import (
     ready_until_evicted_s,
     workload_local_queue,
 )
+from kqueue.controller.metric_table import METRICS
 from kqueue.controller.probes import Probes as Probes
 from kqueue.controller.probes import health_app as health_app
 from kqueue.controller.probes import serve_app as serve_app
@@ -66,8 +67,6 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-NAMESPACE = "kqueue"
-
 # Kueue's Go client exports no "<name>_created" series; keep the exposition the same shape
 # (process-wide, but this module is only imported by the controller).
 disable_created_metrics()  # type: ignore[no-untyped-call]
@@ -78,30 +77,23 @@ ClusterQueueStatus = Literal["pending", "active", "terminating"]
 WebhookResult = Literal["allowed", "denied", "error"]
 CLUSTER_QUEUE_STATUSES: tuple[ClusterQueueStatus, ...] = ("pending", "active", "terminating")
 
-_RESOURCE_LABELS = ("cohort", "cluster_queue", "flavor", "resource")
-# Kueue's label sets: per ClusterQueue and per LocalQueue (its name and namespace), with the
-# workload's priority class (spec.priorityClassRef.name, "" without one) on workload counters.
-_CQ_WORKLOAD_LABELS = ("cluster_queue", "priority_class")
-_LQ = ("name", "namespace")
-_LQ_WORKLOAD_LABELS = (*_LQ, "priority_class")
-_EVICTION_LABELS = ("reason", "underlying_cause", "priority_class")
 LOCAL_QUEUE_ACTIVE_VALUES = ("True", "False", "Unknown")
+
+# The per-flavor gauges of a ClusterQueue, removed together when it leaves a cohort or goes.
+_CQ_RESOURCE_GAUGES = (
+    "cluster_queue_nominal_quota",
+    "cluster_queue_borrowing_limit",
+    "cluster_queue_lending_limit",
+    "cluster_queue_resource_reservation",
+    "cluster_queue_resource_usage",
+)
 
 # Workloads whose first eviction per (reason, cause) was counted by evicted_workloads_once_total;
 # bounded, as the record lives only in memory (Kueue keeps it in status.schedulingStats).
 _EVICTED_ONCE_MEMORY = 100_000
 
 _M = TypeVar("_M", Counter, Gauge, Histogram)
-
-
-def _exponential(start: float, factor: float, count: int) -> list[float]:
-    return [start * factor**i for i in range(count)]
-
-
-# Kueue's buckets: attempts take milliseconds to seconds; waits take seconds to hours.
-_ATTEMPT_BUCKETS = _exponential(0.001, 2, 15)  # 1ms .. ~16s
-_WAIT_BUCKETS = [1.0, *_exponential(2.5, 2, 13)]  # 1s .. ~2.8h
-_GATE_BUCKETS = _exponential(0.01, 2, 14)  # 10ms .. ~82s
+_Metric = Counter | Gauge | Histogram
 
 
 def to_prometheus_value(amount: int, resource: str) -> float:
@@ -110,309 +102,32 @@ def to_prometheus_value(amount: int, resource: str) -> float:
 
 
 class Metrics:
-    """kqueue's metrics in their own registry (so tests and embedders get a clean slate)."""
+    """kqueue's metrics in their own registry (so tests and embedders get a clean slate), built
+    from the table :data:`~kqueue.controller.metric_table.METRICS`."""
 
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
         self.registry = registry if registry is not None else CollectorRegistry()
-        r = self.registry
-        self._admission_attempts = Counter(
-            "admission_attempts",
-            "Admission attempts, by result: 'success' (at least one workload admitted in the "
-            "cycle) or 'inadmissible' (none could be).",
-            ["result"],
-            namespace=NAMESPACE,
-            registry=r,
-        )
-        self._admission_attempt_duration = Histogram(
-            "admission_attempt_duration_seconds",
-            "Duration of an admission attempt (one scheduling cycle), by result.",
-            ["result"],
-            namespace=NAMESPACE,
-            registry=r,
-            buckets=_ATTEMPT_BUCKETS,
-        )
-        self._pending = Gauge(
-            "pending_workloads",
-            "Pending workloads per ClusterQueue: 'active' (in the queue, to be tried) or "
-            "'inadmissible' (parked until something changes).",
-            ["cluster_queue", "status"],
-            namespace=NAMESPACE,
-            registry=r,
-        )
-        self._quota_reserved = Counter(
-            "quota_reserved_workloads",
-            "Workloads that got quota reserved, per ClusterQueue and priority class.",
-            _CQ_WORKLOAD_LABELS,
-            namespace=NAMESPACE,
-            registry=r,
-        )
-        self._quota_reserved_wait = Histogram(
-            "quota_reserved_wait_time_seconds",
-            "Time from creation (or the last requeue) to quota reservation, per ClusterQueue and "
-            "priority class.",
-            _CQ_WORKLOAD_LABELS,
-            namespace=NAMESPACE,
-            registry=r,
-            buckets=_WAIT_BUCKETS,
-        )
-        self._admitted = Counter(
-            "admitted_workloads",
-            "Admitted workloads, per ClusterQueue and priority class.",
-            _CQ_WORKLOAD_LABELS,
-            namespace=NAMESPACE,
-            registry=r,
-        )
-        self._admission_wait = Histogram(
-            "admission_wait_time_seconds",
-            "Time from creation (or the last requeue) to admission, per ClusterQueue and priority "
-            "class.",
-            _CQ_WORKLOAD_LABELS,
-            namespace=NAMESPACE,
-            registry=r,
-            buckets=_WAIT_BUCKETS,
-        )
-        self._ready_wait = Histogram(
-            "ready_wait_time_seconds",
-            "Time from creation (or the last requeue) until the workload's pods were first ready "
-            "after its admission (waitForPodsReady), per ClusterQueue and priority class.",
-            _CQ_WORKLOAD_LABELS,
-            namespace=NAMESPACE,
-            registry=r,
-            buckets=_WAIT_BUCKETS,
-        )
-        self._admitted_until_ready = Histogram(
-            "admitted_until_ready_wait_time_seconds",
-            "Time from admission until the workload's pods were first ready (waitForPodsReady), "
-            "per ClusterQueue and priority class.",
-            _CQ_WORKLOAD_LABELS,
-            namespace=NAMESPACE,
-            registry=r,
-            buckets=_WAIT_BUCKETS,
-        )
-        self._finished_total = Counter(
-            "finished_workloads",
-            "Workloads that finished (Finished=True), per ClusterQueue and priority class.",
-            _CQ_WORKLOAD_LABELS,
-            namespace=NAMESPACE,
-            registry=None,  # registered below, beside the gauge of the same stem
-        )
-        self._finished_now = Gauge(
-            "finished_workloads",
-            "Finished Workloads that still exist, per ClusterQueue (of their LocalQueue).",
-            ["cluster_queue"],
-            namespace=NAMESPACE,
-            registry=None,
-        )
-        self._execution_time = Histogram(
-            "execution_time_seconds",
-            "Time a finished workload was admitted, over all its admissions, per ClusterQueue "
-            "and priority class.",
-            _CQ_WORKLOAD_LABELS,
-            namespace=NAMESPACE,
-            registry=r,
-            buckets=_WAIT_BUCKETS,
-        )
-        self._preemption_skips = Gauge(
-            "admission_cycle_preemption_skips",
-            "Workloads of the ClusterQueue that had preemption targets in the last cycle that "
-            "considered it but were skipped because another workload of the cycle needed the "
-            "same resources.",
-            ["cluster_queue"],
-            namespace=NAMESPACE,
-            registry=r,
-        )
-        self._reserving_active = Gauge(
-            "reserving_active_workloads",
-            "Workloads holding quota, per ClusterQueue.",
-            ["cluster_queue"],
-            namespace=NAMESPACE,
-            registry=r,
-        )
-        self._admitted_active = Gauge(
-            "admitted_active_workloads",
-            "Admitted workloads that have not finished, per ClusterQueue.",
-            ["cluster_queue"],
-            namespace=NAMESPACE,
-            registry=r,
-        )
-        self._evicted = Counter(
-            "evicted_workloads",
-            "Evicted workloads, per ClusterQueue, reason (Preempted, PodsReadyTimeout, "
-            "ClusterQueueStopped, LocalQueueStopped, Deactivated), underlying cause (PodsReady"
-            "Timeout: WaitForStart or WaitForRecovery; Deactivated: MaximumExecutionTimeExceeded "
-            "when kqueue deactivated it; else empty) and priority class.",
-            ["cluster_queue", *_EVICTION_LABELS],
-            namespace=NAMESPACE,
-            registry=r,
-        )
-        self._evicted_once = Counter(
-            "evicted_workloads_once",
-            "Workloads evicted, counted once per workload and (reason, underlying cause), per "
-            "ClusterQueue and priority class.",
-            ["cluster_queue", *_EVICTION_LABELS],
-            namespace=NAMESPACE,
-            registry=r,
-        )
-        self._pods_ready_to_evicted = Histogram(
-            "pods_ready_to_evicted_time_seconds",
-            "Time from the workload's pods being ready (PodsReady=True) to its eviction, per "
-            "ClusterQueue, reason and underlying cause.",
-            ["cluster_queue", "reason", "underlying_cause"],
-            namespace=NAMESPACE,
-            registry=r,
-            buckets=_WAIT_BUCKETS,
-        )
-        self._eviction_latency = Histogram(
-            "workload_eviction_latency_seconds",
-            "Time from a workload's eviction (Evicted=True) until its quota was released (it is "
-            "pending again), per ClusterQueue and reason.",
-            ["cluster_queue", "reason"],
-            namespace=NAMESPACE,
-            registry=r,
-            buckets=_WAIT_BUCKETS,
-        )
-        self._cq_info = Gauge(
-            "cluster_queue_info",
-            "Always 1; the labels place the ClusterQueue in its cohort tree (parent_cohort: its "
-            "cohort, root_cohort: the root of that tree; empty without a cohort).",
-            ["cluster_queue", "parent_cohort", "root_cohort"],
-            namespace=NAMESPACE,
-            registry=r,
-        )
-        self._resource_pending = Gauge(
-            "cluster_queue_resource_pending",
-            "Requests of the ClusterQueue's pending workloads (not yet assigned flavors), per "
-            "resource (cpu in cores, memory in bytes), summed when /metrics is scraped; with "
-            "enableClusterQueueResources.",
-            ["cluster_queue", "resource"],
-            namespace=NAMESPACE,
-            registry=r,
-        )
-        self._creation_latency = Histogram(
-            "workload_creation_latency_seconds",
-            "Time from a job's creation to the creation of its Workload, per job kind.",
-            ["job_kind"],
-            namespace=NAMESPACE,
-            registry=r,
-            buckets=_ATTEMPT_BUCKETS,
-        )
-        self._cohort_info = Gauge(
-            "cohort_info",
-            "Always 1; the labels place the cohort in its tree (parent_cohort: empty for a root).",
-            ["cohort", "parent_cohort", "root_cohort"],
-            namespace=NAMESPACE,
-            registry=r,
-        )
-        self._cohort_quota = Gauge(
-            "cohort_subtree_quota",
-            "Quota of the cohort's subtree (its own and its members'), per flavor and resource.",
-            ["cohort", "flavor", "resource"],
-            namespace=NAMESPACE,
-            registry=r,
-        )
-        self._cohort_reservations = Gauge(
-            "cohort_subtree_resource_reservations",
-            "Quota reserved by the workloads of the cohort's subtree, per flavor and resource.",
-            ["cohort", "flavor", "resource"],
-            namespace=NAMESPACE,
-            registry=r,
-        )
-        self._cohort_admitted = Counter(
-            "cohort_subtree_admitted_workloads",
-            "Workloads admitted in the cohort's subtree, per priority class.",
-            ["cohort", "priority_class"],
-            namespace=NAMESPACE,
-            registry=r,
-        )
-        self._cohort_admitted_active = Gauge(
-            "cohort_subtree_admitted_active_workloads",
-            "Admitted workloads of the cohort's subtree that have not finished.",
-            ["cohort"],
-            namespace=NAMESPACE,
-            registry=r,
-        )
-        self._lq_metrics()
-        self._preempted = Counter(
-            "preempted_workloads",
-            "Workloads preempted, per ClusterQueue of the preemptor and reason (InClusterQueue, "
-            "InCohortReclamation, InCohortReclaimWhileBorrowing, InCohortFairSharing).",
-            ["preempting_cluster_queue", "reason"],
-            namespace=NAMESPACE,
-            registry=r,
-        )
-        self._slices_replaced = Counter(
-            "replaced_workload_slices",
-            "Workload slices finished because a scaled-up replacement was admitted.",
-            ["cluster_queue"],
-            namespace=NAMESPACE,
-            registry=r,
-        )
-        self._nominal = self._resource_gauge(
-            "cluster_queue_nominal_quota",
-            "Nominal quota of a ClusterQueue, per flavor and resource.",
-        )
-        self._borrowing = self._resource_gauge(
-            "cluster_queue_borrowing_limit",
-            "Borrowing limit of a ClusterQueue, per flavor and resource (absent: unlimited).",
-        )
-        self._lending = self._resource_gauge(
-            "cluster_queue_lending_limit",
-            "Lending limit of a ClusterQueue, per flavor and resource (absent: unlimited).",
-        )
-        self._reservation = self._resource_gauge(
-            "cluster_queue_resource_reservation",
-            "Quota reserved by workloads of a ClusterQueue, per flavor and resource.",
-        )
-        self._usage = self._resource_gauge(
-            "cluster_queue_resource_usage",
-            "Quota used by admitted workloads of a ClusterQueue, per flavor and resource.",
-        )
-        self._cq_status = Gauge(
-            "cluster_queue_status",
-            "1 for the ClusterQueue's current status (pending, active, terminating), else 0.",
-            ["cluster_queue", "status"],
-            namespace=NAMESPACE,
-            registry=r,
-        )
-        # Kueue's weighted-share gauges (fair sharing on): the precise share, +Inf for a weight
-        # of 0 that borrows.
-        self._cq_weighted_share = Gauge(
-            "cluster_queue_weighted_share",
-            "The ClusterQueue's weighted dominant resource share (fair sharing).",
-            ["cluster_queue", "cohort"],
-            namespace=NAMESPACE,
-            registry=r,
-        )
-        self._cohort_weighted_share = Gauge(
-            "cohort_weighted_share",
-            "The Cohort's weighted dominant resource share (fair sharing).",
-            ["cohort"],
-            namespace=NAMESPACE,
-            registry=r,
-        )
-        self._gate_removal = Histogram(
-            "pod_scheduling_gate_removal_seconds",
-            "Time from a workload's admission until the scheduling gate of one of its pods was "
-            "removed, per gate name (kqueue.io/admission), ClusterQueue and whether the pod is "
-            "in a pod group.",
-            ["name", "cluster_queue", "is_group"],
-            namespace=NAMESPACE,
-            registry=r,
-            buckets=_GATE_BUCKETS,
-        )
-        self._build_info = Gauge(
-            "build_info",
-            "Always 1; the labels tell the kqueue and Python versions.",
-            ["version", "python"],
-            namespace=NAMESPACE,
-            registry=r,
-        )
-        self._build_info.labels(__version__, platform.python_version()).set(1)
-        self._operations_metrics()
+        # The table's metrics by name, one mapping per kind: a counter and a gauge may share a
+        # name (finished_workloads, as Kueue's).
+        self._counter: dict[str, Counter] = {}
+        self._gauge: dict[str, Gauge] = {}
+        self._histogram: dict[str, Histogram] = {}
+        stems: dict[str, list[_Metric]] = {}
+        for spec in METRICS:
+            metric = spec.build()
+            if isinstance(metric, Counter):
+                self._counter[spec.name] = metric
+            elif isinstance(metric, Gauge):
+                self._gauge[spec.name] = metric
+            else:
+                self._histogram[spec.name] = metric
+            stems.setdefault(spec.name, []).append(metric)
         # Go's client exports a gauge and a counter of the same stem (finished_workloads and
         # finished_workloads_total); prometheus_client refuses that across two collectors, so
         # one collector serves both.
-        r.register(_Together(self._finished_now, self._finished_total, *self._lq_finished_pair))
+        for together in stems.values():
+            self.registry.register(together[0] if len(together) == 1 else _Together(*together))
+        self._gauge["build_info"].labels(__version__, platform.python_version()).set(1)
         # Label sets reported per ClusterQueue, so a deleted queue's series can be removed.
         self._resource_series: dict[str, set[tuple[str, ...]]] = {}
         # Every other labelled series of a queue (("cq", name) or ("lq", "ns/name")), for the
@@ -436,188 +151,24 @@ class Metrics:
         self._pending_sources: dict[str, tuple[Engine, set[str]]] = {}
         # LocalQueue resource series reported last time, to zero the ones no longer used.
         self._lq_resources: dict[LocalQueueKey, set[tuple[str, str]]] = {}
-
-    def _lq_metrics(self) -> None:
-        """Kueue's LocalQueue family: per LocalQueue (labels ``name``, ``namespace``)."""
-        r = self.registry
-
-        def lq(kind: type[_M], name: str, doc: str, labels: Iterable[str]) -> _M:
-            full = f"local_queue_{name}"
-            if kind is Histogram:
-                return Histogram(  # type: ignore[return-value]
-                    full, doc, list(labels), namespace=NAMESPACE, registry=r, buckets=_WAIT_BUCKETS
-                )
-            return kind(full, doc, list(labels), namespace=NAMESPACE, registry=r)
-
-        self._lq_pending = lq(
-            Gauge, "pending_workloads",
-            "Pending workloads per LocalQueue: 'active' (in the ClusterQueue's queue, to be "
-            "tried) or 'inadmissible' (parked until something changes, or the queue is not "
-            "active).",
-            (*_LQ, "status"),
-        )
-        # Kueue's local_queue_admission_fair_sharing_usage: what admission fair sharing orders
-        # the LocalQueue by (+Inf for a weight of 0).
-        self._lq_afs_usage = lq(
-            Gauge, "admission_fair_sharing_usage",
-            "The LocalQueue's admission fair sharing usage: the resource-weighted sum of its "
-            "decayed consumed resources and pending entry penalties, divided by its weight.",
-            (*_LQ, "cluster_queue"),
-        )
-        self._lq_reserving = lq(
-            Gauge, "reserving_active_workloads",
-            "Workloads of the LocalQueue holding quota.", _LQ,
-        )
-        self._lq_admitted_active = lq(
-            Gauge, "admitted_active_workloads",
-            "Admitted workloads of the LocalQueue that have not finished.", _LQ,
-        )
-        self._lq_reservation = lq(
-            Gauge, "resource_reservation",
-            "Quota reserved by workloads of the LocalQueue, per flavor and resource (cpu in "
-            "cores, memory in bytes).",
-            (*_LQ, "flavor", "resource"),
-        )
-        self._lq_usage = lq(
-            Gauge, "resource_usage",
-            "Quota used by admitted workloads of the LocalQueue, per flavor and resource.",
-            (*_LQ, "flavor", "resource"),
-        )
-        self._lq_status = lq(
-            Gauge, "status",
-            "1 for the LocalQueue's Active condition status ('True', 'False', 'Unknown'), else 0.",
-            (*_LQ, "active"),
-        )
-        self._lq_quota_reserved = lq(
-            Counter, "quota_reserved_workloads",
-            "Workloads of the LocalQueue that got quota reserved, per priority class.",
-            _LQ_WORKLOAD_LABELS,
-        )
-        self._lq_quota_reserved_wait = lq(
-            Histogram, "quota_reserved_wait_time_seconds",
-            "Time from creation (or the last requeue) to quota reservation, per LocalQueue and "
-            "priority class.",
-            _LQ_WORKLOAD_LABELS,
-        )
-        self._lq_admitted = lq(
-            Counter, "admitted_workloads",
-            "Admitted workloads of the LocalQueue, per priority class.", _LQ_WORKLOAD_LABELS,
-        )
-        self._lq_admission_wait = lq(
-            Histogram, "admission_wait_time_seconds",
-            "Time from creation (or the last requeue) to admission, per LocalQueue and priority "
-            "class.",
-            _LQ_WORKLOAD_LABELS,
-        )
-        self._lq_ready_wait = lq(
-            Histogram, "ready_wait_time_seconds",
-            "Time from creation (or the last requeue) until the workload's pods were first ready "
-            "after its admission, per LocalQueue and priority class.",
-            _LQ_WORKLOAD_LABELS,
-        )
-        self._lq_admitted_until_ready = lq(
-            Histogram, "admitted_until_ready_wait_time_seconds",
-            "Time from admission until the workload's pods were first ready, per LocalQueue and "
-            "priority class.",
-            _LQ_WORKLOAD_LABELS,
-        )
-        self._lq_evicted = lq(
-            Counter, "evicted_workloads",
-            "Evicted workloads of the LocalQueue, per reason, underlying cause and priority class "
-            "(values as kqueue_evicted_workloads_total).",
-            (*_LQ, *_EVICTION_LABELS),
-        )
-        self._lq_execution_time = lq(
-            Histogram, "execution_time_seconds",
-            "Time a finished workload was admitted, over all its admissions, per LocalQueue and "
-            "priority class.",
-            _LQ_WORKLOAD_LABELS,
-        )
-        self._lq_finished_pair = (
-            Gauge(
-                "local_queue_finished_workloads",
-                "Finished Workloads of the LocalQueue that still exist.",
-                list(_LQ), namespace=NAMESPACE, registry=None,
-            ),
-            Counter(
-                "local_queue_finished_workloads",
-                "Workloads of the LocalQueue that finished (Finished=True), per priority class.",
-                list(_LQ_WORKLOAD_LABELS), namespace=NAMESPACE, registry=None,
-            ),
-        )
-
-    def _operations_metrics(self) -> None:
-        """kqueue's own metrics beyond Kueue's (the alerts and dashboard of
-        ``config/monitoring`` use them): webhook answers, leadership, the longest wait."""
-        r = self.registry
-        self._webhook_requests = Counter(
-            "webhook_requests",
-            "Admission requests answered by kqueue's webhooks, per webhook path and result: "
-            "'allowed', 'denied' (the object was refused), 'error' (the request could not be "
-            "read, or the handler failed or timed out; kqueue fails closed).",
-            ["webhook", "result"],
-            namespace=NAMESPACE,
-            registry=r,
-        )
-        self._webhook_latency = Histogram(
-            "webhook_request_duration_seconds",
-            "Time kqueue took to answer an admission request, per webhook path.",
-            ["webhook"],
-            namespace=NAMESPACE,
-            registry=r,
-            buckets=_ATTEMPT_BUCKETS,
-        )
-        self._leader = Gauge(
-            "leader_election_master_status",
-            "1 while this replica holds the leader-election Lease (and schedules), else 0; "
-            "label name: the Lease.",
-            ["name"],
-            namespace=NAMESPACE,
-            registry=r,
-        )
-        self._oldest_pending = Gauge(
-            "oldest_pending_workload_timestamp_seconds",
-            "Unix time since which the longest-waiting pending workload of the ClusterQueue has "
-            "waited: the time it is ordered by in the queue (its creation, or the eviction it "
-            "was requeued after); no series while none is pending.",
-            ["cluster_queue"],
-            namespace=NAMESPACE,
-            registry=r,
-        )
-        self._resync_repairs = Counter(
-            "workload_resync_repairs",
-            "Workloads on which the engine disagreed with the API server's Workload, found and "
-            "repaired by the periodic resync, per engine state ('was') and the state the API "
-            "implied ('now'). Stays 0 in a healthy process: any increase is a bug to report.",
-            ["was", "now"],
-            namespace=NAMESPACE,
-            registry=r,
-        )
-        self._resync_duration = Histogram(
-            "workload_resync_duration_seconds",
-            "Time one resync of the engine's workloads against the Workload store took.",
-            [],
-            namespace=NAMESPACE,
-            registry=r,
-            buckets=_ATTEMPT_BUCKETS,
-        )
         # Per ClusterQueue: the engine whose queue is read when /metrics is scraped.
         self._queue_sources: dict[str, Engine] = {}
 
     def webhook_request(self, webhook: str, result: WebhookResult, duration_s: float) -> None:
-        self._webhook_requests.labels(webhook, result).inc()
-        self._webhook_latency.labels(webhook).observe(duration_s)
+        self._counter["webhook_requests"].labels(webhook, result).inc()
+        self._histogram["webhook_request_duration_seconds"].labels(webhook).observe(duration_s)
 
     def workload_resync(self, duration_s: float) -> None:
-        self._resync_duration.observe(duration_s)
+        self._histogram["workload_resync_duration_seconds"].observe(duration_s)
 
     def workload_resync_repaired(self, was: str, now: str) -> None:
-        self._resync_repairs.labels(was, now).inc()
+        self._counter["workload_resync_repairs"].labels(was, now).inc()
 
     def leader_status(self, lease: str, *, leading: bool) -> None:
-        self._leader.labels(lease).set(1 if leading else 0)
+        self._gauge["leader_election_master_status"].labels(lease).set(1 if leading else 0)
 
     def _refresh_oldest_pending(self) -> None:
+        oldest = self._gauge["oldest_pending_workload_timestamp_seconds"]
         for name, engine in sorted(self._queue_sources.items()):
             # The time each is ordered by in its queue: creation, or the eviction it was
             # requeued after (requeuingStrategy.timestamp), as Kueue orders.
@@ -626,18 +177,15 @@ class Metrics:
                 for info in engine.queued_in_order(ClusterQueueName(name))
             ]
             if times:
-                self._child(("cq", name), self._oldest_pending, name).set(min(times))
+                self._child(("cq", name), oldest, name).set(min(times))
             else:
-                _remove(self._oldest_pending, (name,))
-
-    def _resource_gauge(self, name: str, doc: str) -> Gauge:
-        return Gauge(name, doc, _RESOURCE_LABELS, namespace=NAMESPACE, registry=self.registry)
+                _remove(oldest, (name,))
 
     # -- admission -----------------------------------------------------------------------------
 
     def admission_attempt(self, result: AdmissionResult, duration_s: float) -> None:
-        self._admission_attempts.labels(result).inc()
-        self._admission_attempt_duration.labels(result).observe(duration_s)
+        self._counter["admission_attempts"].labels(result).inc()
+        self._histogram["admission_attempt_duration_seconds"].labels(result).observe(duration_s)
 
     def workload_admitted(self, wl: Workload | None, cluster_queue: str, wait_s: float) -> None:
         """Quota reserved and admitted (one step in kqueue: no admission checks), ``wait_s``
@@ -645,24 +193,26 @@ class Metrics:
         pc = priority_class(wl)
         cq = ("cq", cluster_queue)
         for counter, wait in (
-            (self._quota_reserved, self._quota_reserved_wait),
-            (self._admitted, self._admission_wait),
+            ("quota_reserved_workloads", "quota_reserved_wait_time_seconds"),
+            ("admitted_workloads", "admission_wait_time_seconds"),
         ):
-            self._child(cq, counter, cluster_queue, pc).inc()
-            self._child(cq, wait, cluster_queue, pc).observe(wait_s)
+            self._child(cq, self._counter[counter], cluster_queue, pc).inc()
+            self._child(cq, self._histogram[wait], cluster_queue, pc).observe(wait_s)
         for cohort in self._cq_cohorts.get(cluster_queue, ()):
-            self._child(("cohort", cohort), self._cohort_admitted, cohort, pc).inc()
+            admitted = self._counter["cohort_subtree_admitted_workloads"]
+            self._child(("cohort", cohort), admitted, cohort, pc).inc()
         lq = workload_local_queue(wl)
         if lq is None:
             return
         owner = ("lq", lq[0] + "/" + lq[1])
         labels = (lq[1], lq[0], pc)
         for counter, wait in (
-            (self._lq_quota_reserved, self._lq_quota_reserved_wait),
-            (self._lq_admitted, self._lq_admission_wait),
+            ("local_queue_quota_reserved_workloads",
+             "local_queue_quota_reserved_wait_time_seconds"),
+            ("local_queue_admitted_workloads", "local_queue_admission_wait_time_seconds"),
         ):
-            self._child(owner, counter, *labels).inc()
-            self._child(owner, wait, *labels).observe(wait_s)
+            self._child(owner, self._counter[counter], *labels).inc()
+            self._child(owner, self._histogram[wait], *labels).observe(wait_s)
 
     def workload_evicted(self, wl: Workload | None, cluster_queue: str, reason: str) -> None:
         """An eviction written with Evicted reason ``reason`` (as kqueue writes it, e.g.
@@ -670,16 +220,17 @@ class Metrics:
         reason ``Deactivated``, underlying cause ``MaximumExecutionTimeExceeded``)."""
         label, cause = eviction_labels(wl, reason)
         pc = priority_class(wl)
-        self._child(("cq", cluster_queue), self._evicted, cluster_queue, label, cause, pc).inc()
+        cq = ("cq", cluster_queue)
+        self._child(cq, self._counter["evicted_workloads"], cluster_queue, label, cause, pc).inc()
         ran_s = ready_until_evicted_s(wl)
         if ran_s is not None:
-            self._child(
-                ("cq", cluster_queue), self._pods_ready_to_evicted, cluster_queue, label, cause
-            ).observe(ran_s)
+            ran = self._histogram["pods_ready_to_evicted_time_seconds"]
+            self._child(cq, ran, cluster_queue, label, cause).observe(ran_s)
         lq = workload_local_queue(wl)
         if lq is not None:
             owner = ("lq", lq[0] + "/" + lq[1])
-            self._child(owner, self._lq_evicted, lq[1], lq[0], label, cause, pc).inc()
+            evicted = self._counter["local_queue_evicted_workloads"]
+            self._child(owner, evicted, lq[1], lq[0], label, cause, pc).inc()
         if wl is None or not wl.metadata.uid:
             return
         seen = (wl.metadata.uid, label, cause)
@@ -689,9 +240,8 @@ class Metrics:
         self._evicted_once_seen[seen] = None
         if len(self._evicted_once_seen) > _EVICTED_ONCE_MEMORY:
             self._evicted_once_seen.popitem(last=False)
-        self._child(
-            ("cq", cluster_queue), self._evicted_once, cluster_queue, label, cause, pc
-        ).inc()
+        once = self._counter["evicted_workloads_once"]
+        self._child(cq, once, cluster_queue, label, cause, pc).inc()
 
     def workload_created(self, job_kind: str, job: Mapping[str, Any], created: Mapping[str, Any]) -> None:
         """The Workload ``created`` (the API's answer) was made for ``job`` (a ``job_kind``):
@@ -705,12 +255,13 @@ class Metrics:
         if job_created is None or wl_created is None:
             return
         latency = max((wl_created - job_created).total_seconds(), 0.0)
-        self._creation_latency.labels(job_kind).observe(latency)
+        self._histogram["workload_creation_latency_seconds"].labels(job_kind).observe(latency)
 
     def preemption_skips(self, skips: Iterable[tuple[str, int]]) -> None:
         """A cycle's preemption skips per ClusterQueue it processed (``CycleResult``)."""
         for cluster_queue, count in skips:
-            self._child(("cq", cluster_queue), self._preemption_skips, cluster_queue).set(count)
+            gauge = self._gauge["admission_cycle_preemption_skips"]
+            self._child(("cq", cluster_queue), gauge, cluster_queue).set(count)
 
     def pods_ready(self, wl: Workload, now: datetime) -> None:
         """``wl`` (as it was before) is now written PodsReady=True at ``now``: the first time
@@ -732,16 +283,20 @@ class Metrics:
         admitted_s = max((now - admitted).total_seconds(), 0.0)
         cluster_queue = admission.cluster_queue
         pc = priority_class(wl)
-        self._child(("cq", cluster_queue), self._ready_wait, cluster_queue, pc).observe(ready_s)
+        cq = ("cq", cluster_queue)
+        h = self._histogram
+        self._child(cq, h["ready_wait_time_seconds"], cluster_queue, pc).observe(ready_s)
         self._child(
-            ("cq", cluster_queue), self._admitted_until_ready, cluster_queue, pc
+            cq, h["admitted_until_ready_wait_time_seconds"], cluster_queue, pc
         ).observe(admitted_s)
         lq = workload_local_queue(wl)
         if lq is not None:
             owner = ("lq", lq[0] + "/" + lq[1])
-            self._child(owner, self._lq_ready_wait, lq[1], lq[0], pc).observe(ready_s)
             self._child(
-                owner, self._lq_admitted_until_ready, lq[1], lq[0], pc
+                owner, h["local_queue_ready_wait_time_seconds"], lq[1], lq[0], pc
+            ).observe(ready_s)
+            self._child(
+                owner, h["local_queue_admitted_until_ready_wait_time_seconds"], lq[1], lq[0], pc
             ).observe(admitted_s)
 
     def workload_changed(self, old: Workload | None, new: Workload) -> None:
@@ -758,31 +313,34 @@ class Metrics:
         execution_s = execution_time_s(new)
         if new.status.admission is not None:
             cluster_queue = new.status.admission.cluster_queue
-            self._child(("cq", cluster_queue), self._finished_total, cluster_queue, pc).inc()
+            cq = ("cq", cluster_queue)
+            self._child(cq, self._counter["finished_workloads"], cluster_queue, pc).inc()
             if execution_s is not None:
-                self._child(
-                    ("cq", cluster_queue), self._execution_time, cluster_queue, pc
-                ).observe(execution_s)
+                executed = self._histogram["execution_time_seconds"]
+                self._child(cq, executed, cluster_queue, pc).observe(execution_s)
         lq = workload_local_queue(new)
         if lq is None:
             return
         owner = ("lq", lq[0] + "/" + lq[1])
-        self._child(owner, self._lq_finished_pair[1], lq[1], lq[0], pc).inc()
+        finished = self._counter["local_queue_finished_workloads"]
+        self._child(owner, finished, lq[1], lq[0], pc).inc()
         if execution_s is not None:
-            self._child(owner, self._lq_execution_time, lq[1], lq[0], pc).observe(execution_s)
+            executed = self._histogram["local_queue_execution_time_seconds"]
+            self._child(owner, executed, lq[1], lq[0], pc).observe(execution_s)
 
     def workload_preempted(self, preempting_cluster_queue: str, reason: str) -> None:
-        self._preempted.labels(preempting_cluster_queue, reason).inc()
+        self._counter["preempted_workloads"].labels(preempting_cluster_queue, reason).inc()
 
     def slice_replaced(self, cluster_queue: str) -> None:
-        self._slices_replaced.labels(cluster_queue).inc()
+        self._counter["replaced_workload_slices"].labels(cluster_queue).inc()
 
     def gate_removal(
         self, duration_s: float, *, cluster_queue: str = "", is_group: bool = False
     ) -> None:
         """A pod released ``duration_s`` after its workload's admission in ``cluster_queue``."""
         labels = (c.ADMISSION_GATE, cluster_queue, "true" if is_group else "false")
-        self._child(("cq", cluster_queue), self._gate_removal, *labels).observe(duration_s)
+        removal = self._histogram["pod_scheduling_gate_removal_seconds"]
+        self._child(("cq", cluster_queue), removal, *labels).observe(duration_s)
 
     # -- ClusterQueue state --------------------------------------------------------------------
 
@@ -792,16 +350,17 @@ class Metrics:
         """Pending workloads; all 'inadmissible' while the ClusterQueue is not active (Kueue)."""
         if not queue_active:
             active, inadmissible = 0, active + inadmissible
-        self._pending.labels(cluster_queue, "active").set(active)
-        self._pending.labels(cluster_queue, "inadmissible").set(inadmissible)
+        self._gauge["pending_workloads"].labels(cluster_queue, "active").set(active)
+        self._gauge["pending_workloads"].labels(cluster_queue, "inadmissible").set(inadmissible)
 
     def report_active_workloads(self, cluster_queue: str, reserving: int, admitted: int) -> None:
-        self._reserving_active.labels(cluster_queue).set(reserving)
-        self._admitted_active.labels(cluster_queue).set(admitted)
+        self._gauge["reserving_active_workloads"].labels(cluster_queue).set(reserving)
+        self._gauge["admitted_active_workloads"].labels(cluster_queue).set(admitted)
 
     def report_cluster_queue_status(self, cluster_queue: str, status: ClusterQueueStatus) -> None:
+        gauge = self._gauge["cluster_queue_status"]
         for candidate in CLUSTER_QUEUE_STATUSES:
-            self._cq_status.labels(cluster_queue, candidate).set(1 if candidate == status else 0)
+            gauge.labels(cluster_queue, candidate).set(1 if candidate == status else 0)
 
     def report_cluster_queue_quotas(
         self,
@@ -817,8 +376,12 @@ class Metrics:
         """Quotas in kqueue's exact units; a limit of None (unlimited) has no series."""
         labels = (cohort or "", cluster_queue, flavor, resource)
         self._track(cluster_queue, labels)
-        self._nominal.labels(*labels).set(to_prometheus_value(nominal, resource))
-        for gauge, limit in ((self._borrowing, borrowing_limit), (self._lending, lending_limit)):
+        nominal_quota = self._gauge["cluster_queue_nominal_quota"]
+        nominal_quota.labels(*labels).set(to_prometheus_value(nominal, resource))
+        for gauge, limit in (
+            (self._gauge["cluster_queue_borrowing_limit"], borrowing_limit),
+            (self._gauge["cluster_queue_lending_limit"], lending_limit),
+        ):
             if limit is None:
                 _remove(gauge, labels)
             else:
@@ -837,27 +400,31 @@ class Metrics:
         """Quota reserved (all workloads holding quota) and used (admitted ones), exact units."""
         labels = (cohort or "", cluster_queue, flavor, resource)
         self._track(cluster_queue, labels)
-        self._reservation.labels(*labels).set(to_prometheus_value(reserved, resource))
-        self._usage.labels(*labels).set(to_prometheus_value(used, resource))
+        for gauge, amount in (
+            (self._gauge["cluster_queue_resource_reservation"], reserved),
+            (self._gauge["cluster_queue_resource_usage"], used),
+        ):
+            gauge.labels(*labels).set(to_prometheus_value(amount, resource))
 
     def report_cluster_queue_weighted_share(
         self, cluster_queue: str, cohort: str, share: float
     ) -> None:
-        self._child(("cq", cluster_queue), self._cq_weighted_share, cluster_queue, cohort).set(share)
+        gauge = self._gauge["cluster_queue_weighted_share"]
+        self._child(("cq", cluster_queue), gauge, cluster_queue, cohort).set(share)
 
     def report_local_queue_admission_fair_sharing_usage(
         self, lq: LocalQueue, cluster_queue: str, usage: float
     ) -> None:
-        key = local_queue_key(lq.namespace or "default", lq.name)
-        self._child(
-            ("lq", key), self._lq_afs_usage, lq.name, lq.namespace or "default", cluster_queue
-        ).set(usage)
+        namespace = lq.namespace or "default"
+        gauge = self._gauge["local_queue_admission_fair_sharing_usage"]
+        owner = ("lq", local_queue_key(namespace, lq.name))
+        self._child(owner, gauge, lq.name, namespace, cluster_queue).set(usage)
 
     def report_cohort_weighted_share(self, cohort: str, share: float) -> None:
-        self._cohort_weighted_share.labels(cohort).set(share)
+        self._gauge["cohort_weighted_share"].labels(cohort).set(share)
 
     def forget_cohort(self, cohort: str) -> None:
-        _remove(self._cohort_weighted_share, (cohort,))
+        _remove(self._gauge["cohort_weighted_share"], (cohort,))
 
     def _released(self, old: Workload, new: Workload) -> None:
         evicted = new.condition(c.EVICTED)
@@ -875,9 +442,8 @@ class Metrics:
         cluster_queue = old.status.admission.cluster_queue
         latency = (released.last_transition_time - evicted.last_transition_time).total_seconds()
         label = eviction_labels(old, evicted.reason)[0]
-        self._child(
-            ("cq", cluster_queue), self._eviction_latency, cluster_queue, label
-        ).observe(max(latency, 0.0))
+        gone = self._histogram["workload_eviction_latency_seconds"]
+        self._child(("cq", cluster_queue), gone, cluster_queue, label).observe(max(latency, 0.0))
 
     def report_cluster_queue(self, cq: ClusterQueue, engine: Engine, *, resources: bool) -> None:
         """Where the ClusterQueue sits in its cohort tree, and (``resources``:
@@ -888,10 +454,10 @@ class Metrics:
         labels = (name, cohort or "", root or "")
         before = self._cq_info_labels.get(name)
         if before is not None and before != labels:
-            _remove(self._cq_info, before)
+            _remove(self._gauge["cluster_queue_info"], before)
             self._drop_other_cohorts(name, cohort or "")
         self._cq_info_labels[name] = labels
-        self._child(("cq", name), self._cq_info, *labels).set(1)
+        self._child(("cq", name), self._gauge["cluster_queue_info"], *labels).set(1)
         self._report_cohorts(name, engine)
         self._queue_sources[name] = engine
         if not resources:
@@ -903,11 +469,12 @@ class Metrics:
         self._pending_sources[name] = (engine, covered)
 
     def _refresh_pending_resources(self) -> None:
+        gauge = self._gauge["cluster_queue_resource_pending"]
         for name, (engine, covered) in sorted(self._pending_sources.items()):
             pending = engine.pending_requests(ClusterQueueName(name))
             for resource in sorted(covered | set(pending)):
                 value = to_prometheus_value(pending.get(ResourceName(resource), 0), resource)
-                self._child(("cq", name), self._resource_pending, name, resource).set(value)
+                self._child(("cq", name), gauge, name, resource).set(value)
 
     def _drop_other_cohorts(self, cluster_queue: str, cohort: str) -> None:
         """The per-flavor series of a ClusterQueue that moved to another cohort: those labelled
@@ -915,10 +482,8 @@ class Metrics:
         series = self._resource_series.get(cluster_queue, set())
         for labels in sorted(x for x in series if x[0] != cohort):
             series.discard(labels)
-            for gauge in (
-                self._nominal, self._borrowing, self._lending, self._reservation, self._usage
-            ):
-                _remove(gauge, labels)
+            for gauge in _CQ_RESOURCE_GAUGES:
+                _remove(self._gauge[gauge], labels)
 
     def _report_cohorts(self, cluster_queue: str, engine: Engine) -> None:
         """The cohorts above ``cluster_queue``: their place, subtree quota and reservations (a
@@ -931,9 +496,9 @@ class Metrics:
             labels = (co.name, co.parent or "", root)
             before = self._cohort_info_labels.get(co.name)
             if before is not None and before != labels:
-                _remove(self._cohort_info, before)
+                _remove(self._gauge["cohort_info"], before)
             self._cohort_info_labels[co.name] = labels
-            self._child(owner, self._cohort_info, *labels).set(1)
+            self._child(owner, self._gauge["cohort_info"], *labels).set(1)
             members = co.cluster_queues
             reserved: dict[tuple[str, str], int] = {}
             admitted = 0
@@ -941,7 +506,8 @@ class Metrics:
                 admitted += engine.reserving_count(member)
                 for used, amount in engine.usage(member).items():
                     reserved[used] = reserved.get(used, 0) + amount
-            self._child(owner, self._cohort_admitted_active, co.name).set(admitted)
+            active = self._gauge["cohort_subtree_admitted_active_workloads"]
+            self._child(owner, active, co.name).set(admitted)
             quota: dict[tuple[str, str], int] = {
                 (f, r): amount for (f, r), amount in co.subtree_quota.items()
             }
@@ -949,7 +515,8 @@ class Metrics:
             frs |= set(quota) | set(reserved)
             for key in sorted(frs):
                 for gauge, amounts in (
-                    (self._cohort_quota, quota), (self._cohort_reservations, reserved)
+                    (self._gauge["cohort_subtree_quota"], quota),
+                    (self._gauge["cohort_subtree_resource_reservations"], reserved),
                 ):
                     amount = amounts.get(key, 0)
                     if amount > 0:
@@ -980,8 +547,11 @@ class Metrics:
         pending, parked = engine.local_queue_pending_counts(key)
         if active != "True":
             pending, parked = 0, pending + parked
-        self._child(owner, self._lq_pending, name, namespace, "active").set(pending)
-        self._child(owner, self._lq_pending, name, namespace, "inadmissible").set(parked)
+        g = self._gauge
+        for status, count in (("active", pending), ("inadmissible", parked)):
+            self._child(
+                owner, g["local_queue_pending_workloads"], name, namespace, status
+            ).set(count)
         holding = 0
         finished = 0
         usage: dict[tuple[str, str], int] = {}
@@ -995,20 +565,22 @@ class Metrics:
             holding += 1
             for (flavor, resource), amount in aw.usage.items():
                 usage[(flavor, resource)] = usage.get((flavor, resource), 0) + amount
-        self._child(owner, self._lq_reserving, name, namespace).set(holding)
-        self._child(owner, self._lq_admitted_active, name, namespace).set(holding)
+        for holders in (
+            "local_queue_reserving_active_workloads", "local_queue_admitted_active_workloads"
+        ):
+            self._child(owner, g[holders], name, namespace).set(holding)
         # A flavor no longer used reads 0 rather than vanishing from the graphs.
         reported = self._lq_resources.setdefault(key, set())
         reported |= set(usage)
         for fr in sorted(reported):
             value = to_prometheus_value(usage.get(fr, 0), fr[1])
-            for gauge in (self._lq_reservation, self._lq_usage):
-                self._child(owner, gauge, name, namespace, *fr).set(value)
+            for gauge in ("local_queue_resource_reservation", "local_queue_resource_usage"):
+                self._child(owner, g[gauge], name, namespace, *fr).set(value)
         for candidate in LOCAL_QUEUE_ACTIVE_VALUES:
-            self._child(owner, self._lq_status, name, namespace, candidate).set(
+            self._child(owner, g["local_queue_status"], name, namespace, candidate).set(
                 1 if candidate == active else 0
             )
-        self._child(owner, self._lq_finished_pair[0], name, namespace).set(finished)
+        self._child(owner, g["local_queue_finished_workloads"], name, namespace).set(finished)
         before = self._lq_finished.get(key)
         self._lq_finished[key] = (lq.spec.cluster_queue or "", finished)
         self._report_finished_now({lq.spec.cluster_queue or ""} | ({before[0]} if before else set()))
@@ -1024,7 +596,7 @@ class Metrics:
     def _report_finished_now(self, cluster_queues: set[str]) -> None:
         for cq in sorted(cluster_queues - {""}):
             total = sum(n for owner, n in self._lq_finished.values() if owner == cq)
-            self._child(("cq", cq), self._finished_now, cq).set(total)
+            self._child(("cq", cq), self._gauge["finished_workloads"], cq).set(total)
 
     def _child(self, owner: tuple[str, str], metric: _M, *labels: str) -> _M:
         self._owned.setdefault(owner, set()).add((metric, labels))
@@ -1044,20 +616,14 @@ class Metrics:
         if self._cq_cohorts.pop(cluster_queue, None) is not None:
             self._sweep_cohorts()
         for labels in self._resource_series.pop(cluster_queue, set()):
-            for gauge in (
-                self._nominal,
-                self._borrowing,
-                self._lending,
-                self._reservation,
-                self._usage,
-            ):
-                _remove(gauge, labels)
+            for gauge in _CQ_RESOURCE_GAUGES:
+                _remove(self._gauge[gauge], labels)
         for status in ("active", "inadmissible"):
-            _remove(self._pending, (cluster_queue, status))
+            _remove(self._gauge["pending_workloads"], (cluster_queue, status))
         for status in CLUSTER_QUEUE_STATUSES:
-            _remove(self._cq_status, (cluster_queue, status))
-        for gauge in (self._reserving_active, self._admitted_active):
-            _remove(gauge, (cluster_queue,))
+            _remove(self._gauge["cluster_queue_status"], (cluster_queue, status))
+        for gauge in ("reserving_active_workloads", "admitted_active_workloads"):
+            _remove(self._gauge[gauge], (cluster_queue,))
 
     def _track(self, cluster_queue: str, labels: tuple[str, ...]) -> None:
         self._resource_series.setdefault(cluster_queue, set()).add(labels)
@@ -1074,11 +640,9 @@ def _remove(metric: Gauge, labels: tuple[str, ...]) -> None:
         metric.remove(*labels)
 
 
-_Metric = Counter | Gauge | Histogram
-
-
 class _Together:
-    """One collector for metrics registered with ``registry=None``."""
+    """One collector for metrics of the same stem (a gauge and a counter), built with
+    ``registry=None``."""
 
     def __init__(self, *metrics: _Metric) -> None:
         self._metrics = metrics
@@ -1097,26 +661,3 @@ def metrics_app(metrics: Metrics) -> web.Application:
     app = web.Application()
     app.router.add_get("/metrics", handle)
     return app
-
-
-# The process-wide metrics; reconcilers call e.g. ``metrics.admission_attempt(...)``.
-DEFAULT = Metrics()
-admission_attempt = DEFAULT.admission_attempt
-workload_admitted = DEFAULT.workload_admitted
-workload_evicted = DEFAULT.workload_evicted
-workload_preempted = DEFAULT.workload_preempted
-slice_replaced = DEFAULT.slice_replaced
-gate_removal = DEFAULT.gate_removal
-report_pending = DEFAULT.report_pending
-report_active_workloads = DEFAULT.report_active_workloads
-report_cluster_queue_status = DEFAULT.report_cluster_queue_status
-report_cluster_queue_quotas = DEFAULT.report_cluster_queue_quotas
-report_cluster_queue_usage = DEFAULT.report_cluster_queue_usage
-forget_cluster_queue = DEFAULT.forget_cluster_queue
-preemption_skips = DEFAULT.preemption_skips
-pods_ready = DEFAULT.pods_ready
-workload_changed = DEFAULT.workload_changed
-workload_created = DEFAULT.workload_created
-report_local_queue = DEFAULT.report_local_queue
-report_cluster_queue = DEFAULT.report_cluster_queue
-forget_local_queue = DEFAULT.forget_local_queue

@@ -23,7 +23,7 @@ from pathlib import Path
 from aiohttp import web
 
 from kqueue.api.config import parse_bind_address
-from kqueue.controller.admission.certs import TLS_CERT, TLS_KEY, generate_bundle
+from kqueue.controller.webhook_server.certs import TLS_CERT, TLS_KEY, generate_bundle
 
 logger = logging.getLogger(__name__)
 

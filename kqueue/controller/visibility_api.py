@@ -30,7 +30,6 @@ from typing import Any, Final
 from aiohttp import web
 
 from kqueue.api.config import Visibility as VisibilityConfig
-from kqueue.controller.admission.certs import service_hosts
 from kqueue.controller.delegated_auth import (
     AuthUnavailable,
     DelegatedAuth,
@@ -41,6 +40,7 @@ from kqueue.controller.delegated_auth import (
 )
 from kqueue.controller.kube import KubeError
 from kqueue.controller.serving import serve_tls, tls_context
+from kqueue.controller.webhook_server.certs import service_hosts
 from kqueue.engine.engine import Engine
 from kqueue.visibility import pending
 

@@ -29,7 +29,7 @@ from typing import Any
 import pytest
 import yaml
 
-from kqueue.controller.admission.certs import ensure_local_certs
+from kqueue.controller.webhook_server.certs import ensure_local_certs
 from kqueue.localcluster.cluster import LocalCluster
 from tests.chart.conftest import CHART, ROOT, Helm
 

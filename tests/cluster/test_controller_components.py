@@ -19,13 +19,13 @@ import pytest
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from kqueue.controller.admission import AdmissionRequest, FieldError, Verdict, WebhookServer
-from kqueue.controller.admission.certs import CertRotator
 from kqueue.controller.informer import Informer, as_dict
 from kqueue.controller.kube import Kube
 from kqueue.controller.leader import LeaderElector
 from kqueue.controller.resources import CONFIGMAPS
-from tests.controller.mock_apiserver import eventually
+from kqueue.controller.webhook_server import AdmissionRequest, FieldError, Verdict, WebhookServer
+from kqueue.controller.webhook_server.certs import CertRotator
+from tests.controller.fake_apiserver import eventually
 
 pytestmark = pytest.mark.cluster
 

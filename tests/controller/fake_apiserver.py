@@ -6,7 +6,9 @@ selectors, resuming from a resourceVersion, objects leaving a selector seen as d
 (409 AlreadyExists, ``generateName``), replace with optimistic concurrency (409 Conflict on a
 stale resourceVersion), the ``status`` subresource (a write to one part keeps the other), merge
 and JSON patches (``test`` ops and a ``metadata.resourceVersion`` in a merge patch are
-preconditions), and delete with finalizers (``deletionTimestamp`` until the last one goes).
+preconditions), delete with finalizers (``deletionTimestamp`` until the last one goes), and
+discovery of the group/versions a test declares served (``discovery``). What the API server's
+defaulting and validation do to a created object of a kind (``admission``) a test may say.
 
 Tests set objects up with :meth:`FakeApiServer.add` (kept as given, uid included, with a fresh
 resourceVersion), read what the controller wrote with :meth:`FakeApiServer.get` and
@@ -14,6 +16,13 @@ resourceVersion), read what the controller wrote with :meth:`FakeApiServer.get` 
 time (``delay``), and read how many overlapped (:meth:`FakeApiServer.max_in_flight`). Nothing
 here reaches into the controller's stores: a test waits for its informers to see the server's
 state (:meth:`FakeCluster.synced`).
+
+Clients are told apart by their User-Agent (:func:`start_app` makes one client per agent): those
+in ``partitioned`` get 503, as if the network between them and the server were down. What no
+consistent server would say, an informer test scripts: queued :class:`ListResponse` answers
+(paginated by ``limit``/``continue``, or an HTTP error) and watch scripts of :data:`Step`
+(events, bookmarks, a 410 in the stream or on the request, a malformed line, the end of the
+stream) answer list and watch requests while any is queued, instead of the stored objects.
 """
 
 from __future__ import annotations
@@ -21,7 +30,7 @@ from __future__ import annotations
 import asyncio
 import copy
 import json
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
@@ -41,6 +50,18 @@ T = TypeVar("T")
 # Sub-paths that are subresources of an object, not collections in a namespace.
 _SUBRESOURCES = frozenset({"status", "finalize", "scale", "eviction"})
 
+# The Status reason the API server gives with an HTTP code (a scripted fault answers with it).
+_REASONS = {
+    401: "Unauthorized",
+    403: "Forbidden",
+    404: "NotFound",
+    409: "Conflict",
+    410: "Expired",
+    422: "Invalid",
+    429: "TooManyRequests",
+    503: "ServiceUnavailable",
+}
+
 
 def status(code: int, reason: str, message: str) -> Obj:
     """A ``Status`` object, as the API server answers a refusal."""
@@ -54,9 +75,18 @@ def status(code: int, reason: str, message: str) -> Obj:
     }
 
 
+class Refused(Exception):
+    """Raised by an ``admission`` hook: the API server refuses the object."""
+
+    def __init__(self, code: int, reason: str, message: str) -> None:
+        super().__init__(message)
+        self.code, self.reason, self.message = code, reason, message
+
+
 @dataclass(frozen=True)
 class Target:
-    """What a request addresses: a collection (``name`` empty) or one object."""
+    """What a request addresses: a group/version (discovery, ``plural`` empty), a collection
+    (``name`` empty) or one object."""
 
     group: str
     version: str
@@ -80,10 +110,15 @@ class Recorded:
     body: Any
     status: int = 0
     """The HTTP status of the answer (0 while unanswered)."""
+    path: str = ""
 
     @property
     def ok(self) -> bool:
         return 200 <= self.status < 300
+
+    @property
+    def is_watch(self) -> bool:
+        return self.method == "GET" and self.query.get("watch") in ("true", "1")
 
     @property
     def plural(self) -> str:
@@ -92,6 +127,55 @@ class Recorded:
     @property
     def name(self) -> str:
         return self.target.name
+
+
+# -- scripted answers (informer tests) ---------------------------------------------------------
+
+
+@dataclass
+class ListResponse:
+    """A scripted answer to list requests: ``items`` at ``resource_version``."""
+
+    resource_version: int
+    items: list[Obj]
+    http_error: int | None = None  # answer with this HTTP status and a Status body instead
+
+
+@dataclass
+class Event:
+    type: str
+    object: Obj
+
+
+def bookmark(rv: int) -> Event:
+    return Event(
+        "BOOKMARK",
+        {"kind": "ConfigMap", "apiVersion": "v1", "metadata": {"resourceVersion": str(rv)}},
+    )
+
+
+def gone_event() -> Event:
+    return Event("ERROR", status(410, "Expired", "too old resource version: 10 (30)"))
+
+
+@dataclass
+class Close:
+    """End the stream (as the server does after timeoutSeconds)."""
+
+
+@dataclass
+class HttpStatus:
+    """Refuse the watch request itself with this HTTP status."""
+
+    code: int
+
+
+@dataclass
+class RawLine:
+    data: bytes
+
+
+Step = Event | Close | HttpStatus | RawLine
 
 
 @dataclass
@@ -124,7 +208,7 @@ def parse_path(path: str) -> Target | None:
     if len(rest) >= 3 and rest[0] == "namespaces" and rest[2] not in _SUBRESOURCES:
         namespace, rest = rest[1], rest[2:]
     if not rest:
-        return None
+        return Target(group, version, "", None)
     plural = rest[0]
     name = rest[1] if len(rest) > 1 else ""
     sub = rest[2] if len(rest) > 2 else ""
@@ -211,6 +295,19 @@ class FakeApiServer:
     delay: dict[str, float] = field(default_factory=dict)
     """Seconds each request of a method (``PATCH``...) takes, so concurrent ones overlap."""
     requests: list[Recorded] = field(default_factory=list)
+    partitioned: set[str] = field(default_factory=set)
+    """User-Agents answered 503 before anything is read or recorded."""
+    lists: deque[ListResponse] = field(default_factory=deque)
+    """Scripted list answers: the last one keeps answering, earlier ones are used once (all
+    pages of a paginated list from the same one)."""
+    watches: deque[list[Step]] = field(default_factory=deque)
+    """Scripted watch streams, one per watch request; an exhausted script stays open, idle."""
+    discovery: dict[str, list[str]] = field(default_factory=dict)
+    """The plurals served per group/version (``scheduling.k8s.io/v1alpha2``), what discovery
+    answers; a group/version not here is not served (404)."""
+    admission: dict[str, Callable[[Obj], Obj]] = field(default_factory=dict)
+    """Per plural: the object the API server stores for one created (a disabled feature's
+    fields dropped, defaults set); raising :class:`Refused` refuses it."""
 
     def __post_init__(self) -> None:
         self._objects: dict[tuple[str, str], dict[str, Obj]] = {}
@@ -299,6 +396,27 @@ class FakeApiServer:
     def clear_faults(self) -> None:
         self._faults.clear()
 
+    @property
+    def list_requests(self) -> list[Recorded]:
+        return [r for r in self.requests if r.method == "GET" and not r.target.name and not r.is_watch]
+
+    @property
+    def watch_requests(self) -> list[Recorded]:
+        return [r for r in self.requests if r.is_watch]
+
+    @property
+    def writes(self) -> list[tuple[str, str]]:
+        """(verb, object path) of every write the server carried out, in order."""
+        verbs = {"POST": "create", "PUT": "replace", "PATCH": "patch", "DELETE": "delete"}
+        return [
+            (
+                verbs[r.method],
+                f"{r.path}/{r.body['metadata']['name']}" if r.method == "POST" else r.path,
+            )
+            for r in self.requests
+            if r.method in verbs and r.ok
+        ]
+
     def max_in_flight(self, method: str, resource: Resource) -> int:
         return self._max_in_flight[(method, resource.plural)]
 
@@ -313,6 +431,8 @@ class FakeApiServer:
         return app
 
     async def _handle(self, request: web.Request) -> web.StreamResponse:
+        if request.headers.get("User-Agent") in self.partitioned:
+            return _refuse(503, "ServiceUnavailable", "partitioned")
         target = parse_path(request.path)
         if target is None:
             return _refuse(404, "NotFound", f"no API at {request.path}")
@@ -320,7 +440,7 @@ class FakeApiServer:
         if request.can_read_body:
             raw = await request.read()
             body = json.loads(raw) if raw else None
-        recorded = Recorded(request.method, target, dict(request.query), body)
+        recorded = Recorded(request.method, target, dict(request.query), body, path=request.path)
         self.requests.append(recorded)
         slot = (request.method, target.plural)
         self._in_flight[slot] += 1
@@ -331,7 +451,9 @@ class FakeApiServer:
             fault = self._fault(request.method, target)
             if fault is not None:
                 response: web.StreamResponse = _refuse(
-                    fault, "InternalError", f"{request.method} {request.path} failed"
+                    fault,
+                    _REASONS.get(fault, "InternalError"),
+                    f"{request.method} {request.path} failed",
                 )
             else:
                 response = await self._serve(request, target, body)
@@ -355,10 +477,16 @@ class FakeApiServer:
 
     async def _serve(self, request: web.Request, target: Target, body: Any) -> web.StreamResponse:
         method = request.method
+        if not target.plural:
+            return self._discover(target)
         if not target.name:
             if method == "GET" and request.query.get("watch") in ("true", "1"):
+                if self.watches:
+                    return await self._scripted_watch(request, self.watches.popleft())
                 return await self._watch(request, target)
             if method == "GET":
+                if self.lists:
+                    return self._scripted_list(request.query)
                 return web.json_response(self._list(target, request.query))
             if method == "POST":
                 return self._create(target, body)
@@ -400,6 +528,18 @@ class FakeApiServer:
             "items": [copy.deepcopy(o) for o in sorted(items, key=object_key)],
         }
 
+    def _discover(self, target: Target) -> web.Response:
+        group_version = f"{target.group}/{target.version}" if target.group else target.version
+        served = self.discovery.get(group_version)
+        if served is None:
+            return _refuse(404, "NotFound", f"the server could not find {group_version}")
+        return web.json_response({
+            "kind": "APIResourceList",
+            "apiVersion": "v1",
+            "groupVersion": group_version,
+            "resources": [{"name": plural} for plural in served],
+        })
+
     def _create(self, target: Target, body: Obj) -> web.Response:
         meta = body.setdefault("metadata", {})
         if not meta.get("name") and meta.get("generateName"):
@@ -407,6 +547,13 @@ class FakeApiServer:
             meta["name"] = f"{meta['generateName']}{self._uids:05d}"
         if target.namespace is not None:
             meta["namespace"] = target.namespace
+        admit = self.admission.get(target.plural)
+        if admit is not None:
+            try:
+                body = admit(copy.deepcopy(body))
+            except Refused as refused:
+                return _refuse(refused.code, refused.reason, refused.message)
+            meta = body["metadata"]
         key = object_key(body)
         if key in self._objects.get(target.kind_key, {}):
             return _refuse(409, "AlreadyExists", f"{target.plural} {meta['name']!r} already exists")
@@ -522,6 +669,48 @@ class FakeApiServer:
             pass
         return response
 
+    # -- scripted answers ----------------------------------------------------------------------
+
+    def _scripted_list(self, query: Any) -> web.Response:
+        current = self.lists[0]
+        if current.http_error is not None:
+            self.lists.popleft()
+            return _refuse(current.http_error, "InternalError", "etcd is sad")
+        start = int(query.get("continue") or 0)
+        limit = int(query.get("limit") or 0) or len(current.items) or 1
+        # Like the real server for built-in types, list items carry no apiVersion/kind.
+        page = [
+            {k: v for k, v in item.items() if k not in ("apiVersion", "kind")}
+            for item in current.items[start : start + limit]
+        ]
+        metadata: Obj = {"resourceVersion": str(current.resource_version)}
+        if start + limit < len(current.items):
+            metadata = {"continue": str(start + limit)}
+        elif len(self.lists) > 1:
+            self.lists.popleft()
+        kind = current.items[0].get("kind", "") if current.items else ""
+        return web.json_response(
+            {"kind": f"{kind}List", "apiVersion": "v1", "metadata": metadata, "items": page}
+        )
+
+    async def _scripted_watch(self, request: web.Request, script: list[Step]) -> web.StreamResponse:
+        if script and isinstance(script[0], HttpStatus):
+            return _refuse(script[0].code, "Expired", "resource version too old")
+        response = web.StreamResponse(headers={"Content-Type": "application/json"})
+        await response.prepare(request)
+        for step in script:
+            if isinstance(step, Close):
+                return response
+            if isinstance(step, RawLine):
+                await response.write(step.data)
+            elif isinstance(step, Event):
+                line = json.dumps({"type": step.type, "object": step.object}) + "\n"
+                await response.write(line.encode())
+            await asyncio.sleep(0)
+        # Script exhausted: keep the stream open, like an idle watch, until the client leaves.
+        await asyncio.Event().wait()
+        return response
+
     @staticmethod
     def _watch_line(event: _WatchEvent, target: Target, selector: str) -> bytes | None:
         if event.kind_key != target.kind_key:
@@ -627,12 +816,43 @@ class FakeCluster:
         await self.api.close()
 
 
+async def start_app(
+    app: web.Application, user_agents: list[str]
+) -> tuple[TestServer, list[ApiClient]]:
+    """Serve ``app`` (a :class:`FakeApiServer`'s, or a handler a test writes to misbehave at
+    the transport level) over real HTTP, with one real client per User-Agent."""
+    test_server = TestServer(app)
+    await test_server.start_server()
+    clients = []
+    for agent in user_agents:
+        client = _client(test_server)
+        client.user_agent = agent
+        clients.append(client)
+    return test_server, clients
+
+
+def _client(test_server: TestServer) -> ApiClient:
+    return ApiClient(configuration=Configuration(host=str(test_server.make_url("")).rstrip("/")))
+
+
 async def start_fake_cluster(server: FakeApiServer | None = None) -> tuple[TestServer, FakeCluster]:
     server = server if server is not None else FakeApiServer()
     test_server = TestServer(server.app())
     await test_server.start_server()
-    api = ApiClient(configuration=Configuration(host=str(test_server.make_url("")).rstrip("/")))
+    api = _client(test_server)
     return test_server, FakeCluster(server=server, api=api, kube=Kube(api))
+
+
+async def eventually(
+    condition: Callable[[], bool], *, within: float = 5.0, what: str = "condition"
+) -> None:
+    """Poll ``condition`` (state owned by the code under test, which signals nothing)."""
+    try:
+        async with asyncio.timeout(within):
+            while not condition():  # noqa: ASYNC110 - there is no event to wait on
+                await asyncio.sleep(0.01)
+    except TimeoutError:
+        raise AssertionError(f"timed out after {within}s waiting for {what}") from None
 
 
 async def fake_cluster() -> AsyncIterator[FakeCluster]:
@@ -646,4 +866,20 @@ async def fake_cluster() -> AsyncIterator[FakeCluster]:
         await test_server.close()
 
 
-__all__ = ["FakeApiServer", "FakeCluster", "fake_cluster", "start_fake_cluster"]
+__all__ = [
+    "Close",
+    "Event",
+    "FakeApiServer",
+    "FakeCluster",
+    "HttpStatus",
+    "ListResponse",
+    "RawLine",
+    "Refused",
+    "Step",
+    "bookmark",
+    "eventually",
+    "fake_cluster",
+    "gone_event",
+    "start_app",
+    "start_fake_cluster",
+]

@@ -8,6 +8,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 from aiohttp.test_utils import TestServer
@@ -15,7 +16,12 @@ from cryptography import x509
 from cryptography.x509.oid import ExtendedKeyUsageOID
 from kubernetes_asyncio.client import ApiClient
 
-from kqueue.controller.admission.certs import (
+from kqueue.controller.resources import (
+    MUTATING_WEBHOOK_CONFIGURATIONS,
+    SECRETS,
+    VALIDATING_WEBHOOK_CONFIGURATIONS,
+)
+from kqueue.controller.webhook_server.certs import (
     CertBundle,
     CertRotator,
     ensure_local_certs,
@@ -25,7 +31,7 @@ from kqueue.controller.admission.certs import (
     service_hosts,
     write_cert_dir,
 )
-from tests.controller.mock_apiserver import ObjectApiServer, start_app
+from tests.controller.fake_apiserver import FakeApiServer, start_app
 
 NOW = datetime(2026, 3, 1, tzinfo=UTC)
 HOSTS = service_hosts("kqueue-webhook-service", "kqueue-system")
@@ -125,25 +131,35 @@ def test_local_certs_are_reused_until_they_need_renewal(tmp_path: Path) -> None:
 
 
 SECRET = "/api/v1/namespaces/kqueue-system/secrets/kqueue-webhook-server-cert"
-MWC = "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations/kqueue-mutating"
-VWC = "/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations/kqueue-validating"
 
 
 @dataclass
 class Env:
-    api: ObjectApiServer
+    api: FakeApiServer
     server: TestServer
     client: ApiClient
+
+    def secret(self) -> dict[str, Any]:
+        secret = self.api.get(SECRETS, "kqueue-webhook-server-cert", "kqueue-system")
+        assert secret is not None, "no Secret kqueue-system/kqueue-webhook-server-cert"
+        return secret
+
+    def webhook_configurations(self) -> list[dict[str, Any]]:
+        return [
+            *self.api.objects(MUTATING_WEBHOOK_CONFIGURATIONS),
+            *self.api.objects(VALIDATING_WEBHOOK_CONFIGURATIONS),
+        ]
 
 
 @pytest.fixture
 async def env() -> AsyncIterator[Env]:
-    api = ObjectApiServer()
+    api = FakeApiServer()
     server, (client,) = await start_app(api.app(), ["kqueue"])
     try:
         yield Env(api, server, client)
     finally:
         await client.close()
+        await api.shutdown()
         await server.close()
 
 
@@ -183,22 +199,27 @@ def rotator(env: Env, cert_dir: Path) -> CertRotator:
 async def test_rotator_creates_the_secret_writes_the_dir_and_injects_the_ca(
     env: Env, tmp_path: Path
 ) -> None:
-    env.api.put(MWC, webhook_configuration("MutatingWebhookConfiguration", "kqueue-mutating", 2))
-    env.api.put(
-        VWC, webhook_configuration("ValidatingWebhookConfiguration", "kqueue-validating", 1)
+    env.api.add(
+        MUTATING_WEBHOOK_CONFIGURATIONS,
+        webhook_configuration("MutatingWebhookConfiguration", "kqueue-mutating", 2),
+    )
+    env.api.add(
+        VALIDATING_WEBHOOK_CONFIGURATIONS,
+        webhook_configuration("ValidatingWebhookConfiguration", "kqueue-validating", 1),
     )
     rot = rotator(env, tmp_path)
     assert not rot.check()[0]
     bundle = await rot.ensure(now=NOW)
     assert rot.check()[0]
-    secret = env.api.objects[SECRET]
+    secret = env.secret()
     assert secret["type"] == "kubernetes.io/tls"
     assert base64.b64decode(secret["data"]["tls.crt"]) == bundle.cert_pem
     assert base64.b64decode(secret["data"]["ca.key"]) == bundle.ca_key_pem
     assert read_cert_dir(tmp_path) == CertBundle(bundle.ca_pem, bundle.cert_pem, bundle.key_pem)
     ca_b64 = base64.b64encode(bundle.ca_pem).decode()
-    for path in (MWC, VWC):
-        config = env.api.objects[path]
+    configs = env.webhook_configurations()
+    assert len(configs) == 2
+    for config in configs:
         assert all(w["clientConfig"]["caBundle"] == ca_b64 for w in config["webhooks"])
         # Everything else survives the write.
         assert all(w["futureField"] == {"kept": True} for w in config["webhooks"])

@@ -26,8 +26,7 @@ from kqueue.controller.resources import (
 )
 from kqueue.engine.types import WorkloadKey
 from kqueue.engine.workload import WorkloadState
-from tests.controller.fake_apiserver import FakeCluster
-from tests.controller.mock_apiserver import eventually
+from tests.controller.fake_apiserver import FakeCluster, eventually
 from tests.controller_e2e.harness import cluster_queue, flavor, local_queue
 
 Obj = dict[str, Any]

@@ -25,8 +25,8 @@ from kqueue.controller.delegated_auth import (
     RequestHeaderConfig,
     User,
 )
-from kqueue.controller.kube import KubeError
 from kqueue.controller.metrics import Metrics
+from kqueue.controller.resources import CONFIGMAPS
 from kqueue.controller.secure_metrics import secure_metrics_app
 from kqueue.controller.serving import serve_tls, tls_context
 from kqueue.controller.visibility_api import (
@@ -35,6 +35,7 @@ from kqueue.controller.visibility_api import (
     page_param,
     serve_visibility,
 )
+from tests.controller.fake_apiserver import FakeCluster
 from tests.visibility.scenario import cluster_queue, engine_of, flavor, local_queue, workload
 
 Obj = dict[str, Any]
@@ -243,20 +244,18 @@ async def test_visibility_app_with_a_bearer_token() -> None:
         await runner.cleanup()
 
 
-class _NoConfigMapAccess:
-    """A client the API server refuses the authentication ConfigMap to (RBAC missing)."""
-
-    async def get(self, resource: Any, name: str, namespace: str | None = None) -> Obj:
-        raise KubeError.of(f"get configmaps {namespace}/{name}", 403, {"reason": "Forbidden"})
-
-
 async def test_visibility_serves_without_the_configmap_and_says_why(
-    caplog: pytest.LogCaptureFixture,
+    caplog: pytest.LogCaptureFixture, cluster: FakeCluster
 ) -> None:
     """Admission must not stop over the visibility API: the server starts, bearer tokens work,
     the log names the ConfigMap and the Role that grants it."""
+    # The API server refuses the authentication ConfigMap (RBAC missing).
+    cluster.server.add(CONFIGMAPS, {"metadata": {
+        "name": "extension-apiserver-authentication", "namespace": "kube-system",
+    }})
+    cluster.server.fail("GET", CONFIGMAPS, "extension-apiserver-authentication", code=403)
     auth = Reviews(tokens={"alice": User("alice")})
-    auth.kube = _NoConfigMapAccess()  # type: ignore[assignment]
+    auth.kube = cluster.kube
     engine = engine_of([flavor(), cluster_queue("cq", "1")])
     runner = await serve_visibility(
         lambda: engine, Visibility(bind_address="127.0.0.1:0"), auth, "kqueue-system"
@@ -277,3 +276,4 @@ async def test_visibility_serves_without_the_configmap_and_says_why(
         await runner.cleanup()
     assert "extension-apiserver-authentication" in caplog.text
     assert "auth-reader" in caplog.text
+    assert [r.status for r in cluster.server.requests_to("GET", CONFIGMAPS)] == [403]

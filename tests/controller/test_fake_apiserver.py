@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from kqueue.controller.informer import as_dict
-from kqueue.controller.kube import JSON_PATCH, Conflict, KubeError, NotFound
+from kqueue.controller.kube import JSON_PATCH, Conflict, Kube, KubeError, NotFound
 from kqueue.controller.resources import CONFIGMAPS, WORKLOADS
-from tests.controller.fake_apiserver import FakeCluster
+from tests.controller.fake_apiserver import FakeApiServer, FakeCluster, Refused, start_app
 
 
 def cm(name: str, **labels: str) -> dict[str, object]:
@@ -79,3 +81,41 @@ async def test_faults_and_overlap_are_observable(cluster: FakeCluster) -> None:
     assert err.value.status == 503
     await cluster.kube.patch(CONFIGMAPS, "a", {"data": {"k": "1"}}, namespace="ns")
     assert [r.name for r in cluster.server.requests_to("PATCH", CONFIGMAPS)] == ["a", "a"]
+
+
+async def test_discovery_admission_and_the_record_of_writes(cluster: FakeCluster) -> None:
+    assert (await cluster.kube.request("GET", "/api/v1"))[0] == 404  # not declared served
+    cluster.server.discovery["v1"] = ["configmaps"]
+    status, body = await cluster.kube.request("GET", "/api/v1")
+    assert status == 200 and [r["name"] for r in body["resources"]] == ["configmaps"]
+
+    def admit(obj: dict[str, Any]) -> dict[str, Any]:
+        if obj["data"].get("k") == "refused":
+            raise Refused(422, "Invalid", "data.k: Forbidden")
+        obj["data"]["defaulted"] = "yes"
+        return obj
+
+    cluster.server.admission[CONFIGMAPS.plural] = admit
+    created = await cluster.kube.create(CONFIGMAPS, cm("a"), "ns")
+    assert created["data"] == {"k": "v", "defaulted": "yes"}
+    with pytest.raises(KubeError, match=r"data\.k: Forbidden") as err:
+        await cluster.kube.create(CONFIGMAPS, {**cm("b"), "data": {"k": "refused"}}, "ns")
+    assert err.value.status == 422
+    await cluster.kube.replace(CONFIGMAPS, created, namespace="ns")
+    assert cluster.server.writes == [
+        ("create", "/api/v1/namespaces/ns/configmaps/a"),
+        ("replace", "/api/v1/namespaces/ns/configmaps/a"),
+    ]
+
+
+async def test_a_partitioned_client_gets_503_and_is_not_recorded() -> None:
+    server = FakeApiServer(partitioned={"cut-off"})
+    test_server, (cut, ok) = await start_app(server.app(), ["cut-off", "kqueue"])
+    try:
+        assert (await Kube(cut).request("GET", CONFIGMAPS.collection_path("ns")))[0] == 503
+        assert (await Kube(ok).request("GET", CONFIGMAPS.collection_path("ns")))[0] == 200
+        assert len(server.requests) == 1
+    finally:
+        for client in (cut, ok):
+            await client.close()
+        await test_server.close()

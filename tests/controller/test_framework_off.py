@@ -9,8 +9,8 @@ import pytest
 
 from kqueue.api.config import default_managed_namespace_selector
 from kqueue.api.v1alpha1 import constants as c
-from kqueue.controller.admission import AdmissionRequest
 from kqueue.controller.integrations import derived
+from kqueue.controller.webhook_server import AdmissionRequest
 from kqueue.controller.webhooks import framework_off
 from kqueue.controller.webhooks.config import webhook_configurations
 

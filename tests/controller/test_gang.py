@@ -6,22 +6,25 @@ from __future__ import annotations
 import copy
 import dataclasses
 import re
+import socket
+from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import Any, cast
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from kubernetes_asyncio.client import ApiClient, Configuration
 
 from kqueue.api.v1alpha1 import constants as c
 from kqueue.controller import gang
-from kqueue.controller.admission import AdmissionRequest
-from kqueue.controller.gang import GangPlacement, group_name
+from kqueue.controller.gang import PODGROUPS, GangPlacement, group_name
 from kqueue.controller.kube import Kube
 from kqueue.controller.resources import WORKLOADS
+from kqueue.controller.webhook_server import AdmissionRequest
 from kqueue.controller.webhooks import claimant
 from kqueue.controller.webhooks.pod import pod_mutator
-from tests.controller.fake_apiserver import FakeCluster
+from tests.controller.fake_apiserver import FakeCluster, Refused
 from tests.controller.fakes import Events
 from tests.controller.test_job_reconciler import gated_pods, job, workload
 
@@ -288,48 +291,48 @@ async def test_job_webhook_keeps_jobs_that_run_in_waves_out_of_gangs(
 # -- discovery ------------------------------------------------------------------------------------
 
 
-class _Discovery:
-    def __init__(self, answer: tuple[int, Obj] | Exception) -> None:
-        self.answer = answer
-        self.asked = 0
-
-    async def request(self, method: str, path: str, *a: Any, **kw: Any) -> tuple[int, Obj]:
-        self.asked += 1
-        assert (method, path) == ("GET", "/apis/scheduling.k8s.io/v1alpha2")
-        if isinstance(self.answer, Exception):
-            raise self.answer
-        return self.answer
-
-
-SERVED = (200, {"resources": [{"name": "podgroups"}, {"name": "workloads"}]})
+DISCOVERY = "/apis/scheduling.k8s.io/v1alpha2"
+SERVED = ["podgroups", "workloads"]
+UNREACHABLE = None  # nothing listens where the client connects
 
 
 @pytest.mark.parametrize(
-    ("mode", "answer", "enabled", "log"),
+    ("mode", "served", "enabled", "log"),
     [
         pytest.param("Auto", SERVED, True, "gang scheduling: on", id="auto-served"),
-        pytest.param("Auto", (404, {}), False, "does not serve", id="auto-not-served"),
-        pytest.param(
-            "Auto",
-            (200, {"resources": [{"name": "workloads"}]}),
-            False,
-            "does not serve",
-            id="auto-no-podgroups",
-        ),
-        pytest.param("Auto", OSError("refused"), False, "unreachable", id="auto-unreachable"),
+        pytest.param("Auto", [], False, "does not serve", id="auto-not-served"),
+        pytest.param("Auto", ["workloads"], False, "does not serve", id="auto-no-podgroups"),
+        pytest.param("Auto", UNREACHABLE, False, "unreachable", id="auto-unreachable"),
         pytest.param("Disabled", SERVED, False, "gangScheduling: Disabled", id="disabled"),
     ],
 )
 async def test_discovery(
-    mode: Any, answer: Any, enabled: bool, log: str, caplog: pytest.LogCaptureFixture
+    mode: Any,
+    served: list[str] | None,
+    enabled: bool,
+    log: str,
+    caplog: pytest.LogCaptureFixture,
+    cluster: FakeCluster,
 ) -> None:
-    kube = _Discovery(answer)
-    placement = GangPlacement(kube=cast(Kube, kube), events=Events(), now=lambda: NOW, mode=mode)
-    with caplog.at_level("INFO", logger="kqueue.controller.gang"):
-        assert await placement.discover() is enabled
+    kube = cluster.kube
+    if served is UNREACHABLE:
+        with socket.socket() as s:  # a port just freed: the connection is refused
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        kube = Kube(ApiClient(Configuration(host=f"http://127.0.0.1:{port}")))
+    elif served:
+        cluster.server.discovery["scheduling.k8s.io/v1alpha2"] = served
+    placement = GangPlacement(kube=kube, events=Events(), now=lambda: NOW, mode=mode)
+    try:
+        with caplog.at_level("INFO", logger="kqueue.controller.gang"):
+            assert await placement.discover() is enabled
+    finally:
+        if kube is not cluster.kube:
+            await kube.api.close()
     assert placement.enabled is enabled
     assert log in caplog.text
-    assert kube.asked == (0 if mode == "Disabled" else 1)
+    asked = [r for r in cluster.server.requests if (r.method, r.path) == ("GET", DISCOVERY)]
+    assert len(asked) == (0 if mode == "Disabled" or served is UNREACHABLE else 1)
 
 
 # -- PodGroups ------------------------------------------------------------------------------------
@@ -634,42 +637,27 @@ async def test_pod_webhook_never_lets_a_foreign_group_into_a_managed_pod(
 # -- workload-aware preemption (KEP-5710) ---------------------------------------------------------
 
 
-class _PodGroupApi:
-    """The PodGroup calls of an API server with or without ``WorkloadAwarePreemption``. With it
-    off, v1.36.4 drops the fields and defaults ``disruptionMode`` to ``Pod`` ("drop", seen on
-    the real control plane); its declarative validation would answer Forbidden ("refuse")."""
+def _pod_group_admission(gate: str) -> Callable[[Obj], Obj]:
+    """What an API server with or without ``WorkloadAwarePreemption`` stores for a created
+    PodGroup. With it off, v1.36.4 drops the fields and defaults ``disruptionMode`` to ``Pod``
+    ("drop", seen on the real control plane); its declarative validation would answer
+    Forbidden ("refuse")."""
 
-    def __init__(self, gate: str) -> None:
-        self.gate = gate
-        self.created: list[Obj] = []
-        self.attempts = 0
-
-    async def get(self, resource: Any, name: str, namespace: str | None = None) -> Obj:
-        from kqueue.controller.kube import NotFound
-
-        raise NotFound(what=f"get {name}", status=404, body={"reason": "NotFound"})
-
-    async def create(self, resource: Any, body: Obj, *, namespace: str | None = None) -> Obj:
-        from kqueue.controller.kube import KubeError
-
-        self.attempts += 1
+    def admit(body: Obj) -> Obj:
         fields = {"disruptionMode", "priorityClassName"} & set(body["spec"])
-        if self.gate == "drop" and fields:
-            body = copy.deepcopy(body)
+        if gate == "drop" and fields:
             body["spec"].pop("priorityClassName", None)
             body["spec"]["disruptionMode"] = "Pod"
-        if self.gate == "refuse" and fields:
-            raise KubeError.of(
-                "create podgroups",
+        if gate == "refuse" and fields:
+            raise Refused(
                 422,
-                {
-                    "reason": "Invalid",
-                    "message": 'PodGroup.scheduling.k8s.io "job-train" is invalid: '
-                    "spec.disruptionMode: Forbidden: disabled by feature-gate",
-                },
+                "Invalid",
+                f'PodGroup.scheduling.k8s.io "{body["metadata"]["name"]}" is invalid: '
+                "spec.disruptionMode: Forbidden: disabled by feature-gate",
             )
-        self.created.append(copy.deepcopy(body))
-        return copy.deepcopy(body)
+        return body
+
+    return admit
 
 
 PREEMPTION_CASES = [
@@ -701,13 +689,13 @@ PREEMPTION_CASES = [
     ("gate", "ref", "extras"), [pytest.param(*case[1:], id=case[0]) for case in PREEMPTION_CASES]
 )
 async def test_pod_group_carries_workload_preemption_fields_when_served(
-    gate: str, ref: tuple[str, str] | None, extras: Obj
+    gate: str, ref: tuple[str, str] | None, extras: Obj, cluster: FakeCluster
 ) -> None:
     from kqueue.api.v1alpha1.workload import PriorityClassRef
 
-    api = _PodGroupApi(gate)
-    placement = GangPlacement(kube=cast(Kube, api), events=Events(), now=lambda: NOW)
-    placement.enabled = True
+    server = cluster.server
+    server.admission[PODGROUPS.plural] = _pod_group_admission(gate)
+    placement = _placement(cluster)
     j = job("train", count=2)
     wl = workload(j, admitted=2)
     if ref is not None:
@@ -717,18 +705,19 @@ async def test_pod_group_carries_workload_preemption_fields_when_served(
     pods = _with_group(gated_pods(j, 2), "job-train")
     assert (await placement.prepare(wl, pods, 2)).ready
     assert placement.workload_preemption is (gate == "on")
-    [pg] = api.created
+    [pg] = server.objects(PODGROUPS)
     got = {k: v for k, v in pg["spec"].items() if k in ("disruptionMode", "priorityClassName")}
     assert got == extras
     assert "priority" not in pg["spec"]  # the API server resolves it from the class
-    assert api.attempts == (2 if gate == "refuse" else 1)
+    assert len(server.requests_to("POST", PODGROUPS)) == (2 if gate == "refuse" else 1)
     # Learnt once: the next group is created in one request.
-    api.created.clear()
-    api.attempts = 0
+    attempts = len(server.requests_to("POST", PODGROUPS))
     assert (await placement.prepare(wl, _with_group(gated_pods(j, 2), "job-other"), 2)).ready
-    assert api.attempts == 1 and len(api.created) == 1
+    [other] = [o for o in server.objects(PODGROUPS) if o["metadata"]["name"] == "job-other"]
+    assert len(server.requests_to("POST", PODGROUPS)) - attempts == 1
+    assert len(server.objects(PODGROUPS)) == 2
     if gate != "on":
-        assert not {"disruptionMode", "priorityClassName"} & set(api.created[0]["spec"])
+        assert not {"disruptionMode", "priorityClassName"} & set(other["spec"])
 
 
 def _plain(total: int | None, group: Obj | None = None) -> Obj:

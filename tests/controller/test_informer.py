@@ -1,4 +1,5 @@
-"""Informer against a scripted API server over real HTTP: list, watch, bookmarks, 410 relist."""
+"""Informer against the fake API server's scripted lists and watches over real HTTP: list, watch,
+bookmarks, 410 relist."""
 
 from __future__ import annotations
 
@@ -21,38 +22,48 @@ from kqueue.controller import informer as informer_module
 from kqueue.controller.informer import Informer, as_dict
 from kqueue.controller.kube import Kube
 from kqueue.controller.resources import CONFIGMAPS, Resource
-from tests.controller.mock_apiserver import (
+from tests.controller.fake_apiserver import (
     Close,
     Event,
+    FakeApiServer,
     HttpStatus,
     ListResponse,
-    MockApiServer,
     RawLine,
     bookmark,
-    configmap,
     eventually,
     gone_event,
-    start,
+    start_app,
 )
 
 Obj = dict[str, Any]
 
 
+def configmap(name: str, rv: int, namespace: str = "default", **data: str) -> Obj:
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": name, "namespace": namespace, "resourceVersion": str(rv)},
+        "data": dict(data),
+    }
+
+
 @dataclass
 class Env:
-    api: MockApiServer
+    api: FakeApiServer
     client: ApiClient
     server: TestServer
 
 
 @pytest.fixture
 async def env() -> AsyncIterator[Env]:
-    api = MockApiServer()
-    server, client = await start(api)
+    # Lists and watches are scripted (ListResponse, watch steps): what no consistent server says.
+    api = FakeApiServer()
+    server, (client,) = await start_app(api.app(), ["kqueue"])
     try:
         yield Env(api, client, server)
     finally:
         await client.close()
+        await api.shutdown()
         await server.close()
 
 

@@ -32,9 +32,8 @@ from kqueue.controller.resources import (
     Resource,
 )
 from kqueue.controller.workqueue import Requeue
-from tests.controller.fake_apiserver import FakeCluster
+from tests.controller.fake_apiserver import FakeCluster, eventually
 from tests.controller.fakes import Events, model
-from tests.controller.mock_apiserver import eventually
 from tests.controller_e2e.harness import job as e2e_job
 
 Obj = dict[str, Any]

@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 from kqueue.api.v1alpha1 import constants as c
-from kqueue.controller.admission import AdmissionRequest
 from kqueue.controller.integrations.job.webhook import JobWebhooks
+from kqueue.controller.webhook_server import AdmissionRequest
 
 Obj = dict[str, Any]
 

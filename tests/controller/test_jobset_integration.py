@@ -14,10 +14,10 @@ from kqueue.api.integrations import IntegrationError, PriorityClasses
 from kqueue.api.integrations.jobset import pod_set_counts, workload_for_jobset
 from kqueue.api.v1alpha1 import Workload, parse_object
 from kqueue.api.v1alpha1 import constants as c
-from kqueue.controller.admission import AdmissionRequest
 from kqueue.controller.integrations import PodSetRelease, registry
 from kqueue.controller.integrations.jobset.generic import JobSetIntegration
 from kqueue.controller.integrations.jobset.webhook import JobSetWebhooks
+from kqueue.controller.webhook_server import AdmissionRequest
 
 Obj = dict[str, Any]
 NO_CLASSES = PriorityClasses.from_objects([], [])

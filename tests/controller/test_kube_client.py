@@ -35,7 +35,7 @@ from kqueue.controller.kube import (
 )
 from kqueue.controller.ratelimit import throttle
 from kqueue.controller.resources import CONFIGMAPS
-from tests.controller.mock_apiserver import ObjectApiServer, start_app
+from tests.controller.fake_apiserver import FakeApiServer, start_app
 
 KUBECONFIG = {
     "apiVersion": "v1",
@@ -107,7 +107,8 @@ def test_one_error_tree_from_an_http_answer_or_a_status_object(
 
 
 async def test_a_refused_watch_raises_before_the_stream_is_read() -> None:
-    server = ObjectApiServer()
+    server = FakeApiServer()
+    server.fail("GET", CONFIGMAPS, code=404)
     test_server, (client,) = await start_app(server.app(), ["kqueue"])
     try:
         kube = Kube(client)
@@ -271,26 +272,29 @@ async def test_other_calls_go_to_call_api_s_own_way() -> None:
 
 
 async def test_write_status_answers_what_replace_status_decodes_and_raises_the_same() -> None:
-    server = ObjectApiServer()
-    path = CONFIGMAPS.object_path("c", "default") + "/status"
-    server.put(path, {"metadata": {"name": "c"}, "status": {"n": 1}})
+    server = FakeApiServer()
+    server.add(CONFIGMAPS, {"metadata": {"name": "c", "namespace": "default"}, "status": {"n": 1}})
     test_server, (client,) = await start_app(server.app(), ["kqueue"])
+
+    def stored() -> Any:
+        return server.get(CONFIGMAPS, "c", "default")
+
     try:
         kube = Kube(client)
-        rv = server.objects[path]["metadata"]["resourceVersion"]
+        rv = stored()["metadata"]["resourceVersion"]
         raw = await kube.write_status(
             CONFIGMAPS, {"metadata": {"name": "c", "resourceVersion": rv}, "status": {"n": 2}},
             namespace="default",
         )
         assert isinstance(raw, bytes)
-        assert loads(raw) == server.objects[path]
+        assert loads(raw) == stored()
         decoded = await kube.replace_status(
             CONFIGMAPS,
             {"metadata": {"name": "c", "resourceVersion": loads(raw)["metadata"]["resourceVersion"]},
              "status": {"n": 3}},
             namespace="default",
         )
-        assert decoded == server.objects[path] and decoded["status"] == {"n": 3}
+        assert decoded == stored() and decoded["status"] == {"n": 3}
         stale = {"metadata": {"name": "c", "resourceVersion": rv}, "status": {"n": 4}}
         errors = []
         for write in (kube.write_status, kube.replace_status):

@@ -1,4 +1,4 @@
-"""Leader election against a Lease API with optimistic concurrency (scripted server, real HTTP)."""
+"""Leader election against the fake API server's Leases, with optimistic concurrency (real HTTP)."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ import contextlib
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from datetime import timedelta
+from typing import Any
 
 import pytest
 from aiohttp.test_utils import TestServer
@@ -14,7 +15,10 @@ from kubernetes_asyncio.client import ApiClient
 
 from kqueue.api.config import load_configuration
 from kqueue.controller.leader import LeaderElector
-from tests.controller.mock_apiserver import LeaseApiServer, eventually, start_app
+from kqueue.controller.resources import LEASES
+from tests.controller.fake_apiserver import FakeApiServer, eventually, start_app
+
+Obj = dict[str, Any]
 
 LEASE = timedelta(seconds=1)
 RENEW = timedelta(milliseconds=500)
@@ -44,7 +48,7 @@ class Candidate:
 
 @dataclass
 class Env:
-    api: LeaseApiServer
+    api: FakeApiServer
     server: TestServer
     clients: list[ApiClient]
     candidates: list[Candidate] = field(default_factory=list)
@@ -78,10 +82,15 @@ class Env:
     def leaders(self) -> list[str]:
         return [c.elector.identity for c in self.candidates if c.elector.is_leader]
 
+    def lease(self) -> Obj:
+        lease = self.api.get(LEASES, "kqueue-leader", "kqueue-system")
+        assert lease is not None, "no Lease kqueue-system/kqueue-leader"
+        return lease
+
 
 @pytest.fixture
 async def env() -> AsyncIterator[Env]:
-    api = LeaseApiServer()
+    api = FakeApiServer()
     server, clients = await start_app(api.app(), ["replica-0", "replica-1"])
     e = Env(api, server, clients)
     try:
@@ -93,6 +102,7 @@ async def env() -> AsyncIterator[Env]:
         await asyncio.gather(*(c.task for c in e.candidates if c.task), return_exceptions=True)
         for client in clients:
             await client.close()
+        await api.shutdown()
         await server.close()
 
 
@@ -127,7 +137,7 @@ async def test_exactly_one_of_two_candidates_leads(env: Env) -> None:
     assert (leader.started, standby.started) == (1, 0)
     assert standby.elector.leader == leader.elector.identity
     assert standby.leaders_seen == [leader.elector.identity]
-    lease = env.api.lease("kqueue-system", "kqueue-leader")
+    lease = env.lease()
     assert lease["spec"]["holderIdentity"] == leader.elector.identity
     assert lease["spec"]["leaseDurationSeconds"] == 1
     # MicroTime needs six fractional digits.
@@ -157,7 +167,7 @@ async def test_a_partitioned_leader_steps_down_before_the_standby_takes_over(env
     assert took_over <= (LEASE + 3 * RETRY).total_seconds() + 0.5
     assert (a.started, a.cancelled_leading, a.stopped) == (1, 1, 1)
     assert b.started == 1
-    lease = env.api.lease("kqueue-system", "kqueue-leader")
+    lease = env.lease()
     assert lease["spec"]["leaseTransitions"] == 1
     # Healed: the old leader campaigns again but does not steal a lease that is being renewed.
     env.api.partitioned.clear()
@@ -190,7 +200,7 @@ async def test_a_leader_that_dies_without_releasing_is_replaced_after_the_lease_
     env.start(b)
     await eventually(lambda: b.elector.leader == "replica-0", what="replica-1 to see the leader")
     await env.stop(a)
-    assert env.api.holder("kqueue-system", "kqueue-leader") == "replica-0"
+    assert env.lease()["spec"].get("holderIdentity") == "replica-0"
     assert a.elector.last_renewed_at is not None
     last_renewal = a.elector.last_renewed_at
     await eventually(lambda: b.elector.is_leader, within=5, what="replica-1 to take over")
@@ -208,7 +218,7 @@ async def test_a_crashing_leading_task_makes_the_replica_step_down(env: Env) -> 
     env.start(a)
     # It leads only until the crash is seen, at once: wait for it to have stepped down.
     await eventually(lambda: a.stopped == 1, what="replica-0 to lead and step down")
-    assert env.api.lease("kqueue-system", "kqueue-leader")["spec"]["leaseTransitions"] == 0
+    assert env.lease()["spec"]["leaseTransitions"] == 0
     env.start(b)
     await eventually(lambda: b.elector.is_leader, within=5, what="replica-1 to take over")
     assert not a.elector.is_leader

@@ -19,7 +19,7 @@ from kubernetes_asyncio.client import ApiClient
 from kqueue.controller.kube import Kube, Unreachable, WriteDeadlinePassed
 from kqueue.controller.leader import LeaderElector
 from kqueue.controller.resources import Resource
-from tests.controller.mock_apiserver import LeaseApiServer, eventually, start_app
+from tests.controller.fake_apiserver import FakeApiServer, eventually, start_app
 
 LEASE = timedelta(seconds=2)
 RENEW = timedelta(milliseconds=600)
@@ -31,7 +31,7 @@ CONFIGMAPS = Resource("", "v1", "configmaps")
 
 
 @dataclass
-class HangingLeaseApi(LeaseApiServer):
+class HangingLeaseApi(FakeApiServer):
     """Requests from agents in ``hung``, and to paths containing one of ``hung_paths``, are
     held until the client gives up."""
 
@@ -39,7 +39,7 @@ class HangingLeaseApi(LeaseApiServer):
     hung_paths: set[str] = field(default_factory=set)
     held: int = 0
 
-    async def _handle(self, request: web.Request) -> web.Response:
+    async def _handle(self, request: web.Request) -> web.StreamResponse:
         if request.headers.get("User-Agent") in self.hung or any(
             p in request.path for p in self.hung_paths
         ):
@@ -62,6 +62,7 @@ async def env() -> AsyncIterator[Env]:
         yield Env(api, client)
     finally:
         await client.close()
+        await api.shutdown()
         await server.close()
 
 
@@ -142,7 +143,7 @@ async def test_writes_are_bounded_by_the_deadline_and_refused_after_it(env: Env)
         await kube.create(CONFIGMAPS, {"metadata": {"name": "b"}}, namespace="ns")
     assert env.api.held == held and env.api.writes == [], "the refused write reached the API"
     # Reads are not writes: a lost leadership does not stop a replica from reading.
-    env.api.put("/api/v1/namespaces/ns/configmaps/c", {"metadata": {"name": "c"}})
+    env.api.add(CONFIGMAPS, {"metadata": {"name": "c", "namespace": "ns"}})
     assert (await kube.get(CONFIGMAPS, "c", "ns"))["metadata"]["name"] == "c"
     # Without a deadline (no leader election, or between terms) the usual timeout applies.
     deadline[0] = None

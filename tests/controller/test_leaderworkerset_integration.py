@@ -17,11 +17,11 @@ from kqueue.api.integrations.leaderworkerset import (
 )
 from kqueue.api.integrations.pod import group_pods, workload_for_pod_group
 from kqueue.api.v1alpha1 import constants as c
-from kqueue.controller.admission import AdmissionRequest
 from kqueue.controller.integrations import registry
 from kqueue.controller.integrations.leaderworkerset import webhook
 from kqueue.controller.integrations.leaderworkerset.labeller import wanted_group
 from kqueue.controller.integrations.pod.reconciler import is_plain
+from kqueue.controller.webhook_server import AdmissionRequest
 from tests.controller.fake_apiserver import FakeCluster
 
 Obj = dict[str, Any]

@@ -15,7 +15,6 @@ from aiohttp.test_utils import TestClient, TestServer
 from kqueue.api.config import Configuration
 from kqueue.api.v1alpha1 import Workload, parse_object
 from kqueue.api.v1alpha1 import constants as c
-from kqueue.controller.admission.server import ADMISSION_API_VERSION
 from kqueue.controller.collector import collector_paused
 from kqueue.controller.integrations.pod.reconciler import PodReconciler
 from kqueue.controller.integrations.pod.webhook import MUTATE_PATH as PLAIN_POD_PATH
@@ -23,9 +22,9 @@ from kqueue.controller.manager import Manager
 from kqueue.controller.metrics import Metrics
 from kqueue.controller.resources import JOBS, PODS, WORKLOADS
 from kqueue.controller.topology import BOUND_PODS_FIELD_SELECTOR
+from kqueue.controller.webhook_server.server import ADMISSION_API_VERSION
 from kqueue.engine.types import ClusterQueueName, LocalQueueSpec, WorkloadKey, local_queue_key
-from tests.controller.fake_apiserver import FakeCluster
-from tests.controller.mock_apiserver import eventually
+from tests.controller.fake_apiserver import FakeCluster, eventually
 
 Obj = dict[str, Any]
 BOTH = ["batch/job", "pod"]

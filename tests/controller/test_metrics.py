@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import aiohttp
 import pytest
+from prometheus_client import CollectorRegistry, Gauge, Histogram
 from prometheus_client.parser import text_string_to_metric_families
 
 from kqueue import __version__
-from kqueue.controller import metrics as metrics_module
+from kqueue.controller.metric_table import MetricSpec
 from kqueue.controller.metrics import (
     Metrics,
     Probes,
@@ -189,13 +190,14 @@ def test_queue_state_gauges_and_forgetting_a_deleted_queue() -> None:
     assert value(m, "kqueue_pending_workloads", cluster_queue="cq-b", status="active") == 1
 
 
-def test_module_functions_report_to_the_default_registry() -> None:
-    before = value(metrics_module.DEFAULT, "kqueue_admission_attempts_total", result="success") or 0
-    metrics_module.admission_attempt("success", 0.01)
-    assert (
-        value(metrics_module.DEFAULT, "kqueue_admission_attempts_total", result="success")
-        == before + 1
-    )
+def test_each_metrics_reports_to_its_own_registry() -> None:
+    registry = CollectorRegistry()
+    mine, other = Metrics(registry), Metrics()
+    assert mine.registry is registry
+    mine.admission_attempt("success", 0.01)
+    mine.admission_attempt("success", 0.02)
+    assert value(mine, "kqueue_admission_attempts_total", result="success") == 2
+    assert value(other, "kqueue_admission_attempts_total", result="success") is None
 
 
 async def test_metrics_and_probe_servers() -> None:
@@ -246,3 +248,11 @@ async def test_bind_address_zero_disables_a_server() -> None:
     assert await serve_app(health_app(Probes()), "0") is None
     with pytest.raises(ValueError, match="host:port"):
         await serve_app(health_app(Probes()), "localhost")
+
+
+def test_a_histogram_row_without_buckets_is_refused_naming_the_metric() -> None:
+    # prometheus_client would silently give it its own default buckets, not Kueue's.
+    with pytest.raises(ValueError, match="metric wait_seconds: buckets are required"):
+        MetricSpec(Histogram, "wait_seconds", ("cluster_queue",), "A wait.")
+    with pytest.raises(ValueError, match=r"metric waits: buckets are required.*kind Gauge"):
+        MetricSpec(Gauge, "waits", ("cluster_queue",), "Waits.", (1.0, 2.0))

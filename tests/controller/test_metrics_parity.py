@@ -13,8 +13,8 @@ import re
 from pathlib import Path
 
 import pytest
-from prometheus_client import Counter, Gauge, Histogram
 
+from kqueue.controller.metric_table import METRICS
 from kqueue.controller.metrics import Metrics
 
 KUEUE_COMMIT = "ff69552e79ad21652c36caa97038382e55625cf7"  # v0.20.0-devel-377, 2026-08-22
@@ -148,22 +148,25 @@ def kqueue_name(kueue: str) -> str:
 
 
 def exported() -> dict[str, tuple[str, tuple[str, ...], str]]:
-    """kqueue's metrics: exposition name -> (type, labels, help)."""
-    m = Metrics()
-    out: dict[str, tuple[str, tuple[str, ...], str]] = {}
-    for attr in vars(m).values():
-        for metric in attr if isinstance(attr, tuple) else (attr,):
-            if isinstance(metric, Counter | Gauge | Histogram):
-                kind = type(metric).__name__.lower()
-                name = metric._name + ("_total" if kind == "counter" else "")
-                out[name] = (kind, tuple(metric._labelnames), metric._documentation)
-    # Everything the registry serves is one of these (no metric missed by the walk above).
-    served = {
-        line.split()[2]
-        for line in m.exposition().decode().splitlines()
-        if line.startswith("# HELP ")
+    """kqueue's metrics, from the table they are built from: exposition name -> (type, labels,
+    help)."""
+    out = {
+        spec.exposed_name: (spec.kind.__name__.lower(), spec.labels, spec.help)
+        for spec in METRICS
     }
-    assert served == set(out)
+    assert len(out) == len(METRICS), "a metric declared twice"
+    # The registry serves exactly the table: each name once, with the table's type and help.
+    served: dict[str, tuple[str, str]] = {}
+    text = Metrics().exposition().decode().splitlines()
+    for line in text:
+        if line.startswith("# HELP "):
+            _, _, name, help_text = line.split(" ", 3)
+            assert name not in served, f"{name} served twice"
+            served[name] = ("", help_text)
+        elif line.startswith("# TYPE "):
+            _, _, name, kind = line.split(" ")
+            served[name] = (kind, served[name][1])
+    assert served == {name: (kind, help_text) for name, (kind, _, help_text) in out.items()}
     return out
 
 
@@ -238,6 +241,12 @@ def test_docs_list_every_exported_metric_with_its_labels_and_every_gap_with_its_
     for name, reason in LABEL_DIFFERENCES.items():
         assert f"`{name}`: {reason}" in text, name
     assert REPLICA_ROLE in text
+
+
+def test_the_docs_list_no_metric_beyond_the_table_and_its_gaps() -> None:
+    """The converse of the test above: a metric dropped from the table leaves no row behind."""
+    rows = _docs_rows()
+    assert sorted(rows) == sorted({*exported(), *NOT_EXPORTED})
 
 
 # -- promtool-style lint (there is no promtool in the venv; these are its metric-name rules) ---

@@ -10,10 +10,10 @@ import pytest
 from kqueue.api.integrations import IntegrationError, PriorityClasses
 from kqueue.api.integrations.mpijob import workload_for_mpijob
 from kqueue.api.v1alpha1 import constants as c
-from kqueue.controller.admission import AdmissionRequest
 from kqueue.controller.integrations import PodSetRelease, registry
 from kqueue.controller.integrations.mpijob.generic import MPIJobIntegration
 from kqueue.controller.integrations.mpijob.webhook import MPIJobWebhooks
+from kqueue.controller.webhook_server import AdmissionRequest
 
 Obj = dict[str, Any]
 NO_CLASSES = PriorityClasses.from_objects([], [])

@@ -12,9 +12,9 @@ import aiohttp
 import pytest
 
 from kqueue.api.v1alpha1 import ClusterQueue, LocalQueue, ResourceFlavor, Workload
-from kqueue.controller.admission import WebhookServer
-from kqueue.controller.admission.certs import ensure_local_certs
 from kqueue.controller.metrics import Metrics
+from kqueue.controller.webhook_server import WebhookServer
+from kqueue.controller.webhook_server.certs import ensure_local_certs
 from kqueue.engine import adapt
 from kqueue.engine.engine import Engine
 from tests.controller.test_queue_metrics import cq_in_cohort, value

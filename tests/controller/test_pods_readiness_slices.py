@@ -10,9 +10,9 @@ import pytest
 from kqueue.api.v1alpha1 import Workload, parse_object
 from kqueue.api.v1alpha1 import constants as c
 from kqueue.api.v1alpha1.validation import validate_update
-from kqueue.controller.admission import AdmissionRequest
 from kqueue.controller.integrations import pod as plain_pods
 from kqueue.controller.readiness import admitted_pods, pod_ready
+from kqueue.controller.webhook_server import AdmissionRequest
 from tests.api.test_validation import workload
 
 Obj = dict[str, Any]

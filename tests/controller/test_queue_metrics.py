@@ -11,16 +11,15 @@ from kqueue.api.v1alpha1 import ClusterQueue, LocalQueue, ResourceFlavor, Worklo
 from kqueue.api.v1alpha1 import constants as c
 from kqueue.controller.events import EventRecorder
 from kqueue.controller.informer import Store
-from kqueue.controller.kube import Kube
 from kqueue.controller.metric_labels import eviction_labels
 from kqueue.controller.metrics import Metrics
-from kqueue.controller.resources import WORKLOADS
+from kqueue.controller.resources import CLUSTER_QUEUES, LOCAL_QUEUES, WORKLOADS
 from kqueue.controller.status import QueueStatusReconciler
 from kqueue.engine import adapt
 from kqueue.engine.engine import Engine
 from tests.controller.fake_apiserver import FakeCluster
 from tests.controller.test_metrics import samples
-from tests.controller.test_queue_status import CaptureKube, Events
+from tests.controller.test_queue_status import Events
 from tests.controller.test_scheduler import NOW, NS, key, make, workload
 
 Obj = dict[str, Any]
@@ -273,7 +272,9 @@ def local_queue(name: str, stop: str | None = None) -> LocalQueue:
     })
 
 
-async def test_local_queue_gauges_follow_admissions_finishes_and_deletion() -> None:
+async def test_local_queue_gauges_follow_admissions_finishes_and_deletion(
+    cluster: FakeCluster,
+) -> None:
     from tests.controller.test_scheduler import cluster_queue
 
     engine = Engine()
@@ -291,11 +292,12 @@ async def test_local_queue_gauges_follow_admissions_finishes_and_deletion() -> N
     engine.upsert_cluster_queue(adapt.cluster_queue(cq))
     lq = local_queue("lq")
     lqs._put(lq.key, lq, "1")
+    cluster.server.add(LOCAL_QUEUES, lq.to_dict())
     engine.upsert_local_queue(adapt.local_queue(lq))
     m = Metrics()
     reconciler = QueueStatusReconciler(
         engine=lambda: engine, cluster_queues=cqs, local_queues=lqs, flavors=flavors,
-        workloads=wls, kube=cast(Kube, CaptureKube()), events=cast(EventRecorder, None),
+        workloads=wls, kube=cluster.kube, events=cast(EventRecorder, None),
         metrics=m, now=lambda: NOW,
     )
     for i, (name, cpu) in enumerate([("a", "1500m"), ("b", "1"), ("c", "2")]):
@@ -374,7 +376,7 @@ def test_eviction_timings_from_ready_to_evicted_and_from_evicted_to_released() -
 # -- ClusterQueue info and pending resources (queue status reconciler) -------------------------
 
 
-async def test_cluster_queue_info_and_pending_resources() -> None:
+async def test_cluster_queue_info_and_pending_resources(cluster: FakeCluster) -> None:
     from kqueue.engine.types import CohortName, CohortSpec
     from tests.controller.test_scheduler import cluster_queue
 
@@ -389,6 +391,7 @@ async def test_cluster_queue_info_and_pending_resources() -> None:
     cq.spec.cohort_name = "team"
     cqs: Store[ClusterQueue] = Store()
     cqs._put("cq", cq, "1")
+    cluster.server.add(CLUSTER_QUEUES, cq.to_dict())
     flavors: Store[ResourceFlavor] = Store()
     flavors._put("f", flavor, "1")
     engine.upsert_cluster_queue(adapt.cluster_queue(cq))
@@ -397,7 +400,7 @@ async def test_cluster_queue_info_and_pending_resources() -> None:
     m = Metrics()
     reconciler = QueueStatusReconciler(
         engine=lambda: engine, cluster_queues=cqs, local_queues=Store(), flavors=flavors,
-        workloads=Store(), kube=cast(Kube, CaptureKube()), events=cast(EventRecorder, Events()),
+        workloads=Store(), kube=cluster.kube, events=cast(EventRecorder, Events()),
         metrics=m, now=lambda: NOW, resource_metrics=True,
     )
     for i, cpu in enumerate(("1", "500m", "2")):

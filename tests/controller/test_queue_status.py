@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any, cast
 
 import pytest
@@ -10,13 +9,18 @@ import pytest
 from kqueue.api.v1alpha1 import AdmissionScope, ClusterQueue, LocalQueue, ResourceFlavor, Workload
 from kqueue.controller.events import EventRecorder
 from kqueue.controller.informer import Store
-from kqueue.controller.kube import Kube
 from kqueue.controller.metrics import Metrics
-from kqueue.controller.resources import CLUSTER_QUEUES, LOCAL_QUEUES, RESOURCE_FLAVORS, WORKLOADS
+from kqueue.controller.resources import (
+    CLUSTER_QUEUES,
+    COHORTS,
+    LOCAL_QUEUES,
+    RESOURCE_FLAVORS,
+    WORKLOADS,
+)
 from kqueue.controller.status import QueueStatusReconciler
 from kqueue.engine import adapt
 from kqueue.engine.engine import Engine
-from tests.controller.fake_apiserver import FakeCluster
+from tests.controller.fake_apiserver import FakeApiServer, FakeCluster
 from tests.controller.fakes import model
 from tests.controller.test_scheduler import NOW, NS, cluster_queue, workload
 
@@ -77,19 +81,14 @@ async def test_local_queue_counts_only_its_own_workloads(cluster: FakeCluster) -
     assert (two.get("pendingWorkloads"), two.get("reservingWorkloads", 0)) == (1, 0)
 
 
-class CaptureKube:
-    def __init__(self) -> None:
-        self.statuses: dict[str, Obj] = {}
-
-    async def replace_status(self, _: Any, obj: Obj, *, namespace: str | None = None) -> Obj:
-        self.statuses[f"{namespace}/{obj['metadata']['name']}"] = obj["status"]
-        return obj
-
-    async def write_status(self, _: Any, obj: Obj, *, namespace: str | None = None) -> bytes:
-        return json.dumps(await self.replace_status(_, obj, namespace=namespace)).encode()
-
-    async def patch(self, _: Any, name: str, patch: Any, **_kw: Any) -> Obj:
-        return {}
+def written_statuses(server: FakeApiServer) -> dict[str, Obj]:
+    """The statuses the reconciler wrote (the last per object), by ``namespace/name`` (``None/``
+    for a cluster-scoped object)."""
+    return {
+        f"{r.target.namespace}/{r.name}": r.body["status"]
+        for r in server.requests_to("PUT", subresource="status")
+        if r.ok
+    }
 
 
 class Events:
@@ -100,7 +99,9 @@ class Events:
         self.reasons.append(reason)
 
 
-async def test_a_new_cluster_queue_is_not_reported_flavorless_while_its_flavors_arrive() -> None:
+async def test_a_new_cluster_queue_is_not_reported_flavorless_while_its_flavors_arrive(
+    cluster: FakeCluster,
+) -> None:
     from datetime import timedelta
 
     from kqueue.controller.status import FLAVOR_GRACE_S
@@ -108,14 +109,14 @@ async def test_a_new_cluster_queue_is_not_reported_flavorless_while_its_flavors_
 
     engine = Engine()
     cqs: Store[ClusterQueue] = Store()
-    kube, events = CaptureKube(), Events()
+    events = Events()
     reconciler = QueueStatusReconciler(
         engine=lambda: engine,
         cluster_queues=cqs,
         local_queues=Store(),
         flavors=Store(),  # the flavor "f" is not known (yet)
         workloads=Store(),
-        kube=cast(Kube, kube),
+        kube=cluster.kube,
         events=cast(EventRecorder, events),
         metrics=Metrics(),
         now=lambda: NOW,
@@ -123,13 +124,13 @@ async def test_a_new_cluster_queue_is_not_reported_flavorless_while_its_flavors_
     cq = cluster_queue("2")
     cq.metadata.creation_timestamp = NOW - timedelta(seconds=1)
     cqs._put("cq", cq, "1")
+    cluster.server.add(CLUSTER_QUEUES, cq.to_dict())
 
     assert await reconciler("cq:cq") == Requeue(after=FLAVOR_GRACE_S)
-    assert kube.statuses == {} and events.reasons == []
+    assert written_statuses(cluster.server) == {} and events.reasons == []
 
     # Still missing once the grace is over: reported, with the event.
     cq.metadata.creation_timestamp = NOW - timedelta(seconds=30)
-    kube.statuses.clear()
     await reconciler("cq:cq")
     assert events.reasons == ["FlavorNotFound"]
 
@@ -142,7 +143,9 @@ def _cq_in_cohort(name: str, cpu: str) -> ClusterQueue:
 
 
 @pytest.mark.parametrize("fair", [True, False], ids=["fair-sharing", "classical"])
-async def test_weighted_shares_are_written_and_exported_with_fair_sharing(fair: bool) -> None:
+async def test_weighted_shares_are_written_and_exported_with_fair_sharing(
+    fair: bool, cluster: FakeCluster
+) -> None:
     from kqueue.api.config import FairSharing
     from kqueue.api.v1alpha1 import Cohort
 
@@ -154,10 +157,12 @@ async def test_weighted_shares_are_written_and_exported_with_fair_sharing(fair: 
     cohorts: Store[Cohort] = Store()
     co = Cohort.model_validate({"apiVersion": "kqueue.io/v1alpha1", "kind": "Cohort", "metadata": {"name": "ai"}})
     cohorts._put("ai", co, "1")
+    cluster.server.add(COHORTS, co.to_dict())
     engine.upsert_cohort(adapt.cohort(co))
     for name, cpu in (("team-a", "2"), ("team-b", "6")):
         cq = _cq_in_cohort(name, cpu)
         cqs._put(name, cq, "1")
+        cluster.server.add(CLUSTER_QUEUES, cq.to_dict())
         engine.upsert_cluster_queue(adapt.cluster_queue(cq))
     lq = LocalQueue.model_validate({
         "apiVersion": "kqueue.io/v1alpha1", "kind": "LocalQueue",
@@ -169,10 +174,10 @@ async def test_weighted_shares_are_written_and_exported_with_fair_sharing(fair: 
     adapt.apply_workload(engine, wl)
     assert [a.workload for a in engine.schedule(NOW).admitted] == [f"{NS}/big"]
 
-    kube, metrics = CaptureKube(), Metrics()
+    metrics = Metrics()
     reconciler = QueueStatusReconciler(
         engine=lambda: engine, cluster_queues=cqs, local_queues=Store(), flavors=Store(),
-        workloads=Store(), kube=cast(Kube, kube), events=cast(EventRecorder, Events()),
+        workloads=Store(), kube=cluster.kube, events=cast(EventRecorder, Events()),
         metrics=metrics, now=lambda: NOW, cohorts=cohorts,
     )
     for f in ("f",):
@@ -185,20 +190,23 @@ async def test_weighted_shares_are_written_and_exported_with_fair_sharing(fair: 
     share_a = metrics.registry.get_sample_value(
         "kqueue_cluster_queue_weighted_share", {"cluster_queue": "team-a", "cohort": "ai"}
     )
+    statuses = written_statuses(cluster.server)
     if fair:
         # Borrowing 2 cpu of the 8 the cohort can lend: 250 per 1000 (Kueue's DRS).
-        assert kube.statuses["None/team-a"]["fairSharing"] == {"weightedShare": 250}
-        assert kube.statuses["None/team-b"]["fairSharing"] == {"weightedShare": 0}
+        assert statuses["None/team-a"]["fairSharing"] == {"weightedShare": 250}
+        assert statuses["None/team-b"]["fairSharing"] == {"weightedShare": 0}
         assert share_a == 250.0
-        assert "None/ai" in kube.statuses  # the Cohort's status too
+        assert "None/ai" in statuses  # the Cohort's status too
     else:
-        assert "fairSharing" not in kube.statuses["None/team-a"]
+        assert "fairSharing" not in statuses["None/team-a"]
         assert share_a is None
-        assert "None/ai" not in kube.statuses
+        assert "None/ai" not in statuses
 
 
 @pytest.mark.parametrize("configured", [True, False], ids=["configured", "not-configured"])
-async def test_admission_fair_sharing_status_condition_and_metric(configured: bool) -> None:
+async def test_admission_fair_sharing_status_condition_and_metric(
+    configured: bool, cluster: FakeCluster
+) -> None:
     """A LocalQueue of a ClusterQueue with UsageBasedAdmissionFairSharing gets its decayed
     usage in status.fairSharing and the usage metric; the ClusterQueue says whether admission
     fair sharing orders it (False/NotConfigured, with a Warning event, without the
@@ -220,11 +228,13 @@ async def test_admission_fair_sharing_status_condition_and_metric(configured: bo
     cq.spec.admission_scope = AdmissionScope(admission_mode="UsageBasedAdmissionFairSharing")
     cqs: Store[ClusterQueue] = Store()
     cqs._put("cq", cq, "1")
+    cluster.server.add(CLUSTER_QUEUES, cq.to_dict())
     engine.upsert_cluster_queue(adapt.cluster_queue(cq))
     lq = LocalQueue.model_validate({**local_queue("lq"), "spec": {"clusterQueue": "cq",
                                     "fairSharing": {"weight": "2"}}})
     lqs: Store[LocalQueue] = Store()
     lqs._put(f"{NS}/lq", lq, "1")
+    cluster.server.add(LOCAL_QUEUES, lq.to_dict())
     engine.upsert_local_queue(adapt.local_queue(lq))
     adapt.apply_workload(engine, Workload.model_validate(workload("w", "2")))
     assert len(engine.schedule(NOW).admitted) == 1
@@ -232,26 +242,28 @@ async def test_admission_fair_sharing_status_condition_and_metric(configured: bo
     later = NOW + timedelta(minutes=1)
     engine.schedule(later)
 
-    kube, metrics, events = CaptureKube(), Metrics(), Events()
+    metrics, events = Metrics(), Events()
     flavors: Store[ResourceFlavor] = Store()
     flavors._put("f", ResourceFlavor.model_validate(
         {"apiVersion": "kqueue.io/v1alpha1", "kind": "ResourceFlavor", "metadata": {"name": "f"}}
     ), "1")
     reconciler = QueueStatusReconciler(
         engine=lambda: engine, cluster_queues=cqs, local_queues=lqs, flavors=flavors,
-        workloads=Store(), kube=cast(Kube, kube), events=cast(EventRecorder, events),
+        workloads=Store(), kube=cluster.kube, events=cast(EventRecorder, events),
         metrics=metrics, now=lambda: later,
     )
     await reconciler("cq:cq")
-    [cond] = [x for x in kube.statuses["None/cq"]["conditions"] if x["type"] == "AdmissionFairSharing"]
+    statuses = written_statuses(cluster.server)
+    [cond] = [x for x in statuses["None/cq"]["conditions"] if x["type"] == "AdmissionFairSharing"]
     again = await reconciler(f"lq:{NS}/lq")
+    statuses = written_statuses(cluster.server)
     usage = metrics.registry.get_sample_value(
         "kqueue_local_queue_admission_fair_sharing_usage",
         {"name": "lq", "namespace": NS, "cluster_queue": "cq"},
     )
     if configured:
         assert (cond["status"], cond["reason"]) == ("True", "Enabled")
-        status = kube.statuses[f"{NS}/lq"]["fairSharing"]["admissionFairSharingStatus"]
+        status = statuses[f"{NS}/lq"]["fairSharing"]["admissionFairSharingStatus"]
         consumed = status["consumedResources"]["cpu"]
         # 2 cpu x (1 - 0.5^(30s/10m)) penalty, then 2 cpu x (1 - 0.5^(1m/10m)) folded in.
         assert consumed.endswith("n") and 0 < int(consumed[:-1]) < 2 * 10**9
@@ -262,5 +274,5 @@ async def test_admission_fair_sharing_status_condition_and_metric(configured: bo
         assert (cond["status"], cond["reason"]) == ("False", "NotConfigured")
         assert "admissionFairSharing" in cond["message"]
         assert "NotConfigured" in events.reasons
-        assert "fairSharing" not in kube.statuses.get(f"{NS}/lq", {})
+        assert "fairSharing" not in statuses.get(f"{NS}/lq", {})
         assert usage is None and again is None

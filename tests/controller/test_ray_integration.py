@@ -18,10 +18,10 @@ from kqueue.api.integrations.ray import (
     workload_for_rayjob,
 )
 from kqueue.api.v1alpha1 import constants as c
-from kqueue.controller.admission import AdmissionRequest
 from kqueue.controller.integrations import PodSetRelease, registry
 from kqueue.controller.integrations.ray.generic import RayClusterIntegration, RayJobIntegration
 from kqueue.controller.integrations.ray.webhook import RayClusterWebhooks, RayJobWebhooks
+from kqueue.controller.webhook_server import AdmissionRequest
 
 Obj = dict[str, Any]
 NO_CLASSES = PriorityClasses.from_objects([], [])

@@ -9,14 +9,16 @@ from typing import Any
 from kqueue.api.v1alpha1 import RequeueState, Workload, parse_object
 from kqueue.api.v1alpha1 import constants as c
 from kqueue.controller import workload_status
-from kqueue.controller.kube import Unreachable
+from kqueue.controller.kube import MODIFY_ATTEMPTS, Kube
 from kqueue.controller.readiness import ReadinessWatcher
+from kqueue.controller.resources import WORKLOADS
 from kqueue.controller.workqueue import Requeue
 from kqueue.engine import types as t
 from kqueue.engine.cycle import Evict
 from kqueue.engine.engine import Engine
 from kqueue.engine.readiness import PodsReadyConfig
 from tests.api.test_validation import workload
+from tests.controller.fake_apiserver import FakeCluster
 
 Obj = dict[str, Any]
 
@@ -102,15 +104,6 @@ class _Store:
         return self.wl if key == KEY else None
 
 
-class _Kube:
-    def __init__(self) -> None:
-        self.written: list[Obj] = []
-
-    async def replace_status(self, _resource: object, obj: Obj, *, namespace: str | None) -> Obj:
-        self.written.append(obj)
-        return obj
-
-
 class _Events:
     def __init__(self) -> None:
         self.recorded: list[tuple[str, str, str]] = []
@@ -119,28 +112,35 @@ class _Events:
         self.recorded.append((type_, reason, message))
 
 
-async def test_the_watcher_writes_the_transition_when_the_backoff_ends() -> None:
+async def test_the_watcher_writes_the_transition_when_the_backoff_ends(
+    cluster: FakeCluster,
+) -> None:
     at = T0 + timedelta(seconds=BASE_S)
-    wl = _released(c.EVICTED_BY_PODS_READY_TIMEOUT, requeue_at=at)
+    # The informers' copy is the API server's (its resourceVersion too).
+    stored = cluster.server.add(
+        WORKLOADS, _released(c.EVICTED_BY_PODS_READY_TIMEOUT, requeue_at=at).to_dict()
+    )
+    wl = Workload.model_validate(stored)
     now = [T0 + timedelta(seconds=2)]
-    kube, events, triggered = _Kube(), _Events(), []
+    events, triggered = _Events(), []
     engine = Engine(pods_ready=PodsReadyConfig(backoff_base_seconds=BASE_S))
     watcher = ReadinessWatcher(
         engine=lambda: engine,
         workloads=_Store(wl),  # type: ignore[arg-type]
         pods=_Store(wl),  # type: ignore[arg-type]
-        kube=kube,  # type: ignore[arg-type]
+        kube=cluster.kube,
         events=events,  # type: ignore[arg-type]
         trigger=lambda: triggered.append(True),
         now=lambda: now[0],
     )
     # During the backoff: nothing written, the key comes back when it ends.
     assert await watcher(KEY) == Requeue(after=3.0)
-    assert kube.written == [] and events.recorded == []
+    assert cluster.server.writes == [] and events.recorded == []
     now[0] = at
     assert await watcher(KEY) is None
-    [body] = kube.written
-    done = Workload.model_validate(body)
+    [put] = cluster.server.requests_to("PUT", WORKLOADS, subresource="status")
+    assert put.ok
+    done = Workload.model_validate(put.body)
     assert _requeued(done) == ("True", workload_status.BACKOFF_FINISHED)
     assert done.status.requeue_state is not None and done.status.requeue_state.requeue_at is None
     assert events.recorded and events.recorded[0][:2] == ("Normal", c.REQUEUED)
@@ -148,20 +148,18 @@ async def test_the_watcher_writes_the_transition_when_the_backoff_ends() -> None
     assert triggered == [True]
 
 
-class _TimingOutKube(_Kube):
-    async def modify_status(self, *_args: object, **_kw: object) -> Obj:
-        raise Unreachable(what="get workloads", cause=TimeoutError("no answer in time"))
-
-
-async def test_a_failed_requeue_state_write_does_not_stop_the_scheduler() -> None:
+async def test_a_failed_requeue_state_write_does_not_stop_the_scheduler(
+    cluster: FakeCluster,
+) -> None:
     # The after-cycle hook runs inside the scheduler loop: a write that times out (the client
     # timeout is bounded by the leader's renew deadline) is logged, not raised.
-    kube = _TimingOutKube()
+    cluster.server.add(WORKLOADS, _admitted().to_dict())
+    cluster.server.delay["GET"] = 0.5  # the API server does not answer in time
     watcher = ReadinessWatcher(
         engine=lambda: Engine(),
         workloads=_Store(_admitted()),  # type: ignore[arg-type]
         pods=_Store(_admitted()),  # type: ignore[arg-type]
-        kube=kube,  # type: ignore[arg-type]
+        kube=Kube(cluster.api, timeout=0.05),
         events=_Events(),  # type: ignore[arg-type]
         trigger=lambda: None,
         now=lambda: T0,
@@ -171,7 +169,9 @@ async def test_a_failed_requeue_state_write_does_not_stop_the_scheduler() -> Non
         MESSAGE, requeue_at=T0 + timedelta(seconds=BASE_S), requeue_count=1,
     )
     await watcher._write_timeout(evict)
-    assert kube.written == []
+    # Read again after each lost answer (with pauses), then given up: logged, not raised.
+    assert len(cluster.server.requests_to("GET", WORKLOADS)) == MODIFY_ATTEMPTS
+    assert cluster.server.writes == []
 
 
 def _admitted_for(seconds: int, *, accumulated: int | None, reason: str) -> Workload:

@@ -1,11 +1,10 @@
-"""A StatefulSet through the generic reconciler and its scaling hook, on in-memory stores and a
-fake API: one Workload, pods released with the flavor's node labels (never more than admitted),
-held templates, scale to 0, a scale-up's replacement slice, eviction by deleting running pods."""
+"""A StatefulSet through the generic reconciler and its scaling hook, on in-memory stores and the
+fake API server: one Workload, pods released with the flavor's node labels (never more than
+admitted), held templates, scale to 0, a scale-up's replacement slice, eviction by deleting
+running pods."""
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import Iterable
 from typing import Any
 
 from kqueue.api.integrations import PriorityClasses
@@ -17,69 +16,16 @@ from kqueue.controller.integrations.owners import BY_OWNER, owner_uids
 from kqueue.controller.integrations.reconciler import JobReconciler
 from kqueue.controller.integrations.release import PodReleaser
 from kqueue.controller.integrations.statefulset import StatefulSetIntegration
+from kqueue.controller.integrations.statefulset.generic import STATEFULSETS
 from kqueue.controller.integrations.statefulset.scaling import SIZING, StatefulSetScaling
-from kqueue.controller.kube import KubeError
 from kqueue.controller.metrics import Metrics
-from kqueue.controller.resources import PODS, WORKLOADS
+from kqueue.controller.resources import PODS, WORKLOADS, Resource
+from tests.controller.fake_apiserver import FakeCluster, Recorded
 from tests.controller.fakes import Events
 from tests.controller.test_job_reconciler import ADMITTED_AT, NOW
 
 Obj = dict[str, Any]
 NO_CLASSES = PriorityClasses.from_objects([], [])
-
-
-# A recording client (this module drives the reconciler step by step through its stores).
-class FakeKube:
-    """Records requests; every patch awaits, so concurrent patches overlap."""
-
-    def __init__(self, *, fail: Iterable[str] = (), boom: Iterable[str] = ()) -> None:
-        self.fail = set(fail)
-        self.boom = set(boom)
-        self.in_flight = 0
-        self.max_in_flight = 0
-        self.patched: list[tuple[str, str, Any]] = []
-        self.created: list[Obj] = []
-        self.finished_after_boom = 0
-        self._boomed = False
-
-    async def patch(self, resource: Any, name: str, patch: Any, **_: Any) -> Obj:
-        self.in_flight += 1
-        self.max_in_flight = max(self.max_in_flight, self.in_flight)
-        try:
-            await asyncio.sleep(0.005)
-            if name in self.boom:
-                self._boomed = True
-                raise RuntimeError(f"a bug while patching {name}")
-            if name in self.fail:
-                raise KubeError(what=f"patch {name}", status=500, body={"reason": "InternalError"})
-            if self._boomed:
-                self.finished_after_boom += 1
-            self.patched.append((resource.plural, name, patch))
-            return {}
-        finally:
-            self.in_flight -= 1
-
-    async def create(self, resource: Any, body: Obj, namespace: str | None = None) -> Obj:
-        self.created.append(body)
-        return body
-
-    async def replace_status(self, resource: Any, body: Obj, *, namespace: str | None = None) -> Obj:
-        return body
-
-
-class Kube(FakeKube):
-    def __init__(self) -> None:
-        super().__init__()
-        self.deleted: list[tuple[str, str]] = []
-        self.statuses: list[Obj] = []
-
-    async def delete(self, resource: Any, name: str, *, namespace: str | None = None) -> Obj:
-        self.deleted.append((resource.plural, name))
-        return {}
-
-    async def replace_status(self, resource: Any, body: Obj, *, namespace: str | None = None) -> Obj:
-        self.statuses.append(body)
-        return body
 
 
 def sts(name: str = "db", *, replicas: int = 2, generation: int = 1, gated: bool = True) -> Obj:
@@ -164,8 +110,13 @@ def pod(owner: Obj, i: int, *, gated: bool = True, phase: str = "Pending") -> Ob
 
 
 class World:
-    def __init__(self) -> None:
-        self.kube = Kube()
+    """The reconciler driven step by step through its stores, which hold what the API server
+    holds; what it wrote is read from the server's record of requests (since ``clear``)."""
+
+    def __init__(self, cluster: FakeCluster) -> None:
+        self.server = cluster.server
+        self.kube = cluster.kube
+        self._first = len(self.server.requests)
         self.objects: Store[Obj] = Store()
         self.workloads: Store[Workload] = Store()
         self.workloads.add_index(BY_OWNER, owner_uids)
@@ -181,7 +132,7 @@ class World:
         flavors._put("on-demand", rf, "1")
         self.events = Events()
         metrics = Metrics()
-        releaser = PodReleaser(kube=self.kube, metrics=metrics, now=lambda: NOW)  # type: ignore[arg-type]
+        releaser = PodReleaser(kube=self.kube, metrics=metrics, now=lambda: NOW)
         self.reconciler = JobReconciler(
             job=StatefulSetIntegration(),
             objects=self.objects,
@@ -189,7 +140,7 @@ class World:
             pods=self.pods,
             flavors=flavors,
             priorities=lambda: NO_CLASSES,
-            kube=self.kube,  # type: ignore[arg-type]
+            kube=self.kube,
             events=self.events,
             releaser=releaser,
             now=lambda: NOW,
@@ -198,47 +149,91 @@ class World:
             engine=_no_engine,
             workloads=self.workloads,
             priorities=lambda: NO_CLASSES,
-            kube=self.kube,  # type: ignore[arg-type]
+            kube=self.kube,
             events=self.events,
             metrics=metrics,
             now=lambda: NOW,
             sizing=SIZING,
         )
         scaling = StatefulSetScaling(
-            slices=slices, pods=self.pods, kube=self.kube,  # type: ignore[arg-type]
+            slices=slices, pods=self.pods, kube=self.kube,
             events=self.events, releaser=releaser, now=lambda: NOW,
         )
         self.reconciler.workload_hooks.append(scaling.select)
 
     def add(self, obj: Obj, *wls: Workload, pods: list[Obj] | None = None) -> str:
-        key = f"{obj['metadata']['namespace']}/{obj['metadata']['name']}"
-        self.objects._put(key, obj, "7")
+        key = self.put(self.objects, STATEFULSETS, obj)
         for wl in wls:
-            self.workloads._put(f"{wl.namespace}/{wl.name}", wl, "1")
+            stored = self.server.add(WORKLOADS, wl.to_dict())
+            self.workloads._put(
+                f"{wl.namespace}/{wl.name}",
+                Workload.model_validate(stored),
+                stored["metadata"]["resourceVersion"],
+            )
         for p in pods or []:
-            self.pods._put(f"{p['metadata']['namespace']}/{p['metadata']['name']}", p, "1")
+            self.put(self.pods, PODS, p)
         return key
 
+    def put(self, store: Store[Obj], resource: Resource, obj: Obj) -> str:
+        """``obj`` on the API server, and in ``store`` as an informer would have it."""
+        stored = self.server.add(resource, obj)
+        key = f"{obj['metadata']['namespace']}/{obj['metadata']['name']}"
+        store._put(key, stored, stored["metadata"]["resourceVersion"])
+        return key
+
+    def clear(self) -> None:
+        self._first = len(self.server.requests)
+
+    def _written(self, method: str, plural: str | None = None) -> list[Recorded]:
+        return [
+            r
+            for r in self.server.requests[self._first :]
+            if r.method == method and plural in (None, r.plural) and r.ok
+        ]
+
     def patches(self, plural: str) -> list[tuple[str, Any]]:
-        return [(name, patch) for pl, name, patch in self.kube.patched if pl == plural]
+        return [(r.name, r.body) for r in self._written("PATCH", plural)]
+
+    @property
+    def patched(self) -> list[tuple[str, str, Any]]:
+        return [(r.plural, r.name, r.body) for r in self._written("PATCH")]
+
+    @property
+    def created(self) -> list[Obj]:
+        return [r.body for r in self._written("POST", WORKLOADS.plural)]
+
+    @property
+    def deleted(self) -> list[tuple[str, str]]:
+        return [
+            (r.plural, r.name)
+            for r in self._written("DELETE")
+        ]
+
+    @property
+    def statuses(self) -> list[Obj]:
+        return [
+            r.body
+            for r in self._written("PUT", WORKLOADS.plural)
+            if r.target.subresource == "status"
+        ]
 
 
 def _no_engine() -> Any:
     raise AssertionError("no scale-down expected here")
 
 
-async def test_a_new_statefulset_gets_one_gang_workload() -> None:
-    world = World()
+async def test_a_new_statefulset_gets_one_gang_workload(cluster: FakeCluster) -> None:
+    world = World(cluster)
     key = world.add(sts(replicas=3))
     assert await world.reconciler(key) is None
-    [body] = world.kube.created
+    [body] = world.created
     assert [(ps["name"], ps["count"]) for ps in body["spec"]["podSets"]] == [("main", 3)]
     assert body["metadata"]["ownerReferences"][0]["kind"] == "StatefulSet"
     assert world.events.reasons("db") == ["CreatedWorkload"]
 
 
-async def test_admitted_pods_are_released_with_the_flavor_never_more_than_admitted() -> None:
-    world = World()
+async def test_admitted_pods_are_released_with_the_flavor_never_more_than_admitted(cluster: FakeCluster) -> None:
+    world = World(cluster)
     obj = sts(replicas=2)
     # A third pod (say, a surplus one its controller has not deleted yet) stays gated.
     key = world.add(obj, workload(obj, admitted=2), pods=[pod(obj, i) for i in range(3)])
@@ -251,8 +246,8 @@ async def test_admitted_pods_are_released_with_the_flavor_never_more_than_admitt
     assert world.events.reasons("db") == ["Started"]
 
 
-async def test_a_queued_statefulset_created_before_the_webhooks_gets_the_gate() -> None:
-    world = World()
+async def test_a_queued_statefulset_created_before_the_webhooks_gets_the_gate(cluster: FakeCluster) -> None:
+    world = World(cluster)
     obj = sts(gated=False)
     key = world.add(obj, workload(obj))
     await world.reconciler(key)
@@ -260,33 +255,33 @@ async def test_a_queued_statefulset_created_before_the_webhooks_gets_the_gate() 
     assert name == "db"
     assert patch["spec"]["template"]["spec"]["schedulingGates"] == [{"name": c.ADMISSION_GATE}]
     assert patch["spec"]["template"]["metadata"]["labels"] == {c.MANAGED_LABEL: "true"}
-    assert patch["metadata"]["resourceVersion"] == "7"
+    assert patch["metadata"]["resourceVersion"] == world.objects.get(key)["metadata"]["resourceVersion"]
 
-    held = World()
+    held = World(cluster)
     obj = sts(gated=True)
     await held.reconciler(held.add(obj, workload(obj)))
-    assert held.kube.patched == []
+    assert held.patched == []
 
 
-async def test_scaled_to_zero_the_workload_goes_and_none_is_created() -> None:
-    world = World()
+async def test_scaled_to_zero_the_workload_goes_and_none_is_created(cluster: FakeCluster) -> None:
+    world = World(cluster)
     running = sts(replicas=2)
     wl = workload(running, admitted=2)
     key = world.add(sts(replicas=0, generation=2), wl)
     assert await world.reconciler(key) is None
-    assert world.kube.deleted == [(WORKLOADS.plural, wl.name)]
-    assert world.kube.created == []
+    assert world.deleted == [(WORKLOADS.plural, wl.name)]
+    assert world.created == []
     assert world.events.reasons("db") == ["ScaledToZero"]
     assert "its quota is free" in world.events.recorded[0][3]
 
     # Still at 0, nothing left: nothing happens.
-    empty = World()
+    empty = World(cluster)
     assert await empty.reconciler(empty.add(sts(replicas=0))) is None
-    assert empty.kube.created == [] and empty.kube.deleted == []
+    assert empty.created == [] and empty.deleted == []
 
 
-async def test_a_scale_up_creates_a_replacement_slice_and_keeps_driving_the_admitted_one() -> None:
-    world = World()
+async def test_a_scale_up_creates_a_replacement_slice_and_keeps_driving_the_admitted_one(cluster: FakeCluster) -> None:
+    world = World(cluster)
     before = sts(replicas=2)
     first = workload(before, admitted=2)
     grown = sts(replicas=4, generation=2)
@@ -294,7 +289,7 @@ async def test_a_scale_up_creates_a_replacement_slice_and_keeps_driving_the_admi
             pod(before, 2)]
     key = world.add(grown, first, pods=pods)
     assert await world.reconciler(key) is None
-    [body] = world.kube.created
+    [body] = world.created
     assert body["spec"]["podSets"][0]["count"] == 4
     assert body["metadata"]["annotations"][c.WORKLOAD_SLICE_REPLACEMENT_FOR_ANNOTATION] == (
         f"team-a/{first.name}"
@@ -305,52 +300,52 @@ async def test_a_scale_up_creates_a_replacement_slice_and_keeps_driving_the_admi
     assert "CreatedWorkloadSlice" in world.events.reasons("db")
 
 
-async def test_eviction_deletes_the_running_pods_and_requeues_once_they_are_gone() -> None:
-    world = World()
+async def test_eviction_deletes_the_running_pods_and_requeues_once_they_are_gone(cluster: FakeCluster) -> None:
+    world = World(cluster)
     obj = sts(replicas=2)
     wl = workload(obj, admitted=2, evicted=True)
     running = [pod(obj, 0, gated=False, phase="Running"), pod(obj, 1, gated=False, phase="Running")]
     key = world.add(obj, wl, pods=running)
     await world.reconciler(key)
-    assert sorted(name for plural, name in world.kube.deleted if plural == PODS.plural) == ["db-0", "db-1"]
-    assert world.kube.statuses == [], "quota kept while pods run"
+    assert sorted(name for plural, name in world.deleted if plural == PODS.plural) == ["db-0", "db-1"]
+    assert world.statuses == [], "quota kept while pods run"
     assert "Stopped" in world.events.reasons("db")
 
     # Gone, and recreated behind the gate by the StatefulSet controller: the quota goes.
-    world.kube.deleted.clear()
+    world.clear()
     for p in running:
         world.pods._delete(f"team-a/{p['metadata']['name']}")
     for p in (pod(obj, 0), pod(obj, 1)):
-        world.pods._put(f"team-a/{p['metadata']['name']}", p, "2")
+        world.put(world.pods, PODS, p)
     await world.reconciler(key)
-    assert world.kube.deleted == [], "gated pods are not deleted"
-    [released] = world.kube.statuses
+    assert world.deleted == [], "gated pods are not deleted"
+    [released] = world.statuses
     assert released["status"].get("admission") is None
     requeued = next(x for x in released["status"]["conditions"] if x["type"] == c.REQUEUED)
     assert (requeued["status"], requeued["reason"]) == ("True", c.EVICTED_BY_PREEMPTION)
 
 
-async def test_pods_running_while_the_workload_is_queued_are_stopped_once_the_template_is_gated() -> None:
+async def test_pods_running_while_the_workload_is_queued_are_stopped_once_the_template_is_gated(cluster: FakeCluster) -> None:
     # Created before kqueue's webhooks: its pods run ungated, and its template had no gate.
-    world = World()
+    world = World(cluster)
     obj = sts(gated=False)
     running = [pod(obj, 0, gated=False, phase="Running"), pod(obj, 1, gated=False, phase="Running")]
     key = world.add(obj, workload(obj), pods=running)
     await world.reconciler(key)
-    assert world.kube.deleted == [], "not before its next pods would be held"
+    assert world.deleted == [], "not before its next pods would be held"
     assert [name for name, _ in world.patches("statefulsets")] == ["db"]
 
     # The template has the gate now: the running pods go, and come back held.
-    world.objects._put(key, sts(gated=True), "8")
+    world.put(world.objects, STATEFULSETS, sts(gated=True))
     await world.reconciler(key)
-    assert sorted(name for _, name in world.kube.deleted) == ["db-0", "db-1"]
+    assert sorted(name for _, name in world.deleted) == ["db-0", "db-1"]
     [message] = [m for n, _, r, m in world.events.recorded if (n, r) == ("db", "Stopped")]
     assert "running while Workload" in message and "queued" in message
 
     # Admitted pods are never stopped that way.
-    admitted = World()
+    admitted = World(cluster)
     obj = sts()
     await admitted.reconciler(admitted.add(obj, workload(obj, admitted=2), pods=[
         pod(obj, 0, gated=False, phase="Running"), pod(obj, 1, gated=False, phase="Running")
     ]))
-    assert admitted.kube.deleted == []
+    assert admitted.deleted == []

@@ -23,7 +23,6 @@ from kqueue.api.integrations.trainjob import (
 )
 from kqueue.api.v1alpha1 import ResourceFlavor, Workload, WorkloadPriorityClass, parse_object
 from kqueue.api.v1alpha1 import constants as c
-from kqueue.controller.admission import AdmissionRequest
 from kqueue.controller.informer import as_dict
 from kqueue.controller.integrations import PodSetRelease, registry
 from kqueue.controller.integrations.jobset.webhook import JobSetWebhooks
@@ -42,6 +41,7 @@ from kqueue.controller.integrations.trainjob.webhook import TrainJobWebhooks
 from kqueue.controller.manager import Manager
 from kqueue.controller.metrics import Metrics
 from kqueue.controller.resources import PODS, RESOURCE_FLAVORS, WORKLOADS
+from kqueue.controller.webhook_server import AdmissionRequest
 from tests.controller.fake_apiserver import FakeCluster
 from tests.controller.fakes import Events, model
 

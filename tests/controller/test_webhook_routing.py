@@ -14,9 +14,9 @@ import pytest
 
 from kqueue.api.config import LabelSelector, default_managed_namespace_selector
 from kqueue.api.v1alpha1 import constants as c
-from kqueue.controller.admission import AdmissionRequest, Verdict
 from kqueue.controller.integrations import pod as plain_pods
 from kqueue.controller.integrations.job import webhook as job
+from kqueue.controller.webhook_server import AdmissionRequest, Verdict
 from kqueue.controller.webhooks import pod
 from kqueue.controller.webhooks.config import webhook_configurations
 

@@ -17,10 +17,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kqueue.controller.admission import AdmissionRequest, FieldError, Verdict, WebhookServer
-from kqueue.controller.admission.certs import ensure_local_certs, generate_bundle, write_cert_dir
-from kqueue.controller.admission.patch import apply_json_patch, json_patch
-from tests.controller.mock_apiserver import eventually
+from kqueue.controller.webhook_server import AdmissionRequest, FieldError, Verdict, WebhookServer
+from kqueue.controller.webhook_server.certs import (
+    ensure_local_certs,
+    generate_bundle,
+    write_cert_dir,
+)
+from kqueue.controller.webhook_server.patch import apply_json_patch, json_patch
+from tests.controller.fake_apiserver import eventually
 
 Obj = dict[str, Any]
 
@@ -229,7 +233,7 @@ async def test_other_methods_paths_and_huge_bodies_are_client_errors(env: Env) -
 async def test_a_crashing_handler_is_a_logged_denial_not_a_500(
     env: Env, caplog: pytest.LogCaptureFixture
 ) -> None:
-    with caplog.at_level(logging.ERROR, logger="kqueue.controller.admission.server"):
+    with caplog.at_level(logging.ERROR, logger="kqueue.controller.webhook_server.server"):
         status, answer = await env.post("/crash", review())
     assert status == 200
     response = decision(answer)

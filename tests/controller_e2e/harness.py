@@ -27,7 +27,6 @@ import yaml
 
 from kqueue.api.config import DEFAULT_FRAMEWORKS, LabelSelector, LabelSelectorRequirement
 from kqueue.api.v1alpha1 import constants as c
-from kqueue.controller.admission.certs import ensure_local_certs
 from kqueue.controller.kube import Kube, KubeError
 from kqueue.controller.resources import (
     CLUSTER_QUEUES,
@@ -38,6 +37,7 @@ from kqueue.controller.resources import (
     WORKLOAD_PRIORITY_CLASSES,
     WORKLOADS,
 )
+from kqueue.controller.webhook_server.certs import ensure_local_certs
 from kqueue.controller.webhooks.config import webhook_configurations
 from kqueue.localcluster.cluster import LocalCluster
 from kqueue.localcluster.nodes import (

@@ -17,7 +17,7 @@ import yaml
 
 from kqueue.api.config import default_managed_namespace_selector
 from kqueue.api.v1alpha1 import constants as c
-from kqueue.controller.admission.certs import ensure_local_certs
+from kqueue.controller.webhook_server.certs import ensure_local_certs
 from kqueue.controller.webhooks.config import webhook_configurations
 from kqueue.localcluster.cluster import LocalCluster
 from tests.controller_e2e.harness import (

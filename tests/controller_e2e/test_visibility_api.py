@@ -27,9 +27,9 @@ from click.testing import CliRunner
 from kqueue.api.v1alpha1 import constants as c
 from kqueue.cli.kubectl.main import cli as plugin
 from kqueue.cli.main import cli as kqueue_cli
-from kqueue.controller.admission.certs import generate_bundle, service_hosts, write_cert_dir
 from kqueue.controller.resources import CLUSTER_QUEUES, LOCAL_QUEUES, RESOURCE_FLAVORS, WORKLOADS
 from kqueue.controller.visibility_api import SERVICE_NAME
+from kqueue.controller.webhook_server.certs import generate_bundle, service_hosts, write_cert_dir
 from kqueue.localcluster.cluster import LocalCluster
 from tests.controller_e2e.harness import (
     KQUEUE_NAMESPACE,

@@ -2,7 +2,7 @@
 design says, with a message that names the field; a few are accepted with a documented fallback.
 
 The CRDs come from ``api/``. kqueue's validating webhooks run in this process: the real
-:class:`~kqueue.controller.admission.WebhookServer` with the real handlers
+:class:`~kqueue.controller.webhook_server.WebhookServer` with the real handlers
 (:func:`kqueue.controller.webhooks.register`) on its own event loop in a thread, registered with
 ``clientConfig.url`` and selectors that reach only this module's objects. The fallback cases need
 the controller and run ``kqueue run`` as a subprocess.
@@ -28,7 +28,7 @@ from kubernetes_asyncio.client.exceptions import ApiException
 
 from kqueue.api.config import LabelSelector
 from kqueue.api.v1alpha1 import constants as c
-from kqueue.controller.admission.certs import ensure_local_certs
+from kqueue.controller.webhook_server.certs import ensure_local_certs
 from kqueue.controller.webhooks.config import webhook_configurations
 from kqueue.localcluster.cluster import LocalCluster
 from tests.controller_e2e.harness import (

@@ -17,8 +17,8 @@ from kqueue.api.v1alpha1 import (
     validate,
     validate_update,
 )
-from kqueue.controller.admission import AdmissionRequest
 from kqueue.controller.integrations.job.webhook import JobWebhooks
+from kqueue.controller.webhook_server import AdmissionRequest
 from tests.reliability.bad_input_cases import (
     CASES,
     Case,

@@ -37,9 +37,9 @@ from hypothesis import strategies as st
 from kqueue.api.loader import LoadError, load_text
 from kqueue.api.v1alpha1 import constants as c
 from kqueue.cli.main import cli
-from kqueue.controller.admission.certs import ensure_local_certs
-from kqueue.controller.admission.server import ADMISSION_API_VERSION
 from kqueue.controller.integrations.job import webhook as job_hooks
+from kqueue.controller.webhook_server.certs import ensure_local_certs
+from kqueue.controller.webhook_server.server import ADMISSION_API_VERSION
 from kqueue.controller.webhooks import kinds as kinds_hooks
 from kqueue.controller.webhooks import pod as pod_hooks
 from tests.api import samples

@@ -10,7 +10,7 @@ import asyncio
 import threading
 from pathlib import Path
 
-from kqueue.controller.admission import WebhookServer
+from kqueue.controller.webhook_server import WebhookServer
 from kqueue.controller.webhooks import register
 
 

@@ -25,13 +25,13 @@ from kqueue.api.config import Configuration
 from kqueue.api.integrations import PriorityResolver
 from kqueue.api.v1alpha1 import ResourceFlavor, Workload
 from kqueue.api.v1alpha1 import constants as c
-from kqueue.controller.admission import AdmissionRequest, Verdict
 from kqueue.controller.clock import Now
 from kqueue.controller.events import EventRecorder
 from kqueue.controller.informer import Informer, Store
 from kqueue.controller.kube import Kube
 from kqueue.controller.metrics import Metrics
 from kqueue.controller.resources import Resource
+from kqueue.controller.webhook_server import AdmissionRequest, Verdict
 from kqueue.engine.cycle import CycleResult
 from kqueue.engine.engine import Engine
 

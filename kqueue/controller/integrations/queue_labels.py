@@ -8,7 +8,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from kqueue.api.v1alpha1 import constants as c
-from kqueue.controller.admission import FieldError
+from kqueue.controller.webhook_server import FieldError
 
 Obj = dict[str, Any]
 

@@ -16,11 +16,11 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from kqueue.api.v1alpha1 import constants as c
-from kqueue.controller.admission import AdmissionRequest, FieldError, Verdict
 from kqueue.controller.integrations.advice import LocalQueueNames, queue_warnings
 from kqueue.controller.integrations.gate import add_gate
 from kqueue.controller.integrations.owners import controlled_by
 from kqueue.controller.integrations.queue_labels import unsupported_annotation_errors
+from kqueue.controller.webhook_server import AdmissionRequest, FieldError, Verdict
 
 Obj = dict[str, Any]
 

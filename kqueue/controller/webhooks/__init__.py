@@ -15,12 +15,12 @@ from collections.abc import Callable
 from typing import Any
 
 from kqueue.api.config import Configuration
-from kqueue.controller.admission import AdmissionRequest, Verdict, WebhookServer
 from kqueue.controller.events import EventRecorder
 from kqueue.controller.gang import read_named, size_epoch
 from kqueue.controller.integrations import registry
 from kqueue.controller.integrations.framework import WebhookContext
 from kqueue.controller.kube import Kube
+from kqueue.controller.webhook_server import AdmissionRequest, Verdict, WebhookServer
 from kqueue.controller.webhooks import framework_off, kinds, pod
 
 

@@ -21,10 +21,10 @@ from collections.abc import Iterable
 from typing import Any, Final
 
 from kqueue.api.v1alpha1 import constants as c
-from kqueue.controller.admission import AdmissionRequest, Handler, Verdict
 from kqueue.controller.events import EventRecorder
 from kqueue.controller.integrations import registry
 from kqueue.controller.integrations.framework import Framework
+from kqueue.controller.webhook_server import AdmissionRequest, Handler, Verdict
 
 Obj = dict[str, Any]
 

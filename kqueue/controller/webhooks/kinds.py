@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from kqueue.api.v1alpha1 import FieldError as ApiFieldError
 from kqueue.api.v1alpha1 import ValidationFailed, parse_object, validate, validate_update
-from kqueue.controller.admission import AdmissionRequest, FieldError, Verdict
+from kqueue.controller.webhook_server import AdmissionRequest, FieldError, Verdict
 
 VALIDATE_PATH = "/validate-kqueue-io-v1alpha1"
 

@@ -30,10 +30,10 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from kqueue.api.v1alpha1 import constants as c
-from kqueue.controller.admission import AdmissionRequest, FieldError, Verdict
 from kqueue.controller.gang import SCHEDULING_GROUP_FIELD, group_name, opted_out
 from kqueue.controller.integrations.gate import add_gate
 from kqueue.controller.kube import KubeError
+from kqueue.controller.webhook_server import AdmissionRequest, FieldError, Verdict
 from kqueue.controller.webhooks.shape import request_shape_errors
 
 MUTATE_PATH = "/mutate--v1-pod"

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from kqueue.controller.admission import FieldError
+from kqueue.controller.webhook_server import FieldError
 
 
 def _string_map(value: Any, path: str, errors: list[FieldError]) -> None:

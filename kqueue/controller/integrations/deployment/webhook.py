@@ -19,7 +19,6 @@ from typing import Any, Final
 
 from kqueue.api.integrations.deployment import PROPAGATED_LABELS, template_metadata
 from kqueue.api.v1alpha1 import constants as c
-from kqueue.controller.admission import AdmissionRequest, FieldError, Verdict
 from kqueue.controller.integrations.queue_labels import (
     object_labels,
     propagate_to_template,
@@ -27,6 +26,7 @@ from kqueue.controller.integrations.queue_labels import (
     running_label_errors,
     unsupported_annotation_errors,
 )
+from kqueue.controller.webhook_server import AdmissionRequest, FieldError, Verdict
 
 Obj = dict[str, Any]
 

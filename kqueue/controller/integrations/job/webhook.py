@@ -29,7 +29,6 @@ from typing import Any
 from kqueue.api.integrations import IntegrationError, is_elastic, max_exec_time_seconds, pods_count
 from kqueue.api.integrations.job import min_pods_count
 from kqueue.api.v1alpha1 import constants as c
-from kqueue.controller.admission import AdmissionRequest, FieldError, Verdict
 from kqueue.controller.gang import GANG_SCHEDULING_ANNOTATION
 from kqueue.controller.integrations.advice import queue_warnings
 from kqueue.controller.integrations.suspension import (
@@ -37,6 +36,7 @@ from kqueue.controller.integrations.suspension import (
     gate_templates,
     mutate_suspendable,
 )
+from kqueue.controller.webhook_server import AdmissionRequest, FieldError, Verdict
 from kqueue.controller.webhooks.shape import request_shape_errors
 
 Obj = dict[str, Any]

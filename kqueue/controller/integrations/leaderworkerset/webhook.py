@@ -24,7 +24,6 @@ from kqueue.api.integrations import IntegrationError
 from kqueue.api.integrations.deployment import PROPAGATED_LABELS
 from kqueue.api.integrations.leaderworkerset import size, template_metadata
 from kqueue.api.v1alpha1 import constants as c
-from kqueue.controller.admission import AdmissionRequest, FieldError, Verdict
 from kqueue.controller.integrations.queue_labels import (
     object_labels,
     propagate_to_template,
@@ -33,6 +32,7 @@ from kqueue.controller.integrations.queue_labels import (
     unsupported_annotation_errors,
 )
 from kqueue.controller.integrations.suspension import gate_templates
+from kqueue.controller.webhook_server import AdmissionRequest, FieldError, Verdict
 
 Obj = dict[str, Any]
 

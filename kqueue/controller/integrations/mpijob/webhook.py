@@ -11,13 +11,13 @@ from __future__ import annotations
 from typing import Any, Final
 
 from kqueue.api.v1alpha1 import constants as c
-from kqueue.controller.admission import AdmissionRequest, Verdict
 from kqueue.controller.integrations.mpijob.generic import SUSPEND_PATH
 from kqueue.controller.integrations.suspension import (
     SuspendableWebhooks,
     mutate_suspendable,
     validate_suspendable,
 )
+from kqueue.controller.webhook_server import AdmissionRequest, Verdict
 
 Obj = dict[str, Any]
 

@@ -13,9 +13,9 @@ import copy
 from typing import Any, Final
 
 from kqueue.api.v1alpha1 import constants as c
-from kqueue.controller.admission import AdmissionRequest, Verdict
 from kqueue.controller.integrations.gate import add_gate
 from kqueue.controller.integrations.pod.reconciler import is_plain
+from kqueue.controller.webhook_server import AdmissionRequest, Verdict
 
 Obj = dict[str, Any]
 

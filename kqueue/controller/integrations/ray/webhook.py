@@ -30,12 +30,12 @@ from kqueue.api.integrations.ray import (
     uses_existing_cluster,
 )
 from kqueue.api.v1alpha1 import constants as c
-from kqueue.controller.admission import AdmissionRequest, FieldError, Verdict
 from kqueue.controller.integrations.suspension import (
     SuspendableWebhooks,
     mutate_suspendable,
     validate_suspendable,
 )
+from kqueue.controller.webhook_server import AdmissionRequest, FieldError, Verdict
 
 Obj = dict[str, Any]
 

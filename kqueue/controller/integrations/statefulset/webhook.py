@@ -15,7 +15,6 @@ from typing import Any, Final
 
 from kqueue.api.integrations import role_hash
 from kqueue.api.v1alpha1 import constants as c
-from kqueue.controller.admission import AdmissionRequest, FieldError, Verdict
 from kqueue.controller.gang import GANG_SCHEDULING_ANNOTATION
 from kqueue.controller.integrations.queue_labels import (
     object_labels,
@@ -24,6 +23,7 @@ from kqueue.controller.integrations.queue_labels import (
     unsupported_annotation_errors,
 )
 from kqueue.controller.integrations.suspension import gate_templates
+from kqueue.controller.webhook_server import AdmissionRequest, FieldError, Verdict
 
 Obj = dict[str, Any]
 

@@ -28,9 +28,9 @@ from typing import Any, Literal
 
 from aiohttp import web
 
-from kqueue.controller.admission.certs import TLS_CERT, TLS_KEY
-from kqueue.controller.admission.patch import json_patch
 from kqueue.controller.kube import loads
+from kqueue.controller.webhook_server.certs import TLS_CERT, TLS_KEY
+from kqueue.controller.webhook_server.patch import json_patch
 
 logger = logging.getLogger(__name__)
 
