@@ -19,11 +19,11 @@ from kqueue.api.suggest import closest, did_you_mean
 from kqueue.cli.cluster import cluster_objects, current_namespace
 from kqueue.cli.manifests import InvalidInput, read_manifests
 from kqueue.engine.explain import PendingDetails
+from kqueue.engine.preemption.report import VictimSearch
 from kqueue.engine.sim.explain import Explanation, explain
 from kqueue.engine.sim.scenario import TOP_LEVEL_BUILDERS, Scenario, build_scenario
 from kqueue.engine.sim.setup import default_preemptor
 from kqueue.engine.types import Mode
-from kqueue.engine.victim import VictimSearch
 
 EXIT_NOT_FOUND = 1
 

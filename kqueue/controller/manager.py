@@ -84,7 +84,7 @@ from kqueue.controller.workload_reader import WorkloadReader
 from kqueue.controller.workqueue import WorkQueue, run_workers
 from kqueue.engine import adapt
 from kqueue.engine.engine import Engine
-from kqueue.engine.preemption import NoPreemption, Preemptor
+from kqueue.engine.preemption.seam import NoPreemption, Preemptor
 from kqueue.engine.readiness import PodsReadyConfig
 from kqueue.engine.types import (
     ClusterQueueName,
@@ -119,7 +119,7 @@ SETTLE_HEAP_WITHIN = 10.0
 def default_preemptor() -> Preemptor:
     """Kueue's classical preemption, when the engine provides it."""
     try:
-        module = importlib.import_module("kqueue.engine.preemptor")
+        module = importlib.import_module("kqueue.engine.preemption.preemptor")
     except ImportError:
         return NoPreemption()
     preemptor: Preemptor = module.ClassicalPreemptor()

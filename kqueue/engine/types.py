@@ -198,7 +198,7 @@ class LabelSelector:
     match_expressions: tuple[SelectorRequirement, ...] = ()
 
 
-# --- topology-aware scheduling (see topology.py and placement.py) -----------------------------
+# --- topology-aware scheduling (see tas/topology.py and tas/placement.py) -----------------------------
 
 
 @dataclass(frozen=True, slots=True)
@@ -312,7 +312,7 @@ class ClusterQueueSpec:
     stop_policy: StopPolicy = StopPolicy.NONE
     # spec.fairSharing.weight (exact; 0 means an infinite share while borrowing).
     fair_weight: Fraction = Fraction(1)
-    # spec.admissionScope.admissionMode is UsageBasedAdmissionFairSharing (admission_fair.py;
+    # spec.admissionScope.admissionMode is UsageBasedAdmissionFairSharing (fairness/usage_ledger.py;
     # effective only while the engine has an AdmissionFairSharingConfig).
     usage_based_admission: bool = False
 
@@ -471,7 +471,7 @@ class Workload:
     # Contract extension: preemption priority (never below the scheduling priority).
     preemption_priority: int | None = None
     preemption_priority_class: str | None = None
-    # Raw inputs of the preemptibility chain (see preemptibility.py).
+    # Raw inputs of the preemptibility chain (see preemption/preemptibility.py).
     preemptibility: Preemptibility | None = None
     owner_preemptibility_label: str | None = None
     pod_preemptibility_label: str | None = None

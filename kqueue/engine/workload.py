@@ -11,7 +11,7 @@ from collections.abc import Hashable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from .preemptibility import resolve_preemptibility
+from .preemption.preemptibility import resolve_preemptibility
 from .resources import pod_set_requests
 from .types import (
     Admission,

@@ -11,7 +11,7 @@ cluster as it is.
 from __future__ import annotations
 
 from kqueue.engine.engine import Engine
-from kqueue.engine.preemption import Preemptor
+from kqueue.engine.preemption.seam import Preemptor
 from kqueue.engine.sim.driver import Simulation
 from kqueue.engine.sim.scenario import Scenario
 from kqueue.engine.sim.setup import default_preemptor

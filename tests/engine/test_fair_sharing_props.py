@@ -25,8 +25,8 @@ from hypothesis import strategies as st
 
 from kqueue.api.loader import load_text
 from kqueue.engine.engine import Engine
-from kqueue.engine.fairshare import compare, share_of
-from kqueue.engine.preemptor import ClassicalPreemptor
+from kqueue.engine.fairness.dominant_share import compare, share_of
+from kqueue.engine.preemption.preemptor import ClassicalPreemptor
 from kqueue.engine.sim.driver import Simulation
 from kqueue.engine.sim.scenario import build_scenario
 from kqueue.engine.types import (

@@ -34,10 +34,10 @@ from kqueue.api.integrations import is_elastic, workload_for_job
 from kqueue.api.v1alpha1 import constants as c
 
 from .. import adapt
-from ..admission_fair import AdmissionFairSharingConfig
 from ..cycle import CycleResult
 from ..engine import Engine
-from ..preemption import Preemptor
+from ..fairness.usage_ledger import AdmissionFairSharingConfig
+from ..preemption.seam import Preemptor
 from ..types import (
     Admission,
     ClusterQueueName,

@@ -15,7 +15,8 @@ from dataclasses import dataclass, field
 from .. import adapt
 from ..explain import PendingDetails
 from ..flavor import flavor_mismatch
-from ..preemption import Preemptor
+from ..preemption.report import VictimSearch
+from ..preemption.seam import Preemptor
 from ..types import (
     Admission,
     ClusterQueueName,
@@ -23,7 +24,6 @@ from ..types import (
     ResourceName,
     WorkloadKey,
 )
-from ..victim import VictimSearch
 from .driver import NOT_ARRIVED, PENDING, STATE_FINISHED, Simulation
 from .scenario import Scenario
 

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from ..preemption import Preemptor
-from ..preemptor import ClassicalPreemptor
+from ..preemption.preemptor import ClassicalPreemptor
+from ..preemption.seam import Preemptor
 
 
 def default_preemptor() -> Preemptor:

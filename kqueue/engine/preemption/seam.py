@@ -12,11 +12,11 @@ from dataclasses import dataclass
 from enum import IntEnum
 from typing import Protocol
 
-from .assignment import Assignment
-from .hierarchy import find_height_of_lowest_subtree_that_fits
-from .snapshot import ClusterQueueSnapshot, Snapshot
-from .types import FlavorResource, PreemptionReason
-from .workload import AdmittedWorkload, WorkloadInfo
+from ..assignment import Assignment
+from ..hierarchy import find_height_of_lowest_subtree_that_fits
+from ..snapshot import ClusterQueueSnapshot, Snapshot
+from ..types import FlavorResource, PreemptionReason
+from ..workload import AdmittedWorkload, WorkloadInfo
 
 
 class PreemptionPossibility(IntEnum):
