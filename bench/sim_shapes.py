@@ -20,10 +20,10 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from kqueue.cli.simulate import GENERATED_DECISION_TIME, summary_dict
-from kqueue.engine.sim import generate as gen
-from kqueue.engine.sim.driver import Simulation
-from kqueue.engine.sim.report import figures
-from kqueue.engine.sim.setup import default_preemptor
+from kqueue.sim import generate as gen
+from kqueue.sim.driver import Simulation
+from kqueue.sim.report import figures
+from kqueue.sim.setup import default_preemptor
 
 
 def run_shape(name: str) -> dict[str, Any]:

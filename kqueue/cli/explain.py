@@ -2,7 +2,7 @@
 
 The objects come from a live cluster (``--kubeconfig``, the in-cluster service account, or the
 default kubeconfig) or from manifests (``--file``); the same Engine as the controller's then looks
-at the workload (``kqueue.engine.sim.explain``). This module only fetches and formats.
+at the workload (``kqueue.sim.explain``). This module only fetches and formats.
 """
 
 from __future__ import annotations
@@ -20,10 +20,10 @@ from kqueue.cli.cluster import cluster_objects, current_namespace
 from kqueue.cli.manifests import InvalidInput, read_manifests
 from kqueue.engine.explain import PendingDetails
 from kqueue.engine.preemption.report import VictimSearch
-from kqueue.engine.sim.explain import Explanation, explain
-from kqueue.engine.sim.scenario import TOP_LEVEL_BUILDERS, Scenario, build_scenario
-from kqueue.engine.sim.setup import default_preemptor
 from kqueue.engine.types import Mode
+from kqueue.sim.explain import Explanation, explain
+from kqueue.sim.scenario import TOP_LEVEL_BUILDERS, Scenario, build_scenario
+from kqueue.sim.setup import default_preemptor
 
 EXIT_NOT_FOUND = 1
 

@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 
 from kqueue.cli.simulate import _write_manifests
-from kqueue.engine.sim.driver import Simulation
-from kqueue.engine.sim.generate import (
+from kqueue.sim.driver import Simulation
+from kqueue.sim.generate import (
     BASELINE,
     LARGE_SCALE,
     TAS,
@@ -28,8 +28,8 @@ from kqueue.engine.sim.generate import (
     generate,
     scaled,
 )
-from kqueue.engine.sim.report import figures
-from kqueue.engine.sim.setup import default_preemptor
+from kqueue.sim.report import figures
+from kqueue.sim.setup import default_preemptor
 
 from .conftest import simulate_json
 
@@ -327,7 +327,7 @@ def test_written_manifests_replay_the_same_simulation(tmp_path: Path) -> None:
     from_files = simulate_json(*files)
     sim = Simulation(generate(TINY), preemptor=default_preemptor())
     sim.run()
-    from kqueue.engine.sim.report import to_json
+    from kqueue.sim.report import to_json
 
     assert from_files == to_json(sim)
 
@@ -345,7 +345,7 @@ def test_tas_shape_places_pod_sets_in_racks() -> None:
     places all its pods, a required one within one rack, and finishes."""
     from dataclasses import replace
 
-    from kqueue.engine.sim.generate import TAS, TasLayout
+    from kqueue.sim.generate import TAS, TasLayout
 
     assert TAS.workloads == 15_000
     assert sum(1 for d in documents(TAS) if d["kind"] == "Node") == 640

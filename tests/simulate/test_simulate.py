@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 import yaml
 
-from kqueue.engine.sim.annotations import AnnotationError, Timing, read_timing, write_timing
-from kqueue.engine.sim.durations import DurationError, format_duration, parse_duration
+from kqueue.sim.annotations import AnnotationError, Timing, read_timing, write_timing
+from kqueue.sim.durations import DurationError, format_duration, parse_duration
 
 from .conftest import SCENARIOS, run_cli, simulate_json
 

@@ -1,7 +1,7 @@
 """``kqueue simulate``: play manifests (or a generated shape) through the engine in simulated time.
 
 Reading files, printing, plotting and the progress bar live here; the simulation itself is
-``kqueue.engine.sim`` (pure, clock injected), driving the same Engine as the controller.
+``kqueue.sim`` (pure, clock injected), driving the same Engine as the controller.
 """
 
 from __future__ import annotations
@@ -22,12 +22,12 @@ from kqueue.api.loader import LoadError
 from kqueue.api.v1alpha1 import parse_time
 from kqueue.cli.manifests import InvalidInput, read_manifests
 from kqueue.engine import adapt
-from kqueue.engine.sim import generate as gen
-from kqueue.engine.sim.driver import Simulation
-from kqueue.engine.sim.durations import DurationError, parse_duration
-from kqueue.engine.sim.report import Figures, figures, to_json
-from kqueue.engine.sim.scenario import DEFAULT_START, build_scenario
-from kqueue.engine.sim.setup import default_preemptor
+from kqueue.sim import generate as gen
+from kqueue.sim.driver import Simulation
+from kqueue.sim.durations import DurationError, parse_duration
+from kqueue.sim.report import Figures, figures, to_json
+from kqueue.sim.scenario import DEFAULT_START, build_scenario
+from kqueue.sim.setup import default_preemptor
 
 # Simulated time per head considered when a shape is generated: without a cost per decision,
 # every quota release re-examines every parked workload at the same instant and the run grows

@@ -14,7 +14,8 @@ from rich.table import Table
 
 from kqueue.api.quantity import format_quantity
 from kqueue.api.v1alpha1 import format_time
-from kqueue.engine.sim.driver import (
+from kqueue.engine.types import ClusterQueueName
+from kqueue.sim.driver import (
     PENDING,
     PREEMPTED,
     STATE_ADMITTED,
@@ -22,9 +23,8 @@ from kqueue.engine.sim.driver import (
     Simulation,
     WorkloadRecord,
 )
-from kqueue.engine.sim.durations import format_duration
-from kqueue.engine.sim.report import Figures
-from kqueue.engine.types import ClusterQueueName
+from kqueue.sim.durations import format_duration
+from kqueue.sim.report import Figures
 
 MAX_ROWS = 40
 

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from ..preemption.preemptor import ClassicalPreemptor
-from ..preemption.seam import Preemptor
+from kqueue.engine.preemption.preemptor import ClassicalPreemptor
+from kqueue.engine.preemption.seam import Preemptor
 
 
 def default_preemptor() -> Preemptor:
