@@ -23,7 +23,6 @@ from kqueue.engine.preemption.report import VictimSearch
 from kqueue.engine.types import Mode
 from kqueue.sim.explain import Explanation, explain
 from kqueue.sim.scenario import TOP_LEVEL_BUILDERS, Scenario, build_scenario
-from kqueue.sim.setup import default_preemptor
 
 EXIT_NOT_FOUND = 1
 
@@ -447,7 +446,7 @@ def explain_with_hints(scenario: Scenario, wanted: str) -> tuple[Explanation, li
     hints that go with it: a missing queue, or the closest name when there is no such workload
     (shared with the web view)."""
     key = _find(scenario, wanted) or wanted
-    result = explain(scenario, key, preemptor=default_preemptor())
+    result = explain(scenario, key)
     if result.found:
         return result, queue_hints(scenario, key)
     hint = not_found_hint(scenario, key)

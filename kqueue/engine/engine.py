@@ -87,6 +87,8 @@ class Engine:
         self.cache = Cache()
         self.cache.fair_sharing = fair_sharing
         self.queues = QueueManager()
+        # The one place that picks the default: Kueue's classical preemption (with its
+        # fair-sharing search when fair sharing is on). Callers pass one only to replace it.
         self.preemptor: Preemptor = preemptor if preemptor is not None else ClassicalPreemptor()
         self.priority_classes: dict[str, int] = {}
         self.namespaces: dict[str, dict[str, str]] = {}

@@ -14,7 +14,6 @@ from kqueue.engine.engine import Engine
 from kqueue.engine.preemption.seam import Preemptor
 from kqueue.sim.driver import Simulation
 from kqueue.sim.scenario import Scenario
-from kqueue.sim.setup import default_preemptor
 
 
 def settled_engine(scenario: Scenario, *, preemptor: Preemptor | None = None) -> Engine:
@@ -26,7 +25,7 @@ def settled_engine(scenario: Scenario, *, preemptor: Preemptor | None = None) ->
     """
     sim = Simulation(
         scenario,
-        preemptor=preemptor or default_preemptor(),
+        preemptor=preemptor,
         carry_out_evictions=False,
     )
     sim.arrive_all()

@@ -27,7 +27,6 @@ from kqueue.sim.driver import Simulation
 from kqueue.sim.durations import DurationError, parse_duration
 from kqueue.sim.report import Figures, figures, to_json
 from kqueue.sim.scenario import DEFAULT_START, build_scenario
-from kqueue.sim.setup import default_preemptor
 
 # Simulated time per head considered when a shape is generated: without a cost per decision,
 # every quota release re-examines every parked workload at the same instant and the run grows
@@ -166,7 +165,6 @@ def simulate(
         config = _read_config(config_file)
     sim = Simulation(
         scenario,
-        preemptor=default_preemptor(),
         decision_time=decision_time or timedelta(0),
         fair_sharing=adapt.fair_sharing(config.fair_sharing) if config is not None else None,
         admission_fair_sharing=(
