@@ -30,6 +30,7 @@ from datetime import datetime, timedelta
 from enum import IntEnum
 from typing import Final
 
+from kqueue.api.durations import format_duration
 from kqueue.api.integrations import is_elastic, workload_for_job
 from kqueue.api.v1alpha1 import constants as c
 from kqueue.engine import adapt
@@ -46,7 +47,6 @@ from kqueue.engine.types import (
 )
 
 from .annotations import CLASS_LABEL
-from .durations import format_duration
 from .scenario import Scenario, SimWorkload
 
 # Event types (docs/contracts.md §4).

@@ -17,6 +17,7 @@ import click
 import yaml
 
 from kqueue.api.config import Configuration, ConfigurationError, load_configuration
+from kqueue.api.durations import DurationError, parse_duration
 from kqueue.api.kueue_config import is_kueue_configuration
 from kqueue.api.loader import LoadError
 from kqueue.api.v1alpha1 import parse_time
@@ -24,7 +25,6 @@ from kqueue.cli.manifests import InvalidInput, read_manifests
 from kqueue.engine import adapt
 from kqueue.sim import generate as gen
 from kqueue.sim.driver import Simulation
-from kqueue.sim.durations import DurationError, parse_duration
 from kqueue.sim.report import Figures, figures, to_json
 from kqueue.sim.scenario import DEFAULT_START, build_scenario
 
@@ -43,7 +43,7 @@ class _Duration(click.ParamType[timedelta]):
         if isinstance(value, timedelta):
             return value
         try:
-            return parse_duration(str(value))
+            return parse_duration(str(value), allow_negative=False)
         except DurationError as err:
             self.fail(str(err), param, ctx)
 

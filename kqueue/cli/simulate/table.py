@@ -12,6 +12,7 @@ from datetime import datetime, timedelta
 from rich.console import Console
 from rich.table import Table
 
+from kqueue.api.durations import format_duration
 from kqueue.api.quantity import format_quantity
 from kqueue.api.v1alpha1 import format_time
 from kqueue.engine.types import ClusterQueueName
@@ -23,7 +24,6 @@ from kqueue.sim.driver import (
     Simulation,
     WorkloadRecord,
 )
-from kqueue.sim.durations import format_duration
 from kqueue.sim.report import Figures
 
 MAX_ROWS = 40
