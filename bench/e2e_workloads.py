@@ -66,9 +66,9 @@ from kqueue.controller.resources import (  # noqa: E402
     Resource,
 )
 from kqueue.controller.topology import TOPOLOGIES  # noqa: E402
-from kqueue.engine.sim import generate as gen  # noqa: E402
-from kqueue.engine.sim.annotations import CLASS_LABEL  # noqa: E402
 from kqueue.localcluster.cluster import LocalCluster  # noqa: E402
+from kqueue.sim import generate as gen  # noqa: E402
+from kqueue.sim.annotations import CLASS_LABEL  # noqa: E402
 from tests.controller_e2e.harness import KqueueProcess, install_crds  # noqa: E402
 
 Obj = dict[str, Any]

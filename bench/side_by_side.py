@@ -59,7 +59,7 @@ import yaml
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from kqueue.engine.sim import generate as gen  # noqa: E402
+from kqueue.sim import generate as gen  # noqa: E402
 
 CACHE = Path.home() / ".cache" / "kqueue"
 _SAMPLE = re.compile(r'^apiserver_request_total\{([^}]*)\} ([0-9.e+]+)$', re.M)
@@ -126,7 +126,7 @@ def generator_config(src: Path, config: str, scale: float, out: Path) -> Path:
         raise SystemExit(
             f"Kueue's {config} generator config ({src}) is not kqueue's {config} shape:\n"
             f"  Kueue:  {kueue_shape}\n  kqueue: {ours}\n"
-            "update kqueue/engine/sim/generate.py or use a matching Kueue checkout"
+            "update kqueue/sim/generate.py or use a matching Kueue checkout"
         )
     out.write_text(yaml.safe_dump(doc))
     return out

@@ -20,10 +20,9 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from kqueue.cli.simulate import GENERATED_DECISION_TIME, summary_dict
-from kqueue.engine.sim import generate as gen
-from kqueue.engine.sim.driver import Simulation
-from kqueue.engine.sim.report import figures
-from kqueue.engine.sim.setup import default_preemptor
+from kqueue.sim import generate as gen
+from kqueue.sim.driver import Simulation
+from kqueue.sim.report import figures
 
 
 def run_shape(name: str) -> dict[str, Any]:
@@ -31,7 +30,7 @@ def run_shape(name: str) -> dict[str, Any]:
     t0 = time.process_time()
     scenario = gen.generate(shape)
     build_cpu = time.process_time() - t0
-    sim = Simulation(scenario, preemptor=default_preemptor(), decision_time=GENERATED_DECISION_TIME)
+    sim = Simulation(scenario, decision_time=GENERATED_DECISION_TIME)
     t0, w0 = time.process_time(), time.perf_counter()
     sim.run()
     cpu, wall = time.process_time() - t0, time.perf_counter() - w0

@@ -20,7 +20,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from kqueue.engine.engine import Engine
-from kqueue.engine.topology import Node, Topology
+from kqueue.engine.tas.topology import Node, Topology
 from kqueue.engine.types import (
     ClusterQueueName,
     ClusterQueueSpec,

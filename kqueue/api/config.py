@@ -32,6 +32,9 @@ from pydantic import (
 )
 from pydantic.alias_generators import to_camel
 
+from kqueue.api.durations import FORMS as DURATION_FORMS
+from kqueue.api.durations import DurationError, format_duration, parse_duration
+
 API_VERSION: Final = "config.kqueue.io/v1alpha1"
 KIND: Final = "Configuration"
 
@@ -64,79 +67,7 @@ DEFAULT_FRAMEWORKS: Final[tuple[str, ...]] = ("batch/job", "pod")
 # Durations
 # ---------------------------------------------------------------------------------------------
 
-# Units of Go's time.ParseDuration, in nanoseconds.
-_UNIT_NS: Final[dict[str, int]] = {
-    "ns": 1,
-    "us": 1_000,
-    "µs": 1_000,
-    "μs": 1_000,
-    "ms": 1_000_000,
-    "s": 1_000_000_000,
-    "m": 60 * 1_000_000_000,
-    "h": 3600 * 1_000_000_000,
-}
-_DURATION_PART: Final = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ns|us|µs|μs|ms|s|m|h)")
-_DURATION_FORMS: Final = 'a duration such as "15s", "5m" or "1h30m" (units: h, m, s, ms, us, ns)'
-
-
-class DurationError(ValueError):
-    """A string that is not a Kubernetes duration."""
-
-
-_MAX_DURATION_NS = 2**63 - 1
-
-
-def parse_duration(value: str) -> timedelta:
-    """Parse a Kubernetes (Go ``time.ParseDuration``) duration string exactly.
-
-    ``parse_duration("1m30s") == timedelta(seconds=90)``. A value finer than a microsecond
-    (the resolution of ``timedelta``) is rejected rather than rounded.
-    """
-    text = value.strip()
-    sign = 1
-    if text[:1] in ("+", "-"):
-        sign = -1 if text[0] == "-" else 1
-        text = text[1:]
-    if text == "0":
-        return timedelta(0)
-    if not text:
-        raise DurationError(f"{value!r} is not {_DURATION_FORMS}")
-    total_ns = Fraction(0)
-    pos = 0
-    while pos < len(text):
-        m = _DURATION_PART.match(text, pos)
-        if m is None:
-            raise DurationError(f"{value!r} is not {_DURATION_FORMS}")
-        total_ns += Fraction(m.group(1)) * _UNIT_NS[m.group(2)]
-        pos = m.end()
-    if total_ns > _MAX_DURATION_NS:
-        # Go's time.Duration is an int64 of nanoseconds (about 292 years).
-        raise DurationError(f"{value!r} is out of range (at most 2562047h47m16.854775807s)")
-    micros = total_ns / 1000
-    if micros.denominator != 1:
-        raise DurationError(f"{value!r} is finer than one microsecond")
-    return timedelta(microseconds=sign * int(micros))
-
-
-def format_duration(value: timedelta) -> str:
-    """Print a duration in the shortest exact Go form: ``"5m"``, ``"1h30m"``, ``"1s500ms"``."""
-    micros = (value.days * 86_400 + value.seconds) * 1_000_000 + value.microseconds
-    if micros == 0:
-        return "0s"
-    sign = "-" if micros < 0 else ""
-    micros = abs(micros)
-    parts: list[str] = []
-    for unit, size in (
-        ("h", 3_600_000_000),
-        ("m", 60_000_000),
-        ("s", 1_000_000),
-        ("ms", 1_000),
-        ("us", 1),
-    ):
-        count, micros = divmod(micros, size)
-        if count:
-            parts.append(f"{count}{unit}")
-    return sign + "".join(parts)
+# One parser and one formatter, Go's (kqueue/api/durations.py).
 
 
 def _duration_input(value: object) -> object:
@@ -146,7 +77,7 @@ def _duration_input(value: object) -> object:
         return value
     if isinstance(value, str):
         return parse_duration(value)
-    raise DurationError(f"{value!r} is not {_DURATION_FORMS}")
+    raise DurationError(f"{value!r} is not {DURATION_FORMS}")
 
 
 Duration = Annotated[

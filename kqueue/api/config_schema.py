@@ -34,7 +34,7 @@ JsonSchema = dict[str, Any]
 _NUMBER: Final = r"([0-9]+(\.[0-9]*)?|\.[0-9]+)"
 _NONZERO_NUMBER: Final = r"([0-9]*[1-9][0-9]*(\.[0-9]*)?|[0-9]*\.[0-9]*[1-9][0-9]*)"
 _UNIT: Final = r"(ns|us|µs|μs|ms|s|m|h)"
-# A Kubernetes (Go time.ParseDuration) duration, as kqueue.api.config.parse_duration reads it:
+# A Kubernetes (Go time.ParseDuration) duration, as kqueue.api.durations.parse_duration reads it:
 # surrounding blanks are stripped, a sign is allowed, "0" needs no unit.
 DURATION_PATTERN: Final = rf"^\s*[-+]?(0|({_NUMBER}{_UNIT})+)\s*$"
 # A duration above zero: no minus sign, and some number in it other than zero. Stated as one

@@ -2,7 +2,7 @@
 
 The objects come from a live cluster (``--kubeconfig``, the in-cluster service account, or the
 default kubeconfig) or from manifests (``--file``); the same Engine as the controller's then looks
-at the workload (``kqueue.engine.sim.explain``). This module only fetches and formats.
+at the workload (``kqueue.sim.explain``). This module only fetches and formats.
 """
 
 from __future__ import annotations
@@ -19,11 +19,10 @@ from kqueue.api.suggest import closest, did_you_mean
 from kqueue.cli.cluster import cluster_objects, current_namespace
 from kqueue.cli.manifests import InvalidInput, read_manifests
 from kqueue.engine.explain import PendingDetails
-from kqueue.engine.sim.explain import Explanation, explain
-from kqueue.engine.sim.scenario import TOP_LEVEL_BUILDERS, Scenario, build_scenario
-from kqueue.engine.sim.setup import default_preemptor
+from kqueue.engine.preemption.report import VictimSearch
 from kqueue.engine.types import Mode
-from kqueue.engine.victim import VictimSearch
+from kqueue.sim.explain import Explanation, explain
+from kqueue.sim.scenario import TOP_LEVEL_BUILDERS, Scenario, build_scenario
 
 EXIT_NOT_FOUND = 1
 
@@ -447,7 +446,7 @@ def explain_with_hints(scenario: Scenario, wanted: str) -> tuple[Explanation, li
     hints that go with it: a missing queue, or the closest name when there is no such workload
     (shared with the web view)."""
     key = _find(scenario, wanted) or wanted
-    result = explain(scenario, key, preemptor=default_preemptor())
+    result = explain(scenario, key)
     if result.found:
         return result, queue_hints(scenario, key)
     hint = not_found_hint(scenario, key)

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import importlib
 import logging
 import time
 from collections.abc import Callable, Coroutine, Iterable
@@ -85,7 +84,7 @@ from kqueue.controller.workload_reader import WorkloadReader
 from kqueue.controller.workqueue import WorkQueue, run_workers
 from kqueue.engine import adapt
 from kqueue.engine.engine import Engine
-from kqueue.engine.preemption import NoPreemption, Preemptor
+from kqueue.engine.preemption.seam import Preemptor
 from kqueue.engine.readiness import PodsReadyConfig
 from kqueue.engine.types import (
     ClusterQueueName,
@@ -114,16 +113,6 @@ RESYNC_SECONDS = 60.0
 WORKLOAD_RESYNC_SECONDS = 30.0
 # A term's heap is frozen once its first queue statuses are written, or after this long.
 SETTLE_HEAP_WITHIN = 10.0
-
-
-def default_preemptor() -> Preemptor:
-    """Kueue's classical preemption, when the engine provides it."""
-    try:
-        module = importlib.import_module("kqueue.engine.preemptor")
-    except ImportError:
-        return NoPreemption()
-    preemptor: Preemptor = module.ClassicalPreemptor()
-    return preemptor
 
 
 def _converter(cls: type[M]) -> Callable[[Obj], M]:
@@ -184,7 +173,7 @@ class Manager:
         config: Configuration,
         *,
         metrics: Metrics | None = None,
-        preemptor: Callable[[], Preemptor] = default_preemptor,
+        preemptor: Callable[[], Preemptor] | None = None,
         identity: str | None = None,
         now: Now = utc_now,
     ) -> None:
@@ -359,7 +348,7 @@ class Manager:
 
     def _new_engine(self) -> Engine:
         return Engine(
-            preemptor=self._preemptor(),
+            preemptor=self._preemptor() if self._preemptor is not None else None,
             pods_ready=self._pods_ready(),
             fair_sharing=adapt.fair_sharing(self.config.fair_sharing),
             admission_fair_sharing=adapt.admission_fair_sharing(

@@ -4,7 +4,7 @@
    short debounce so a burst of events makes one cycle, not one per event; wait too while the
    decision writer has as many writes queued as it takes.
 2. Run engine cycles: one, or more while they admit, as long as the decision writer has room
-   for their writes (``Engine.schedule(now, admissions=n)``, engine/batch.py). Admissions are
+   for their writes (``Engine.schedule(now, admissions=n)``, engine/merged_cycles.py). Admissions are
    already *assumed* in the engine when it returns, so the next cycle counts their quota even
    before the API has them.
 3. Hand the cycle's admissions, preemptions and evictions to the decision writer
@@ -167,7 +167,7 @@ class Scheduler:
         engine = self._engine()
         started = time.perf_counter()
         # As many cycles as admit, up to what the writers can take now: a busy ClusterQueue
-        # admits at the rate its writes go out, not one head per loop (engine/batch.py).
+        # admits at the rate its writes go out, not one head per loop (engine/merged_cycles.py).
         result = engine.schedule(self._now(), admissions=max(1, self.writer.free_room()))
         self.cycles += result.cycles
         if result.heads:

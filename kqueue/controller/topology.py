@@ -21,7 +21,7 @@ from kqueue.controller.informer import Informer
 from kqueue.controller.resources import NODES, PODS, Resource
 from kqueue.engine import adapt
 from kqueue.engine.engine import Engine
-from kqueue.engine.topology import Node as TopologyNode
+from kqueue.engine.tas.topology import Node as TopologyNode
 
 Obj = dict[str, Any]
 

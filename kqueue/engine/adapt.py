@@ -39,9 +39,9 @@ from kqueue.api.v1alpha1.workload import Workload as ApiWorkload
 from kqueue.api.v1alpha1.workload import WorkloadSpec as ApiWorkloadSpec
 
 from . import types as t
-from .admission_fair import AdmissionFairSharingConfig
 from .engine import Engine
-from .topology import BoundPod, Node, Topology
+from .fairness.usage_ledger import AdmissionFairSharingConfig
+from .tas.topology import BoundPod, Node, Topology
 
 # A Requeued=False condition without requeueAt waits for the controller (Kueue's backoff rule).
 NEVER = datetime.max.replace(tzinfo=UTC)

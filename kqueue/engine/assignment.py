@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from .placement import Placement
+from .tas.placement import Placement
 from .types import (
     ClusterQueueName,
     FlavorName,
@@ -85,7 +85,7 @@ class PodSetResult:
     error: str | None = None
     attempts: tuple[FlavorAttempt, ...] = ()
     no_fit_reason: PendingReason | None = None
-    # With a topology-aware flavor: where the pods go (topology_fit.py).
+    # With a topology-aware flavor: where the pods go (tas/fit.py).
     topology: TopologyAssignment | None = None
     # When the placement failed: the domains of the requested level and what each fits.
     placement: Placement | None = None

@@ -14,7 +14,7 @@ from collections.abc import Iterable
 from .hierarchy import ClusterQueueNode, CohortNode, ResourceNode, accumulate_subtree_quota
 from .resources import add_into, sub_into
 from .snapshot import Inactive, Snapshot
-from .topology import (
+from .tas.topology import (
     ClusterNodes,
     DomainId,
     FlavorTopology,

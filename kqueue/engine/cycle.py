@@ -5,7 +5,7 @@
 3. Nominate: flavor assignment (and preemption targets) per head.
 4. Order: not borrowing before borrowing (lower borrowing height first), higher priority, earlier
    queue-order timestamp; UID and key break ties so the order is deterministic. With fair
-   sharing, the tournament of ``tournament.py`` instead, re-run before each entry.
+   sharing, the tournament of ``fairness/tournament.py`` instead, re-run before each entry.
 5. Process in order, re-checking each entry against what the cycle already did.
 6. Requeue what was not admitted, with the reason that decides whether it waits for an event.
 """
@@ -18,14 +18,14 @@ from datetime import datetime
 
 from .cache import Cache
 from .explain import PendingDetails, details_of
+from .fairness.tournament import FairOrder
 from .nominate import Entry, Status, nominate
-from .preemption import Preemptor, preemption_message
+from .preemption.seam import Preemptor, preemption_message
 from .queue import QueueManager
 from .slice import FinishSlice, finish_message
 from .snapshot import ClusterQueueSnapshot, Snapshot
-from .topology_fit import place_now as place_topology
-from .topology_fit import reserve as reserve_topology
-from .tournament import FairOrder
+from .tas.fit import place_now as place_topology
+from .tas.fit import reserve as reserve_topology
 from .types import (
     Admission,
     ClusterQueueName,
@@ -124,7 +124,7 @@ class CycleResult:
     # skipped because another head of the cycle took the same resources (Kueue's
     # admission_cycle_preemption_skips); 0 for a queue with none skipped.
     preemption_skips: tuple[tuple[ClusterQueueName, int], ...] = ()
-    # How many cycles this result stands for (Engine.schedule may run several, batch.py).
+    # How many cycles this result stands for (Engine.schedule may run several, merged_cycles.py).
     cycles: int = 1
 
     def is_empty(self) -> bool:

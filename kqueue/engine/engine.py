@@ -15,27 +15,28 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, replace
 from datetime import datetime
-from fractions import Fraction
 
 from . import admissibility
-from .admission_fair import AdmissionFairSharingConfig, FairUsage, UsageLedger, flatten
-from .batch import merge
 from .cache import Cache
 from .cycle import CycleResult, Evict, FlavorScans, Pending, run_cycle
 from .execution import ExecutionLimits, accumulated
 from .explain import PendingDetails
-from .fairshare import Share, share_of
+from .fairness.admission import AdmissionFairSharing
+from .fairness.dominant_share import Share, share_of
+from .fairness.usage_ledger import AdmissionFairSharingConfig, FairUsage, UsageLedger
 from .gang import Barrier
 from .limitrange import EMPTY as NO_LIMIT_RANGES
 from .limitrange import Summary as LimitRangeSummary
 from .limitrange import summarize
-from .preemption import Preemptor
-from .preemptor import ClassicalPreemptor
+from .merged_cycles import merge
+from .preemption.preemptor import ClassicalPreemptor
+from .preemption.report import VictimSearch
+from .preemption.seam import Preemptor
 from .queue import QueueManager
 from .readiness import PodsReadyConfig, Readiness
 from .slice import scaled_down
 from .snapshot import Inactive
-from .topology import BoundPod, Node, Topology
+from .tas.topology import BoundPod, Node, Topology
 from .types import (
     Admission,
     ClusterQueueName,
@@ -58,7 +59,6 @@ from .types import (
     WorkloadKey,
     local_queue_key,
 )
-from .victim import VictimSearch
 from .workload import AdmittedWorkload, WorkloadInfo, WorkloadState, make_info
 
 
@@ -87,6 +87,8 @@ class Engine:
         self.cache = Cache()
         self.cache.fair_sharing = fair_sharing
         self.queues = QueueManager()
+        # The one place that picks the default: Kueue's classical preemption (with its
+        # fair-sharing search when fair sharing is on). Callers pass one only to replace it.
         self.preemptor: Preemptor = preemptor if preemptor is not None else ClassicalPreemptor()
         self.priority_classes: dict[str, int] = {}
         self.namespaces: dict[str, dict[str, str]] = {}
@@ -107,15 +109,11 @@ class Engine:
         self._last_now: datetime | None = None
         self.barrier = Barrier()
         self.queues.gates.append(self.barrier.gate)
-        # Admission fair sharing (admission_fair.py): None while the Configuration has none.
-        self.afs: UsageLedger | None = (
-            UsageLedger(admission_fair_sharing) if admission_fair_sharing is not None else None
+        # Admission fair sharing (fairness/admission.py): its ledger is None while the
+        # Configuration has none.
+        self.admission_fairness = AdmissionFairSharing(
+            self.cache, self.queues, admission_fair_sharing
         )
-        # Admissions whose entry penalty is pending: workload -> LocalQueue.
-        self._penalized: dict[WorkloadKey, LocalQueueKey] = {}
-        # Penalties settled for admissions not yet confirmed by the API (the writes run while
-        # the next cycle does): taken back if the write fails (``forget``).
-        self._settled: dict[WorkloadKey, tuple[LocalQueueKey, dict[ResourceName, int]]] = {}
 
     # -- flavors, queues, cohorts ------------------------------------------------------------
 
@@ -215,8 +213,7 @@ class Engine:
     def delete_local_queue(self, namespace: str, name: str) -> None:
         key = local_queue_key(namespace, name)
         self.queues.delete_local_queue(key)
-        if self.afs is not None:
-            self.afs.forget(key)
+        self.admission_fairness.forget_local_queue(key)
 
     def upsert_priority_class(self, name: str, value: int) -> None:
         if self.priority_classes.get(name) == value:
@@ -312,7 +309,7 @@ class Engine:
         held = self.cache.get(wl.key)
         self.readiness.known_count(wl.key, wl.requeue_count)
         if wl.admission is not None:
-            self._settled.pop(wl.key, None)  # the admission is in the API: charged for good
+            self.admission_fairness.confirmed(wl.key)
             self._scans.forget(wl.key)
             self.queues.delete(wl.key)
             self._last_pending.pop(wl.key, None)
@@ -354,7 +351,7 @@ class Engine:
             self._requeue_trees([held.cluster_queue])
 
     def _forget_extras(self, key: WorkloadKey) -> None:
-        self._settled.pop(key, None)
+        self.admission_fairness.confirmed(key)
         self.readiness.forget(key)
         self.execution.forget(key)
         self.barrier.forget(key)
@@ -377,7 +374,7 @@ class Engine:
         time stays out and starts over with none (execution.py).
         """
         self._drain.discard(key)
-        self._settled.pop(key, None)
+        self.admission_fairness.confirmed(key)
         after = self.readiness.after_eviction(key)
         exceeded = self.execution.after_eviction(key)
         held = self.cache.remove_workload(key)
@@ -407,12 +404,7 @@ class Engine:
         held = self.cache.get(key)
         if held is None or not held.assumed:
             return
-        lq = self._penalized.pop(key, None)
-        if lq is not None and self.afs is not None:
-            self.afs.drop_penalty(lq, key)
-        settled = self._settled.pop(key, None)
-        if settled is not None and self.afs is not None:
-            self.afs.unsettle(*settled)
+        self.admission_fairness.roll_back(key)
         self.cache.remove_workload(key)
         self._requeue_trees([held.cluster_queue])
         self.queues.upsert(held.info)
@@ -428,7 +420,7 @@ class Engine:
         held = self.cache.get(key)
         if held is None or not held.assumed:
             return
-        self._settled.pop(key, None)  # the admission is in the API: charged for good
+        self.admission_fairness.confirmed(key)  # in the API: charged for good
         self.cache.add_workload(replace(held, assumed=False))
 
     def state(self, key: WorkloadKey) -> WorkloadState:
@@ -489,7 +481,7 @@ class Engine:
     # -- scheduling --------------------------------------------------------------------------
 
     def schedule(self, now: datetime, *, admissions: int = 1) -> CycleResult:
-        """Run scheduling cycles at ``now``: one, or more while they admit (see batch.py).
+        """Run scheduling cycles at ``now``: one, or more while they admit (see merged_cycles.py).
 
         With ``admissions > 1`` cycles follow one another as long as the last one admitted
         something, nothing replaced a workload slice, and fewer than ``admissions`` workloads
@@ -522,7 +514,7 @@ class Engine:
         self.cycles += 1
         self._last_now = now
         self.queues.advance(now)
-        self._settle_penalties(now)
+        self.admission_fairness.settle(now)
         self.sample_fair_usage(now)
         evictions = self._evictions()
         evictions += self._timeouts(now, fresh)
@@ -539,7 +531,7 @@ class Engine:
         )
         for admit in result.admitted:
             self._last_pending.pop(admit.workload, None)
-            self._push_penalty(admit.workload, admit.cluster_queue, now)
+            self.admission_fairness.charge(admit.workload, admit.cluster_queue, now)
         for done in result.finished:
             self._forget_extras(done.old)
         for p in result.pending:
@@ -622,7 +614,7 @@ class Engine:
             self.readiness.next_deadline(self.cache.workloads, self.cache.evicting),
             self.execution.next_deadline(self.cache.workloads, self.cache.evicting),
             self.queues.next_backoff(),
-            self._next_fair_sample(),
+            self.admission_fairness.next_sample(),
         ]
         present = [x for x in times if x is not None]
         return min(present) if present else None
@@ -669,7 +661,7 @@ class Engine:
                     inactive.reason, inactive.message, cq,
                     position_in_cluster_queue=in_cq, position_in_local_queue=in_lq,
                 )
-        usages = self._local_queue_usages(cq) if cq is not None else ()
+        usages = self.admission_fairness.waiting_usages(cq) if cq is not None else ()
         last = self._last_pending.get(key)
         if last is None and cq is not None and cq in self.queues.queues:
             # Parked with its equivalence class: the verdict of the head that parked it.
@@ -691,16 +683,6 @@ class Engine:
             position_in_local_queue=in_lq,
             local_queue_usages=usages,
         )
-
-    def _local_queue_usages(self, cq: ClusterQueueName) -> tuple[tuple[str, str], ...]:
-        """Under admission fair sharing, the usage of every LocalQueue with workloads waiting
-        in ``cq``, in the order their heads are taken."""
-        if not self.uses_admission_fair_sharing(cq):
-            return ()
-        queue = self.queues.queues.get(cq)
-        lqs = {info.local_queue for info in queue.infos()} if queue is not None else set()
-        ranked = sorted((self.local_queue_fair_usage(lq), lq) for lq in lqs)
-        return tuple((str(lq), str(usage)) for usage, lq in ranked)
 
     def usage(self, cq: ClusterQueueName) -> Usage:
         return self.cache.usage(cq)
@@ -824,37 +806,30 @@ class Engine:
         """Whether the admitted workload's pods were last reported all ready."""
         return self.readiness.is_ready(key)
 
-    # -- admission fair sharing --------------------------------------------------------------
+    # -- admission fair sharing (fairness/admission.py) --------------------------------------
+
+    @property
+    def afs(self) -> UsageLedger | None:
+        """Admission fair sharing's usage ledger; None while it is off."""
+        return self.admission_fairness.ledger
 
     @property
     def admission_fair_sharing(self) -> AdmissionFairSharingConfig | None:
-        return self.afs.config if self.afs is not None else None
+        return self.admission_fairness.config
 
     def set_admission_fair_sharing(self, config: AdmissionFairSharingConfig | None) -> None:
         """Turn admission fair sharing on (the Configuration's admissionFairSharing) or off."""
-        if config == self.admission_fair_sharing:
-            return
-        if config is None:
-            self.afs = None
-            self._penalized.clear()
-            self._settled.clear()
-        elif self.afs is None:
-            self.afs = UsageLedger(config)
-        else:
-            self.afs.config = config
-        for name in sorted(self.cache.cluster_queues):
-            self._update_fair_order(name)
+        if self.admission_fairness.configure(config):
+            for name in sorted(self.cache.cluster_queues):
+                self._update_fair_order(name)
 
     def uses_admission_fair_sharing(self, cq: ClusterQueueName) -> bool:
         """Whether ``cq`` orders its heads by LocalQueue usage now: its admissionScope asks for
         it and the Configuration enables it."""
-        spec = self.cache.cluster_queues.get(cq)
-        return self.afs is not None and spec is not None and spec.usage_based_admission
+        return self.admission_fairness.applies_to(cq)
 
     def _update_fair_order(self, cq: ClusterQueueName) -> None:
-        self.queues.set_fair_order(
-            cq, self.local_queue_fair_usage if self.uses_admission_fair_sharing(cq) else None
-        )
+        self.queues.set_fair_order(cq, self.admission_fairness.order_for(cq))
 
     def seed_local_queue_usage(
         self,
@@ -865,95 +840,23 @@ class Engine:
         """The LocalQueue's persisted ``status.fairSharing.admissionFairSharingStatus``
         (``consumed`` in nano-units), folded in once (after a restart, or a simulation's input).
         ``last_update`` None: the decay clock starts at the next cycle."""
-        if self.afs is not None:
-            self.afs.seed(key, consumed, last_update)
+        self.admission_fairness.seed(key, consumed, last_update)
 
     def local_queue_fair_usage(self, key: LocalQueueKey) -> FairUsage:
         """The weighted usage admission fair sharing orders ``key`` by (0 when unknown)."""
-        if self.afs is None:
-            return FairUsage(False, Fraction(0))
-        spec = self.queues.local_queues.get(key)
-        return self.afs.usage(key, spec.fair_weight if spec is not None else Fraction(1))
+        return self.admission_fairness.usage(key)
 
     def local_queue_consumed(
         self, key: LocalQueueKey
     ) -> tuple[dict[ResourceName, int], datetime] | None:
         """``(consumedResources in nano-units, lastUpdate)`` for the LocalQueue's status; None
         while it has no sample yet or admission fair sharing is off."""
-        entry = self.afs.entry(key) if self.afs is not None else None
-        if entry is None or entry.last_update is None:
-            return None
-        return dict(entry.consumed), entry.last_update
-
-    def _admitted_by_local_queue(self) -> dict[LocalQueueKey, dict[ResourceName, int]]:
-        usage: dict[LocalQueueKey, Usage] = {}
-        for key in sorted(self.cache.workloads):
-            aw = self.cache.workloads[key]
-            acc = usage.setdefault(aw.info.local_queue, {})
-            for fr, amount in aw.usage.items():
-                acc[fr] = acc.get(fr, 0) + amount
-        return {lq: flatten(u) for lq, u in usage.items()}
+        return self.admission_fairness.consumed(key)
 
     def sample_fair_usage(self, now: datetime) -> list[LocalQueueKey]:
-        """Decay the usage of every LocalQueue of an admission-fair-sharing ClusterQueue whose
-        last sample is ``usageSamplingInterval`` old (Kueue's LocalQueue reconcile); returns
-        those sampled, for their status."""
-        if self.afs is None:
-            return []
-        lqs = [
-            k
-            for k, spec in sorted(self.queues.local_queues.items())
-            if self.uses_admission_fair_sharing(spec.cluster_queue) and self.afs.due(k, now)
-        ]
-        if not lqs:
-            return []
-        admitted = self._admitted_by_local_queue()
-        for lq in lqs:
-            self.afs.sample(lq, admitted.get(lq, {}), now)
-        return lqs
-
-    def _next_fair_sample(self) -> datetime | None:
-        """When the next usage sample is due for a LocalQueue whose usage still moves in a way
-        that matters: it holds quota (the sample folds it in) or has workloads waiting (the
-        order depends on it). An idle queue's decay is computed exactly at its next sample,
-        however late."""
-        if self.afs is None:
-            return None
-        busy: set[LocalQueueKey] = {aw.info.local_queue for aw in self.cache.workloads.values()}
-        busy.update(info.local_queue for info in self.queues.pending.values())
-        times = []
-        for lq in busy:
-            spec = self.queues.local_queues.get(lq)
-            if spec is None or not self.uses_admission_fair_sharing(spec.cluster_queue):
-                continue
-            entry = self.afs.entry(lq)
-            if entry is not None and entry.last_update is not None:
-                times.append(entry.last_update + self.afs.config.usage_sampling_interval)
-        return min(times, default=None)
-
-    def _push_penalty(self, key: WorkloadKey, cq: ClusterQueueName, now: datetime) -> None:
-        if self.afs is None or not self.uses_admission_fair_sharing(cq):
-            return
-        aw = self.cache.get(key)
-        if aw is None:
-            return
-        self.afs.push_penalty(aw.info.local_queue, key, flatten(aw.usage), now)
-        self._penalized[key] = aw.info.local_queue
-
-    def _settle_penalties(self, now: datetime) -> None:
-        """Fold the entry penalties of the last cycle's admissions into the decayed usage
-        (Kueue does it when the workload's Admitted condition is seen). An admission rolled
-        back (``forget``) is not charged; one that has already finished or been evicted was
-        admitted all the same, and is."""
-        if self.afs is None or not self._penalized:
-            return
-        admitted = self._admitted_by_local_queue()
-        for key, lq in sorted(self._penalized.items()):
-            folded = self.afs.settle(lq, key, admitted.get(lq, {}), now)
-            held = self.cache.get(key)
-            if held is not None and held.assumed:
-                self._settled[key] = (lq, folded)
-        self._penalized.clear()
+        """Decay the usage of every LocalQueue due for a sample; returns those sampled, for
+        their status (fairness/admission.py)."""
+        return self.admission_fairness.sample(now)
 
     # -- fair sharing ------------------------------------------------------------------------
 

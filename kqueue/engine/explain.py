@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from .assignment import Assignment, FlavorAttempt, Shortfall
-from .placement import Placement
+from .tas.placement import Placement
 from .types import (
     ClusterQueueName,
     FlavorName,

@@ -29,12 +29,12 @@ from enum import IntEnum
 
 from .assignment import Assignment, FlavorAttempt, FlavorChoice, PodSetResult, Shortfall
 from .hierarchy import find_height_of_lowest_subtree_that_fits
-from .preemption import PreemptionOracle, PreemptionPossibility
+from .preemption.seam import PreemptionOracle, PreemptionPossibility
 from .resources import fmt
 from .slice import sticky_message
 from .snapshot import ClusterQueueSnapshot
-from .topology import TopologySnapshot
-from .topology_fit import flavor_mismatch as topology_mismatch
+from .tas.fit import flavor_mismatch as topology_mismatch
+from .tas.topology import TopologySnapshot
 from .types import (
     PODS,
     BorrowWithinCohortPolicy,
@@ -210,7 +210,7 @@ class FlavorAssigner:
         topology: TopologySnapshot | None = None,
     ) -> None:
         self.wl = wl
-        # Topology-aware flavors (topology_fit.py): which pod sets may take them.
+        # Topology-aware flavors (tas/fit.py): which pod sets may take them.
         self.topology = topology
         self.fair_sharing = fair_sharing
         self.cq = cq

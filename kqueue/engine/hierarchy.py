@@ -157,7 +157,7 @@ class CohortNode(Node):
         self.spec = spec
         self.child_cohorts: list[CohortNode] = []
         self.child_cqs: list[ClusterQueueNode] = []
-        # What this cohort could lend per resource (fairshare.py). It depends on quotas only,
+        # What this cohort could lend per resource (fairness/dominant_share.py). It depends on quotas only,
         # which never change on a node (the tree is rebuilt), so it is computed once.
         self.lendable: dict[str, int] | None = None
 

@@ -16,11 +16,11 @@ from enum import StrEnum
 from .assignment import Assignment
 from .flavor import FlavorAssigner
 from .partial import reduce_counts
-from .preemption import PreemptionOracle, Preemptor, Target
+from .preemption.seam import PreemptionOracle, Preemptor, Target
 from .selectors import selector_matches
 from .slice import StickyFlavors, replaced_slice, sticky_flavors
 from .snapshot import ClusterQueueSnapshot, Snapshot
-from .topology_fit import fit as topology_fit
+from .tas.fit import fit as topology_fit
 from .types import (
     ClusterQueueName,
     Mode,

@@ -13,7 +13,7 @@ Kueue's two strategies differ only in what happens to a head that could not be a
   only skipped in the cycle, or that wait for their preemptions, go back at once; a preemptor
   waiting for its victims stays at the head.
 
-Under admission fair sharing (admission_fair.py) a ClusterQueue's next head comes from the
+Under admission fair sharing (fairness/usage_ledger.py) a ClusterQueue's next head comes from the
 LocalQueue with the lowest weighted usage, read when the head is taken (usage changes with every
 admission and sample, so it is never frozen into the heap): each LocalQueue then has its own
 heap, and a pop compares their tops, O(#LocalQueues).
@@ -36,7 +36,7 @@ from collections.abc import Callable, Hashable, Iterator
 from dataclasses import dataclass
 from datetime import datetime
 
-from .admission_fair import FairUsage
+from .fairness.usage_ledger import FairUsage
 from .types import (
     ClusterQueueName,
     LocalQueueKey,
@@ -51,7 +51,7 @@ from .workload import WorkloadInfo
 
 _SortKey = tuple[int, datetime, str, str]
 _Entry = tuple[_SortKey, int, WorkloadKey]
-# Admission fair sharing (admission_fair.py): the weighted usage of a LocalQueue.
+# Admission fair sharing (fairness/usage_ledger.py): the weighted usage of a LocalQueue.
 FairOrder = Callable[[LocalQueueKey], FairUsage]
 
 

@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 from .hierarchy import ClusterQueueNode, CohortNode, ResourceNode
-from .topology import TopologySnapshot
+from .tas.topology import TopologySnapshot
 from .types import (
     ClusterQueueName,
     CohortName,

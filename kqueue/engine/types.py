@@ -15,6 +15,17 @@ from enum import IntEnum, StrEnum
 from fractions import Fraction
 from typing import NewType
 
+# The API's enumerations, imported so that each value has one definition (kqueue/api/v1alpha1/
+# enums.py); the ``X as X`` form re-exports them to the rest of the engine.
+from kqueue.api.v1alpha1.enums import BorrowWithinCohortPolicy as BorrowWithinCohortPolicy
+from kqueue.api.v1alpha1.enums import FungibilityPolicy as FungibilityPolicy
+from kqueue.api.v1alpha1.enums import FungibilityPreference as FungibilityPreference
+from kqueue.api.v1alpha1.enums import Preemptibility as Preemptibility
+from kqueue.api.v1alpha1.enums import PreemptionOrder as PreemptionOrder
+from kqueue.api.v1alpha1.enums import PreemptionPolicy as PreemptionPolicy
+from kqueue.api.v1alpha1.enums import QueueingStrategy as QueueingStrategy
+from kqueue.api.v1alpha1.enums import StopPolicy as StopPolicy
+
 ClusterQueueName = NewType("ClusterQueueName", str)
 CohortName = NewType("CohortName", str)
 FlavorName = NewType("FlavorName", str)
@@ -53,53 +64,6 @@ class Mode(IntEnum):
     NO_FIT = 0
     PREEMPT = 1
     FIT = 2
-
-
-class QueueingStrategy(StrEnum):
-    BEST_EFFORT_FIFO = "BestEffortFIFO"
-    STRICT_FIFO = "StrictFIFO"
-
-
-class StopPolicy(StrEnum):
-    NONE = "None"
-    HOLD = "Hold"
-    HOLD_AND_DRAIN = "HoldAndDrain"
-
-
-class FungibilityPolicy(StrEnum):
-    """v1beta2 values (v1beta1's ``Borrow``/``Preempt`` both became ``MayStopSearch``)."""
-
-    MAY_STOP_SEARCH = "MayStopSearch"
-    TRY_NEXT_FLAVOR = "TryNextFlavor"
-
-
-class FungibilityPreference(StrEnum):
-    """Which flavor wins when every one tried needs borrowing, preemption or both."""
-
-    BORROWING_OVER_PREEMPTION = "BorrowingOverPreemption"
-    PREEMPTION_OVER_BORROWING = "PreemptionOverBorrowing"
-
-
-class PreemptionPolicy(StrEnum):
-    NEVER = "Never"
-    LOWER_PRIORITY = "LowerPriority"
-    LOWER_OR_NEWER_EQUAL_PRIORITY = "LowerOrNewerEqualPriority"
-    ANY = "Any"
-
-
-class BorrowWithinCohortPolicy(StrEnum):
-    NEVER = "Never"
-    LOWER_PRIORITY = "LowerPriority"
-
-
-class PreemptionOrder(StrEnum):
-    NEWEST = "Newest"
-    OLDEST = "Oldest"
-
-
-class Preemptibility(StrEnum):
-    PREEMPTIBLE = "Preemptible"
-    NON_PREEMPTIBLE = "NonPreemptible"
 
 
 class PendingReason(StrEnum):
@@ -198,7 +162,7 @@ class LabelSelector:
     match_expressions: tuple[SelectorRequirement, ...] = ()
 
 
-# --- topology-aware scheduling (see topology.py and placement.py) -----------------------------
+# --- topology-aware scheduling (see tas/topology.py and tas/placement.py) -----------------------------
 
 
 @dataclass(frozen=True, slots=True)
@@ -312,7 +276,7 @@ class ClusterQueueSpec:
     stop_policy: StopPolicy = StopPolicy.NONE
     # spec.fairSharing.weight (exact; 0 means an infinite share while borrowing).
     fair_weight: Fraction = Fraction(1)
-    # spec.admissionScope.admissionMode is UsageBasedAdmissionFairSharing (admission_fair.py;
+    # spec.admissionScope.admissionMode is UsageBasedAdmissionFairSharing (fairness/usage_ledger.py;
     # effective only while the engine has an AdmissionFairSharingConfig).
     usage_based_admission: bool = False
 
@@ -471,7 +435,7 @@ class Workload:
     # Contract extension: preemption priority (never below the scheduling priority).
     preemption_priority: int | None = None
     preemption_priority_class: str | None = None
-    # Raw inputs of the preemptibility chain (see preemptibility.py).
+    # Raw inputs of the preemptibility chain (see preemption/preemptibility.py).
     preemptibility: Preemptibility | None = None
     owner_preemptibility_label: str | None = None
     pod_preemptibility_label: str | None = None

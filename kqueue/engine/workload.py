@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
 
-from .preemptibility import resolve_preemptibility
+from .preemption.preemptibility import resolve_preemptibility
 from .resources import pod_set_requests
 from .types import (
     Admission,

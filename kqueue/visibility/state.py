@@ -1,7 +1,7 @@
 """An engine in the state the controller's would be in, built from a cluster's objects.
 
 The objects (listed from the API server, or a ``kubectl get -o yaml`` dump) are fed to an engine
-as the controller feeds its own, the way ``kqueue explain`` does (``kqueue.engine.sim``): every
+as the controller feeds its own, the way ``kqueue explain`` does (``kqueue.sim``): every
 workload arrives, then scheduling cycles run at the current instant until the queues settle, so
 each pending workload has the reason a cycle gave it. Admissions the controller would make right
 away are made; preemptions are only chosen, never carried out, so the answer is about the
@@ -11,10 +11,9 @@ cluster as it is.
 from __future__ import annotations
 
 from kqueue.engine.engine import Engine
-from kqueue.engine.preemption import Preemptor
-from kqueue.engine.sim.driver import Simulation
-from kqueue.engine.sim.scenario import Scenario
-from kqueue.engine.sim.setup import default_preemptor
+from kqueue.engine.preemption.seam import Preemptor
+from kqueue.sim.driver import Simulation
+from kqueue.sim.scenario import Scenario
 
 
 def settled_engine(scenario: Scenario, *, preemptor: Preemptor | None = None) -> Engine:
@@ -26,7 +25,7 @@ def settled_engine(scenario: Scenario, *, preemptor: Preemptor | None = None) ->
     """
     sim = Simulation(
         scenario,
-        preemptor=preemptor or default_preemptor(),
+        preemptor=preemptor,
         carry_out_evictions=False,
     )
     sim.arrive_all()

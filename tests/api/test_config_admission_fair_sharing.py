@@ -13,7 +13,7 @@ from kqueue.api.config import ConfigurationError, load_configuration
 from kqueue.api.config_schema import WEIGHT_PATTERN, configuration_json_schema
 from kqueue.api.loader import LoadError, load_text
 from kqueue.engine import adapt
-from kqueue.engine.admission_fair import AdmissionFairSharingConfig
+from kqueue.engine.fairness.usage_ledger import AdmissionFairSharingConfig
 from kqueue.engine.types import ResourceName
 
 

@@ -13,7 +13,7 @@ import re
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from kqueue.api.config import DurationError, parse_bind_address, parse_duration
+from kqueue.api.config import parse_bind_address
 from kqueue.api.config_schema import (
     BIND_ADDRESS_PATTERN,
     DURATION_PATTERN,
@@ -21,6 +21,7 @@ from kqueue.api.config_schema import (
     configuration_json_schema,
     validator_names,
 )
+from kqueue.api.durations import DurationError, parse_duration
 
 _UNITS = ["ns", "us", "µs", "μs", "ms", "s", "m", "h", "x", ""]
 _numbers = st.one_of(

@@ -321,7 +321,7 @@ async def test_hooks_run_after_their_cycles_writes_in_cycle_order() -> None:
     assert seen == []  # writes held: no hook has run
     api.gate.set()
     await scheduler.drain()
-    # Each run admitted one workload, then ran a cycle that admitted nothing (batch.py).
+    # Each run admitted one workload, then ran a cycle that admitted nothing (merged_cycles.py).
     assert [cycle for cycle, _ in seen] == [2, 4]
     assert key("a") in seen[0][1]
     assert {key("a"), key("b")} <= seen[1][1]
@@ -386,7 +386,7 @@ async def test_a_blocked_head_gets_its_verdict_once_and_one_event() -> None:
             await _cycle(scheduler, api)
     finally:
         lane.cancel()
-    # The run that admitted a went on to a cycle that considered b (batch.py): b's first
+    # The run that admitted a went on to a cycle that considered b (merged_cycles.py): b's first
     # write is that verdict, and later cycles with the same verdict write nothing.
     (verdict,) = api.reason_writes(key("b"))
     assert verdict["reason"] == c.WAITING_FOR_QUOTA and "more needed" in verdict["message"]
@@ -411,7 +411,7 @@ async def test_reasons_wait_while_decisions_are_written() -> None:
     assert len(api.reason_writes(key("b"))) == 1
 
 
-# Five runs, each considering b after admitting a (the first) or not (batch.py): five messages.
+# Five runs, each considering b after admitting a (the first) or not (merged_cycles.py): five messages.
 @pytest.mark.parametrize(("interval_s", "writes"), [(0.0, 5), (10.0, 1)])
 async def test_a_changing_message_is_not_rewritten_every_cycle(
     interval_s: float, writes: int
@@ -504,7 +504,7 @@ async def test_no_cycle_uses_a_replaced_slices_quota_before_its_replacement_is_w
     api.create(workload("x", "3", created_s=3))
     api.held.add(key("w0"))  # w0's write (and so its cycle's hooks) takes a while
     # One run: a cycle admits w0, the next s2 (finishing s1 in the engine), and the run stops
-    # there (engine/batch.py: a replaced slice ends the batch).
+    # there (engine/merged_cycles.py: a replaced slice ends the batch).
     await scheduler.run_once()
     assert engine.holds_quota(key("s2")) and not engine.holds_quota(key("s1"))
     # The Job went back to its old size: s2 is deleted before its admission is written.

@@ -14,7 +14,7 @@ from typing import Any, Self
 from kqueue.api.quantity import parse_quantity
 from kqueue.engine.cycle import CycleResult
 from kqueue.engine.engine import Engine
-from kqueue.engine.preemption import Preemptor
+from kqueue.engine.preemption.seam import Preemptor
 from kqueue.engine.types import (
     EPOCH,
     Admission,

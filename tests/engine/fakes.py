@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from kqueue.engine.assignment import Assignment
-from kqueue.engine.preemption import PreemptionOracle, PreemptionPossibility, Target
+from kqueue.engine.preemption.seam import PreemptionOracle, PreemptionPossibility, Target
 from kqueue.engine.snapshot import ClusterQueueSnapshot, Snapshot
 from kqueue.engine.types import FlavorResource, PreemptionReason
 from kqueue.engine.workload import AdmittedWorkload, WorkloadInfo

@@ -29,8 +29,8 @@ from kqueue.engine import adapt
 from kqueue.engine.assignment import Assignment, FlavorChoice, PodSetResult
 from kqueue.engine.cycle import CycleResult
 from kqueue.engine.engine import Engine
-from kqueue.engine.preemption import PreemptionPossibility, Preemptor
-from kqueue.engine.preemptor import ClassicalPreemptor
+from kqueue.engine.preemption.preemptor import ClassicalPreemptor
+from kqueue.engine.preemption.seam import PreemptionPossibility, Preemptor
 from kqueue.engine.snapshot import ClusterQueueSnapshot
 from kqueue.engine.types import (
     Admission,

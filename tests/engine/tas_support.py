@@ -8,8 +8,8 @@ from dataclasses import dataclass, field
 
 from kqueue.engine.cycle import CycleResult
 from kqueue.engine.engine import Engine
-from kqueue.engine.preemptor import ClassicalPreemptor
-from kqueue.engine.topology import BoundPod, Node, Topology
+from kqueue.engine.preemption.preemptor import ClassicalPreemptor
+from kqueue.engine.tas.topology import BoundPod, Node, Topology
 from kqueue.engine.types import (
     EPOCH,
     Admission,

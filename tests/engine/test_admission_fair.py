@@ -11,7 +11,8 @@ from fractions import Fraction
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kqueue.engine.admission_fair import (
+from kqueue.engine.engine import Engine
+from kqueue.engine.fairness.usage_ledger import (
     NANO,
     AdmissionFairSharingConfig,
     FairUsage,
@@ -19,8 +20,7 @@ from kqueue.engine.admission_fair import (
     alpha,
     decayed,
 )
-from kqueue.engine.engine import Engine
-from kqueue.engine.preemptor import ClassicalPreemptor
+from kqueue.engine.preemption.preemptor import ClassicalPreemptor
 from kqueue.engine.types import LocalQueueKey, ResourceName, WorkloadKey
 
 from .builders import make_flavor, make_workload, t

@@ -1,5 +1,5 @@
 """A batched ``schedule`` (several admissions per ClusterQueue per call) decides what the same
-cycles decide when run one call at a time (batch.py, Kueue issue #14477).
+cycles decide when run one call at a time (merged_cycles.py, Kueue issue #14477).
 
 Two engines get the same random scenario: ClusterQueues in cohorts (StrictFIFO and
 BestEffortFIFO, preemption on or off), two flavors, workloads pending with priorities, some

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field, replace
 
 import pytest
 
-from kqueue.engine.preemption import PreemptionPossibility
+from kqueue.engine.preemption.seam import PreemptionPossibility
 from kqueue.engine.types import PreemptionReason, RequeueReason, Workload
 
 from .builders import (

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from kqueue.engine.explain import ResourceDetail, SkippedFlavor
-from kqueue.engine.preemptibility import PreemptibilitySource, resolve_preemptibility
+from kqueue.engine.preemption.preemptibility import PreemptibilitySource, resolve_preemptibility
 from kqueue.engine.types import Mode, PendingReason, Preemptibility, Workload
 
 from .builders import Obj, key, make_cq, make_engine, make_flavor, make_workload, t

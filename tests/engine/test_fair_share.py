@@ -17,7 +17,7 @@ from fractions import Fraction
 import pytest
 
 from kqueue.engine.engine import Engine
-from kqueue.engine.fairshare import MAX_SHARE, Share, share_of
+from kqueue.engine.fairness.dominant_share import MAX_SHARE, Share, share_of
 from kqueue.engine.hierarchy import Node
 from kqueue.engine.types import (
     ClusterQueueName,

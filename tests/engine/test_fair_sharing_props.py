@@ -25,10 +25,8 @@ from hypothesis import strategies as st
 
 from kqueue.api.loader import load_text
 from kqueue.engine.engine import Engine
-from kqueue.engine.fairshare import compare, share_of
-from kqueue.engine.preemptor import ClassicalPreemptor
-from kqueue.engine.sim.driver import Simulation
-from kqueue.engine.sim.scenario import build_scenario
+from kqueue.engine.fairness.dominant_share import compare, share_of
+from kqueue.engine.preemption.preemptor import ClassicalPreemptor
 from kqueue.engine.types import (
     ClusterQueueName,
     FairSharingConfig,
@@ -40,6 +38,8 @@ from kqueue.engine.types import (
     WorkloadKey,
 )
 from kqueue.engine.workload import make_info
+from kqueue.sim.driver import Simulation
+from kqueue.sim.scenario import build_scenario
 
 from .builders import make_cq, make_flavor, make_lq, make_workload, t
 from .parity_support import cohort, fq, given_assignment

@@ -25,9 +25,9 @@ from fractions import Fraction
 import pytest
 
 from kqueue.api.quantity import Quantity
-from kqueue.engine.admission_fair import AdmissionFairSharingConfig, to_nanos
 from kqueue.engine.engine import Engine
-from kqueue.engine.preemptor import ClassicalPreemptor
+from kqueue.engine.fairness.usage_ledger import AdmissionFairSharingConfig, to_nanos
+from kqueue.engine.preemption.preemptor import ClassicalPreemptor
 from kqueue.engine.types import (
     ClusterQueueName,
     ClusterQueueSpec,

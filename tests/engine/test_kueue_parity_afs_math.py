@@ -15,7 +15,7 @@ from fractions import Fraction
 import pytest
 
 from kqueue.api.quantity import Quantity
-from kqueue.engine.admission_fair import (
+from kqueue.engine.fairness.usage_ledger import (
     AdmissionFairSharingConfig,
     FairUsage,
     LedgerEntry,

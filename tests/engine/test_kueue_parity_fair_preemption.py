@@ -16,7 +16,7 @@ from fractions import Fraction
 
 import pytest
 
-from kqueue.engine.preemptor import ClassicalPreemptor
+from kqueue.engine.preemption.preemptor import ClassicalPreemptor
 from kqueue.engine.types import (
     ClusterQueueSpec,
     CohortSpec,

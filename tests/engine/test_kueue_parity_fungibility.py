@@ -24,7 +24,7 @@ from dataclasses import dataclass, field, replace
 import pytest
 
 from kqueue.engine.flavor import FlavorAssigner, GranularMode, PreemptionMode, is_preferred
-from kqueue.engine.preemption import PreemptionPossibility
+from kqueue.engine.preemption.seam import PreemptionPossibility
 from kqueue.engine.types import (
     ClusterQueueSpec,
     FlavorFungibility,

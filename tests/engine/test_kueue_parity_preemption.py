@@ -24,7 +24,7 @@ from dataclasses import dataclass, field, replace
 import pytest
 
 from kqueue.engine.engine import Engine
-from kqueue.engine.preemptor import ClassicalPreemptor
+from kqueue.engine.preemption.preemptor import ClassicalPreemptor
 from kqueue.engine.types import ClusterQueueSpec, CohortSpec, Mode, Workload, WorkloadKey
 from kqueue.engine.workload import make_info
 

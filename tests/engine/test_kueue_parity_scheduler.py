@@ -33,7 +33,7 @@ from pathlib import Path
 import pytest
 
 from kqueue.engine.flavor import FlavorAssigner
-from kqueue.engine.preemption import PreemptionPossibility
+from kqueue.engine.preemption.seam import PreemptionPossibility
 from kqueue.engine.types import (
     ClusterQueueSpec,
     CohortSpec,

@@ -9,7 +9,7 @@ from collections import defaultdict
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kqueue.engine.topology import per_pod_requests
+from kqueue.engine.tas.topology import per_pod_requests
 from kqueue.engine.types import PendingReason
 
 from .builders import key, make_cq, t

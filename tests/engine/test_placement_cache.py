@@ -14,10 +14,10 @@ from unittest import mock
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kqueue.engine import placement as placement_mod
 from kqueue.engine.cache import _nonzero
-from kqueue.engine.placement import PlacementRequest, _Placer, fits_as_is, place
-from kqueue.engine.topology import (
+from kqueue.engine.tas import placement as placement_mod
+from kqueue.engine.tas.placement import PlacementRequest, _Placer, fits_as_is, place
+from kqueue.engine.tas.topology import (
     ClusterNodes,
     Domain,
     DomainId,

@@ -7,11 +7,11 @@ from dataclasses import dataclass, field
 import pytest
 
 from kqueue.engine.assignment import Assignment
-from kqueue.engine.preemption import PreemptionOracle, Target
-from kqueue.engine.preemptor import ClassicalPreemptor
+from kqueue.engine.preemption.classical import Rejection
+from kqueue.engine.preemption.preemptor import ClassicalPreemptor
+from kqueue.engine.preemption.seam import PreemptionOracle, Target
 from kqueue.engine.snapshot import ClusterQueueSnapshot, Snapshot
 from kqueue.engine.types import FlavorResource, PreemptionReason, Workload
-from kqueue.engine.victim import Rejection
 from kqueue.engine.workload import WorkloadInfo
 
 from .builders import (

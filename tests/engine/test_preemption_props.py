@@ -17,8 +17,8 @@ from hypothesis import strategies as st
 
 from kqueue.engine.cycle import Preempt
 from kqueue.engine.engine import Engine
-from kqueue.engine.preemptibility import resolve_preemptibility
-from kqueue.engine.preemption import NoPreemption
+from kqueue.engine.preemption.preemptibility import resolve_preemptibility
+from kqueue.engine.preemption.seam import NoPreemption
 from kqueue.engine.types import (
     BorrowWithinCohortPolicy,
     ClusterQueueName,

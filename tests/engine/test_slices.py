@@ -7,7 +7,7 @@ from dataclasses import replace
 import pytest
 
 from kqueue.engine.engine import Engine
-from kqueue.engine.preemptor import ClassicalPreemptor
+from kqueue.engine.preemption.preemptor import ClassicalPreemptor
 from kqueue.engine.slice import WORKLOAD_SLICE_REPLACED, FinishSlice
 from kqueue.engine.types import FlavorName, PodSetName, ResourceName, Workload, WorkloadKey
 

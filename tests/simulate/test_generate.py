@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 
 from kqueue.cli.simulate import _write_manifests
-from kqueue.engine.sim.driver import Simulation
-from kqueue.engine.sim.generate import (
+from kqueue.sim.driver import Simulation
+from kqueue.sim.generate import (
     BASELINE,
     LARGE_SCALE,
     TAS,
@@ -28,8 +28,7 @@ from kqueue.engine.sim.generate import (
     generate,
     scaled,
 )
-from kqueue.engine.sim.report import figures
-from kqueue.engine.sim.setup import default_preemptor
+from kqueue.sim.report import figures
 
 from .conftest import simulate_json
 
@@ -307,7 +306,7 @@ TINY = Shape(
 
 
 def test_small_shape_runs_and_reports_figures() -> None:
-    sim = Simulation(generate(TINY), preemptor=default_preemptor())
+    sim = Simulation(generate(TINY))
     sim.run()
     f = figures(sim)
     assert {k.name: (k.count, k.admitted) for k in f.classes} == {
@@ -325,9 +324,9 @@ def test_written_manifests_replay_the_same_simulation(tmp_path: Path) -> None:
     files = sorted(str(p) for p in tmp_path.glob("*.yaml"))
     assert [Path(f).name for f in files] == ["00-queues.yaml", "10-workloads.yaml"]
     from_files = simulate_json(*files)
-    sim = Simulation(generate(TINY), preemptor=default_preemptor())
+    sim = Simulation(generate(TINY))
     sim.run()
-    from kqueue.engine.sim.report import to_json
+    from kqueue.sim.report import to_json
 
     assert from_files == to_json(sim)
 
@@ -345,7 +344,7 @@ def test_tas_shape_places_pod_sets_in_racks() -> None:
     places all its pods, a required one within one rack, and finishes."""
     from dataclasses import replace
 
-    from kqueue.engine.sim.generate import TAS, TasLayout
+    from kqueue.sim.generate import TAS, TasLayout
 
     assert TAS.workloads == 15_000
     assert sum(1 for d in documents(TAS) if d["kind"] == "Node") == 640
@@ -357,7 +356,7 @@ def test_tas_shape_places_pod_sets_in_racks() -> None:
         tas=TasLayout(racks=2, nodes_per_rack=4, cpu="4", memory="16Gi"),
     )
     small = replace(small, classes=tuple(replace(k, count=4) for k in small.classes))
-    sim = Simulation(generate(small), preemptor=default_preemptor())
+    sim = Simulation(generate(small))
     sim.run()
     assert all(r.state == "Finished" for r in sim.records.values())
     for rec in sim.records.values():

@@ -8,7 +8,7 @@ from typing import Any
 from kqueue.api.loader import load_text
 from kqueue.api.v1alpha1 import format_time
 from kqueue.engine.engine import Engine
-from kqueue.engine.sim.scenario import build_scenario
+from kqueue.sim.scenario import build_scenario
 from kqueue.visibility.state import settled_engine
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)

@@ -32,8 +32,8 @@ from kqueue.cli.manifests import InvalidInput
 from kqueue.controller import kube as k
 from kqueue.controller import resources as r
 from kqueue.engine.engine import Engine
-from kqueue.engine.sim.scenario import build_scenario
 from kqueue.engine.types import WorkloadKey
+from kqueue.sim.scenario import build_scenario
 from kqueue.visibility import pending as visibility
 from kqueue.visibility.state import settled_engine
 

@@ -1,7 +1,7 @@
 """``kqueue simulate``: play manifests (or a generated shape) through the engine in simulated time.
 
 Reading files, printing, plotting and the progress bar live here; the simulation itself is
-``kqueue.engine.sim`` (pure, clock injected), driving the same Engine as the controller.
+``kqueue.sim`` (pure, clock injected), driving the same Engine as the controller.
 """
 
 from __future__ import annotations
@@ -17,17 +17,16 @@ import click
 import yaml
 
 from kqueue.api.config import Configuration, ConfigurationError, load_configuration
+from kqueue.api.durations import DurationError, parse_duration
 from kqueue.api.kueue_config import is_kueue_configuration
 from kqueue.api.loader import LoadError
 from kqueue.api.v1alpha1 import parse_time
 from kqueue.cli.manifests import InvalidInput, read_manifests
 from kqueue.engine import adapt
-from kqueue.engine.sim import generate as gen
-from kqueue.engine.sim.driver import Simulation
-from kqueue.engine.sim.durations import DurationError, parse_duration
-from kqueue.engine.sim.report import Figures, figures, to_json
-from kqueue.engine.sim.scenario import DEFAULT_START, build_scenario
-from kqueue.engine.sim.setup import default_preemptor
+from kqueue.sim import generate as gen
+from kqueue.sim.driver import Simulation
+from kqueue.sim.report import Figures, figures, to_json
+from kqueue.sim.scenario import DEFAULT_START, build_scenario
 
 # Simulated time per head considered when a shape is generated: without a cost per decision,
 # every quota release re-examines every parked workload at the same instant and the run grows
@@ -44,7 +43,7 @@ class _Duration(click.ParamType[timedelta]):
         if isinstance(value, timedelta):
             return value
         try:
-            return parse_duration(str(value))
+            return parse_duration(str(value), allow_negative=False)
         except DurationError as err:
             self.fail(str(err), param, ctx)
 
@@ -166,7 +165,6 @@ def simulate(
         config = _read_config(config_file)
     sim = Simulation(
         scenario,
-        preemptor=default_preemptor(),
         decision_time=decision_time or timedelta(0),
         fair_sharing=adapt.fair_sharing(config.fair_sharing) if config is not None else None,
         admission_fair_sharing=(

@@ -23,8 +23,8 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 from matplotlib.ticker import MaxNLocator
 
-from kqueue.engine.sim.driver import ADMITTED, PREEMPTED, Simulation
 from kqueue.engine.types import ClusterQueueName
+from kqueue.sim.driver import ADMITTED, PREEMPTED, Simulation
 
 MAX_PANELS = 12
 # Up to this many ClusterQueues per cohort panel, each also gets its own thin line.

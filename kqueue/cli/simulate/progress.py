@@ -7,8 +7,8 @@ from datetime import datetime, timedelta
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from kqueue.engine.sim.driver import Simulation
-from kqueue.engine.sim.durations import format_duration
+from kqueue.api.durations import format_duration
+from kqueue.sim.driver import Simulation
 
 
 def run_with_progress(sim: Simulation, *, cycles: int | None, until: timedelta | None) -> None:

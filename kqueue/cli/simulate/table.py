@@ -12,9 +12,11 @@ from datetime import datetime, timedelta
 from rich.console import Console
 from rich.table import Table
 
+from kqueue.api.durations import format_duration
 from kqueue.api.quantity import format_quantity
 from kqueue.api.v1alpha1 import format_time
-from kqueue.engine.sim.driver import (
+from kqueue.engine.types import ClusterQueueName
+from kqueue.sim.driver import (
     PENDING,
     PREEMPTED,
     STATE_ADMITTED,
@@ -22,9 +24,7 @@ from kqueue.engine.sim.driver import (
     Simulation,
     WorkloadRecord,
 )
-from kqueue.engine.sim.durations import format_duration
-from kqueue.engine.sim.report import Figures
-from kqueue.engine.types import ClusterQueueName
+from kqueue.sim.report import Figures
 
 MAX_ROWS = 40
 

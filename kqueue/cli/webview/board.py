@@ -11,7 +11,7 @@ engine kinds of :mod:`kqueue.cli.cluster`), fed to kqueue's engine until the que
    quota and borrowing limit; per cohort, its subtree's reservations against subtree quota (the
    engine's figures, the same the ``kqueue_cohort_subtree_*`` metrics carry);
 3. pending workloads with positions and reasons from :mod:`kqueue.visibility.pending`;
-4. a workload's explanation from :func:`kqueue.engine.sim.explain.explain`, the one
+4. a workload's explanation from :func:`kqueue.sim.explain.explain`, the one
    ``kqueue explain`` prints.
 
 Pure: no I/O; :mod:`.server` fetches and serves.
@@ -27,8 +27,6 @@ from kqueue.api.loader import LoadedObject
 from kqueue.api.v1alpha1 import ClusterQueue, Workload
 from kqueue.cli.explain import explain_with_hints, format_text
 from kqueue.engine.engine import Engine
-from kqueue.engine.sim.explain import Explanation
-from kqueue.engine.sim.scenario import Scenario, build_scenario
 from kqueue.engine.types import (
     ClusterQueueName,
     FlavorName,
@@ -37,6 +35,8 @@ from kqueue.engine.types import (
     WorkloadKey,
     local_queue_key,
 )
+from kqueue.sim.explain import Explanation
+from kqueue.sim.scenario import Scenario, build_scenario
 from kqueue.visibility import pending
 from kqueue.visibility.state import settled_engine
 

@@ -16,7 +16,7 @@ from urllib.parse import quote
 from kqueue import __version__
 from kqueue.api.quantity import format_quantity
 from kqueue.cli.webview.board import Bar, Node, WorkloadRow
-from kqueue.engine.sim.explain import Explanation
+from kqueue.sim.explain import Explanation
 from kqueue.visibility.pending import PendingWorkload
 
 _CSS = """

@@ -32,7 +32,7 @@ from fractions import Fraction
 
 from kqueue.api.quantity import is_milli
 
-from .types import LocalQueueKey, ResourceName, Usage, WorkloadKey
+from ..types import LocalQueueKey, ResourceName, Usage, WorkloadKey
 
 NANO = 10**9
 _CTX = Context(prec=34, rounding=ROUND_FLOOR)

@@ -18,11 +18,11 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 
-from .fairshare import Share, compare, share_of
-from .hierarchy import CohortNode
-from .nominate import Entry
-from .snapshot import Snapshot
-from .types import ClusterQueueName, FlavorResource, WorkloadKey
+from ..hierarchy import CohortNode
+from ..nominate import Entry
+from ..snapshot import Snapshot
+from ..types import ClusterQueueName, FlavorResource, WorkloadKey
+from .dominant_share import Share, compare, share_of
 
 
 @dataclass(frozen=True, slots=True)

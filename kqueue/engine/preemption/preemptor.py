@@ -1,6 +1,6 @@
 """``ClassicalPreemptor``: kqueue's implementation of the ``Preemptor`` seam, and its oracle.
 
-The victim search itself is in ``victim.py``. This module adds what spans cycles:
+The victim searches themselves are in ``classical.py`` and ``fair.py``. This module adds what spans cycles:
 
 * **Delayed preemption** (KEP-5710): once a preemptor's victims have been told to go, it issues
   no new preemptions while they terminate. It keeps waiting for them as long as its assignment
@@ -18,31 +18,23 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .assignment import Assignment
-from .fair_preemption import FairSearch
-from .hierarchy import find_height_of_lowest_subtree_that_fits
-from .preemption import PreemptionOracle, PreemptionPossibility, Target, preemption_message
-from .snapshot import ClusterQueueSnapshot, Snapshot
-from .topology_fit import placer as topology_placer
-from .types import (
+from ..assignment import Assignment
+from ..hierarchy import find_height_of_lowest_subtree_that_fits
+from ..snapshot import ClusterQueueSnapshot, Snapshot
+from ..tas.fit import placer as topology_placer
+from ..types import (
     ClusterQueueName,
     FairSharingConfig,
     FlavorResource,
     Preemptibility,
     WorkloadKey,
 )
-from .victim import (
-    Found,
-    Numbers,
-    Search,
-    SearchInput,
-    VictimSearch,
-    contested_resources,
-    describe,
-    missing,
-    victim_details,
-)
-from .workload import AdmittedWorkload, WorkloadInfo
+from ..workload import AdmittedWorkload, WorkloadInfo
+from .classical import Found, Search, contested_resources
+from .fair import FairSearch
+from .report import Numbers, VictimSearch, describe, missing, victim_details
+from .seam import PreemptionOracle, PreemptionPossibility, Target, preemption_message
+from .search import SearchInput
 
 
 class ClassicalPreemptor:
@@ -118,7 +110,7 @@ class ClassicalPreemptor:
         config: FairSharingConfig,
         waiting: set[WorkloadKey],
     ) -> list[Target]:
-        """The victims under fair sharing (fair_preemption.py), with their messages."""
+        """The victims under fair sharing (fair.py), with their messages."""
         found = FairSearch(ctx, snapshot, config.strategies).run()
         targets: list[Target] = []
         numbers = Numbers(wl.priority, ctx.cq.cq_name, missing(ctx))

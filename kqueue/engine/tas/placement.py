@@ -21,6 +21,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
+from ..types import PodSet, PodSetName, ResourceName, TopologyAssignment, TopologyRequest
 from .topology import (
     Domain,
     DomainId,
@@ -31,7 +32,6 @@ from .topology import (
     count_in,
     per_pod_requests,
 )
-from .types import PodSet, PodSetName, ResourceName, TopologyAssignment, TopologyRequest
 
 _MAX = 1 << 31
 _EMPTY: Requests = {}

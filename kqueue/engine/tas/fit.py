@@ -19,18 +19,9 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
-from .assignment import Assignment, FlavorChoice, PodSetResult
-from .placement import (
-    Placement,
-    PlacementRequest,
-    describe,
-    fits_as_is,
-    missing_level,
-    place,
-)
-from .snapshot import ClusterQueueSnapshot
-from .topology import DomainId, Requests, TopologySnapshot, add, per_pod_requests
-from .types import (
+from ..assignment import Assignment, FlavorChoice, PodSetResult
+from ..snapshot import ClusterQueueSnapshot
+from ..types import (
     FlavorName,
     Mode,
     PendingReason,
@@ -39,7 +30,16 @@ from .types import (
     ResourceFlavor,
     TopologyAssignment,
 )
-from .workload import WorkloadInfo
+from ..workload import WorkloadInfo
+from .placement import (
+    Placement,
+    PlacementRequest,
+    describe,
+    fits_as_is,
+    missing_level,
+    place,
+)
+from .topology import DomainId, Requests, TopologySnapshot, add, per_pod_requests
 
 
 def is_tas_only(cq: ClusterQueueSnapshot, topology: TopologySnapshot) -> bool:

@@ -30,23 +30,23 @@ from datetime import datetime, timedelta
 from enum import IntEnum
 from typing import Final
 
+from kqueue.api.durations import format_duration
 from kqueue.api.integrations import is_elastic, workload_for_job
 from kqueue.api.v1alpha1 import constants as c
-
-from .. import adapt
-from ..admission_fair import AdmissionFairSharingConfig
-from ..cycle import CycleResult
-from ..engine import Engine
-from ..preemption import Preemptor
-from ..types import (
+from kqueue.engine import adapt
+from kqueue.engine.cycle import CycleResult
+from kqueue.engine.engine import Engine
+from kqueue.engine.fairness.usage_ledger import AdmissionFairSharingConfig
+from kqueue.engine.preemption.seam import Preemptor
+from kqueue.engine.types import (
     Admission,
     ClusterQueueName,
     FairSharingConfig,
     WorkloadKey,
     local_queue_key,
 )
+
 from .annotations import CLASS_LABEL
-from .durations import format_duration
 from .scenario import Scenario, SimWorkload
 
 # Event types (docs/contracts.md §4).

@@ -24,11 +24,11 @@ from datetime import datetime, timedelta
 from fractions import Fraction
 from typing import Any, Final
 
+from kqueue.api.durations import format_duration
 from kqueue.api.loader import Location, load_object
 from kqueue.api.v1alpha1 import constants as c
 
 from .annotations import ARRIVAL, CLASS_LABEL, RUN_TIME
-from .durations import format_duration
 from .scenario import DEFAULT_START, Scenario, build_scenario
 
 FLAVOR: Final = "rf"

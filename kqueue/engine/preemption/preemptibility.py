@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 
-from .types import Preemptibility
+from ..types import Preemptibility
 
 # Label values (kebab-case, as the label is written on Jobs and Pods).
 LABEL_VALUES: dict[str, Preemptibility] = {

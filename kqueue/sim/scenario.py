@@ -64,9 +64,9 @@ from kqueue.api.v1alpha1 import (
     parse_time,
 )
 from kqueue.api.v1alpha1.constants import QUEUE_NAME_LABEL
+from kqueue.engine import adapt
+from kqueue.engine.types import LimitRangeItem
 
-from .. import adapt
-from ..types import LimitRangeItem
 from .annotations import SCALE, AnnotationError, Timing, read_timing
 
 _T = TypeVar("_T")

@@ -19,8 +19,8 @@ of docs/contracts.md §3:
   ClusterQueues' candidates, own candidates; within each, lower preemption priority first, then by
   admission time (most recent first for ``preemptionOrder: Newest``, earliest for ``Oldest``).
 * **Minimal set** (Kueue's ``classicalPreemptions``): remove candidates in order until the
-  preemptor fits, then add back, in reverse order, every one that is not needed. Kueue's attempts
-  with and without borrowing are kept.
+  preemptor fits, then add back, in reverse order, every one that is not needed
+  (``search.fill_back``). Kueue's attempts with and without borrowing are kept.
 * **Classes first, then the lowest highest victim priority**: the search runs with the workloads
   already being evicted only, then adds the classes one by one (hierarchical candidates, other
   ClusterQueues' candidates, the preemptor's own), so a set that needs a later class is used only
@@ -35,19 +35,14 @@ Every simulation works on the snapshot and puts it back exactly as it found it.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
-from datetime import timedelta
+from dataclasses import dataclass
 from enum import IntEnum, StrEnum
 
-from .assignment import Assignment
-from .hierarchy import ClusterQueueNode, CohortNode, Node
-from .preemptibility import PreemptibilitySource, resolve_preemptibility
-from .resources import fmt
-from .snapshot import ClusterQueueSnapshot, Snapshot
-from .types import (
-    EPOCH,
+from ..assignment import Assignment
+from ..hierarchy import ClusterQueueNode, CohortNode, Node
+from ..snapshot import ClusterQueueSnapshot, Snapshot
+from ..types import (
     BorrowWithinCohortPolicy,
-    ClusterQueueName,
     FlavorResource,
     Mode,
     Preemptibility,
@@ -57,7 +52,18 @@ from .types import (
     Usage,
     WorkloadKey,
 )
-from .workload import AdmittedWorkload, WorkloadInfo
+from ..workload import AdmittedWorkload, WorkloadInfo
+from .preemptibility import PreemptibilitySource, resolve_preemptibility
+from .report import CandidateNote
+from .search import (
+    SearchInput,
+    candidate_order,
+    fill_back,
+    fits,
+    policy_allows,
+    uses_resources,
+    within_nominal,
+)
 
 
 class Variant(IntEnum):
@@ -92,77 +98,7 @@ class Rejection(StrEnum):
     NOT_BORROWING = "NotBorrowing"
 
 
-# -- structured explanation -------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class CandidateNote:
-    """One admitted workload as the victim search saw it."""
-
-    workload: WorkloadKey
-    cluster_queue: ClusterQueueName
-    priority: int
-    preemption_priority: int
-    usable: bool
-    # A Variant name when usable, a Rejection value otherwise.
-    why: str
-    message: str
-    evicting: bool = False
-    chosen: bool = False
-
-
-@dataclass(frozen=True, slots=True)
-class VictimSearch:
-    """The outcome of one victim search, for ``explain`` and the simulator.
-
-    ``targets`` are the victims chosen (with their reasons); empty when no allowed set of
-    candidates makes the preemptor fit, or when the preemptor waits for victims it already
-    preempted (``waiting_for``).
-    """
-
-    preemptor: WorkloadKey
-    cluster_queue: ClusterQueueName
-    priority: int
-    contested: tuple[FlavorResource, ...]
-    candidates: tuple[CandidateNote, ...]
-    targets: tuple[tuple[WorkloadKey, PreemptionReason], ...] = ()
-    # The highest preemption priority among new victims (None: no new victims).
-    max_victim_priority: int | None = None
-    # Whether the chosen set lets the preemptor borrow (None: nothing chosen).
-    borrowing: bool | None = None
-    waiting_for: tuple[WorkloadKey, ...] = ()
-    message: str = ""
-    # Under fair sharing: one line per candidate the strategies compared shares for.
-    fair_sharing: tuple[str, ...] = ()
-
-    def lines(self) -> list[str]:
-        """Human-readable lines: the outcome, then one line per candidate."""
-        out = [self.message, *self.fair_sharing]
-        for note in self.candidates:
-            mark = "victim" if note.chosen else ("candidate" if note.usable else "not a candidate")
-            out.append(f"{note.workload} ({note.cluster_queue}): {mark}: {note.message}")
-        return out
-
-
 # -- the search -------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class SearchInput:
-    """What one victim search needs (Kueue's preemptionCtx)."""
-
-    preemptor: WorkloadInfo
-    cq: ClusterQueueSnapshot
-    # Everything the preemptor's assignment would use, by flavor and resource.
-    requests: Mapping[FlavorResource, int]
-    contested: frozenset[FlavorResource]
-    # A non-preemptible preemptor may not borrow (docs/contracts.md §3).
-    within_nominal: bool = False
-    # Delayed preemption: only workloads already being evicted may be used.
-    only_evicting: bool = False
-    # Topology-aware pod sets: whether their placement fits the snapshot as it is now (the
-    # victims' domains freed), checked with the quota (topology_fit.placer).
-    placement: Callable[[], bool] | None = None
 
 
 @dataclass(eq=False, slots=True)
@@ -196,20 +132,6 @@ def contested_resources(assignment: Assignment) -> frozenset[FlavorResource]:
     return frozenset(out)
 
 
-def uses_resources(wl: AdmittedWorkload, frs: frozenset[FlavorResource]) -> bool:
-    for ps in wl.admission.pod_sets:
-        for res, flavor in ps.flavors.items():
-            if (flavor, res) in frs:
-                return True
-    return False
-
-
-def within_nominal(node: Node, frs: Iterable[FlavorResource]) -> bool:
-    """Whether ``node`` uses no more than its (subtree) quota of every resource in ``frs``."""
-    r = node.resources
-    return all(r.usage.get(fr, 0) <= r.subtree_quota.get(fr, 0) for fr in frs)
-
-
 def _fits_in_quota(node: Node, requests: Mapping[FlavorResource, int]) -> tuple[bool, Usage]:
     """Kueue's QuantitiesFitInQuota: whether ``requests`` fit in ``node``'s own subtree quota,
     and what is left to find higher up once its local quota is used."""
@@ -221,10 +143,6 @@ def _fits_in_quota(node: Node, requests: Mapping[FlavorResource, int]) -> tuple[
             fits = False
         remaining[fr] = max(0, v - r.local_available(fr))
     return fits, remaining
-
-
-def admission_time_key(wl: AdmittedWorkload) -> int:
-    return (wl.reserved_at - EPOCH) // timedelta(microseconds=1)
 
 
 class _Classifier:
@@ -347,21 +265,6 @@ def _non_preemptible_message(
         PreemptibilitySource.POD_LABEL: "the kqueue.io/preemptibility label of its pods",
     }.get(source, "its settings")
     return f"non-preemptible ({where})"
-
-
-def policy_allows(
-    policy: PreemptionPolicy, preemptor: WorkloadInfo, wl: AdmittedWorkload
-) -> bool:
-    """Kueue's satisfiesPreemptionPolicy, with the priorities of docs/contracts.md §3: the victim's
-    preemption priority against the preemptor's scheduling priority."""
-    mine, theirs = preemptor.priority, wl.info.preemption_priority
-    if policy == PreemptionPolicy.ANY or theirs < mine:
-        return True
-    return (
-        policy == PreemptionPolicy.LOWER_OR_NEWER_EQUAL_PRIORITY
-        and theirs == mine
-        and preemptor.order_time() < wl.info.order_time()
-    )
 
 
 def _why(policy: PreemptionPolicy, preemptor: WorkloadInfo, wl: AdmittedWorkload) -> str:
@@ -492,27 +395,16 @@ class Search:
                 self._make(cq.workloads[key], lca, advantage)
 
     def ordered(self, allowed: Iterable[Candidate] | None = None) -> list[Candidate]:
-        """Kueue's candidate order (see the module docstring)."""
-        newest = self.order == PreemptionOrder.NEWEST
+        """Kueue's candidate order (see the module docstring and search.candidate_order)."""
         groups = {id(c): 0 for c in self.hierarchy}
         groups.update({id(c): 1 for c in self.priority})
         groups.update({id(c): 2 for c in self.same})
         pool = list(allowed) if allowed is not None else [
             *self.hierarchy, *self.priority, *self.same
         ]
-
-        def key(c: Candidate) -> tuple[bool, int, int, int, str, str]:
-            tk = admission_time_key(c.workload)
-            return (
-                not c.evicting,
-                groups[id(c)],
-                c.priority,
-                -tk if newest else tk,
-                c.workload.info.uid,
-                c.workload.key,
-            )
-
-        return sorted(pool, key=key)
+        return sorted(pool, key=lambda c: candidate_order(
+            c.workload, evicting=c.evicting, group=groups[id(c)], order=self.order
+        ))
 
     def all(self) -> list[Candidate]:
         return [*self.hierarchy, *self.priority, *self.same]
@@ -520,14 +412,7 @@ class Search:
     # -- fitting -----------------------------------------------------------------------------
 
     def _fits(self, borrowing: bool) -> bool:
-        cq = self.ctx.cq
-        allow = borrowing and not self.ctx.within_nominal
-        for fr, v in self.ctx.requests.items():
-            if not allow and cq.borrowing_with(fr, v):
-                return False
-            if v > cq.available(fr):
-                return False
-        return self.ctx.placement is None or self.ctx.placement()
+        return fits(self.ctx, borrowing=borrowing)
 
     def _valid(self, c: Candidate, borrowing: bool) -> bool:
         """Kueue's candidateIsValid: earlier removals may have made a candidate pointless."""
@@ -561,19 +446,9 @@ class Search:
                 self.snapshot.add_workload(c.workload)
 
     def _fill_back(self, removed: list[Candidate], borrowing: bool) -> list[Candidate]:
-        """Add back, newest removal first (the last one is needed), whatever is not needed.
-
-        ``removed`` is left holding exactly what is still removed from the snapshot, so that the
-        caller's restore puts back the right workloads.
-        """
-        kept = [True] * len(removed)
-        for i in range(len(removed) - 2, -1, -1):
-            self.snapshot.add_workload(removed[i].workload)
-            if self._fits(borrowing):
-                kept[i] = False
-            else:
-                self.snapshot.remove_workload(removed[i].workload)
-        targets = [c for c, k in zip(removed, kept, strict=True) if k]
+        """The minimal set (search.fill_back); ``removed`` is left holding exactly what is still
+        removed from the snapshot, so that the caller's restore puts back the right workloads."""
+        targets = fill_back(self.snapshot, removed, lambda: self._fits(borrowing))
         removed[:] = targets
         return targets
 
@@ -652,44 +527,3 @@ class Search:
                 )
             out.append(note)
         return tuple(out)
-
-
-# -- messages ---------------------------------------------------------------------------------
-
-
-def describe(usage: Mapping[FlavorResource, int]) -> str:
-    """``cpu 3 in flavor default, memory 1Gi in flavor default``."""
-    return ", ".join(f"{r} {fmt(v, r)} in flavor {f}" for (f, r), v in sorted(usage.items()))
-
-
-def missing(ctx: SearchInput) -> Usage:
-    """How much of each contested resource the preemptor lacks before any preemption."""
-    out: Usage = {}
-    for fr in sorted(ctx.contested):
-        v = ctx.requests.get(fr, 0)
-        short = v - max(0, ctx.cq.available(fr))
-        if short > 0:
-            out[fr] = short
-    return out
-
-
-@dataclass(frozen=True, slots=True)
-class Numbers:
-    """The figures a Preempted message quotes."""
-
-    preemptor_priority: int
-    cluster_queue: ClusterQueueName
-    missing: Usage = field(default_factory=dict)
-
-
-def victim_details(
-    numbers: Numbers, victim: AdmittedWorkload, contested: frozenset[FlavorResource]
-) -> str:
-    frees = {fr: v for fr, v in victim.usage.items() if fr in contested}
-    need = describe(numbers.missing) or "no more quota than it has"
-    return (
-        f"the preemptor (priority {numbers.preemptor_priority}) in ClusterQueue "
-        f"{numbers.cluster_queue} lacks {need}; this workload (preemption priority "
-        f"{victim.info.preemption_priority}) in ClusterQueue {victim.cluster_queue} frees "
-        f"{describe(frees) or 'nothing contested'}"
-    )

@@ -1,9 +1,10 @@
 """The seams to preemption: the oracle the flavor assigner asks, and the Preemptor the cycle calls.
 
 Both are small protocols owned by their callers (as Kueue's flavor assigner owns its
-``preemptionOracle``), so that preemption can be implemented separately. ``NoPreemption`` is the
-default: it never finds victims, which makes every "would need preemption" outcome pend with
-``WaitingForQuota``.
+``preemptionOracle``), so that preemption can be implemented separately. The engine's default
+is ``ClassicalPreemptor`` (preemptor.py), chosen in one place, ``Engine.__init__``: callers that
+want it pass nothing. ``NoPreemption`` never finds victims, which makes every "would need
+preemption" outcome pend with ``WaitingForQuota``; tests use it.
 """
 
 from __future__ import annotations
@@ -12,11 +13,11 @@ from dataclasses import dataclass
 from enum import IntEnum
 from typing import Protocol
 
-from .assignment import Assignment
-from .hierarchy import find_height_of_lowest_subtree_that_fits
-from .snapshot import ClusterQueueSnapshot, Snapshot
-from .types import FlavorResource, PreemptionReason
-from .workload import AdmittedWorkload, WorkloadInfo
+from ..assignment import Assignment
+from ..hierarchy import find_height_of_lowest_subtree_that_fits
+from ..snapshot import ClusterQueueSnapshot, Snapshot
+from ..types import FlavorResource, PreemptionReason
+from ..workload import AdmittedWorkload, WorkloadInfo
 
 
 class PreemptionPossibility(IntEnum):
@@ -83,7 +84,7 @@ class _NoCandidatesOracle:
 
 
 class NoPreemption:
-    """The default Preemptor: never preempts."""
+    """A Preemptor that never preempts."""
 
     def oracle(self, snapshot: Snapshot) -> PreemptionOracle:
         return _NoCandidatesOracle()

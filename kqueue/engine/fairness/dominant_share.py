@@ -18,8 +18,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from fractions import Fraction
 
-from .hierarchy import ClusterQueueNode, CohortNode, Node
-from .types import FlavorResource, ResourceName
+from ..hierarchy import ClusterQueueNode, CohortNode, Node
+from ..types import FlavorResource, ResourceName
 
 # Kueue's status value for an infinite share (weight 0 and borrowing): math.MaxInt64.
 MAX_SHARE = 2**63 - 1

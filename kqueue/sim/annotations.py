@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Final
 
-from .durations import DurationError, format_duration, parse_duration
+from kqueue.api.durations import DurationError, format_duration, parse_duration
 
 PREFIX: Final = "simulate.kqueue.io/"
 # When the workload is created (default: at the start).
@@ -53,7 +53,7 @@ def _duration(annotations: Mapping[str, str], key: str) -> timedelta | None:
     if raw is None:
         return None
     try:
-        return parse_duration(raw)
+        return parse_duration(raw, allow_negative=False)
     except DurationError as err:
         raise AnnotationError(key, str(err)) from None
 
@@ -65,7 +65,7 @@ def _scale(raw: str) -> tuple[tuple[timedelta, int], ...]:
         if not eq:
             raise AnnotationError(SCALE, f"{part.strip()!r} is not OFFSET=COUNT (e.g. 60s=4)")
         try:
-            at = parse_duration(when)
+            at = parse_duration(when, allow_negative=False)
         except DurationError as err:
             raise AnnotationError(SCALE, str(err)) from None
         try:

@@ -12,8 +12,8 @@ from typing import Any
 
 from kqueue.api.quantity import Quantity, format_quantity
 from kqueue.api.v1alpha1 import encode_assignment, format_time
+from kqueue.engine.types import ClusterQueueName, local_queue_key
 
-from ..types import ClusterQueueName, local_queue_key
 from .driver import STATE_FINISHED, Simulation, WorkloadRecord
 
 

@@ -22,7 +22,8 @@
   ClusterQueues' borrowing workloads are reclaimed without comparing shares, with reason
   ``InCohortReclamation``.
 * Once the preemptor fits (borrowing allowed, as Kueue), the set is made minimal by adding back,
-  newest choice first, every victim that is not needed.
+  newest choice first, every victim that is not needed (``search.fill_back``; the candidate order
+  and the fit check are ``search.py``'s too).
 
 Every simulation works on the snapshot and puts it back exactly as it found it.
 """
@@ -33,19 +34,18 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from fractions import Fraction
 
-from .fairshare import Share, compare, share_of
-from .hierarchy import CohortNode, Node
-from .snapshot import ClusterQueueSnapshot, Snapshot
-from .types import (
+from ..fairness.dominant_share import Share, compare, share_of
+from ..hierarchy import CohortNode, Node
+from ..snapshot import ClusterQueueSnapshot, Snapshot
+from ..types import (
     FairSharingStrategy,
     Preemptibility,
-    PreemptionOrder,
     PreemptionPolicy,
     PreemptionReason,
     WorkloadKey,
 )
-from .victim import SearchInput, admission_time_key, policy_allows, uses_resources
-from .workload import AdmittedWorkload
+from ..workload import AdmittedWorkload
+from .search import SearchInput, candidate_order, fill_back, fits, policy_allows, uses_resources
 
 LE_FINAL = FairSharingStrategy.LESS_THAN_OR_EQUAL_TO_FINAL_SHARE
 LT_INITIAL = FairSharingStrategy.LESS_THAN_INITIAL_SHARE
@@ -130,20 +130,14 @@ class FairSearch:
                     wl for _, wl in sorted(other.workloads.items())
                     if self._eligible(wl, policy.reclaim_within_cohort)
                 )
-        newest = cq.spec.preemption.preemption_order == PreemptionOrder.NEWEST
-
-        def key(wl: AdmittedWorkload) -> tuple[bool, bool, int, int, str, str]:
-            tk = admission_time_key(wl)
-            return (
-                wl.key not in self.snapshot.evicting,
-                wl.cluster_queue == cq.name,
-                wl.info.preemption_priority,
-                -tk if newest else tk,
-                wl.info.uid,
-                wl.key,
-            )
-
-        return sorted(out, key=key)
+        order = cq.spec.preemption.preemption_order
+        return sorted(out, key=lambda wl: candidate_order(
+            wl,
+            evicting=wl.key in self.snapshot.evicting,
+            # Other ClusterQueues' candidates before the preemptor's own.
+            group=int(wl.cluster_queue == cq.name),
+            order=order,
+        ))
 
     def _borrowing(self, cq: ClusterQueueSnapshot) -> bool:
         r = cq.resources
@@ -155,13 +149,7 @@ class FairSearch:
 
     def _fits(self) -> bool:
         """Kueue's workloadFits with borrowing allowed, on a snapshot without the preemptor."""
-        cq = self.ctx.cq
-        for fr, v in self.ctx.requests.items():
-            if v > cq.available(fr):
-                return False
-            if self.ctx.within_nominal and cq.borrowing_with(fr, v):
-                return False
-        return self.ctx.placement is None or self.ctx.placement()
+        return fits(self.ctx, borrowing=True)
 
     def _fits_for_fair_sharing(self) -> bool:
         """Kueue's workloadFitsForFairSharing: the shares count the incoming workload, the fit
@@ -192,7 +180,7 @@ class FairSearch:
             for t in reversed(targets):
                 self.snapshot.add_workload(t.workload)
             return None
-        targets = self._fill_back(targets)
+        targets = fill_back(self.snapshot, targets, self._fits)
         for t in reversed(targets):
             self.snapshot.add_workload(t.workload)
         return FairFound(targets, self.notes)
@@ -270,16 +258,6 @@ class FairSearch:
             # Kueue: rule S2-b applies at most once per ClusterQueue.
             ordering.drop(target)
         return False
-
-    def _fill_back(self, targets: list[FairTarget]) -> list[FairTarget]:
-        kept = [True] * len(targets)
-        for i in range(len(targets) - 2, -1, -1):
-            self.snapshot.add_workload(targets[i].workload)
-            if self._fits():
-                kept[i] = False
-            else:
-                self.snapshot.remove_workload(targets[i].workload)
-        return [t for t, k in zip(targets, kept, strict=True) if k]
 
     # -- shares ------------------------------------------------------------------------------
 

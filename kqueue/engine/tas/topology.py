@@ -20,8 +20,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 
-from .selectors import requirement_matches as label_requirement_matches
-from .types import (
+from ..selectors import requirement_matches as label_requirement_matches
+from ..types import (
     PODS,
     FlavorName,
     PodSet,
@@ -32,7 +32,7 @@ from .types import (
     Toleration,
     TopologyAssignment,
 )
-from .workload import AdmittedWorkload
+from ..workload import AdmittedWorkload
 
 HOSTNAME = "kubernetes.io/hostname"
 

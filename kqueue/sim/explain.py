@@ -12,18 +12,19 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from .. import adapt
-from ..explain import PendingDetails
-from ..flavor import flavor_mismatch
-from ..preemption import Preemptor
-from ..types import (
+from kqueue.engine import adapt
+from kqueue.engine.explain import PendingDetails
+from kqueue.engine.flavor import flavor_mismatch
+from kqueue.engine.preemption.report import VictimSearch
+from kqueue.engine.preemption.seam import Preemptor
+from kqueue.engine.types import (
     Admission,
     ClusterQueueName,
     FlavorName,
     ResourceName,
     WorkloadKey,
 )
-from ..victim import VictimSearch
+
 from .driver import NOT_ARRIVED, PENDING, STATE_FINISHED, Simulation
 from .scenario import Scenario
 
