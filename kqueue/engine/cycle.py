@@ -217,6 +217,8 @@ class _Cycle:
     preemption_skips: dict[ClusterQueueName, int] = field(default_factory=dict)
     # Why no admission may happen now (waitForPodsReady.blockAdmission), if so.
     admission_gate: Callable[[], str | None] | None = None
+    # The usage held in the snapshot for each entry that issued preemptions this cycle.
+    held_for_preemptors: list[tuple[ClusterQueueSnapshot, Usage]] = field(default_factory=list)
 
     def process(self, e: Entry) -> None:
         assert e.assignment is not None
@@ -252,6 +254,8 @@ class _Cycle:
         # (victims gone): an earlier entry may have taken the domain nomination chose.
         placed, no_room = place_topology(e.info, e.assignment, cq, self.snapshot.topology)
         restore()
+        if fits and mode != Mode.PREEMPT and self.held_for_preemptors:
+            fits = self._fits_while_victims_hold(e, cq)
         if not fits or no_room is not None:
             message = "Workload no longer fits after processing another workload"
             self._skip(e, message if no_room is None else f"{message}: {no_room}")
@@ -266,6 +270,7 @@ class _Cycle:
         cq.add_usage(e.assignment.usage)
         reserve_topology(e.info, e.assignment, self.snapshot.topology)
         if mode == Mode.PREEMPT:
+            self.held_for_preemptors.append((cq, dict(e.assignment.usage)))
             self._issue_preemptions(e)
             return
         blocked = self.admission_gate() if self.admission_gate is not None else None
@@ -274,6 +279,27 @@ class _Cycle:
             return
         e.status = Status.NOMINATED
         self._admit(e)
+
+    def _fits_while_victims_hold(self, e: Entry, cq: ClusterQueueSnapshot) -> bool:
+        """Whether ``e`` also fits with this cycle's victims still in place.
+
+        An entry admitted now holds quota at once, while the victims keep theirs until their
+        eviction lands: admitted into what only the victims will free, it would take its
+        ClusterQueue or cohort past its quota until then. The quota held in the snapshot for
+        the preemptors does not count here, as they are admitted only once the victims are gone
+        (the check with the victims gone counts it). Kueue admits such an entry; its own
+        DeferredFit makes an entry that fits only after this cycle's preemptions wait for them.
+        """
+        assert e.assignment is not None
+        for holder, usage in self.held_for_preemptors:
+            holder.remove_usage(usage)
+        restore = self.snapshot.simulate_removal([e.replaces] if e.replaces is not None else [])
+        try:
+            return cq.fits(e.assignment.usage, within_nominal=e.non_preemptible)
+        finally:
+            restore()
+            for holder, usage in self.held_for_preemptors:
+                holder.add_usage(usage)
 
     def _skip(self, e: Entry, message: str) -> None:
         e.status = Status.SKIPPED

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field, replace
 
 import pytest
 
+from kqueue.engine.engine import Engine
 from kqueue.engine.preemption.seam import PreemptionPossibility
 from kqueue.engine.types import PreemptionReason, RequeueReason, Workload
 
@@ -236,15 +237,24 @@ def test_no_candidates_pends_waiting_for_quota() -> None:
     assert r.requeued[0].reason == RequeueReason.PREEMPTION_NO_CANDIDATES
 
 
-def test_overlapping_targets_are_skipped() -> None:
-    preemptor = LowerPriorityPreemptor(cohort_wide=True)
-    engine = make_engine(
-        *_cohort_of(("a", "4"), ("b", "4"), ("lender", "0")),
-        make_workload("low").queue("lender").priority(1).request("cpu", "8")
+def _low_in_lender(cqs: list[tuple[str, str]], low_cpu: str, *heads: Workload) -> Engine:
+    """A cohort of ``cqs`` where ClusterQueue ``lender`` runs ``low`` (priority 1), and ``heads``
+    pend; the preemptor takes lower priorities from the whole cohort."""
+    return make_engine(
+        *_cohort_of(*cqs),
+        make_workload("low").queue("lender").priority(1).request("cpu", low_cpu)
         .reserved_in("lender", "default").obj(),
+        *heads,
+        preemptor=LowerPriorityPreemptor(cohort_wide=True),
+    )
+
+
+def test_overlapping_targets_are_skipped() -> None:
+    engine = _low_in_lender(
+        [("a", "4"), ("b", "4"), ("lender", "0")],
+        "8",
         make_workload("p1").queue("a").priority(10).request("cpu", "4").obj(),
         make_workload("p2").queue("b").priority(10).created(1).request("cpu", "4").obj(),
-        preemptor=preemptor,
     )
     r = engine.schedule(t(1))
     assert [(p.victim, p.preemptor, p.reason) for p in r.preempted] == [
@@ -256,6 +266,31 @@ def test_overlapping_targets_are_skipped() -> None:
     }
     messages = {p.workload: p.message for p in r.pending}
     assert messages[key("p2")] == "Workload has overlapping preemption targets with another workload"
+
+
+def test_no_admission_into_quota_a_victim_still_holds() -> None:
+    """The victims of a cycle keep their quota until their eviction lands: a later head that fits
+    only once they are gone waits, or its cohort would hold more than its quota meanwhile."""
+    engine = _low_in_lender(
+        [("a", "3"), ("b", "0"), ("d", "0"), ("lender", "3")],
+        "4",
+        make_workload("p").queue("a").priority(10).request("cpu", "3").obj(),
+        make_workload("f1").queue("b").priority(10).created(1).request("cpu", "2").obj(),
+        make_workload("f2").queue("d").priority(10).created(2).request("cpu", "1").obj(),
+    )
+    r1 = engine.schedule(t(1))
+    assert [(p.victim, p.preemptor) for p in r1.preempted] == [(key("low"), key("p"))]
+    # 2 cpu are free while "low" runs: f1 takes them. f2 would fit once "low" is gone (6 - 3
+    # for p - 2 for f1), not before.
+    assert list(admitted_flavors(r1)) == ["f1"]
+    assert pending_reasons(r1) == {"p": "WaitingForPreemptedWorkloads", "f2": "WaitingForQuota"}
+    messages = {p.workload: p.message for p in r1.pending}
+    assert messages[key("f2")] == "Workload no longer fits after processing another workload"
+    held = engine.cache.snapshot().cohorts["c"].resources.usage
+    assert held[("default", "cpu")] == 6000
+    engine.evicted(key("low"))
+    r2 = engine.schedule(t(2))
+    assert sorted(admitted_flavors(r2)) == ["f2", "p"]
 
 
 # -- partial admission ------------------------------------------------------------------------

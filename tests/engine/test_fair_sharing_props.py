@@ -20,7 +20,7 @@ from dataclasses import dataclass, replace
 from datetime import timedelta
 from fractions import Fraction
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from kqueue.api.loader import load_text
@@ -155,6 +155,14 @@ def test_fair_preemptions_obey_the_strategy(
     teams=st.lists(team_st, min_size=2, max_size=3),
     cohort_quota=st.integers(0, 8),
     arrivals=st.lists(st.tuples(st.integers(0, 2), st.integers(1, 4), st.integers(0, 5)), max_size=12),
+)
+# Cycle 4: q0's 3 cpu preempt q1's 4 cpu (shares infinite for all, q0's ratio lower), and q2's 2
+# cpu and q1's 1 cpu fit once that victim is gone; with 2 cpu free while it still runs, only
+# q2's may be admitted in that cycle.
+@example(
+    teams=[Team(0, Fraction(0), ()), Team(4, Fraction(0), ()), Team(0, Fraction(0), ())],
+    cohort_quota=8,
+    arrivals=[(0, 1, 0), (0, 1, 0), (0, 3, 0), (1, 1, 4), (1, 4, 0), (1, 4, 0), (2, 2, 0), (2, 2, 0)],
 )
 def test_quota_never_exceeded_with_fair_sharing(
     teams: list[Team], cohort_quota: int, arrivals: list[tuple[int, int, int]]
