@@ -79,7 +79,7 @@ from kqueue.controller.webhook_server import WebhookServer
 from kqueue.controller.webhook_server.certs import CertRotator
 from kqueue.controller.webhooks import register as register_webhooks
 from kqueue.controller.webhooks.config import MUTATING_NAME, VALIDATING_NAME
-from kqueue.controller.workload_feed import WorkloadFeed
+from kqueue.controller.workload_feed import Repair, WorkloadFeed
 from kqueue.controller.workload_reader import WorkloadReader
 from kqueue.controller.workqueue import WorkQueue, run_workers
 from kqueue.engine import adapt
@@ -111,6 +111,8 @@ RESYNC_SECONDS = 60.0
 # How often the engine's workloads are compared with the Workload store (workload_feed.py):
 # about 10 ms per 10,000 Workloads (docs/reliability.md, "Dropped connections").
 WORKLOAD_RESYNC_SECONDS = 30.0
+# Workloads compared per slice of a resync, between which the event loop runs other work.
+RESYNC_SLICE = 1000
 # A term's heap is frozen once its first queue statuses are written, or after this long.
 SETTLE_HEAP_WITHIN = 10.0
 
@@ -897,15 +899,25 @@ class Manager:
 
     async def _resync_workloads(self) -> None:
         """Every WORKLOAD_RESYNC_SECONDS, the engine's view of each workload against the
-        Workload store (``WorkloadFeed.resync``); a repair is logged and counted."""
+        Workload store (``WorkloadFeed.resync``), a slice of RESYNC_SLICE workloads at a time
+        with the event loop free in between; a repair is logged and counted."""
         while True:
             await asyncio.sleep(WORKLOAD_RESYNC_SECONDS)
-            self.resync_workloads()
+            await self.resync_workloads()
 
-    def resync_workloads(self) -> int:
-        started = time.perf_counter()
-        repairs = self.workload_feed.resync(self.scheduler.writer.writing)
-        self.metrics.workload_resync(time.perf_counter() - started)
+    async def resync_workloads(self) -> int:
+        keys = list(self.workloads.store)
+        repairs: list[Repair] = []
+        busy = 0.0
+        for i in range(0, len(keys) + 1, RESYNC_SLICE):
+            started = time.perf_counter()
+            chunk = keys[i : i + RESYNC_SLICE]
+            if i + RESYNC_SLICE > len(keys):
+                chunk += self.workload_feed.unknown_to_store()
+            repairs += self.workload_feed.resync(self.scheduler.writer.writing, chunk)
+            busy += time.perf_counter() - started
+            await asyncio.sleep(0)
+        self.metrics.workload_resync(busy)
         for r in repairs:
             self.metrics.workload_resync_repaired(str(r.was), str(r.want))
         if repairs:

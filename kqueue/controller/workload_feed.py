@@ -131,38 +131,45 @@ class WorkloadFeed:
 
     # -- convergence -------------------------------------------------------------------------
 
-    def resync(self, writing: Callable[[WorkloadKey], bool]) -> list[Repair]:
+    def resync(
+        self, writing: Callable[[WorkloadKey], bool], keys: Iterable[str] | None = None
+    ) -> list[Repair]:
         """Make the engine agree with the store wherever they differ; returns what it repaired.
 
         ``writing``: whether a decision write for the workload is in flight (its outcome is
         not known yet, so the engine's view of it is not compared). A workload whose store copy
-        is older than our last write to it is left to the informer (rule 1).
+        is older than our last write to it is left to the informer (rule 1). ``keys``: only
+        these workloads (the manager walks the store a slice at a time, so that the event loop
+        is never held for long); None: every workload the store or the engine holds.
         """
         engine = self.engine()
         repairs: list[Repair] = []
-        for key, wl in self.store.items():
+        wanted = list(self.store) if keys is None else keys
+        for key in wanted:
             wkey = WorkloadKey(key)
             if writing(wkey) or self.stale(key):
                 continue
+            wl = self.store.get(key)
             was = engine.state(wkey)
-            want = expected_state(wl)
-            if _agree(was, want):
+            if wl is None:
+                if was != WorkloadState.ABSENT:
+                    self.delete(key)  # gone from the API: a delete event was missed
+                    repairs.append(Repair(wkey, was, WorkloadState.ABSENT))
+                continue
+            if _agree(was, expected_state(wl)):
                 continue
             if was == WorkloadState.RESERVING:
                 engine.forget(wkey)  # no write in flight: an assumption nobody will resolve
             self._floors.pop(key, None)
             self.apply(key, wl, engine)
             repairs.append(Repair(wkey, was, engine.state(wkey)))
-        for wkey in sorted(self._unknown_to_store(engine.workload_keys())):
-            if writing(wkey):
-                continue
-            was = engine.state(wkey)
-            self.delete(wkey)
-            repairs.append(Repair(wkey, was, WorkloadState.ABSENT))
+        if keys is None:
+            repairs.extend(self.resync(writing, self.unknown_to_store()))
         return repairs
 
-    def _unknown_to_store(self, keys: Iterable[WorkloadKey]) -> list[WorkloadKey]:
-        return [k for k in keys if k not in self.store]
+    def unknown_to_store(self) -> list[str]:
+        """Workloads the engine holds that the store does not (deleted while unseen)."""
+        return sorted(k for k in self.engine().workload_keys() if k not in self.store)
 
 
 def _agree(engine: WorkloadState, api: WorkloadState) -> bool:

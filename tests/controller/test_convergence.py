@@ -129,7 +129,7 @@ async def test_an_admission_and_its_eviction_both_missed_between_two_lists(
                 namespace=NS, subresource="status",
             )
             await eventually(lambda: _admission(cluster, "w") is not None, what="w again")
-            assert m.resync_workloads() == 0  # nothing left to repair
+            assert await m.resync_workloads() == 0  # nothing left to repair
         finally:
             lead.cancel()
             await asyncio.gather(lead, return_exceptions=True)
