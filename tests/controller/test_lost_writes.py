@@ -9,6 +9,7 @@ event would have told it. Writes are counted at the server.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from typing import Any, cast
 
@@ -67,9 +68,9 @@ class Setup:
         )
 
     async def cycle(self) -> None:
-        """One scheduling cycle, its writes done."""
+        """One scheduling cycle, its writes done (a writer that never finds out fails here)."""
         assert await self.scheduler.run_once()
-        await self.scheduler.drain()
+        await asyncio.wait_for(self.scheduler.drain(), 10)
 
     def admission_writes(self) -> list[int]:
         """The HTTP status of each admission write the server served (cut ones included)."""
