@@ -203,14 +203,7 @@ async def test_leader_killed_repeatedly_never_two_leaders(
             r.write_config()
         history = LeaseHistory(cluster)
         async with running(history):
-            await asyncio.gather(*(asyncio.to_thread(r.start) for r in replicas))
-            await wait_until(
-                lambda: _none_if(history.holder in {a.pid, b.pid}),
-                within=30, what="a leader", every=0.1,
-            )
-            scenario = Scenario(api, namespace)
-            await scenario.setup()
-            watcher = InvariantWatcher(cluster, namespace, scenario.queues)
+            scenario, watcher = await _start_pair(api, replicas, history, namespace)
             takeovers: list[float] = []
             kill_windows: list[tuple[float, float]] = []  # wall clock: (killed, successor leads)
             expiry_margins: list[float] = []
@@ -296,14 +289,7 @@ async def test_leader_cut_off_longer_than_its_lease_hands_over_without_overlap(
             r.write_config()
         history = LeaseHistory(cluster)
         async with running(history):
-            await asyncio.gather(*(asyncio.to_thread(r.start) for r in replicas))
-            await wait_until(
-                lambda: _none_if(history.holder in {a.pid, b.pid}),
-                within=30, what="a leader", every=0.1,
-            )
-            scenario = Scenario(api, namespace)
-            await scenario.setup()
-            watcher = InvariantWatcher(cluster, namespace, scenario.queues)
+            scenario, watcher = await _start_pair(api, replicas, history, namespace)
             async with running(watcher):
                 submitting = asyncio.create_task(scenario.submit(CUT_JOBS, rng, rate=1.5))
                 await asyncio.sleep(6)  # the first leader admits some
@@ -367,6 +353,20 @@ async def test_leader_cut_off_longer_than_its_lease_hands_over_without_overlap(
             "evictions": watcher.evictions,
         },
     )
+
+
+async def _start_pair(
+    api: Api, replicas: list[Replica], history: LeaseHistory, namespace: str
+) -> tuple[Scenario, InvariantWatcher]:
+    """Start both replicas, wait until one leads, and set the Jobs' queues up."""
+    await asyncio.gather(*(asyncio.to_thread(r.start) for r in replicas))
+    pids = {r.pid for r in replicas}
+    await wait_until(
+        lambda: _none_if(history.holder in pids), within=30, what="a leader", every=0.1
+    )
+    scenario = Scenario(api, namespace)
+    await scenario.setup()
+    return scenario, InvariantWatcher(replicas[0].cluster, namespace, scenario.queues)
 
 
 def _one_writer_at_a_time(
