@@ -274,10 +274,14 @@ class DecisionWriter:
             updated = workload_status.admit(wl, admit.admission, now)
             try:
                 await self.put(admit.workload, updated)
-            except Unreachable as lost:
-                # The answer was lost, not the write: it may have landed. Find out.
+            except (Unreachable, Conflict) as lost:
+                # Unreachable: the answer was lost, not the write: it may have landed. A
+                # Conflict may be our own write too: aiohttp sends a PUT whose connection was cut
+                # once more by itself, and that copy meets the first one in place. Find out.
                 logger.info("admission of Workload %s: %s; reading it back", admit.workload, lost)
-                if not await self._landed(admit.workload, updated):
+                if not await self._landed(
+                    admit.workload, updated, pause=isinstance(lost, Unreachable)
+                ):
                     raise
         except BaseException as exc:
             # Conflict: the workload changed since our informer saw it. Either way the
@@ -314,17 +318,19 @@ class DecisionWriter:
             "admitted Workload %s in ClusterQueue %s", admit.workload, admit.cluster_queue
         )
 
-    async def _landed(self, key: WorkloadKey, updated: Workload) -> bool:
+    async def _landed(self, key: WorkloadKey, updated: Workload, *, pause: bool = True) -> bool:
         """Whether a status write of ``updated`` whose answer was lost is in the API, sending
         it again while that cannot be told. Never assumed either way: the write carries the
         resourceVersion it was based on, so of it and any resend at most one lands, and once
         the object has moved on without it, none can. Tries until it knows (a leadership that
-        ends cancels it, and the engine forgets the admission then).
+        ends cancels it, and the engine forgets the admission then). ``pause``: before the first
+        read too (after a conflict the API has answered: no need to wait for it).
         """
         namespace, name = key.split("/", 1)
         based_on = updated.metadata.resource_version
         for attempt in itertools.count(1):
-            await asyncio.sleep(pause_after_lost_answer(attempt))
+            if pause or attempt > 1:
+                await asyncio.sleep(pause_after_lost_answer(attempt))
             try:
                 current = Workload.model_validate(await self._kube.get(WORKLOADS, name, namespace))
             except NotFound:

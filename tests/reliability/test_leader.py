@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import random
 import time
 from dataclasses import dataclass, field
@@ -26,6 +27,7 @@ import yaml
 from kqueue.controller.resources import EVENTS
 from kqueue.localcluster.cluster import LocalCluster
 from tests.controller_e2e.harness import KQUEUE_NAMESPACE, Api, free_port
+from tests.reliability.cut_proxy import CutProxy
 from tests.reliability.faults import (
     SOAK,
     InvariantWatcher,
@@ -35,6 +37,7 @@ from tests.reliability.faults import (
     api,
     converged,
     final_checks,
+    kubeconfig_for,
     percentiles,
     record,
     running,
@@ -47,6 +50,11 @@ __all__ = ["api"]  # fixture
 KILLS = 10
 LEASE = "kqueue-leader-test"
 LEASE_DURATION = 4.0
+# Behind the cutting proxies: connections live 3 s on average (as in test_dropped_connections.py),
+# and the leader's own proxy goes dark for longer than the lease, twice the lease and more.
+CUT_JOBS = 30
+MEAN_LIFETIME_S = 3.0
+BLACKOUT_S = 2.5 * LEASE_DURATION
 
 
 def pid_of_holder(identity: str) -> int | None:
@@ -195,14 +203,7 @@ async def test_leader_killed_repeatedly_never_two_leaders(
             r.write_config()
         history = LeaseHistory(cluster)
         async with running(history):
-            await asyncio.gather(*(asyncio.to_thread(r.start) for r in replicas))
-            await wait_until(
-                lambda: _none_if(history.holder in {a.pid, b.pid}),
-                within=30, what="a leader", every=0.1,
-            )
-            scenario = Scenario(api, namespace)
-            await scenario.setup()
-            watcher = InvariantWatcher(cluster, namespace, scenario.queues)
+            scenario, watcher = await _start_pair(api, replicas, history, namespace)
             takeovers: list[float] = []
             kill_windows: list[tuple[float, float]] = []  # wall clock: (killed, successor leads)
             expiry_margins: list[float] = []
@@ -243,6 +244,143 @@ async def test_leader_killed_repeatedly_never_two_leaders(
     finally:
         await forwarder.stop()
 
+    writers = _one_writer_at_a_time(events, history, watcher, kill_windows, expiry_margins)
+    assert len(writers) > 2, "admissions should come from several successive leaders"
+    record(
+        "leader",
+        {
+            "kills": len(takeovers),
+            "takeover": percentiles(takeovers),
+            "lease_changes": len(history.changes),
+            "renew_to_takeover": percentiles(expiry_margins),
+            "admission_writers": len(writers),
+            "admissions": watcher.admissions,
+            "evictions": watcher.evictions,
+            "jobs": len(scenario.jobs),
+        },
+    )
+
+
+@pytest.mark.timeout(600)
+async def test_leader_cut_off_longer_than_its_lease_hands_over_without_overlap(
+    api: Api, replicas: list[Replica], namespace: str, tmp_path: Path
+) -> None:
+    """Each replica reaches the API server through its own :class:`CutProxy`: connections cut
+    at random all along (watches, renewals and writes lose their answers), and once the
+    leader's proxy goes dark for longer than the lease. The leader cut off stops writing, its
+    successor takes over, nobody writes as leader while not holding the Lease, and every Job
+    finishes; neither process exits (a lost leadership is campaigned for again)."""
+    a, b = replicas
+    cluster = a.cluster
+    proxies = {
+        r.work_dir.name: CutProxy(cluster.server_url, mean_lifetime=MEAN_LIFETIME_S, seed=seed)
+        for r, seed in ((a, 31), (b, 32))
+    }
+    forwarder = Forwarder([a.webhook_port, b.webhook_port])
+    rng = random.Random(4)
+    await forwarder.start()
+    for proxy in proxies.values():
+        await proxy.start()
+    try:
+        await asyncio.to_thread(_point_webhooks, a, forwarder.port)
+        for r in replicas:
+            name = r.work_dir.name
+            r.kubeconfig = kubeconfig_for(cluster, proxies[name].url, tmp_path / f"{name}.kubeconfig")
+            r.write_config()
+        history = LeaseHistory(cluster)
+        async with running(history):
+            scenario, watcher = await _start_pair(api, replicas, history, namespace)
+            async with running(watcher):
+                submitting = asyncio.create_task(scenario.submit(CUT_JOBS, rng, rate=1.5))
+                await asyncio.sleep(6)  # the first leader admits some
+                leader = next(r for r in replicas if r.pid == history.holder)
+                other = b if leader is a else a
+                old_pid = leader.pid
+                assert old_pid is not None
+                t_dark, w_dark = time.monotonic(), time.time()
+                dark = asyncio.create_task(proxies[leader.work_dir.name].blackout(BLACKOUT_S))
+
+                def took_over(successor: int | None = other.pid) -> str | None:
+                    return _none_if(history.holder == successor)
+
+                await wait_until(took_over, within=BLACKOUT_S, what="the successor", every=0.05)
+                t_new, w_new = history.changes[-1][1], history.changes[-1][0]
+                takeover_s = t_new - t_dark
+                expiry_margin = t_new - history.last_renew_seen[old_pid]
+                await dark
+                await submitting
+                await wait_until(
+                    lambda: converged(api, namespace, scenario.jobs),
+                    within=180, what="every Job Complete behind the cutting proxies",
+                )
+            watcher.assert_clean()
+            await final_checks(api, namespace, scenario.jobs)
+            # The replica cut off gave its leadership up, and came back as a standby; neither
+            # process exited.
+            assert "leadership lost" in leader.log_path.read_text(errors="replace")
+            assert all(r.proc is not None and r.proc.poll() is None for r in replicas)
+            assert all(r.starts == 1 for r in replicas)
+        events = await api.kube.list(EVENTS, namespace=namespace)
+    finally:
+        for proxy in proxies.values():
+            await proxy.stop()
+        await forwarder.stop()
+
+    writers = _one_writer_at_a_time(
+        events, history, watcher, [(w_dark, w_new)], [expiry_margin]
+    )
+    assert {old_pid, other.pid} <= writers, "both the cut-off leader and its successor admitted"
+    assert takeover_s <= BLACKOUT_S
+    cuts = sum(p.cuts for p in proxies.values())
+    assert cuts > 10, f"only {cuts} connections were cut"
+    record(
+        "leader-cut-off",
+        {
+            "jobs": CUT_JOBS,
+            "mean_connection_lifetime_s": MEAN_LIFETIME_S,
+            "connections": sum(p.connections for p in proxies.values()),
+            "cuts": cuts,
+            "blackouts": sum(p.blackouts for p in proxies.values()),
+            "dark_s": sum(p.dark_seconds for p in proxies.values()),
+            "refused_while_dark": sum(p.refused for p in proxies.values()),
+            "takeover_after_blackout_s": round(takeover_s, 2),
+            "renew_to_takeover_s": round(expiry_margin, 2),
+            "takeovers": sum(
+                1 for (_, _, p), (_, _, q) in itertools.pairwise(history.changes) if q != p and q
+            ),
+            "admission_writers": len(writers),
+            "admissions": watcher.admissions,
+            "evictions": watcher.evictions,
+        },
+    )
+
+
+async def _start_pair(
+    api: Api, replicas: list[Replica], history: LeaseHistory, namespace: str
+) -> tuple[Scenario, InvariantWatcher]:
+    """Start both replicas, wait until one leads, and set the Jobs' queues up."""
+    await asyncio.gather(*(asyncio.to_thread(r.start) for r in replicas))
+    pids = {r.pid for r in replicas}
+    await wait_until(
+        lambda: _none_if(history.holder in pids), within=30, what="a leader", every=0.1
+    )
+    scenario = Scenario(api, namespace)
+    await scenario.setup()
+    return scenario, InvariantWatcher(replicas[0].cluster, namespace, scenario.queues)
+
+
+def _one_writer_at_a_time(
+    events: list[Any],
+    history: LeaseHistory,
+    watcher: InvariantWatcher,
+    leaderless: list[tuple[float, float]],
+    expiry_margins: list[float],
+) -> set[int | None]:
+    """The checks that no two replicas wrote as leader at once; returns the writers' pids.
+
+    ``leaderless``: wall-clock windows (the leader killed or cut off, the successor leading) in
+    which no replica may admit anything; ``expiry_margins``: for each takeover, seconds from the
+    old holder's last renewal seen to the successor holding the Lease."""
     # Every admission was reported by the replica holding the Lease at that time (event
     # timestamps have one-second resolution, so allow the surrounding second).
     admission_events = [
@@ -264,24 +402,11 @@ async def test_leader_killed_repeatedly_never_two_leaders(
     adm_wall = [
         (time.time() - (time.monotonic() - t), name) for t, name in watcher.admission_log
     ]
-    for killed, led in kill_windows:
+    for killed, led in leaderless:
         orphans = [n for t, n in adm_wall if killed + 1.0 < t < led - 0.2]
         assert not orphans, f"admissions while no replica led: {orphans}"
     assert min(expiry_margins) >= LEASE_DURATION - 0.5, expiry_margins
-    assert len(writers) > 2, "admissions should come from several successive leaders"
-    record(
-        "leader",
-        {
-            "kills": len(takeovers),
-            "takeover": percentiles(takeovers),
-            "lease_changes": len(history.changes),
-            "renew_to_takeover": percentiles(expiry_margins),
-            "admission_writers": len(writers),
-            "admissions": watcher.admissions,
-            "evictions": watcher.evictions,
-            "jobs": len(scenario.jobs),
-        },
-    )
+    return writers
 
 
 def _none_if(ok: bool) -> str | None:
