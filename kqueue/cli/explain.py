@@ -13,6 +13,8 @@ from typing import Any
 
 import click
 
+from kqueue.api.integrations import registry
+from kqueue.api.integrations.declaration import Workloads
 from kqueue.api.loader import LoadedObject, LoadError
 from kqueue.api.quantity import format_quantity
 from kqueue.api.suggest import closest, did_you_mean
@@ -20,7 +22,7 @@ from kqueue.cli.cluster import cluster_objects, current_namespace
 from kqueue.cli.manifests import InvalidInput, read_manifests
 from kqueue.engine.explain import PendingDetails
 from kqueue.engine.sim.explain import Explanation, explain
-from kqueue.engine.sim.scenario import TOP_LEVEL_BUILDERS, Scenario, build_scenario
+from kqueue.engine.sim.scenario import Scenario, build_scenario
 from kqueue.engine.sim.setup import default_preemptor
 from kqueue.engine.types import Mode
 from kqueue.engine.victim import VictimSearch
@@ -52,8 +54,11 @@ def _key(workload: str, namespace: str | None, default_namespace: str) -> str:
         return workload
     return f"{namespace or default_namespace}/{workload}"
 
-# Kinds whose objects a person may name instead of their Workload (a Job, a JobSet, a TrainJob).
-_OWNER_KINDS = frozenset({"Pod", "StatefulSet", *TOP_LEVEL_BUILDERS})
+# Kinds whose objects a person may name instead of their Workload (a Job, a Pod, any kind with
+# one Workload per object).
+_OWNER_KINDS = frozenset(
+    i.kind for i in registry.INTEGRATIONS if i.workloads in (Workloads.OWN, Workloads.POD)
+)
 
 
 def _names(scenario: Scenario) -> dict[str, str]:

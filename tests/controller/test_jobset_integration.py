@@ -278,5 +278,5 @@ async def test_the_queue_label_is_immutable_while_the_jobset_runs() -> None:
 
 def test_registered_and_opt_in() -> None:
     fw = registry.get("jobset.x-k8s.io/jobset")
-    assert fw.kind == "JobSet" and fw.suspendable and fw.simulate and not fw.default_enabled
+    assert fw.kind == "JobSet" and fw.suspendable and not fw.default_enabled
     assert {w.name for w in fw.webhooks} == {"mjobset.kqueue.io", "vjobset.kqueue.io"}

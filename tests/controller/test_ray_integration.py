@@ -403,4 +403,4 @@ async def test_resuming_a_queued_rayjob_keeps_it_queued() -> None:
 def test_registered() -> None:
     for name, kind in (("ray.io/rayjob", "RayJob"), ("ray.io/raycluster", "RayCluster")):
         fw = registry.get(name)
-        assert fw.kind == kind and fw.suspendable and fw.simulate and not fw.default_enabled
+        assert fw.kind == kind and fw.suspendable and not fw.default_enabled

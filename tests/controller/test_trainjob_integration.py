@@ -414,7 +414,7 @@ async def test_the_jobset_of_a_trainjob_is_not_queued_on_its_own() -> None:
 
 def test_registered_and_opt_in() -> None:
     fw = registry.get(NAME)
-    assert fw.kind == "TrainJob" and fw.suspendable and fw.simulate and not fw.default_enabled
+    assert fw.kind == "TrainJob" and fw.suspendable and not fw.default_enabled
     assert {w.name for w in fw.webhooks} == {"mtrainjob.kqueue.io", "vtrainjob.kqueue.io"}
     assert set(fw.watches) == {CLUSTER_TRAINING_RUNTIMES, TRAINING_RUNTIMES}
     granted = {r for rule in fw.rbac for r in rule.resources}

@@ -39,8 +39,8 @@ SPEC_SUSPEND: SuspendPath = ("spec", "suspend")
 
 
 def suspended(obj: Obj, path: SuspendPath = SPEC_SUSPEND) -> bool:
-    """The suspend switch at ``path`` (``spec.suspend``; an MPIJob's is
-    ``spec.runPolicy.suspend``)."""
+    """The suspend switch at ``path`` (``spec.suspend``; some kinds keep it under
+    ``spec.runPolicy``)."""
     value: Any = obj
     for part in path:
         value = value.get(part) if isinstance(value, dict) else None
@@ -175,8 +175,8 @@ class SuspendableWebhooks:
         self._parent_kinds = parent_kinds
 
     def _manages(self, obj: Obj) -> bool:
-        """Managed, and not part of another integration's object (a JobSet's or a RayJob's
-        children are queued with their parent, never on their own: ``parent_kinds``)."""
+        """Managed, and not part of another integration's object (the child Jobs or
+        clusters an operator creates for it are queued with their parent, never on their own: ``parent_kinds``)."""
         if controlled_by(obj, self._parent_kinds):
             return False
         return managed(obj, without_queue_name=self._without_queue_name)

@@ -3,6 +3,7 @@ released from the gate; elastic Jobs grow and shrink through WorkloadSlices (:mo
 
 from __future__ import annotations
 
+from kqueue.api.integrations.job import INTEGRATION
 from kqueue.controller.integrations import registry
 from kqueue.controller.integrations.framework import (
     Framework,
@@ -22,7 +23,7 @@ def _hooks(ctx: WebhookContext) -> webhook.JobWebhooks:
     parents = frozenset(
         (f.api_version, f.kind)
         for f in registry.enabled(ctx.config.integrations.frameworks)
-        if f.name != "batch/job"
+        if f.name != INTEGRATION.framework
     )
     return webhook.JobWebhooks(
         manage_jobs_without_queue_name=ctx.config.manage_jobs_without_queue_name,
@@ -48,9 +49,7 @@ def _install(ctx: IntegrationContext, reconciler: JobReconciler | None) -> None:
 
 FRAMEWORK = register(
     Framework(
-        name="batch/job",
-        api_version="batch/v1",
-        kind="Job",
+        declares=INTEGRATION,
         summary=(
             "one Workload per Job (pod set `main`); suspended while queued, resumed on "
             "admission; partial admission; elastic Jobs through WorkloadSlices"
@@ -83,7 +82,6 @@ FRAMEWORK = register(
                 "with update on the owner's finalizers",
             ),
         ),
-        simulate=True,
     )
 )
 

@@ -3,7 +3,7 @@ replicated Job; suspended while queued, stopped and resumed whole (:mod:`.generi
 
 from __future__ import annotations
 
-from kqueue.api.integrations.jobset import JOBSET_API_VERSION, JOBSET_KIND
+from kqueue.api.integrations.jobset import INTEGRATION
 from kqueue.controller.integrations import registry
 from kqueue.controller.integrations.framework import (
     Framework,
@@ -15,7 +15,7 @@ from kqueue.controller.integrations.jobset import webhook
 from kqueue.controller.integrations.jobset.generic import JobSetIntegration
 from kqueue.controller.integrations.registry import register
 
-NAME = "jobset.x-k8s.io/jobset"
+NAME = INTEGRATION.framework
 
 
 def _hooks(ctx: WebhookContext) -> webhook.JobSetWebhooks:
@@ -33,16 +33,13 @@ def _hooks(ctx: WebhookContext) -> webhook.JobSetWebhooks:
 
 FRAMEWORK = register(
     Framework(
-        name=NAME,
-        api_version=JOBSET_API_VERSION,
-        kind=JOBSET_KIND,
+        declares=INTEGRATION,
         summary=(
             "one Workload per JobSet, a pod set per replicated Job (replicas x pods); "
             "suspended while queued, stopped and resumed whole"
         ),
         suspendable=True,
         job=JobSetIntegration,
-        default_enabled=False,
         webhooks=queue_label_webhooks(
             short="jobset",
             rule={"apiGroups": ["jobset.x-k8s.io"], "apiVersions": ["v1alpha2"], "resources": ["jobsets"]},
@@ -53,7 +50,6 @@ FRAMEWORK = register(
         rbac=(
             *suspendable_kind_rbac("jobset.x-k8s.io", "jobsets", "JobSet"),
         ),
-        simulate=True,
     )
 )
 

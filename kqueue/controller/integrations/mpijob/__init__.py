@@ -4,7 +4,7 @@ resumed whole (:mod:`.generic`)."""
 
 from __future__ import annotations
 
-from kqueue.api.integrations.mpijob import MPIJOB_API_VERSION, MPIJOB_KIND
+from kqueue.api.integrations.mpijob import INTEGRATION
 from kqueue.controller.integrations.framework import (
     Framework,
     WebhookContext,
@@ -15,7 +15,7 @@ from kqueue.controller.integrations.mpijob import webhook
 from kqueue.controller.integrations.mpijob.generic import MPIJobIntegration
 from kqueue.controller.integrations.registry import register
 
-NAME = "kubeflow.org/mpijob"
+NAME = INTEGRATION.framework
 
 
 def _hooks(ctx: WebhookContext) -> webhook.MPIJobWebhooks:
@@ -27,16 +27,13 @@ def _hooks(ctx: WebhookContext) -> webhook.MPIJobWebhooks:
 
 FRAMEWORK = register(
     Framework(
-        name=NAME,
-        api_version=MPIJOB_API_VERSION,
-        kind=MPIJOB_KIND,
+        declares=INTEGRATION,
         summary=(
             "one Workload per MPIJob, pod sets `launcher` and `worker`; suspended while "
             "queued (spec.runPolicy.suspend), stopped and resumed whole"
         ),
         suspendable=True,
         job=MPIJobIntegration,
-        default_enabled=False,
         webhooks=queue_label_webhooks(
             short="mpijob",
             rule={"apiGroups": ["kubeflow.org"], "apiVersions": ["v2beta1"], "resources": ["mpijobs"]},
@@ -47,7 +44,6 @@ FRAMEWORK = register(
         rbac=(
             *suspendable_kind_rbac("kubeflow.org", "mpijobs", "MPIJob"),
         ),
-        simulate=True,
     )
 )
 

@@ -36,9 +36,8 @@ from kqueue.api.integrations import (
     workload_for_pod,
     workload_for_pod_group,
 )
-from kqueue.api.integrations.deployment import is_deployment_pod
-from kqueue.api.integrations.leaderworkerset import is_lws_pod
 from kqueue.api.integrations.pod import group_pods
+from kqueue.api.integrations.registry import INTEGRATIONS, Workloads
 from kqueue.api.v1alpha1 import ResourceFlavor, Workload
 from kqueue.api.v1alpha1 import constants as c
 from kqueue.controller import workload_status
@@ -74,19 +73,23 @@ def _meta(pod: Obj) -> Obj:
     return pod.get("metadata") or {}
 
 
+# Kinds whose pods the pod integration queues although a child of theirs controls them.
+_PARENTS: Final = tuple(i for i in INTEGRATIONS if i.pod_of is not None)
+
+
 def is_plain(pod: Obj) -> bool:
     """A pod kqueue manages on its own: it names a queue and no controller owns it, or it is a
-    pod of a Deployment kqueue manages (each such pod is its own Workload; its ReplicaSet owns
-    it, and no integration queues ReplicaSets, so it is never queued twice)."""
+    pod of a kind whose pods the pod integration queues (each its own Workload, or its pod
+    group's: the kind's child owns it, and no integration queues that child, so it is never
+    queued twice)."""
     meta = _meta(pod)
     if not (meta.get("labels") or {}).get(c.QUEUE_NAME_LABEL):
         return False
-    if is_deployment_pod(pod):
-        return True
-    if is_lws_pod(pod):
-        # A LeaderWorkerSet's pod, once in its group's pod group (the LeaderWorkerSet
-        # integration labels it): never before, or it would be queued as a pod of its own.
-        return group_name(pod) is not None
+    for parent in _PARENTS:
+        if parent.pod_of is not None and parent.pod_of(pod):
+            # A pod of a kind queued by pod group, once in its group's pod group (the kind's
+            # integration labels it): never before, or it would be queued as a pod of its own.
+            return parent.workloads is Workloads.EACH_POD or group_name(pod) is not None
     return not any(r.get("controller") for r in meta.get("ownerReferences") or [])
 
 

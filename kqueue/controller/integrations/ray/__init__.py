@@ -7,7 +7,7 @@ pod sets, templates and webhooks (:mod:`.generic`, :mod:`.webhook`).
 
 from __future__ import annotations
 
-from kqueue.api.integrations.ray import RAY_API_VERSION, RAYCLUSTER_KIND, RAYJOB_KIND
+from kqueue.api.integrations import ray as ray_api
 from kqueue.controller.integrations import registry
 from kqueue.controller.integrations.framework import (
     Framework,
@@ -19,8 +19,8 @@ from kqueue.controller.integrations.ray import webhook
 from kqueue.controller.integrations.ray.generic import RayClusterIntegration, RayJobIntegration
 from kqueue.controller.integrations.registry import register
 
-RAYJOB_NAME = "ray.io/rayjob"
-RAYCLUSTER_NAME = "ray.io/raycluster"
+RAYJOB_NAME = ray_api.RAYJOB.framework
+RAYCLUSTER_NAME = ray_api.RAYCLUSTER.framework
 
 
 def _parents(ctx: WebhookContext, name: str) -> frozenset[tuple[str, str]]:
@@ -53,9 +53,7 @@ def _rule(plural: str) -> dict[str, list[str]]:
 
 RAYJOB = register(
     Framework(
-        name=RAYJOB_NAME,
-        api_version=RAY_API_VERSION,
-        kind=RAYJOB_KIND,
+        declares=ray_api.RAYJOB,
         summary=(
             "one Workload per RayJob: pod sets `head`, one per worker group (replicas pods) "
             "and `submitter` (K8sJobMode); suspended while queued, stopped and resumed whole; "
@@ -63,7 +61,6 @@ RAYJOB = register(
         ),
         suspendable=True,
         job=RayJobIntegration,
-        default_enabled=False,
         webhooks=queue_label_webhooks(
             short="rayjob",
             rule=_rule("rayjobs"),
@@ -74,15 +71,12 @@ RAYJOB = register(
         rbac=suspendable_kind_rbac(
             "ray.io", "rayjobs", "RayJob", " (in its rayClusterSpec and submitter pod template)"
         ),
-        simulate=True,
     )
 )
 
 RAYCLUSTER = register(
     Framework(
-        name=RAYCLUSTER_NAME,
-        api_version=RAY_API_VERSION,
-        kind=RAYCLUSTER_KIND,
+        declares=ray_api.RAYCLUSTER,
         summary=(
             "one Workload per RayCluster: pod sets `head` and one per worker group (replicas "
             "pods); suspended while queued, stopped and resumed whole; never finishes, its "
@@ -90,7 +84,6 @@ RAYCLUSTER = register(
         ),
         suspendable=True,
         job=RayClusterIntegration,
-        default_enabled=False,
         webhooks=queue_label_webhooks(
             short="raycluster",
             rule=_rule("rayclusters"),
@@ -99,7 +92,6 @@ RAYCLUSTER = register(
             hooks=_raycluster_hooks,
         ),
         rbac=suspendable_kind_rbac("ray.io", "rayclusters", "RayCluster"),
-        simulate=True,
     )
 )
 

@@ -5,7 +5,7 @@ JobSet the Trainer creates for it is never queued on its own."""
 
 from __future__ import annotations
 
-from kqueue.api.integrations.trainjob import TRAINJOB_API_VERSION, TRAINJOB_KIND
+from kqueue.api.integrations.trainjob import INTEGRATION
 from kqueue.controller.integrations.framework import (
     Framework,
     IntegrationContext,
@@ -24,7 +24,7 @@ from kqueue.controller.integrations.trainjob.generic import (
     TrainJobIntegration,
 )
 
-NAME = "trainer.kubeflow.org/trainjob"
+NAME = INTEGRATION.framework
 
 
 def _hooks(ctx: WebhookContext) -> webhook.TrainJobWebhooks:
@@ -50,9 +50,7 @@ _TRAINJOBS = {
 
 FRAMEWORK = register(
     Framework(
-        name=NAME,
-        api_version=TRAINJOB_API_VERSION,
-        kind=TRAINJOB_KIND,
+        declares=INTEGRATION,
         summary=(
             "one Workload per TrainJob, a pod set per replicated Job of the JobSet its runtime "
             "makes; suspended while queued, stopped and resumed whole; its JobSet is not queued"
@@ -60,7 +58,6 @@ FRAMEWORK = register(
         suspendable=True,
         job=TrainJobIntegration,
         install=_install,
-        default_enabled=False,
         watches=(CLUSTER_TRAINING_RUNTIMES, TRAINING_RUNTIMES),
         webhooks=queue_label_webhooks(
             short="trainjob",
@@ -78,7 +75,6 @@ FRAMEWORK = register(
                 "a TrainJob's pod sets come from the runtime it names",
             ),
         ),
-        simulate=True,
     )
 )
 
