@@ -21,7 +21,9 @@ from kqueue.api.v1alpha1 import constants as c
 from kqueue.controller.admission import AdmissionRequest
 from kqueue.controller.integrations import PodSetRelease, registry
 from kqueue.controller.integrations.ray.generic import RayClusterIntegration, RayJobIntegration
-from kqueue.controller.integrations.ray.webhook import RayClusterWebhooks, RayJobWebhooks
+from kqueue.controller.integrations.ray.webhook import RAYCLUSTER as RAYCLUSTER_HOOKS
+from kqueue.controller.integrations.ray.webhook import RAYJOB as RAYJOB_HOOKS
+from kqueue.controller.integrations.suspension import SuspendableWebhooks
 
 Obj = dict[str, Any]
 NO_CLASSES = PriorityClasses.from_objects([], [])
@@ -280,7 +282,7 @@ def _request(new: Obj, old: Obj | None = None) -> AdmissionRequest:
 
 
 async def test_a_new_raycluster_is_suspended_and_every_group_gated() -> None:
-    out = (await RayClusterWebhooks().mutate(_request(raycluster()))).patched
+    out = (await SuspendableWebhooks(RAYCLUSTER_HOOKS).mutate(_request(raycluster()))).patched
     assert out is not None
     assert out["spec"]["suspend"] is True and out["metadata"]["annotations"][HELD] == "true"
     templates = [out["spec"]["headGroupSpec"]["template"], *(g["template"] for g in out["spec"]["workerGroupSpecs"])]
@@ -290,7 +292,7 @@ async def test_a_new_raycluster_is_suspended_and_every_group_gated() -> None:
 
 
 async def test_a_new_rayjob_gets_a_gated_labelled_submitter_template() -> None:
-    out = (await RayJobWebhooks().mutate(_request(rayjob()))).patched
+    out = (await SuspendableWebhooks(RAYJOB_HOOKS).mutate(_request(rayjob()))).patched
     assert out is not None and out["spec"]["suspend"] is True
     submitter = out["spec"]["submitterPodTemplate"]
     assert {"name": c.ADMISSION_GATE} in submitter["spec"]["schedulingGates"]
@@ -305,7 +307,7 @@ async def test_a_new_rayjob_gets_a_gated_labelled_submitter_template() -> None:
 
 
 async def test_a_sidecar_mode_rayjob_gets_no_submitter_template() -> None:
-    out = (await RayJobWebhooks().mutate(_request(rayjob(mode="SidecarMode")))).patched
+    out = (await SuspendableWebhooks(RAYJOB_HOOKS).mutate(_request(rayjob(mode="SidecarMode")))).patched
     assert out is not None and "submitterPodTemplate" not in out["spec"]
 
 
@@ -314,12 +316,12 @@ async def test_a_raycluster_a_rayjob_controls_is_left_to_the_rayjob() -> None:
     rc["metadata"]["ownerReferences"] = [
         {"apiVersion": "ray.io/v1", "kind": "RayJob", "name": "rj", "uid": "j", "controller": True}
     ]
-    hooks = RayClusterWebhooks(parent_kinds=frozenset({("ray.io/v1", "RayJob")}))
+    hooks = SuspendableWebhooks(RAYCLUSTER_HOOKS, parent_kinds=frozenset({("ray.io/v1", "RayJob")}))
     assert (await hooks.mutate(_request(rc))).patched is None
     rc["spec"]["enableInTreeAutoscaling"] = True
     assert (await hooks.validate(_request(rc))).allowed
     # With the rayjob framework off, the RayCluster is queued on its own.
-    assert (await RayClusterWebhooks().mutate(_request(raycluster()))).patched is not None
+    assert (await SuspendableWebhooks(RAYCLUSTER_HOOKS).mutate(_request(raycluster()))).patched is not None
 
 
 def _with(obj: Obj, change: Callable[[Obj], Any]) -> Obj:
@@ -350,7 +352,7 @@ def _with(obj: Obj, change: Callable[[Obj], Any]) -> Obj:
     ],
 )
 async def test_rayjob_validation(obj: Obj, without_queue_name: bool, fields: list[str]) -> None:
-    verdict = await RayJobWebhooks(manage_jobs_without_queue_name=without_queue_name).validate(_request(obj))
+    verdict = await SuspendableWebhooks(RAYJOB_HOOKS, manage_jobs_without_queue_name=without_queue_name).validate(_request(obj))
     assert [e.field for e in verdict.errors] == fields
     assert verdict.allowed is (not fields)
 
@@ -370,7 +372,7 @@ async def test_rayjob_validation(obj: Obj, without_queue_name: bool, fields: lis
     ],
 )
 async def test_raycluster_validation(obj: Obj, fields: list[str]) -> None:
-    verdict = await RayClusterWebhooks().validate(_request(obj))
+    verdict = await SuspendableWebhooks(RAYCLUSTER_HOOKS).validate(_request(obj))
     assert [e.field for e in verdict.errors] == fields
 
 
@@ -386,7 +388,7 @@ async def test_raycluster_queue_name_updates(old_suspended: bool, new_queue: str
     old = raycluster(held=old_suspended)
     new = copy.deepcopy(old)
     new["metadata"]["labels"][c.QUEUE_NAME_LABEL] = new_queue
-    verdict = await RayClusterWebhooks().validate(_request(new, old))
+    verdict = await SuspendableWebhooks(RAYCLUSTER_HOOKS).validate(_request(new, old))
     assert verdict.allowed is allowed
     if not allowed:
         assert [e.field for e in verdict.errors] == [f"metadata.labels[{c.QUEUE_NAME_LABEL}]"]
@@ -396,7 +398,7 @@ async def test_resuming_a_queued_rayjob_keeps_it_queued() -> None:
     old = rayjob(held=True)
     new = copy.deepcopy(old)
     new["spec"]["suspend"] = False
-    out = (await RayJobWebhooks().mutate(_request(new, old))).patched
+    out = (await SuspendableWebhooks(RAYJOB_HOOKS).mutate(_request(new, old))).patched
     assert out is not None and out["spec"]["suspend"] is True
 
 

@@ -24,15 +24,16 @@ cannot change while the Job runs.
 from __future__ import annotations
 
 import copy
-from typing import Any
+from typing import Any, Final
 
 from kqueue.api.integrations import IntegrationError, is_elastic, max_exec_time_seconds, pods_count
 from kqueue.api.integrations.job import min_pods_count
 from kqueue.api.v1alpha1 import constants as c
 from kqueue.controller.admission import AdmissionRequest, FieldError, Verdict
 from kqueue.controller.gang import GANG_SCHEDULING_ANNOTATION
-from kqueue.controller.integrations.advice import queue_warnings
+from kqueue.controller.integrations.advice import LocalQueueNames, queue_warnings
 from kqueue.controller.integrations.suspension import (
+    SuspendableKind,
     SuspendableWebhooks,
     gate_templates,
     mutate_suspendable,
@@ -99,7 +100,26 @@ def _gang_opt_out(job: Obj, verdict: Verdict) -> Verdict:
     return Verdict.patch(out, *verdict.warnings)
 
 
+# A batch Job is suspendable as the other kinds are; its own checks (partial admission, elastic
+# Jobs, gang opt-out) are added by :class:`JobWebhooks`.
+SUSPENDABLE: Final = SuspendableKind(kind="Job", pod_templates=_template, started=_started)
+
+
 class JobWebhooks(SuspendableWebhooks):
+    def __init__(
+        self,
+        *,
+        manage_jobs_without_queue_name: bool = False,
+        local_queues: LocalQueueNames = lambda _namespace: None,
+        parent_kinds: frozenset[tuple[str, str]] = frozenset(),
+    ) -> None:
+        super().__init__(
+            SUSPENDABLE,
+            manage_jobs_without_queue_name=manage_jobs_without_queue_name,
+            local_queues=local_queues,
+            parent_kinds=parent_kinds,
+        )
+
     async def mutate(self, req: AdmissionRequest) -> Verdict:
         if errors := request_shape_errors(req.object, req.old_object, "Job"):
             return Verdict.deny(*errors)

@@ -8,43 +8,18 @@ pod sets, templates and webhooks (:mod:`.generic`, :mod:`.webhook`).
 from __future__ import annotations
 
 from kqueue.api.integrations import ray as ray_api
-from kqueue.controller.integrations import registry
 from kqueue.controller.integrations.framework import (
     Framework,
-    WebhookContext,
     queue_label_webhooks,
     suspendable_kind_rbac,
 )
 from kqueue.controller.integrations.ray import webhook
 from kqueue.controller.integrations.ray.generic import RayClusterIntegration, RayJobIntegration
 from kqueue.controller.integrations.registry import register
+from kqueue.controller.integrations.suspension import suspendable_hooks
 
 RAYJOB_NAME = ray_api.RAYJOB.framework
 RAYCLUSTER_NAME = ray_api.RAYCLUSTER.framework
-
-
-def _parents(ctx: WebhookContext, name: str) -> frozenset[tuple[str, str]]:
-    return frozenset(
-        (f.api_version, f.kind)
-        for f in registry.enabled(ctx.config.integrations.frameworks)
-        if f.name != name
-    )
-
-
-def _rayjob_hooks(ctx: WebhookContext) -> webhook.RayJobWebhooks:
-    return webhook.RayJobWebhooks(
-        manage_jobs_without_queue_name=ctx.config.manage_jobs_without_queue_name,
-        local_queues=ctx.local_queues,
-        parent_kinds=_parents(ctx, RAYJOB_NAME),
-    )
-
-
-def _raycluster_hooks(ctx: WebhookContext) -> webhook.RayClusterWebhooks:
-    return webhook.RayClusterWebhooks(
-        manage_jobs_without_queue_name=ctx.config.manage_jobs_without_queue_name,
-        local_queues=ctx.local_queues,
-        parent_kinds=_parents(ctx, RAYCLUSTER_NAME),
-    )
 
 
 def _rule(plural: str) -> dict[str, list[str]]:
@@ -66,7 +41,7 @@ RAYJOB = register(
             rule=_rule("rayjobs"),
             mutate_path=webhook.RAYJOB_MUTATE_PATH,
             validate_path=webhook.RAYJOB_VALIDATE_PATH,
-            hooks=_rayjob_hooks,
+            hooks=suspendable_hooks(webhook.RAYJOB, RAYJOB_NAME),
         ),
         rbac=suspendable_kind_rbac(
             "ray.io", "rayjobs", "RayJob", " (in its rayClusterSpec and submitter pod template)"
@@ -89,7 +64,7 @@ RAYCLUSTER = register(
             rule=_rule("rayclusters"),
             mutate_path=webhook.RAYCLUSTER_MUTATE_PATH,
             validate_path=webhook.RAYCLUSTER_VALIDATE_PATH,
-            hooks=_raycluster_hooks,
+            hooks=suspendable_hooks(webhook.RAYCLUSTER, RAYCLUSTER_NAME),
         ),
         rbac=suspendable_kind_rbac("ray.io", "rayclusters", "RayCluster"),
     )

@@ -10,12 +10,12 @@ from kqueue.controller.integrations.framework import (
     Framework,
     IntegrationContext,
     PolicyRule,
-    WebhookContext,
     queue_label_webhooks,
     suspendable_kind_rbac,
 )
 from kqueue.controller.integrations.reconciler import JobReconciler
 from kqueue.controller.integrations.registry import register
+from kqueue.controller.integrations.suspension import suspendable_hooks
 from kqueue.controller.integrations.trainjob import webhook
 from kqueue.controller.integrations.trainjob.generic import (
     CLUSTER_TRAINING_RUNTIMES,
@@ -25,13 +25,6 @@ from kqueue.controller.integrations.trainjob.generic import (
 )
 
 NAME = INTEGRATION.framework
-
-
-def _hooks(ctx: WebhookContext) -> webhook.TrainJobWebhooks:
-    return webhook.TrainJobWebhooks(
-        manage_jobs_without_queue_name=ctx.config.manage_jobs_without_queue_name,
-        local_queues=ctx.local_queues,
-    )
 
 
 def _install(ctx: IntegrationContext, reconciler: JobReconciler | None) -> None:
@@ -64,7 +57,7 @@ FRAMEWORK = register(
             rule={"apiGroups": ["trainer.kubeflow.org"], "apiVersions": ["v1alpha1"], "resources": ["trainjobs"]},
             mutate_path=webhook.MUTATE_PATH,
             validate_path=webhook.VALIDATE_PATH,
-            hooks=_hooks,
+            hooks=suspendable_hooks(webhook.SUSPENDABLE, NAME),
         ),
         rbac=(
             *suspendable_kind_rbac("trainer.kubeflow.org", "trainjobs", "TrainJob", " in kqueue's spec.runtimePatches entry"),
