@@ -10,10 +10,10 @@ from kqueue.api.integrations import PriorityClasses
 from kqueue.api.v1alpha1 import ResourceFlavor, Workload
 from kqueue.api.v1alpha1 import constants as c
 from kqueue.controller.informer import Informer, as_dict
+from kqueue.controller.integrations.eviction import DISRUPTION_TARGET
 from kqueue.controller.integrations.owners import BY_OWNER, owner_uids
 from kqueue.controller.integrations.pod.reconciler import (
     BY_GROUP,
-    DISRUPTION_TARGET,
     PodReconciler,
     group_key,
     reconcile_key,

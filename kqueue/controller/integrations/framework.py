@@ -31,6 +31,7 @@ from kqueue.api.v1alpha1 import constants as c
 from kqueue.controller.admission import AdmissionRequest, Verdict
 from kqueue.controller.clock import Now
 from kqueue.controller.events import EventRecorder
+from kqueue.controller.gate import PodSetRelease
 from kqueue.controller.informer import Informer, Store
 from kqueue.controller.kube import Kube
 from kqueue.controller.metrics import Metrics
@@ -120,21 +121,6 @@ class GenericJob(Protocol):
         """Suspended by its user, not by kqueue: kqueue neither queues nor resumes it until the
         user resumes it."""
         ...
-
-
-@dataclass(frozen=True)
-class PodSetRelease:
-    """What an admitted pod set's pods get when released: node labels and tolerations."""
-
-    name: str
-    count: int
-    node_selector: Mapping[str, str] = field(default_factory=dict)
-    tolerations: tuple[Obj, ...] = ()
-    # Topology-aware flavors: per assigned domain, its node selector and pod count; each
-    # released pod is pinned to one domain that still has room.
-    domains: tuple[tuple[Mapping[str, str], int], ...] = ()
-    # Labels the released pods get (kqueue.io/tas on topology-placed pods).
-    labels: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

@@ -30,7 +30,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable, Callable
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kqueue.api.integrations import IntegrationError, PriorityResolver, queue_name
 from kqueue.api.v1alpha1 import LocalQueue, ResourceFlavor, Workload
@@ -38,10 +38,9 @@ from kqueue.api.v1alpha1 import constants as c
 from kqueue.controller import workload_status
 from kqueue.controller.clock import Now
 from kqueue.controller.events import EventRecorder
-from kqueue.controller.gang import GangPlacement
+from kqueue.controller.gate import is_terminal
 from kqueue.controller.informer import Store
 from kqueue.controller.integrations.framework import GenericJob
-from kqueue.controller.integrations.gate import is_terminal
 from kqueue.controller.integrations.management import (
     DEFAULT_LOCAL_QUEUE,
     NAMESPACE_NAME_LABEL,
@@ -53,6 +52,9 @@ from kqueue.controller.kube import Conflict, Kube, KubeError
 from kqueue.controller.metrics import Metrics
 from kqueue.controller.resources import WORKLOADS, object_key
 from kqueue.controller.workqueue import Requeue
+
+if TYPE_CHECKING:
+    from kqueue.controller.gang import GangPlacement
 
 logger = logging.getLogger(__name__)
 

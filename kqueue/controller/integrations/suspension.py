@@ -18,10 +18,10 @@ from typing import Any
 
 from kqueue.api.v1alpha1 import constants as c
 from kqueue.controller.admission import AdmissionRequest, FieldError, Verdict
+from kqueue.controller.gate import add_gate
 from kqueue.controller.integrations import registry
 from kqueue.controller.integrations.advice import LocalQueueNames, queue_warnings
 from kqueue.controller.integrations.framework import WebhookContext
-from kqueue.controller.integrations.gate import add_gate
 from kqueue.controller.integrations.owners import controlled_by
 from kqueue.controller.integrations.queue_labels import unsupported_annotation_errors
 

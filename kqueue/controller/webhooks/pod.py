@@ -32,7 +32,7 @@ from typing import Any
 from kqueue.api.v1alpha1 import constants as c
 from kqueue.controller.admission import AdmissionRequest, FieldError, Verdict
 from kqueue.controller.gang import SCHEDULING_GROUP_FIELD, group_name, opted_out
-from kqueue.controller.integrations.gate import add_gate
+from kqueue.controller.gate import add_gate
 from kqueue.controller.kube import KubeError
 from kqueue.controller.webhooks.shape import request_shape_errors
 

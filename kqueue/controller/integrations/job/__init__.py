@@ -13,10 +13,11 @@ from kqueue.controller.integrations.framework import (
     queue_label_webhooks,
 )
 from kqueue.controller.integrations.job import webhook
-from kqueue.controller.integrations.job.elastic import JOB_SIZING, ElasticSlices
+from kqueue.controller.integrations.job.elastic import JOB_SIZING
 from kqueue.controller.integrations.job.generic import JobIntegration
 from kqueue.controller.integrations.reconciler import JobReconciler
 from kqueue.controller.integrations.registry import register
+from kqueue.controller.integrations.slices import ElasticSlices
 
 
 def _hooks(ctx: WebhookContext) -> webhook.JobWebhooks:
@@ -41,6 +42,7 @@ def _install(ctx: IntegrationContext, reconciler: JobReconciler | None) -> None:
         events=ctx.events,
         metrics=ctx.metrics,
         now=ctx.now,
+        sizing=JOB_SIZING,
     )
     if reconciler is not None:
         reconciler.workload_hooks.append(elastic.select)

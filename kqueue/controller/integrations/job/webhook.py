@@ -30,7 +30,6 @@ from kqueue.api.integrations import IntegrationError, is_elastic, max_exec_time_
 from kqueue.api.integrations.job import min_pods_count
 from kqueue.api.v1alpha1 import constants as c
 from kqueue.controller.admission import AdmissionRequest, FieldError, Verdict
-from kqueue.controller.gang import GANG_SCHEDULING_ANNOTATION
 from kqueue.controller.integrations.advice import LocalQueueNames, queue_warnings
 from kqueue.controller.integrations.suspension import (
     SuspendableKind,
@@ -94,9 +93,9 @@ def _gang_opt_out(job: Obj, verdict: Verdict) -> Verdict:
     out = copy.deepcopy(verdict.patched if verdict.patched is not None else job)
     meta = out.setdefault("spec", {}).setdefault("template", {}).setdefault("metadata", {})
     annotations = meta.get("annotations") or {}
-    if GANG_SCHEDULING_ANNOTATION in annotations:
+    if c.GANG_SCHEDULING_ANNOTATION in annotations:
         return verdict  # the user's choice stands
-    meta["annotations"] = {**annotations, GANG_SCHEDULING_ANNOTATION: "false"}
+    meta["annotations"] = {**annotations, c.GANG_SCHEDULING_ANNOTATION: "false"}
     return Verdict.patch(out, *verdict.warnings)
 
 

@@ -25,7 +25,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterable
 from datetime import datetime
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from kqueue.api.integrations import (
     IntegrationError,
@@ -43,16 +43,19 @@ from kqueue.api.v1alpha1 import constants as c
 from kqueue.controller import workload_status
 from kqueue.controller.clock import Now
 from kqueue.controller.events import EventRecorder
-from kqueue.controller.gang import GangPlacement
+from kqueue.controller.gate import is_terminal
 from kqueue.controller.informer import Store
-from kqueue.controller.integrations.gate import is_terminal
+from kqueue.controller.integrations.eviction import evict_pod
 from kqueue.controller.integrations.owners import BY_OWNER
 from kqueue.controller.integrations.release import PodReleaser, pod_set_releases
-from kqueue.controller.kube import JSON_PATCH, Conflict, Kube, KubeError, NotFound
+from kqueue.controller.kube import Conflict, Kube, NotFound
 from kqueue.controller.resources import PODS, WORKLOADS, object_key
 from kqueue.controller.workqueue import Requeue, WorkQueue, run_workers
 from kqueue.engine.engine import Engine
 from kqueue.engine.types import WorkloadKey
+
+if TYPE_CHECKING:
+    from kqueue.controller.gang import GangPlacement
 
 logger = logging.getLogger(__name__)
 
@@ -60,8 +63,6 @@ Obj = dict[str, Any]
 
 # Index on the pod store: ``<namespace>/<group>`` of pods in a group.
 BY_GROUP: Final = "pod-group"
-DISRUPTION_TARGET: Final = "DisruptionTarget"
-EVICTED_BY_KQUEUE: Final = "EvictedByKqueue"
 SINGLE: Final = "pod:"
 GROUP: Final = "group:"
 
@@ -341,44 +342,3 @@ class PodReconciler:
                 continue
             except Conflict:
                 continue  # the pod's newer version comes back through the informer
-
-
-async def evict_pod(
-    pod: Obj, wl: Workload, *, kube: Kube, events: EventRecorder, now: Now
-) -> None:
-    """Stop one pod of an evicted Workload: ``DisruptionTarget=True`` (reason
-    ``EvictedByKqueue``, so its controller and its user see why), then delete it."""
-    meta = _meta(pod)
-    if meta.get("deletionTimestamp"):
-        return
-    evicted = wl.condition(c.EVICTED)
-    why = f"{evicted.reason}: {evicted.message}" if evicted is not None else "Evicted"
-    conditions = (pod.get("status") or {}).get("conditions") or []
-    if not any(x.get("type") == DISRUPTION_TARGET for x in conditions):
-        cond = {
-            "type": DISRUPTION_TARGET,
-            "status": "True",
-            "reason": EVICTED_BY_KQUEUE,
-            "message": f"Evicted by kqueue: {why}",
-            "lastTransitionTime": now().strftime("%Y-%m-%dT%H:%M:%SZ"),
-        }
-        op = (
-            {"op": "add", "path": "/status/conditions/-", "value": cond}
-            if conditions
-            else {"op": "add", "path": "/status/conditions", "value": [cond]}
-        )
-        try:
-            await kube.patch(
-                PODS, str(meta["name"]), [op], namespace=meta.get("namespace"),
-                subresource="status", content_type=JSON_PATCH,
-            )
-        except NotFound:
-            return
-        except KubeError as exc:
-            logger.info("DisruptionTarget on pod %s: %s", object_key(pod), exc)
-    try:
-        await kube.delete(PODS, str(meta["name"]), namespace=meta.get("namespace"))
-    except NotFound:
-        return
-    events.record(pod, "Normal", "Stopped", f"Deleted by kqueue: {why}")
-    logger.info("deleted pod %s of evicted Workload %s: %s", object_key(pod), wl.key, why)

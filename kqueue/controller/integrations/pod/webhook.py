@@ -14,7 +14,7 @@ from typing import Any, Final
 
 from kqueue.api.v1alpha1 import constants as c
 from kqueue.controller.admission import AdmissionRequest, Verdict
-from kqueue.controller.integrations.gate import add_gate
+from kqueue.controller.gate import add_gate
 from kqueue.controller.integrations.pod.reconciler import is_plain
 
 Obj = dict[str, Any]

@@ -17,9 +17,9 @@ from kqueue.controller.integrations.framework import (
     always_queue_label_selector,
     queue_label_webhooks,
 )
-from kqueue.controller.integrations.job.elastic import ElasticSlices
 from kqueue.controller.integrations.reconciler import JobReconciler
 from kqueue.controller.integrations.registry import register
+from kqueue.controller.integrations.slices import ElasticSlices
 from kqueue.controller.integrations.statefulset import webhook
 from kqueue.controller.integrations.statefulset.generic import StatefulSetIntegration
 from kqueue.controller.integrations.statefulset.scaling import SIZING, StatefulSetScaling
