@@ -179,6 +179,15 @@ class JobWebhooks(SuspendableWebhooks):
                 max_exec_time_seconds(labels)
             except IntegrationError as exc:
                 errors.append(FieldError(exc.path, exc.detail))
+        elastic = annotations.get(c.ELASTIC_JOB_ANNOTATION)
+        if creating and elastic is not None and elastic != "true":
+            # Kueue reads any value but "true" as "not elastic"; so does kqueue, but a typo
+            # ("True", "yes") would silently give a Job that cannot be resized.
+            warnings.append(
+                f"metadata.annotations[{c.ELASTIC_JOB_ANNOTATION}]: {elastic!r} is not \"true\", "
+                'so the Job is not elastic (any value but "true" is read as not elastic); '
+                'set it to "true" for WorkloadSlices, or remove it'
+            )
         value = labels.get(c.PREEMPTIBILITY_LABEL)
         if value is not None and value not in c.PREEMPTIBILITY_LABEL_VALUES:
             warnings.append(
