@@ -60,6 +60,7 @@ def _install(ctx: IntegrationContext, _reconciler: JobReconciler | None) -> None
         events=ctx.events,
         releaser=ctx.releaser,
         now=ctx.now,
+        metrics=ctx.metrics,
         gang=ctx.gang,
     )
     ctx.pods.add_handler(on_add=pods.on_pod, on_update=pods.on_pod, on_delete=pods.on_pod)

@@ -36,7 +36,7 @@ from kqueue.api.integrations import (
     workload_for_pod,
     workload_for_pod_group,
 )
-from kqueue.api.integrations.pod import group_pods
+from kqueue.api.integrations.pod import POD_KIND, group_pods
 from kqueue.api.integrations.registry import INTEGRATIONS, Workloads
 from kqueue.api.v1alpha1 import ResourceFlavor, Workload
 from kqueue.api.v1alpha1 import constants as c
@@ -45,10 +45,12 @@ from kqueue.controller.clock import Now
 from kqueue.controller.events import EventRecorder
 from kqueue.controller.gate import is_terminal
 from kqueue.controller.informer import Store
+from kqueue.controller.integrations import milestones
 from kqueue.controller.integrations.eviction import evict_pod
 from kqueue.controller.integrations.owners import BY_OWNER
 from kqueue.controller.integrations.release import PodReleaser, pod_set_releases
 from kqueue.controller.kube import Conflict, Kube, NotFound
+from kqueue.controller.metrics import Metrics
 from kqueue.controller.resources import PODS, WORKLOADS, object_key
 from kqueue.controller.workqueue import Requeue, WorkQueue, run_workers
 from kqueue.engine.engine import Engine
@@ -133,9 +135,11 @@ class PodReconciler:
         events: EventRecorder,
         releaser: PodReleaser,
         now: Now,
+        metrics: Metrics,
         gang: GangPlacement | None = None,
     ) -> None:
         self._gang = gang
+        self._metrics = metrics
         self._engine = engine
         self._pods = pods
         self._workloads = workloads
@@ -235,10 +239,13 @@ class PodReconciler:
 
     async def _create(self, wl: Workload, pod: Obj) -> Requeue | None:
         try:
-            await self._kube.create(WORKLOADS, wl.to_dict(), namespace=wl.namespace)
+            created = await self._kube.create(WORKLOADS, wl.to_dict(), namespace=wl.namespace)
         except Conflict:
             return Requeue(after=0.5)
-        self._events.record(pod, "Normal", "CreatedWorkload", f"Created Workload: {wl.namespace}/{wl.name}")
+        # As every kind's reconciler: the event, and the creation latency by kind (Pod).
+        milestones.workload_created(
+            pod, POD_KIND, wl, created, events=self._events, metrics=self._metrics
+        )
         logger.info("created Workload %s/%s for pod %s", wl.namespace, wl.name, object_key(pod))
         return None
 
@@ -290,6 +297,10 @@ class PodReconciler:
                 by_set, releases, admitted_at=wl.quota_reserved_at,
                 cluster_queue=wl.status.admission.cluster_queue if wl.status.admission else "",
                 is_group=any(group_name(p) is not None for p in pods),
+            )
+            # On the pod the Workload was created for (a group's first), as CreatedWorkload.
+            milestones.started(
+                pods[0], wl, result, sum(r.count for r in releases.values()), events=self._events
             )
             if not result.complete:
                 return Requeue()
