@@ -158,20 +158,6 @@ def test_resume_writes_each_pod_set_s_flavor_into_its_replicated_job() -> None:
     assert workers["replicas"] == 2 and workers["template"]["spec"]["parallelism"] == 3
 
 
-def test_a_running_jobset_is_not_patched_again() -> None:
-    js = jobset()
-    assert JobSetIntegration().run_patch(js, _admitted(js), RELEASES) is None
-
-
-def test_eviction_suspends_the_whole_jobset_as_kqueue_s() -> None:
-    js = jobset()
-    assert JobSetIntegration().stop_patch(js, _admitted(js)) == {
-        "metadata": {"annotations": {HELD: "true"}},
-        "spec": {"suspend": True},
-    }
-    assert JobSetIntegration().stop_patch(jobset(held=True), _admitted(js)) is None
-
-
 def test_a_stopped_jobset_gets_its_recorded_templates_back() -> None:
     original = jobset(held=True)
     wl = workload_for_jobset(original, NO_CLASSES)
@@ -264,17 +250,6 @@ async def test_annotations_a_jobset_cannot_honour_are_refused(annotation: str) -
     assert not verdict.allowed
     [error] = verdict.errors
     assert error.field == f"metadata.annotations[{annotation}]"
-
-
-async def test_the_queue_label_is_immutable_while_the_jobset_runs() -> None:
-    old = jobset()
-    new = copy.deepcopy(old)
-    new["metadata"]["labels"][c.QUEUE_NAME_LABEL] = "other"
-    verdict = await SuspendableWebhooks(JOBSET_HOOKS).validate(_request(new, old))
-    assert [e.field for e in verdict.errors] == [f"metadata.labels[{c.QUEUE_NAME_LABEL}]"]
-    # Queued (suspended): it may move.
-    old, new = jobset(held=True), jobset(held=True, queue="other")
-    assert (await SuspendableWebhooks(JOBSET_HOOKS).validate(_request(new, old))).allowed
 
 
 def test_registered_and_opt_in() -> None:

@@ -188,15 +188,6 @@ def test_rayjob_resumes_with_flavors_in_its_cluster_spec_and_submitter() -> None
     assert patch["spec"]["submitterPodTemplate"]["spec"]["nodeSelector"] == {"type": "submitter"}
 
 
-@pytest.mark.parametrize("integration", [RayClusterIntegration(), RayJobIntegration()], ids=["RayCluster", "RayJob"])
-def test_eviction_suspends_the_whole_object(integration: Any) -> None:
-    obj = raycluster() if integration.kind == "RayCluster" else rayjob()
-    wl = integration.workload_for(obj, NO_CLASSES)
-    assert integration.stop_patch(obj, wl) == {"metadata": {"annotations": {HELD: "true"}}, "spec": {"suspend": True}}
-    held = raycluster(held=True) if integration.kind == "RayCluster" else rayjob(held=True)
-    assert integration.stop_patch(held, wl) is None
-
-
 def test_stopped_raycluster_gets_its_templates_back_as_recorded() -> None:
     rc = raycluster(held=True)
     wl = workload_for_raycluster(rc, NO_CLASSES)

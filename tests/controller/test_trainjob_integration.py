@@ -284,18 +284,6 @@ def test_resume_writes_the_gate_and_the_flavor_into_kqueue_s_runtime_patch() -> 
     assert template["metadata"]["labels"] == {c.MANAGED_LABEL: "true"}
 
 
-def test_a_running_trainjob_is_not_patched_again() -> None:
-    tj = trainjob()
-    assert TrainJobIntegration().run_patch(tj, _admitted(tj), RELEASES) is None
-
-
-def test_eviction_suspends_the_whole_trainjob_as_kqueue_s() -> None:
-    tj = trainjob()
-    assert TrainJobIntegration().stop_patch(tj, _admitted(tj)) == {
-        "metadata": {"annotations": {HELD: "true"}}, "spec": {"suspend": True}}
-    assert TrainJobIntegration().stop_patch(trainjob(held=True), _admitted(tj)) is None
-
-
 def test_a_queued_trainjob_holds_its_pods_through_the_gate_alone() -> None:
     integration = TrainJobIntegration()
     tj = trainjob(held=True)
@@ -379,16 +367,6 @@ async def test_annotations_a_trainjob_cannot_honour_are_refused(annotation: str)
     assert not verdict.allowed
     [error] = verdict.errors
     assert error.field == f"metadata.annotations[{annotation}]"
-
-
-async def test_the_queue_label_is_immutable_while_the_trainjob_runs() -> None:
-    old = trainjob()
-    new = copy.deepcopy(old)
-    new["metadata"]["labels"][c.QUEUE_NAME_LABEL] = "other"
-    verdict = await SuspendableWebhooks(TRAINJOB_HOOKS).validate(_request(new, old))
-    assert [e.field for e in verdict.errors] == [f"metadata.labels[{c.QUEUE_NAME_LABEL}]"]
-    assert (await SuspendableWebhooks(TRAINJOB_HOOKS).validate(_request(trainjob(held=True, queue="other"),
-                                                      trainjob(held=True)))).allowed
 
 
 def _trainer_jobset(labels: dict[str, str]) -> Obj:
