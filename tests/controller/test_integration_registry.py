@@ -73,3 +73,14 @@ def test_each_webhook_is_routed_only_when_its_integration_is_enabled() -> None:
         assert not (others & names), f"{fw.name}: {sorted(others & names)}"
         # The generic pod webhook and the kqueue.io kinds' are always there.
         assert {"mpod.kqueue.io", "vkqueue.kqueue.io"} <= names
+
+
+def test_each_declared_operator_is_one_make_run_starts() -> None:
+    # The declaration names the operator as `make run OPERATORS=...` does, so the docs' "needs"
+    # column is a command a person can run.
+    from kqueue.localcluster.operators import OPERATORS
+
+    declared = {i.operator for i in INTEGRATIONS if i.operator is not None}
+    assert declared and declared <= set(OPERATORS)
+    # A kind on by default never waits on an operator a cluster may lack.
+    assert all(i.operator is None for i in INTEGRATIONS if i.default_enabled)
