@@ -173,7 +173,7 @@ class SuspendableKind:
     """Pods still running from before a suspension: the object is stopping, not queued."""
     path: SuspendPath = SPEC_SUSPEND
     article: str = "a"
-    """``a`` or ``an`` before the kind, in messages (``an MPIJob``)."""
+    """``a`` or ``an`` before the kind, in messages (``an`` before a kind read with a vowel sound)."""
     spec_errors: Callable[[Obj], list[FieldError]] = lambda _obj: []
     """The kind's own validation of an object kqueue manages (refused naming the fields)."""
     skip: Callable[[Obj], bool] = lambda _obj: False
