@@ -35,33 +35,16 @@ from pydantic.alias_generators import to_camel
 from kqueue.api.durations import FORMS as DURATION_FORMS
 from kqueue.api.durations import DurationError, format_duration, parse_duration
 
+# The framework names come from the integrations' declarations (one per kind; those needing an
+# operator are off by default, so kqueue never waits on an API a cluster lacks).
+from kqueue.api.integrations.registry import DEFAULT_FRAMEWORKS as DEFAULT_FRAMEWORKS
+from kqueue.api.integrations.registry import FRAMEWORK_NEEDS as FRAMEWORK_NEEDS
+from kqueue.api.integrations.registry import SUPPORTED_FRAMEWORKS as SUPPORTED_FRAMEWORKS
+
 API_VERSION: Final = "config.kqueue.io/v1alpha1"
 KIND: Final = "Configuration"
 
 DEFAULT_NAMESPACE: Final = "kqueue-system"
-# Every integration kqueue has (kqueue/controller/integrations registers one per name; a test
-# keeps the two lists equal), and those on when the Configuration names none: a kind whose
-# operator (and CRD) a cluster may lack is opt-in, so kqueue never waits on an absent API.
-SUPPORTED_FRAMEWORKS: Final[tuple[str, ...]] = (
-    "batch/job",
-    "pod",
-    "jobset.x-k8s.io/jobset",
-    "kubeflow.org/mpijob",
-    "trainer.kubeflow.org/trainjob",
-    "statefulset",
-    "deployment",
-    "ray.io/rayjob",
-    "ray.io/raycluster",
-    "leaderworkerset.x-k8s.io/leaderworkerset",
-)
-# Frameworks that need another one (Kueue enables it implicitly; kqueue asks for it): a
-# Deployment's pods are queued as pods, and a StatefulSet's are stopped as pods are.
-FRAMEWORK_NEEDS: Final[dict[str, tuple[str, ...]]] = {
-    "deployment": ("pod",),
-    "statefulset": ("pod",),
-    "leaderworkerset.x-k8s.io/leaderworkerset": ("pod",),
-}
-DEFAULT_FRAMEWORKS: Final[tuple[str, ...]] = ("batch/job", "pod")
 
 # ---------------------------------------------------------------------------------------------
 # Durations
@@ -381,14 +364,9 @@ class AdmissionFairSharing(_Model):
 
 class Integrations(_Model):
     frameworks: list[str] = Field(default_factory=lambda: list(DEFAULT_FRAMEWORKS))
-    """Kinds kqueue manages: ``batch/job`` (Jobs), ``pod`` (plain pods and pod groups),
-    ``jobset.x-k8s.io/jobset`` (JobSets), ``kubeflow.org/mpijob`` (MPIJobs) and
-    ``trainer.kubeflow.org/trainjob`` (TrainJobs), each of these three needing its operator and
-    CRD, ``statefulset`` (StatefulSets, one gang Workload each; needs ``pod``), ``deployment``
-    (each pod of a Deployment its own Workload; needs ``pod``), ``ray.io/rayjob`` and
-    ``ray.io/raycluster`` (RayJobs and RayClusters; need KubeRay) and
-    ``leaderworkerset.x-k8s.io/leaderworkerset`` (one gang Workload per group; needs the
-    LeaderWorkerSet operator and ``pod``). See docs/integrations.md."""
+    """Kinds kqueue manages, by framework name: ``batch/job`` (Jobs), ``pod`` (plain pods and
+    pod groups), or any other integration docs/integrations.md lists with the operator and the
+    frameworks it needs (the ones it needs must be listed too)."""
 
     @field_validator("frameworks")
     @classmethod

@@ -271,10 +271,10 @@ def convert_workload_object(doc: dict[str, Any]) -> tuple[dict[str, Any], list[C
 
 
 def convert_any_object(doc: dict[str, Any]) -> tuple[dict[str, Any], list[ConversionWarning]]:
-    """Rewrite Kueue's keys on an object of any other kind (JobSet, Deployment, StatefulSet...).
+    """Rewrite Kueue's keys on an object of any other kind (any kind with pod templates).
 
     Kueue reads its labels and annotations on the top-level object, and its topology
-    annotations on pod templates, wherever the kind nests them (a JobSet's
+    annotations on pod templates, wherever the kind nests them (as deep as
     ``spec.replicatedJobs[].template.spec.template``): every ``metadata`` of a template (a
     mapping with ``metadata`` and ``spec``) under ``spec`` is rewritten, and the admission gate
     in every pod spec.

@@ -2,10 +2,10 @@
 
 Multi-document YAML and ``kind: List`` documents (as ``kubectl get -o yaml`` prints them) are
 split into objects; kqueue kinds are validated into models, Kueue kinds are converted first, and
-the Kubernetes kinds kqueue understands (Namespace, LimitRange, PriorityClass, Job, Pod,
-StatefulSet, Deployment) are kept as dicts for
-the integrations, as the controller would see them: Kueue's labels on a Job stay Kueue's (the
-controller ignores them). A bad document raises :class:`LoadError`, whose message names the
+the Kubernetes kinds kqueue understands (Namespace, LimitRange, PriorityClass, Node and the
+integrations' kinds, kqueue.api.integrations.registry) are kept as dicts for the integrations,
+as the controller would see them: Kueue's labels on a Job stay Kueue's (the controller ignores
+them). A bad document raises :class:`LoadError`, whose message names the
 source, the document's index, its kind/name and the field path, so a person can find and fix it.
 
 An object with ``metadata.generateName`` and no name (``kubectl create -f`` manifests) gets a
@@ -39,6 +39,8 @@ from kqueue.api.config import (
     ConfigurationError,
     parse_configuration,
 )
+from kqueue.api.integrations import registry
+from kqueue.api.integrations.declaration import KueueKeys
 from kqueue.api.v1alpha1 import KQueueObject, ValidationFailed, parse_object
 
 KQUEUE_API_VERSION: Final = "kqueue.io/v1alpha1"
@@ -50,27 +52,23 @@ GENERATED_NAME_ALPHABET: Final = "bcdfghjklmnpqrstvwxz2456789"
 GENERATED_SUFFIX_LENGTH: Final = 5
 MAX_GENERATE_NAME_LENGTH: Final = 63 - GENERATED_SUFFIX_LENGTH
 
-# Kubernetes kinds kqueue reads, kept as plain dicts: (apiVersion, kind).
+# Kubernetes kinds kqueue reads, kept as plain dicts: (apiVersion, kind). Those of the
+# integrations (and what their Workloads are built from) come from their declarations.
 PASSTHROUGH_KINDS: Final = frozenset(
     {
         ("v1", "Namespace"),
         ("v1", "LimitRange"),
         ("scheduling.k8s.io/v1", "PriorityClass"),
-        ("batch/v1", "Job"),
-        ("v1", "Pod"),
         ("v1", "Node"),
-        ("jobset.x-k8s.io/v1alpha2", "JobSet"),
-        ("kubeflow.org/v2beta1", "MPIJob"),
-        ("trainer.kubeflow.org/v1alpha1", "TrainJob"),
-        ("trainer.kubeflow.org/v1alpha1", "ClusterTrainingRuntime"),
-        ("trainer.kubeflow.org/v1alpha1", "TrainingRuntime"),
-        ("apps/v1", "StatefulSet"),
-        ("apps/v1", "Deployment"),
-        ("ray.io/v1", "RayJob"),
-        ("ray.io/v1", "RayCluster"),
-        ("leaderworkerset.x-k8s.io/v1", "LeaderWorkerSet"),
+        *registry.read_kinds(),
     }
 )
+# How Kueue's keys on an integration's object are read: checked on every load, or only renamed
+# by ``kqueue convert``. What a kind's Workloads are built from is read as the kind is.
+_KUEUE_KEYS: Final[dict[tuple[str, str], KueueKeys]] = {
+    **{r: i.kueue_keys for i in registry.INTEGRATIONS for r in i.reads},
+    **{k: i.kueue_keys for k, i in registry.BY_KIND.items()},
+}
 
 
 @dataclass(frozen=True)
@@ -314,8 +312,9 @@ def load_object(
         return loaded(model, doc)
 
     if (api_version, kind) in PASSTHROUGH_KINDS:
-        if kind in ("Job", "Pod", "JobSet", "MPIJob", "TrainJob", "ClusterTrainingRuntime", "TrainingRuntime"):
-            convert = kueue.convert_workload_object if kind in ("Job", "Pod") else kueue.convert_any_object
+        keys = _KUEUE_KEYS.get((api_version, kind))
+        if keys in (KueueKeys.WORKLOAD_OBJECT, KueueKeys.ANY_OBJECT):
+            convert = kueue.convert_workload_object if keys is KueueKeys.WORKLOAD_OBJECT else kueue.convert_any_object
             try:
                 converted, conversion_warnings = convert(doc)
             except kueue.ShapeError as err:
@@ -327,7 +326,7 @@ def load_object(
                 warnings.extend(str(w) for w in conversion_warnings)
             # Otherwise the object stays as the controller would see it: Kueue's keys are
             # Kueue's (the conversion above only checked the shapes it relies on).
-        elif migrate and kind in ("StatefulSet", "Deployment", "RayJob", "RayCluster", "LeaderWorkerSet"):
+        elif migrate and keys is KueueKeys.ON_CONVERT:
             try:
                 converted, conversion_warnings = kueue.convert_any_object(doc)
             except kueue.ShapeError as err:

@@ -3,7 +3,7 @@
 The output is the input rewritten, not re-serialised: keys stay in the input's order and fields
 the input left out stay out (``--with-defaults`` prints the objects as kqueue's models fill them
 in instead). Every object is validated by kqueue's models all the same, so what is printed
-applies. Objects of kinds kqueue does not read (a JobSet, a Deployment, a ConfigMap) pass
+applies. Objects of kinds kqueue does not read (a ConfigMap, a Service) pass
 through with Kueue's labels and annotations renamed, so a whole directory can be converted.
 """
 

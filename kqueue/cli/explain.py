@@ -13,6 +13,8 @@ from typing import Any
 
 import click
 
+from kqueue.api.integrations import registry
+from kqueue.api.integrations.declaration import Workloads
 from kqueue.api.loader import LoadedObject, LoadError
 from kqueue.api.quantity import format_quantity
 from kqueue.api.suggest import closest, did_you_mean
@@ -22,7 +24,7 @@ from kqueue.engine.explain import PendingDetails
 from kqueue.engine.preemption.report import VictimSearch
 from kqueue.engine.types import Mode
 from kqueue.sim.explain import Explanation, explain
-from kqueue.sim.scenario import TOP_LEVEL_BUILDERS, Scenario, build_scenario
+from kqueue.sim.scenario import Scenario, build_scenario
 
 EXIT_NOT_FOUND = 1
 
@@ -51,8 +53,11 @@ def _key(workload: str, namespace: str | None, default_namespace: str) -> str:
         return workload
     return f"{namespace or default_namespace}/{workload}"
 
-# Kinds whose objects a person may name instead of their Workload (a Job, a JobSet, a TrainJob).
-_OWNER_KINDS = frozenset({"Pod", "StatefulSet", *TOP_LEVEL_BUILDERS})
+# Kinds whose objects a person may name instead of their Workload (a Job, a Pod, any kind with
+# one Workload per object).
+_OWNER_KINDS = frozenset(
+    i.kind for i in registry.INTEGRATIONS if i.workloads in (Workloads.OWN, Workloads.POD)
+)
 
 
 def _names(scenario: Scenario) -> dict[str, str]:

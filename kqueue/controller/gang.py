@@ -54,6 +54,7 @@ from kqueue.api.v1alpha1 import Workload, set_condition
 from kqueue.api.v1alpha1 import constants as c
 from kqueue.controller.clock import Now
 from kqueue.controller.events import EventRecorder
+from kqueue.controller.gate import is_gated
 from kqueue.controller.kube import Conflict, Kube, KubeError, NotFound
 from kqueue.controller.resources import WORKLOADS, Resource
 
@@ -72,7 +73,7 @@ GANG_SCHEDULED_EVENT = "GangScheduled"
 ADMITTED_COUNT_ANNOTATION = "kqueue.io/admitted-pod-count"
 # On a pod (template): "false" keeps the pod out of gang scheduling (no schedulingGroup). Users
 # may set it; the Job webhook sets it on Jobs that run in waves (see waves_of_pods).
-GANG_SCHEDULING_ANNOTATION = "kqueue.io/gang-scheduling"
+GANG_SCHEDULING_ANNOTATION = c.GANG_SCHEDULING_ANNOTATION
 # How often the verdict is read again while kube-scheduler has not placed the gang.
 RECHECK_S = 3.0
 
@@ -150,7 +151,7 @@ def fresh_counts(fresh: Sequence[str], pods: Sequence[Obj], admitted: int) -> di
     Several (the object changed size while its controller was still creating pods, so they name
     two generations): each is sized to its own pods, which needs all admitted pods to exist; a
     group sized to the whole admission would wait forever for pods that name the other."""
-    released = [p for p in pods if not _gated(p)]
+    released = [p for p in pods if not is_gated(p)]
     if len(fresh) == 1:
         outside = sum(1 for p in released if pod_group_of(p) != fresh[0])
         return {fresh[0]: admitted - outside} if admitted > outside else {}
@@ -163,7 +164,7 @@ def fresh_counts(fresh: Sequence[str], pods: Sequence[Obj], admitted: int) -> di
     if room < 1:
         return {}
     return {
-        name: max(1, min(room, sum(1 for p in pods if _gated(p) and pod_group_of(p) == name)))
+        name: max(1, min(room, sum(1 for p in pods if is_gated(p) and pod_group_of(p) == name)))
         for name in fresh
     }
 
@@ -324,7 +325,7 @@ class GangPlacement:
         exist are handed to ``wl`` (an elastic Job's new slice now holds the running pods);
         a group no PodGroup exists for yet is created for the gated pods about to join it."""
         names = sorted({n for p in pods if (n := pod_group_of(p)) is not None})
-        if not self.enabled or not names or admitted < 1 or not any(_gated(p) for p in pods):
+        if not self.enabled or not names or admitted < 1 or not any(is_gated(p) for p in pods):
             return Prepared(True)  # no group, or nothing left to release into it
         fresh: list[str] = []
         for name in names:
@@ -334,7 +335,7 @@ class GangPlacement:
             except NotFound:
                 current = None
             if current is None:
-                if any(_gated(p) for p in members):
+                if any(is_gated(p) for p in members):
                     fresh.append(name)
                 continue
             prepared = await self._keep(wl, current, members, admitted)
@@ -421,8 +422,8 @@ class GangPlacement:
         ns = wl.namespace
         meta = current.get("metadata") or {}
         name = str(meta.get("name"))
-        running = any(not _gated(p) for p in members)
-        joining = sum(1 for p in members if _gated(p))
+        running = any(not is_gated(p) for p in members)
+        joining = sum(1 for p in members if is_gated(p))
         if meta.get("deletionTimestamp"):
             if not joining:
                 return Prepared(True)  # its pods are going too; nothing of this admission joins
@@ -584,8 +585,3 @@ class GangPlacement:
                 continue
             except KubeError as exc:
                 logger.info("deleting PodGroup %s/%s: %s", wl.namespace, name, exc)
-
-
-def _gated(pod: Obj) -> bool:
-    gates = (pod.get("spec") or {}).get("schedulingGates") or []
-    return any(g.get("name") == c.ADMISSION_GATE for g in gates)

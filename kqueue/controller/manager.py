@@ -233,7 +233,7 @@ class Manager:
             fw.name: fw.job() for fw in self.frameworks if fw.job is not None
         }
         # Pods by the UID of every object they belong to: their controller, and the top-level
-        # object of each integration that claims them (a JobSet's pods are its Jobs').
+        # object of each integration that claims them (pods of a child Job).
         self.pods.store.add_index(BY_OWNER, self._pod_owner_uids)
         self.objects: dict[str, Informer[Obj]] = {}
         for fw in self.frameworks:
@@ -248,7 +248,7 @@ class Manager:
                 ),
             )
 
-        # Kinds an integration builds its Workloads from (a TrainJob's runtimes): one informer
+        # Kinds an integration builds its Workloads from (runtimes it names): one informer
         # per kind, shared by the frameworks that watch it.
         self.watched: dict[Resource, Informer[Obj]] = {}
         for fw in self.frameworks:
@@ -436,7 +436,7 @@ class Manager:
 
     def _parent_kinds(self, fw: Framework) -> frozenset[tuple[str, str]]:
         """Kinds of the other enabled integrations: an object of ``fw``'s kind that one of them
-        controls (a JobSet's Jobs) is queued through its parent, never on its own."""
+        controls (its child Jobs) is queued through its parent, never on its own."""
         return frozenset((f.api_version, f.kind) for f in self.frameworks if f is not fw)
 
     def _releases_itself(self, wl: Workload) -> bool:

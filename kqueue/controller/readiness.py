@@ -43,8 +43,8 @@ from kqueue.api.v1alpha1 import constants as c
 from kqueue.controller import workload_status
 from kqueue.controller.clock import Now
 from kqueue.controller.events import EventRecorder
+from kqueue.controller.gate import is_terminal
 from kqueue.controller.informer import Store
-from kqueue.controller.integrations.gate import is_terminal
 from kqueue.controller.integrations.owners import BY_OWNER, object_index_key
 from kqueue.controller.kube import Conflict, Kube, KubeError, NotFound, idempotent
 from kqueue.controller.metrics import Metrics

@@ -30,19 +30,13 @@ from kqueue.api.config import Configuration
 from kqueue.api.integrations import (
     IntegrationError,
     PriorityClasses,
-    finished_condition,
     group_name,
     is_elastic,
-    workload_for_job,
+    registry,
     workload_for_pod,
     workload_for_pod_group,
 )
-from kqueue.api.integrations import jobset as jobset_api
-from kqueue.api.integrations import mpijob as mpijob_api
-from kqueue.api.integrations import ray as ray_api
-from kqueue.api.integrations import trainjob as trainjob_api
-from kqueue.api.integrations.deployment import deployment_pods, is_deployment_pod
-from kqueue.api.integrations.leaderworkerset import leaderworkerset_pods
+from kqueue.api.integrations.declaration import Integration, Workloads
 from kqueue.api.integrations.management import (
     KUEUE_QUEUE_NAME_LABEL,
     ManagementPolicy,
@@ -50,7 +44,6 @@ from kqueue.api.integrations.management import (
     manages,
     namespace_labels_of,
 )
-from kqueue.api.integrations.statefulset import replicas, workload_for_statefulset
 from kqueue.api.loader import LoadedObject, LoadError, Location
 from kqueue.api.suggest import did_you_mean
 from kqueue.api.v1alpha1 import (
@@ -76,21 +69,12 @@ DEFAULT_START: Final = datetime(2024, 1, 1, tzinfo=UTC)
 NAMESPACE_NAME_LABEL: Final = "kubernetes.io/metadata.name"
 # The LocalQueue an unlabelled Job goes to under manageJobsWithoutQueueName (Kueue's defaulting).
 DEFAULT_LOCAL_QUEUE: Final = "default"
-# Top-level kinds turned into one Workload each, as their integration in the controller does.
-TOP_LEVEL_BUILDERS: Final[dict[str, Any]] = {
-    "Job": workload_for_job,
-    "JobSet": jobset_api.workload_for_jobset,
-    "MPIJob": mpijob_api.workload_for_mpijob,
-    "TrainJob": trainjob_api.workload_for_trainjob,
-    "RayJob": ray_api.workload_for_rayjob,
-    "RayCluster": ray_api.workload_for_raycluster,
-}
-TOP_LEVEL_FINISHED: Final[dict[str, Any]] = {
-    "JobSet": jobset_api.finished_condition,
-    "MPIJob": mpijob_api.finished_condition,
-    "TrainJob": trainjob_api.finished_condition,
-    "RayJob": ray_api.rayjob_finished_condition,
-    "RayCluster": ray_api.raycluster_finished_condition,
+# Top-level kinds turned into one Workload each, as their integration in the controller does
+# (the serving kinds, queued only when labelled, are read after the pods).
+TOP_LEVEL: Final[dict[str, Integration]] = {
+    i.kind: i
+    for i in registry.INTEGRATIONS
+    if i.workloads is Workloads.OWN and not i.queue_label_required
 }
 
 
@@ -275,11 +259,13 @@ def build_scenario(
                 ) from None
         elif obj.kind == "PriorityClass":
             pod_classes.append(obj.raw)
-        elif obj.kind in TOP_LEVEL_BUILDERS:
+        elif obj.kind in TOP_LEVEL:
             jobs.append(obj)
         elif obj.kind == "Pod":
             pods.append(obj)
-        elif obj.kind in ("StatefulSet", "Deployment", "LeaderWorkerSet"):
+        elif (integration := registry.of(obj.api_version, obj.kind)) is not None and (
+            integration.queue_label_required
+        ):
             apps.append(obj)
     sc.priorities = PriorityClasses.from_objects(sc.workload_priority_classes, pod_classes)
 
@@ -307,7 +293,7 @@ def build_scenario(
         if not decision:
             # A pod without any queue label was never meant to queue (a dump of a namespace
             # lists every pod): only Jobs, and pods that name a queue, are worth a warning.
-            if obj.kind in TOP_LEVEL_BUILDERS or _names_a_queue(obj.raw):
+            if obj.kind in TOP_LEVEL or _names_a_queue(obj.raw):
                 sc.warnings.append(_unmanaged(obj, decision.reason))
             return False
         sc.warnings.extend(
@@ -315,7 +301,10 @@ def build_scenario(
         )
         return True
 
-    runtimes = trainjob_api.runtimes_from(o.raw for o in objects)
+    # What a kind's Workloads are built from besides the object (runtimes it names).
+    inputs = {
+        i.kind: i.inputs(o.raw for o in objects) for i in TOP_LEVEL.values() if i.inputs is not None
+    }
     # An object whose Workload is in the input is the controller's whatever its labels say (its
     # reconciler keeps following an object it made a Workload for); the others only if managed.
     for obj in jobs:
@@ -330,11 +319,9 @@ def build_scenario(
             existing.timing = _merge(existing.timing, timing)
             existing.job = obj.raw
             continue
-        if obj.kind == "Job":
-            finished = finished_condition(obj.raw)
-        else:
-            done = TOP_LEVEL_FINISHED[obj.kind](obj.raw)
-            finished = done[0] if done is not None else None
+        integration = TOP_LEVEL[obj.kind]
+        done = integration.finished(obj.raw) if integration.finished is not None else None
+        finished = done[0] if done is not None else None
         if finished is not None:
             sc.warnings.append(
                 f"{obj.location} ({obj.ref}): finished (condition {finished}), so the "
@@ -346,17 +333,16 @@ def build_scenario(
             # The API server starts every object at generation 1 (elastic slices are named
             # after it); a manifest usually leaves it out.
             job = {**job, "metadata": {**job["metadata"], "generation": 1}}
-        build = TOP_LEVEL_BUILDERS[obj.kind]
-        if obj.kind == "TrainJob":
-            # Its pod sets come from the runtime it names, which must be in the input.
-            build = functools.partial(build, runtimes=runtimes)
+        assert integration.build is not None
+        build = functools.partial(integration.build, **inputs.get(obj.kind, {}))
         wl = _integrate(obj, build, job, sc.priorities)
         if wl.spec.queue_name is None and (ns, DEFAULT_LOCAL_QUEUE) in local_queues:
             # manageJobsWithoutQueueName: the controller submits it to the namespace's
             # LocalQueue "default" (Kueue's LocalQueueDefaulting); without one it waits.
             wl.spec.queue_name = DEFAULT_LOCAL_QUEUE
         sw = SimWorkload(
-            wl, timing, obj.location, f"{obj.kind} {obj.name}", labels, job if obj.kind == "Job" else None
+            wl, timing, obj.location, f"{obj.kind} {obj.name}", labels,
+            job if integration.elastic is not None else None,
         )
         entries.append((order[id(obj)], sw, _meta(obj).get("creationTimestamp")))
 
@@ -401,14 +387,18 @@ def build_scenario(
         )
         entries.append((order[id(first)], sw, earliest or None))
 
-    # A StatefulSet is one gang Workload; each pod of a Deployment is its own (as the
-    # controller builds them: kqueue.api.integrations.statefulset / .deployment).
-    # A dump (``kubectl get deploy,pods``) lists a Deployment's pods too: they are its Workloads
-    # already, so the Deployment adds none (ReplicaSets are named ``<deployment>-<hash>``).
+    # A serving kind is one gang Workload, one per pod group of its pods, or one per pod (as the
+    # controller builds them: its declaration in kqueue.api.integrations).
+    # A dump (``kubectl get deploy,pods``) lists the pods of a kind whose pods are each their own
+    # Workload too: they are its Workloads already, so the object adds none (their owners are
+    # named ``<object>-<hash>``, as a Deployment's ReplicaSets).
+    pods_alone = [
+        i for i in registry.INTEGRATIONS if i.workloads is Workloads.EACH_POD and i.pod_of
+    ]
     replica_sets = {
         (p.namespace or "default", str(ref.get("name")))
         for p in pods
-        if is_deployment_pod(p.raw)
+        if any(i.pod_of is not None and i.pod_of(p.raw) for i in pods_alone)
         for ref in _meta(p).get("ownerReferences") or []
         if ref.get("controller")
     }
@@ -416,28 +406,31 @@ def build_scenario(
         ns = obj.namespace or "default"
         if owned.get(_owner_key(ns, obj.kind, obj.name)) is not None or not managed(obj):
             continue
-        if obj.kind == "Deployment" and any(
+        integration = registry.BY_KIND[(obj.api_version, obj.kind)]
+        if integration.workloads is Workloads.EACH_POD and any(
             rs_ns == ns and rs.rpartition("-")[0] == obj.name for rs_ns, rs in replica_sets
         ):
             continue
         timing = _timing(obj, obj.raw)
         labels = dict(_meta(obj).get("labels") or {})
-        if obj.kind == "StatefulSet":
-            if _read(obj, replicas, obj.raw) == 0:
+        if integration.workloads is Workloads.OWN:
+            assert integration.build is not None
+            if integration.empty is not None and _read(obj, integration.empty, obj.raw):
                 sc.warnings.append(
                     f"{obj.location} ({obj.ref}): scaled to 0, so the controller keeps no "
                     "Workload for it; skipped"
                 )
                 continue
-            wl = _integrate(obj, workload_for_statefulset, obj.raw, sc.priorities)
-            sw = SimWorkload(wl, timing, obj.location, f"StatefulSet {obj.name}", labels)
+            wl = _integrate(obj, integration.build, obj.raw, sc.priorities)
+            sw = SimWorkload(wl, timing, obj.location, f"{obj.kind} {obj.name}", labels)
             entries.append((order[id(obj)], sw, _meta(obj).get("creationTimestamp")))
             continue
-        if obj.kind == "LeaderWorkerSet":
+        assert integration.pods is not None
+        if integration.workloads is Workloads.EACH_POD_GROUP:
             # One gang Workload per group, built from the group's pods as the pod integration
             # builds it once the controller has labelled them with their group.
             by_group: dict[str, list[dict[str, Any]]] = {}
-            for pod in _read(obj, leaderworkerset_pods, obj.raw):
+            for pod in _read(obj, integration.pods, obj.raw):
                 by_group.setdefault(str(group_name(pod)), []).append(pod)
             for group, group_members in by_group.items():
                 wl = _integrate(obj, workload_for_pod_group, group_members, sc.priorities)
@@ -447,7 +440,7 @@ def build_scenario(
                 )
                 entries.append((order[id(obj)], sw, _meta(obj).get("creationTimestamp")))
             continue
-        for pod in _read(obj, deployment_pods, obj.raw):
+        for pod in _read(obj, integration.pods, obj.raw):
             wl = _integrate(obj, workload_for_pod, pod, sc.priorities)
             sw = SimWorkload(
                 wl, timing, obj.location, f"Pod {pod['metadata']['name']}", labels,

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from kqueue.api.v1alpha1 import Workload
-from kqueue.controller.integrations.job.elastic import ElasticSlices
+from kqueue.controller.integrations.slices import ElasticSlices
 from kqueue.controller.kube import Conflict, KubeError
 from kqueue.controller.scheduler import Scheduler
 from kqueue.engine.engine import Engine

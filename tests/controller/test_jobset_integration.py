@@ -16,7 +16,8 @@ from kqueue.api.v1alpha1 import Workload, parse_object
 from kqueue.api.v1alpha1 import constants as c
 from kqueue.controller.integrations import PodSetRelease, registry
 from kqueue.controller.integrations.jobset.generic import JobSetIntegration
-from kqueue.controller.integrations.jobset.webhook import JobSetWebhooks
+from kqueue.controller.integrations.jobset.webhook import SUSPENDABLE as JOBSET_HOOKS
+from kqueue.controller.integrations.suspension import SuspendableWebhooks
 from kqueue.controller.webhook_server import AdmissionRequest
 
 Obj = dict[str, Any]
@@ -157,20 +158,6 @@ def test_resume_writes_each_pod_set_s_flavor_into_its_replicated_job() -> None:
     assert workers["replicas"] == 2 and workers["template"]["spec"]["parallelism"] == 3
 
 
-def test_a_running_jobset_is_not_patched_again() -> None:
-    js = jobset()
-    assert JobSetIntegration().run_patch(js, _admitted(js), RELEASES) is None
-
-
-def test_eviction_suspends_the_whole_jobset_as_kqueue_s() -> None:
-    js = jobset()
-    assert JobSetIntegration().stop_patch(js, _admitted(js)) == {
-        "metadata": {"annotations": {HELD: "true"}},
-        "spec": {"suspend": True},
-    }
-    assert JobSetIntegration().stop_patch(jobset(held=True), _admitted(js)) is None
-
-
 def test_a_stopped_jobset_gets_its_recorded_templates_back() -> None:
     original = jobset(held=True)
     wl = workload_for_jobset(original, NO_CLASSES)
@@ -232,7 +219,7 @@ def _request(new: Obj, old: Obj | None = None) -> AdmissionRequest:
 
 
 async def test_a_new_jobset_is_suspended_and_every_template_gated() -> None:
-    verdict = await JobSetWebhooks().mutate(_request(jobset()))
+    verdict = await SuspendableWebhooks(JOBSET_HOOKS).mutate(_request(jobset()))
     out = verdict.patched
     assert out is not None
     assert out["spec"]["suspend"] is True and out["metadata"]["annotations"][HELD] == "true"
@@ -243,14 +230,14 @@ async def test_a_new_jobset_is_suspended_and_every_template_gated() -> None:
 
 
 async def test_a_jobset_without_a_queue_is_left_alone() -> None:
-    assert (await JobSetWebhooks().mutate(_request(jobset(queue=None)))).patched is None
+    assert (await SuspendableWebhooks(JOBSET_HOOKS).mutate(_request(jobset(queue=None)))).patched is None
 
 
 async def test_resuming_a_queued_jobset_keeps_it_queued() -> None:
     old = jobset(held=True)
     new = copy.deepcopy(old)
     new["spec"]["suspend"] = False
-    verdict = await JobSetWebhooks().mutate(_request(new, old))
+    verdict = await SuspendableWebhooks(JOBSET_HOOKS).mutate(_request(new, old))
     assert verdict.patched is not None and verdict.patched["spec"]["suspend"] is True
     assert any("holds this JobSet suspended" in w for w in verdict.warnings)
 
@@ -259,24 +246,13 @@ async def test_resuming_a_queued_jobset_keeps_it_queued() -> None:
     "annotation", [c.ELASTIC_JOB_ANNOTATION, c.JOB_MIN_PARALLELISM_ANNOTATION], ids=["elastic", "partial"]
 )
 async def test_annotations_a_jobset_cannot_honour_are_refused(annotation: str) -> None:
-    verdict = await JobSetWebhooks().validate(_request(jobset(annotations={annotation: "true"})))
+    verdict = await SuspendableWebhooks(JOBSET_HOOKS).validate(_request(jobset(annotations={annotation: "true"})))
     assert not verdict.allowed
     [error] = verdict.errors
     assert error.field == f"metadata.annotations[{annotation}]"
 
 
-async def test_the_queue_label_is_immutable_while_the_jobset_runs() -> None:
-    old = jobset()
-    new = copy.deepcopy(old)
-    new["metadata"]["labels"][c.QUEUE_NAME_LABEL] = "other"
-    verdict = await JobSetWebhooks().validate(_request(new, old))
-    assert [e.field for e in verdict.errors] == [f"metadata.labels[{c.QUEUE_NAME_LABEL}]"]
-    # Queued (suspended): it may move.
-    old, new = jobset(held=True), jobset(held=True, queue="other")
-    assert (await JobSetWebhooks().validate(_request(new, old))).allowed
-
-
 def test_registered_and_opt_in() -> None:
     fw = registry.get("jobset.x-k8s.io/jobset")
-    assert fw.kind == "JobSet" and fw.suspendable and fw.simulate and not fw.default_enabled
+    assert fw.kind == "JobSet" and fw.suspendable and not fw.default_enabled
     assert {w.name for w in fw.webhooks} == {"mjobset.kqueue.io", "vjobset.kqueue.io"}

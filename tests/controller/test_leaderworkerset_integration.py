@@ -164,7 +164,7 @@ def test_registered_and_needs_pod() -> None:
     from kqueue.api.config import Configuration
 
     fw = registry.get("leaderworkerset.x-k8s.io/leaderworkerset")
-    assert fw.kind == "LeaderWorkerSet" and not fw.suspendable and fw.simulate and not fw.default_enabled
+    assert fw.kind == "LeaderWorkerSet" and not fw.suspendable and not fw.default_enabled
     with pytest.raises(ValueError, match="needs 'pod'"):
         Configuration.model_validate({"integrations": {"frameworks": ["batch/job", fw.name]}})
     copy.deepcopy(fw)

@@ -12,7 +12,8 @@ from kqueue.api.integrations.mpijob import workload_for_mpijob
 from kqueue.api.v1alpha1 import constants as c
 from kqueue.controller.integrations import PodSetRelease, registry
 from kqueue.controller.integrations.mpijob.generic import MPIJobIntegration
-from kqueue.controller.integrations.mpijob.webhook import MPIJobWebhooks
+from kqueue.controller.integrations.mpijob.webhook import SUSPENDABLE as MPIJOB_HOOKS
+from kqueue.controller.integrations.suspension import SuspendableWebhooks
 from kqueue.controller.webhook_server import AdmissionRequest
 
 Obj = dict[str, Any]
@@ -106,7 +107,7 @@ def _request(new: Obj, old: Obj | None = None) -> AdmissionRequest:
 
 
 async def test_a_new_mpijob_is_suspended_through_its_run_policy_and_gated() -> None:
-    out = (await MPIJobWebhooks().mutate(_request(mpijob()))).patched
+    out = (await SuspendableWebhooks(MPIJOB_HOOKS).mutate(_request(mpijob()))).patched
     assert out is not None
     assert out["spec"]["runPolicy"]["suspend"] is True and "suspend" not in out["spec"]
     assert out["metadata"]["annotations"][HELD] == "true"
@@ -118,14 +119,14 @@ async def test_resuming_a_queued_mpijob_keeps_it_queued() -> None:
     old = mpijob(held=True)
     new = copy.deepcopy(old)
     new["spec"]["runPolicy"]["suspend"] = False
-    out = (await MPIJobWebhooks().mutate(_request(new, old))).patched
+    out = (await SuspendableWebhooks(MPIJOB_HOOKS).mutate(_request(new, old))).patched
     assert out is not None and out["spec"]["runPolicy"]["suspend"] is True
 
 
 async def test_the_elastic_annotation_is_refused_on_an_mpijob() -> None:
     job = mpijob()
     job["metadata"]["annotations"][c.ELASTIC_JOB_ANNOTATION] = "true"
-    verdict = await MPIJobWebhooks().validate(_request(job))
+    verdict = await SuspendableWebhooks(MPIJOB_HOOKS).validate(_request(job))
     assert [e.field for e in verdict.errors] == [f"metadata.annotations[{c.ELASTIC_JOB_ANNOTATION}]"]
 
 

@@ -10,10 +10,10 @@ from kqueue.api.integrations import PriorityClasses
 from kqueue.api.v1alpha1 import ResourceFlavor, Workload
 from kqueue.api.v1alpha1 import constants as c
 from kqueue.controller.informer import Informer, as_dict
+from kqueue.controller.integrations.eviction import DISRUPTION_TARGET
 from kqueue.controller.integrations.owners import BY_OWNER, owner_uids
 from kqueue.controller.integrations.pod.reconciler import (
     BY_GROUP,
-    DISRUPTION_TARGET,
     PodReconciler,
     group_key,
     reconcile_key,
@@ -24,6 +24,7 @@ from kqueue.controller.resources import PODS, RESOURCE_FLAVORS, WORKLOADS
 from kqueue.engine.engine import Engine
 from tests.controller.fake_apiserver import FakeCluster
 from tests.controller.fakes import Events, model
+from tests.controller.test_metrics import samples
 
 Obj = dict[str, Any]
 
@@ -66,6 +67,7 @@ class Pods:
         self.server = cluster.server
         self.engine = Engine()
         self.events = Events()
+        self.metrics = Metrics()
 
     @classmethod
     async def start(cls, cluster: FakeCluster) -> Pods:
@@ -88,6 +90,7 @@ class Pods:
             events=world.events,
             releaser=PodReleaser(kube=cluster.kube, metrics=Metrics(), now=lambda: NOW),
             now=lambda: NOW,
+            metrics=world.metrics,
         )
         return world
 
@@ -252,3 +255,74 @@ async def test_a_pod_that_succeeded_finishes_its_workload(cluster: FakeCluster) 
     assert conds[c.FINISHED]["status"] == "True" and conds[c.FINISHED]["reason"] == c.FINISHED_SUCCEEDED
     remaining = world.server.get(PODS, "solo", NS)
     assert remaining is not None and not remaining["metadata"].get("finalizers")
+
+
+# -- the same milestones as every kind: the creation latency and the Started event --------------
+
+
+def creation_latencies(world: Pods) -> float | None:
+    return samples(world.metrics).get(
+        ("kqueue_workload_creation_latency_seconds_count", (("job_kind", "Pod"),))
+    )
+
+
+async def test_a_single_pod_s_workload_creation_is_measured_as_every_kind_s(
+    cluster: FakeCluster,
+) -> None:
+    world = await Pods.start(cluster)
+    p = pod("solo")
+    await world.add(p)
+    assert creation_latencies(world) is None
+
+    await world.reconcile(p)
+
+    assert creation_latencies(world) == 1
+    # Reconciled again with its Workload there: not created, not counted twice.
+    await world.reconcile(p)
+    assert creation_latencies(world) == 1
+
+
+async def test_a_pod_group_s_workload_creation_is_measured_once(cluster: FakeCluster) -> None:
+    world = await Pods.start(cluster)
+    members = [pod(f"g-{i}", group="g", total=3) for i in range(3)]
+    await world.add(*members[:2])
+    await world.reconcile(members[0])
+    assert creation_latencies(world) is None  # still waiting for the third pod
+
+    await world.add(members[2])
+    await world.reconcile(members[2])
+
+    assert creation_latencies(world) == 1
+
+
+async def test_a_single_pod_is_started_once_released(cluster: FakeCluster) -> None:
+    world = await Pods.start(cluster)
+    p = pod("solo")
+    await world.add(p)
+    await world.reconcile(p)
+    [wl] = world.workloads_in_api()
+    assert "Started" not in world.events.reasons("solo")
+    await world.admit(wl["metadata"]["name"], 1)
+
+    await world.reconcile(p)
+    await world.reconcile(p)
+
+    assert not gated(world.server.get(PODS, "solo", NS))
+    assert world.events.reasons("solo").count("Started") == 1
+
+
+async def test_a_pod_group_is_started_once_when_its_last_admitted_pod_is_released(
+    cluster: FakeCluster,
+) -> None:
+    world = await Pods.start(cluster)
+    members = [pod(f"g-{i}", group="g", total=3) for i in range(3)]
+    await world.add(*members)
+    await world.reconcile(members[0])
+    await world.admit("g", 3)
+
+    await world.reconcile(members[0])
+    await world.reconcile(members[0])
+
+    assert not [p for p in world.server.objects(PODS) if gated(p)]
+    started = [m for _, _, r, m in world.events.recorded if r == "Started"]
+    assert started == ["Admitted by clusterQueue cq; all 3 admitted pod(s) released"]

@@ -20,7 +20,9 @@ from kqueue.api.integrations.ray import (
 from kqueue.api.v1alpha1 import constants as c
 from kqueue.controller.integrations import PodSetRelease, registry
 from kqueue.controller.integrations.ray.generic import RayClusterIntegration, RayJobIntegration
-from kqueue.controller.integrations.ray.webhook import RayClusterWebhooks, RayJobWebhooks
+from kqueue.controller.integrations.ray.webhook import RAYCLUSTER as RAYCLUSTER_HOOKS
+from kqueue.controller.integrations.ray.webhook import RAYJOB as RAYJOB_HOOKS
+from kqueue.controller.integrations.suspension import SuspendableWebhooks
 from kqueue.controller.webhook_server import AdmissionRequest
 
 Obj = dict[str, Any]
@@ -186,15 +188,6 @@ def test_rayjob_resumes_with_flavors_in_its_cluster_spec_and_submitter() -> None
     assert patch["spec"]["submitterPodTemplate"]["spec"]["nodeSelector"] == {"type": "submitter"}
 
 
-@pytest.mark.parametrize("integration", [RayClusterIntegration(), RayJobIntegration()], ids=["RayCluster", "RayJob"])
-def test_eviction_suspends_the_whole_object(integration: Any) -> None:
-    obj = raycluster() if integration.kind == "RayCluster" else rayjob()
-    wl = integration.workload_for(obj, NO_CLASSES)
-    assert integration.stop_patch(obj, wl) == {"metadata": {"annotations": {HELD: "true"}}, "spec": {"suspend": True}}
-    held = raycluster(held=True) if integration.kind == "RayCluster" else rayjob(held=True)
-    assert integration.stop_patch(held, wl) is None
-
-
 def test_stopped_raycluster_gets_its_templates_back_as_recorded() -> None:
     rc = raycluster(held=True)
     wl = workload_for_raycluster(rc, NO_CLASSES)
@@ -280,7 +273,7 @@ def _request(new: Obj, old: Obj | None = None) -> AdmissionRequest:
 
 
 async def test_a_new_raycluster_is_suspended_and_every_group_gated() -> None:
-    out = (await RayClusterWebhooks().mutate(_request(raycluster()))).patched
+    out = (await SuspendableWebhooks(RAYCLUSTER_HOOKS).mutate(_request(raycluster()))).patched
     assert out is not None
     assert out["spec"]["suspend"] is True and out["metadata"]["annotations"][HELD] == "true"
     templates = [out["spec"]["headGroupSpec"]["template"], *(g["template"] for g in out["spec"]["workerGroupSpecs"])]
@@ -290,7 +283,7 @@ async def test_a_new_raycluster_is_suspended_and_every_group_gated() -> None:
 
 
 async def test_a_new_rayjob_gets_a_gated_labelled_submitter_template() -> None:
-    out = (await RayJobWebhooks().mutate(_request(rayjob()))).patched
+    out = (await SuspendableWebhooks(RAYJOB_HOOKS).mutate(_request(rayjob()))).patched
     assert out is not None and out["spec"]["suspend"] is True
     submitter = out["spec"]["submitterPodTemplate"]
     assert {"name": c.ADMISSION_GATE} in submitter["spec"]["schedulingGates"]
@@ -305,7 +298,7 @@ async def test_a_new_rayjob_gets_a_gated_labelled_submitter_template() -> None:
 
 
 async def test_a_sidecar_mode_rayjob_gets_no_submitter_template() -> None:
-    out = (await RayJobWebhooks().mutate(_request(rayjob(mode="SidecarMode")))).patched
+    out = (await SuspendableWebhooks(RAYJOB_HOOKS).mutate(_request(rayjob(mode="SidecarMode")))).patched
     assert out is not None and "submitterPodTemplate" not in out["spec"]
 
 
@@ -314,12 +307,12 @@ async def test_a_raycluster_a_rayjob_controls_is_left_to_the_rayjob() -> None:
     rc["metadata"]["ownerReferences"] = [
         {"apiVersion": "ray.io/v1", "kind": "RayJob", "name": "rj", "uid": "j", "controller": True}
     ]
-    hooks = RayClusterWebhooks(parent_kinds=frozenset({("ray.io/v1", "RayJob")}))
+    hooks = SuspendableWebhooks(RAYCLUSTER_HOOKS, parent_kinds=frozenset({("ray.io/v1", "RayJob")}))
     assert (await hooks.mutate(_request(rc))).patched is None
     rc["spec"]["enableInTreeAutoscaling"] = True
     assert (await hooks.validate(_request(rc))).allowed
     # With the rayjob framework off, the RayCluster is queued on its own.
-    assert (await RayClusterWebhooks().mutate(_request(raycluster()))).patched is not None
+    assert (await SuspendableWebhooks(RAYCLUSTER_HOOKS).mutate(_request(raycluster()))).patched is not None
 
 
 def _with(obj: Obj, change: Callable[[Obj], Any]) -> Obj:
@@ -350,7 +343,7 @@ def _with(obj: Obj, change: Callable[[Obj], Any]) -> Obj:
     ],
 )
 async def test_rayjob_validation(obj: Obj, without_queue_name: bool, fields: list[str]) -> None:
-    verdict = await RayJobWebhooks(manage_jobs_without_queue_name=without_queue_name).validate(_request(obj))
+    verdict = await SuspendableWebhooks(RAYJOB_HOOKS, manage_jobs_without_queue_name=without_queue_name).validate(_request(obj))
     assert [e.field for e in verdict.errors] == fields
     assert verdict.allowed is (not fields)
 
@@ -370,7 +363,7 @@ async def test_rayjob_validation(obj: Obj, without_queue_name: bool, fields: lis
     ],
 )
 async def test_raycluster_validation(obj: Obj, fields: list[str]) -> None:
-    verdict = await RayClusterWebhooks().validate(_request(obj))
+    verdict = await SuspendableWebhooks(RAYCLUSTER_HOOKS).validate(_request(obj))
     assert [e.field for e in verdict.errors] == fields
 
 
@@ -386,7 +379,7 @@ async def test_raycluster_queue_name_updates(old_suspended: bool, new_queue: str
     old = raycluster(held=old_suspended)
     new = copy.deepcopy(old)
     new["metadata"]["labels"][c.QUEUE_NAME_LABEL] = new_queue
-    verdict = await RayClusterWebhooks().validate(_request(new, old))
+    verdict = await SuspendableWebhooks(RAYCLUSTER_HOOKS).validate(_request(new, old))
     assert verdict.allowed is allowed
     if not allowed:
         assert [e.field for e in verdict.errors] == [f"metadata.labels[{c.QUEUE_NAME_LABEL}]"]
@@ -396,11 +389,11 @@ async def test_resuming_a_queued_rayjob_keeps_it_queued() -> None:
     old = rayjob(held=True)
     new = copy.deepcopy(old)
     new["spec"]["suspend"] = False
-    out = (await RayJobWebhooks().mutate(_request(new, old))).patched
+    out = (await SuspendableWebhooks(RAYJOB_HOOKS).mutate(_request(new, old))).patched
     assert out is not None and out["spec"]["suspend"] is True
 
 
 def test_registered() -> None:
     for name, kind in (("ray.io/rayjob", "RayJob"), ("ray.io/raycluster", "RayCluster")):
         fw = registry.get(name)
-        assert fw.kind == kind and fw.suspendable and fw.simulate and not fw.default_enabled
+        assert fw.kind == kind and fw.suspendable and not fw.default_enabled

@@ -22,7 +22,8 @@ from kqueue.api.v1alpha1 import constants as c
 from kqueue.controller.clock import Now
 from kqueue.controller.events import EventRecorder
 from kqueue.controller.informer import Store
-from kqueue.controller.integrations.job.elastic import ElasticSlices
+from kqueue.controller.integrations.job.elastic import JOB_SIZING
+from kqueue.controller.integrations.slices import ElasticSlices
 from kqueue.controller.kube import Conflict, Kube, KubeError, NotFound
 from kqueue.controller.metrics import Metrics
 from kqueue.controller.pending_reasons import PendingReasons
@@ -239,6 +240,7 @@ def elastic_slices(api: FakeApi, events: FakeEvents) -> ElasticSlices:
         events=cast(EventRecorder, events),
         metrics=Metrics(),
         now=lambda: NOW,
+        sizing=JOB_SIZING,
     )
 
 

@@ -11,10 +11,10 @@ from kqueue.api.integrations import PriorityClasses
 from kqueue.api.v1alpha1 import ResourceFlavor, Workload, parse_object
 from kqueue.api.v1alpha1 import constants as c
 from kqueue.controller.informer import Store
-from kqueue.controller.integrations.job.elastic import ElasticSlices
 from kqueue.controller.integrations.owners import BY_OWNER, owner_uids
 from kqueue.controller.integrations.reconciler import JobReconciler
 from kqueue.controller.integrations.release import PodReleaser
+from kqueue.controller.integrations.slices import ElasticSlices
 from kqueue.controller.integrations.statefulset import StatefulSetIntegration
 from kqueue.controller.integrations.statefulset.generic import STATEFULSETS
 from kqueue.controller.integrations.statefulset.scaling import SIZING, StatefulSetScaling

@@ -6,9 +6,8 @@ from __future__ import annotations
 from typing import Any
 
 from kqueue.api.v1alpha1 import ResourceFlavor, Workload, encode_assignment, parse_object
+from kqueue.controller.gate import PodSetRelease, release_ops, ungate
 from kqueue.controller.informer import Store
-from kqueue.controller.integrations.framework import PodSetRelease
-from kqueue.controller.integrations.gate import release_ops, ungate
 from kqueue.controller.integrations.release import pinned, pod_set_releases
 from kqueue.controller.topology import pin, slim_node, slim_pod
 from kqueue.engine import adapt

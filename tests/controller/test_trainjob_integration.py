@@ -25,10 +25,11 @@ from kqueue.api.v1alpha1 import ResourceFlavor, Workload, WorkloadPriorityClass,
 from kqueue.api.v1alpha1 import constants as c
 from kqueue.controller.informer import as_dict
 from kqueue.controller.integrations import PodSetRelease, registry
-from kqueue.controller.integrations.jobset.webhook import JobSetWebhooks
+from kqueue.controller.integrations.jobset.webhook import SUSPENDABLE as JOBSET_HOOKS
 from kqueue.controller.integrations.owners import BY_OWNER, owner_uids
 from kqueue.controller.integrations.reconciler import JobReconciler
 from kqueue.controller.integrations.release import PodReleaser
+from kqueue.controller.integrations.suspension import SuspendableWebhooks
 from kqueue.controller.integrations.trainjob.generic import (
     CLUSTER_TRAINING_RUNTIMES,
     TRAINING_RUNTIMES,
@@ -37,7 +38,7 @@ from kqueue.controller.integrations.trainjob.generic import (
     TrainJobIntegration,
     kqueue_patch,
 )
-from kqueue.controller.integrations.trainjob.webhook import TrainJobWebhooks
+from kqueue.controller.integrations.trainjob.webhook import SUSPENDABLE as TRAINJOB_HOOKS
 from kqueue.controller.manager import Manager
 from kqueue.controller.metrics import Metrics
 from kqueue.controller.resources import PODS, RESOURCE_FLAVORS, WORKLOADS
@@ -283,18 +284,6 @@ def test_resume_writes_the_gate_and_the_flavor_into_kqueue_s_runtime_patch() -> 
     assert template["metadata"]["labels"] == {c.MANAGED_LABEL: "true"}
 
 
-def test_a_running_trainjob_is_not_patched_again() -> None:
-    tj = trainjob()
-    assert TrainJobIntegration().run_patch(tj, _admitted(tj), RELEASES) is None
-
-
-def test_eviction_suspends_the_whole_trainjob_as_kqueue_s() -> None:
-    tj = trainjob()
-    assert TrainJobIntegration().stop_patch(tj, _admitted(tj)) == {
-        "metadata": {"annotations": {HELD: "true"}}, "spec": {"suspend": True}}
-    assert TrainJobIntegration().stop_patch(trainjob(held=True), _admitted(tj)) is None
-
-
 def test_a_queued_trainjob_holds_its_pods_through_the_gate_alone() -> None:
     integration = TrainJobIntegration()
     tj = trainjob(held=True)
@@ -352,21 +341,21 @@ def _request(new: Obj, old: Obj | None = None, kind: str = "TrainJob") -> Admiss
 
 
 async def test_a_new_trainjob_is_suspended_as_kqueue_s() -> None:
-    verdict = await TrainJobWebhooks().mutate(_request(trainjob()))
+    verdict = await SuspendableWebhooks(TRAINJOB_HOOKS).mutate(_request(trainjob()))
     out = verdict.patched
     assert out is not None
     assert out["spec"]["suspend"] is True and out["metadata"]["annotations"][HELD] == "true"
 
 
 async def test_a_trainjob_without_a_queue_is_left_alone() -> None:
-    assert (await TrainJobWebhooks().mutate(_request(trainjob(queue=None)))).patched is None
+    assert (await SuspendableWebhooks(TRAINJOB_HOOKS).mutate(_request(trainjob(queue=None)))).patched is None
 
 
 async def test_resuming_a_queued_trainjob_keeps_it_queued() -> None:
     old = trainjob(held=True)
     new = copy.deepcopy(old)
     new["spec"]["suspend"] = False
-    verdict = await TrainJobWebhooks().mutate(_request(new, old))
+    verdict = await SuspendableWebhooks(TRAINJOB_HOOKS).mutate(_request(new, old))
     assert verdict.patched is not None and verdict.patched["spec"]["suspend"] is True
 
 
@@ -374,20 +363,10 @@ async def test_resuming_a_queued_trainjob_keeps_it_queued() -> None:
     "annotation", [c.ELASTIC_JOB_ANNOTATION, c.JOB_MIN_PARALLELISM_ANNOTATION], ids=["elastic", "partial"]
 )
 async def test_annotations_a_trainjob_cannot_honour_are_refused(annotation: str) -> None:
-    verdict = await TrainJobWebhooks().validate(_request(trainjob(annotations={annotation: "true"})))
+    verdict = await SuspendableWebhooks(TRAINJOB_HOOKS).validate(_request(trainjob(annotations={annotation: "true"})))
     assert not verdict.allowed
     [error] = verdict.errors
     assert error.field == f"metadata.annotations[{annotation}]"
-
-
-async def test_the_queue_label_is_immutable_while_the_trainjob_runs() -> None:
-    old = trainjob()
-    new = copy.deepcopy(old)
-    new["metadata"]["labels"][c.QUEUE_NAME_LABEL] = "other"
-    verdict = await TrainJobWebhooks().validate(_request(new, old))
-    assert [e.field for e in verdict.errors] == [f"metadata.labels[{c.QUEUE_NAME_LABEL}]"]
-    assert (await TrainJobWebhooks().validate(_request(trainjob(held=True, queue="other"),
-                                                      trainjob(held=True)))).allowed
 
 
 def _trainer_jobset(labels: dict[str, str]) -> Obj:
@@ -403,18 +382,18 @@ def _trainer_jobset(labels: dict[str, str]) -> Obj:
 async def test_the_jobset_of_a_trainjob_is_not_queued_on_its_own() -> None:
     parents = frozenset({("trainer.kubeflow.org/v1alpha1", "TrainJob")})
     js = _trainer_jobset({c.QUEUE_NAME_LABEL: "lq"})
-    hooks = JobSetWebhooks(parent_kinds=parents)
+    hooks = SuspendableWebhooks(JOBSET_HOOKS, parent_kinds=parents)
     assert (await hooks.mutate(_request(js, kind="JobSet"))).patched is None
     # With the TrainJob framework off, the same JobSet is queued as any other.
-    assert (await JobSetWebhooks().mutate(_request(js, kind="JobSet"))).patched is not None
+    assert (await SuspendableWebhooks(JOBSET_HOOKS).mutate(_request(js, kind="JobSet"))).patched is not None
     # manageJobsWithoutQueueName does not make it the JobSet integration's either.
-    every = JobSetWebhooks(parent_kinds=parents, manage_jobs_without_queue_name=True)
+    every = SuspendableWebhooks(JOBSET_HOOKS, parent_kinds=parents, manage_jobs_without_queue_name=True)
     assert (await every.mutate(_request(_trainer_jobset({}), kind="JobSet"))).patched is None
 
 
 def test_registered_and_opt_in() -> None:
     fw = registry.get(NAME)
-    assert fw.kind == "TrainJob" and fw.suspendable and fw.simulate and not fw.default_enabled
+    assert fw.kind == "TrainJob" and fw.suspendable and not fw.default_enabled
     assert {w.name for w in fw.webhooks} == {"mtrainjob.kqueue.io", "vtrainjob.kqueue.io"}
     assert set(fw.watches) == {CLUSTER_TRAINING_RUNTIMES, TRAINING_RUNTIMES}
     granted = {r for rule in fw.rbac for r in rule.resources}

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from kqueue.api.v1alpha1 import constants as c
-from kqueue.controller.integrations.pod.reconciler import DISRUPTION_TARGET, EVICTED_BY_KQUEUE
+from kqueue.controller.integrations.eviction import DISRUPTION_TARGET, EVICTED_BY_KQUEUE
 from kqueue.controller.kube import NotFound
 from kqueue.controller.resources import CLUSTER_QUEUES, PODS, WORKLOADS
 from kqueue.localcluster.cluster import LocalCluster

@@ -533,6 +533,9 @@ FALLBACKS: Final[list[tuple[str, str, str, str]]] = [
     ("Job", f"metadata.labels[{c.PREEMPTIBILITY_LABEL}]", "value other than preemptible/"
      "non-preemptible", "accepted with an admission warning and an InvalidPreemptibility "
      "event; the label is ignored"),
+    ("Job", f"metadata.annotations[{c.ELASTIC_JOB_ANNOTATION}]", 'value other than "true"',
+     "accepted with an admission warning naming the annotation; the Job is not elastic (Kueue "
+     'reads any value but "true" so); other kinds refuse the annotation'),
 ]
 
 

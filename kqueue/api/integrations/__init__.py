@@ -5,7 +5,8 @@
 Workload kqueue creates, following Kueue's job framework: deterministic names, owner references,
 queue name, pod sets, partial admission, priorities through a :class:`PriorityResolver`, the
 maximum execution time (``max_exec_time_seconds``).
-``manages`` decides which Jobs and Pods kqueue manages at all (see ``management``).
+Which Jobs and Pods kqueue manages at all is ``management.manages`` (not imported here: it
+reads the Configuration, whose framework names come from this package's ``registry``).
 ``preemptibility_labels`` reads back where the owner's and the pods' ``kqueue.io/preemptibility``
 labels were put, for the engine's preemptibility chain.
 """
@@ -27,11 +28,6 @@ from kqueue.api.integrations.job import (
     workload_for_job,
     workload_name_for_job,
 )
-from kqueue.api.integrations.management import (
-    Management,
-    ManagementPolicy,
-    manages,
-)
 from kqueue.api.integrations.pod import (
     group_name,
     group_total_count,
@@ -42,8 +38,6 @@ from kqueue.api.integrations.pod import (
 
 __all__ = [
     "IntegrationError",
-    "Management",
-    "ManagementPolicy",
     "PriorityClasses",
     "PriorityResolver",
     "finished_condition",
@@ -51,7 +45,6 @@ __all__ = [
     "group_total_count",
     "is_elastic",
     "is_managed",
-    "manages",
     "max_exec_time_seconds",
     "pods_count",
     "preemptibility_labels",

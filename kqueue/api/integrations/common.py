@@ -308,7 +308,7 @@ def top_level_workload_doc(
     label_keys_to_copy: Iterable[str] = (),
     replacement_for: str | None = None,
 ) -> dict[str, Any]:
-    """The Workload document of a top-level object (a JobSet, an MPIJob, a TrainJob...): its pod
+    """The Workload document of a top-level object (any kind with one Workload per object): its pod
     sets, the queue, priority, preemption priority and maximum execution time its labels ask
     for, owned by the object and carrying its kept annotations (``replacement_for``: the
     ``namespace/name`` of the WorkloadSlice this one replaces). Callers parse it with their own

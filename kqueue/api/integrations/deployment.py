@@ -18,6 +18,7 @@ from collections.abc import Mapping
 from typing import Any, Final
 
 from kqueue.api.integrations.common import IntegrationError, labels_of
+from kqueue.api.integrations.declaration import Integration, KueueKeys, Workloads
 from kqueue.api.integrations.statefulset import APPS_API_VERSION
 from kqueue.api.v1alpha1 import constants as c
 
@@ -99,3 +100,16 @@ def is_deployment_pod(pod: Mapping[str, Any]) -> bool:
         r.get("controller") and r.get("kind") == REPLICA_SET_KIND and r.get("apiVersion") == APPS_API_VERSION
         for r in meta.get("ownerReferences") or []
     )
+
+
+INTEGRATION: Final = Integration(
+    framework="deployment",
+    api_version=APPS_API_VERSION,
+    kind=DEPLOYMENT_KIND,
+    workloads=Workloads.EACH_POD,
+    pods=deployment_pods,
+    pod_of=is_deployment_pod,
+    needs=("pod",),
+    queue_label_required=True,
+    kueue_keys=KueueKeys.ON_CONVERT,
+)

@@ -18,6 +18,7 @@ from kqueue.api.integrations.common import (
     top_level_workload_doc,
     workload_name,
 )
+from kqueue.api.integrations.declaration import Integration, KueueKeys, Workloads
 from kqueue.api.v1alpha1 import ValidationFailed, Workload, parse_object
 from kqueue.api.v1alpha1 import constants as c
 
@@ -159,3 +160,22 @@ def parse_workload(doc: dict[str, Any], *, template_paths: Sequence[str]) -> Wor
         raise IntegrationError(path, detail) from None
     assert isinstance(wl, Workload)
     return wl
+
+
+def finished(job: Mapping[str, Any]) -> tuple[str, str] | None:
+    """:func:`finished_condition` as every kind reports it: ``(reason, message)``."""
+    reason = finished_condition(job)
+    return None if reason is None else (reason, "")
+
+
+INTEGRATION: Final = Integration(
+    framework="batch/job",
+    api_version=JOB_API_VERSION,
+    kind=JOB_KIND,
+    workloads=Workloads.OWN,
+    build=workload_for_job,
+    finished=finished,
+    elastic=is_elastic,
+    default_enabled=True,
+    kueue_keys=KueueKeys.WORKLOAD_OBJECT,
+)

@@ -18,6 +18,7 @@ from kqueue.api.integrations.common import (
     owner_workload_name,
     top_level_workload_doc,
 )
+from kqueue.api.integrations.declaration import Integration, Workloads
 from kqueue.api.integrations.job import parse_workload, pods_count
 from kqueue.api.v1alpha1 import Workload
 
@@ -115,3 +116,14 @@ def finished_condition(jobset: Mapping[str, Any]) -> tuple[str, str] | None:
         if cond.get("type") in ("Completed", "Failed") and cond.get("status") == "True":
             return str(cond["type"]), str(cond.get("message") or cond.get("reason") or "")
     return None
+
+
+INTEGRATION: Final = Integration(
+    framework="jobset.x-k8s.io/jobset",
+    api_version=JOBSET_API_VERSION,
+    kind=JOBSET_KIND,
+    workloads=Workloads.OWN,
+    build=workload_for_jobset,
+    finished=finished_condition,
+    operator="jobset",
+)

@@ -22,6 +22,7 @@ from collections.abc import Mapping
 from typing import Any, Final
 
 from kqueue.api.integrations.common import IntegrationError, labels_of
+from kqueue.api.integrations.declaration import Integration, KueueKeys, Workloads
 from kqueue.api.integrations.deployment import PROPAGATED_LABELS
 from kqueue.api.v1alpha1 import constants as c
 
@@ -143,3 +144,17 @@ def leaderworkerset_pods(lws: Mapping[str, Any]) -> list[dict[str, Any]]:
                 }
             )
     return pods
+
+
+INTEGRATION: Final = Integration(
+    framework="leaderworkerset.x-k8s.io/leaderworkerset",
+    api_version=LWS_API_VERSION,
+    kind=LWS_KIND,
+    workloads=Workloads.EACH_POD_GROUP,
+    pods=leaderworkerset_pods,
+    pod_of=is_lws_pod,
+    needs=("pod",),
+    operator="lws",
+    queue_label_required=True,
+    kueue_keys=KueueKeys.ON_CONVERT,
+)

@@ -3,19 +3,19 @@
 Kueue's rules (``jobframework``, ``manageJobsWithoutQueueName``, ``managedJobsNamespaceSelector``)
 as kqueue's controller applies them:
 
-1. The object's integration must be enabled (``integrations.frameworks``: ``batch/job``,
-   ``pod``).
+1. The object's integration (kqueue.api.integrations.registry) must be enabled
+   (``integrations.frameworks``).
 2. A batch/v1 Job with a ``kqueue.io/queue-name`` label is managed, whatever its namespace
    (Kueue's "weak" namespace exemption for job kinds). Without the label it is managed only with
    ``manageJobsWithoutQueueName`` and in a namespace ``managedJobsNamespaceSelector`` selects.
 3. A v1 Pod is managed on its own (a plain pod, or a member of a pod group) when it has the
-   label, no controlling owner (a Job's pods belong to the Job's Workload) or is a pod of a
-   managed Deployment (its ReplicaSet owns it; the Deployment's webhook marked its template),
-   and its namespace is selected: the "strong" exemption, since kqueue's pod webhook never
-   sees pods elsewhere.
-4. An apps/v1 StatefulSet or Deployment is managed when it has the label (Kueue's
-   ``manageJobsWithoutQueueName`` does not reach them in kqueue: serving workloads queue only
-   when asked to).
+   label, no controlling owner (a Job's pods belong to the Job's Workload) or is one of the
+   pods of a kind whose every pod is its own Workload (its owner is the kind's child; the kind's
+   webhook marked its template), and its namespace is selected: the "strong" exemption, since
+   kqueue's pod webhook never sees pods elsewhere.
+4. A kind declared ``queue_label_required`` (the serving kinds) is managed when it has the label
+   (Kueue's ``manageJobsWithoutQueueName`` does not reach them in kqueue: serving workloads
+   queue only when asked to).
 
 Kueue's own label (``kueue.x-k8s.io/queue-name``) means nothing to kqueue: two controllers can
 run side by side, each managing its own labels. A decision that an object is not managed says
@@ -29,42 +29,18 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from kqueue.api.config import (
-    DEFAULT_FRAMEWORKS,
     DEFAULT_NAMESPACE,
     Configuration,
     LabelSelector,
     default_managed_namespace_selector,
 )
 from kqueue.api.integrations.common import labels_of, queue_name
-from kqueue.api.integrations.deployment import is_deployment_pod
+from kqueue.api.integrations.registry import BY_KIND, DEFAULT_FRAMEWORKS, INTEGRATIONS, Workloads
 from kqueue.api.kueue import KEY_MAP, KUEUE_GROUP
 from kqueue.api.v1alpha1 import constants as c
 
-JOB_FRAMEWORK: Final = "batch/job"
-POD_FRAMEWORK: Final = "pod"
-STATEFULSET_FRAMEWORK: Final = "statefulset"
-DEPLOYMENT_FRAMEWORK: Final = "deployment"
 # (apiVersion, kind) -> the framework that manages it.
-JOBSET_FRAMEWORK: Final = "jobset.x-k8s.io/jobset"
-MPIJOB_FRAMEWORK: Final = "kubeflow.org/mpijob"
-TRAINJOB_FRAMEWORK: Final = "trainer.kubeflow.org/trainjob"
-RAYJOB_FRAMEWORK: Final = "ray.io/rayjob"
-RAYCLUSTER_FRAMEWORK: Final = "ray.io/raycluster"
-LWS_FRAMEWORK: Final = "leaderworkerset.x-k8s.io/leaderworkerset"
-FRAMEWORK_OF: Final[dict[tuple[str, str], str]] = {
-    ("batch/v1", "Job"): JOB_FRAMEWORK,
-    ("v1", "Pod"): POD_FRAMEWORK,
-    ("jobset.x-k8s.io/v1alpha2", "JobSet"): JOBSET_FRAMEWORK,
-    ("kubeflow.org/v2beta1", "MPIJob"): MPIJOB_FRAMEWORK,
-    ("trainer.kubeflow.org/v1alpha1", "TrainJob"): TRAINJOB_FRAMEWORK,
-    ("apps/v1", "StatefulSet"): STATEFULSET_FRAMEWORK,
-    ("apps/v1", "Deployment"): DEPLOYMENT_FRAMEWORK,
-    ("ray.io/v1", "RayJob"): RAYJOB_FRAMEWORK,
-    ("ray.io/v1", "RayCluster"): RAYCLUSTER_FRAMEWORK,
-    ("leaderworkerset.x-k8s.io/v1", "LeaderWorkerSet"): LWS_FRAMEWORK,
-}
-# Kinds managed only when they name a queue.
-_LABELLED_ONLY: Final = frozenset({STATEFULSET_FRAMEWORK, DEPLOYMENT_FRAMEWORK, LWS_FRAMEWORK})
+FRAMEWORK_OF: Final[dict[tuple[str, str], str]] = {k: i.framework for k, i in BY_KIND.items()}
 KUEUE_QUEUE_NAME_LABEL: Final = f"{KUEUE_GROUP}/queue-name"
 # kqueue's names that kqueue itself sets (Kueue's are its own bookkeeping): not user advice.
 _SET_BY_KQUEUE: Final = frozenset(
@@ -129,6 +105,15 @@ def _controller(obj: Mapping[str, Any]) -> Mapping[str, Any] | None:
     return None
 
 
+def _queued_alone(pod: Mapping[str, Any]) -> bool:
+    """A pod of a kind whose every pod is its own Workload (its controlling owner is the kind's
+    child, which no integration queues)."""
+    return any(
+        i.workloads is Workloads.EACH_POD and i.pod_of is not None and i.pod_of(pod)
+        for i in INTEGRATIONS
+    )
+
+
 def _what_to_do(obj: Mapping[str, Any]) -> str:
     """The end of a "not managed" reason: how to have kqueue manage the object."""
     value = labels_of(obj).get(KUEUE_QUEUE_NAME_LABEL)
@@ -158,9 +143,10 @@ def manages(
     namespace = str(meta.get("namespace") or "default")
     ns_labels = dict(namespace_labels or {})
     ns_labels.setdefault(NAMESPACE_NAME_LABEL, namespace)
-    framework = FRAMEWORK_OF.get((api_version, kind))
-    if framework is None:
+    integration = BY_KIND.get((api_version, kind))
+    if integration is None:
         return Management(False, f"kqueue has no integration for {api_version} {kind}")
+    framework = integration.framework
     if framework not in policy.frameworks:
         return Management(
             False,
@@ -168,9 +154,9 @@ def manages(
             f"integrations.frameworks: {', '.join(sorted(policy.frameworks)) or 'none'})",
         )
     named = queue_name(obj)
-    if kind == "Pod":
+    if integration.workloads is Workloads.POD:
         owner = _controller(obj)
-        if owner is not None and not is_deployment_pod(obj):
+        if owner is not None and not _queued_alone(obj):
             return Management(
                 False,
                 f"it is controlled by {owner.get('kind')} {owner.get('name')}: its pods are "
@@ -187,7 +173,7 @@ def manages(
         return Management(True, f"it is labelled {c.QUEUE_NAME_LABEL}={named}")
     if named is not None:
         return Management(True, f"it is labelled {c.QUEUE_NAME_LABEL}={named}")
-    if framework in _LABELLED_ONLY:
+    if integration.queue_label_required:
         return Management(
             False,
             f"it has no {c.QUEUE_NAME_LABEL} label (a {kind} queues only when it names a "
@@ -250,12 +236,8 @@ def kueue_key_warnings(obj: Mapping[str, Any]) -> Iterable[str]:
 
 
 __all__ = [
-    "DEPLOYMENT_FRAMEWORK",
     "FRAMEWORK_OF",
-    "JOB_FRAMEWORK",
     "KUEUE_QUEUE_NAME_LABEL",
-    "POD_FRAMEWORK",
-    "STATEFULSET_FRAMEWORK",
     "Management",
     "ManagementPolicy",
     "kueue_key_warnings",

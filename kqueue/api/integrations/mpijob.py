@@ -17,6 +17,7 @@ from kqueue.api.integrations.common import (
     owner_workload_name,
     top_level_workload_doc,
 )
+from kqueue.api.integrations.declaration import Integration, Workloads
 from kqueue.api.integrations.job import parse_workload
 from kqueue.api.v1alpha1 import Workload
 
@@ -97,3 +98,14 @@ def finished_condition(mpijob: Mapping[str, Any]) -> tuple[str, str] | None:
         if cond.get("type") in ("Succeeded", "Failed") and cond.get("status") == "True":
             return str(cond["type"]), str(cond.get("message") or cond.get("reason") or "")
     return None
+
+
+INTEGRATION: Final = Integration(
+    framework="kubeflow.org/mpijob",
+    api_version=MPIJOB_API_VERSION,
+    kind=MPIJOB_KIND,
+    workloads=Workloads.OWN,
+    build=workload_for_mpijob,
+    finished=finished_condition,
+    operator="mpi-operator",
+)

@@ -29,6 +29,7 @@ from kqueue.api.integrations.common import (
     workload_labels,
     workload_name,
 )
+from kqueue.api.integrations.declaration import Integration, KueueKeys, Workloads
 from kqueue.api.integrations.job import parse_workload
 from kqueue.api.quantity import canonical
 from kqueue.api.v1alpha1 import Workload
@@ -301,3 +302,13 @@ def workload_for_pod_group(
         "spec": _spec(owner, pod_sets, specs, priorities),
     }
     return parse_workload(doc, template_paths=["spec"])
+
+
+INTEGRATION: Final = Integration(
+    framework="pod",
+    api_version=POD_API_VERSION,
+    kind=POD_KIND,
+    workloads=Workloads.POD,
+    default_enabled=True,
+    kueue_keys=KueueKeys.WORKLOAD_OBJECT,
+)

@@ -26,6 +26,7 @@ from kqueue.api.integrations.common import (
     owner_workload_name,
     top_level_workload_doc,
 )
+from kqueue.api.integrations.declaration import Integration, KueueKeys, Workloads
 from kqueue.api.integrations.job import parse_workload
 from kqueue.api.v1alpha1 import Workload
 
@@ -305,3 +306,25 @@ def rayjob_finished_condition(rayjob: Mapping[str, Any]) -> tuple[str, str] | No
 def raycluster_finished_condition(_cluster: Mapping[str, Any]) -> tuple[str, str] | None:
     """A RayCluster never finishes."""
     return None
+
+
+RAYJOB: Final = Integration(
+    framework="ray.io/rayjob",
+    api_version=RAY_API_VERSION,
+    kind=RAYJOB_KIND,
+    workloads=Workloads.OWN,
+    build=workload_for_rayjob,
+    finished=rayjob_finished_condition,
+    operator="kuberay",
+    kueue_keys=KueueKeys.ON_CONVERT,
+)
+RAYCLUSTER: Final = Integration(
+    framework="ray.io/raycluster",
+    api_version=RAY_API_VERSION,
+    kind=RAYCLUSTER_KIND,
+    workloads=Workloads.OWN,
+    build=workload_for_raycluster,
+    finished=raycluster_finished_condition,
+    operator="kuberay",
+    kueue_keys=KueueKeys.ON_CONVERT,
+)

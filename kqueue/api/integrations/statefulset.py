@@ -31,6 +31,7 @@ from kqueue.api.integrations.common import (
     workload_labels,
     workload_name,
 )
+from kqueue.api.integrations.declaration import Integration, KueueKeys, Workloads
 from kqueue.api.integrations.job import parse_workload
 from kqueue.api.v1alpha1 import Workload
 from kqueue.api.v1alpha1 import constants as c
@@ -119,3 +120,20 @@ def workload_for_statefulset(
         wl_meta["annotations"] = annotations
     doc = {"apiVersion": c.API_VERSION, "kind": "Workload", "metadata": wl_meta, "spec": wl_spec}
     return parse_workload(doc, template_paths=["spec.template"])
+
+
+def _scaled_to_zero(sts: Mapping[str, Any]) -> bool:
+    return replicas(sts) == 0
+
+
+INTEGRATION: Final = Integration(
+    framework="statefulset",
+    api_version=APPS_API_VERSION,
+    kind=STATEFULSET_KIND,
+    workloads=Workloads.OWN,
+    build=workload_for_statefulset,
+    empty=_scaled_to_zero,
+    needs=("pod",),
+    queue_label_required=True,
+    kueue_keys=KueueKeys.ON_CONVERT,
+)

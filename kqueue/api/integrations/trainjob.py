@@ -36,6 +36,7 @@ from kqueue.api.integrations.common import (
     owner_workload_name,
     top_level_workload_doc,
 )
+from kqueue.api.integrations.declaration import Integration, Workloads
 from kqueue.api.integrations.job import parse_workload
 from kqueue.api.v1alpha1 import Workload
 
@@ -285,3 +286,21 @@ def runtimes_from(objects: Iterable[Mapping[str, Any]]) -> RuntimeLookup:
         return table.get((kind, namespace, name))
 
     return lookup
+
+
+def _inputs(objects: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
+    # Its pod sets come from the runtime it names, which must be in the same input.
+    return {"runtimes": runtimes_from(objects)}
+
+
+INTEGRATION: Final = Integration(
+    framework="trainer.kubeflow.org/trainjob",
+    api_version=TRAINJOB_API_VERSION,
+    kind=TRAINJOB_KIND,
+    workloads=Workloads.OWN,
+    build=workload_for_trainjob,
+    finished=finished_condition,
+    inputs=_inputs,
+    reads=tuple((TRAINJOB_API_VERSION, kind) for kind in RUNTIME_KINDS),
+    operator="trainer",
+)

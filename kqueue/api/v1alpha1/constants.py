@@ -37,6 +37,8 @@ MANAGED_LABEL: Final = "kqueue.io/managed"
 # although a controller (the ReplicaSet) owns them.
 SUSPENDED_BY_PARENT_ANNOTATION: Final = "kqueue.io/suspended-by-parent"
 ADMISSION_GATE: Final = "kqueue.io/admission"
+# On a pod (template): "false" keeps the pod out of gang scheduling (kqueue.controller.gang).
+GANG_SCHEDULING_ANNOTATION: Final = "kqueue.io/gang-scheduling"
 # Topology requests of a pod set, on its pod template (Kueue's kueue.x-k8s.io/podset-* TAS
 # annotations under kqueue.io); they become the pod set's topologyRequest.
 PODSET_REQUIRED_TOPOLOGY_ANNOTATION: Final = "kqueue.io/podset-required-topology"

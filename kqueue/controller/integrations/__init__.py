@@ -13,12 +13,12 @@ from kqueue.controller.integrations import job, jobset, mpijob, pod, trainjob
 
 # isort: split
 # Registered after the kinds above (the order of the docs table and the chart's rules).
+from kqueue.controller.gate import PodSetRelease
 from kqueue.controller.integrations import deployment, leaderworkerset, ray, statefulset
 from kqueue.controller.integrations.framework import (
     Framework,
     GenericJob,
     IntegrationContext,
-    PodSetRelease,
     PolicyRule,
     Webhook,
     WebhookContext,

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 
 from kqueue.api.v1alpha1.constants import QUEUE_NAME_LABEL
+from kqueue.controller.integrations.framework import Framework
 from kqueue.controller.integrations.registry import frameworks
 
 # The off-integration report webhook (kqueue.controller.webhooks.framework_off, which imports
@@ -123,13 +124,21 @@ def _quoted(text: str) -> str:
 
 def docs_table() -> str:
     rows = [
-        "| framework | kind | held while queued by | `kqueue simulate` | what kqueue does |",
+        "| framework | kind | held while queued by | needs | what kqueue does |",
         "| --- | --- | --- | --- | --- |",
     ]
     for fw in frameworks():
         held = "suspension and the gate" if fw.suspendable else "the scheduling gate"
         rows.append(
             f"| `{fw.name}` | {fw.api_version} {fw.kind} | {held} | "
-            f"{'yes' if fw.simulate else 'no'} | {fw.summary} |"
+            f"{_needs(fw)} | {fw.summary} |"
         )
     return "\n".join(rows) + "\n"
+
+
+def _needs(fw: Framework) -> str:
+    """What must run or be enabled with the kind: its operator (``make run OPERATORS=...``
+    starts it) and the frameworks it needs."""
+    parts = [f"operator `{fw.declares.operator}`"] if fw.declares.operator else []
+    parts += [f"`{n}`" for n in fw.declares.needs]
+    return ", ".join(parts) or "nothing (built in)"

@@ -9,7 +9,9 @@ its webhooks, indexes, RBAC). kqueue keeps the same split:
   no I/O; :mod:`~kqueue.controller.integrations.reconciler` applies what it returns.
 * :class:`Framework`: the kind's registration. Its name is what ``integrations.frameworks``
   lists; from the registered frameworks kqueue derives the webhook handlers and configurations,
-  the informers, the RBAC rules the chart grants and which kinds ``kqueue simulate`` accepts.
+  the informers and the RBAC rules the chart grants. What the kind is (its name, kind, how its
+  objects become Workloads, what it needs) it reads from the kind's API-level declaration
+  (:class:`~kqueue.api.integrations.declaration.Integration`).
 * :class:`IntegrationContext`: the public surface the manager hands a framework's ``install``
   (stores, the API client, events, hooks into the scheduler). A framework never reaches into the
   manager itself.
@@ -23,10 +25,12 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from kqueue.api.config import Configuration
 from kqueue.api.integrations import PriorityResolver
+from kqueue.api.integrations.declaration import Integration
 from kqueue.api.v1alpha1 import ResourceFlavor, Workload
 from kqueue.api.v1alpha1 import constants as c
 from kqueue.controller.clock import Now
 from kqueue.controller.events import EventRecorder
+from kqueue.controller.gate import PodSetRelease
 from kqueue.controller.informer import Informer, Store
 from kqueue.controller.kube import Kube
 from kqueue.controller.metrics import Metrics
@@ -109,29 +113,14 @@ class GenericJob(Protocol):
     def owner_of_pod(self, pod: Obj) -> str | None:
         """``namespace/name`` of the object of this kind a pod belongs to, or None.
 
-        Through its controlling owner or the labels the kind's controller puts on its pods (a
-        JobSet's pods are owned by its Jobs and labelled with the JobSet's name)."""
+        Through its controlling owner or the labels the kind's controller puts on its pods (pods
+        owned by a child Job carry the top-level object's name in a label)."""
         ...
 
     def user_suspended(self, obj: Obj) -> bool:
         """Suspended by its user, not by kqueue: kqueue neither queues nor resumes it until the
         user resumes it."""
         ...
-
-
-@dataclass(frozen=True)
-class PodSetRelease:
-    """What an admitted pod set's pods get when released: node labels and tolerations."""
-
-    name: str
-    count: int
-    node_selector: Mapping[str, str] = field(default_factory=dict)
-    tolerations: tuple[Obj, ...] = ()
-    # Topology-aware flavors: per assigned domain, its node selector and pod count; each
-    # released pod is pinned to one domain that still has room.
-    domains: tuple[tuple[Mapping[str, str], int], ...] = ()
-    # Labels the released pods get (kqueue.io/tas on topology-placed pods).
-    labels: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -197,12 +186,11 @@ class IntegrationContext:
 
 @dataclass(frozen=True)
 class Framework:
-    """A managed kind's registration."""
+    """A managed kind's registration: its API-level declaration (name, kind, how its objects
+    become Workloads, what it needs, default on or off) plus how the controller runs it."""
 
-    name: str
-    """The name in ``integrations.frameworks`` (``batch/job``)."""
-    api_version: str
-    kind: str
+    declares: Integration
+    """The kind's declaration (kqueue.api.integrations.registry), the one list every layer reads."""
     summary: str
     """One line for the docs: what kqueue does with the kind."""
     suspendable: bool
@@ -213,10 +201,6 @@ class Framework:
     """Extra wiring (its own reconciler, hooks), given the generic reconciler if it has one."""
     webhooks: tuple[Webhook, ...] = ()
     rbac: tuple[PolicyRule, ...] = ()
-    simulate: bool = False
-    """Whether ``kqueue simulate`` and ``kqueue explain`` turn objects of the kind into Workloads."""
-    default_enabled: bool = True
-    """On when the Configuration lists no frameworks (kinds that need an operator are not)."""
     pod_workload: Callable[[Obj], tuple[str, str] | None] | None = None
     """For a kind without the generic reconciler (plain pods): ``(kind, name)`` of the
     multi-pod workload a pod belongs to, which names the PodGroup the pod webhook gives it; None
@@ -226,9 +210,27 @@ class Framework:
     scheduling its pods then name one PodGroup per size (the object's generation at the pod's
     creation), so the pods a scale-up adds are placed all or nothing on their own."""
     watches: tuple[Resource, ...] = ()
-    """Other kinds the kind's Workloads are built from (a TrainJob's runtimes). The manager lists
+    """Other kinds the kind's Workloads are built from (runtimes an object names). The manager lists
     and watches each (their stores are in :attr:`IntegrationContext.watched`) and reconciles every
     object of the kind again when one of them changes; their RBAC goes in :attr:`rbac`."""
+
+    @property
+    def name(self) -> str:
+        """The name in ``integrations.frameworks`` (``batch/job``)."""
+        return self.declares.framework
+
+    @property
+    def api_version(self) -> str:
+        return self.declares.api_version
+
+    @property
+    def kind(self) -> str:
+        return self.declares.kind
+
+    @property
+    def default_enabled(self) -> bool:
+        """On when the Configuration lists no frameworks (kinds that need an operator are not)."""
+        return self.declares.default_enabled
 
     def owns(self, wl: Workload) -> bool:
         """Whether the Workload is one this kind's objects own (its pods are stopped by them)."""

@@ -2,7 +2,7 @@
 
 The stores of pods and Workloads are indexed by their controlling owner's UID (:data:`BY_OWNER`),
 so an integration finds an object's pods and Workloads without a scan. An integration whose pods
-are not owned by its top-level object directly (a JobSet's pods belong to its Jobs) finds them
+are not owned by its top-level object directly (its pods belong to child Jobs) finds them
 through its own labels instead.
 """
 
@@ -16,8 +16,8 @@ Obj = dict[str, Any]
 
 # Index name on the shared pod and Workload stores: the UIDs of an object's controlling owners
 # and, for pods, the object key of each integration's top-level object that claims them
-# (:func:`object_index_key`: a launcher pod of an MPIJob is owned by a Job, and says which MPIJob
-# it belongs to only in its labels).
+# (:func:`object_index_key`: a pod owned by a child Job says which top-level object it belongs
+# to only in its labels).
 BY_OWNER = "owner-uid"
 
 
@@ -51,8 +51,8 @@ def controller_ref(obj: Obj) -> Obj | None:
 
 def controlled_by(obj: Obj, kinds: frozenset[tuple[str, str]]) -> bool:
     """Whether the controller of ``obj`` is one of ``kinds`` (``(apiVersion, kind)``): a child
-    another integration's object queues as part of itself (a JobSet's Jobs, a RayJob's
-    RayCluster), never on its own."""
+    another integration's object queues as part of itself (the child Jobs or clusters
+    its operator creates), never on its own."""
     for ref in (obj.get("metadata") or {}).get("ownerReferences") or []:
         if ref.get("controller") and (ref.get("apiVersion"), ref.get("kind")) in kinds:
             return True

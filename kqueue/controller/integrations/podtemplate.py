@@ -15,8 +15,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from kqueue.api.v1alpha1 import constants as c
-from kqueue.controller.integrations.framework import PodSetRelease
-from kqueue.controller.integrations.gate import add_gate, same_toleration
+from kqueue.controller.gate import PodSetRelease, add_gate, same_toleration
 
 Obj = dict[str, Any]
 

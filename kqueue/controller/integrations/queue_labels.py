@@ -18,7 +18,7 @@ def object_labels(obj: Obj) -> dict[str, str]:
 
 
 def ready_replicas(obj: Obj) -> int:
-    """``status.readyReplicas`` of an apps kind (pods, or a LeaderWorkerSet's groups)."""
+    """``status.readyReplicas`` of an apps kind (pods, or groups of pods)."""
     return int((obj.get("status") or {}).get("readyReplicas") or 0)
 
 

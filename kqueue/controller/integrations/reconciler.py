@@ -30,7 +30,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable, Callable
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kqueue.api.integrations import IntegrationError, PriorityResolver, queue_name
 from kqueue.api.v1alpha1 import LocalQueue, ResourceFlavor, Workload
@@ -38,10 +38,10 @@ from kqueue.api.v1alpha1 import constants as c
 from kqueue.controller import workload_status
 from kqueue.controller.clock import Now
 from kqueue.controller.events import EventRecorder
-from kqueue.controller.gang import GangPlacement
+from kqueue.controller.gate import is_terminal
 from kqueue.controller.informer import Store
+from kqueue.controller.integrations import milestones
 from kqueue.controller.integrations.framework import GenericJob
-from kqueue.controller.integrations.gate import is_terminal
 from kqueue.controller.integrations.management import (
     DEFAULT_LOCAL_QUEUE,
     NAMESPACE_NAME_LABEL,
@@ -53,6 +53,9 @@ from kqueue.controller.kube import Conflict, Kube, KubeError
 from kqueue.controller.metrics import Metrics
 from kqueue.controller.resources import WORKLOADS, object_key
 from kqueue.controller.workqueue import Requeue
+
+if TYPE_CHECKING:
+    from kqueue.controller.gang import GangPlacement
 
 logger = logging.getLogger(__name__)
 
@@ -224,9 +227,10 @@ class JobReconciler:
             created = await self._kube.create(WORKLOADS, body, namespace=wl.namespace)
         except Conflict:
             return Requeue(after=0.5)  # exists; our informer has not seen it yet
-        self._metrics.workload_created(self.job.kind, obj, created)
+        milestones.workload_created(
+            obj, self.job.kind, wl, created, events=self._events, metrics=self._metrics
+        )
         ns = wl.namespace or "default"
-        self._events.record(obj, "Normal", "CreatedWorkload", f"Created Workload: {ns}/{wl.name}")
         if queue is None:
             self._report_no_queue(obj)
         logger.info("created Workload %s/%s for %s %s", ns, wl.name, self.job.kind, object_key(obj))
@@ -347,15 +351,7 @@ class JobReconciler:
             cluster_queue=wl.status.admission.cluster_queue if wl.status.admission else "",
         )
         admitted = sum(r.count for r in releases.values())
-        if result.released and result.running < admitted <= result.running + result.released:
-            # Once, when the last admitted pod leaves the gate (its controller may create them
-            # in batches): the event counts every admitted pod, not the first batch.
-            self._events.record(
-                obj,
-                "Normal",
-                "Started",
-                f"Admitted by clusterQueue {cq}; all {admitted} admitted pod(s) released",
-            )
+        milestones.started(obj, wl, result, admitted, events=self._events)
         if not result.complete:
             # Retried with the key's backoff: the pods still gated are released next time.
             logger.warning(

@@ -1,6 +1,8 @@
 """The registry of integrations: every managed kind registers its :class:`Framework` here.
 
-The manager wires the enabled ones; the webhook configurations, the chart's RBAC and framework
+Each kind declares itself once, in the API layer (kqueue.api.integrations.registry); its
+controller package registers what the controller adds (reconcile and webhook specifics). The
+manager wires the enabled ones; the webhook configurations, the chart's RBAC and framework
 list, ``make run`` and docs/integrations.md are derived from the registered ones.
 """
 
@@ -8,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from kqueue.api.integrations.registry import BY_FRAMEWORK
 from kqueue.controller.integrations.framework import Framework
 
 _FRAMEWORKS: dict[str, Framework] = {}
@@ -18,6 +21,12 @@ class UnknownFramework(ValueError):
 
 
 def register(framework: Framework) -> Framework:
+    """Register a kind's controller half; its declaration must be the one the API-level
+    registry (kqueue.api.integrations.registry) lists, so no layer has its own list of kinds."""
+    if BY_FRAMEWORK.get(framework.name) is not framework.declares:
+        raise ValueError(
+            f"integration {framework.name!r} is not declared in kqueue.api.integrations.registry"
+        )
     if framework.name in _FRAMEWORKS and _FRAMEWORKS[framework.name] is not framework:
         raise ValueError(f"integration {framework.name!r} is registered twice")
     _FRAMEWORKS[framework.name] = framework

@@ -9,7 +9,7 @@ Given an admitted Workload's pods grouped by pod set, :meth:`PodReleaser.release
    their controller has not deleted yet, are left gated);
 3. sends the releases concurrently, at most ``per_object`` in flight for one workload and
    ``in_flight`` in all, each a JSON patch that first tests the gate is still where the informer
-   saw it (:func:`~kqueue.controller.integrations.gate.release_ops`), so a stale copy never
+   saw it (:func:`~kqueue.controller.gate.release_ops`), so a stale copy never
    removes someone else's gate.
 
 Releasing is idempotent: a pod already released, gone, or changed since it was seen counts as
@@ -28,9 +28,8 @@ from typing import Any
 from kqueue.api.v1alpha1 import ResourceFlavor, Workload
 from kqueue.api.v1alpha1 import constants as c
 from kqueue.controller.clock import Now
+from kqueue.controller.gate import PodSetRelease, is_gated, release_ops, ungate
 from kqueue.controller.informer import Store
-from kqueue.controller.integrations.framework import PodSetRelease
-from kqueue.controller.integrations.gate import is_gated, release_ops, ungate
 from kqueue.controller.kube import JSON_PATCH, Kube, KubeError, NotFound
 from kqueue.controller.metrics import Metrics
 from kqueue.controller.resources import PODS, object_key

@@ -13,11 +13,14 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from kqueue.api.v1alpha1 import constants as c
+from kqueue.controller.gate import add_gate
+from kqueue.controller.integrations import registry
 from kqueue.controller.integrations.advice import LocalQueueNames, queue_warnings
-from kqueue.controller.integrations.gate import add_gate
+from kqueue.controller.integrations.framework import WebhookContext
 from kqueue.controller.integrations.owners import controlled_by
 from kqueue.controller.integrations.queue_labels import unsupported_annotation_errors
 from kqueue.controller.webhook_server import AdmissionRequest, FieldError, Verdict
@@ -39,8 +42,8 @@ SPEC_SUSPEND: SuspendPath = ("spec", "suspend")
 
 
 def suspended(obj: Obj, path: SuspendPath = SPEC_SUSPEND) -> bool:
-    """The suspend switch at ``path`` (``spec.suspend``; an MPIJob's is
-    ``spec.runPolicy.suspend``)."""
+    """The suspend switch at ``path`` (``spec.suspend``; some kinds keep it under
+    ``spec.runPolicy``)."""
     value: Any = obj
     for part in path:
         value = value.get(part) if isinstance(value, dict) else None
@@ -158,25 +161,105 @@ def validate_suspendable(
     return Verdict.allow()
 
 
+@dataclass(frozen=True)
+class SuspendableKind:
+    """What one suspendable kind tells its webhooks: its pod templates, whether an old object
+    still has pods running, where its suspend switch is, what it refuses."""
+
+    kind: str
+    pod_templates: Callable[[Obj], Iterable[Obj]]
+    """The object's pod templates, in place (missing ones created empty)."""
+    started: Callable[[Obj], bool] = lambda _old: False
+    """Pods still running from before a suspension: the object is stopping, not queued."""
+    path: SuspendPath = SPEC_SUSPEND
+    article: str = "a"
+    """``a`` or ``an`` before the kind, in messages (``an`` before a kind read with a vowel sound)."""
+    spec_errors: Callable[[Obj], list[FieldError]] = lambda _obj: []
+    """The kind's own validation of an object kqueue manages (refused naming the fields)."""
+    skip: Callable[[Obj], bool] = lambda _obj: False
+    """An object that needs no quota of its own, so its webhooks leave it alone."""
+    unsupported: Mapping[str, str] | None = None
+    """Annotation -> why the kind cannot honour it; default: elastic and partial admission."""
+
+    def unsupported_annotations(self) -> Mapping[str, str]:
+        if self.unsupported is not None:
+            return self.unsupported
+        return {
+            c.ELASTIC_JOB_ANNOTATION: (
+                f"{self.article} {self.kind} cannot be elastic (WorkloadSlices are for batch Jobs)"
+            ),
+            c.JOB_MIN_PARALLELISM_ANNOTATION: f"partial admission is not supported for {self.kind}s",
+        }
+
+
 class SuspendableWebhooks:
-    """The webhooks of a suspendable kind: which objects kqueue manages. Subclasses add
-    ``mutate`` and ``validate`` on top of :func:`mutate_suspendable` and
-    :func:`validate_suspendable`."""
+    """The mutating and validating webhooks of every suspendable kind (one class; the kind's
+    :class:`SuspendableKind` says what differs): which objects kqueue manages, then
+    :func:`mutate_suspendable` and :func:`validate_suspendable`."""
 
     def __init__(
         self,
+        spec: SuspendableKind,
         *,
         manage_jobs_without_queue_name: bool = False,
         local_queues: LocalQueueNames = lambda _namespace: None,
         parent_kinds: frozenset[tuple[str, str]] = frozenset(),
     ) -> None:
+        self.spec = spec
         self._without_queue_name = manage_jobs_without_queue_name
         self._local_queues = local_queues
         self._parent_kinds = parent_kinds
 
     def _manages(self, obj: Obj) -> bool:
-        """Managed, and not part of another integration's object (a JobSet's or a RayJob's
-        children are queued with their parent, never on their own: ``parent_kinds``)."""
-        if controlled_by(obj, self._parent_kinds):
+        """Managed, and not part of another integration's object (the child Jobs or
+        clusters an operator creates for it are queued with their parent, never on their own:
+        ``parent_kinds``)."""
+        if self.spec.skip(obj) or controlled_by(obj, self._parent_kinds):
             return False
         return managed(obj, without_queue_name=self._without_queue_name)
+
+    async def mutate(self, req: AdmissionRequest) -> Verdict:
+        obj = req.object
+        if not isinstance(obj, dict) or not self._manages(obj):
+            return Verdict.allow()
+        spec = self.spec
+        return mutate_suspendable(
+            req, kind=spec.kind, pod_templates=spec.pod_templates, started=spec.started, path=spec.path
+        )
+
+    async def validate(self, req: AdmissionRequest) -> Verdict:
+        obj = req.object
+        if not isinstance(obj, dict) or not self._manages(obj):
+            return Verdict.allow()
+        spec = self.spec
+        errors = spec.spec_errors(obj)
+        verdict = validate_suspendable(
+            req,
+            kind=spec.kind,
+            unsupported=spec.unsupported_annotations(),
+            local_queues=self._local_queues,
+            path=spec.path,
+        )
+        if errors:
+            return Verdict.deny(*errors, *verdict.errors)
+        return verdict
+
+
+def suspendable_hooks(spec: SuspendableKind, name: str) -> Callable[[WebhookContext], SuspendableWebhooks]:
+    """The webhooks of the framework ``name`` (a suspendable kind) for a Configuration: objects
+    another enabled integration's object controls are left to their parent."""
+
+    def hooks(ctx: WebhookContext) -> SuspendableWebhooks:
+        parents = frozenset(
+            (f.api_version, f.kind)
+            for f in registry.enabled(ctx.config.integrations.frameworks)
+            if f.name != name
+        )
+        return SuspendableWebhooks(
+            spec,
+            manage_jobs_without_queue_name=ctx.config.manage_jobs_without_queue_name,
+            local_queues=ctx.local_queues,
+            parent_kinds=parents,
+        )
+
+    return hooks

@@ -65,7 +65,7 @@ def claimant(enabled: set[str]) -> pod.Claimant:
     """Which enabled integration's object a pod's workload belongs to: ``(kind, name, uid)``,
     the UID when that object is the pod's direct controller (else None).
 
-    A pod claimed by two (a JobSet's pod is also its child Job's) belongs to the top-level one,
+    A pod claimed by two (a child Job's pod is also its top-level object's) belongs to the top-level one,
     the object that is not its direct controller."""
     jobs = [fw.job() for fw in registry.frameworks() if fw.name in enabled and fw.job is not None]
     # Kinds with their own reconciler (plain pod groups) say which workload a pod is part of.

@@ -1,7 +1,7 @@
 """A queue label on a kind whose integration is off: told to the user, never refused.
 
-An integration that is not in ``integrations.frameworks`` has no webhooks and no reconciler, so a
-JobSet labelled ``kqueue.io/queue-name`` while ``jobset.x-k8s.io/jobset`` is off runs at once,
+An integration that is not in ``integrations.frameworks`` has no webhooks and no reconciler, so an
+object labelled ``kqueue.io/queue-name`` while its kind's framework is off runs at once,
 outside any quota, and nothing said so (only ``kqueue simulate`` did). This webhook
 (``vintegrationoff.kqueue.io``) is routed the kinds of every registered integration that is off,
 for objects carrying the queue label, with ``failurePolicy: Ignore`` (a report must never block
@@ -10,8 +10,9 @@ answers with an admission warning (``kubectl`` prints it) and records a Warning 
 ``IntegrationDisabled`` on the object (``kubectl describe`` shows it, also for objects an
 operator creates), both naming the object, the label and the Configuration field to change.
 
-An object controlled by an object of an enabled integration (a RayJob's RayCluster, a TrainJob's
-JobSet) is queued with its parent and not reported. Plain pods are not routed here: the pods of Jobs and other owners may carry a queue label copied
+An object controlled by an object of an enabled integration (the child
+object its operator creates) is queued with its parent and not reported. Plain pods are not
+routed here: the pods of Jobs and other owners may carry a queue label copied
 from their templates, and the owner, not the pod, is what would be queued.
 """
 
@@ -68,8 +69,8 @@ def message(obj: Obj, framework: Framework, enabled: Iterable[str]) -> str:
 
 def reporter(enabled: list[str], events: EventRecorder | None) -> Handler:
     by_kind = {(f.api_version, f.kind): f for f in off_frameworks(enabled)}
-    # An object another enabled integration's object controls is queued with it (a RayJob's
-    # RayCluster, a TrainJob's JobSet: their operators copy the queue label onto them).
+    # An object another enabled integration's object controls is queued with it (its
+    # operator created it and copied the queue label onto it).
     parents = {(f.api_version, f.kind) for f in registry.enabled(enabled)}
 
     async def handle(req: AdmissionRequest) -> Verdict:

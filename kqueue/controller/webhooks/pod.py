@@ -8,7 +8,7 @@ it here; the job reconciler releases pods whose workload is admitted.
 With gang scheduling on (:mod:`kqueue.controller.gang`) a pod that belongs to a kqueue workload
 also gets ``spec.schedulingGroup.podGroupName``: the field is immutable, so it can only be set
 at creation, before kqueue knows how many pods will be admitted. The group is named after the
-object that owns the workload (the top-level one: a JobSet, not its child Job; with its UID),
+object that owns the workload (the top-level one, not a child Job; with its UID),
 so every pod of one workload, whatever its pod set, names
 the same PodGroup. A managed pod that arrives with
 its own group is refused: kqueue would release it into a group whose minCount nobody keeps in
@@ -16,8 +16,8 @@ step with the admission. A pod annotated ``kqueue.io/gang-scheduling: "false"`` 
 (the Job webhook puts that on Jobs that run in waves).
 
 The ``identity`` resolver completes the name: the object's UID when the pod does not carry it
-(a JobSet's, an MPIJob launcher's pods are owned by child Jobs; an MPIJob's workers by the MPIJob
-itself, so without it one workload's pods would name two groups), and for a resizable object (an
+(pods of some top-level kinds are owned by child Jobs, some by the object itself, so without it
+one workload's pods would name two groups), and for a resizable object (an
 elastic Job, a StatefulSet) its generation when the pod is created, so the pods an elastic
 scale-up adds name a new group that kube-scheduler places all or nothing, while the running
 gang keeps its own (see :mod:`kqueue.controller.gang`).
@@ -31,7 +31,7 @@ from typing import Any
 
 from kqueue.api.v1alpha1 import constants as c
 from kqueue.controller.gang import SCHEDULING_GROUP_FIELD, group_name, opted_out
-from kqueue.controller.integrations.gate import add_gate
+from kqueue.controller.gate import add_gate
 from kqueue.controller.kube import KubeError
 from kqueue.controller.webhook_server import AdmissionRequest, FieldError, Verdict
 from kqueue.controller.webhooks.shape import request_shape_errors

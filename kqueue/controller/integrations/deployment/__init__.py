@@ -10,6 +10,7 @@ needs ``pod`` (the Configuration says so when it is missing).
 
 from __future__ import annotations
 
+from kqueue.api.integrations.deployment import INTEGRATION
 from kqueue.controller.integrations.deployment import webhook
 from kqueue.controller.integrations.framework import (
     Framework,
@@ -18,20 +19,17 @@ from kqueue.controller.integrations.framework import (
 )
 from kqueue.controller.integrations.registry import register
 
-NAME = "deployment"
+NAME = INTEGRATION.framework
 
 
 FRAMEWORK = register(
     Framework(
-        name=NAME,
-        api_version="apps/v1",
-        kind="Deployment",
+        declares=INTEGRATION,
         summary=(
             "each pod its own Workload (its queue and priority labels copied into the pod "
-            "template), so a rolling update proceeds pod by pod; needs `pod`"
+            "template), so a rolling update proceeds pod by pod"
         ),
         suspendable=False,
-        default_enabled=False,
         webhooks=queue_label_webhooks(
             short="deployment",
             rule={"apiGroups": ["apps"], "apiVersions": ["v1"], "resources": ["deployments"]},
@@ -43,7 +41,6 @@ FRAMEWORK = register(
         # Nothing beyond the pod integration's rules: the Deployment is only seen by the
         # webhooks, never read or written through the API.
         rbac=(),
-        simulate=True,
     )
 )
 

@@ -3,6 +3,7 @@ released from the gate; elastic Jobs grow and shrink through WorkloadSlices (:mo
 
 from __future__ import annotations
 
+from kqueue.api.integrations.job import INTEGRATION
 from kqueue.controller.integrations import registry
 from kqueue.controller.integrations.framework import (
     Framework,
@@ -12,17 +13,18 @@ from kqueue.controller.integrations.framework import (
     queue_label_webhooks,
 )
 from kqueue.controller.integrations.job import webhook
-from kqueue.controller.integrations.job.elastic import JOB_SIZING, ElasticSlices
+from kqueue.controller.integrations.job.elastic import JOB_SIZING
 from kqueue.controller.integrations.job.generic import JobIntegration
 from kqueue.controller.integrations.reconciler import JobReconciler
 from kqueue.controller.integrations.registry import register
+from kqueue.controller.integrations.slices import ElasticSlices
 
 
 def _hooks(ctx: WebhookContext) -> webhook.JobWebhooks:
     parents = frozenset(
         (f.api_version, f.kind)
         for f in registry.enabled(ctx.config.integrations.frameworks)
-        if f.name != "batch/job"
+        if f.name != INTEGRATION.framework
     )
     return webhook.JobWebhooks(
         manage_jobs_without_queue_name=ctx.config.manage_jobs_without_queue_name,
@@ -40,6 +42,7 @@ def _install(ctx: IntegrationContext, reconciler: JobReconciler | None) -> None:
         events=ctx.events,
         metrics=ctx.metrics,
         now=ctx.now,
+        sizing=JOB_SIZING,
     )
     if reconciler is not None:
         reconciler.workload_hooks.append(elastic.select)
@@ -48,9 +51,7 @@ def _install(ctx: IntegrationContext, reconciler: JobReconciler | None) -> None:
 
 FRAMEWORK = register(
     Framework(
-        name="batch/job",
-        api_version="batch/v1",
-        kind="Job",
+        declares=INTEGRATION,
         summary=(
             "one Workload per Job (pod set `main`); suspended while queued, resumed on "
             "admission; partial admission; elastic Jobs through WorkloadSlices"
@@ -83,7 +84,6 @@ FRAMEWORK = register(
                 "with update on the owner's finalizers",
             ),
         ),
-        simulate=True,
     )
 )
 

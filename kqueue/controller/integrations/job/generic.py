@@ -24,8 +24,7 @@ from typing import Any, Final
 from kqueue.api.integrations import PriorityResolver, pods_count, workload_for_job
 from kqueue.api.v1alpha1 import Workload
 from kqueue.api.v1alpha1 import constants as c
-from kqueue.controller.integrations.framework import PodSetRelease
-from kqueue.controller.integrations.gate import is_gated
+from kqueue.controller.gate import PodSetRelease, is_gated
 from kqueue.controller.integrations.podtemplate import (
     admitted_template_patch,
     held_template_patch,

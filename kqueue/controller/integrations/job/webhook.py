@@ -24,14 +24,14 @@ cannot change while the Job runs.
 from __future__ import annotations
 
 import copy
-from typing import Any
+from typing import Any, Final
 
 from kqueue.api.integrations import IntegrationError, is_elastic, max_exec_time_seconds, pods_count
 from kqueue.api.integrations.job import min_pods_count
 from kqueue.api.v1alpha1 import constants as c
-from kqueue.controller.gang import GANG_SCHEDULING_ANNOTATION
-from kqueue.controller.integrations.advice import queue_warnings
+from kqueue.controller.integrations.advice import LocalQueueNames, queue_warnings
 from kqueue.controller.integrations.suspension import (
+    SuspendableKind,
     SuspendableWebhooks,
     gate_templates,
     mutate_suspendable,
@@ -93,13 +93,32 @@ def _gang_opt_out(job: Obj, verdict: Verdict) -> Verdict:
     out = copy.deepcopy(verdict.patched if verdict.patched is not None else job)
     meta = out.setdefault("spec", {}).setdefault("template", {}).setdefault("metadata", {})
     annotations = meta.get("annotations") or {}
-    if GANG_SCHEDULING_ANNOTATION in annotations:
+    if c.GANG_SCHEDULING_ANNOTATION in annotations:
         return verdict  # the user's choice stands
-    meta["annotations"] = {**annotations, GANG_SCHEDULING_ANNOTATION: "false"}
+    meta["annotations"] = {**annotations, c.GANG_SCHEDULING_ANNOTATION: "false"}
     return Verdict.patch(out, *verdict.warnings)
 
 
+# A batch Job is suspendable as the other kinds are; its own checks (partial admission, elastic
+# Jobs, gang opt-out) are added by :class:`JobWebhooks`.
+SUSPENDABLE: Final = SuspendableKind(kind="Job", pod_templates=_template, started=_started)
+
+
 class JobWebhooks(SuspendableWebhooks):
+    def __init__(
+        self,
+        *,
+        manage_jobs_without_queue_name: bool = False,
+        local_queues: LocalQueueNames = lambda _namespace: None,
+        parent_kinds: frozenset[tuple[str, str]] = frozenset(),
+    ) -> None:
+        super().__init__(
+            SUSPENDABLE,
+            manage_jobs_without_queue_name=manage_jobs_without_queue_name,
+            local_queues=local_queues,
+            parent_kinds=parent_kinds,
+        )
+
     async def mutate(self, req: AdmissionRequest) -> Verdict:
         if errors := request_shape_errors(req.object, req.old_object, "Job"):
             return Verdict.deny(*errors)
@@ -160,6 +179,15 @@ class JobWebhooks(SuspendableWebhooks):
                 max_exec_time_seconds(labels)
             except IntegrationError as exc:
                 errors.append(FieldError(exc.path, exc.detail))
+        elastic = annotations.get(c.ELASTIC_JOB_ANNOTATION)
+        if creating and elastic is not None and elastic != "true":
+            # Kueue reads any value but "true" as "not elastic"; so does kqueue, but a typo
+            # ("True", "yes") would silently give a Job that cannot be resized.
+            warnings.append(
+                f"metadata.annotations[{c.ELASTIC_JOB_ANNOTATION}]: {elastic!r} is not \"true\", "
+                'so the Job is not elastic (any value but "true" is read as not elastic); '
+                'set it to "true" for WorkloadSlices, or remove it'
+            )
         value = labels.get(c.PREEMPTIBILITY_LABEL)
         if value is not None and value not in c.PREEMPTIBILITY_LABEL_VALUES:
             warnings.append(

@@ -11,24 +11,12 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from kqueue.api.v1alpha1 import constants as c
-from kqueue.controller.integrations.suspension import (
-    SuspendableWebhooks,
-    mutate_suspendable,
-    validate_suspendable,
-)
-from kqueue.controller.webhook_server import AdmissionRequest, Verdict
+from kqueue.controller.integrations.suspension import SuspendableKind
 
 Obj = dict[str, Any]
 
 MUTATE_PATH: Final = "/mutate-jobset-x-k8s-io-v1alpha2-jobset"
 VALIDATE_PATH: Final = "/validate-jobset-x-k8s-io-v1alpha2-jobset"
-
-UNSUPPORTED_ANNOTATIONS: Final = {
-    c.ELASTIC_JOB_ANNOTATION: "a JobSet cannot be elastic (WorkloadSlices are for batch Jobs)",
-    c.JOB_MIN_PARALLELISM_ANNOTATION: "partial admission is not supported for JobSets",
-}
-
 
 
 def pod_templates(jobset: Obj) -> list[Obj]:
@@ -50,20 +38,8 @@ def _started(old: Obj) -> bool:
     )
 
 
-class JobSetWebhooks(SuspendableWebhooks):
-    async def mutate(self, req: AdmissionRequest) -> Verdict:
-        obj = req.object
-        if not isinstance(obj, dict) or not self._manages(obj):
-            return Verdict.allow()
-        return mutate_suspendable(req, kind="JobSet", pod_templates=pod_templates, started=_started)
-
-    async def validate(self, req: AdmissionRequest) -> Verdict:
-        obj = req.object
-        if not isinstance(obj, dict) or not self._manages(obj):
-            return Verdict.allow()
-        return validate_suspendable(
-            req,
-            kind="JobSet",
-            unsupported=UNSUPPORTED_ANNOTATIONS,
-            local_queues=self._local_queues,
-        )
+SUSPENDABLE: Final = SuspendableKind(
+    kind="JobSet",
+    pod_templates=pod_templates,
+    started=_started,
+)

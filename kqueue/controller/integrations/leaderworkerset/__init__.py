@@ -7,7 +7,7 @@ the pod integration then queues, releases and stops as one gang: the framework n
 
 from __future__ import annotations
 
-from kqueue.api.integrations.leaderworkerset import LWS_API_VERSION, LWS_KIND
+from kqueue.api.integrations.leaderworkerset import INTEGRATION
 from kqueue.controller.integrations.framework import (
     Framework,
     IntegrationContext,
@@ -19,7 +19,7 @@ from kqueue.controller.integrations.leaderworkerset.labeller import GroupLabelle
 from kqueue.controller.integrations.reconciler import JobReconciler
 from kqueue.controller.integrations.registry import register
 
-NAME = "leaderworkerset.x-k8s.io/leaderworkerset"
+NAME = INTEGRATION.framework
 
 
 def _install(ctx: IntegrationContext, _reconciler: JobReconciler | None) -> None:
@@ -30,17 +30,13 @@ def _install(ctx: IntegrationContext, _reconciler: JobReconciler | None) -> None
 
 FRAMEWORK = register(
     Framework(
-        name=NAME,
-        api_version=LWS_API_VERSION,
-        kind=LWS_KIND,
+        declares=INTEGRATION,
         summary=(
             "one gang Workload per group (leader + workers, a pod group `<lws>-<index>`); pods "
-            "held by the gate and released group by group; scaling adds or removes groups; "
-            "needs `pod`"
+            "held by the gate and released group by group; scaling adds or removes groups"
         ),
         suspendable=False,
         install=_install,
-        default_enabled=False,
         webhooks=queue_label_webhooks(
             short="leaderworkerset",
             rule={
@@ -56,7 +52,6 @@ FRAMEWORK = register(
         # Nothing beyond the pod integration's rules and the core pod patch (its pods' group
         # label): the LeaderWorkerSet itself is only seen by the webhooks.
         rbac=(),
-        simulate=True,
     )
 )
 

@@ -16,8 +16,8 @@ from typing import Any
 
 from kqueue.api.integrations.leaderworkerset import group_label_for, is_lws_pod
 from kqueue.api.v1alpha1 import constants as c
+from kqueue.controller.gate import is_gated
 from kqueue.controller.informer import Store
-from kqueue.controller.integrations.gate import is_gated
 from kqueue.controller.kube import Conflict, Kube, NotFound
 from kqueue.controller.resources import PODS
 from kqueue.controller.workqueue import Requeue, WorkQueue, run_workers

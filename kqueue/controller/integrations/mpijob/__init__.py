@@ -4,50 +4,39 @@ resumed whole (:mod:`.generic`)."""
 
 from __future__ import annotations
 
-from kqueue.api.integrations.mpijob import MPIJOB_API_VERSION, MPIJOB_KIND
+from kqueue.api.integrations.mpijob import INTEGRATION
 from kqueue.controller.integrations.framework import (
     Framework,
-    WebhookContext,
     queue_label_webhooks,
     suspendable_kind_rbac,
 )
 from kqueue.controller.integrations.mpijob import webhook
 from kqueue.controller.integrations.mpijob.generic import MPIJobIntegration
 from kqueue.controller.integrations.registry import register
+from kqueue.controller.integrations.suspension import suspendable_hooks
 
-NAME = "kubeflow.org/mpijob"
-
-
-def _hooks(ctx: WebhookContext) -> webhook.MPIJobWebhooks:
-    return webhook.MPIJobWebhooks(
-        manage_jobs_without_queue_name=ctx.config.manage_jobs_without_queue_name,
-        local_queues=ctx.local_queues,
-    )
+NAME = INTEGRATION.framework
 
 
 FRAMEWORK = register(
     Framework(
-        name=NAME,
-        api_version=MPIJOB_API_VERSION,
-        kind=MPIJOB_KIND,
+        declares=INTEGRATION,
         summary=(
             "one Workload per MPIJob, pod sets `launcher` and `worker`; suspended while "
             "queued (spec.runPolicy.suspend), stopped and resumed whole"
         ),
         suspendable=True,
         job=MPIJobIntegration,
-        default_enabled=False,
         webhooks=queue_label_webhooks(
             short="mpijob",
             rule={"apiGroups": ["kubeflow.org"], "apiVersions": ["v2beta1"], "resources": ["mpijobs"]},
             mutate_path=webhook.MUTATE_PATH,
             validate_path=webhook.VALIDATE_PATH,
-            hooks=_hooks,
+            hooks=suspendable_hooks(webhook.SUSPENDABLE, NAME),
         ),
         rbac=(
             *suspendable_kind_rbac("kubeflow.org", "mpijobs", "MPIJob"),
         ),
-        simulate=True,
     )
 )
 

@@ -26,8 +26,7 @@ from kqueue.api.integrations.mpijob import (
 )
 from kqueue.api.v1alpha1 import Workload
 from kqueue.api.v1alpha1 import constants as c
-from kqueue.controller.integrations.framework import PodSetRelease
-from kqueue.controller.integrations.gate import is_gated
+from kqueue.controller.gate import PodSetRelease, is_gated
 from kqueue.controller.integrations.podtemplate import (
     admitted_template_patch,
     held_template_patch,

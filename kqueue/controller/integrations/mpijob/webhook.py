@@ -10,25 +10,13 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from kqueue.api.v1alpha1 import constants as c
 from kqueue.controller.integrations.mpijob.generic import SUSPEND_PATH
-from kqueue.controller.integrations.suspension import (
-    SuspendableWebhooks,
-    mutate_suspendable,
-    validate_suspendable,
-)
-from kqueue.controller.webhook_server import AdmissionRequest, Verdict
+from kqueue.controller.integrations.suspension import SuspendableKind
 
 Obj = dict[str, Any]
 
 MUTATE_PATH: Final = "/mutate-kubeflow-org-v2beta1-mpijob"
 VALIDATE_PATH: Final = "/validate-kubeflow-org-v2beta1-mpijob"
-
-UNSUPPORTED_ANNOTATIONS: Final = {
-    c.ELASTIC_JOB_ANNOTATION: "an MPIJob cannot be elastic (WorkloadSlices are for batch Jobs)",
-    c.JOB_MIN_PARALLELISM_ANNOTATION: "partial admission is not supported for MPIJobs",
-}
-
 
 
 def pod_templates(mpijob: Obj) -> list[Obj]:
@@ -45,22 +33,10 @@ def _started(old: Obj) -> bool:
     return any(int((s or {}).get("active") or 0) > 0 for s in statuses.values())
 
 
-class MPIJobWebhooks(SuspendableWebhooks):
-    async def mutate(self, req: AdmissionRequest) -> Verdict:
-        obj = req.object
-        if not isinstance(obj, dict) or not self._manages(obj):
-            return Verdict.allow()
-        return mutate_suspendable(
-            req, kind="MPIJob", pod_templates=pod_templates, started=_started, path=SUSPEND_PATH
-        )
-
-    async def validate(self, req: AdmissionRequest) -> Verdict:
-        obj = req.object
-        if not isinstance(obj, dict) or not self._manages(obj):
-            return Verdict.allow()
-        return validate_suspendable(
-            req,
-            kind="MPIJob",
-            unsupported=UNSUPPORTED_ANNOTATIONS,
-            local_queues=self._local_queues, path=SUSPEND_PATH,
-        )
+SUSPENDABLE: Final = SuspendableKind(
+    kind="MPIJob",
+    article="an",
+    pod_templates=pod_templates,
+    started=_started,
+    path=SUSPEND_PATH,
+)

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from kqueue.api.integrations import IntegrationError, group_name, group_total_count
+from kqueue.api.integrations.pod import INTEGRATION
 from kqueue.api.v1alpha1 import constants as c
 from kqueue.controller.integrations.framework import (
     Framework,
@@ -59,6 +60,7 @@ def _install(ctx: IntegrationContext, _reconciler: JobReconciler | None) -> None
         events=ctx.events,
         releaser=ctx.releaser,
         now=ctx.now,
+        metrics=ctx.metrics,
         gang=ctx.gang,
     )
     ctx.pods.add_handler(on_add=pods.on_pod, on_update=pods.on_pod, on_delete=pods.on_pod)
@@ -68,9 +70,7 @@ def _install(ctx: IntegrationContext, _reconciler: JobReconciler | None) -> None
 
 FRAMEWORK = register(
     Framework(
-        name="pod",
-        api_version="v1",
-        kind="Pod",
+        declares=INTEGRATION,
         summary=(
             "a Pod naming a queue, or a pod group (`kqueue.io/pod-group-name`) admitted as one "
             "gang; held by the scheduling gate (Pods have no suspend switch)"
@@ -128,7 +128,6 @@ FRAMEWORK = register(
                 "owner's finalizers",
             ),
         ),
-        simulate=True,
     )
 )
 

@@ -25,7 +25,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterable
 from datetime import datetime
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from kqueue.api.integrations import (
     IntegrationError,
@@ -36,24 +36,28 @@ from kqueue.api.integrations import (
     workload_for_pod,
     workload_for_pod_group,
 )
-from kqueue.api.integrations.deployment import is_deployment_pod
-from kqueue.api.integrations.leaderworkerset import is_lws_pod
-from kqueue.api.integrations.pod import group_pods
+from kqueue.api.integrations.pod import POD_KIND, group_pods
+from kqueue.api.integrations.registry import INTEGRATIONS, Workloads
 from kqueue.api.v1alpha1 import ResourceFlavor, Workload
 from kqueue.api.v1alpha1 import constants as c
 from kqueue.controller import workload_status
 from kqueue.controller.clock import Now
 from kqueue.controller.events import EventRecorder
-from kqueue.controller.gang import GangPlacement
+from kqueue.controller.gate import is_terminal
 from kqueue.controller.informer import Store
-from kqueue.controller.integrations.gate import is_terminal
+from kqueue.controller.integrations import milestones
+from kqueue.controller.integrations.eviction import evict_pod
 from kqueue.controller.integrations.owners import BY_OWNER
 from kqueue.controller.integrations.release import PodReleaser, pod_set_releases
-from kqueue.controller.kube import JSON_PATCH, Conflict, Kube, KubeError, NotFound
+from kqueue.controller.kube import Conflict, Kube, NotFound
+from kqueue.controller.metrics import Metrics
 from kqueue.controller.resources import PODS, WORKLOADS, object_key
 from kqueue.controller.workqueue import Requeue, WorkQueue, run_workers
 from kqueue.engine.engine import Engine
 from kqueue.engine.types import WorkloadKey
+
+if TYPE_CHECKING:
+    from kqueue.controller.gang import GangPlacement
 
 logger = logging.getLogger(__name__)
 
@@ -61,8 +65,6 @@ Obj = dict[str, Any]
 
 # Index on the pod store: ``<namespace>/<group>`` of pods in a group.
 BY_GROUP: Final = "pod-group"
-DISRUPTION_TARGET: Final = "DisruptionTarget"
-EVICTED_BY_KQUEUE: Final = "EvictedByKqueue"
 SINGLE: Final = "pod:"
 GROUP: Final = "group:"
 
@@ -74,19 +76,23 @@ def _meta(pod: Obj) -> Obj:
     return pod.get("metadata") or {}
 
 
+# Kinds whose pods the pod integration queues although a child of theirs controls them.
+_PARENTS: Final = tuple(i for i in INTEGRATIONS if i.pod_of is not None)
+
+
 def is_plain(pod: Obj) -> bool:
     """A pod kqueue manages on its own: it names a queue and no controller owns it, or it is a
-    pod of a Deployment kqueue manages (each such pod is its own Workload; its ReplicaSet owns
-    it, and no integration queues ReplicaSets, so it is never queued twice)."""
+    pod of a kind whose pods the pod integration queues (each its own Workload, or its pod
+    group's: the kind's child owns it, and no integration queues that child, so it is never
+    queued twice)."""
     meta = _meta(pod)
     if not (meta.get("labels") or {}).get(c.QUEUE_NAME_LABEL):
         return False
-    if is_deployment_pod(pod):
-        return True
-    if is_lws_pod(pod):
-        # A LeaderWorkerSet's pod, once in its group's pod group (the LeaderWorkerSet
-        # integration labels it): never before, or it would be queued as a pod of its own.
-        return group_name(pod) is not None
+    for parent in _PARENTS:
+        if parent.pod_of is not None and parent.pod_of(pod):
+            # A pod of a kind queued by pod group, once in its group's pod group (the kind's
+            # integration labels it): never before, or it would be queued as a pod of its own.
+            return parent.workloads is Workloads.EACH_POD or group_name(pod) is not None
     return not any(r.get("controller") for r in meta.get("ownerReferences") or [])
 
 
@@ -129,9 +135,11 @@ class PodReconciler:
         events: EventRecorder,
         releaser: PodReleaser,
         now: Now,
+        metrics: Metrics,
         gang: GangPlacement | None = None,
     ) -> None:
         self._gang = gang
+        self._metrics = metrics
         self._engine = engine
         self._pods = pods
         self._workloads = workloads
@@ -231,10 +239,13 @@ class PodReconciler:
 
     async def _create(self, wl: Workload, pod: Obj) -> Requeue | None:
         try:
-            await self._kube.create(WORKLOADS, wl.to_dict(), namespace=wl.namespace)
+            created = await self._kube.create(WORKLOADS, wl.to_dict(), namespace=wl.namespace)
         except Conflict:
             return Requeue(after=0.5)
-        self._events.record(pod, "Normal", "CreatedWorkload", f"Created Workload: {wl.namespace}/{wl.name}")
+        # As every kind's reconciler: the event, and the creation latency by kind (Pod).
+        milestones.workload_created(
+            pod, POD_KIND, wl, created, events=self._events, metrics=self._metrics
+        )
         logger.info("created Workload %s/%s for pod %s", wl.namespace, wl.name, object_key(pod))
         return None
 
@@ -287,6 +298,10 @@ class PodReconciler:
                 cluster_queue=wl.status.admission.cluster_queue if wl.status.admission else "",
                 is_group=any(group_name(p) is not None for p in pods),
             )
+            # On the pod the Workload was created for (a group's first), as CreatedWorkload.
+            milestones.started(
+                pods[0], wl, result, sum(r.count for r in releases.values()), events=self._events
+            )
             if not result.complete:
                 return Requeue()
             if self._gang is not None:
@@ -338,44 +353,3 @@ class PodReconciler:
                 continue
             except Conflict:
                 continue  # the pod's newer version comes back through the informer
-
-
-async def evict_pod(
-    pod: Obj, wl: Workload, *, kube: Kube, events: EventRecorder, now: Now
-) -> None:
-    """Stop one pod of an evicted Workload: ``DisruptionTarget=True`` (reason
-    ``EvictedByKqueue``, so its controller and its user see why), then delete it."""
-    meta = _meta(pod)
-    if meta.get("deletionTimestamp"):
-        return
-    evicted = wl.condition(c.EVICTED)
-    why = f"{evicted.reason}: {evicted.message}" if evicted is not None else "Evicted"
-    conditions = (pod.get("status") or {}).get("conditions") or []
-    if not any(x.get("type") == DISRUPTION_TARGET for x in conditions):
-        cond = {
-            "type": DISRUPTION_TARGET,
-            "status": "True",
-            "reason": EVICTED_BY_KQUEUE,
-            "message": f"Evicted by kqueue: {why}",
-            "lastTransitionTime": now().strftime("%Y-%m-%dT%H:%M:%SZ"),
-        }
-        op = (
-            {"op": "add", "path": "/status/conditions/-", "value": cond}
-            if conditions
-            else {"op": "add", "path": "/status/conditions", "value": [cond]}
-        )
-        try:
-            await kube.patch(
-                PODS, str(meta["name"]), [op], namespace=meta.get("namespace"),
-                subresource="status", content_type=JSON_PATCH,
-            )
-        except NotFound:
-            return
-        except KubeError as exc:
-            logger.info("DisruptionTarget on pod %s: %s", object_key(pod), exc)
-    try:
-        await kube.delete(PODS, str(meta["name"]), namespace=meta.get("namespace"))
-    except NotFound:
-        return
-    events.record(pod, "Normal", "Stopped", f"Deleted by kqueue: {why}")
-    logger.info("deleted pod %s of evicted Workload %s: %s", object_key(pod), wl.key, why)

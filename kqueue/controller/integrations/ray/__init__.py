@@ -7,44 +7,19 @@ pod sets, templates and webhooks (:mod:`.generic`, :mod:`.webhook`).
 
 from __future__ import annotations
 
-from kqueue.api.integrations.ray import RAY_API_VERSION, RAYCLUSTER_KIND, RAYJOB_KIND
-from kqueue.controller.integrations import registry
+from kqueue.api.integrations import ray as ray_api
 from kqueue.controller.integrations.framework import (
     Framework,
-    WebhookContext,
     queue_label_webhooks,
     suspendable_kind_rbac,
 )
 from kqueue.controller.integrations.ray import webhook
 from kqueue.controller.integrations.ray.generic import RayClusterIntegration, RayJobIntegration
 from kqueue.controller.integrations.registry import register
+from kqueue.controller.integrations.suspension import suspendable_hooks
 
-RAYJOB_NAME = "ray.io/rayjob"
-RAYCLUSTER_NAME = "ray.io/raycluster"
-
-
-def _parents(ctx: WebhookContext, name: str) -> frozenset[tuple[str, str]]:
-    return frozenset(
-        (f.api_version, f.kind)
-        for f in registry.enabled(ctx.config.integrations.frameworks)
-        if f.name != name
-    )
-
-
-def _rayjob_hooks(ctx: WebhookContext) -> webhook.RayJobWebhooks:
-    return webhook.RayJobWebhooks(
-        manage_jobs_without_queue_name=ctx.config.manage_jobs_without_queue_name,
-        local_queues=ctx.local_queues,
-        parent_kinds=_parents(ctx, RAYJOB_NAME),
-    )
-
-
-def _raycluster_hooks(ctx: WebhookContext) -> webhook.RayClusterWebhooks:
-    return webhook.RayClusterWebhooks(
-        manage_jobs_without_queue_name=ctx.config.manage_jobs_without_queue_name,
-        local_queues=ctx.local_queues,
-        parent_kinds=_parents(ctx, RAYCLUSTER_NAME),
-    )
+RAYJOB_NAME = ray_api.RAYJOB.framework
+RAYCLUSTER_NAME = ray_api.RAYCLUSTER.framework
 
 
 def _rule(plural: str) -> dict[str, list[str]]:
@@ -53,9 +28,7 @@ def _rule(plural: str) -> dict[str, list[str]]:
 
 RAYJOB = register(
     Framework(
-        name=RAYJOB_NAME,
-        api_version=RAY_API_VERSION,
-        kind=RAYJOB_KIND,
+        declares=ray_api.RAYJOB,
         summary=(
             "one Workload per RayJob: pod sets `head`, one per worker group (replicas pods) "
             "and `submitter` (K8sJobMode); suspended while queued, stopped and resumed whole; "
@@ -63,26 +36,22 @@ RAYJOB = register(
         ),
         suspendable=True,
         job=RayJobIntegration,
-        default_enabled=False,
         webhooks=queue_label_webhooks(
             short="rayjob",
             rule=_rule("rayjobs"),
             mutate_path=webhook.RAYJOB_MUTATE_PATH,
             validate_path=webhook.RAYJOB_VALIDATE_PATH,
-            hooks=_rayjob_hooks,
+            hooks=suspendable_hooks(webhook.RAYJOB, RAYJOB_NAME),
         ),
         rbac=suspendable_kind_rbac(
             "ray.io", "rayjobs", "RayJob", " (in its rayClusterSpec and submitter pod template)"
         ),
-        simulate=True,
     )
 )
 
 RAYCLUSTER = register(
     Framework(
-        name=RAYCLUSTER_NAME,
-        api_version=RAY_API_VERSION,
-        kind=RAYCLUSTER_KIND,
+        declares=ray_api.RAYCLUSTER,
         summary=(
             "one Workload per RayCluster: pod sets `head` and one per worker group (replicas "
             "pods); suspended while queued, stopped and resumed whole; never finishes, its "
@@ -90,16 +59,14 @@ RAYCLUSTER = register(
         ),
         suspendable=True,
         job=RayClusterIntegration,
-        default_enabled=False,
         webhooks=queue_label_webhooks(
             short="raycluster",
             rule=_rule("rayclusters"),
             mutate_path=webhook.RAYCLUSTER_MUTATE_PATH,
             validate_path=webhook.RAYCLUSTER_VALIDATE_PATH,
-            hooks=_raycluster_hooks,
+            hooks=suspendable_hooks(webhook.RAYCLUSTER, RAYCLUSTER_NAME),
         ),
         rbac=suspendable_kind_rbac("ray.io", "rayclusters", "RayCluster"),
-        simulate=True,
     )
 )
 

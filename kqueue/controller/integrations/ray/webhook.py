@@ -30,12 +30,8 @@ from kqueue.api.integrations.ray import (
     uses_existing_cluster,
 )
 from kqueue.api.v1alpha1 import constants as c
-from kqueue.controller.integrations.suspension import (
-    SuspendableWebhooks,
-    mutate_suspendable,
-    validate_suspendable,
-)
-from kqueue.controller.webhook_server import AdmissionRequest, FieldError, Verdict
+from kqueue.controller.integrations.suspension import SuspendableKind
+from kqueue.controller.webhook_server import FieldError
 
 Obj = dict[str, Any]
 
@@ -126,69 +122,30 @@ def rayjob_errors(rayjob: Obj) -> list[FieldError]:
     return errors
 
 
-class _RayWebhooks(SuspendableWebhooks):
-    kind: str
-
-    def _spec_errors(self, obj: Obj) -> list[FieldError]:
-        raise NotImplementedError
-
-    def _templates(self, obj: Obj) -> list[Obj]:
-        raise NotImplementedError
-
-    def _started(self, old: Obj) -> bool:
-        raise NotImplementedError
-
-    async def mutate(self, req: AdmissionRequest) -> Verdict:
-        obj = req.object
-        if not isinstance(obj, dict) or not self._manages(obj):
-            return Verdict.allow()
-        return mutate_suspendable(
-            req, kind=self.kind, pod_templates=self._templates, started=self._started
-        )
-
-    async def validate(self, req: AdmissionRequest) -> Verdict:
-        obj = req.object
-        if not isinstance(obj, dict) or not self._manages(obj):
-            return Verdict.allow()
-        errors = self._spec_errors(obj)
-        verdict = validate_suspendable(
-            req, kind=self.kind, unsupported=UNSUPPORTED_ANNOTATIONS, local_queues=self._local_queues
-        )
-        if errors:
-            return Verdict.deny(*errors, *verdict.errors)
-        return verdict
+def _raycluster_errors(obj: Obj) -> list[FieldError]:
+    spec = obj.get("spec")
+    return _errors(cluster_spec_errors(spec, "spec")) if isinstance(spec, dict) else []
 
 
-class RayClusterWebhooks(_RayWebhooks):
-    kind = RAYCLUSTER_KIND
-
-    def _templates(self, obj: Obj) -> list[Obj]:
-        return raycluster_templates(obj)
-
-    def _started(self, old: Obj) -> bool:
-        return _cluster_started(old)
-
-    def _spec_errors(self, obj: Obj) -> list[FieldError]:
-        spec = obj.get("spec")
-        return _errors(cluster_spec_errors(spec, "spec")) if isinstance(spec, dict) else []
+def _on_existing_cluster(obj: Obj) -> bool:
+    # On an existing cluster: it needs no quota of its own (Kueue's Skip), unless it also has a
+    # rayClusterSpec, which the validation refuses.
+    spec = obj.get("spec") or {}
+    return uses_existing_cluster(obj) and not isinstance(spec.get("rayClusterSpec"), dict)
 
 
-class RayJobWebhooks(_RayWebhooks):
-    kind = RAYJOB_KIND
-
-    def _templates(self, obj: Obj) -> list[Obj]:
-        return rayjob_templates(obj)
-
-    def _started(self, old: Obj) -> bool:
-        return _job_started(old)
-
-    def _manages(self, obj: Obj) -> bool:
-        # On an existing cluster: it needs no quota of its own (Kueue's Skip), unless it
-        # also has a rayClusterSpec, which the validation refuses.
-        spec = obj.get("spec") or {}
-        if uses_existing_cluster(obj) and not isinstance(spec.get("rayClusterSpec"), dict):
-            return False
-        return super()._manages(obj)
-
-    def _spec_errors(self, obj: Obj) -> list[FieldError]:
-        return rayjob_errors(obj)
+RAYCLUSTER: Final = SuspendableKind(
+    kind=RAYCLUSTER_KIND,
+    pod_templates=raycluster_templates,
+    started=_cluster_started,
+    spec_errors=_raycluster_errors,
+    unsupported=UNSUPPORTED_ANNOTATIONS,
+)
+RAYJOB: Final = SuspendableKind(
+    kind=RAYJOB_KIND,
+    pod_templates=rayjob_templates,
+    started=_job_started,
+    spec_errors=rayjob_errors,
+    skip=_on_existing_cluster,
+    unsupported=UNSUPPORTED_ANNOTATIONS,
+)

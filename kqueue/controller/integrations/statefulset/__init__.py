@@ -9,6 +9,7 @@ stops, :mod:`.webhook` its admission webhooks.
 
 from __future__ import annotations
 
+from kqueue.api.integrations.statefulset import INTEGRATION
 from kqueue.controller.integrations.framework import (
     Framework,
     IntegrationContext,
@@ -16,14 +17,14 @@ from kqueue.controller.integrations.framework import (
     always_queue_label_selector,
     queue_label_webhooks,
 )
-from kqueue.controller.integrations.job.elastic import ElasticSlices
 from kqueue.controller.integrations.reconciler import JobReconciler
 from kqueue.controller.integrations.registry import register
+from kqueue.controller.integrations.slices import ElasticSlices
 from kqueue.controller.integrations.statefulset import webhook
 from kqueue.controller.integrations.statefulset.generic import StatefulSetIntegration
 from kqueue.controller.integrations.statefulset.scaling import SIZING, StatefulSetScaling
 
-NAME = "statefulset"
+NAME = INTEGRATION.framework
 
 def _install(ctx: IntegrationContext, reconciler: JobReconciler | None) -> None:
     slices = ElasticSlices(
@@ -51,20 +52,17 @@ def _install(ctx: IntegrationContext, reconciler: JobReconciler | None) -> None:
 
 FRAMEWORK = register(
     Framework(
-        name=NAME,
-        api_version="apps/v1",
-        kind="StatefulSet",
+        declares=INTEGRATION,
         summary=(
             "one gang Workload for all replicas (pod set `main`); pods held by the gate and "
             "released on admission; scaling up or down resizes the Workload through "
             "WorkloadSlices (sticky flavor, running pods untouched); scaled to 0 frees the "
-            "quota; needs `pod`"
+            "quota"
         ),
         suspendable=False,
         job=StatefulSetIntegration,
         install=_install,
         resizable=SIZING.elastic,
-        default_enabled=False,
         webhooks=queue_label_webhooks(
             short="statefulset",
             rule={"apiGroups": ["apps"], "apiVersions": ["v1"], "resources": ["statefulsets"]},
@@ -92,7 +90,6 @@ FRAMEWORK = register(
                 "on its finalizers",
             ),
         ),
-        simulate=True,
     )
 )
 

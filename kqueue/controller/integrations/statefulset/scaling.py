@@ -33,12 +33,12 @@ from kqueue.api.v1alpha1 import Workload
 from kqueue.controller import workload_status
 from kqueue.controller.clock import Now
 from kqueue.controller.events import EventRecorder
+from kqueue.controller.gate import is_gated, is_terminal
 from kqueue.controller.informer import Store
-from kqueue.controller.integrations.gate import is_gated, is_terminal
-from kqueue.controller.integrations.job.elastic import ElasticSlices, Obj, Sizing
+from kqueue.controller.integrations.eviction import evict_pod
 from kqueue.controller.integrations.owners import BY_OWNER
-from kqueue.controller.integrations.pod.reconciler import evict_pod
 from kqueue.controller.integrations.release import PodReleaser
+from kqueue.controller.integrations.slices import ElasticSlices, Obj, Sizing
 from kqueue.controller.integrations.statefulset.generic import (
     SCALED_TO_ZERO,
     pod_template,

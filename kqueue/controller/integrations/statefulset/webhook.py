@@ -15,7 +15,6 @@ from typing import Any, Final
 
 from kqueue.api.integrations import role_hash
 from kqueue.api.v1alpha1 import constants as c
-from kqueue.controller.gang import GANG_SCHEDULING_ANNOTATION
 from kqueue.controller.integrations.queue_labels import (
     object_labels,
     ready_replicas,
@@ -92,9 +91,9 @@ def _gang_opt_out(spec: Obj, template: Obj) -> bool:
     if not isinstance(meta, dict):
         return False
     annotations = meta.get("annotations") or {}
-    if GANG_SCHEDULING_ANNOTATION in annotations:
+    if c.GANG_SCHEDULING_ANNOTATION in annotations:
         return False
-    meta["annotations"] = {**annotations, GANG_SCHEDULING_ANNOTATION: "false"}
+    meta["annotations"] = {**annotations, c.GANG_SCHEDULING_ANNOTATION: "false"}
     return True
 
 

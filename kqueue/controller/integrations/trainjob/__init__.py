@@ -5,17 +5,17 @@ JobSet the Trainer creates for it is never queued on its own."""
 
 from __future__ import annotations
 
-from kqueue.api.integrations.trainjob import TRAINJOB_API_VERSION, TRAINJOB_KIND
+from kqueue.api.integrations.trainjob import INTEGRATION
 from kqueue.controller.integrations.framework import (
     Framework,
     IntegrationContext,
     PolicyRule,
-    WebhookContext,
     queue_label_webhooks,
     suspendable_kind_rbac,
 )
 from kqueue.controller.integrations.reconciler import JobReconciler
 from kqueue.controller.integrations.registry import register
+from kqueue.controller.integrations.suspension import suspendable_hooks
 from kqueue.controller.integrations.trainjob import webhook
 from kqueue.controller.integrations.trainjob.generic import (
     CLUSTER_TRAINING_RUNTIMES,
@@ -24,14 +24,7 @@ from kqueue.controller.integrations.trainjob.generic import (
     TrainJobIntegration,
 )
 
-NAME = "trainer.kubeflow.org/trainjob"
-
-
-def _hooks(ctx: WebhookContext) -> webhook.TrainJobWebhooks:
-    return webhook.TrainJobWebhooks(
-        manage_jobs_without_queue_name=ctx.config.manage_jobs_without_queue_name,
-        local_queues=ctx.local_queues,
-    )
+NAME = INTEGRATION.framework
 
 
 def _install(ctx: IntegrationContext, reconciler: JobReconciler | None) -> None:
@@ -50,9 +43,7 @@ _TRAINJOBS = {
 
 FRAMEWORK = register(
     Framework(
-        name=NAME,
-        api_version=TRAINJOB_API_VERSION,
-        kind=TRAINJOB_KIND,
+        declares=INTEGRATION,
         summary=(
             "one Workload per TrainJob, a pod set per replicated Job of the JobSet its runtime "
             "makes; suspended while queued, stopped and resumed whole; its JobSet is not queued"
@@ -60,14 +51,13 @@ FRAMEWORK = register(
         suspendable=True,
         job=TrainJobIntegration,
         install=_install,
-        default_enabled=False,
         watches=(CLUSTER_TRAINING_RUNTIMES, TRAINING_RUNTIMES),
         webhooks=queue_label_webhooks(
             short="trainjob",
             rule={"apiGroups": ["trainer.kubeflow.org"], "apiVersions": ["v1alpha1"], "resources": ["trainjobs"]},
             mutate_path=webhook.MUTATE_PATH,
             validate_path=webhook.VALIDATE_PATH,
-            hooks=_hooks,
+            hooks=suspendable_hooks(webhook.SUSPENDABLE, NAME),
         ),
         rbac=(
             *suspendable_kind_rbac("trainer.kubeflow.org", "trainjobs", "TrainJob", " in kqueue's spec.runtimePatches entry"),
@@ -78,7 +68,6 @@ FRAMEWORK = register(
                 "a TrainJob's pod sets come from the runtime it names",
             ),
         ),
-        simulate=True,
     )
 )
 

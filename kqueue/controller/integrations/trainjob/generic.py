@@ -36,8 +36,8 @@ from kqueue.api.integrations.trainjob import (
 )
 from kqueue.api.v1alpha1 import Workload
 from kqueue.api.v1alpha1 import constants as c
+from kqueue.controller.gate import PodSetRelease
 from kqueue.controller.informer import Store
-from kqueue.controller.integrations.framework import PodSetRelease
 from kqueue.controller.integrations.podtemplate import admitted_template_patch, merge
 from kqueue.controller.resources import Resource
 

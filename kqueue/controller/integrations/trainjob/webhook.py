@@ -13,24 +13,12 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from kqueue.api.v1alpha1 import constants as c
-from kqueue.controller.integrations.suspension import (
-    SuspendableWebhooks,
-    mutate_suspendable,
-    validate_suspendable,
-)
-from kqueue.controller.webhook_server import AdmissionRequest, Verdict
+from kqueue.controller.integrations.suspension import SuspendableKind
 
 Obj = dict[str, Any]
 
 MUTATE_PATH: Final = "/mutate-trainer-kubeflow-org-v1alpha1-trainjob"
 VALIDATE_PATH: Final = "/validate-trainer-kubeflow-org-v1alpha1-trainjob"
-
-UNSUPPORTED_ANNOTATIONS: Final = {
-    c.ELASTIC_JOB_ANNOTATION: "a TrainJob cannot be elastic (WorkloadSlices are for batch Jobs)",
-    c.JOB_MIN_PARALLELISM_ANNOTATION: "partial admission is not supported for TrainJobs",
-}
-
 
 
 def _no_templates(_obj: Obj) -> list[Obj]:
@@ -44,20 +32,8 @@ def _started(old: Obj) -> bool:
     )
 
 
-class TrainJobWebhooks(SuspendableWebhooks):
-    async def mutate(self, req: AdmissionRequest) -> Verdict:
-        obj = req.object
-        if not isinstance(obj, dict) or not self._manages(obj):
-            return Verdict.allow()
-        return mutate_suspendable(req, kind="TrainJob", pod_templates=_no_templates, started=_started)
-
-    async def validate(self, req: AdmissionRequest) -> Verdict:
-        obj = req.object
-        if not isinstance(obj, dict) or not self._manages(obj):
-            return Verdict.allow()
-        return validate_suspendable(
-            req,
-            kind="TrainJob",
-            unsupported=UNSUPPORTED_ANNOTATIONS,
-            local_queues=self._local_queues,
-        )
+SUSPENDABLE: Final = SuspendableKind(
+    kind="TrainJob",
+    pod_templates=_no_templates,
+    started=_started,
+)

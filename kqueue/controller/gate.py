@@ -1,20 +1,38 @@
 """The ``kqueue.io/admission`` scheduling gate: pure helpers on pods and pod specs.
 
 Every pod of a managed workload is born behind the gate (the webhooks add it) and released by
-:mod:`.release` once its workload is admitted: gate removed, the assigned flavors' node labels
-added as nodeSelector and their tolerations added, the only changes the API server allows on a
-gated pod's scheduling fields.
+:mod:`kqueue.controller.integrations.release` once its workload is admitted: gate removed, the
+assigned flavors' node labels added as nodeSelector and their tolerations added (a
+:class:`PodSetRelease`), the only changes the API server allows on a gated pod's scheduling
+fields. The module imports nothing of the integrations, so the gang placement and readiness
+read the gate as the integrations do.
 """
 
 from __future__ import annotations
 
 import copy
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 from kqueue.api.v1alpha1 import constants as c
-from kqueue.controller.integrations.framework import PodSetRelease
 
 Obj = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class PodSetRelease:
+    """What an admitted pod set's pods get when released: node labels and tolerations."""
+
+    name: str
+    count: int
+    node_selector: Mapping[str, str] = field(default_factory=dict)
+    tolerations: tuple[Obj, ...] = ()
+    # Topology-aware flavors: per assigned domain, its node selector and pod count; each
+    # released pod is pinned to one domain that still has room.
+    domains: tuple[tuple[Mapping[str, str], int], ...] = ()
+    # Labels the released pods get (kqueue.io/tas on topology-placed pods).
+    labels: Mapping[str, str] = field(default_factory=dict)
 
 
 def is_gated(pod: Obj) -> bool:

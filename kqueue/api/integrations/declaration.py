@@ -1,0 +1,87 @@
+"""What one managed kind declares about itself, once, for every layer that reads kinds.
+
+An :class:`Integration` is the API-level half of a kind's integration: its framework name (what
+``integrations.frameworks`` lists), its group/version/kind, how its objects become Workloads and
+when they are finished, what it needs (another framework, an operator), whether it is on by
+default and how Kueue's labels on it are renamed. Each kind's module in this package declares
+one (``INTEGRATION``); :mod:`kqueue.api.integrations.registry` collects them. Configuration
+validation, the management decision, the manifest loader, ``kqueue simulate``/``explain``/
+``convert`` and the controller's ``Framework`` all read that one list, so a new kind is added
+by writing its module and its controller package (docs/architecture.md, "Adding an
+integration").
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from enum import Enum
+from typing import Any
+
+from kqueue.api.v1alpha1 import Workload
+
+Obj = Mapping[str, Any]
+# ``(object, priorities, **inputs) -> Workload``; raises IntegrationError naming the field.
+Builder = Callable[..., Workload]
+
+
+class Workloads(Enum):
+    """How objects of the kind become Workloads (in the controller and in ``kqueue simulate``)."""
+
+    OWN = "one Workload per object"
+    EACH_POD = "each of its pods its own Workload, queued by the pod integration"
+    EACH_POD_GROUP = "one Workload per pod group of its pods, queued by the pod integration"
+    POD = "a plain pod, or a pod group, is one Workload"
+
+
+class KueueKeys(Enum):
+    """How Kueue's labels, annotations and gate on an object of the kind are read."""
+
+    WORKLOAD_OBJECT = "checked on load; renamed on the object and its pod template"
+    ANY_OBJECT = "checked on load; renamed wherever the kind nests pod templates"
+    ON_CONVERT = "renamed wherever the kind nests pod templates, by `kqueue convert` only"
+
+
+@dataclass(frozen=True)
+class Integration:
+    """One managed kind, declared once."""
+
+    framework: str
+    """The name in ``integrations.frameworks`` (Kueue's name for the same integration)."""
+    api_version: str
+    kind: str
+    workloads: Workloads
+    build: Builder | None = None
+    """The Workload of an object (:attr:`Workloads.OWN`)."""
+    finished: Callable[[Obj], tuple[str, str] | None] | None = None
+    """``(reason, message)`` once an object finished: it then gets no Workload."""
+    empty: Callable[[Obj], bool] | None = None
+    """An object that keeps no Workload while it has no pods (a StatefulSet scaled to 0)."""
+    pods: Callable[[Obj], list[dict[str, Any]]] | None = None
+    """The pods an object runs, as the pod integration will see them (:attr:`Workloads.EACH_POD`,
+    :attr:`Workloads.EACH_POD_GROUP`)."""
+    pod_of: Callable[[Obj], bool] | None = None
+    """Whether a pod is one of the kind's pods that the pod integration queues (its controlling
+    owner is the kind's child, which no integration queues)."""
+    inputs: Callable[[Iterable[Obj]], Mapping[str, Any]] | None = None
+    """Keyword arguments of :attr:`build` read from the other objects of a manifest (the
+    runtimes an object names), for ``kqueue simulate``."""
+    reads: tuple[tuple[str, str], ...] = ()
+    """Other ``(apiVersion, kind)`` its Workloads are built from (loaded and converted with it)."""
+    elastic: Callable[[Obj], bool] | None = None
+    """Whether an object is resized through WorkloadSlices while it runs."""
+    needs: tuple[str, ...] = ()
+    """Frameworks that must be enabled with it (its pods are handled by the pod integration)."""
+    operator: str | None = None
+    """The operator that must run (with its CRD) for objects of the kind to exist; None for a
+    built-in kind."""
+    default_enabled: bool = False
+    """On when the Configuration lists no frameworks: only built-in kinds, so kqueue never
+    waits on an API a cluster lacks."""
+    queue_label_required: bool = False
+    """Managed only when it names a queue, whatever ``manageJobsWithoutQueueName`` says (serving
+    kinds: queued only when asked to)."""
+    kueue_keys: KueueKeys = KueueKeys.ANY_OBJECT
+
+
+__all__ = ["Builder", "Integration", "KueueKeys", "Workloads"]

@@ -1,0 +1,72 @@
+"""The one list of kinds kqueue integrates: each kind's module declares its :class:`Integration`
+(``INTEGRATION``), collected here in the order of the docs' table and the chart's rules.
+
+Everything that names kinds reads this list: the Configuration's framework names and their
+needs (kqueue.api.config), which objects kqueue manages (.management), the manifest loader
+(kqueue.api.loader), ``kqueue simulate`` and ``explain``, and the controller's registry, which
+checks that every declared kind has its controller package.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+from kqueue.api.integrations import (
+    deployment,
+    job,
+    jobset,
+    leaderworkerset,
+    mpijob,
+    pod,
+    ray,
+    statefulset,
+    trainjob,
+)
+from kqueue.api.integrations.declaration import Integration, KueueKeys, Workloads
+
+INTEGRATIONS: Final[tuple[Integration, ...]] = (
+    job.INTEGRATION,
+    pod.INTEGRATION,
+    jobset.INTEGRATION,
+    mpijob.INTEGRATION,
+    trainjob.INTEGRATION,
+    statefulset.INTEGRATION,
+    deployment.INTEGRATION,
+    ray.RAYJOB,
+    ray.RAYCLUSTER,
+    leaderworkerset.INTEGRATION,
+)
+BY_FRAMEWORK: Final[dict[str, Integration]] = {i.framework: i for i in INTEGRATIONS}
+BY_KIND: Final[dict[tuple[str, str], Integration]] = {(i.api_version, i.kind): i for i in INTEGRATIONS}
+
+# The names ``integrations.frameworks`` accepts, those on when it lists none, and the frameworks
+# each one needs (Kueue enables them implicitly; kqueue asks for them).
+SUPPORTED_FRAMEWORKS: Final[tuple[str, ...]] = tuple(BY_FRAMEWORK)
+DEFAULT_FRAMEWORKS: Final[tuple[str, ...]] = tuple(i.framework for i in INTEGRATIONS if i.default_enabled)
+FRAMEWORK_NEEDS: Final[dict[str, tuple[str, ...]]] = {i.framework: i.needs for i in INTEGRATIONS if i.needs}
+
+
+def of(api_version: str, kind: str) -> Integration | None:
+    """The integration of ``(apiVersion, kind)``; None for a kind kqueue does not integrate."""
+    return BY_KIND.get((api_version, kind))
+
+
+def read_kinds() -> frozenset[tuple[str, str]]:
+    """Every ``(apiVersion, kind)`` the integrations read: their own and what their Workloads are
+    built from."""
+    return frozenset({*BY_KIND, *(r for i in INTEGRATIONS for r in i.reads)})
+
+
+__all__ = [
+    "BY_FRAMEWORK",
+    "BY_KIND",
+    "DEFAULT_FRAMEWORKS",
+    "FRAMEWORK_NEEDS",
+    "INTEGRATIONS",
+    "SUPPORTED_FRAMEWORKS",
+    "Integration",
+    "KueueKeys",
+    "Workloads",
+    "of",
+    "read_kinds",
+]
