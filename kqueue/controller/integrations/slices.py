@@ -49,7 +49,6 @@ logger = logging.getLogger(__name__)
 
 Obj = dict[str, Any]
 
-_WRITE_ATTEMPTS = 5
 
 
 def _key(wl: Workload) -> WorkloadKey:
@@ -228,22 +227,26 @@ class ElasticSlices:
         # Status first, and the engine frees the quota only once the API has the smaller
         # admission: freed before, a write that fails (or a cycle that runs while it is in
         # flight) would hand out quota the running pods still hold.
-        for _ in range(_WRITE_ATTEMPTS):
-            fresh = Workload.model_validate(await self._kube.get(WORKLOADS, wl.name, wl.namespace))
+        smaller = workload_status.api_admission(admission)
+
+        def shrink(obj: Obj) -> Obj | None:
+            fresh = Workload.model_validate(obj)
             if fresh.status.admission is None:
-                return
-            out = fresh.model_copy(deep=True)
-            out.status.admission = workload_status.api_admission(admission)
-            try:
-                await self._kube.replace_status(WORKLOADS, out.to_dict(), namespace=wl.namespace)
-                break
-            except Conflict:
-                continue
-        else:
-            # Not written: the engine still counts the admission the API has; the Job's next
-            # reconcile tries again.
-            logger.info("scale-down of workload slice %s not written: conflicts", key)
+                return None  # released meanwhile: nothing to shrink
+            fresh.status.admission = smaller
+            return fresh.to_dict()
+
+        try:
+            written = await self._kube.modify_status(
+                WORKLOADS, wl.name, shrink, namespace=wl.namespace
+            )
+        except Conflict as exc:
+            # Not written (other errors go to the job reconciler, which retries): the engine
+            # still counts the admission the API has; the Job's next reconcile tries again.
+            logger.info("scale-down of workload slice %s not written: %s", key, exc)
             return
+        if written is None:
+            return  # gone, or released meanwhile
         # Cycles that ran while the write was in flight counted the larger admission (more than
         # the API, never less). The informer may have brought the smaller one already: then
         # this changes nothing.
@@ -285,22 +288,20 @@ class ElasticSlices:
         self, old: WorkloadKey, new: WorkloadKey, message: str, cluster_queue: str
     ) -> None:
         namespace, name = old.split("/", 1)
-        for _ in range(_WRITE_ATTEMPTS):
-            try:
-                wl = Workload.model_validate(await self._kube.get(WORKLOADS, name, namespace))
-            except NotFound:
-                return
-            updated = workload_status.finish(wl, c.WORKLOAD_SLICE_REPLACED, message, self._now())
-            if updated is None:
-                return
-            try:
-                await self._kube.replace_status(WORKLOADS, updated.to_dict(), namespace=namespace)
-            except Conflict:
-                continue
-            except KubeError as exc:
-                logger.warning("finishing replaced slice %s: %s", old, exc)
-                return
-            self._metrics.slice_replaced(cluster_queue)
-            self._events.record(wl.to_dict(), "Normal", c.WORKLOAD_SLICE_REPLACED, message)
-            logger.info("workload slice %s replaced by %s", old, new)
+
+        def finish(obj: Obj) -> Obj | None:
+            updated = workload_status.finish(
+                Workload.model_validate(obj), c.WORKLOAD_SLICE_REPLACED, message, self._now()
+            )
+            return updated.to_dict() if updated is not None else None
+
+        try:
+            written = await self._kube.modify_status(WORKLOADS, name, finish, namespace=namespace)
+        except KubeError as exc:
+            logger.warning("finishing replaced slice %s: %s", old, exc)
             return
+        if written is None:
+            return  # gone, or already finished
+        self._metrics.slice_replaced(cluster_queue)
+        self._events.record(written, "Normal", c.WORKLOAD_SLICE_REPLACED, message)
+        logger.info("workload slice %s replaced by %s", old, new)
