@@ -109,7 +109,7 @@ _BY_CLUSTER_QUEUE = "cluster-queue"
 # How often the leader re-reconciles everything, as a safety net for a missed event.
 RESYNC_SECONDS = 60.0
 # How often the engine's workloads are compared with the Workload store (workload_feed.py):
-# about 10 ms per 10,000 Workloads (docs/reliability.md, "Dropped connections").
+# about 80 ms per 10,000 Workloads, in slices (docs/reliability.md, "Dropped connections").
 WORKLOAD_RESYNC_SECONDS = 30.0
 # Workloads compared per slice of a resync, between which the event loop runs other work.
 RESYNC_SLICE = 1000
