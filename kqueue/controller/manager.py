@@ -20,7 +20,6 @@ import contextlib
 import logging
 import time
 from collections.abc import Callable, Coroutine, Iterable
-from dataclasses import replace
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -39,9 +38,11 @@ from kqueue.api.v1alpha1 import (
     parse_object,
 )
 from kqueue.api.v1alpha1 import constants as c
+from kqueue.controller import engine_feed
 from kqueue.controller.clock import Now, utc_now
 from kqueue.controller.collector import collector_paused, freeze_heap
 from kqueue.controller.delegated_auth import DelegatedAuth
+from kqueue.controller.engine_feed import LimitRangeDoc
 from kqueue.controller.events import EventRecorder
 from kqueue.controller.gang import GangPlacement
 from kqueue.controller.informer import Informer, Obj, as_dict
@@ -88,18 +89,11 @@ from kqueue.engine.preemption.seam import Preemptor
 from kqueue.engine.readiness import PodsReadyConfig
 from kqueue.engine.types import (
     ClusterQueueName,
-    ClusterQueueSpec,
-    CohortName,
-    FlavorName,
-    LimitRangeItem,
-    StopPolicy,
     local_queue_key,
 )
 
 logger = logging.getLogger(__name__)
 
-# A LimitRange as the informer keeps it (adapt.limit_range): namespace, name, items.
-LimitRangeDoc = tuple[str, str, tuple[LimitRangeItem, ...]]
 
 M = TypeVar("M")
 
@@ -140,30 +134,6 @@ def _owner_job_key(obj: Obj | Workload, kind: str) -> str | None:
         if ref.get("controller") and ref.get("kind") == kind:
             return f"{namespace}/{ref.get('name')}"
     return None
-
-
-def _upsert_local_queue(engine: Engine, lq: LocalQueue) -> None:
-    """A LocalQueue for the engine, with its persisted admission fair sharing usage (folded
-    in once: after a restart the decayed usage carries on from the status)."""
-    spec = adapt.local_queue(lq)
-    # Most LocalQueue events are kqueue's own status writes: with the engine's view unchanged
-    # there is nothing to re-place (Kueue moves a LocalQueue's workloads only when it changes
-    # ClusterQueue). HoldAndDrain is applied again each time, as before: it also drains what
-    # was admitted since.
-    if engine.local_queue(spec.key) != spec or spec.stop_policy == StopPolicy.HOLD_AND_DRAIN:
-        engine.upsert_local_queue(spec)
-    usage = adapt.local_queue_usage(lq)
-    if usage is not None:
-        engine.seed_local_queue_usage(spec.key, *usage)
-
-
-def _engine_cluster_queue(cq: ClusterQueue) -> ClusterQueueSpec:
-    """The engine's ClusterQueue; one being deleted admits nothing new (Kueue's Terminating),
-    while the workloads it holds keep their quota until they finish."""
-    spec = adapt.cluster_queue(cq)
-    if cq.metadata.deletion_timestamp is not None and spec.stop_policy == StopPolicy.NONE:
-        spec = replace(spec, stop_policy=StopPolicy.HOLD)
-    return spec
 
 
 class Manager:
@@ -445,22 +415,18 @@ class Manager:
 
     def rebuild_engine(self) -> Engine:
         """A fresh engine fed from the stores: admissions come from Workload status only."""
-        engine = self._new_engine()
-        for rf in self.flavors.store.objects():
-            engine.upsert_flavor(adapt.flavor(rf))
-        for co in self.cohorts.store.objects():
-            engine.upsert_cohort(adapt.cohort(co))
-        for cq in self.cluster_queues.store.objects():
-            engine.upsert_cluster_queue(_engine_cluster_queue(cq))
-        for lq in self.local_queues.store.objects():
-            _upsert_local_queue(engine, lq)
-        for wpc in self.workload_priority_classes.store.objects():
-            engine.upsert_priority_class(*adapt.priority_class(wpc))
-        for ns in self.namespaces.store.objects():
-            meta = ns.get("metadata") or {}
-            engine.set_namespace_labels(str(meta.get("name")), meta.get("labels") or {})
-        for namespace, name, items in self.limit_ranges.store.objects():
-            engine.set_limit_range(namespace, name, items)
+        engine = engine_feed.rebuild(
+            self._new_engine(),
+            [
+                (engine_feed.FLAVORS, self.flavors.store.objects()),
+                (engine_feed.COHORTS, self.cohorts.store.objects()),
+                (engine_feed.CLUSTER_QUEUES, self.cluster_queues.store.objects()),
+                (engine_feed.LOCAL_QUEUES, self.local_queues.store.objects()),
+                (engine_feed.PRIORITY_CLASSES, self.workload_priority_classes.store.objects()),
+                (engine_feed.NAMESPACES, self.namespaces.store.objects()),
+                (engine_feed.LIMIT_RANGES, self.limit_ranges.store.objects()),
+            ],
+        )
         self.topology.rebuild(engine)
         # With the pod sets the handlers computed for these very specs (they depend on the spec
         # alone): a term's first rebuild over a large backlog would otherwise read every spec.
@@ -494,13 +460,13 @@ class Manager:
         self.topology.wire()
         def on_flavor(_: str, rf: ResourceFlavor, *rest: ResourceFlavor) -> None:
             new = rest[-1] if rest else rf
-            self.engine.upsert_flavor(adapt.flavor(new))
+            engine_feed.FLAVORS.upsert(self.engine, new)
             self.status_queue.add(f"rf:{new.name}")
             self._enqueue_all_queues()
             self.scheduler.trigger()
 
         def on_flavor_delete(_: str, rf: ResourceFlavor) -> None:
-            self.engine.delete_flavor(FlavorName(rf.name))
+            engine_feed.FLAVORS.delete(self.engine, rf)
             self._enqueue_all_queues()
             self.scheduler.trigger()
 
@@ -508,12 +474,12 @@ class Manager:
 
         def on_cq(_: str, cq: ClusterQueue, *rest: ClusterQueue) -> None:
             new = rest[-1] if rest else cq
-            self.engine.upsert_cluster_queue(_engine_cluster_queue(new))
+            engine_feed.CLUSTER_QUEUES.upsert(self.engine, new)
             self._queues_changed([ClusterQueueName(new.name)])
             self.scheduler.trigger()
 
         def on_cq_delete(_: str, cq: ClusterQueue) -> None:
-            self.engine.delete_cluster_queue(ClusterQueueName(cq.name))
+            engine_feed.CLUSTER_QUEUES.delete(self.engine, cq)
             self._queues_changed([ClusterQueueName(cq.name)])
             self.scheduler.trigger()
 
@@ -521,7 +487,7 @@ class Manager:
 
         def on_cohort(_: str, co: Cohort, *rest: Cohort) -> None:
             new_co = rest[-1] if rest else co
-            self.engine.upsert_cohort(adapt.cohort(new_co))
+            engine_feed.COHORTS.upsert(self.engine, new_co)
             self.status_queue.add(f"co:{new_co.name}")
             # A cohort change (a new parent, a cycle made or broken) can change every queue's
             # Active condition, not only what fits: refresh their status too.
@@ -529,7 +495,7 @@ class Manager:
             self.scheduler.trigger()
 
         def on_cohort_delete(_: str, co: Cohort) -> None:
-            self.engine.delete_cohort(CohortName(co.name))
+            engine_feed.COHORTS.delete(self.engine, co)
             self.status_queue.add(f"co:{co.name}")
             self._enqueue_all_queues()
             self.scheduler.trigger()
@@ -538,24 +504,24 @@ class Manager:
 
         def on_lq(key: str, lq: LocalQueue, *rest: LocalQueue) -> None:
             new = rest[-1] if rest else lq
-            _upsert_local_queue(self.engine, new)
+            engine_feed.LOCAL_QUEUES.upsert(self.engine, new)
             self.status_queue.add(f"lq:{key}")
             self.scheduler.trigger()
 
         def on_lq_delete(key: str, lq: LocalQueue) -> None:
-            self.engine.delete_local_queue(lq.namespace or "default", lq.name)
+            engine_feed.LOCAL_QUEUES.delete(self.engine, lq)
             self.metrics.forget_local_queue(key)
             self.scheduler.trigger()
 
         self.local_queues.add_handler(on_add=on_lq, on_update=on_lq, on_delete=on_lq_delete)
 
         def on_wpc(_: str, wpc: WorkloadPriorityClass, *rest: WorkloadPriorityClass) -> None:
-            self.engine.upsert_priority_class(*adapt.priority_class(rest[-1] if rest else wpc))
+            engine_feed.PRIORITY_CLASSES.upsert(self.engine, rest[-1] if rest else wpc)
             self._enqueue_all_jobs()
             self.scheduler.trigger()
 
         def on_wpc_delete(_: str, wpc: WorkloadPriorityClass) -> None:
-            self.engine.delete_priority_class(wpc.name)
+            engine_feed.PRIORITY_CLASSES.delete(self.engine, wpc)
             self.scheduler.trigger()
 
         self.workload_priority_classes.add_handler(
@@ -563,22 +529,20 @@ class Manager:
         )
 
         def on_ns(_: str, ns: Obj, *rest: Obj) -> None:
-            meta = (rest[-1] if rest else ns).get("metadata") or {}
-            self.engine.set_namespace_labels(str(meta.get("name")), meta.get("labels") or {})
+            engine_feed.NAMESPACES.upsert(self.engine, rest[-1] if rest else ns)
             self.scheduler.trigger()
 
         def on_ns_delete(_: str, ns: Obj) -> None:
-            self.engine.delete_namespace(str((ns.get("metadata") or {}).get("name")))
+            engine_feed.NAMESPACES.delete(self.engine, ns)
 
         self.namespaces.add_handler(on_add=on_ns, on_update=on_ns, on_delete=on_ns_delete)
 
         def on_limit_range(_: str, lr: LimitRangeDoc, *rest: LimitRangeDoc) -> None:
-            namespace, name, items = rest[-1] if rest else lr
-            self.engine.set_limit_range(namespace, name, items)
+            engine_feed.LIMIT_RANGES.upsert(self.engine, rest[-1] if rest else lr)
             self.scheduler.trigger()
 
         def on_limit_range_delete(_: str, lr: LimitRangeDoc) -> None:
-            self.engine.delete_limit_range(lr[0], lr[1])
+            engine_feed.LIMIT_RANGES.delete(self.engine, lr)
             self.scheduler.trigger()
 
         self.limit_ranges.add_handler(
