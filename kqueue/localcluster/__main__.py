@@ -11,7 +11,7 @@ from types import FrameType
 
 from kqueue.localcluster.build import BuildError, ensure_binaries
 from kqueue.localcluster.cluster import ClusterStartError, LocalCluster
-from kqueue.localcluster.operators import OperatorError, parse_names
+from kqueue.localcluster.operators import OPERATORS, OperatorError, parse_names
 
 
 def _up(ns: argparse.Namespace) -> int:
@@ -75,8 +75,8 @@ def main(argv: list[str] | None = None) -> int:
     up.add_argument(
         "--operators",
         default="",
-        help="comma-separated operators to start too (jobset, trainer, mpi-operator, kuberay, "
-        "lws); built from their Go modules on first use",
+        help=f"comma-separated operators to start too ({', '.join(OPERATORS)}); built from "
+        "their Go modules on first use",
     )
     sub.add_parser("build", help="build (or reuse) the binaries and print their directory")
     ns = parser.parse_args(argv)

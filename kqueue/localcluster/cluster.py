@@ -382,12 +382,12 @@ class LocalCluster:
     # ------------------------------------------------------------------ operators
 
     def start_operator(self, name: str, *, build_missing: bool | None = None) -> None:
-        """Start an operator (JobSet, Trainer, ...) against this cluster; a no-op if running.
+        """Start an operator (``operators.OPERATORS``) against this cluster; a no-op if running.
 
         Installs its CRDs (from its module version's files), builds its binary on first use
         (unless ``build_missing`` is false; default: this cluster's ``build``), registers its
         webhooks on 127.0.0.1 where it serves any, starts it and waits until it is ready.
-        Operators it needs (Trainer needs JobSet) are started first. Raises ClusterStartError
+        Operators it requires (its ``requires``) are started first. Raises ClusterStartError
         with the operator's last log lines when something does not work.
         """
         if not self._started:
