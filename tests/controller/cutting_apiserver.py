@@ -77,7 +77,7 @@ class CuttingApiServer(FakeApiServer):
         """The resourceVersion each watch request asked to start from, in order."""
         return [q.get("resourceVersion", "") for m, _, q in self.received if _is_watch(q)]
 
-    def lists(self) -> int:
+    def list_requests(self) -> int:
         """Collection reads that are not watches (lists), cut or not."""
         return sum(
             1

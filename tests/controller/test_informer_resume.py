@@ -17,9 +17,8 @@ from kqueue.controller.clock import LoopClock
 from kqueue.controller.informer import Informer, as_dict
 from kqueue.controller.resources import CONFIGMAPS
 from tests.controller.cutting_apiserver import cutting_cluster, server_of
-from tests.controller.fake_apiserver import FakeCluster
-from tests.controller.mock_apiserver import configmap, eventually
-from tests.controller.test_informer import Recorder
+from tests.controller.fake_apiserver import FakeCluster, eventually
+from tests.controller.test_informer import Recorder, configmap
 
 Obj = dict[str, Any]
 NS = "default"
@@ -83,7 +82,7 @@ async def test_a_watch_cut_mid_stream_resumes_at_the_last_resource_version(
     await cluster.synced()
 
     assert server.watch_versions() == [listed_at, rv_c]
-    assert server.lists() == 1 and informer.lists == 1
+    assert server.list_requests() == 1 and informer.lists == 1
     assert informer.cuts == 1
     # Every event once: nothing before the cut again, nothing after it missed.
     rv_a = cluster.server.get(CONFIGMAPS, "a", NS)["metadata"]["resourceVersion"]  # type: ignore[index]
@@ -114,7 +113,7 @@ async def test_a_quiet_watch_cut_again_and_again_neither_lists_nor_backs_off(
     rv = _add(cluster, "b")
     await eventually(lambda: informer.store.resource_version(f"{NS}/b") == rv, what="b seen")
 
-    assert server.lists() == 1 and informer.lists == 1
+    assert server.list_requests() == 1 and informer.lists == 1
     assert informer.cuts == 10
     assert len(clock.pauses) == 10
     # Each resume waits at most the initial backoff (0.5 s), jittered: never tens of seconds.
@@ -152,7 +151,7 @@ async def test_the_resume_backoff_grows_while_no_watch_opens_and_resets_once_one
     assert grown[1] < grown[2] < grown[3] < grown[4]  # doubling while none opens...
     assert 4.0 <= grown[6] <= 5.0  # ...up to 5 s, never the list backoff's 30 s
     assert clock.pauses[7] <= 0.5  # started over
-    assert server.lists() == 1 and informer.lists == 1
+    assert server.list_requests() == 1 and informer.lists == 1
     assert len(set(server.watch_versions())) == 1  # nothing happened: all resumed at one version
 
 
@@ -185,7 +184,7 @@ async def test_410_gone_relists_and_delivers_what_changed_between_the_lists(
         f"delete {NS}/b@{before[f'{NS}/b']}",
         f"update {NS}/a@{before[f'{NS}/a']}->{rv_a}",
     ]
-    assert server.lists() == 2
+    assert server.list_requests() == 2
     versions = server.watch_versions()
     assert versions[2] == informer.resource_version != versions[1]  # watched on from the list
 
@@ -203,4 +202,4 @@ async def test_a_refused_watch_relists_only_when_watching_again_cannot_cure_it(
     await _watching(cluster, informer, 3)
     rv = _add(cluster, "b")
     await eventually(lambda: informer.store.resource_version(f"{NS}/b") == rv, what="b seen")
-    assert server.lists() == lists and informer.lists == lists
+    assert server.list_requests() == lists and informer.lists == lists
