@@ -89,7 +89,7 @@ async def _setup(cluster: FakeCluster) -> Setup:
     """Workload ``a`` pending, fitting its ClusterQueue; the engine fed the informer's list."""
     cluster.server.add(WORKLOADS, workload("a", "1"))
     informer = await cluster.informer(WORKLOADS, Workload.model_validate)
-    _, _, _, engine = make(cpu="4")
+    _, _, _, engine = make(cluster, cpu="4")
     for _, wl in informer.store.items():
         adapt.apply_workload(engine, wl, owner_labels=wl.metadata.labels)
     assert engine.state(KEY) == WorkloadState.PENDING

@@ -50,8 +50,10 @@ def condition(type_: str, status: str, reason: str, at: timedelta) -> Obj:
 # -- admissions and evictions (the scheduler) -------------------------------------------------
 
 
-async def test_an_admission_counts_in_its_cluster_queue_and_local_queue_with_its_priority_class() -> None:
-    scheduler, api, _, _ = make(cpu="4")
+async def test_an_admission_counts_in_its_cluster_queue_and_local_queue_with_its_priority_class(
+    cluster: FakeCluster,
+) -> None:
+    scheduler, api, _, _ = make(cluster, cpu="4")
     m = scheduler._metrics
     api.create(with_class(workload("a", "1", created_s=0), "high", 100))
     api.create(workload("b", "1", created_s=30))
@@ -72,8 +74,10 @@ async def test_an_admission_counts_in_its_cluster_queue_and_local_queue_with_its
     )
 
 
-async def test_evicted_once_counts_a_workload_once_per_reason_and_cause() -> None:
-    scheduler, api, _, engine = make(cpu="2")
+async def test_evicted_once_counts_a_workload_once_per_reason_and_cause(
+    cluster: FakeCluster,
+) -> None:
+    scheduler, api, _, engine = make(cluster, cpu="2")
     m = scheduler._metrics
     api.create(workload("low", "2", priority=0))
     await scheduler.run_once()
