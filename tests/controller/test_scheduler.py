@@ -26,7 +26,7 @@ from kqueue.controller.metrics import Metrics
 from kqueue.controller.pending_reasons import PendingReasons
 from kqueue.controller.resources import WORKLOADS, object_key
 from kqueue.controller.scheduler import Scheduler, SchedulerSettings
-from kqueue.engine import adapt
+from kqueue.engine import from_api
 from kqueue.engine.cycle import CycleResult
 from kqueue.engine.engine import Engine
 from kqueue.engine.readiness import PodsReadyConfig
@@ -102,7 +102,7 @@ class Api:
         """The informer hands this version of an object to the store and the engine."""
         wl = Workload.model_validate(obj)
         self.store._put(object_key(obj), wl, obj["metadata"]["resourceVersion"])
-        adapt.apply_workload(self.engine, wl, owner_labels=wl.metadata.labels)
+        from_api.apply_workload(self.engine, wl, owner_labels=wl.metadata.labels)
 
     @property
     def objects(self) -> dict[str, Obj]:
@@ -188,11 +188,11 @@ def make(
     **settings: Any,
 ) -> tuple[Scheduler, Api, FakeEvents, Engine]:
     engine = Engine(pods_ready=pods_ready)
-    engine.upsert_flavor(adapt.flavor(ResourceFlavor.model_validate(
+    engine.upsert_flavor(from_api.flavor(ResourceFlavor.model_validate(
         {"apiVersion": "kqueue.io/v1alpha1", "kind": "ResourceFlavor", "metadata": {"name": "f"}}
     )))
-    engine.upsert_cluster_queue(adapt.cluster_queue(cluster_queue(cpu)))
-    engine.upsert_local_queue(adapt.local_queue(LocalQueue.model_validate({
+    engine.upsert_cluster_queue(from_api.cluster_queue(cluster_queue(cpu)))
+    engine.upsert_local_queue(from_api.local_queue(LocalQueue.model_validate({
         "apiVersion": "kqueue.io/v1alpha1",
         "kind": "LocalQueue",
         "metadata": {"name": "lq", "namespace": NS},
@@ -415,7 +415,7 @@ async def test_a_changing_message_is_not_rewritten_every_cycle(
     try:
         for quota in ("3", "2800m", "2600m", "2400m", "2200m"):
             # Less quota each time: b's message ("... N more needed") changes every cycle.
-            engine.upsert_cluster_queue(adapt.cluster_queue(cluster_queue(quota)))
+            engine.upsert_cluster_queue(from_api.cluster_queue(cluster_queue(quota)))
             await _cycle(scheduler, api)
     finally:
         lane.cancel()
@@ -470,7 +470,7 @@ async def test_a_stopped_queue_shows_in_settled_workloads_at_once(cluster: FakeC
         writes = len(api.reason_writes(key("c")))
         stopped = cluster_queue("1")
         stopped.spec.stop_policy = "Hold"
-        engine.upsert_cluster_queue(adapt.cluster_queue(stopped))
+        engine.upsert_cluster_queue(from_api.cluster_queue(stopped))
         await _cycle(scheduler, api)
     finally:
         lane.cancel()
