@@ -20,7 +20,7 @@ from kqueue.api.v1alpha1 import ClusterQueue, LocalQueue, ResourceFlavor, Worklo
 from kqueue.api.v1alpha1 import constants as c
 from kqueue.controller.informer import Store
 from kqueue.controller.workload_feed import WorkloadFeed
-from kqueue.engine import adapt
+from kqueue.engine import from_api
 from kqueue.engine.engine import Engine
 from kqueue.engine.types import WorkloadKey
 
@@ -29,16 +29,16 @@ NS = "bench"
 
 def _setup(count: int, admitted_share: float) -> tuple[Engine, Store[Workload]]:
     engine = Engine()
-    engine.upsert_flavor(adapt.flavor(ResourceFlavor.model_validate(
+    engine.upsert_flavor(from_api.flavor(ResourceFlavor.model_validate(
         {"apiVersion": c.API_VERSION, "kind": "ResourceFlavor", "metadata": {"name": "f"}}
     )))
-    engine.upsert_cluster_queue(adapt.cluster_queue(ClusterQueue.model_validate({
+    engine.upsert_cluster_queue(from_api.cluster_queue(ClusterQueue.model_validate({
         "apiVersion": c.API_VERSION, "kind": "ClusterQueue", "metadata": {"name": "cq"},
         "spec": {"namespaceSelector": {}, "resourceGroups": [{"coveredResources": ["cpu"],
                  "flavors": [{"name": "f", "resources": [
                      {"name": "cpu", "nominalQuota": str(count)}]}]}]},
     })))
-    engine.upsert_local_queue(adapt.local_queue(LocalQueue.model_validate({
+    engine.upsert_local_queue(from_api.local_queue(LocalQueue.model_validate({
         "apiVersion": c.API_VERSION, "kind": "LocalQueue",
         "metadata": {"name": "lq", "namespace": NS}, "spec": {"clusterQueue": "cq"},
     })))

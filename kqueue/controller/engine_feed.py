@@ -22,7 +22,7 @@ from kqueue.api.v1alpha1 import (
     ResourceFlavor,
     WorkloadPriorityClass,
 )
-from kqueue.engine import adapt
+from kqueue.engine import from_api
 from kqueue.engine.engine import Engine
 from kqueue.engine.types import (
     ClusterQueueName,
@@ -49,7 +49,7 @@ __all__ = [
 
 T = TypeVar("T")
 Obj = dict[str, Any]
-# A LimitRange as the informer keeps it (adapt.limit_range): namespace, name, items.
+# A LimitRange as the informer keeps it (from_api.limit_range): namespace, name, items.
 LimitRangeDoc = tuple[str, str, tuple[LimitRangeItem, ...]]
 
 
@@ -64,7 +64,7 @@ class Feed(Generic[T]):
 def engine_cluster_queue(cq: ClusterQueue) -> ClusterQueueSpec:
     """The engine's ClusterQueue; one being deleted admits nothing new (Kueue's Terminating),
     while the workloads it holds keep their quota until they finish."""
-    spec = adapt.cluster_queue(cq)
+    spec = from_api.cluster_queue(cq)
     if cq.metadata.deletion_timestamp is not None and spec.stop_policy == StopPolicy.NONE:
         spec = replace(spec, stop_policy=StopPolicy.HOLD)
     return spec
@@ -73,14 +73,14 @@ def engine_cluster_queue(cq: ClusterQueue) -> ClusterQueueSpec:
 def _upsert_local_queue(engine: Engine, lq: LocalQueue) -> None:
     """A LocalQueue for the engine, with its persisted admission fair sharing usage (folded
     in once: after a restart the decayed usage carries on from the status)."""
-    spec = adapt.local_queue(lq)
+    spec = from_api.local_queue(lq)
     # Most LocalQueue events are kqueue's own status writes: with the engine's view unchanged
     # there is nothing to re-place (Kueue moves a LocalQueue's workloads only when it changes
     # ClusterQueue). HoldAndDrain is applied again each time, as before: it also drains what
     # was admitted since.
     if engine.local_queue(spec.key) != spec or spec.stop_policy == StopPolicy.HOLD_AND_DRAIN:
         engine.upsert_local_queue(spec)
-    usage = adapt.local_queue_usage(lq)
+    usage = from_api.local_queue_usage(lq)
     if usage is not None:
         engine.seed_local_queue_usage(spec.key, *usage)
 
@@ -90,11 +90,11 @@ def _namespace_name(ns: Obj) -> str:
 
 
 FLAVORS: Feed[ResourceFlavor] = Feed(
-    lambda e, rf: e.upsert_flavor(adapt.flavor(rf)),
+    lambda e, rf: e.upsert_flavor(from_api.flavor(rf)),
     lambda e, rf: e.delete_flavor(FlavorName(rf.name)),
 )
 COHORTS: Feed[Cohort] = Feed(
-    lambda e, co: e.upsert_cohort(adapt.cohort(co)),
+    lambda e, co: e.upsert_cohort(from_api.cohort(co)),
     lambda e, co: e.delete_cohort(CohortName(co.name)),
 )
 CLUSTER_QUEUES: Feed[ClusterQueue] = Feed(
@@ -106,7 +106,7 @@ LOCAL_QUEUES: Feed[LocalQueue] = Feed(
     lambda e, lq: e.delete_local_queue(lq.namespace or "default", lq.name),
 )
 PRIORITY_CLASSES: Feed[WorkloadPriorityClass] = Feed(
-    lambda e, wpc: e.upsert_priority_class(*adapt.priority_class(wpc)),
+    lambda e, wpc: e.upsert_priority_class(*from_api.priority_class(wpc)),
     lambda e, wpc: e.delete_priority_class(wpc.name),
 )
 NAMESPACES: Feed[Obj] = Feed(

@@ -83,7 +83,7 @@ from kqueue.controller.webhooks.config import MUTATING_NAME, VALIDATING_NAME
 from kqueue.controller.workload_feed import Repair, WorkloadFeed
 from kqueue.controller.workload_reader import WorkloadReader
 from kqueue.controller.workqueue import WorkQueue, run_workers
-from kqueue.engine import adapt
+from kqueue.engine import from_api
 from kqueue.engine.engine import Engine
 from kqueue.engine.preemption.seam import Preemptor
 from kqueue.engine.readiness import PodsReadyConfig
@@ -183,7 +183,7 @@ class Manager:
         self.workload_feed = WorkloadFeed(lambda: self.engine, self.workloads.store)
         self.namespaces = informer(NAMESPACES, as_dict)
         # Only what admission reads of a LimitRange: (namespace, name, Container/Pod items).
-        self.limit_ranges = informer(LIMIT_RANGES, adapt.limit_range)
+        self.limit_ranges = informer(LIMIT_RANGES, from_api.limit_range)
         self.priority_classes = informer(PRIORITY_CLASSES, as_dict)
         self.pods = informer(PODS, as_dict, label_selector=f"{c.MANAGED_LABEL}=true")
         # Topology-aware scheduling: Topologies, Nodes and bound Pods for the engine.
@@ -322,8 +322,8 @@ class Manager:
         return Engine(
             preemptor=self._preemptor() if self._preemptor is not None else None,
             pods_ready=self._pods_ready(),
-            fair_sharing=adapt.fair_sharing(self.config.fair_sharing),
-            admission_fair_sharing=adapt.admission_fair_sharing(
+            fair_sharing=from_api.fair_sharing(self.config.fair_sharing),
+            admission_fair_sharing=from_api.admission_fair_sharing(
                 self.config.admission_fair_sharing
             ),
         )

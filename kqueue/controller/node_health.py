@@ -27,7 +27,7 @@ from kqueue.controller.kube import Conflict, Kube, NotFound
 from kqueue.controller.resources import WORKLOADS
 from kqueue.controller.topology import NODE_UNAVAILABLE_REASON
 from kqueue.controller.workqueue import Requeue
-from kqueue.engine import adapt
+from kqueue.engine import from_api
 
 logger = logging.getLogger(__name__)
 
@@ -39,7 +39,7 @@ def node_problem(node: Obj | None) -> str | None:
     """What keeps ``node`` from running pods placed on it (None: nothing)."""
     if node is None:
         return "was deleted"
-    view = adapt.node(node)
+    view = from_api.node(node)
     if not view.ready:
         return "is not Ready"
     if view.unschedulable:

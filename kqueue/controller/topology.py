@@ -19,7 +19,7 @@ from kqueue.api.v1alpha1 import Topology, TopologyAssignment
 from kqueue.api.v1alpha1 import constants as c
 from kqueue.controller.informer import Informer
 from kqueue.controller.resources import NODES, PODS, Resource
-from kqueue.engine import adapt
+from kqueue.engine import from_api
 from kqueue.engine.engine import Engine
 from kqueue.engine.tas.topology import Node as TopologyNode
 
@@ -127,15 +127,15 @@ class TopologyFeed:
 
     def rebuild(self, engine: Engine) -> None:
         for topo in self.topologies.store.objects():
-            engine.upsert_topology(adapt.topology(topo))
+            engine.upsert_topology(from_api.topology(topo))
         for node in self.nodes.store.objects():
-            engine.upsert_node(adapt.node(node))
+            engine.upsert_node(from_api.node(node))
         for pod in self.pods.store.objects():
             self._apply_pod(engine, pod)
 
     def wire(self) -> None:
         def on_topology(_: str, topo: Topology, *rest: Topology) -> None:
-            self._engine().upsert_topology(adapt.topology(rest[-1] if rest else topo))
+            self._engine().upsert_topology(from_api.topology(rest[-1] if rest else topo))
             self._changed()
 
         def on_topology_delete(_: str, topo: Topology) -> None:
@@ -143,9 +143,9 @@ class TopologyFeed:
             self._changed()
 
         def on_node(_: str, node: Obj, *rest: Obj) -> None:
-            new = adapt.node(rest[-1] if rest else node)
+            new = from_api.node(rest[-1] if rest else node)
             self._engine().upsert_node(new)
-            old = adapt.node(node) if rest else None
+            old = from_api.node(node) if rest else None
             if old is not None and _usable(old) and not _usable(new):
                 if self._node_lost:
                     what = "is no longer Ready" if not new.ready else "was cordoned"
@@ -175,7 +175,7 @@ class TopologyFeed:
         self.pods.add_handler(on_add=on_pod, on_update=on_pod, on_delete=on_pod_delete)
 
     def _apply_pod(self, engine: Engine, pod: Obj) -> None:
-        bound = adapt.bound_pod(pod)
+        bound = from_api.bound_pod(pod)
         if bound is None:
             # Ended, or now counted through a topology assignment: no longer node usage.
             engine.delete_pod(_pod_key(pod))

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from kqueue.api.v1alpha1 import Workload, WorkloadSpec
 from kqueue.api.v1alpha1 import constants as c
 from kqueue.controller.informer import Store
-from kqueue.engine import adapt
+from kqueue.engine import from_api
 from kqueue.engine.engine import Engine
 from kqueue.engine.types import PodSet as EnginePodSet
 from kqueue.engine.types import WorkloadKey
@@ -92,7 +92,7 @@ class WorkloadFeed:
                 return False
             del self._floors[key]
         kept = self._pod_sets.get(key)
-        view = adapt.apply_workload(
+        view = from_api.apply_workload(
             engine if engine is not None else self.engine(),
             wl,
             owner_labels=wl.metadata.labels,

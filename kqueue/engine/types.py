@@ -1,6 +1,6 @@
 """The engine's own value types.
 
-The engine never sees pydantic API models: ``adapt.py`` turns them into these frozen values once,
+The engine never sees pydantic API models: ``from_api.py`` turns them into these frozen values once,
 at the boundary, as Kueue's cache turns API objects into its own structs. Distinct ``NewType`` ids
 keep a flavor name from being passed where a ClusterQueue name is expected, and every amount is an
 exact integer (milli-units for cpu, base units otherwise; see ``kqueue.api.quantity``).

@@ -33,7 +33,7 @@ from typing import Final
 from kqueue.api.durations import format_duration
 from kqueue.api.integrations import is_elastic, workload_for_job
 from kqueue.api.v1alpha1 import constants as c
-from kqueue.engine import adapt
+from kqueue.engine import from_api
 from kqueue.engine.cycle import CycleResult
 from kqueue.engine.engine import Engine
 from kqueue.engine.fairness.usage_ledger import AdmissionFairSharingConfig
@@ -199,29 +199,29 @@ class Simulation:
         sc = self.scenario
         e = self.engine
         for topo in sc.topologies:
-            e.upsert_topology(adapt.topology(topo))
+            e.upsert_topology(from_api.topology(topo))
         for node in sc.nodes:
-            e.upsert_node(adapt.node(node))
+            e.upsert_node(from_api.node(node))
         for raw in sc.bound_pods:
-            bound = adapt.bound_pod(raw)
+            bound = from_api.bound_pod(raw)
             if bound is not None:
                 e.upsert_pod(bound)
         for rf in sc.flavors:
-            e.upsert_flavor(adapt.flavor(rf))
+            e.upsert_flavor(from_api.flavor(rf))
         for co in sc.cohorts:
-            e.upsert_cohort(adapt.cohort(co))
+            e.upsert_cohort(from_api.cohort(co))
         for cq in sc.cluster_queues:
-            e.upsert_cluster_queue(adapt.cluster_queue(cq))
+            e.upsert_cluster_queue(from_api.cluster_queue(cq))
         for lq in sc.local_queues:
-            spec = adapt.local_queue(lq)
+            spec = from_api.local_queue(lq)
             e.upsert_local_queue(spec)
-            usage = adapt.local_queue_usage(lq)
+            usage = from_api.local_queue_usage(lq)
             if usage is not None:
                 # A LocalQueue's consumedResources is its usage at the start: the decay counts
                 # from there (not from its lastUpdate, which belongs to another clock).
                 e.seed_local_queue_usage(spec.key, usage[0], self.start)
         for wpc in sc.workload_priority_classes:
-            e.upsert_priority_class(*adapt.priority_class(wpc))
+            e.upsert_priority_class(*from_api.priority_class(wpc))
         for ns, labels in sorted(sc.namespaces.items()):
             e.set_namespace_labels(ns, labels)
         for ns, name, items in sc.limit_ranges:
@@ -388,7 +388,7 @@ class Simulation:
             rec.finished_at = self.now
             self._finished += 1
             return False
-        wl = adapt.workload(sw.api, owner_labels=sw.owner_labels or sw.api.metadata.labels)
+        wl = from_api.workload(sw.api, owner_labels=sw.owner_labels or sw.api.metadata.labels)
         self.engine.upsert_workload(wl)
         if wl.admission is not None:
             # Pre-admitted: it holds its quota since QuotaReserved's lastTransitionTime.

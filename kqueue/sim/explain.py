@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from kqueue.engine import adapt
+from kqueue.engine import from_api
 from kqueue.engine.explain import PendingDetails
 from kqueue.engine.flavor import flavor_mismatch
 from kqueue.engine.preemption.report import VictimSearch
@@ -78,9 +78,9 @@ def explain(
         preemptor=preemptor,
         carry_out_evictions=False,
         # The controller's Configuration, when among the objects: fair sharing decides as there.
-        fair_sharing=adapt.fair_sharing(config.fair_sharing) if config is not None else None,
+        fair_sharing=from_api.fair_sharing(config.fair_sharing) if config is not None else None,
         admission_fair_sharing=(
-            adapt.admission_fair_sharing(config.admission_fair_sharing)
+            from_api.admission_fair_sharing(config.admission_fair_sharing)
             if config is not None
             else None
         ),

@@ -57,7 +57,7 @@ from kqueue.api.v1alpha1 import (
     parse_time,
 )
 from kqueue.api.v1alpha1.constants import QUEUE_NAME_LABEL
-from kqueue.engine import adapt
+from kqueue.engine import from_api
 from kqueue.engine.types import LimitRangeItem
 
 from .annotations import SCALE, AnnotationError, Timing, read_timing
@@ -124,7 +124,7 @@ class Scenario:
     local_queues: list[LocalQueue] = field(default_factory=list)
     workload_priority_classes: list[WorkloadPriorityClass] = field(default_factory=list)
     namespaces: dict[str, dict[str, str]] = field(default_factory=dict)
-    # (namespace, name, items) of each v1 LimitRange (adapt.limit_range).
+    # (namespace, name, items) of each v1 LimitRange (from_api.limit_range).
     limit_ranges: list[tuple[str, str, tuple[LimitRangeItem, ...]]] = field(default_factory=list)
     workloads: list[SimWorkload] = field(default_factory=list)
     priorities: PriorityClasses = field(default_factory=PriorityClasses)
@@ -252,8 +252,8 @@ def build_scenario(
             sc.namespaces[obj.name] = labels
         elif obj.kind == "LimitRange":
             try:
-                sc.limit_ranges.append(adapt.limit_range(obj.raw))
-            except adapt.LimitRangeError as err:
+                sc.limit_ranges.append(from_api.limit_range(obj.raw))
+            except from_api.LimitRangeError as err:
                 raise LoadError(
                     obj.location, err.detail, kind=obj.kind, name=obj.display_name, path=err.path
                 ) from None

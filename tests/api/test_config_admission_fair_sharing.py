@@ -12,7 +12,7 @@ import pytest
 from kqueue.api.config import ConfigurationError, load_configuration
 from kqueue.api.config_schema import WEIGHT_PATTERN, configuration_json_schema
 from kqueue.api.loader import LoadError, load_text
-from kqueue.engine import adapt
+from kqueue.engine import from_api
 from kqueue.engine.fairness.usage_ledger import AdmissionFairSharingConfig
 from kqueue.engine.types import ResourceName
 
@@ -52,7 +52,7 @@ from kqueue.engine.types import ResourceName
 def test_admission_fair_sharing_configuration(
     text: str, want: AdmissionFairSharingConfig | None
 ) -> None:
-    assert adapt.admission_fair_sharing(load_configuration(text).admission_fair_sharing) == want
+    assert from_api.admission_fair_sharing(load_configuration(text).admission_fair_sharing) == want
 
 
 @pytest.mark.parametrize(
@@ -152,4 +152,4 @@ def test_local_queue_weight_reaches_the_engine_exactly(weight: str | None, want:
     fs = "" if weight is None else f", fairSharing: {{weight: '{weight}'}}"
     [obj] = load_text(_LQ + "spec: {clusterQueue: cq" + fs + "}").objects
     assert obj.model is not None
-    assert adapt.local_queue(obj.model).fair_weight == Fraction(want)  # type: ignore[arg-type]
+    assert from_api.local_queue(obj.model).fair_weight == Fraction(want)  # type: ignore[arg-type]

@@ -9,7 +9,7 @@ import pytest
 from kqueue.api.config import ConfigurationError, load_configuration
 from kqueue.api.loader import load_text
 from kqueue.api.v1alpha1 import Cohort
-from kqueue.engine import adapt
+from kqueue.engine import from_api
 from kqueue.engine.types import FairSharingConfig, FairSharingStrategy
 
 LE, LT = FairSharingStrategy.LESS_THAN_OR_EQUAL_TO_FINAL_SHARE, FairSharingStrategy.LESS_THAN_INITIAL_SHARE
@@ -33,7 +33,7 @@ LE, LT = FairSharingStrategy.LESS_THAN_OR_EQUAL_TO_FINAL_SHARE, FairSharingStrat
     ],
 )
 def test_fair_sharing_configuration(text: str, want: FairSharingConfig | None) -> None:
-    assert adapt.fair_sharing(load_configuration(text).fair_sharing) == want
+    assert from_api.fair_sharing(load_configuration(text).fair_sharing) == want
 
 
 @pytest.mark.parametrize(
@@ -84,4 +84,4 @@ def test_weights_reach_the_engine_exactly(weight: str | None, want: str) -> None
     )
     [obj] = loaded.objects
     assert isinstance(obj.model, Cohort)
-    assert adapt.cohort(obj.model).fair_weight == Fraction(want)
+    assert from_api.cohort(obj.model).fair_weight == Fraction(want)

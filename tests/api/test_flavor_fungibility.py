@@ -14,7 +14,7 @@ import pytest
 
 from kqueue.api.kueue import from_kueue
 from kqueue.api.v1alpha1 import ClusterQueue, parse_object, validate
-from kqueue.engine import adapt
+from kqueue.engine import from_api
 from kqueue.engine.types import FungibilityPreference
 
 
@@ -127,10 +127,10 @@ def test_kueue_cluster_queue_keeps_its_preference() -> None:
     assert out["spec"]["flavorFungibility"]["preference"] == "PreemptionOverBorrowing"
     cq = parse_object(out)
     assert isinstance(cq, ClusterQueue)
-    spec = adapt.cluster_queue(cq)
+    spec = from_api.cluster_queue(cq)
     assert spec.flavor_fungibility.preference is FungibilityPreference.PREEMPTION_OVER_BORROWING
 
 
 def test_unset_preference_reaches_the_engine_as_none() -> None:
     cq = ClusterQueue.model_validate(_cq({}))
-    assert adapt.cluster_queue(cq).flavor_fungibility.preference is None
+    assert from_api.cluster_queue(cq).flavor_fungibility.preference is None

@@ -12,8 +12,9 @@ defaulting and validation do to a created object of a kind (``admission``) a tes
 
 Tests set objects up with :meth:`FakeApiServer.add` (kept as given, uid included, with a fresh
 resourceVersion), read what the controller wrote with :meth:`FakeApiServer.get` and
-:meth:`FakeApiServer.requests_to`, make requests fail (:meth:`FakeApiServer.fail`) or take
-time (``delay``), and read how many overlapped (:meth:`FakeApiServer.max_in_flight`). Nothing
+:meth:`FakeApiServer.requests_to`, make requests fail (:meth:`FakeApiServer.fail`), take
+time (``delay``) or wait until released (:meth:`FakeApiServer.hold`), and read how many
+overlapped, per resource or per object (:meth:`FakeApiServer.max_in_flight`). Nothing
 here reaches into the controller's stores: a test waits for its informers to see the server's
 state (:meth:`FakeCluster.synced`).
 
@@ -185,6 +186,7 @@ class _Fault:
     name: str | None
     code: int
     times: int | None
+    when: Callable[[Any], bool] | None = None
 
 
 @dataclass
@@ -315,8 +317,11 @@ class FakeApiServer:
         self._history: list[_WatchEvent] = []
         self._changed = asyncio.Condition()
         self._faults: list[_Fault] = []
-        self._in_flight: Counter[tuple[str, str]] = Counter()
-        self._max_in_flight: Counter[tuple[str, str]] = Counter()
+        # Per (method, plural) and per (method, plural, object key): requests being answered.
+        self._in_flight: Counter[tuple[str, ...]] = Counter()
+        self._max_in_flight: Counter[tuple[str, ...]] = Counter()
+        self._holds: list[tuple[str, str, str | None]] = []
+        self._released = asyncio.Event()
         self._uids = 0
         self._closed = False
         self._lagging: set[tuple[tuple[str, str], str]] = set()
@@ -377,9 +382,23 @@ class FakeApiServer:
         *,
         code: int = 500,
         times: int | None = None,
+        when: Callable[[Any], bool] | None = None,
     ) -> None:
-        """Answer matching requests with ``code`` (``times`` times; None: until cleared)."""
-        self._faults.append(_Fault(method, resource.plural, name, code, times))
+        """Answer matching requests with ``code`` (``times`` times; None: until cleared); with
+        ``when``, only the requests whose body it accepts (a write of one kind of change)."""
+        self._faults.append(_Fault(method, resource.plural, name, code, times, when))
+
+    def hold(self, method: str, resource: Resource, name: str | None = None) -> None:
+        """Keep matching requests (of one object, with ``name``) waiting, unanswered and in
+        flight, until :meth:`release`: what a client does while its requests are slow."""
+        self._holds.append((method, resource.plural, name))
+
+    def release(self) -> None:
+        """Go on with every held request and hold no more. One whose client gave up meanwhile
+        is not carried out, as the API server cancels a request whose connection closed."""
+        self._holds.clear()
+        self._released.set()
+        self._released = asyncio.Event()
 
     def lag(self, resource: Resource, key: str) -> None:
         """Withhold watch events of one object (``namespace/name``) until :meth:`catch_up`:
@@ -417,11 +436,16 @@ class FakeApiServer:
             if r.method in verbs and r.ok
         ]
 
-    def max_in_flight(self, method: str, resource: Resource) -> int:
-        return self._max_in_flight[(method, resource.plural)]
+    def max_in_flight(
+        self, method: str, resource: Resource, name: str | None = None, namespace: str | None = None
+    ) -> int:
+        """The most requests answered at once, to the resource or (with ``name``) one object."""
+        return self._max_in_flight[_slot(method, resource.plural, name, namespace)]
 
-    def in_flight(self, method: str, resource: Resource) -> int:
-        return self._in_flight[(method, resource.plural)]
+    def in_flight(
+        self, method: str, resource: Resource, name: str | None = None, namespace: str | None = None
+    ) -> int:
+        return self._in_flight[_slot(method, resource.plural, name, namespace)]
 
     # -- HTTP --------------------------------------------------------------------------------------
 
@@ -442,13 +466,23 @@ class FakeApiServer:
             body = json.loads(raw) if raw else None
         recorded = Recorded(request.method, target, dict(request.query), body, path=request.path)
         self.requests.append(recorded)
-        slot = (request.method, target.plural)
-        self._in_flight[slot] += 1
-        self._max_in_flight[slot] = max(self._max_in_flight[slot], self._in_flight[slot])
+        slots = [_slot(request.method, target.plural)]
+        if target.name:
+            slots.append(_slot(request.method, target.plural, target.name, target.namespace))
+        for slot in slots:
+            self._in_flight[slot] += 1
+            self._max_in_flight[slot] = max(self._max_in_flight[slot], self._in_flight[slot])
         try:
             if self.delay.get(request.method):
                 await asyncio.sleep(self.delay[request.method])
-            fault = self._fault(request.method, target)
+            if self._held(request.method, target):
+                await self._released.wait()
+                # Let a client that gave up be seen gone (its close reaches us as an EOF).
+                await asyncio.sleep(0.01)
+                if request.transport is None or request.transport.is_closing():
+                    recorded.status = 499
+                    return web.Response(status=499)
+            fault = self._fault(request.method, target, body)
             if fault is not None:
                 response: web.StreamResponse = _refuse(
                     fault,
@@ -460,13 +494,22 @@ class FakeApiServer:
             recorded.status = response.status
             return response
         finally:
-            self._in_flight[slot] -= 1
+            for slot in slots:
+                self._in_flight[slot] -= 1
 
-    def _fault(self, method: str, target: Target) -> int | None:
+    def _held(self, method: str, target: Target) -> bool:
+        return any(
+            m == method and plural == target.plural and name in (None, target.name)
+            for m, plural, name in self._holds
+        )
+
+    def _fault(self, method: str, target: Target, body: Any) -> int | None:
         for f in self._faults:
             if f.method != method or f.plural != target.plural:
                 continue
             if f.name is not None and f.name != target.name:
+                continue
+            if f.when is not None and not f.when(body):
                 continue
             if f.times is not None:
                 if f.times <= 0:
@@ -734,6 +777,12 @@ class FakeApiServer:
         elif not matches(event.obj):
             return None
         return (json.dumps({"type": type_, "object": event.obj}) + "\n").encode()
+
+
+def _slot(
+    method: str, plural: str, name: str | None = None, namespace: str | None = None
+) -> tuple[str, ...]:
+    return (method, plural) if name is None else (method, plural, f"{namespace or ''}/{name}")
 
 
 def _now() -> str:

@@ -30,7 +30,7 @@ from kqueue.api.v1alpha1 import constants as c
 from kqueue.controller import workload_status
 from kqueue.controller.informer import Store
 from kqueue.controller.workload_feed import WorkloadFeed
-from kqueue.engine import adapt
+from kqueue.engine import from_api
 from kqueue.engine.engine import Engine
 from kqueue.engine.types import ClusterQueueName, WorkloadKey
 from kqueue.engine.workload import WorkloadState
@@ -46,14 +46,14 @@ NOMINAL = {"cq-a": 4000, "cq-b": 2000}
 
 def _engine() -> Engine:
     engine = Engine()
-    engine.upsert_flavor(adapt.flavor(ResourceFlavor.model_validate(flavor("f", "x"))))
+    engine.upsert_flavor(from_api.flavor(ResourceFlavor.model_validate(flavor("f", "x"))))
     reclaim = {"withinClusterQueue": "LowerPriority", "reclaimWithinCohort": "Any"}
     for name, cpu in (("cq-a", "4"), ("cq-b", "2")):
         doc = cluster_queue(name, [("f", cpu)], cohort="co", preemption=reclaim)
-        engine.upsert_cluster_queue(adapt.cluster_queue(ClusterQueue.model_validate(doc)))
+        engine.upsert_cluster_queue(from_api.cluster_queue(ClusterQueue.model_validate(doc)))
     for lq, cq in QUEUES.items():
         engine.upsert_local_queue(
-            adapt.local_queue(LocalQueue.model_validate(local_queue(lq, NS, cq)))
+            from_api.local_queue(LocalQueue.model_validate(local_queue(lq, NS, cq)))
         )
     engine.set_namespace_labels(NS, {})
     return engine
@@ -270,7 +270,7 @@ def _status_of(obj: Obj, wl: Workload) -> Obj:
 def _fresh(api: dict[str, Obj]) -> Engine:
     engine = _engine()
     for obj in api.values():
-        adapt.apply_workload(engine, Workload.model_validate(obj))
+        from_api.apply_workload(engine, Workload.model_validate(obj))
     return engine
 
 

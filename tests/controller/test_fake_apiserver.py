@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import pytest
@@ -9,7 +10,13 @@ import pytest
 from kqueue.controller.informer import as_dict
 from kqueue.controller.kube import JSON_PATCH, Conflict, Kube, KubeError, NotFound
 from kqueue.controller.resources import CONFIGMAPS, WORKLOADS
-from tests.controller.fake_apiserver import FakeApiServer, FakeCluster, Refused, start_app
+from tests.controller.fake_apiserver import (
+    FakeApiServer,
+    FakeCluster,
+    Refused,
+    eventually,
+    start_app,
+)
 
 
 def cm(name: str, **labels: str) -> dict[str, object]:
@@ -119,3 +126,51 @@ async def test_a_partitioned_client_gets_503_and_is_not_recorded() -> None:
         for client in (cut, ok):
             await client.close()
         await test_server.close()
+
+
+async def test_held_requests_wait_for_their_release(cluster: FakeCluster) -> None:
+    for name in ("a", "b"):
+        cluster.server.add(CONFIGMAPS, cm(name))
+    cluster.server.hold("PATCH", CONFIGMAPS, "a")
+    held = asyncio.ensure_future(
+        cluster.kube.patch(CONFIGMAPS, "a", {"data": {"k": "1"}}, namespace="ns")
+    )
+    await eventually(lambda: cluster.server.in_flight("PATCH", CONFIGMAPS, "a", "ns") == 1)
+    await cluster.kube.patch(CONFIGMAPS, "b", {"data": {"k": "1"}}, namespace="ns")  # not held
+    assert cluster.server.in_flight("PATCH", CONFIGMAPS, "b", "ns") == 0
+    assert cluster.server.get(CONFIGMAPS, "a", "ns")["data"] == {"k": "v"}  # type: ignore[index]
+    cluster.server.release()
+    await held
+    assert cluster.server.get(CONFIGMAPS, "a", "ns")["data"] == {"k": "1"}  # type: ignore[index]
+    # b's patch overlapped a's: two at once on the resource, one at a time per object.
+    assert cluster.server.max_in_flight("PATCH", CONFIGMAPS) == 2
+    assert cluster.server.max_in_flight("PATCH", CONFIGMAPS, "a", "ns") == 1
+    assert cluster.server.max_in_flight("PATCH", CONFIGMAPS, "b", "ns") == 1
+
+
+async def test_a_held_request_whose_client_gave_up_is_not_carried_out(
+    cluster: FakeCluster,
+) -> None:
+    cluster.server.add(CONFIGMAPS, cm("a"))
+    cluster.server.hold("PATCH", CONFIGMAPS)
+    given_up = asyncio.ensure_future(
+        cluster.kube.patch(CONFIGMAPS, "a", {"data": {"k": "1"}}, namespace="ns")
+    )
+    await eventually(lambda: cluster.server.in_flight("PATCH", CONFIGMAPS, "a", "ns") == 1)
+    given_up.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await given_up
+    cluster.server.release()
+    await eventually(lambda: cluster.server.in_flight("PATCH", CONFIGMAPS) == 0)
+    assert cluster.server.get(CONFIGMAPS, "a", "ns")["data"] == {"k": "v"}  # type: ignore[index]
+    assert cluster.server.writes == []
+
+
+async def test_a_fault_can_pick_the_writes_it_fails_by_their_body(cluster: FakeCluster) -> None:
+    cluster.server.add(CONFIGMAPS, cm("a"))
+    cluster.server.fail("PATCH", CONFIGMAPS, when=lambda body: body["data"]["k"] == "bad")
+    with pytest.raises(KubeError) as err:
+        await cluster.kube.patch(CONFIGMAPS, "a", {"data": {"k": "bad"}}, namespace="ns")
+    assert err.value.status == 500
+    await cluster.kube.patch(CONFIGMAPS, "a", {"data": {"k": "good"}}, namespace="ns")
+    assert cluster.server.get(CONFIGMAPS, "a", "ns")["data"] == {"k": "good"}  # type: ignore[index]

@@ -22,7 +22,7 @@ from kqueue.controller.informer import Informer
 from kqueue.controller.metrics import Metrics
 from kqueue.controller.resources import WORKLOADS
 from kqueue.controller.scheduler import Scheduler
-from kqueue.engine import adapt
+from kqueue.engine import from_api
 from kqueue.engine.engine import Engine
 from kqueue.engine.types import WorkloadKey
 from kqueue.engine.workload import WorkloadState
@@ -89,9 +89,9 @@ async def _setup(cluster: FakeCluster) -> Setup:
     """Workload ``a`` pending, fitting its ClusterQueue; the engine fed the informer's list."""
     cluster.server.add(WORKLOADS, workload("a", "1"))
     informer = await cluster.informer(WORKLOADS, Workload.model_validate)
-    _, _, _, engine = make(cpu="4")
+    _, _, _, engine = make(cluster, cpu="4")
     for _, wl in informer.store.items():
-        adapt.apply_workload(engine, wl, owner_labels=wl.metadata.labels)
+        from_api.apply_workload(engine, wl, owner_labels=wl.metadata.labels)
     assert engine.state(KEY) == WorkloadState.PENDING
     return Setup(cluster, informer, engine)
 

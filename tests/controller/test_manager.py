@@ -253,7 +253,7 @@ def test_status_only_workload_events_keep_the_engine_pod_sets(
 ) -> None:
     """The engine's pod sets are converted once per spec: a status-only event reuses them, a
     spec change converts again, and either way the engine holds what a fresh conversion gives."""
-    from kqueue.engine import adapt
+    from kqueue.engine import from_api
 
     m = manager(BOTH)
     pending = m.engine.queues.pending
@@ -262,7 +262,7 @@ def test_status_only_workload_events_keep_the_engine_pod_sets(
     def fresh(doc: Obj) -> object:
         wl = parse_object(doc, validate=False)
         assert isinstance(wl, Workload)
-        return adapt.workload(wl, owner_labels=wl.metadata.labels)
+        return from_api.workload(wl, owner_labels=wl.metadata.labels)
 
     added = _workload_doc("1")
     m.workloads._apply("ADDED", json.loads(json.dumps(added)))
@@ -296,7 +296,7 @@ def test_a_rebuilt_engine_reuses_the_pod_sets_of_unchanged_specs(
 ) -> None:
     """A term's rebuild gives the engine a fresh conversion gives, without reading again the
     specs whose pod sets the handlers kept."""
-    from kqueue.engine import adapt
+    from kqueue.engine import from_api
 
     m = manager(BOTH)
     key = WorkloadKey("ns/w")
@@ -304,16 +304,16 @@ def test_a_rebuilt_engine_reuses_the_pod_sets_of_unchanged_specs(
     wl = m.workloads.store.get(key)
     assert wl is not None
     expected = m.engine.queues.pending[key].obj
-    assert expected == adapt.workload(wl, owner_labels=wl.metadata.labels)
+    assert expected == from_api.workload(wl, owner_labels=wl.metadata.labels)
 
     converted: list[object] = []
-    real = adapt.workload_pod_sets
+    real = from_api.workload_pod_sets
 
     def counting(spec: Any) -> Any:
         converted.append(spec)
         return real(spec)
 
-    monkeypatch.setattr(adapt, "workload_pod_sets", counting)
+    monkeypatch.setattr(from_api, "workload_pod_sets", counting)
     assert m.rebuild_engine().queues.pending[key].obj == expected
     assert converted == []
 

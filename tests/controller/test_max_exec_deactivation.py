@@ -12,17 +12,18 @@ from kqueue.api.v1alpha1 import constants as c
 from kqueue.controller.events import EventRecorder
 from kqueue.controller.informer import Store
 from kqueue.controller.readiness import ReadinessWatcher
+from tests.controller.fake_apiserver import FakeCluster
 from tests.controller.test_scheduler import NOW, is_evicted, key, make, workload
 
 
-async def test_exceeding_the_maximum_execution_time_deactivates_the_workload() -> None:
+async def test_exceeding_the_maximum_execution_time_deactivates_the_workload(cluster: FakeCluster) -> None:
     clock = [NOW]
-    scheduler, api, events, engine = make(now=lambda: clock[0])
+    scheduler, api, events, engine = make(cluster, now=lambda: clock[0])
     watcher = ReadinessWatcher(
         engine=lambda: engine,
         workloads=api.store,
         pods=Store(),
-        kube=api,  # type: ignore[arg-type]
+        kube=api.kube,
         events=cast(EventRecorder, events),
         trigger=scheduler.trigger,
         now=lambda: clock[0],
@@ -47,7 +48,12 @@ async def test_exceeding_the_maximum_execution_time_deactivates_the_workload() -
     clock[0] = NOW + timedelta(seconds=40)
     assert await scheduler.run_once()
     await scheduler.drain()
-    api.sync()
+    # The informer sees the status writes but not yet the spec patch's event: spec.active is
+    # still true in its copy.
+    lagging = api.objects[key("a")]
+    assert lagging["spec"]["active"] is False
+    lagging["spec"]["active"] = True
+    api.deliver(lagging)
     wl = Workload.model_validate(api.objects[key("a")])
     evicted = wl.condition(c.EVICTED)
     assert evicted is not None and evicted.is_true

@@ -15,7 +15,7 @@ from kqueue.api.v1alpha1 import ClusterQueue, LocalQueue, ResourceFlavor, Worklo
 from kqueue.controller.metrics import Metrics
 from kqueue.controller.webhook_server import WebhookServer
 from kqueue.controller.webhook_server.certs import ensure_local_certs
-from kqueue.engine import adapt
+from kqueue.engine import from_api
 from kqueue.engine.engine import Engine
 from tests.controller.test_queue_metrics import cq_in_cohort, value
 from tests.controller.test_scheduler import NOW, NS, key, workload
@@ -97,12 +97,12 @@ def test_leader_status_follows_the_lease() -> None:
 
 def _engine() -> tuple[Engine, ClusterQueue]:
     engine = Engine()
-    engine.upsert_flavor(adapt.flavor(ResourceFlavor.model_validate(
+    engine.upsert_flavor(from_api.flavor(ResourceFlavor.model_validate(
         {"apiVersion": "kqueue.io/v1alpha1", "kind": "ResourceFlavor", "metadata": {"name": "f"}}
     )))
     cq = cq_in_cohort("a", "2")
-    engine.upsert_cluster_queue(adapt.cluster_queue(cq))
-    engine.upsert_local_queue(adapt.local_queue(LocalQueue.model_validate({
+    engine.upsert_cluster_queue(from_api.cluster_queue(cq))
+    engine.upsert_local_queue(from_api.local_queue(LocalQueue.model_validate({
         "apiVersion": "kqueue.io/v1alpha1",
         "kind": "LocalQueue",
         "metadata": {"name": "lq", "namespace": NS},
@@ -123,7 +123,7 @@ def test_oldest_pending_workload_is_the_earliest_queued_still_pending() -> None:
     assert value(m, "kqueue_oldest_pending_workload_timestamp_seconds", cluster_queue="a") is None
     # "first" fits and is admitted; "big" (created second) and "late" wait.
     for name, cpu, created in (("first", "2", 1), ("big", "2", 2), ("late", "1", 3)):
-        adapt.apply_workload(engine, Workload.model_validate(workload(name, cpu, created_s=created)))
+        from_api.apply_workload(engine, Workload.model_validate(workload(name, cpu, created_s=created)))
     m.exposition()
     assert value(
         m, "kqueue_oldest_pending_workload_timestamp_seconds", cluster_queue="a"

@@ -19,21 +19,22 @@ from kqueue.controller.readiness import ReadinessWatcher
 from kqueue.engine.cycle import CycleResult
 from kqueue.engine.engine import Engine
 from kqueue.engine.readiness import PodsReadyConfig
+from tests.controller.fake_apiserver import FakeCluster
 from tests.controller.test_scheduler import NOW, is_evicted, key, make, workload
 
 
-async def test_a_timeout_whose_eviction_is_given_up_is_not_counted() -> None:
+async def test_a_timeout_whose_eviction_is_given_up_is_not_counted(cluster: FakeCluster) -> None:
     clock = [NOW]
     cfg = PodsReadyConfig(
         timeout=timedelta(seconds=10), backoff_base_seconds=5, backoff_limit_count=1,
         block_admission=False,
     )
-    scheduler, api, events, engine = make(pods_ready=cfg, now=lambda: clock[0])
+    scheduler, api, events, engine = make(cluster, pods_ready=cfg, now=lambda: clock[0])
     watcher = ReadinessWatcher(
         engine=lambda: engine,
         workloads=api.store,
         pods=Store(),
-        kube=api,  # type: ignore[arg-type]
+        kube=api.kube,
         events=cast(EventRecorder, events),
         trigger=scheduler.trigger,
         now=lambda: clock[0],
@@ -51,7 +52,7 @@ async def test_a_timeout_whose_eviction_is_given_up_is_not_counted() -> None:
     assert engine.holds_quota(key("a"))
 
     # The pods never become ready: the timeout is decided, and every eviction write fails.
-    api.refuse_evictions = True
+    api.refuse_evictions()
     clock[0] = NOW + timedelta(seconds=11)
     assert await scheduler.run_once()
     await scheduler.drain()
@@ -65,7 +66,7 @@ async def test_a_timeout_whose_eviction_is_given_up_is_not_counted() -> None:
 
     # The API takes writes again: the timeout decided again is the first requeue (with a
     # limit of 1 a second one would deactivate the workload), counted once.
-    api.refuse_evictions = False
+    api.server.clear_faults()
     assert await scheduler.run_once()
     await scheduler.drain()
     api.sync()

@@ -15,7 +15,7 @@ from kqueue.controller.metric_labels import eviction_labels
 from kqueue.controller.metrics import Metrics
 from kqueue.controller.resources import CLUSTER_QUEUES, LOCAL_QUEUES, WORKLOADS
 from kqueue.controller.status import QueueStatusReconciler
-from kqueue.engine import adapt
+from kqueue.engine import from_api
 from kqueue.engine.engine import Engine
 from tests.controller.fake_apiserver import FakeCluster
 from tests.controller.test_metrics import samples
@@ -50,8 +50,10 @@ def condition(type_: str, status: str, reason: str, at: timedelta) -> Obj:
 # -- admissions and evictions (the scheduler) -------------------------------------------------
 
 
-async def test_an_admission_counts_in_its_cluster_queue_and_local_queue_with_its_priority_class() -> None:
-    scheduler, api, _, _ = make(cpu="4")
+async def test_an_admission_counts_in_its_cluster_queue_and_local_queue_with_its_priority_class(
+    cluster: FakeCluster,
+) -> None:
+    scheduler, api, _, _ = make(cluster, cpu="4")
     m = scheduler._metrics
     api.create(with_class(workload("a", "1", created_s=0), "high", 100))
     api.create(workload("b", "1", created_s=30))
@@ -72,8 +74,10 @@ async def test_an_admission_counts_in_its_cluster_queue_and_local_queue_with_its
     )
 
 
-async def test_evicted_once_counts_a_workload_once_per_reason_and_cause() -> None:
-    scheduler, api, _, engine = make(cpu="2")
+async def test_evicted_once_counts_a_workload_once_per_reason_and_cause(
+    cluster: FakeCluster,
+) -> None:
+    scheduler, api, _, engine = make(cluster, cpu="2")
     m = scheduler._metrics
     api.create(workload("low", "2", priority=0))
     await scheduler.run_once()
@@ -145,12 +149,12 @@ def cq_in_cohort(name: str, cpu: str) -> ClusterQueue:
 
 def test_two_queues_reclaiming_the_same_victim_count_one_preemption_skip() -> None:
     engine = Engine()
-    engine.upsert_flavor(adapt.flavor(ResourceFlavor.model_validate(
+    engine.upsert_flavor(from_api.flavor(ResourceFlavor.model_validate(
         {"apiVersion": "kqueue.io/v1alpha1", "kind": "ResourceFlavor", "metadata": {"name": "f"}}
     )))
     for name, cpu in (("a", "2"), ("b", "0"), ("c", "2")):
-        engine.upsert_cluster_queue(adapt.cluster_queue(cq_in_cohort(name, cpu)))
-        engine.upsert_local_queue(adapt.local_queue(LocalQueue.model_validate({
+        engine.upsert_cluster_queue(from_api.cluster_queue(cq_in_cohort(name, cpu)))
+        engine.upsert_local_queue(from_api.local_queue(LocalQueue.model_validate({
             "apiVersion": "kqueue.io/v1alpha1",
             "kind": "LocalQueue",
             "metadata": {"name": f"lq-{name}", "namespace": NS},
@@ -160,7 +164,7 @@ def test_two_queues_reclaiming_the_same_victim_count_one_preemption_skip() -> No
     def submit(name: str, queue: str, cpu: str, created_s: int) -> None:
         doc = workload(name, cpu, created_s=created_s)
         doc["spec"]["queueName"] = queue
-        adapt.apply_workload(engine, Workload.model_validate(doc))
+        from_api.apply_workload(engine, Workload.model_validate(doc))
 
     submit("borrower", "lq-b", "4", 0)  # b borrows all of a's and c's quota
     assert [a.workload for a in engine.schedule(NOW).admitted] == [key("borrower")]
@@ -281,7 +285,7 @@ async def test_local_queue_gauges_follow_admissions_finishes_and_deletion(
     flavor = ResourceFlavor.model_validate(
         {"apiVersion": "kqueue.io/v1alpha1", "kind": "ResourceFlavor", "metadata": {"name": "f"}}
     )
-    engine.upsert_flavor(adapt.flavor(flavor))
+    engine.upsert_flavor(from_api.flavor(flavor))
     cqs: Store[ClusterQueue] = Store()
     lqs: Store[LocalQueue] = Store()
     flavors: Store[ResourceFlavor] = Store()
@@ -289,11 +293,11 @@ async def test_local_queue_gauges_follow_admissions_finishes_and_deletion(
     wls: Store[Workload] = Store()
     cq = cluster_queue("3")
     cqs._put("cq", cq, "1")
-    engine.upsert_cluster_queue(adapt.cluster_queue(cq))
+    engine.upsert_cluster_queue(from_api.cluster_queue(cq))
     lq = local_queue("lq")
     lqs._put(lq.key, lq, "1")
     cluster.server.add(LOCAL_QUEUES, lq.to_dict())
-    engine.upsert_local_queue(adapt.local_queue(lq))
+    engine.upsert_local_queue(from_api.local_queue(lq))
     m = Metrics()
     reconciler = QueueStatusReconciler(
         engine=lambda: engine, cluster_queues=cqs, local_queues=lqs, flavors=flavors,
@@ -303,7 +307,7 @@ async def test_local_queue_gauges_follow_admissions_finishes_and_deletion(
     for i, (name, cpu) in enumerate([("a", "1500m"), ("b", "1"), ("c", "2")]):
         wl = Workload.model_validate(workload(name, cpu, created_s=i))
         wls._put(wl.key, wl, "1")
-        adapt.apply_workload(engine, wl)
+        from_api.apply_workload(engine, wl)
     engine.schedule(NOW)  # a (1.5 cpu)
     engine.schedule(NOW)  # b (1 cpu); c (2) does not fit and waits (StrictFIFO: active)
     await reconciler(f"lq:{NS}/lq")
@@ -323,7 +327,7 @@ async def test_local_queue_gauges_follow_admissions_finishes_and_deletion(
     done_doc["status"] = {"conditions": [condition(c.FINISHED, "True", "Succeeded", timedelta())]}
     done = Workload.model_validate(done_doc)
     wls._put(done.key, done, "2")
-    adapt.apply_workload(engine, done)
+    from_api.apply_workload(engine, done)
     # The LocalQueue is stopped meanwhile: its pending workloads are not admissible.
     stopped = local_queue("lq", stop="Hold")
     lqs._put(stopped.key, stopped, "2")
@@ -384,7 +388,7 @@ async def test_cluster_queue_info_and_pending_resources(cluster: FakeCluster) ->
     flavor = ResourceFlavor.model_validate(
         {"apiVersion": "kqueue.io/v1alpha1", "kind": "ResourceFlavor", "metadata": {"name": "f"}}
     )
-    engine.upsert_flavor(adapt.flavor(flavor))
+    engine.upsert_flavor(from_api.flavor(flavor))
     engine.upsert_cohort(CohortSpec(name=CohortName("team"), parent=CohortName("org")))
     engine.upsert_cohort(CohortSpec(name=CohortName("org")))
     cq = cluster_queue("1")
@@ -394,9 +398,9 @@ async def test_cluster_queue_info_and_pending_resources(cluster: FakeCluster) ->
     cluster.server.add(CLUSTER_QUEUES, cq.to_dict())
     flavors: Store[ResourceFlavor] = Store()
     flavors._put("f", flavor, "1")
-    engine.upsert_cluster_queue(adapt.cluster_queue(cq))
+    engine.upsert_cluster_queue(from_api.cluster_queue(cq))
     lq = local_queue("lq")
-    engine.upsert_local_queue(adapt.local_queue(lq))
+    engine.upsert_local_queue(from_api.local_queue(lq))
     m = Metrics()
     reconciler = QueueStatusReconciler(
         engine=lambda: engine, cluster_queues=cqs, local_queues=Store(), flavors=flavors,
@@ -404,7 +408,7 @@ async def test_cluster_queue_info_and_pending_resources(cluster: FakeCluster) ->
         metrics=m, now=lambda: NOW, resource_metrics=True,
     )
     for i, cpu in enumerate(("1", "500m", "2")):
-        adapt.apply_workload(engine, Workload.model_validate(workload(f"w{i}", cpu, created_s=i)))
+        from_api.apply_workload(engine, Workload.model_validate(workload(f"w{i}", cpu, created_s=i)))
     engine.schedule(NOW)  # w0 takes the 1 cpu; w1 and w2 wait
     await reconciler("cq:cq")
     assert (
@@ -413,7 +417,7 @@ async def test_cluster_queue_info_and_pending_resources(cluster: FakeCluster) ->
     )
     assert value(m, "kqueue_cluster_queue_resource_pending", cluster_queue="cq", resource="cpu") == 2.5
     # Summed when scraped: a workload queued since the last status update counts.
-    adapt.apply_workload(engine, Workload.model_validate(workload("w3", "250m", created_s=3)))
+    from_api.apply_workload(engine, Workload.model_validate(workload("w3", "250m", created_s=3)))
     assert value(m, "kqueue_cluster_queue_resource_pending", cluster_queue="cq", resource="cpu") == 2.75
     # Its cohorts, "team" under the root "org": the place, the subtree's quota and use.
     for cohort, parent in (("team", "org"), ("org", "")):
@@ -431,7 +435,7 @@ async def test_cluster_queue_info_and_pending_resources(cluster: FakeCluster) ->
         ) == 1
     # Moved out of its cohort: the old info series goes, and the cohorts (no member left) too.
     cq.spec.cohort_name = None
-    engine.upsert_cluster_queue(adapt.cluster_queue(cq))
+    engine.upsert_cluster_queue(from_api.cluster_queue(cq))
     await reconciler("cq:cq")
     infos = [labels for (name, labels) in samples(m) if name == "kqueue_cluster_queue_info"]
     assert infos == [(("cluster_queue", "cq"), ("parent_cohort", ""), ("root_cohort", ""))]

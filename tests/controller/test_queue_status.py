@@ -18,7 +18,7 @@ from kqueue.controller.resources import (
     WORKLOADS,
 )
 from kqueue.controller.status import QueueStatusReconciler
-from kqueue.engine import adapt
+from kqueue.engine import from_api
 from kqueue.engine.engine import Engine
 from tests.controller.fake_apiserver import FakeApiServer, FakeCluster
 from tests.controller.fakes import model
@@ -38,15 +38,15 @@ def local_queue(name: str) -> Obj:
 
 async def test_local_queue_counts_only_its_own_workloads(cluster: FakeCluster) -> None:
     engine = Engine()
-    engine.upsert_flavor(adapt.flavor(ResourceFlavor.model_validate(
+    engine.upsert_flavor(from_api.flavor(ResourceFlavor.model_validate(
         {"apiVersion": "kqueue.io/v1alpha1", "kind": "ResourceFlavor", "metadata": {"name": "f"}}
     )))
     cq = cluster_queue("2")
     cluster.server.add(CLUSTER_QUEUES, cq.to_dict())
-    engine.upsert_cluster_queue(adapt.cluster_queue(cq))
+    engine.upsert_cluster_queue(from_api.cluster_queue(cq))
     for name in ("one", "two"):
         cluster.server.add(LOCAL_QUEUES, local_queue(name))
-        engine.upsert_local_queue(adapt.local_queue(LocalQueue.model_validate(local_queue(name))))
+        engine.upsert_local_queue(from_api.local_queue(LocalQueue.model_validate(local_queue(name))))
     # "one": a (1 cpu, admitted), b and c (2 cpu each, pending); "two": d (pending).
     for i, (name, cpu, queue) in enumerate(
         [("a", "1", "one"), ("b", "2", "one"), ("c", "2", "one"), ("d", "1", "two")]
@@ -54,7 +54,7 @@ async def test_local_queue_counts_only_its_own_workloads(cluster: FakeCluster) -
         doc = workload(name, cpu, created_s=i)
         doc["spec"]["queueName"] = queue
         cluster.server.add(WORKLOADS, doc)
-        adapt.apply_workload(engine, Workload.model_validate(doc))
+        from_api.apply_workload(engine, Workload.model_validate(doc))
     cqs = await cluster.informer(CLUSTER_QUEUES, model(ClusterQueue))
     lqs = await cluster.informer(LOCAL_QUEUES, model(LocalQueue))
     flavors = await cluster.informer(RESOURCE_FLAVORS, model(ResourceFlavor))
@@ -149,8 +149,8 @@ async def test_weighted_shares_are_written_and_exported_with_fair_sharing(
     from kqueue.api.config import FairSharing
     from kqueue.api.v1alpha1 import Cohort
 
-    engine = Engine(fair_sharing=adapt.fair_sharing(FairSharing() if fair else None))
-    engine.upsert_flavor(adapt.flavor(ResourceFlavor.model_validate(
+    engine = Engine(fair_sharing=from_api.fair_sharing(FairSharing() if fair else None))
+    engine.upsert_flavor(from_api.flavor(ResourceFlavor.model_validate(
         {"apiVersion": "kqueue.io/v1alpha1", "kind": "ResourceFlavor", "metadata": {"name": "f"}}
     )))
     cqs: Store[ClusterQueue] = Store()
@@ -158,20 +158,20 @@ async def test_weighted_shares_are_written_and_exported_with_fair_sharing(
     co = Cohort.model_validate({"apiVersion": "kqueue.io/v1alpha1", "kind": "Cohort", "metadata": {"name": "ai"}})
     cohorts._put("ai", co, "1")
     cluster.server.add(COHORTS, co.to_dict())
-    engine.upsert_cohort(adapt.cohort(co))
+    engine.upsert_cohort(from_api.cohort(co))
     for name, cpu in (("team-a", "2"), ("team-b", "6")):
         cq = _cq_in_cohort(name, cpu)
         cqs._put(name, cq, "1")
         cluster.server.add(CLUSTER_QUEUES, cq.to_dict())
-        engine.upsert_cluster_queue(adapt.cluster_queue(cq))
+        engine.upsert_cluster_queue(from_api.cluster_queue(cq))
     lq = LocalQueue.model_validate({
         "apiVersion": "kqueue.io/v1alpha1", "kind": "LocalQueue",
         "metadata": {"name": "lq", "namespace": NS}, "spec": {"clusterQueue": "team-a"},
     })
-    engine.upsert_local_queue(adapt.local_queue(lq))
+    engine.upsert_local_queue(from_api.local_queue(lq))
     # team-a (nominal 2) admits 4 cpu: it borrows 2 of what team-b lends.
     wl = Workload.model_validate(workload("big", "4"))
-    adapt.apply_workload(engine, wl)
+    from_api.apply_workload(engine, wl)
     assert [a.workload for a in engine.schedule(NOW).admitted] == [f"{NS}/big"]
 
     metrics = Metrics()
@@ -220,8 +220,8 @@ async def test_admission_fair_sharing_status_condition_and_metric(
     afs = AdmissionFairSharing(
         usage_half_life_time=timedelta(minutes=10), usage_sampling_interval=timedelta(seconds=30)
     )
-    engine = Engine(admission_fair_sharing=adapt.admission_fair_sharing(afs if configured else None))
-    engine.upsert_flavor(adapt.flavor(ResourceFlavor.model_validate(
+    engine = Engine(admission_fair_sharing=from_api.admission_fair_sharing(afs if configured else None))
+    engine.upsert_flavor(from_api.flavor(ResourceFlavor.model_validate(
         {"apiVersion": "kqueue.io/v1alpha1", "kind": "ResourceFlavor", "metadata": {"name": "f"}}
     )))
     cq = cluster_queue("4")
@@ -229,14 +229,14 @@ async def test_admission_fair_sharing_status_condition_and_metric(
     cqs: Store[ClusterQueue] = Store()
     cqs._put("cq", cq, "1")
     cluster.server.add(CLUSTER_QUEUES, cq.to_dict())
-    engine.upsert_cluster_queue(adapt.cluster_queue(cq))
+    engine.upsert_cluster_queue(from_api.cluster_queue(cq))
     lq = LocalQueue.model_validate({**local_queue("lq"), "spec": {"clusterQueue": "cq",
                                     "fairSharing": {"weight": "2"}}})
     lqs: Store[LocalQueue] = Store()
     lqs._put(f"{NS}/lq", lq, "1")
     cluster.server.add(LOCAL_QUEUES, lq.to_dict())
-    engine.upsert_local_queue(adapt.local_queue(lq))
-    adapt.apply_workload(engine, Workload.model_validate(workload("w", "2")))
+    engine.upsert_local_queue(from_api.local_queue(lq))
+    from_api.apply_workload(engine, Workload.model_validate(workload("w", "2")))
     assert len(engine.schedule(NOW).admitted) == 1
     # A minute later the penalty is settled and a sample folds the 2 cpu held.
     later = NOW + timedelta(minutes=1)

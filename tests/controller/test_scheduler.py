@@ -1,16 +1,14 @@
-"""The scheduler's writes against an in-memory API: pipelined cycles, rollbacks, hooks, reasons.
+"""The scheduler's writes against the fake API server: pipelined cycles, rollbacks, hooks, reasons.
 
-The fake API keeps resourceVersions (a stale write is a Conflict, as on a real server) and can
-hold writes back, so a test sees what the scheduler does while its writes are in flight. The
-informer is played by :meth:`FakeApi.sync`, which copies the API's objects into the store and
-the engine, as the manager's handlers do.
+The scheduler writes through the real client. The server keeps resourceVersions (a stale write
+is a Conflict) and can hold writes back, so a test sees what the scheduler does while its writes
+are in flight. The informer is played by :meth:`Api.sync`, which copies the server's objects
+into the store and the engine, as the manager's handlers do.
 """
 
 from __future__ import annotations
 
 import asyncio
-import copy
-import json
 import logging
 from datetime import UTC, datetime
 from typing import Any, cast
@@ -24,16 +22,16 @@ from kqueue.controller.events import EventRecorder
 from kqueue.controller.informer import Store
 from kqueue.controller.integrations.job.elastic import JOB_SIZING
 from kqueue.controller.integrations.slices import ElasticSlices
-from kqueue.controller.kube import Conflict, Kube, KubeError, NotFound
 from kqueue.controller.metrics import Metrics
 from kqueue.controller.pending_reasons import PendingReasons
-from kqueue.controller.resources import Resource
+from kqueue.controller.resources import WORKLOADS, object_key
 from kqueue.controller.scheduler import Scheduler, SchedulerSettings
-from kqueue.engine import adapt
+from kqueue.engine import from_api
 from kqueue.engine.cycle import CycleResult
 from kqueue.engine.engine import Engine
 from kqueue.engine.readiness import PodsReadyConfig
 from kqueue.engine.types import WorkloadKey
+from tests.controller.fake_apiserver import FakeCluster, eventually
 
 Obj = dict[str, Any]
 NOW = datetime(2026, 1, 1, 12, tzinfo=UTC)
@@ -76,89 +74,73 @@ def is_evicted(obj: Obj) -> bool:
     )
 
 
-class FakeApi:
-    """Workload status writes with optimistic concurrency; writes can be held at a gate."""
+class Api:
+    """The fake API server's Workloads, as these tests write and read them.
 
-    def __init__(self, engine: Engine, store: Store[Workload]) -> None:
+    The scheduler writes through the real client; the informer is played by :meth:`sync`,
+    which copies what the server holds into the store and the engine, as the manager's
+    handlers do, only when a test says so (so a test decides what the informer has seen).
+    """
+
+    def __init__(self, cluster: FakeCluster, engine: Engine, store: Store[Workload]) -> None:
+        self.server = cluster.server
+        self.kube = cluster.kube
         self.engine = engine
         self.store = store
-        self.objects: dict[str, Obj] = {}
-        self.gate = asyncio.Event()
-        self.gate.set()
-        # Keys whose writes are held back (until release()) while the others go through.
-        self.held: set[str] = set()
-        self._released = asyncio.Event()
-        self.writes: list[tuple[str, Obj]] = []
-        self.in_flight: dict[str, int] = {}
-        self.max_in_flight_per_key = 0
-        self.fail: BaseException | None = None
-        # Refuse every write that evicts (Evicted=True), as a server failing them would.
-        self.refuse_evictions = False
-        self.patches: list[tuple[str, Any]] = []
-
-    def release(self) -> None:
-        self.held.clear()
-        self._released.set()
 
     def create(self, obj: Obj) -> None:
-        key = f"{NS}/{obj['metadata']['name']}"
-        self.objects[key] = copy.deepcopy(obj)
+        self.server.add(WORKLOADS, obj)
         self.sync()
 
     def sync(self) -> None:
         """The informer catches up: the store and the engine see what the API holds."""
-        for key, obj in self.objects.items():
-            if self.store.resource_version(key) == obj["metadata"]["resourceVersion"]:
-                continue  # unchanged: the informer keeps the object it has
-            wl = Workload.model_validate(obj)
-            self.store._put(key, wl, obj["metadata"]["resourceVersion"])
-            adapt.apply_workload(self.engine, wl, owner_labels=wl.metadata.labels)
+        for obj in self.server.objects(WORKLOADS):
+            if self.store.resource_version(object_key(obj)) != obj["metadata"]["resourceVersion"]:
+                self.deliver(obj)  # else unchanged: the informer keeps the object it has
 
-    async def replace_status(self, _: Resource, obj: Obj, *, namespace: str | None = None) -> Obj:
-        key = f"{namespace}/{obj['metadata']['name']}"
-        self.in_flight[key] = self.in_flight.get(key, 0) + 1
-        self.max_in_flight_per_key = max(self.max_in_flight_per_key, self.in_flight[key])
-        try:
-            await self.gate.wait()
-            if key in self.held:
-                await self._released.wait()
-            if self.fail is not None:
-                raise self.fail
-            if self.refuse_evictions and is_evicted(obj):
-                raise KubeError(what=key, status=500, body={"reason": "InternalError"})
-            have = self.objects.get(key)
-            if have is None:
-                raise NotFound(what=key, status=404, body={})
-            if have["metadata"]["resourceVersion"] != obj["metadata"]["resourceVersion"]:
-                raise Conflict(what=key, status=409, body={"reason": "Conflict"})
-            new = copy.deepcopy(have)
-            new["status"] = copy.deepcopy(obj.get("status") or {})
-            new["metadata"]["resourceVersion"] = str(int(have["metadata"]["resourceVersion"]) + 1)
-            self.objects[key] = new
-            self.writes.append((key, new))
-            return copy.deepcopy(new)
-        finally:
-            self.in_flight[key] -= 1
+    def deliver(self, obj: Obj) -> None:
+        """The informer hands this version of an object to the store and the engine."""
+        wl = Workload.model_validate(obj)
+        self.store._put(object_key(obj), wl, obj["metadata"]["resourceVersion"])
+        from_api.apply_workload(self.engine, wl, owner_labels=wl.metadata.labels)
 
-    async def write_status(
-        self, resource: Resource, obj: Obj, *, namespace: str | None = None
-    ) -> bytes:
-        """As Kube.write_status: the answer as JSON text."""
-        return json.dumps(await self.replace_status(resource, obj, namespace=namespace)).encode()
+    @property
+    def objects(self) -> dict[str, Obj]:
+        return {object_key(o): o for o in self.server.objects(WORKLOADS)}
 
-    async def patch(self, _: Resource, name: str, body: Any, **_kw: Any) -> Obj:
-        """Recorded only (the tests read status writes)."""
-        self.patches.append((name, body))
-        return copy.deepcopy(self.objects[f"{NS}/{name}"])
+    def hold_writes(self, name: str | None = None) -> None:
+        """Hold the status writes (of one workload, with ``name``) until :meth:`release`."""
+        self.server.hold("PUT", WORKLOADS, name)
 
-    async def get(self, _: Resource, name: str, namespace: str | None = None) -> Obj:
-        key = f"{namespace}/{name}"
-        if key not in self.objects:
-            raise NotFound(what=key, status=404, body={})
-        return copy.deepcopy(self.objects[key])
+    def release(self) -> None:
+        self.server.release()
 
-    # The real get-modify-write loop, over this fake's get and replace_status.
-    modify_status = Kube.modify_status
+    def refuse_evictions(self) -> None:
+        """Refuse every write that evicts (Evicted=True), as a server failing them would."""
+        self.server.fail("PUT", WORKLOADS, when=is_evicted)
+
+    def in_flight(self, name: str) -> int:
+        """Status writes of one workload the server is answering now."""
+        return self.server.in_flight("PUT", WORKLOADS, name, NS)
+
+    def max_in_flight_per_key(self) -> int:
+        return max(
+            self.server.max_in_flight("PUT", WORKLOADS, o["metadata"]["name"], NS)
+            for o in self.server.objects(WORKLOADS)
+        )
+
+    @property
+    def writes(self) -> list[tuple[str, Obj]]:
+        """The status writes the server carried out: (workload key, what was written)."""
+        return [
+            (f"{r.target.namespace}/{r.name}", r.body)
+            for r in self.server.requests_to("PUT", WORKLOADS, subresource="status")
+            if r.ok
+        ]
+
+    @property
+    def patches(self) -> list[tuple[str, Any]]:
+        return [(r.name, r.body) for r in self.server.requests_to("PATCH", WORKLOADS) if r.ok]
 
     def admitted(self) -> set[str]:
         return {k for k, o in self.objects.items() if (o.get("status") or {}).get("admission")}
@@ -198,30 +180,31 @@ def cluster_queue(cpu: str) -> ClusterQueue:
 
 
 def make(
+    cluster: FakeCluster,
     cpu: str = "4",
     *,
     pods_ready: PodsReadyConfig | None = None,
     now: Now = lambda: NOW,
     **settings: Any,
-) -> tuple[Scheduler, FakeApi, FakeEvents, Engine]:
+) -> tuple[Scheduler, Api, FakeEvents, Engine]:
     engine = Engine(pods_ready=pods_ready)
-    engine.upsert_flavor(adapt.flavor(ResourceFlavor.model_validate(
+    engine.upsert_flavor(from_api.flavor(ResourceFlavor.model_validate(
         {"apiVersion": "kqueue.io/v1alpha1", "kind": "ResourceFlavor", "metadata": {"name": "f"}}
     )))
-    engine.upsert_cluster_queue(adapt.cluster_queue(cluster_queue(cpu)))
-    engine.upsert_local_queue(adapt.local_queue(LocalQueue.model_validate({
+    engine.upsert_cluster_queue(from_api.cluster_queue(cluster_queue(cpu)))
+    engine.upsert_local_queue(from_api.local_queue(LocalQueue.model_validate({
         "apiVersion": "kqueue.io/v1alpha1",
         "kind": "LocalQueue",
         "metadata": {"name": "lq", "namespace": NS},
         "spec": {"clusterQueue": "cq"},
     })))
     store: Store[Workload] = Store()
-    api = FakeApi(engine, store)
+    api = Api(cluster, engine, store)
     events = FakeEvents()
     scheduler = Scheduler(
         engine=lambda: engine,
         workloads=store,
-        kube=cast(Kube, api),
+        kube=api.kube,
         events=cast(EventRecorder, events),
         metrics=Metrics(),
         releases_itself=lambda wl: True,
@@ -231,12 +214,12 @@ def make(
     return scheduler, api, events, engine
 
 
-def elastic_slices(api: FakeApi, events: FakeEvents) -> ElasticSlices:
+def elastic_slices(api: Api, events: FakeEvents) -> ElasticSlices:
     return ElasticSlices(
         engine=lambda: api.engine,
         workloads=api.store,
         priorities=lambda: cast(Any, None),
-        kube=cast(Kube, api),
+        kube=api.kube,
         events=cast(EventRecorder, events),
         metrics=Metrics(),
         now=lambda: NOW,
@@ -248,11 +231,13 @@ def key(name: str) -> WorkloadKey:
     return WorkloadKey(f"{NS}/{name}")
 
 
-async def test_cycles_run_ahead_of_their_writes_without_overcommitting() -> None:
-    scheduler, api, _, engine = make(cpu="4")
+async def test_cycles_run_ahead_of_their_writes_without_overcommitting(
+    cluster: FakeCluster,
+) -> None:
+    scheduler, api, _, engine = make(cluster, cpu="4")
     for i, name in enumerate(("a", "b", "c")):
         api.create(workload(name, "2", created_s=i))
-    api.gate.clear()  # the API holds every write
+    api.hold_writes()  # the API holds every write
     for _ in range(3):
         await scheduler.run_once()
     # Both admissions were decided while the first write was still held: the second cycle
@@ -260,16 +245,16 @@ async def test_cycles_run_ahead_of_their_writes_without_overcommitting() -> None
     assert engine.holds_quota(key("a")) and engine.holds_quota(key("b"))
     assert not engine.holds_quota(key("c"))
     assert api.admitted() == set()
-    api.gate.set()
+    api.release()
     await scheduler.drain()
     assert api.admitted() == {key("a"), key("b")}
     assert scheduler.admitted == 2
 
 
-async def test_a_refused_admission_is_rolled_back_and_retried() -> None:
-    scheduler, api, _, engine = make()
+async def test_a_refused_admission_is_rolled_back_and_retried(cluster: FakeCluster) -> None:
+    scheduler, api, _, engine = make(cluster)
     api.create(workload("a", "1"))
-    api.objects[key("a")]["metadata"]["resourceVersion"] = "7"  # someone wrote since we read
+    api.server.add(WORKLOADS, api.objects[key("a")])  # someone wrote since we read
     await scheduler.run_once()
     await scheduler.drain()
     assert not engine.holds_quota(key("a"))
@@ -280,10 +265,16 @@ async def test_a_refused_admission_is_rolled_back_and_retried() -> None:
     assert api.admitted() == {key("a")}
 
 
-async def test_a_crashing_write_is_logged_and_rolled_back(caplog: pytest.LogCaptureFixture) -> None:
-    scheduler, api, _, engine = make()
+async def test_a_crashing_write_is_logged_and_rolled_back(
+    cluster: FakeCluster, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    scheduler, api, _, engine = make(cluster)
     api.create(workload("a", "1"))
-    api.fail = RuntimeError("bug in the writer")
+
+    async def crash(*_: object, **__: object) -> bytes:
+        raise RuntimeError("bug in the writer")
+
+    monkeypatch.setattr(api.kube, "write_status", crash)
     with caplog.at_level(logging.ERROR, logger="kqueue.controller.decision_writer"):
         await scheduler.run_once()
         await scheduler.drain()
@@ -292,22 +283,22 @@ async def test_a_crashing_write_is_logged_and_rolled_back(caplog: pytest.LogCapt
     assert any("bug in the writer" in (r.exc_text or "") for r in caplog.records)
 
 
-async def test_stopping_cancels_writes_and_forgets_their_assumptions() -> None:
-    scheduler, api, _, engine = make()
+async def test_stopping_cancels_writes_and_forgets_their_assumptions(cluster: FakeCluster) -> None:
+    scheduler, api, _, engine = make(cluster)
     api.create(workload("a", "1"))
     api.create(workload("b", "1", created_s=1))
-    api.gate.clear()
+    api.hold_writes()
     await scheduler.run_once()
     await scheduler.run_once()
     assert engine.holds_quota(key("a")) and engine.holds_quota(key("b"))
     await scheduler.stop_writes()
     assert not engine.holds_quota(key("a")) and not engine.holds_quota(key("b"))
-    api.gate.set()
+    api.release()
     assert api.admitted() == set()
 
 
-async def test_hooks_run_after_their_cycles_writes_in_cycle_order() -> None:
-    scheduler, api, _, _ = make()
+async def test_hooks_run_after_their_cycles_writes_in_cycle_order(cluster: FakeCluster) -> None:
+    scheduler, api, _, _ = make(cluster)
     api.create(workload("a", "1"))
     seen: list[tuple[int, set[str]]] = []
 
@@ -315,13 +306,13 @@ async def test_hooks_run_after_their_cycles_writes_in_cycle_order() -> None:
         seen.append((result.cycle, api.admitted()))
 
     scheduler.after_cycle.append(hook)
-    api.gate.clear()
+    api.hold_writes()
     await scheduler.run_once()
     api.create(workload("b", "1", created_s=1))
     await scheduler.run_once()
     await asyncio.sleep(0.01)
     assert seen == []  # writes held: no hook has run
-    api.gate.set()
+    api.release()
     await scheduler.drain()
     # Each run admitted one workload, then ran a cycle that admitted nothing (merged_cycles.py).
     assert [cycle for cycle, _ in seen] == [2, 4]
@@ -329,19 +320,19 @@ async def test_hooks_run_after_their_cycles_writes_in_cycle_order() -> None:
     assert {key("a"), key("b")} <= seen[1][1]
 
 
-async def test_one_write_at_a_time_per_workload() -> None:
-    scheduler, api, events, _ = make(cpu="1")
+async def test_one_write_at_a_time_per_workload(cluster: FakeCluster) -> None:
+    scheduler, api, events, _ = make(cluster, cpu="1")
     api.create(workload("low", "1"))
-    api.gate.clear()
+    api.hold_writes()
     await scheduler.run_once()
     # A higher-priority workload preempts "low" while low's admission is still being written:
     # the eviction waits for the admission, then starts from what it wrote.
     api.create(workload("high", "1", priority=100, created_s=1))
     result = await scheduler.run_once()
     assert result  # the preemption was decided
-    api.gate.set()
+    api.release()
     await scheduler.drain()
-    assert api.max_in_flight_per_key == 1
+    assert api.max_in_flight_per_key() == 1
     evicted = [o for k, o in api.writes if k == key("low")][-1]
     assert any(
         cond["type"] == c.EVICTED and cond["status"] == "True"
@@ -356,13 +347,13 @@ async def _lane(scheduler: Scheduler) -> asyncio.Task[None]:
     return task
 
 
-async def _settle(api: FakeApi, scheduler: Scheduler) -> None:
+async def _settle(api: Api, scheduler: Scheduler) -> None:
     for _ in range(20):
         await asyncio.sleep(0.01)
     await scheduler.drain()
 
 
-async def _cycle(scheduler: Scheduler, api: FakeApi) -> None:
+async def _cycle(scheduler: Scheduler, api: Api) -> None:
     """One cycle (sweeping too), its writes and reasons done, seen by the informer."""
     scheduler.reasons._last_sweep = float("-inf")
     await scheduler.run_once()
@@ -371,17 +362,17 @@ async def _cycle(scheduler: Scheduler, api: FakeApi) -> None:
 
 
 def _a_admitted_b_waiting(
-    cpu: str = "1", **settings: Any
-) -> tuple[Scheduler, FakeApi, FakeEvents, Engine]:
-    scheduler, api, events, engine = make(cpu=cpu, reason_qps=100, reason_burst=10, **settings)
+    cluster: FakeCluster, cpu: str = "1", **settings: Any
+) -> tuple[Scheduler, Api, FakeEvents, Engine]:
+    scheduler, api, events, engine = make(cluster, cpu=cpu, reason_qps=100, reason_burst=10, **settings)
     size = "2" if cpu != "1" else "1"
     api.create(workload("a", size))
     api.create(workload("b", size, created_s=1))
     return scheduler, api, events, engine
 
 
-async def test_a_blocked_head_gets_its_verdict_once_and_one_event() -> None:
-    scheduler, api, events, _ = _a_admitted_b_waiting()
+async def test_a_blocked_head_gets_its_verdict_once_and_one_event(cluster: FakeCluster) -> None:
+    scheduler, api, events, _ = _a_admitted_b_waiting(cluster)
     lane = await _lane(scheduler)
     try:
         for _ in range(4):
@@ -395,17 +386,17 @@ async def test_a_blocked_head_gets_its_verdict_once_and_one_event() -> None:
     assert len([e for e in events.recorded if e[0] == "b" and e[1] == "Pending"]) == 1
 
 
-async def test_reasons_wait_while_decisions_are_written() -> None:
-    scheduler, api, _, _ = _a_admitted_b_waiting()
+async def test_reasons_wait_while_decisions_are_written(cluster: FakeCluster) -> None:
+    scheduler, api, _, _ = _a_admitted_b_waiting(cluster)
     lane = await _lane(scheduler)
     try:
-        api.gate.clear()
+        api.hold_writes()
         await scheduler.run_once()  # admits a (held), b is queued behind it
         scheduler.reasons._last_sweep = float("-inf")
         await scheduler.run_once()
         await asyncio.sleep(0.05)
-        assert api.in_flight.get(key("b"), 0) == 0  # nothing for b while a's admission waits
-        api.gate.set()
+        assert api.in_flight("b") == 0  # nothing for b while a's admission waits
+        api.release()
         await _settle(api, scheduler)
     finally:
         lane.cancel()
@@ -416,14 +407,15 @@ async def test_reasons_wait_while_decisions_are_written() -> None:
 # Five runs, each considering b after admitting a (the first) or not (merged_cycles.py): five messages.
 @pytest.mark.parametrize(("interval_s", "writes"), [(0.0, 5), (10.0, 1)])
 async def test_a_changing_message_is_not_rewritten_every_cycle(
+    cluster: FakeCluster,
     interval_s: float, writes: int
 ) -> None:
-    scheduler, api, events, engine = _a_admitted_b_waiting("3", reason_interval_s=interval_s)
+    scheduler, api, events, engine = _a_admitted_b_waiting(cluster, "3", reason_interval_s=interval_s)
     lane = await _lane(scheduler)
     try:
         for quota in ("3", "2800m", "2600m", "2400m", "2200m"):
             # Less quota each time: b's message ("... N more needed") changes every cycle.
-            engine.upsert_cluster_queue(adapt.cluster_queue(cluster_queue(quota)))
+            engine.upsert_cluster_queue(from_api.cluster_queue(cluster_queue(quota)))
             await _cycle(scheduler, api)
     finally:
         lane.cancel()
@@ -434,8 +426,10 @@ async def test_a_changing_message_is_not_rewritten_every_cycle(
     assert len(pending_events) == 1
 
 
-async def test_a_write_starts_from_our_last_write_when_the_informer_lags() -> None:
-    scheduler, api, _, engine = _a_admitted_b_waiting()
+async def test_a_write_starts_from_our_last_write_when_the_informer_lags(
+    cluster: FakeCluster,
+) -> None:
+    scheduler, api, _, engine = _a_admitted_b_waiting(cluster)
     lane = await _lane(scheduler)
     try:
         await scheduler.run_once()  # admits a; the sweep gives b a placeholder reason
@@ -452,10 +446,11 @@ async def test_a_write_starts_from_our_last_write_when_the_informer_lags() -> No
 
 @pytest.mark.parametrize(("ttl_s", "kept"), [(0.0, 1), (60.0, 3)])
 async def test_responses_are_kept_only_for_a_few_seconds(
+    cluster: FakeCluster,
     ttl_s: float, kept: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr("kqueue.controller.decision_writer._WRITTEN_TTL_S", ttl_s)
-    scheduler, api, _, _ = make(cpu="3")
+    scheduler, api, _, _ = make(cluster, cpu="3")
     for i, name in enumerate(("a", "b", "c")):
         api.create(workload(name, "1", created_s=i))
         await scheduler.run_once()
@@ -464,8 +459,8 @@ async def test_responses_are_kept_only_for_a_few_seconds(
     assert len(scheduler.writer._written) == kept
 
 
-async def test_a_stopped_queue_shows_in_settled_workloads_at_once() -> None:
-    scheduler, api, _, engine = _a_admitted_b_waiting()
+async def test_a_stopped_queue_shows_in_settled_workloads_at_once(cluster: FakeCluster) -> None:
+    scheduler, api, _, engine = _a_admitted_b_waiting(cluster)
     api.create(workload("c", "1", created_s=2))  # behind b: never a head, the sweep's to explain
     lane = await _lane(scheduler)
     try:
@@ -475,7 +470,7 @@ async def test_a_stopped_queue_shows_in_settled_workloads_at_once() -> None:
         writes = len(api.reason_writes(key("c")))
         stopped = cluster_queue("1")
         stopped.spec.stop_policy = "Hold"
-        engine.upsert_cluster_queue(adapt.cluster_queue(stopped))
+        engine.upsert_cluster_queue(from_api.cluster_queue(stopped))
         await _cycle(scheduler, api)
     finally:
         lane.cancel()
@@ -485,12 +480,14 @@ async def test_a_stopped_queue_shows_in_settled_workloads_at_once() -> None:
     assert latest[-1]["reason"] == c.SUSPENDED and "stopped" in latest[-1]["message"]
 
 
-async def test_no_cycle_uses_a_replaced_slices_quota_before_its_replacement_is_written() -> None:
+async def test_no_cycle_uses_a_replaced_slices_quota_before_its_replacement_is_written(
+    cluster: FakeCluster,
+) -> None:
     """A cycle that admits a replacement slice takes the old slice's quota out of the engine
     at once; if the replacement's write then fails, only the after-cycle hook gives it back.
     A later cycle that ran before that hook would hand the old slice's quota (its pods still
     run) to someone else."""
-    scheduler, api, events, engine = make(cpu="6")
+    scheduler, api, events, engine = make(cluster, cpu="6")
     slices = elastic_slices(api, events)
     scheduler.after_cycle.append(slices.after_cycle)
     api.create(workload("s1", "3"))
@@ -504,17 +501,17 @@ async def test_no_cycle_uses_a_replaced_slices_quota_before_its_replacement_is_w
     s2["metadata"]["annotations"] = {c.WORKLOAD_SLICE_REPLACEMENT_FOR_ANNOTATION: key("s1")}
     api.create(s2)
     api.create(workload("x", "3", created_s=3))
-    api.held.add(key("w0"))  # w0's write (and so its cycle's hooks) takes a while
+    api.hold_writes("w0")  # w0's write (and so its cycle's hooks) takes a while
     # One run: a cycle admits w0, the next s2 (finishing s1 in the engine), and the run stops
     # there (engine/merged_cycles.py: a replaced slice ends the batch).
     await scheduler.run_once()
     assert engine.holds_quota(key("s2")) and not engine.holds_quota(key("s1"))
     # The Job went back to its old size: s2 is deleted before its admission is written.
-    del api.objects[key("s2")]
+    api.server.remove(WORKLOADS, "s2", NS)
     api.store._delete(key("s2"))
     engine.delete_workload(key("s2"))
-    for _ in range(5):
-        await asyncio.sleep(0)  # s2's write fails (NotFound) and is rolled back
+    # s2's write fails (NotFound) and is rolled back
+    await eventually(lambda: not scheduler.writer.writing(key("s2")), what="s2's write to end")
     nxt = asyncio.ensure_future(scheduler.run_once())
     await asyncio.sleep(0.05)
     api.release()
@@ -527,11 +524,12 @@ async def test_no_cycle_uses_a_replaced_slices_quota_before_its_replacement_is_w
 
 
 async def test_an_admission_that_fails_before_its_write_is_rolled_back(
+    cluster: FakeCluster,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     # Building the status can fail too (a bug): the assumption must go with it, or the engine
     # keeps the quota for an admission that never reaches the API, for the rest of the term.
-    scheduler, api, _, engine = make()
+    scheduler, api, _, engine = make(cluster)
     api.create(workload("a", "1"))
 
     def broken(*_: object) -> Workload:
@@ -549,12 +547,13 @@ async def test_an_admission_that_fails_before_its_write_is_rolled_back(
 
 
 async def test_an_eviction_that_fails_unexpectedly_is_decided_again(
+    cluster: FakeCluster,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     # The engine counts a victim as leaving until its eviction is written or given up. A write
     # that crashes must give it up too, or no later cycle ever evicts it again: the victim
     # keeps its quota and the preemptor waits for it for the rest of the term.
-    scheduler, api, _, engine = make(cpu="1")
+    scheduler, api, _, engine = make(cluster, cpu="1")
     api.create(workload("low", "1"))
     await scheduler.run_once()
     await scheduler.drain()
@@ -579,11 +578,12 @@ async def test_an_eviction_that_fails_unexpectedly_is_decided_again(
 
 
 async def test_the_reason_lane_survives_crashes_between_its_slot_and_its_write(
+    cluster: FakeCluster,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     # The lane restarts after a crash; a crash after it took a write slot must give the slot
     # back, or after as many crashes as there are slots the lane never writes again.
-    scheduler, api, _, _ = _a_admitted_b_waiting()
+    scheduler, api, _, _ = _a_admitted_b_waiting(cluster)
     await scheduler.run_once()  # admits a; b pends without a reason
     await scheduler.drain()
     api.sync()
@@ -611,25 +611,27 @@ async def test_the_reason_lane_survives_crashes_between_its_slot_and_its_write(
     assert len(api.reason_writes(key("b"))) == 1
 
 
-async def test_a_second_cancellation_while_stopping_still_stops_every_write() -> None:
+async def test_a_second_cancellation_while_stopping_still_stops_every_write(
+    cluster: FakeCluster,
+) -> None:
     # A term can be cancelled twice (the leadership ends while the process shuts down): the
     # second cancellation must not skip the stop, or a held write lands after the term.
-    scheduler, api, _, engine = make()
+    scheduler, api, _, engine = make(cluster)
     api.create(workload("a", "1"))
-    api.gate.clear()
+    api.hold_writes()
     scheduler_task = asyncio.ensure_future(scheduler.run())
     scheduler.trigger()
     for _ in range(50):
         await asyncio.sleep(0.01)
-        if api.in_flight.get(key("a")):
+        if api.in_flight("a"):
             break
-    assert engine.holds_quota(key("a")) and api.in_flight.get(key("a")) == 1
+    assert engine.holds_quota(key("a")) and api.in_flight("a") == 1
     scheduler_task.cancel()
     await asyncio.sleep(0)  # run() is stopping: it waits for its reason lane to end
     scheduler_task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await scheduler_task
-    api.gate.set()
+    api.release()
     await asyncio.sleep(0.05)
     assert api.admitted() == set()
     assert not engine.holds_quota(key("a"))

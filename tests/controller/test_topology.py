@@ -10,7 +10,7 @@ from kqueue.controller.gate import PodSetRelease, release_ops, ungate
 from kqueue.controller.informer import Store
 from kqueue.controller.integrations.release import pinned, pod_set_releases
 from kqueue.controller.topology import pin, slim_node, slim_pod
-from kqueue.engine import adapt
+from kqueue.engine import from_api
 
 HOST = "kubernetes.io/hostname"
 
@@ -37,7 +37,7 @@ def test_slim_node_keeps_what_the_engine_reads() -> None:
     }
     slim = slim_node(node)
     assert "images" not in slim["status"] and "annotations" not in slim["metadata"]
-    assert adapt.node(slim) == adapt.node(node)
+    assert from_api.node(slim) == from_api.node(node)
 
 
 def test_slim_pod_keeps_requests_node_and_tas_label() -> None:
@@ -51,9 +51,9 @@ def test_slim_pod_keeps_requests_node_and_tas_label() -> None:
     slim = slim_pod(pod)
     assert slim["metadata"]["labels"] == {"kqueue.io/tas": "true"}
     assert "volumes" not in slim["spec"] and "podIP" not in slim["status"]
-    assert adapt.bound_pod(slim) is None  # counted through its topology assignment
+    assert from_api.bound_pod(slim) is None  # counted through its topology assignment
     del pod["metadata"]["labels"]["kqueue.io/tas"]
-    bound = adapt.bound_pod(slim_pod(pod))
+    bound = from_api.bound_pod(slim_pod(pod))
     assert bound is not None and bound.node == "n1" and bound.requests == {"cpu": 500}
 
 

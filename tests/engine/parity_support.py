@@ -25,7 +25,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 
 from kqueue.api.loader import load_text
-from kqueue.engine import adapt
+from kqueue.engine import from_api
 from kqueue.engine.assignment import Assignment, FlavorChoice, PodSetResult
 from kqueue.engine.cycle import CycleResult
 from kqueue.engine.engine import Engine
@@ -386,7 +386,7 @@ _MANIFEST_ORDER = (
 
 def engine_from_manifests(text: str, source: str) -> Engine:
     """An engine fed with Kueue manifests: read by ``kqueue.api.loader.load_text`` (Kueue kinds
-    are converted to kqueue's) and turned into engine objects by ``kqueue.engine.adapt``."""
+    are converted to kqueue's) and turned into engine objects by ``kqueue.engine.from_api``."""
     loaded = load_text(text, source)
     assert not loaded.warnings, loaded.warnings
     engine = Engine(ClassicalPreemptor())
@@ -399,17 +399,17 @@ def engine_from_manifests(text: str, source: str) -> Engine:
                 labels = (o.raw.get("metadata") or {}).get("labels") or {}
                 engine.set_namespace_labels(o.name, labels)
             elif kind == "WorkloadPriorityClass":
-                engine.upsert_priority_class(*adapt.priority_class(m))  # type: ignore[arg-type]
+                engine.upsert_priority_class(*from_api.priority_class(m))  # type: ignore[arg-type]
             elif kind == "ResourceFlavor":
-                engine.upsert_flavor(adapt.flavor(m))  # type: ignore[arg-type]
+                engine.upsert_flavor(from_api.flavor(m))  # type: ignore[arg-type]
             elif kind == "Cohort":
-                engine.upsert_cohort(adapt.cohort(m))  # type: ignore[arg-type]
+                engine.upsert_cohort(from_api.cohort(m))  # type: ignore[arg-type]
             elif kind == "ClusterQueue":
-                engine.upsert_cluster_queue(adapt.cluster_queue(m))  # type: ignore[arg-type]
+                engine.upsert_cluster_queue(from_api.cluster_queue(m))  # type: ignore[arg-type]
             elif kind == "LocalQueue":
-                engine.upsert_local_queue(adapt.local_queue(m))  # type: ignore[arg-type]
+                engine.upsert_local_queue(from_api.local_queue(m))  # type: ignore[arg-type]
             else:
-                adapt.apply_workload(engine, m)  # type: ignore[arg-type]
+                from_api.apply_workload(engine, m)  # type: ignore[arg-type]
     return engine
 
 

@@ -18,7 +18,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from kqueue.api.v1alpha1.podtemplate import PodSpec
-from kqueue.engine import adapt
+from kqueue.engine import from_api
 from kqueue.engine.admissibility import adjust, effective_containers, misconfiguration
 from kqueue.engine.limitrange import (
     ABOVE_MAX,
@@ -523,7 +523,7 @@ def test_default_request_is_charged_and_follows_the_limit_range() -> None:
 
 
 def test_limit_range_gets_the_api_servers_defaults() -> None:
-    ns, name, items = adapt.limit_range(
+    ns, name, items = from_api.limit_range(
         {
             "apiVersion": "v1",
             "kind": "LimitRange",
@@ -547,7 +547,7 @@ def test_limit_range_gets_the_api_servers_defaults() -> None:
 
 def test_bad_limit_range_quantity_names_the_field() -> None:
     with pytest.raises(ValueError, match=r"spec.limits\[0\].max\[cpu\]"):
-        adapt.limit_range(
+        from_api.limit_range(
             {
                 "metadata": {"name": "x"},
                 "spec": {"limits": [{"type": "Pod", "max": {"cpu": "lots"}}]},
@@ -586,7 +586,7 @@ def test_engine_pod_requests_match_the_api_models(
     spec = PodSpec.model_validate(
         {"containers": main, "initContainers": init, "overhead": overhead}, strict=False
     )
-    containers = adapt._containers(spec)
+    containers = from_api._containers(spec)
     engine_requests = pod_requests((with_defaults(c, EMPTY) for c in containers), amounts(overhead))
     assert engine_requests == spec.pod_requests()
 

@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 from kqueue.api.v1alpha1 import Workload as ApiWorkload
 from kqueue.api.v1alpha1 import parse_object
-from kqueue.engine import adapt
+from kqueue.engine import from_api
 from kqueue.engine.engine import Engine
 from kqueue.engine.execution import accumulated, admitted_seconds
 from kqueue.engine.readiness import PodsReadyConfig, Readiness
@@ -350,7 +350,7 @@ def test_never_admitted_longer_than_its_budget_plus_one_tick(
         assert pending is not None and not pending.obj.active
 
 
-def test_adapt_reads_the_limit_and_the_accumulated_time_after_a_restart() -> None:
+def test_from_api_reads_the_limit_and_the_accumulated_time_after_a_restart() -> None:
     """A Workload as the API holds it after a restart: admitted 30s ago with 50s used before,
     limit 100s: 20s are left."""
     api = parse_object(
@@ -394,10 +394,10 @@ def test_adapt_reads_the_limit_and_the_accumulated_time_after_a_restart() -> Non
         }
     )
     assert isinstance(api, ApiWorkload)
-    wl = adapt.workload(api)
+    wl = from_api.workload(api)
     assert (wl.max_execution_seconds, wl.past_execution_seconds) == (100, 50)
     engine = make_engine(F, CQ)
-    adapt.apply_workload(engine, api)
+    from_api.apply_workload(engine, api)
     assert engine.schedule(t(1030)).evicted == ()
     assert engine.next_deadline() == t(1050)
     (ev,) = engine.schedule(t(1050)).evicted

@@ -83,5 +83,13 @@ class Integration:
     kinds: queued only when asked to)."""
     kueue_keys: KueueKeys = KueueKeys.ANY_OBJECT
 
+    @property
+    def reported_when_off(self) -> bool:
+        """Whether a queue label on an object of the kind is reported while its integration is
+        off (kqueue/controller/webhooks/framework_off.py). Not on plain pods: the pods of Jobs
+        and other owners may carry a queue label copied from their templates, and the owner,
+        not the pod, is what would be queued."""
+        return self.workloads is not Workloads.POD
+
 
 __all__ = ["Builder", "Integration", "KueueKeys", "Workloads"]

@@ -22,7 +22,7 @@ from kqueue.api.kueue_config import is_kueue_configuration
 from kqueue.api.loader import LoadError
 from kqueue.api.v1alpha1 import parse_time
 from kqueue.cli.manifests import InvalidInput, read_manifests
-from kqueue.engine import adapt
+from kqueue.engine import from_api
 from kqueue.sim import generate as gen
 from kqueue.sim.driver import Simulation
 from kqueue.sim.report import Figures, figures, to_json
@@ -166,9 +166,9 @@ def simulate(
     sim = Simulation(
         scenario,
         decision_time=decision_time or timedelta(0),
-        fair_sharing=adapt.fair_sharing(config.fair_sharing) if config is not None else None,
+        fair_sharing=from_api.fair_sharing(config.fair_sharing) if config is not None else None,
         admission_fair_sharing=(
-            adapt.admission_fair_sharing(config.admission_fair_sharing)
+            from_api.admission_fair_sharing(config.admission_fair_sharing)
             if config is not None
             else None
         ),

@@ -39,7 +39,7 @@ from kqueue.controller.informer import Store
 from kqueue.controller.kube import JSON_PATCH, Conflict, Kube, KubeError, NotFound
 from kqueue.controller.metrics import Metrics
 from kqueue.controller.resources import WORKLOADS
-from kqueue.engine import adapt
+from kqueue.engine import from_api
 from kqueue.engine.cycle import CycleResult
 from kqueue.engine.engine import Engine
 from kqueue.engine.slice import scaled_down
@@ -280,7 +280,7 @@ class ElasticSlices:
                 # keeps running and holds its quota again.
                 old = self._workloads.get(done.old)
                 if old is not None:
-                    adapt.apply_workload(engine, old, owner_labels=old.metadata.labels)
+                    from_api.apply_workload(engine, old, owner_labels=old.metadata.labels)
                 continue
             await self._finish_replaced(done.old, done.new, done.message, done.cluster_queue)
 

@@ -32,14 +32,15 @@ Obj = dict[str, Any]
 VALIDATE_PATH: Final = "/validate-integration-off"
 NAME: Final = "vintegrationoff.kqueue.io"
 REASON: Final = "IntegrationDisabled"
-# Kinds never routed here (see the module docstring).
-NOT_REPORTED: Final = frozenset({"pod"})
 
 
 def off_frameworks(enabled: Iterable[str]) -> list[Framework]:
-    """The registered integrations that are off and have a kind a user labels."""
+    """The registered integrations that are off and have a kind a user labels (plain pods are
+    never routed here: ``Integration.reported_when_off``)."""
     on = set(enabled)
-    return [f for f in registry.frameworks() if f.name not in on and f.name not in NOT_REPORTED]
+    return [
+        f for f in registry.frameworks() if f.name not in on and f.declares.reported_when_off
+    ]
 
 
 def rules(frameworks: Iterable[Framework]) -> list[Obj]:

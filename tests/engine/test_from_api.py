@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 import yaml
 
 from kqueue.api.v1alpha1 import parse_object
-from kqueue.engine import adapt
+from kqueue.engine import from_api
 from kqueue.engine.engine import Engine
 from kqueue.engine.types import (
     FungibilityPolicy,
@@ -106,14 +106,14 @@ def _objects() -> list[object]:
 
 def test_conversion() -> None:
     rf, _, co, cq, lq, wl = _objects()
-    f = adapt.flavor(rf)  # type: ignore[arg-type]
+    f = from_api.flavor(rf)  # type: ignore[arg-type]
     assert f.node_labels == {"instance": "spot"}
     assert f.node_taints == (Taint("spot", "true", "NoSchedule"),)
     assert f.tolerations == (Toleration("spot", "Equal", "true", "NoSchedule"),)
-    cohort = adapt.cohort(co)  # type: ignore[arg-type]
+    cohort = from_api.cohort(co)  # type: ignore[arg-type]
     assert cohort.parent == "org"
     assert cohort.quotas()[("on-demand", "cpu")].lending_limit == 1000
-    spec = adapt.cluster_queue(cq)  # type: ignore[arg-type]
+    spec = from_api.cluster_queue(cq)  # type: ignore[arg-type]
     assert spec.cohort == "team"
     quotas = spec.quotas()
     assert quotas[("on-demand", "cpu")].nominal == 500
@@ -124,8 +124,8 @@ def test_conversion() -> None:
     assert spec.preemption.preemptible_priority_threshold == 100
     assert spec.preemption.preemption_order == PreemptionOrder.OLDEST
     assert spec.namespace_selector is not None
-    assert adapt.local_queue(lq).key == "ml/lq"  # type: ignore[arg-type]
-    w = adapt.workload(wl, owner_labels={"kqueue.io/preemptibility": "preemptible"})  # type: ignore[arg-type]
+    assert from_api.local_queue(lq).key == "ml/lq"  # type: ignore[arg-type]
+    w = from_api.workload(wl, owner_labels={"kqueue.io/preemptibility": "preemptible"})  # type: ignore[arg-type]
     assert w.key == "ml/train"
     assert w.creation_time == datetime(2024, 5, 1, 12, tzinfo=UTC)
     (ps,) = w.pod_sets
@@ -139,12 +139,12 @@ def test_conversion() -> None:
 def test_end_to_end_on_manifests() -> None:
     rf, rf2, co, cq, lq, wl = _objects()
     engine = Engine()
-    engine.upsert_flavor(adapt.flavor(rf))  # type: ignore[arg-type]
-    engine.upsert_flavor(adapt.flavor(rf2))  # type: ignore[arg-type]
-    engine.upsert_cohort(adapt.cohort(co))  # type: ignore[arg-type]
-    engine.upsert_cluster_queue(adapt.cluster_queue(cq))  # type: ignore[arg-type]
-    engine.upsert_local_queue(adapt.local_queue(lq))  # type: ignore[arg-type]
-    adapt.apply_workload(engine, wl)  # type: ignore[arg-type]
+    engine.upsert_flavor(from_api.flavor(rf))  # type: ignore[arg-type]
+    engine.upsert_flavor(from_api.flavor(rf2))  # type: ignore[arg-type]
+    engine.upsert_cohort(from_api.cohort(co))  # type: ignore[arg-type]
+    engine.upsert_cluster_queue(from_api.cluster_queue(cq))  # type: ignore[arg-type]
+    engine.upsert_local_queue(from_api.local_queue(lq))  # type: ignore[arg-type]
+    from_api.apply_workload(engine, wl)  # type: ignore[arg-type]
     r = engine.schedule(datetime(2024, 5, 1, 13, tzinfo=UTC))
     (admit,) = r.admitted
     assert dict(admit.pod_sets[0].flavors) == {"cpu": "spot", "memory": "spot"}
@@ -176,7 +176,7 @@ def test_end_to_end_on_manifests() -> None:
         ],
     }
     admitted = parse_object(wdoc)
-    w = adapt.workload(admitted)  # type: ignore[arg-type]
+    w = from_api.workload(admitted)  # type: ignore[arg-type]
     assert w.admission is not None
     assert w.admission.reserved_at == datetime(2024, 5, 1, 13, tzinfo=UTC)
     assert w.admission.usage() == admit.usage
