@@ -16,7 +16,7 @@ from kqueue.api.config import Configuration
 from kqueue.api.v1alpha1 import Workload, parse_object
 from kqueue.api.v1alpha1 import constants as c
 from kqueue.controller.collector import collector_paused
-from kqueue.controller.integrations.pod.reconciler import PodReconciler
+from kqueue.controller.integrations.pod.generic import PodJob
 from kqueue.controller.integrations.pod.webhook import MUTATE_PATH as PLAIN_POD_PATH
 from kqueue.controller.manager import Manager
 from kqueue.controller.metrics import Metrics
@@ -110,15 +110,17 @@ def test_only_enabled_integrations_are_wired(
 ) -> None:
     m = manager(frameworks)
     assert [fw.name for fw in m.frameworks] == wired
-    # An informer, a work queue and a reconciler per enabled integration the generic
-    # reconciler drives; none for the others.
+    # An informer per enabled integration that has objects of its own; none for plain pods,
+    # whose members come from the pod informer.
     assert sorted(m.objects) == generic
-    assert sorted(m.job_reconcilers) == generic
     assert sorted(n for n in m.informers() if n.startswith("integration/")) == [
         f"integration/{n}" for n in generic
     ]
-    pod_tasks = [t for t in m.leader_tasks if isinstance(getattr(t, "__self__", None), PodReconciler)]
-    assert len(pod_tasks) == (1 if "pod" in frameworks else 0)
+    # A work queue and a generic reconciler per enabled integration, plain pods included (a
+    # composed job of pods), none for the others.
+    assert sorted(m.job_reconcilers) == sorted(m.job_queues) == sorted(wired)
+    pods = m.job_reconcilers.get("pod")
+    assert (pods is not None and isinstance(pods.composable, PodJob)) == ("pod" in frameworks)
 
 
 async def _review(m: Manager, path: str, obj: Obj) -> Obj:
