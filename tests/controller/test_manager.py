@@ -188,8 +188,8 @@ async def test_leader_tasks_from_integrations_run_while_leading(
     async with running(m):
         leading = asyncio.create_task(m.lead())
         try:
-            # The plain-pod reconciler (a leader task the pod integration adds) makes the
-            # pod's Workload.
+            # The generic reconciler, run on the pod integration's composed jobs while
+            # leading, makes the pod's Workload.
             await eventually(
                 lambda: any(
                     r["uid"] == "uid-solo"
@@ -203,6 +203,34 @@ async def test_leader_tasks_from_integrations_run_while_leading(
             leading.cancel()
             await asyncio.gather(leading, return_exceptions=True)
     assert not m.leading
+
+
+async def test_pod_and_workload_events_queue_the_pod_s_composed_job(
+    cluster: FakeCluster, manager: Callable[..., Manager]
+) -> None:
+    member = plain_pod("worker-0")
+    member["metadata"]["labels"][c.POD_GROUP_NAME_LABEL] = "g"
+    member["metadata"]["annotations"] = {c.POD_GROUP_TOTAL_COUNT_ANNOTATION: "2"}
+    cluster.server.add(PODS, member)
+    cluster.server.add(PODS, plain_pod("solo"))
+    m = manager(BOTH)
+    queue = m.job_queues["pod"]
+
+    async def drain() -> list[str]:
+        keys = sorted([await queue.get() for _ in range(len(queue))])
+        for key in keys:
+            queue.done(key)
+        return keys
+
+    async with running(m):
+        # The pod informer's events: each pod's job, a group once however many members.
+        assert await drain() == ["group:team-a/g", "pod:team-a/solo"]
+        wl = owned_workload("Pod", "v1")
+        wl.metadata.owner_references[0].name = "worker-0"
+        m._workload_changed(wl, None)
+        assert await drain() == ["group:team-a/g"]
+        m._enqueue_all_jobs()
+        assert await drain() == ["group:team-a/g", "pod:team-a/solo"]
 
 
 async def test_without_the_pod_framework_no_plain_pod_is_queued(

@@ -20,6 +20,13 @@ Per object key, from the informers' stores (never from events, so it is idempote
 Kueue's ``JobReconciler`` (pkg/controller/jobframework/reconciler.go), for any kind through its
 :class:`~kqueue.controller.integrations.framework.GenericJob`.
 
+A kind whose objects act as one job (a :class:`~kqueue.controller.integrations.framework.
+ComposableJob`: plain pods and pod groups) goes through the same steps on its members: the
+Workload once all members exist (the engine's barrier holds it until then), finished when all
+are terminal, stopped by evicting (deleting) the members, started by releasing them; no patch
+holds or resumes it (its members are gated), and each member is let go once done. Its
+Workload's spec is not kept in step (step 3): a pod's labels are not reread once it is queued.
+
 Objects without a queue label are managed only with ``manageJobsWithoutQueueName``, in the
 namespaces ``managedJobsNamespaceSelector`` selects: their Workload is submitted to the
 namespace's LocalQueue named ``default`` if there is one, and stays pending otherwise.
