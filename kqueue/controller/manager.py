@@ -46,7 +46,13 @@ from kqueue.controller.engine_feed import LimitRangeDoc
 from kqueue.controller.events import EventRecorder
 from kqueue.controller.gang import GangPlacement
 from kqueue.controller.informer import Informer, Obj, as_dict
-from kqueue.controller.integrations import Framework, GenericJob, IntegrationContext, registry
+from kqueue.controller.integrations import (
+    ComposableJob,
+    Framework,
+    GenericJob,
+    IntegrationContext,
+    registry,
+)
 from kqueue.controller.integrations.management import Management
 from kqueue.controller.integrations.owners import BY_OWNER, object_index_key, owner_uids
 from kqueue.controller.integrations.reconciler import JobReconciler
@@ -206,8 +212,13 @@ class Manager:
         # object of each integration that claims them (pods of a child Job).
         self.pods.store.add_index(BY_OWNER, self._pod_owner_uids)
         self.objects: dict[str, Informer[Obj]] = {}
+        # A composable kind's members are pods, read from the pod informer (no informer of its
+        # own); its jobs are keyed by owner_of_pod of any member.
+        self.composed: dict[str, ComposableJob] = {
+            name: job for name, job in self.generic_jobs.items() if isinstance(job, ComposableJob)
+        }
         for fw in self.frameworks:
-            if fw.job is None:
+            if fw.job is None or fw.name in self.composed:
                 continue
             generic = self.generic_jobs[fw.name]
             self.objects[fw.name] = informer(
@@ -273,7 +284,9 @@ class Manager:
             self.job_queues[fw.name] = WorkQueue(f"jobs/{fw.name}")
             self.job_reconcilers[fw.name] = JobReconciler(
                 job=self.generic_jobs[fw.name],
-                objects=self.objects[fw.name].store,
+                objects=(
+                    self.pods.store if fw.name in self.composed else self.objects[fw.name].store
+                ),
                 workloads=self.workloads.store,
                 pods=self.pods.store,
                 flavors=self.flavors.store,
@@ -288,6 +301,7 @@ class Manager:
                 parent_kinds=self._parent_kinds(fw),
                 metrics=self.metrics,
                 gang=self.gang,
+                engine=lambda: self.engine,
             )
 
         self.webhook_server = WebhookServer(
@@ -398,7 +412,9 @@ class Manager:
 
     def _pod_owner_uids(self, pod: Obj) -> list[str]:
         keys = owner_uids(pod)
-        for generic in self.generic_jobs.values():
+        for name, generic in self.generic_jobs.items():
+            if name in self.composed:
+                continue  # its jobs are not objects pods are owned by
             owner = generic.owner_of_pod(pod)
             if owner is not None:
                 keys.append(object_index_key(generic.kind, owner))
@@ -601,6 +617,15 @@ class Manager:
         for fw in self.frameworks:
             if fw.job is None:
                 continue
+            composed = self.composed.get(fw.name)
+            if composed is not None:
+                # The job of the members the Workload is owned by (a pod group's pods).
+                for ref in wl.metadata.owner_references:
+                    member = self.pods.store.get(f"{wl.namespace or 'default'}/{ref.name}")
+                    key = composed.owner_of_pod(member) if ref.kind == fw.kind and member else None
+                    if key is not None:
+                        self.job_queues[fw.name].add(key)
+                continue
             job_key = _owner_job_key(wl, fw.kind)
             if job_key is not None:
                 self.job_queues[fw.name].add(job_key)
@@ -644,6 +669,11 @@ class Manager:
         for name, informer in self.objects.items():
             for key in informer.store:
                 self.job_queues[name].add(key)
+        for name, composed in self.composed.items():
+            for pod in self.pods.store.objects():
+                job_key = composed.owner_of_pod(pod)
+                if job_key is not None:
+                    self.job_queues[name].add(job_key)
 
     def _enqueue_everything(self) -> None:
         self._enqueue_all_jobs()

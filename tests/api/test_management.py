@@ -23,7 +23,7 @@ from kqueue.api.integrations.management import (
     namespace_labels_of,
 )
 from kqueue.controller.integrations.management import Management as ControllerManagement
-from kqueue.controller.integrations.pod.reconciler import is_plain
+from kqueue.controller.integrations.pod.generic import is_plain
 
 Obj = dict[str, Any]
 

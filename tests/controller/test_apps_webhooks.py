@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from kqueue.api.integrations.deployment import PROPAGATED_LABELS
 from kqueue.api.v1alpha1 import constants as c
 from kqueue.controller.integrations.deployment import webhook as deployment_webhook
-from kqueue.controller.integrations.pod.reconciler import is_plain
+from kqueue.controller.integrations.pod.generic import is_plain
 from kqueue.controller.integrations.pod.webhook import mutate_plain_pod
 from kqueue.controller.integrations.statefulset import webhook as sts_webhook
 from kqueue.controller.webhook_server import AdmissionRequest, Verdict

@@ -25,7 +25,13 @@ from kqueue.api.integrations import IntegrationError, PriorityClasses
 from kqueue.api.v1alpha1 import Workload
 from kqueue.api.v1alpha1 import constants as c
 from kqueue.controller.gate import PodSetRelease
-from kqueue.controller.integrations import Framework, GenericJob, WebhookContext, frameworks
+from kqueue.controller.integrations import (
+    ComposableJob,
+    Framework,
+    GenericJob,
+    WebhookContext,
+    frameworks,
+)
 from kqueue.controller.webhook_server import AdmissionRequest
 from tests.controller.fake_apiserver import merge_patch
 
@@ -185,3 +191,96 @@ async def test_the_queue_label_is_immutable_while_it_runs(fw: Framework) -> None
     requeued = copy.deepcopy(held)
     requeued["metadata"]["labels"][c.QUEUE_NAME_LABEL] = "elsewhere"
     assert (await _hook(fw, "validating")(_request(fw, requeued, old=held))).allowed
+
+
+# -- composed kinds: objects acting as one job (plain pods, pod groups) -----------------------
+#
+# No suspend switch and no patches: held by the gate, started by the release path, stopped by
+# evicting the members (the reconciler's side: tests/controller/test_pod_reconciler.py). The
+# table checks what such a kind's ComposableJob promises, from the pod-group sample: one pod of
+# it alone is a single pod, all of it is a group.
+
+
+def _composed() -> list[Framework]:
+    return [f for f in frameworks() if f.job is not None and isinstance(f.job(), ComposableJob)]
+
+
+def _members(fw: Framework, group: bool) -> list[Obj]:
+    """The pod-group sample's pods as the webhook leaves them (uids, kqueue's finalizer); the
+    first alone, out of its group, when not ``group``."""
+    docs = [d for d in yaml.safe_load_all((SAMPLES / "pod-group.yaml").read_text()) if d]
+    pods = [d for d in docs if d.get("kind") == fw.kind]
+    for i, pod in enumerate(pods):
+        pod["metadata"]["uid"] = f"uid-{i}"
+        pod["metadata"]["finalizers"] = [c.MANAGED_FINALIZER]
+        pod["status"] = {"phase": "Pending"}
+    if group:
+        return pods
+    [solo] = pods[:1]
+    solo["metadata"]["labels"].pop(c.POD_GROUP_NAME_LABEL)
+    solo["metadata"]["annotations"].pop(c.POD_GROUP_TOTAL_COUNT_ANNOTATION)
+    return [solo]
+
+
+COMPOSED = [
+    pytest.param(fw, group, id=f"{fw.name}-{'group' if group else 'single'}")
+    for fw in _composed()
+    for group in (False, True)
+]
+
+
+def test_the_composed_table_covers_plain_pods() -> None:
+    assert {fw.kind for fw in _composed()} == {"Pod"}
+
+
+@pytest.mark.parametrize(("fw", "group"), COMPOSED)
+def test_composed_bad_labels_are_refused_naming_the_field(fw: Framework, group: bool) -> None:
+    job = fw.job()  # type: ignore[misc]
+    members = _members(fw, group)
+    for pod in members:
+        pod["metadata"]["labels"][c.MAX_EXEC_TIME_SECONDS_LABEL] = "an hour"
+    with pytest.raises(IntegrationError) as err:
+        job.workload_for_members(members, PRIORITIES)
+    assert err.value.path == f"metadata.labels[{c.MAX_EXEC_TIME_SECONDS_LABEL}]"
+    assert "must be an integer" in err.value.detail
+
+
+@pytest.mark.parametrize(("fw", "group"), COMPOSED)
+def test_composed_workload_is_built_from_every_member(fw: Framework, group: bool) -> None:
+    job = fw.job()  # type: ignore[misc]
+    members = _members(fw, group)
+    wl = job.workload_for_members(members, PRIORITIES)
+    assert sorted(r.uid for r in wl.metadata.owner_references) == sorted(
+        p["metadata"]["uid"] for p in members
+    )
+    assert sum(ps.count for ps in wl.spec.pod_sets) == len(members)
+    assert all(job.member_pod_set(wl, p) in {ps.name for ps in wl.spec.pod_sets} for p in members)
+
+
+@pytest.mark.parametrize(("fw", "group"), COMPOSED)
+def test_composed_object_is_never_patched_to_run_or_stop(fw: Framework, group: bool) -> None:
+    # Held by the gate and stopped by evicting its members: the object itself is not patched.
+    job = fw.job()  # type: ignore[misc]
+    members = _members(fw, group)
+    wl = job.workload_for_members(members, PRIORITIES)
+    releases = {ps.name: PodSetRelease(ps.name, ps.count) for ps in wl.spec.pod_sets}
+    for pod in members:
+        assert job.run_patch(pod, wl, releases) is None
+        assert job.stop_patch(pod, wl) is None
+        assert not job.is_suspended(pod)
+
+
+@pytest.mark.parametrize(("fw", "group"), COMPOSED)
+def test_composed_object_finishes_when_every_member_is_terminal(fw: Framework, group: bool) -> None:
+    job = fw.job()  # type: ignore[misc]
+    members = _members(fw, group)
+    for pod in members:
+        pod["status"]["phase"] = "Succeeded"
+    assert job.finished_members(members)[0] == c.FINISHED_SUCCEEDED
+    members[-1]["status"]["phase"] = "Failed"
+    reason, message = job.finished_members(members)
+    assert reason == c.FINISHED_FAILED and members[-1]["metadata"]["name"] in message
+    # Each member is let go once done: kqueue's finalizer comes off, nothing else changes.
+    patch = job.done_patch(members[0])
+    assert patch is not None and c.MANAGED_FINALIZER not in patch["metadata"]["finalizers"]
+    assert job.done_patch(merge_patch(members[0], patch)) is None

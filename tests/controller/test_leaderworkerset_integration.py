@@ -20,7 +20,7 @@ from kqueue.api.v1alpha1 import constants as c
 from kqueue.controller.integrations import registry
 from kqueue.controller.integrations.leaderworkerset import webhook
 from kqueue.controller.integrations.leaderworkerset.labeller import wanted_group
-from kqueue.controller.integrations.pod.reconciler import is_plain
+from kqueue.controller.integrations.pod.generic import is_plain
 from kqueue.controller.webhook_server import AdmissionRequest
 from tests.controller.fake_apiserver import FakeCluster
 

@@ -16,7 +16,7 @@ from kqueue.api.config import Configuration
 from kqueue.api.v1alpha1 import Workload, parse_object
 from kqueue.api.v1alpha1 import constants as c
 from kqueue.controller.collector import collector_paused
-from kqueue.controller.integrations.pod.reconciler import PodReconciler
+from kqueue.controller.integrations.pod.generic import PodJob
 from kqueue.controller.integrations.pod.webhook import MUTATE_PATH as PLAIN_POD_PATH
 from kqueue.controller.manager import Manager
 from kqueue.controller.metrics import Metrics
@@ -110,15 +110,17 @@ def test_only_enabled_integrations_are_wired(
 ) -> None:
     m = manager(frameworks)
     assert [fw.name for fw in m.frameworks] == wired
-    # An informer, a work queue and a reconciler per enabled integration the generic
-    # reconciler drives; none for the others.
+    # An informer per enabled integration that has objects of its own; none for plain pods,
+    # whose members come from the pod informer.
     assert sorted(m.objects) == generic
-    assert sorted(m.job_reconcilers) == generic
     assert sorted(n for n in m.informers() if n.startswith("integration/")) == [
         f"integration/{n}" for n in generic
     ]
-    pod_tasks = [t for t in m.leader_tasks if isinstance(getattr(t, "__self__", None), PodReconciler)]
-    assert len(pod_tasks) == (1 if "pod" in frameworks else 0)
+    # A work queue and a generic reconciler per enabled integration, plain pods included (a
+    # composed job of pods), none for the others.
+    assert sorted(m.job_reconcilers) == sorted(m.job_queues) == sorted(wired)
+    pods = m.job_reconcilers.get("pod")
+    assert (pods is not None and isinstance(pods.composable, PodJob)) == ("pod" in frameworks)
 
 
 async def _review(m: Manager, path: str, obj: Obj) -> Obj:
@@ -186,8 +188,8 @@ async def test_leader_tasks_from_integrations_run_while_leading(
     async with running(m):
         leading = asyncio.create_task(m.lead())
         try:
-            # The plain-pod reconciler (a leader task the pod integration adds) makes the
-            # pod's Workload.
+            # The generic reconciler, run on the pod integration's composed jobs while
+            # leading, makes the pod's Workload.
             await eventually(
                 lambda: any(
                     r["uid"] == "uid-solo"
@@ -201,6 +203,34 @@ async def test_leader_tasks_from_integrations_run_while_leading(
             leading.cancel()
             await asyncio.gather(leading, return_exceptions=True)
     assert not m.leading
+
+
+async def test_pod_and_workload_events_queue_the_pod_s_composed_job(
+    cluster: FakeCluster, manager: Callable[..., Manager]
+) -> None:
+    member = plain_pod("worker-0")
+    member["metadata"]["labels"][c.POD_GROUP_NAME_LABEL] = "g"
+    member["metadata"]["annotations"] = {c.POD_GROUP_TOTAL_COUNT_ANNOTATION: "2"}
+    cluster.server.add(PODS, member)
+    cluster.server.add(PODS, plain_pod("solo"))
+    m = manager(BOTH)
+    queue = m.job_queues["pod"]
+
+    async def drain() -> list[str]:
+        keys = sorted([await queue.get() for _ in range(len(queue))])
+        for key in keys:
+            queue.done(key)
+        return keys
+
+    async with running(m):
+        # The pod informer's events: each pod's job, a group once however many members.
+        assert await drain() == ["group:team-a/g", "pod:team-a/solo"]
+        wl = owned_workload("Pod", "v1")
+        wl.metadata.owner_references[0].name = "worker-0"
+        m._workload_changed(wl, None)
+        assert await drain() == ["group:team-a/g"]
+        m._enqueue_all_jobs()
+        assert await drain() == ["group:team-a/g", "pod:team-a/solo"]
 
 
 async def test_without_the_pod_framework_no_plain_pod_is_queued(

@@ -12,12 +12,13 @@ from kqueue.api.v1alpha1 import constants as c
 from kqueue.controller.informer import Informer, as_dict
 from kqueue.controller.integrations.eviction import DISRUPTION_TARGET
 from kqueue.controller.integrations.owners import BY_OWNER, owner_uids
-from kqueue.controller.integrations.pod.reconciler import (
+from kqueue.controller.integrations.pod.generic import (
     BY_GROUP,
-    PodReconciler,
+    PodJob,
     group_key,
     reconcile_key,
 )
+from kqueue.controller.integrations.reconciler import JobReconciler
 from kqueue.controller.integrations.release import PodReleaser
 from kqueue.controller.metrics import Metrics
 from kqueue.controller.resources import PODS, RESOURCE_FLAVORS, WORKLOADS
@@ -80,8 +81,11 @@ class Pods:
             WORKLOADS, model(Workload), indexes={BY_OWNER: owner_uids}
         )
         world.flavors = await cluster.informer(RESOURCE_FLAVORS, model(ResourceFlavor))
-        world.reconciler = PodReconciler(
+        # Plain pods run through the generic reconciler, as a composed job of pods.
+        world.reconciler = JobReconciler(
+            job=PodJob(),
             engine=lambda: world.engine,
+            objects=world.pods.store,
             pods=world.pods.store,
             workloads=world.workloads.store,
             flavors=world.flavors.store,

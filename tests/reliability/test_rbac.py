@@ -74,7 +74,7 @@ NOT_REQUESTED: dict[tuple[str, str], str] = {
         "elastic-slice and readiness controllers; reached here only if an eviction meets a 409"
     ),
     ("delete", "pods"): (
-        "evicting a plain Pod or pod group (kqueue/controller/integrations/pod/reconciler.py: the pods are deleted "
+        "evicting a plain Pod or pod group (kqueue/controller/integrations/eviction.py: the pods are deleted "
         "once marked DisruptionTarget); the RBAC run evicts Jobs only"
     ),
     ("patch", "pods/status"): (

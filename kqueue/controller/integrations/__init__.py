@@ -16,6 +16,8 @@ from kqueue.controller.integrations import job, jobset, mpijob, pod, trainjob
 from kqueue.controller.gate import PodSetRelease
 from kqueue.controller.integrations import deployment, leaderworkerset, ray, statefulset
 from kqueue.controller.integrations.framework import (
+    ComposableJob,
+    Composed,
     Framework,
     GenericJob,
     IntegrationContext,
@@ -26,6 +28,8 @@ from kqueue.controller.integrations.framework import (
 from kqueue.controller.integrations.registry import enabled, frameworks, get
 
 __all__ = [
+    "ComposableJob",
+    "Composed",
     "Framework",
     "GenericJob",
     "IntegrationContext",

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
 from kqueue.api.config import Configuration
 from kqueue.api.integrations import PriorityResolver
@@ -38,6 +38,7 @@ from kqueue.controller.resources import Resource
 from kqueue.controller.webhook_server import AdmissionRequest, Verdict
 from kqueue.engine.cycle import CycleResult
 from kqueue.engine.engine import Engine
+from kqueue.engine.types import WorkloadKey
 
 if TYPE_CHECKING:
     from kqueue.controller.gang import GangPlacement
@@ -124,6 +125,58 @@ class GenericJob(Protocol):
 
 
 @dataclass(frozen=True)
+class Composed:
+    """A composable job as the generic reconciler sees it: the member objects that act as one
+    job (a pod group's pods, terminal ones included), its Workload if there is one, and how many
+    members make it whole."""
+
+    name: str
+    """For messages: what the members make (``Pod group g``)."""
+    members: list[Obj]
+    workload: Workload | None
+    total: int
+    """Members the job needs before its Workload is created."""
+    barrier: WorkloadKey | None = None
+    """The engine's barrier key (``Engine.pods_present``) when the Workload must wait for all
+    members; None for a job of one member."""
+    invalid: str | None = None
+    """Why the members cannot make a job (a malformed count), reported on the first member."""
+
+
+@runtime_checkable
+class ComposableJob(GenericJob, Protocol):
+    """A kind whose objects may act as one job (Kueue's ``ComposableJob``): a pod group. The
+    generic reconciler keys it by :meth:`GenericJob.owner_of_pod` of any member (the composed
+    job's key) and drives it through these instead of one object's patches: the Workload is
+    built from all live members, it stops by evicting (deleting) the members, it finishes when
+    all members are terminal, and each member is let go (:meth:`done_patch`) once kqueue no
+    longer needs to see it."""
+
+    def compose(self, key: str, members: Store[Obj], workloads: Store[Workload]) -> Composed | None:
+        """The job ``key`` names, from the member store; None when it has no members."""
+        ...
+
+    def workload_for_members(self, live: list[Obj], priorities: PriorityResolver) -> Workload:
+        """The one Workload of the live members; raises ``IntegrationError`` naming the field."""
+        ...
+
+    def finished_members(self, terminated: list[Obj]) -> tuple[str, str]:
+        """``(reason, message)`` once every member is terminal: Succeeded or Failed."""
+        ...
+
+    def member_pod_set(self, wl: Workload, member: Obj) -> str:
+        """The pod set of ``wl`` a member is counted in."""
+        ...
+
+    def done_patch(self, member: Obj) -> Obj | None:
+        """A merge patch that lets a member go (kqueue's finalizer off); None if nothing holds it."""
+        ...
+
+    requeue_note: str
+    """Added to the Requeued event once the members were stopped (what the user does next)."""
+
+
+@dataclass(frozen=True)
 class Webhook:
     """One admission webhook of a framework: its handler and how requests are routed to it."""
 
@@ -180,8 +233,8 @@ class IntegrationContext:
     leader_tasks: list[LeaderTask] = field(default_factory=list)
     after_cycle: list[AfterCycle] = field(default_factory=list)
     gang: GangPlacement | None = None
-    """Whole-gang placement by kube-scheduler, for a kind with its own reconciler: size the
-    PodGroup before releasing pods (``prepare``), copy the verdict after (``report``)."""
+    """Whole-gang placement by kube-scheduler, for a framework's own hooks: size the PodGroup
+    before releasing pods (``prepare``), copy the verdict after (``report``)."""
 
 
 @dataclass(frozen=True)
@@ -196,14 +249,15 @@ class Framework:
     suspendable: bool
     """Whether the kind has a suspend switch, so a queued object waits suspended (no pods)."""
     job: Callable[[], GenericJob] | None = None
-    """The generic reconciler's view of the kind; None for a kind with its own reconciler."""
+    """The generic reconciler's view of the kind (a :class:`ComposableJob` for a kind whose
+    objects act as one job, plain pod groups); None for a kind kqueue does not reconcile."""
     install: Callable[[IntegrationContext, JobReconciler | None], None] | None = None
-    """Extra wiring (its own reconciler, hooks), given the generic reconciler if it has one."""
+    """Extra wiring (indexes, hooks), given the generic reconciler if it has one."""
     webhooks: tuple[Webhook, ...] = ()
     rbac: tuple[PolicyRule, ...] = ()
     pod_workload: Callable[[Obj], tuple[str, str] | None] | None = None
-    """For a kind without the generic reconciler (plain pods): ``(kind, name)`` of the
-    multi-pod workload a pod belongs to, which names the PodGroup the pod webhook gives it; None
+    """For a composed kind (plain pods): ``(kind, name)`` of the multi-pod workload a pod
+    belongs to, which names the PodGroup the pod webhook gives it; None
     for a pod that is a workload on its own (a single pod needs no gang)."""
     resizable: Callable[[Obj], bool] | None = None
     """Whether an object of the kind changes size while it runs (WorkloadSlices): with gang

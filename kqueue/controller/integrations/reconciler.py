@@ -20,6 +20,13 @@ Per object key, from the informers' stores (never from events, so it is idempote
 Kueue's ``JobReconciler`` (pkg/controller/jobframework/reconciler.go), for any kind through its
 :class:`~kqueue.controller.integrations.framework.GenericJob`.
 
+A kind whose objects act as one job (a :class:`~kqueue.controller.integrations.framework.
+ComposableJob`: plain pods and pod groups) goes through the same steps on its members: the
+Workload once all members exist (the engine's barrier holds it until then), finished when all
+are terminal, stopped by evicting (deleting) the members, started by releasing them; no patch
+holds or resumes it (its members are gated), and each member is let go once done. Its
+Workload's spec is not kept in step (step 3): a pod's labels are not reread once it is queued.
+
 Objects without a queue label are managed only with ``manageJobsWithoutQueueName``, in the
 namespaces ``managedJobsNamespaceSelector`` selects: their Workload is submitted to the
 namespace's LocalQueue named ``default`` if there is one, and stays pending otherwise.
@@ -38,10 +45,11 @@ from kqueue.api.v1alpha1 import constants as c
 from kqueue.controller import workload_status
 from kqueue.controller.clock import Now
 from kqueue.controller.events import EventRecorder
-from kqueue.controller.gate import is_terminal
+from kqueue.controller.gate import PodSetRelease, is_terminal
 from kqueue.controller.informer import Store
 from kqueue.controller.integrations import milestones
-from kqueue.controller.integrations.framework import GenericJob
+from kqueue.controller.integrations.eviction import evict_pod
+from kqueue.controller.integrations.framework import ComposableJob, GenericJob
 from kqueue.controller.integrations.management import (
     DEFAULT_LOCAL_QUEUE,
     NAMESPACE_NAME_LABEL,
@@ -49,10 +57,11 @@ from kqueue.controller.integrations.management import (
 )
 from kqueue.controller.integrations.owners import BY_OWNER, controlled_by, object_index_key
 from kqueue.controller.integrations.release import PodReleaser, pod_set_releases
-from kqueue.controller.kube import Conflict, Kube, KubeError
+from kqueue.controller.kube import Conflict, Kube, KubeError, NotFound
 from kqueue.controller.metrics import Metrics
 from kqueue.controller.resources import WORKLOADS, object_key
 from kqueue.controller.workqueue import Requeue
+from kqueue.engine.engine import Engine
 
 if TYPE_CHECKING:
     from kqueue.controller.gang import GangPlacement
@@ -101,9 +110,15 @@ class JobReconciler:
         parent_kinds: frozenset[tuple[str, str]] = frozenset(),
         metrics: Metrics | None = None,
         gang: GangPlacement | None = None,
+        engine: Callable[[], Engine] | None = None,
     ) -> None:
         self._metrics = metrics if metrics is not None else Metrics()
         self.job = job
+        # A composable kind (pod groups): ``objects`` is the store of its members.
+        self.composable = job if isinstance(job, ComposableJob) else None
+        if self.composable is not None and engine is None:
+            raise ValueError(f"{job.kind}: a composable kind needs the engine (its group barrier)")
+        self._engine = engine
         self._gang = gang
         self._parent_kinds = parent_kinds
         self._objects = objects
@@ -123,6 +138,8 @@ class JobReconciler:
         self.workload_hooks: list[Callable[[Obj, list[Workload]], Awaitable[list[Workload]]]] = []
 
     async def __call__(self, key: str, /) -> Requeue | None:
+        if self.composable is not None:
+            return await self._reconcile_composed(self.composable, key)
         obj = self._objects.get(key)
         if obj is None:
             return None  # gone: its Workload goes with it (owner reference, garbage collector)
@@ -167,6 +184,87 @@ class JobReconciler:
             return Requeue(after=NO_QUEUE_RECHECK_S)
         return None
 
+    async def _reconcile_composed(self, job: ComposableJob, key: str) -> Requeue | None:
+        """The same steps for a job made of several objects (:class:`ComposableJob`): created
+        once all members exist, finished when all are terminal, stopped by evicting the
+        members, started by releasing them; each member let go once it is done."""
+        composed = job.compose(key, self._objects, self._workloads)
+        if composed is None:
+            return None
+        members = composed.members
+        if composed.invalid is not None:
+            self._events.record(members[0], "Warning", "ErrWorkloadCompose", composed.invalid)
+            return None
+        wl = composed.workload
+        live = [p for p in members if not is_terminal(p) and not _deleting(p)]
+        waits = wl is None or not workload_status.holds_quota(wl)
+        if composed.barrier is not None and waits and self._engine is not None:
+            # The gang waits for all of its members: the engine's barrier keeps the Workload
+            # out of the cycle until then (a member deleted before admission closes it again).
+            self._engine().pods_present(composed.barrier, len(live), composed.total)
+        if wl is None:
+            if len(live) < composed.total:
+                if live and composed.barrier is not None:
+                    newest = max(live, key=lambda p: str(_meta(p).get("creationTimestamp") or ""))
+                    self._events.record(
+                        newest,
+                        "Normal",
+                        "WaitingForPodGroup",
+                        f"{composed.name}: {len(live)} of {composed.total} pods exist; the group "
+                        f"is queued once all {composed.total} exist",
+                    )
+                await self._let_go(job, [p for p in members if p not in live])
+                return None
+            return await self._create_workload(
+                live[0], build=lambda: job.workload_for_members(live, self._priorities())
+            )
+        now = self._now()
+        if wl.is_finished:
+            await self._let_go(job, members)
+            return None
+        running = [p for p in members if not is_terminal(p)]
+        if workload_status.is_evicting(wl):
+            for member in running:
+                await evict_pod(member, wl, kube=self._kube, events=self._events, now=self._now)
+            if running:
+                return None  # their termination brings us back
+            await self._requeue(wl, now, note=job.requeue_note)
+            await self._let_go(job, members)
+            return None
+        terminated = [p for p in members if is_terminal(p)]
+        if not running and workload_status.holds_quota(wl):
+            reason, message = job.finished_members(terminated)
+            finished = workload_status.finish(wl, reason, message, now)
+            if finished is not None:
+                await self._write(finished)
+                self._events.record(wl.to_dict(), "Normal", c.FINISHED, message)
+            await self._let_go(job, members)
+            return None
+        if workload_status.holds_quota(wl):
+            by_set: dict[str, list[Obj]] = {}
+            for member in running:
+                if not _deleting(member):
+                    by_set.setdefault(job.member_pod_set(wl, member), []).append(member)
+            # On the member the Workload was created for (a group's first), as CreatedWorkload.
+            return await self._release_pods(
+                members[0], wl, by_set, pod_set_releases(wl, self._flavors),
+                is_group=composed.barrier is not None,
+            )
+        await self._let_go(job, terminated)
+        return None
+
+    async def _let_go(self, job: ComposableJob, members: list[Obj]) -> None:
+        for member in members:
+            patch = job.done_patch(member)
+            if patch is None:
+                continue
+            try:
+                await self._kube.patch(
+                    job.resource, _name(member), patch, namespace=_namespace(member)
+                )
+            except (NotFound, Conflict):
+                continue  # gone, or its newer version comes back through the informer
+
     # -- which objects, which queue ------------------------------------------------------------
 
     def _manages(self, obj: Obj) -> bool:
@@ -208,9 +306,13 @@ class JobReconciler:
 
     # -- steps ---------------------------------------------------------------------------------
 
-    async def _create_workload(self, obj: Obj) -> Requeue | None:
+    async def _create_workload(
+        self, obj: Obj, *, build: Callable[[], Workload] | None = None
+    ) -> Requeue | None:
+        """The Workload of ``obj`` (or what ``build`` makes: a composed job's, reported on
+        ``obj``, its first member)."""
         try:
-            wl = self.job.workload_for(obj, self._priorities())
+            wl = build() if build is not None else self.job.workload_for(obj, self._priorities())
         except IntegrationError as exc:
             # Kueue's reason; the user fixes the object (or creates the missing priority
             # class), which triggers this again.
@@ -308,15 +410,23 @@ class JobReconciler:
             return None  # the Job's update (and its pods' deletion) brings us back
         if self.job.is_active(obj) or self._running_pods(obj):
             return None  # pods still terminating; their events bring us back
+        await self._requeue(wl, now)
+        return None
+
+    async def _requeue(self, wl: Workload, now: datetime, *, note: str = "") -> None:
+        """The stopped object's quota released, its Workload requeued (``note`` for the user)."""
         released = workload_status.release(wl, now)
         if released is None:
-            return None
-        await self._write(released)
+            return
+        try:
+            await self._write(released)
+        except NotFound:
+            return
         cond = released.condition(c.REQUEUED)
         self._events.record(
-            wl.to_dict(), "Normal", c.REQUEUED, cond.message if cond is not None else "Requeued"
+            wl.to_dict(), "Normal", c.REQUEUED,
+            (cond.message if cond is not None else "Requeued") + note,
         )
-        return None
 
     async def _run(self, obj: Obj, wl: Workload, now: datetime) -> Requeue | None:
         releases = pod_set_releases(wl, self._flavors)
@@ -332,15 +442,29 @@ class JobReconciler:
                 f"Admitted by clusterQueue {cq}: resumed with the assigned flavors' node labels "
                 f"and tolerations; its pods are released as they are created",
             )
-        pods = self._pods_of(obj)
         by_set: dict[str, list[Obj]] = {}
-        for pod in pods:
+        for pod in self._pods_of(obj):
             if (pod.get("metadata") or {}).get("deletionTimestamp") or is_terminal(pod):
                 continue
             by_set.setdefault(self.job.pod_set_of(obj, pod), []).append(pod)
+        return await self._release_pods(obj, wl, by_set, releases)
+
+    async def _release_pods(
+        self,
+        obj: Obj,
+        wl: Workload,
+        by_set: dict[str, list[Obj]],
+        releases: dict[str, PodSetRelease],
+        *,
+        is_group: bool = False,
+    ) -> Requeue | None:
+        """Release the admitted Workload's live pods (by pod set), the PodGroup first; report
+        ``Started`` on ``obj``."""
         if self._gang is not None:
             # The PodGroup first: kube-scheduler must know the gang's size before any of its
-            # pods leaves the gate, or it would place them one by one.
+            # pods leaves the gate, or it would place them one by one. Across an eviction of a
+            # composed job the group is kept: its new pods name it again, and a PodGroup named
+            # by live pods cannot be deleted (the API server's podgroup-protection finalizer).
             live = [p for members in by_set.values() for p in members]
             prepared = await self._gang.prepare(wl, live, sum(r.count for r in releases.values()))
             if not prepared.ready:
@@ -349,6 +473,7 @@ class JobReconciler:
         result = await self._releaser.release(
             by_set, releases, admitted_at=wl.quota_reserved_at,
             cluster_queue=wl.status.admission.cluster_queue if wl.status.admission else "",
+            is_group=is_group,
         )
         admitted = sum(r.count for r in releases.values())
         milestones.started(obj, wl, result, admitted, events=self._events)
@@ -434,6 +559,14 @@ class JobReconciler:
         if wl is None:
             return
         await self._kube.replace_status(WORKLOADS, wl.to_dict(), namespace=wl.namespace)
+
+
+def _meta(obj: Obj) -> Obj:
+    return obj.get("metadata") or {}
+
+
+def _deleting(obj: Obj) -> bool:
+    return bool(_meta(obj).get("deletionTimestamp"))
 
 
 def _name(obj: Obj) -> str:

@@ -18,7 +18,7 @@ from kqueue.api.config import Configuration
 from kqueue.controller.events import EventRecorder
 from kqueue.controller.gang import read_named, size_epoch
 from kqueue.controller.integrations import registry
-from kqueue.controller.integrations.framework import WebhookContext
+from kqueue.controller.integrations.framework import ComposableJob, WebhookContext
 from kqueue.controller.kube import Kube
 from kqueue.controller.webhook_server import AdmissionRequest, Verdict, WebhookServer
 from kqueue.controller.webhooks import framework_off, kinds, pod
@@ -67,8 +67,13 @@ def claimant(enabled: set[str]) -> pod.Claimant:
 
     A pod claimed by two (a child Job's pod is also its top-level object's) belongs to the top-level one,
     the object that is not its direct controller."""
-    jobs = [fw.job() for fw in registry.frameworks() if fw.name in enabled and fw.job is not None]
-    # Kinds with their own reconciler (plain pod groups) say which workload a pod is part of.
+    jobs = [
+        job
+        for fw in registry.frameworks()
+        if fw.name in enabled and fw.job is not None
+        and not isinstance(job := fw.job(), ComposableJob)
+    ]
+    # Composed kinds (plain pod groups) say which workload a pod is part of.
     own = [
         fw.pod_workload
         for fw in registry.frameworks()
@@ -100,9 +105,10 @@ def identities(enabled: set[str], kube: Kube) -> pod.Identity:
     gang scheduling on); no read for a pod whose controller is the object when its kind never
     resizes. A Job's pods are read: whether it is elastic is the Job's annotation."""
     kinds = {
-        fw.kind: (fw.job().resource, fw.resizable)
+        fw.kind: (job.resource, fw.resizable)
         for fw in registry.frameworks()
         if fw.name in enabled and fw.job is not None
+        and not isinstance(job := fw.job(), ComposableJob)
     }
 
     async def identity(

@@ -1,5 +1,6 @@
 """Plain Pods and pod groups (framework ``pod``): held by the gate alone (a Pod has no suspend
-switch), released together, deleted on eviction (:mod:`.reconciler`)."""
+switch), released together, deleted on eviction; a composed job the generic reconciler drives
+(:mod:`.generic`)."""
 
 from __future__ import annotations
 
@@ -17,9 +18,9 @@ from kqueue.controller.integrations.framework import (
     WebhookContext,
 )
 from kqueue.controller.integrations.pod import webhook
-from kqueue.controller.integrations.pod.reconciler import (
+from kqueue.controller.integrations.pod.generic import (
     BY_GROUP,
-    PodReconciler,
+    PodJob,
     group_key,
     is_plain,
     reconcile_key,
@@ -49,23 +50,8 @@ def pod_workload(pod: Obj) -> tuple[str, str] | None:
 
 
 def _install(ctx: IntegrationContext, _reconciler: JobReconciler | None) -> None:
+    # A pod group's members, by group (PodJob.compose reads them so).
     ctx.pods.store.add_index(BY_GROUP, group_key)
-    pods = PodReconciler(
-        engine=ctx.engine,
-        pods=ctx.pods.store,
-        workloads=ctx.workloads.store,
-        flavors=ctx.flavors,
-        priorities=ctx.priorities,
-        kube=ctx.kube,
-        events=ctx.events,
-        releaser=ctx.releaser,
-        now=ctx.now,
-        metrics=ctx.metrics,
-        gang=ctx.gang,
-    )
-    ctx.pods.add_handler(on_add=pods.on_pod, on_update=pods.on_pod, on_delete=pods.on_pod)
-    ctx.workloads.add_handler(on_add=pods.on_workload, on_update=pods.on_workload)
-    ctx.leader_tasks.append(pods.run)
 
 
 FRAMEWORK = register(
@@ -76,6 +62,7 @@ FRAMEWORK = register(
             "gang; held by the scheduling gate (Pods have no suspend switch)"
         ),
         suspendable=False,
+        job=PodJob,
         install=_install,
         pod_workload=pod_workload,
         webhooks=(

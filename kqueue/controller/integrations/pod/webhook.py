@@ -17,7 +17,7 @@ from typing import Any, Final
 from kqueue.api.integrations import IntegrationError, group_name, group_total_count
 from kqueue.api.v1alpha1 import constants as c
 from kqueue.controller.gate import add_gate
-from kqueue.controller.integrations.pod.reconciler import is_plain
+from kqueue.controller.integrations.pod.generic import is_plain
 from kqueue.controller.webhook_server import AdmissionRequest, FieldError, Verdict
 
 Obj = dict[str, Any]
