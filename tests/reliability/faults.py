@@ -462,6 +462,24 @@ class Replica(KqueueProcess):
         return self.proc.pid if self.proc is not None and self.proc.poll() is None else None
 
 
+@contextlib.asynccontextmanager
+async def kqueue_through(cluster: LocalCluster, server: str, work: Path) -> AsyncIterator[Replica]:
+    """One kqueue replica that reaches the API server at ``server`` (a proxy), started, and torn
+    down when the block ends."""
+    kq = Replica(
+        cluster=cluster,
+        work_dir=work / "kqueue",
+        kubeconfig=kubeconfig_for(cluster, server, work / "proxied.kubeconfig"),
+    )
+    kq.work_dir.mkdir()
+    kq.setup()
+    await asyncio.to_thread(kq.start)
+    try:
+        yield kq
+    finally:
+        await asyncio.to_thread(kq.teardown)
+
+
 def kubeconfig_for(cluster: LocalCluster, server: str, path: Path) -> Path:
     """The admin kubeconfig, pointed at ``server`` (a proxy serving the cluster CA's cert)."""
     cfg = yaml.safe_load(cluster.kubeconfig_path.read_text())

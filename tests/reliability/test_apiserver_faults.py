@@ -35,7 +35,7 @@ from tests.reliability.faults import (
     converged,
     final_checks,
     kq,
-    kubeconfig_for,
+    kqueue_through,
     record,
     running,
     wait_until,
@@ -125,64 +125,53 @@ async def test_restarts_and_compaction_force_relists_and_nothing_is_lost(
     compaction and the restart (an empty watch cache) have made too old: 410 Gone, relist."""
     rng = random.Random(11)
     proxy = FaultProxy(cluster, tmp_path, hold_while_down=60)
-    async with running(proxy):
-        kq = Replica(
-            cluster=cluster,
-            work_dir=tmp_path / "kqueue",
-            kubeconfig=kubeconfig_for(cluster, proxy.url, tmp_path / "proxied.kubeconfig"),
-        )
-        kq.work_dir.mkdir()
-        kq.setup()
-        await asyncio.to_thread(kq.start)
-        try:
-            scenario = Scenario(api, namespace)
-            await scenario.setup()
-            watcher = InvariantWatcher(cluster, namespace, scenario.queues)
-            downtimes: list[float] = []
-            gone_seen = 0
-            async with running(watcher):
-                submitting = asyncio.create_task(scenario.submit(JOBS_PER_RUN, rng, rate=4.0))
-                for _ in range(RESTARTS):
-                    await asyncio.sleep(2.5)
-                    # Revisions below the compacted one are gone from etcd.
-                    old_rv = str(await compact_etcd(cluster) - 1)
-                    t0 = time.monotonic()
-                    await asyncio.to_thread(cluster.restart_apiserver)
-                    downtimes.append(time.monotonic() - t0)
-                    if await _watch_status(cluster, namespace, old_rv) == 410:
-                        gone_seen += 1
-                await submitting
-                t_last = time.monotonic()
-                await wait_until(
-                    lambda: converged(api, namespace, scenario.jobs),
-                    within=600 if SOAK else 150,
-                    what="every Job Complete after API server restarts and compactions",
-                )
-                convergence = time.monotonic() - t_last
-            watcher.assert_clean()
-            await final_checks(api, namespace, scenario.jobs)
-            relists = kq.log_path.read_text(errors="replace").count("410 Gone")
-            assert gone_seen >= 1, "the compactions never made an old resourceVersion 410 Gone"
-            assert relists >= 1, "kqueue's watches never met 410 Gone"
-            record(
-                "apiserver-restart-compaction",
-                {
-                    "jobs": JOBS_PER_RUN,
-                    "apiserver_restarts": len(downtimes),
-                    "compactions": len(downtimes),
-                    "restart_s": [round(d, 1) for d in downtimes],
-                    "old_rv_410": gone_seen,
-                    "kqueue_410_relists_logged": relists,
-                    "watch_streams_cut": proxy.streams_cut,
-                    "requests_held_while_down": proxy.held,
-                    "watcher_relists": watcher.relists,
-                    "admissions": watcher.admissions,
-                    "evictions": watcher.evictions,
-                    "converged_after_last_fault_s": round(convergence, 1),
-                },
+    async with running(proxy), kqueue_through(cluster, proxy.url, tmp_path) as kq:
+        scenario = Scenario(api, namespace)
+        await scenario.setup()
+        watcher = InvariantWatcher(cluster, namespace, scenario.queues)
+        downtimes: list[float] = []
+        gone_seen = 0
+        async with running(watcher):
+            submitting = asyncio.create_task(scenario.submit(JOBS_PER_RUN, rng, rate=4.0))
+            for _ in range(RESTARTS):
+                await asyncio.sleep(2.5)
+                # Revisions below the compacted one are gone from etcd.
+                old_rv = str(await compact_etcd(cluster) - 1)
+                t0 = time.monotonic()
+                await asyncio.to_thread(cluster.restart_apiserver)
+                downtimes.append(time.monotonic() - t0)
+                if await _watch_status(cluster, namespace, old_rv) == 410:
+                    gone_seen += 1
+            await submitting
+            t_last = time.monotonic()
+            await wait_until(
+                lambda: converged(api, namespace, scenario.jobs),
+                within=600 if SOAK else 150,
+                what="every Job Complete after API server restarts and compactions",
             )
-        finally:
-            await asyncio.to_thread(kq.teardown)
+            convergence = time.monotonic() - t_last
+        watcher.assert_clean()
+        await final_checks(api, namespace, scenario.jobs)
+        relists = kq.log_path.read_text(errors="replace").count("410 Gone")
+        assert gone_seen >= 1, "the compactions never made an old resourceVersion 410 Gone"
+        assert relists >= 1, "kqueue's watches never met 410 Gone"
+        record(
+            "apiserver-restart-compaction",
+            {
+                "jobs": JOBS_PER_RUN,
+                "apiserver_restarts": len(downtimes),
+                "compactions": len(downtimes),
+                "restart_s": [round(d, 1) for d in downtimes],
+                "old_rv_410": gone_seen,
+                "kqueue_410_relists_logged": relists,
+                "watch_streams_cut": proxy.streams_cut,
+                "requests_held_while_down": proxy.held,
+                "watcher_relists": watcher.relists,
+                "admissions": watcher.admissions,
+                "evictions": watcher.evictions,
+                "converged_after_last_fault_s": round(convergence, 1),
+            },
+        )
 
 
 @pytest.mark.timeout(900 if SOAK else 240)
@@ -192,52 +181,41 @@ async def test_429_5xx_and_conflicts_are_retried_until_converged(
     work = tmp_path
     rng = random.Random(13)
     proxy = FaultProxy(cluster, work, fault_rate=0.1, seed=5)
-    async with running(proxy):
-        kqp = Replica(
-            cluster=cluster,
-            work_dir=work / "kqueue",
-            kubeconfig=kubeconfig_for(cluster, proxy.url, work / "proxied.kubeconfig"),
-        )
-        kqp.work_dir.mkdir()
-        kqp.setup()
-        await asyncio.to_thread(kqp.start)
-        try:
-            scenario = Scenario(api, namespace)
-            await scenario.setup()
-            watcher = InvariantWatcher(cluster, namespace, scenario.queues)
-            async with running(watcher), label_writer(api, namespace) as patches:
-                await scenario.submit(JOBS_PER_RUN, rng, rate=4.0)
-                t_last = time.monotonic()
-                await wait_until(
-                    lambda: converged(api, namespace, scenario.jobs),
-                    within=600 if SOAK else 150,
-                    what="every Job Complete through the faulty proxy",
-                )
-                convergence = time.monotonic() - t_last
-            watcher.assert_clean()
-            await final_checks(api, namespace, scenario.jobs)
-            conflicts = sum(n for (_, _, s), n in proxy.statuses.items() if s == 409)
-            injected = dict(proxy.injected)
-            assert sum(injected.values()) > 0
-            assert not [
-                (v, r, s) for (v, r, s) in proxy.statuses if s == 403
-            ], "kqueue was refused something"
-            record(
-                "429-5xx-conflicts",
-                {
-                    "jobs": JOBS_PER_RUN,
-                    "fault_rate": proxy.fault_rate,
-                    "injected": {str(k): v for k, v in injected.items()},
-                    "requests_forwarded": proxy.forwarded,
-                    "conflicting_label_patches": patches[0],
-                    "kqueue_409s": conflicts,
-                    "admissions": watcher.admissions,
-                    "evictions": watcher.evictions,
-                    "converged_after_last_submit_s": round(convergence, 1),
-                },
+    async with running(proxy), kqueue_through(cluster, proxy.url, work):
+        scenario = Scenario(api, namespace)
+        await scenario.setup()
+        watcher = InvariantWatcher(cluster, namespace, scenario.queues)
+        async with running(watcher), label_writer(api, namespace) as patches:
+            await scenario.submit(JOBS_PER_RUN, rng, rate=4.0)
+            t_last = time.monotonic()
+            await wait_until(
+                lambda: converged(api, namespace, scenario.jobs),
+                within=600 if SOAK else 150,
+                what="every Job Complete through the faulty proxy",
             )
-        finally:
-            await asyncio.to_thread(kqp.teardown)
+            convergence = time.monotonic() - t_last
+        watcher.assert_clean()
+        await final_checks(api, namespace, scenario.jobs)
+        conflicts = sum(n for (_, _, s), n in proxy.statuses.items() if s == 409)
+        injected = dict(proxy.injected)
+        assert sum(injected.values()) > 0
+        assert not [
+            (v, r, s) for (v, r, s) in proxy.statuses if s == 403
+        ], "kqueue was refused something"
+        record(
+            "429-5xx-conflicts",
+            {
+                "jobs": JOBS_PER_RUN,
+                "fault_rate": proxy.fault_rate,
+                "injected": {str(k): v for k, v in injected.items()},
+                "requests_forwarded": proxy.forwarded,
+                "conflicting_label_patches": patches[0],
+                "kqueue_409s": conflicts,
+                "admissions": watcher.admissions,
+                "evictions": watcher.evictions,
+                "converged_after_last_submit_s": round(convergence, 1),
+            },
+        )
 
 
 @pytest.mark.timeout(180)

@@ -34,12 +34,11 @@ from tests.reliability.cut_proxy import CutProxy
 from tests.reliability.faults import (
     SOAK,
     InvariantWatcher,
-    Replica,
     Scenario,
     api,
     converged,
     final_checks,
-    kubeconfig_for,
+    kqueue_through,
     record,
     running,
     wait_until,
@@ -94,74 +93,63 @@ async def test_dropped_connections_strand_no_workload(
     api: Api, cluster: LocalCluster, namespace: str, tmp_path: Path
 ) -> None:
     proxy = CutProxy(cluster.server_url, mean_lifetime=0, seed=30)
-    async with running(proxy):
-        kq = Replica(
-            cluster=cluster,
-            work_dir=tmp_path / "kqueue",
-            kubeconfig=kubeconfig_for(cluster, proxy.url, tmp_path / "proxied.kubeconfig"),
-        )
-        kq.work_dir.mkdir()
-        kq.setup()
-        await asyncio.to_thread(kq.start)
-        try:
-            # The reference: the same Jobs (same seed), through the proxy, nothing cut.
-            ref = Scenario(api, namespace, tag="ref-")
-            ref_watcher, ref_s = await _run(api, cluster, ref, random.Random(30), None)
-            ref_watcher.assert_clean()
+    async with running(proxy), kqueue_through(cluster, proxy.url, tmp_path) as kq:
+        # The reference: the same Jobs (same seed), through the proxy, nothing cut.
+        ref = Scenario(api, namespace, tag="ref-")
+        ref_watcher, ref_s = await _run(api, cluster, ref, random.Random(30), None)
+        ref_watcher.assert_clean()
 
-            proxy.mean_lifetime = MEAN_LIFETIME_S
-            cut = Scenario(api, namespace, tag="cut-")
-            started = time.monotonic()
-            stranded: list[str] = []
-            try:
-                watcher, cut_s = await _run(api, cluster, cut, random.Random(30), proxy)
-            except AssertionError as exc:
-                stranded = await _unfinished(api, namespace) or [str(exc.args[0])]
-                watcher, cut_s = exc.args[1]
-            total = time.monotonic() - started
-            log = kq.log_path.read_text(errors="replace")
-            skipped = [line for line in log.splitlines() if SKIPPED.search(line)]
-            record(
-                "dropped-connections",
-                {
-                    "jobs": JOBS,
-                    "mean_connection_lifetime_s": MEAN_LIFETIME_S,
-                    "connections": proxy.connections,
-                    "cuts": proxy.cuts,
-                    "blackouts": proxy.blackouts,
-                    "dark_s": proxy.dark_seconds,
-                    "refused_while_dark": proxy.refused,
-                    "stranded": len(stranded),
-                    "dropped_decisions_logged": len(skipped),
-                    "admissions": watcher.admissions if watcher else None,
-                    "evictions": watcher.evictions if watcher else None,
-                    "states_checked": watcher.events_seen if watcher else None,
-                    "reference_converged_after_last_submit_s": round(ref_s, 1),
-                    "converged_after_last_submit_s": round(cut_s, 1),
-                    "total_s": round(total, 1),
-                    "watches_resumed": log.count("resuming the watch"),
-                    "relists": log.count("relisting"),
-                    "resync_repairs": log.count("resync repaired"),
-                },
-            )
-            assert not stranded, "not finished:\n" + "\n".join(stranded[:20])
-            assert watcher is not None
-            assert kq.proc is not None and kq.proc.poll() is None, "kqueue exited"
-            assert kq.starts == 1
-            watcher.assert_clean()
-            await final_checks(api, namespace, ref.jobs + cut.jobs)
-            assert not skipped, "decisions dropped under cuts:\n" + "\n".join(skipped[:10])
-            assert watcher.evictions > 0, "the run was meant to include preemptions"
-            assert proxy.cuts > 50, f"only {proxy.cuts} connections were cut"
-            # Every Job finishes within the fault-free time plus the blackouts, with a margin
-            # for the retries the cuts cause (each cut costs a reconnect and a resend).
-            bound = ref_s + sum(BLACKOUTS) + max(30.0, 0.5 * ref_s)
-            assert cut_s <= bound, (
-                f"converged {cut_s:.0f}s after the last submission; the fault-free run took "
-                f"{ref_s:.0f}s, the blackouts {sum(BLACKOUTS):.0f}s (bound {bound:.0f}s)"
-            )
-        finally:
-            await asyncio.to_thread(kq.teardown)
+        proxy.mean_lifetime = MEAN_LIFETIME_S
+        cut = Scenario(api, namespace, tag="cut-")
+        started = time.monotonic()
+        stranded: list[str] = []
+        try:
+            watcher, cut_s = await _run(api, cluster, cut, random.Random(30), proxy)
+        except AssertionError as exc:
+            stranded = await _unfinished(api, namespace) or [str(exc.args[0])]
+            watcher, cut_s = exc.args[1]
+        total = time.monotonic() - started
+        log = kq.log_path.read_text(errors="replace")
+        skipped = [line for line in log.splitlines() if SKIPPED.search(line)]
+        record(
+            "dropped-connections",
+            {
+                "jobs": JOBS,
+                "mean_connection_lifetime_s": MEAN_LIFETIME_S,
+                "connections": proxy.connections,
+                "cuts": proxy.cuts,
+                "blackouts": proxy.blackouts,
+                "dark_s": proxy.dark_seconds,
+                "refused_while_dark": proxy.refused,
+                "stranded": len(stranded),
+                "dropped_decisions_logged": len(skipped),
+                "admissions": watcher.admissions if watcher else None,
+                "evictions": watcher.evictions if watcher else None,
+                "states_checked": watcher.events_seen if watcher else None,
+                "reference_converged_after_last_submit_s": round(ref_s, 1),
+                "converged_after_last_submit_s": round(cut_s, 1),
+                "total_s": round(total, 1),
+                "watches_resumed": log.count("resuming the watch"),
+                "relists": log.count("relisting"),
+                "resync_repairs": log.count("resync repaired"),
+            },
+        )
+        assert not stranded, "not finished:\n" + "\n".join(stranded[:20])
+        assert watcher is not None
+        assert kq.proc is not None and kq.proc.poll() is None, "kqueue exited"
+        assert kq.starts == 1
+        watcher.assert_clean()
+        await final_checks(api, namespace, ref.jobs + cut.jobs)
+        assert not skipped, "decisions dropped under cuts:\n" + "\n".join(skipped[:10])
+        assert watcher.evictions > 0, "the run was meant to include preemptions"
+        assert proxy.cuts > 50, f"only {proxy.cuts} connections were cut"
+        # Every Job finishes within the fault-free time plus the blackouts, with a margin
+        # for the retries the cuts cause (each cut costs a reconnect and a resend).
+        bound = ref_s + sum(BLACKOUTS) + max(30.0, 0.5 * ref_s)
+        assert cut_s <= bound, (
+            f"converged {cut_s:.0f}s after the last submission; the fault-free run took "
+            f"{ref_s:.0f}s, the blackouts {sum(BLACKOUTS):.0f}s (bound {bound:.0f}s)"
+        )
 
 
 async def _unfinished(api: Api, namespace: str) -> list[str]:
