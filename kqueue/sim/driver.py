@@ -49,14 +49,15 @@ from kqueue.engine.types import (
 from .annotations import CLASS_LABEL
 from .scenario import Scenario, SimWorkload
 
-# Event types (docs/contracts.md §4).
-QUOTA_RESERVED: Final = "QuotaReserved"
-ADMITTED: Final = "Admitted"
-PREEMPTED: Final = "Preempted"
-EVICTED: Final = "Evicted"
-REQUEUED: Final = "Requeued"
-FINISHED: Final = "Finished"
-DEACTIVATED: Final = "Deactivated"
+# Event types (docs/contracts.md §4): the Workload condition types, and Deactivated (the
+# eviction reason) for a workload taken out of its queue.
+QUOTA_RESERVED: Final = c.QUOTA_RESERVED
+ADMITTED: Final = c.ADMITTED
+PREEMPTED: Final = c.PREEMPTED
+EVICTED: Final = c.EVICTED
+REQUEUED: Final = c.REQUEUED
+FINISHED: Final = c.FINISHED
+DEACTIVATED: Final = c.EVICTED_BY_DEACTIVATION
 
 # Workload states.
 PENDING: Final = "Pending"
