@@ -496,6 +496,13 @@ class Configuration(_Model):
     ``GangScheduling`` feature gates), the pods of each kqueue workload name one PodGroup, which
     kqueue sizes to the admitted pods before releasing them, and kube-scheduler binds them all
     or none. ``Disabled``: admitted pods are placed one by one, as on clusters without the API."""
+    node_fit_guard: Literal["Gangs", "Disabled"] = "Gangs"
+    """The node-fit guard, for ClusterQueues that do not set ``spec.nodeFitGuard``. ``Gangs``:
+    kqueue releases an admitted workload's pods (2 or more at a time) only when all of them fit
+    on the nodes' free capacity now (flavor node labels, taints and tolerations, node selectors
+    and required node affinity, bound pods, pods released but not bound yet); until then the
+    workload keeps its quota, held, and its ``NodesFit`` condition gives the numbers.
+    ``Disabled``: pods are released as soon as the workload is admitted."""
     managed_jobs_namespace_selector: LabelSelector = default_managed_namespace_selector(
         DEFAULT_NAMESPACE
     )

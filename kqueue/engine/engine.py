@@ -36,6 +36,7 @@ from .queue import QueueManager
 from .readiness import PodsReadyConfig, Readiness
 from .slice import scaled_down
 from .snapshot import Inactive
+from .tas.node_fit import Demand, NodeFitGuard, ReleasedPod, Verdict, merged_flavor
 from .tas.topology import BoundPod, Node, Topology
 from .types import (
     Admission,
@@ -83,8 +84,12 @@ class Engine:
         pods_ready: PodsReadyConfig | None = None,
         fair_sharing: FairSharingConfig | None = None,
         admission_fair_sharing: AdmissionFairSharingConfig | None = None,
+        node_fit_guard: bool = True,
     ) -> None:
         self.cache = Cache()
+        # The node-fit guard (tas/node_fit.py): on for every ClusterQueue that does not say.
+        self.node_fit_default = node_fit_guard
+        self.node_fit_guard = NodeFitGuard()
         self.cache.fair_sharing = fair_sharing
         self.queues = QueueManager()
         # The one place that picks the default: Kueue's classical preemption (with its
@@ -159,6 +164,44 @@ class Engine:
         """The pod ended or is gone: its node's capacity is free again."""
         if self.cache.nodes.delete_pod(key):
             self._requeue_topology_users()
+
+    # -- the node-fit guard --------------------------------------------------------------------
+
+    def upsert_released_pod(self, pod: ReleasedPod) -> None:
+        """A pod kqueue released that is not bound yet: the guard counts it as taking room."""
+        self.node_fit_guard.released.upsert(pod)
+
+    def delete_released_pod(self, key: str) -> None:
+        """The pod was bound (now a bound pod), ended or is gone."""
+        self.node_fit_guard.released.delete(key)
+
+    def node_fit(self, key: WorkloadKey, pending: Mapping[PodSetName, int]) -> Verdict | None:
+        """Whether the ``pending`` pods (per pod set: admitted, not released yet) of the admitted
+        workload ``key`` fit on the nodes now; None when the guard does not apply: not admitted,
+        the guard off for its ClusterQueue, fewer than two pods to release (one pod is bound
+        whole or not at all), or pod sets a topology assignment already placed."""
+        aw = self.cache.get(key)
+        if aw is None:
+            return None
+        spec = self.cache.cluster_queues.get(aw.cluster_queue)
+        on = spec.node_fit_guard if spec is not None else None
+        if not (self.node_fit_default if on is None else on):
+            return None
+        by_name = {ps.name: ps for ps in aw.info.pod_sets}
+        demands: list[Demand] = []
+        for psa in aw.admission.pod_sets:
+            ps = by_name.get(psa.name)
+            n = min(pending.get(psa.name, 0), psa.count)
+            if ps is None or n <= 0 or psa.topology is not None:
+                continue
+            flavors = [
+                self.cache.flavors.get(f) or ResourceFlavor(f)
+                for f in sorted(set(psa.flavors.values()))
+            ]
+            demands.append(Demand(ps, n, merged_flavor(flavors)))
+        if sum(d.count for d in demands) < 2:
+            return None
+        return self.node_fit_guard.check(self.cache.nodes, demands)
 
     def topology_nodes(self) -> tuple[int, int, int]:
         """(Topologies, nodes, bound pods) known, for status and metrics."""

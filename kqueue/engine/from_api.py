@@ -206,6 +206,9 @@ def cluster_queue(cq: ClusterQueue) -> t.ClusterQueueSpec:
             spec.admission_scope is not None
             and spec.admission_scope.admission_mode == "UsageBasedAdmissionFairSharing"
         ),
+        node_fit_guard=(
+            None if spec.node_fit_guard is None else spec.node_fit_guard == "Gangs"
+        ),
     )
 
 

@@ -279,6 +279,8 @@ class ClusterQueueSpec:
     # spec.admissionScope.admissionMode is UsageBasedAdmissionFairSharing (fairness/usage_ledger.py;
     # effective only while the engine has an AdmissionFairSharingConfig).
     usage_based_admission: bool = False
+    # spec.nodeFitGuard: Gangs (True), Disabled (False), unset (None: the Configuration's).
+    node_fit_guard: bool | None = None
 
     def flavor_names(self) -> tuple[FlavorName, ...]:
         seen: dict[FlavorName, None] = {}

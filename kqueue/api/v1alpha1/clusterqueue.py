@@ -16,6 +16,7 @@ from kqueue.api.v1alpha1.meta import Condition, KObject, LabelSelector
 
 QueueingStrategy = Literal["StrictFIFO", "BestEffortFIFO"]
 StopPolicy = Literal["None", "Hold", "HoldAndDrain"]
+NodeFitGuard = Literal["Gangs", "Disabled"]
 PreemptionPolicy = Literal["Never", "LowerPriority", "LowerOrNewerEqualPriority", "Any"]
 WithinClusterQueuePolicy = Literal["Never", "LowerPriority", "LowerOrNewerEqualPriority"]
 ReclaimWithinCohortPolicy = Literal["Never", "LowerPriority", "Any"]
@@ -394,6 +395,14 @@ class ClusterQueueSpec(KBase):
         default=None,
         description="Admission fair sharing between the LocalQueues of this ClusterQueue "
         "(admissionMode). Unset: no admission fair sharing.",
+    )
+    node_fit_guard: NodeFitGuard | None = Field(
+        default=None,
+        description="The node-fit guard for workloads admitted here. Gangs: an admitted "
+        "workload's pods are released (2 or more at a time) only when all of them fit on the "
+        "nodes' free capacity now; until then it keeps its quota, held, with the numbers in "
+        "its NodesFit condition. Disabled: released as soon as admitted. Unset: the "
+        "Configuration's nodeFitGuard (Gangs by default).",
     )
 
 

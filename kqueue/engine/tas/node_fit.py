@@ -1,0 +1,336 @@
+"""The node-fit guard: do an admitted gang's pods fit on the nodes' free capacity right now?
+
+Quota is not nodes: a 3-pod gang whose quota fits may find room for 2 pods, and kube-scheduler
+binds those 2 and leaves the third pending, holding quota and nodes. Before kqueue releases a
+workload's pods (removes the ``kqueue.io/admission`` gate), it asks :meth:`NodeFitGuard.check`;
+a workload whose pods do not all fit keeps its quota but stays held, with the numbers.
+
+It is the topology placement (``placement.place``) on an implicit Topology of one level,
+``kubernetes.io/hostname``, as Kueue's TAS places an unconstrained pod set: every node that
+carries the admitted flavors' node labels is a domain of its own, its free capacity its
+allocatable less the bound pods the cluster reports (``ClusterNodes``), less what is placed
+first on it here:
+
+1. the pods kqueue released that kube-scheduler has not bound yet (:class:`ReleasedPods`, fed by
+   the controller): each with its own node selector, affinity and tolerations, placed where
+   they can go (those that fit nowhere take nothing);
+2. then the workload's pod sets in order, each on the nodes its pods may run on
+   (``node_mismatch``: readiness, cordoning, taints against the pod set's and the flavors'
+   tolerations, node selector, required node affinity).
+
+What it guarantees (tests/engine/test_node_fit_properties.py checks both):
+
+* Sound: when it says the pods fit, its placement (``Verdict.nodes``) puts every pod on a node
+  it may run on, within that node's free capacity, counting everything above.
+* Complete for one pod set: the pods of a pod set are identical, so how many fit on a node does
+  not depend on the other nodes, and the least-free-first spread fills every node to the brim;
+  the pods fit iff the guard says so. With several pod sets it is a greedy (bin packing is
+  NP-hard): pod sets in the workload's order, then largest pods first if that fails; it may hold
+  a workload an exhaustive search could place.
+
+A node whose ``kubernetes.io/hostname`` label is missing is a domain named after the node; two
+nodes with the same hostname label would share one domain (never the case on a real cluster,
+where the kubelet sets it to the node's name).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+
+from kqueue.api.quantity import format_quantity
+
+from ..types import PODS, FlavorName, PodSet, PodSetName, ResourceFlavor, Toleration
+from .placement import PlacementRequest, place
+from .topology import (
+    HOSTNAME,
+    ClusterNodes,
+    DomainId,
+    FlavorTopology,
+    Node,
+    Requests,
+    Topology,
+    add,
+    count_in,
+    eligibility_key,
+    node_mismatch,
+    per_pod_requests,
+)
+
+# The implicit Topology every node is a domain of.
+HOST_TOPOLOGY = Topology("node-fit", (HOSTNAME,))
+# The flavor of released pods: their own spec already carries their flavors' labels.
+_ANY = ResourceFlavor(FlavorName(""))
+# How many nodes a message lists.
+_SHOWN = 8
+# A tree per flavor node labels and tolerations (what of a flavor the placement reads).
+_FlavorKey = tuple[tuple[tuple[str, str], ...], tuple[Toleration, ...]]
+
+
+@dataclass(frozen=True, slots=True)
+class ReleasedPod:
+    """A pod kqueue released that kube-scheduler has not bound yet: its requests and node
+    constraints as a pod set of one (``count`` is ignored)."""
+
+    key: str
+    pod_set: PodSet
+
+
+@dataclass(frozen=True, slots=True)
+class Demand:
+    """``count`` pods of ``pod_set`` to release, admitted with ``flavor`` (the node labels and
+    tolerations of every flavor the pod set was assigned, merged)."""
+
+    pod_set: PodSet
+    count: int
+    flavor: ResourceFlavor = _ANY
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    fits: bool
+    # Pods to release, and how many of them fit (all of them when ``fits``).
+    needed: int
+    fit: int
+    # Why not, with the numbers; empty when they fit.
+    message: str = ""
+    # Where they fit: per pod set, pods per node (a witness, not a binding).
+    nodes: Mapping[PodSetName, Mapping[str, int]] = field(default_factory=dict)
+
+
+def merged_flavor(flavors: Iterable[ResourceFlavor]) -> ResourceFlavor:
+    """One flavor with the node labels and tolerations of all of ``flavors`` (a pod set whose
+    resources come from several flavors runs where all of their labels are)."""
+    labels: dict[str, str] = {}
+    tolerations: list[Toleration] = []
+    names: list[str] = []
+    for f in flavors:
+        names.append(f.name)
+        labels.update(f.node_labels)
+        tolerations.extend(t for t in f.tolerations if t not in tolerations)
+    return ResourceFlavor(
+        FlavorName("+".join(names)), node_labels=labels, tolerations=tuple(tolerations)
+    )
+
+
+class _HostView(ClusterNodes):
+    """``cluster``'s nodes, each with a hostname label (its name when it has none), so every node
+    is a domain of the implicit level; free capacity is read from ``cluster``."""
+
+    def __init__(self, cluster: ClusterNodes) -> None:
+        super().__init__()
+        self._base = cluster
+        self.nodes = {
+            name: node if HOSTNAME in node.labels
+            else replace(node, labels={**node.labels, HOSTNAME: name})
+            for name, node in cluster.nodes.items()
+        }
+
+    def free(self, node: Node) -> Requests:
+        return self._base.free(self._base.nodes[node.name])
+
+
+class ReleasedPods:
+    """Released pods not bound yet, by key, as last reported."""
+
+    def __init__(self) -> None:
+        self.pods: dict[str, ReleasedPod] = {}
+
+    def upsert(self, pod: ReleasedPod) -> bool:
+        if self.pods.get(pod.key) == pod:
+            return False
+        self.pods[pod.key] = pod
+        return True
+
+    def delete(self, key: str) -> bool:
+        return self.pods.pop(key, None) is not None
+
+
+class NodeFitGuard:
+    """The guard's state: released pods, and the per-flavor trees of one node generation."""
+
+    def __init__(self) -> None:
+        self.released = ReleasedPods()
+        self._generation = -1
+        self._view: _HostView | None = None
+        self._trees: dict[_FlavorKey, FlavorTopology] = {}
+
+    def _tree(self, cluster: ClusterNodes, flavor: ResourceFlavor) -> FlavorTopology:
+        # Rebuilt when the cluster changes (a node, a bound pod); in between, the trees and their
+        # per-pod-template free capacity serve every check.
+        if cluster.generation != self._generation or self._view is None:
+            self._generation = cluster.generation
+            self._view = _HostView(cluster)
+            self._trees = {}
+        key = (tuple(sorted(flavor.node_labels.items())), flavor.tolerations)
+        tree = self._trees.get(key)
+        if tree is None:
+            tree = FlavorTopology(flavor, HOST_TOPOLOGY, self._view)
+            self._trees[key] = tree
+        return tree
+
+    def check(self, cluster: ClusterNodes, demands: Sequence[Demand]) -> Verdict:
+        """Whether ``demands`` fit on ``cluster``'s free capacity after the released pods."""
+        needed = sum(d.count for d in demands)
+        taken: dict[DomainId, Requests] = {}
+        others = self._place_released(cluster, taken)
+        first = self._place(cluster, demands, dict(taken))
+        if isinstance(first, dict):
+            return Verdict(True, needed, needed, nodes=first)
+        if len(demands) > 1:
+            # First-fit decreasing: the largest pods first often packs where the order did not.
+            ordered = sorted(demands, key=lambda d: _size(d.pod_set), reverse=True)
+            second = self._place(cluster, ordered, dict(taken))
+            if isinstance(second, dict):
+                return Verdict(True, needed, needed, nodes=second)
+        failed, placed, fit, remaining = first
+        message = self._describe(cluster, failed, fit, remaining, others, len(demands) > 1)
+        return Verdict(False, needed, placed + fit, message)
+
+    def _place_released(self, cluster: ClusterNodes, taken: dict[DomainId, Requests]) -> int:
+        # Identical pods (same requests and constraints) are placed together, as one pod set.
+        groups: dict[tuple[object, ...], tuple[PodSet, int]] = {}
+        for key in sorted(self.released.pods):
+            ps = self.released.pods[key].pod_set
+            group = (eligibility_key(ps), tuple(sorted(ps.requests.items())))
+            template, n = groups.get(group, (_template(ps, "released"), 0))
+            groups[group] = (template, n + 1)
+        tree = self._tree(cluster, _ANY)
+        return sum(_placed(tree, template, n, taken) for template, n in groups.values())
+
+    def _place(
+        self, cluster: ClusterNodes, demands: Sequence[Demand], taken: dict[DomainId, Requests]
+    ) -> dict[PodSetName, dict[str, int]] | tuple[Demand, int, int, dict[DomainId, Requests]]:
+        """Pods per node of each pod set, or (the pod set that did not fit, pods placed before
+        it, how many of it fit, what was free for it)."""
+        out: dict[PodSetName, dict[str, int]] = {}
+        placed = 0
+        for d in demands:
+            if d.count <= 0:
+                continue
+            tree = self._tree(cluster, d.flavor)
+            before = {k: dict(v) for k, v in taken.items()}
+            ps = _template(d.pod_set, d.pod_set.name)
+            result = place(tree, None, PlacementRequest(ps, d.count, True), assumed=taken)
+            if result.reason:
+                return d, placed, min(d.count, _capacity(tree, ps, before)), before
+            ta = result.assignments[ps.name]
+            per_pod = per_pod_requests(ps)
+            nodes: dict[str, int] = {}
+            for values, n in ta.domains:
+                leaf = tree.leaf_of(values, ta.levels)
+                if leaf is None:
+                    continue
+                add(taken.setdefault(leaf.id, {}), per_pod, n)
+                nodes[leaf.nodes[0].name] = n
+            out[d.pod_set.name] = nodes
+            placed += d.count
+        return out
+
+    def _describe(
+        self,
+        cluster: ClusterNodes,
+        d: Demand,
+        fit: int,
+        free_before: Mapping[DomainId, Requests],
+        others: int,
+        named: bool,
+    ) -> str:
+        """``3 pods need 1 cpu each; free: kwok-1 1, kwok-2 1; 2 of 3 fit``."""
+        tree = self._tree(cluster, d.flavor)
+        shown = sorted(
+            (r for r, v in d.pod_set.requests.items() if v > 0 and r != PODS)
+        ) or [PODS]
+        per_pod = per_pod_requests(d.pod_set)
+        rows: list[tuple[int, str, str]] = []
+        for lid, cap in tree.leaf_free(d.pod_set).items():
+            left = dict(cap)
+            add(left, free_before.get(lid, {}), -1)
+            leaf = tree.leaves[lid]
+            amounts = [format_quantity(max(0, left.get(r, 0)), r) for r in shown]
+            text = amounts[0] if len(shown) == 1 else "(" + ", ".join(
+                f"{r} {a}" for r, a in zip(shown, amounts, strict=True)
+            ) + ")"
+            rows.append((count_in(per_pod, left), leaf.nodes[0].name, text))
+        rows.sort(key=lambda r: (-r[0], r[1]))
+        need = ", ".join(f"{format_quantity(d.pod_set.requests.get(r, 0), r)} {r}" for r in shown)
+        if shown == [PODS]:
+            need = "1 pod slot"
+        prefix = f"pod set {d.pod_set.name}: " if named else ""
+        listed = ", ".join(f"{name} {text}" for _, name, text in rows[:_SHOWN])
+        if len(rows) > _SHOWN:
+            listed += f" (+{len(rows) - _SHOWN} more)"
+        parts = [
+            f"{prefix}{d.count} pods need {need} each",
+            f"free: {listed or 'no node'}",
+            f"{fit} of {d.count} fit",
+        ]
+        excluded = self._excluded(cluster, tree, d)
+        if excluded:
+            parts.append(excluded)
+        if others:
+            parts.append(
+                f"counting {others} pods of other workloads released but not bound yet"
+            )
+        return "; ".join(parts)
+
+    @staticmethod
+    def _excluded(cluster: ClusterNodes, tree: FlavorTopology, d: Demand) -> str:
+        """The nodes the pods may not run on, by reason (``2 nodes not eligible: ...``)."""
+        in_tree = {n.name for leaf in tree.leaves.values() for n in leaf.nodes}
+        reasons: dict[str, int] = {}
+        for name, node in cluster.nodes.items():
+            if name not in in_tree:
+                why: str | None = "not labelled " + ",".join(
+                    f"{k}={v}" for k, v in sorted(d.flavor.node_labels.items())
+                )
+            else:
+                why = node_mismatch(node, d.pod_set, d.flavor)
+            if why is not None:
+                if why.startswith("untolerated taint"):
+                    why = "untolerated taint"
+                reasons[why] = reasons.get(why, 0) + 1
+        if not reasons:
+            return ""
+        total = sum(reasons.values())
+        detail = ", ".join(f"{n} {why}" for why, n in sorted(reasons.items()))
+        return f"{total} nodes not eligible ({detail})"
+
+
+def _template(pod_set: PodSet, name: str) -> PodSet:
+    """``pod_set`` for the implicit level: its own topology request is TAS's business."""
+    return replace(pod_set, name=PodSetName(name), count=1, topology=None)
+
+
+def _size(pod_set: PodSet) -> tuple[int, ...]:
+    return tuple(v for _, v in sorted(pod_set.requests.items()))
+
+
+def _capacity(tree: FlavorTopology, pod_set: PodSet, taken: Mapping[DomainId, Requests]) -> int:
+    """How many pods of ``pod_set`` fit on the nodes they may run on, after ``taken``."""
+    per_pod = per_pod_requests(pod_set)
+    total = 0
+    for lid, cap in tree.leaf_free(pod_set).items():
+        left = dict(cap)
+        add(left, taken.get(lid, {}), -1)
+        total += count_in(per_pod, left)
+    return total
+
+
+def _placed(
+    tree: FlavorTopology, pod_set: PodSet, count: int, taken: dict[DomainId, Requests]
+) -> int:
+    """Place up to ``count`` pods of ``pod_set`` (as many as fit), adding them to ``taken``."""
+    n = min(count, _capacity(tree, pod_set, taken))
+    if n <= 0:
+        return 0
+    result = place(tree, None, PlacementRequest(pod_set, n, True), assumed=taken)
+    if result.reason:
+        return 0
+    ta = result.assignments[pod_set.name]
+    per_pod = per_pod_requests(pod_set)
+    for values, k in ta.domains:
+        leaf = tree.leaf_of(values, ta.levels)
+        if leaf is not None:
+            add(taken.setdefault(leaf.id, {}), per_pod, k)
+    return n
