@@ -60,6 +60,7 @@ from kqueue.controller.integrations.release import PodReleaser
 from kqueue.controller.kube import Kube
 from kqueue.controller.leader import LeaderElector
 from kqueue.controller.metrics import Metrics, Probes, health_app, serve_app
+from kqueue.controller.node_fit import NodeFitHold
 from kqueue.controller.node_health import NodeHealth, placed_nodes
 from kqueue.controller.ratelimit import background
 from kqueue.controller.readiness import BY_ANY_OWNER, ReadinessWatcher, any_owner_uids
@@ -276,6 +277,10 @@ class Manager:
         self.gang = GangPlacement(
             kube=self.kube, events=self.events, now=now, mode=config.gang_scheduling
         )
+        # The node-fit guard: gangs held until their pods fit on the nodes (node_fit.py).
+        self.node_fit = NodeFitHold(
+            engine=lambda: self.engine, kube=self.kube, events=self.events, now=now
+        )
         self.job_queues: dict[str, WorkQueue[str]] = {}
         self.job_reconcilers: dict[str, JobReconciler] = {}
         for fw in self.frameworks:
@@ -302,7 +307,9 @@ class Manager:
                 metrics=self.metrics,
                 gang=self.gang,
                 engine=lambda: self.engine,
+                node_fit=self.node_fit,
             )
+            self.job_reconcilers[fw.name].requeue = self.job_queues[fw.name].add
 
         self.webhook_server = WebhookServer(
             cert_dir=Path(config.webhook.cert_dir),
@@ -340,6 +347,7 @@ class Manager:
             admission_fair_sharing=from_api.admission_fair_sharing(
                 self.config.admission_fair_sharing
             ),
+            node_fit_guard=self.config.node_fit_guard == "Gangs",
         )
 
     def _pods_ready(self) -> PodsReadyConfig | None:
@@ -444,6 +452,8 @@ class Manager:
             ],
         )
         self.topology.rebuild(engine)
+        for pod in self.pods.store.objects():
+            self.node_fit.apply(engine, pod)
         # With the pod sets the handlers computed for these very specs (they depend on the spec
         # alone): a term's first rebuild over a large backlog would otherwise read every spec.
         self.workload_feed.rebuild(engine)
@@ -468,7 +478,8 @@ class Manager:
                 self.node_health_queue.add(wl.key)
 
     def _topology_changed(self) -> None:
-        # A node, Topology or freed pod may make room for a pending workload.
+        # A node, Topology or freed pod may make room for a pending workload, or a held one.
+        self.node_fit.wake()
         if self.leading:
             self.scheduler.trigger()
 
@@ -612,6 +623,11 @@ class Manager:
                     self.job_queues[name].add(owner)
 
         self.pods.add_handler(on_add=on_pod, on_update=on_pod, on_delete=on_pod)
+        self.pods.add_handler(
+            on_add=self.node_fit.on_pod,
+            on_update=self.node_fit.on_pod,
+            on_delete=self.node_fit.on_pod_delete,
+        )
 
     def _workload_changed(self, wl: Workload, old: Workload | None) -> None:
         for fw in self.frameworks:

@@ -41,6 +41,7 @@ from kqueue.api.v1alpha1.workload import WorkloadSpec as ApiWorkloadSpec
 from . import types as t
 from .engine import Engine
 from .fairness.usage_ledger import AdmissionFairSharingConfig
+from .tas.node_fit import ReleasedPod
 from .tas.topology import BoundPod, Node, Topology
 
 # A Requeued=False condition without requeueAt waits for the controller (Kueue's backoff rule).
@@ -172,6 +173,30 @@ def bound_pod(doc: Mapping[str, Any]) -> BoundPod | None:
     return BoundPod(
         key, str(node_name), {t.ResourceName(r): v for r, v in sorted(requests.items())}
     )
+
+
+def released_pod(doc: Mapping[str, Any], *, ungated: bool = False) -> ReleasedPod | None:
+    """A v1 Pod kqueue manages as the node-fit guard counts it: released (no
+    ``kqueue.io/admission`` gate, or ``ungated``: being released now) and not bound yet, not
+    ended, not being deleted, and not counted through a topology assignment (as ``bound_pod``).
+    None otherwise."""
+    meta = doc.get("metadata") or {}
+    spec = doc.get("spec") or {}
+    gates = spec.get("schedulingGates") or []
+    if (
+        spec.get("nodeName")
+        or meta.get("deletionTimestamp")
+        or (doc.get("status") or {}).get("phase") in ("Succeeded", "Failed")
+        or c.TAS_LABEL in (meta.get("labels") or {})
+        or (not ungated and any(g.get("name") == c.ADMISSION_GATE for g in gates))
+    ):
+        return None
+    key = f"{meta.get('namespace') or 'default'}/{meta.get('name', '')}"
+    try:
+        ps = ApiPodSet.model_validate({"name": "main", "count": 1, "template": {"spec": spec}})
+    except ValidationError:
+        return None
+    return ReleasedPod(key, _pod_set(ps))
 
 
 def cluster_queue(cq: ClusterQueue) -> t.ClusterQueueSpec:

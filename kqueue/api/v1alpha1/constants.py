@@ -89,6 +89,12 @@ DEACTIVATION_TARGET: Final = "DeactivationTarget"
 # kqueue's own: whether every node of an admitted workload's topology assignment can still run
 # its pods (False lists the lost ones; status.unhealthyNodes names them too).
 TOPOLOGY_NODES_READY: Final = "TopologyNodesReady"
+# kqueue's own: whether all of an admitted workload's pods still to be released fit on the nodes'
+# free capacity (the node-fit guard; False: held, keeping its quota, the message has the numbers).
+NODES_FIT: Final = "NodesFit"
+# Its reasons.
+NODES_FIT_FITS: Final = "PodsFit"
+NODES_FIT_INSUFFICIENT: Final = "InsufficientNodeCapacity"
 
 WORKLOAD_CONDITION_TYPES: Final = (
     QUOTA_RESERVED,

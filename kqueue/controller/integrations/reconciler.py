@@ -65,6 +65,7 @@ from kqueue.engine.engine import Engine
 
 if TYPE_CHECKING:
     from kqueue.controller.gang import GangPlacement
+    from kqueue.controller.node_fit import NodeFitHold
 
 logger = logging.getLogger(__name__)
 
@@ -111,6 +112,7 @@ class JobReconciler:
         metrics: Metrics | None = None,
         gang: GangPlacement | None = None,
         engine: Callable[[], Engine] | None = None,
+        node_fit: NodeFitHold | None = None,
     ) -> None:
         self._metrics = metrics if metrics is not None else Metrics()
         self.job = job
@@ -120,6 +122,10 @@ class JobReconciler:
             raise ValueError(f"{job.kind}: a composable kind needs the engine (its group barrier)")
         self._engine = engine
         self._gang = gang
+        self._node_fit = node_fit
+        # Reconciles the object of a key again (its work queue's add): the node-fit guard wakes
+        # held workloads through it when capacity frees.
+        self.requeue: Callable[[str], None] | None = None
         self._parent_kinds = parent_kinds
         self._objects = objects
         self._workloads = workloads
@@ -178,7 +184,7 @@ class JobReconciler:
         if workload_status.is_evicting(wl):
             return await self._stop(obj, wl, now)
         if workload_status.holds_quota(wl):
-            return await self._run(obj, wl, now)
+            return await self._run(obj, wl, now, key)
         await self._hold(obj, wl)
         if self._queue_name(obj) is None:
             return Requeue(after=NO_QUEUE_RECHECK_S)
@@ -248,7 +254,7 @@ class JobReconciler:
             # On the member the Workload was created for (a group's first), as CreatedWorkload.
             return await self._release_pods(
                 members[0], wl, by_set, pod_set_releases(wl, self._flavors),
-                is_group=composed.barrier is not None,
+                is_group=composed.barrier is not None, key=key,
             )
         await self._let_go(job, terminated)
         return None
@@ -428,7 +434,7 @@ class JobReconciler:
             (cond.message if cond is not None else "Requeued") + note,
         )
 
-    async def _run(self, obj: Obj, wl: Workload, now: datetime) -> Requeue | None:
+    async def _run(self, obj: Obj, wl: Workload, now: datetime, key: str) -> Requeue | None:
         releases = pod_set_releases(wl, self._flavors)
         patch = self.job.run_patch(obj, wl, releases)
         adm = wl.status.admission
@@ -447,7 +453,7 @@ class JobReconciler:
             if (pod.get("metadata") or {}).get("deletionTimestamp") or is_terminal(pod):
                 continue
             by_set.setdefault(self.job.pod_set_of(obj, pod), []).append(pod)
-        return await self._release_pods(obj, wl, by_set, releases)
+        return await self._release_pods(obj, wl, by_set, releases, key=key)
 
     async def _release_pods(
         self,
@@ -457,9 +463,13 @@ class JobReconciler:
         releases: dict[str, PodSetRelease],
         *,
         is_group: bool = False,
+        key: str,
     ) -> Requeue | None:
         """Release the admitted Workload's live pods (by pod set), the PodGroup first; report
-        ``Started`` on ``obj``."""
+        ``Started`` on ``obj``. The node-fit guard before both: a gang whose pods do not all fit
+        on the nodes now is neither handed to kube-scheduler nor released."""
+        if not await self._nodes_fit(wl, by_set, releases, key):
+            return None  # held; the guard reconciles it again when capacity frees
         if self._gang is not None:
             # The PodGroup first: kube-scheduler must know the gang's size before any of its
             # pods leaves the gate, or it would place them one by one. Across an eviction of a
@@ -492,6 +502,25 @@ class JobReconciler:
             if recheck is not None:
                 return Requeue(after=recheck)
         return None
+
+    async def _nodes_fit(
+        self,
+        wl: Workload,
+        by_set: dict[str, list[Obj]],
+        releases: dict[str, PodSetRelease],
+        key: str,
+    ) -> bool:
+        if self._node_fit is None or self.requeue is None:
+            return True
+        pending: dict[str, int] = {}
+        about: list[Obj] = []
+        for name, release in releases.items():
+            members = by_set.get(name, [])
+            running = sum(1 for p in members if self._releaser.running(p))
+            pending[name] = max(release.count - running, 0)
+            about += [p for p in members if not self._releaser.running(p)][: pending[name]]
+        requeue = self.requeue
+        return await self._node_fit.admit(wl, pending, about, lambda: requeue(key))
 
     async def _hold(self, obj: Obj, wl: Workload) -> None:
         """Keep a queued object suspended, its future pods gated, its templates as recorded.
