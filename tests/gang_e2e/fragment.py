@@ -3,6 +3,10 @@
 Two kwok nodes of 2 cpu each, labelled with an instance type of their own (so only this case's
 flavor lands there), and a 1-cpu pod outside kqueue pinned to the second: 3 cpu free in all, in
 pieces of 2 and 1, for four 1-cpu pods. Deleting the blocker frees the fourth cpu.
+
+Its ClusterQueue turns the node-fit guard off unless asked (``node_fit_guard``): the cases
+built on it test what kube-scheduler's gang placement (or its absence) does on its own. The
+guard's own case (node_fit_case.py) sizes it otherwise: 3-pod gang, 1-cpu nodes.
 """
 
 from __future__ import annotations
@@ -41,7 +45,7 @@ BLOCKER = "blocker"
 @dataclass
 class Fragmented:
     instance_type: str
-    nodes: tuple[str, str]
+    nodes: tuple[str, ...]
     namespace: str
 
     @property
@@ -65,47 +69,69 @@ async def _nodes_ready(cluster: LocalCluster, names: tuple[str, ...]) -> bool:
     return ready == len(names)
 
 
+async def add_node(
+    cluster: LocalCluster, instance_type: str, name: str, cpu: str = NODE_CPU
+) -> None:
+    """A kwok node of ``instance_type`` with ``cpu``, Ready."""
+    node = FakeNode(
+        name=name,
+        labels={INSTANCE_TYPE_LABEL: instance_type},
+        allocatable={"cpu": cpu, "memory": "8Gi", "pods": "110"},
+    )
+    status, body = await asyncio.to_thread(
+        cluster.request, "POST", "/api/v1/nodes", node.manifest()
+    )
+    assert status == 201, f"creating node {name}: {status} {body}"
+    await eventually(lambda: _nodes_ready(cluster, (name,)), what=f"node {name} Ready")
+
+
 @asynccontextmanager
-async def fragmented(cluster: LocalCluster, api: Api, namespace: str) -> AsyncIterator[Fragmented]:
-    """Nodes, blocker, flavor, ClusterQueue (cpu quota 4) and LocalQueue ``lq``; nodes removed
-    afterwards."""
+async def fragmented(
+    cluster: LocalCluster,
+    api: Api,
+    namespace: str,
+    *,
+    nodes: int = 2,
+    node_cpu: str = NODE_CPU,
+    blocker: bool = True,
+    quota: int = GANG_SIZE,
+    node_fit_guard: str | None = "Disabled",
+) -> AsyncIterator[Fragmented]:
+    """Nodes, blocker (on the last node), flavor, ClusterQueue (cpu quota ``quota``, node-fit
+    guard ``node_fit_guard``; None: the Configuration's) and LocalQueue ``lq``; nodes named
+    ``<instance type>-a``, ``-b``, ... (and any added with that prefix) removed afterwards."""
     itype = unique("frag")
-    names = (f"{itype}-a", f"{itype}-b")
-    for name in names:
-        node = FakeNode(
-            name=name,
-            labels={INSTANCE_TYPE_LABEL: itype},
-            allocatable={"cpu": NODE_CPU, "memory": "8Gi", "pods": "110"},
-        )
-        status, body = await asyncio.to_thread(
-            cluster.request, "POST", "/api/v1/nodes", node.manifest()
-        )
-        assert status == 201, f"creating node {name}: {status} {body}"
+    names = tuple(f"{itype}-{chr(ord('a') + i)}" for i in range(nodes))
     try:
-        await eventually(lambda: _nodes_ready(cluster, names), what=f"nodes {names} Ready")
-        await api.kube.create(
-            PODS,
-            {
-                "apiVersion": "v1",
-                "kind": "Pod",
-                "metadata": {"name": BLOCKER, "namespace": namespace},
-                "spec": {
-                    "nodeName": names[1],
-                    "terminationGracePeriodSeconds": 0,
-                    "containers": [
-                        pause_container("1")
-                    ],
+        for name in names:
+            await add_node(cluster, itype, name, node_cpu)
+        if blocker:
+            await api.kube.create(
+                PODS,
+                {
+                    "apiVersion": "v1",
+                    "kind": "Pod",
+                    "metadata": {"name": BLOCKER, "namespace": namespace},
+                    "spec": {
+                        "nodeName": names[-1],
+                        "terminationGracePeriodSeconds": 0,
+                        "containers": [pause_container("1")],
+                    },
                 },
-            },
-            namespace=namespace,
-        )
+                namespace=namespace,
+            )
         fl, cq = unique("frag-flavor"), unique("frag-cq")
         await api.apply(flavor(fl, itype))
-        await api.apply(cluster_queue(cq, [(fl, str(GANG_SIZE))]))
+        queue = cluster_queue(cq, [(fl, str(quota))])
+        if node_fit_guard is not None:
+            queue["spec"]["nodeFitGuard"] = node_fit_guard
+        await api.apply(queue)
         await api.apply(local_queue("lq", namespace, cq))
         yield Fragmented(instance_type=itype, nodes=names, namespace=namespace)
     finally:
-        for name in names:
+        status, body = await asyncio.to_thread(cluster.request, "GET", "/api/v1/nodes")
+        listed = [i["metadata"]["name"] for i in body.get("items") or []] if status == 200 else []
+        for name in sorted({*names, *(n for n in listed if n.startswith(f"{itype}-"))}):
             await asyncio.to_thread(cluster.request, "DELETE", f"/api/v1/nodes/{name}")
 
 
