@@ -176,8 +176,9 @@ def test_sound_and_complete_for_one_pod_set(data: st.DataObject) -> None:
     if verdict.fits:
         # Sound: the witness is an assignment within capacity, on nodes the pods may run on.
         assert exists
-        cpu, count = dict(used_by(bound)), {}
+        cpu = dict(used_by(bound))
         by_name = {n.name: n for n in nodes}
+        used: set[str] = set()
         for i, (s, n) in enumerate(sets):
             placed = verdict.nodes[PodSetName(f"ps{i}")]
             assert sum(placed.values()) == n
@@ -185,8 +186,9 @@ def test_sound_and_complete_for_one_pod_set(data: st.DataObject) -> None:
                 assert may_run(s, by_name[name])
                 c, m = cpu.get(name, (0, 0))
                 cpu[name] = (c + k * s.cpu, m + k)
-                count[name] = m + k
-        for name, (c, m) in cpu.items():
+                used.add(name)
+        for name in used:
+            c, m = cpu[name]
             assert c <= by_name[name].allocatable[CPU] and m <= by_name[name].allocatable[PODS]
     elif len(sets) == 1:
         assert not exists, f"held, but {pods} fit on {nodes} with {bound}: {verdict.message}"

@@ -35,6 +35,7 @@ where the kubelet sets it to the node's name).
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
@@ -98,6 +99,18 @@ class Verdict:
     nodes: Mapping[PodSetName, Mapping[str, int]] = field(default_factory=dict)
 
 
+@dataclass(frozen=True, slots=True)
+class _Failure:
+    """The first pod set that did not fit: pods placed before it, how many of it fit, what was
+    taken before it, and per node how many of its pods fit."""
+
+    demand: Demand
+    placed: int
+    fit: int
+    taken: Mapping[DomainId, Requests]
+    counts: Mapping[DomainId, int]
+
+
 def merged_flavor(flavors: Iterable[ResourceFlavor]) -> ResourceFlavor:
     """One flavor with the node labels and tolerations of all of ``flavors`` (a pod set whose
     resources come from several flavors runs where all of their labels are)."""
@@ -135,15 +148,21 @@ class ReleasedPods:
 
     def __init__(self) -> None:
         self.pods: dict[str, ReleasedPod] = {}
+        # Bumped by every change: where they are placed is reused while it stays the same.
+        self.generation = 0
 
     def upsert(self, pod: ReleasedPod) -> bool:
         if self.pods.get(pod.key) == pod:
             return False
         self.pods[pod.key] = pod
+        self.generation += 1
         return True
 
     def delete(self, key: str) -> bool:
-        return self.pods.pop(key, None) is not None
+        if self.pods.pop(key, None) is None:
+            return False
+        self.generation += 1
+        return True
 
 
 class NodeFitGuard:
@@ -154,6 +173,13 @@ class NodeFitGuard:
         self._generation = -1
         self._view: _HostView | None = None
         self._trees: dict[_FlavorKey, FlavorTopology] = {}
+        # The nodes a pod template may not run on, by reason, per tree (for messages).
+        self._excluded_cache: dict[tuple[int, object], str] = {}
+        # Where the released pods go, for (node generation, released generation): every held
+        # gang checked after one event starts from the same placement.
+        self._released_key: tuple[int, int] | None = None
+        self._released_taken: dict[DomainId, Requests] = {}
+        self._released_placed = 0
 
     def _tree(self, cluster: ClusterNodes, flavor: ResourceFlavor) -> FlavorTopology:
         # Rebuilt when the cluster changes (a node, a bound pod); in between, the trees and their
@@ -162,6 +188,7 @@ class NodeFitGuard:
             self._generation = cluster.generation
             self._view = _HostView(cluster)
             self._trees = {}
+            self._excluded_cache = {}
         key = (tuple(sorted(flavor.node_labels.items())), flavor.tolerations)
         tree = self._trees.get(key)
         if tree is None:
@@ -172,20 +199,24 @@ class NodeFitGuard:
     def check(self, cluster: ClusterNodes, demands: Sequence[Demand]) -> Verdict:
         """Whether ``demands`` fit on ``cluster``'s free capacity after the released pods."""
         needed = sum(d.count for d in demands)
-        taken: dict[DomainId, Requests] = {}
-        others = self._place_released(cluster, taken)
-        first = self._place(cluster, demands, dict(taken))
+        key = (cluster.generation, self.released.generation)
+        if key != self._released_key:
+            self._released_taken = {}
+            self._released_placed = self._place_released(cluster, self._released_taken)
+            self._released_key = key
+        taken = self._released_taken
+        others = self._released_placed
+        first = self._place(cluster, demands, _copy(taken))
         if isinstance(first, dict):
             return Verdict(True, needed, needed, nodes=first)
         if len(demands) > 1:
             # First-fit decreasing: the largest pods first often packs where the order did not.
             ordered = sorted(demands, key=lambda d: _size(d.pod_set), reverse=True)
-            second = self._place(cluster, ordered, dict(taken))
+            second = self._place(cluster, ordered, _copy(taken))
             if isinstance(second, dict):
                 return Verdict(True, needed, needed, nodes=second)
-        failed, placed, fit, remaining = first
-        message = self._describe(cluster, failed, fit, remaining, others, len(demands) > 1)
-        return Verdict(False, needed, placed + fit, message)
+        message = self._describe(cluster, first, others, len(demands) > 1)
+        return Verdict(False, needed, first.placed + first.fit, message)
 
     def _place_released(self, cluster: ClusterNodes, taken: dict[DomainId, Requests]) -> int:
         # Identical pods (same requests and constraints) are placed together, as one pod set.
@@ -200,20 +231,27 @@ class NodeFitGuard:
 
     def _place(
         self, cluster: ClusterNodes, demands: Sequence[Demand], taken: dict[DomainId, Requests]
-    ) -> dict[PodSetName, dict[str, int]] | tuple[Demand, int, int, dict[DomainId, Requests]]:
-        """Pods per node of each pod set, or (the pod set that did not fit, pods placed before
-        it, how many of it fit, what was free for it)."""
+    ) -> dict[PodSetName, dict[str, int]] | _Failure:
+        """Pods per node of each pod set, or where the first that did not fit failed."""
         out: dict[PodSetName, dict[str, int]] = {}
         placed = 0
         for d in demands:
             if d.count <= 0:
                 continue
             tree = self._tree(cluster, d.flavor)
-            before = {k: dict(v) for k, v in taken.items()}
             ps = _template(d.pod_set, d.pod_set.name)
-            result = place(tree, None, PlacementRequest(ps, d.count, True), assumed=taken)
-            if result.reason:
-                return d, placed, min(d.count, _capacity(tree, ps, before)), before
+            # On one level the pods fit iff the nodes' counts add up to them: checked first, as
+            # a held gang is checked again on every node and pod event.
+            counts = _leaf_counts(tree, ps, taken)
+            room = sum(counts.values())
+            result = (
+                place(tree, None, PlacementRequest(ps, d.count, True), assumed=taken)
+                if room >= d.count
+                else None
+            )
+            if result is None or result.reason:
+                # ``taken`` is as it was before this pod set: place() only reads it.
+                return _Failure(d, placed, min(d.count, room), taken, counts)
             ta = result.assignments[ps.name]
             per_pod = per_pod_requests(ps)
             nodes: dict[str, int] = {}
@@ -227,45 +265,42 @@ class NodeFitGuard:
             placed += d.count
         return out
 
-    def _describe(
-        self,
-        cluster: ClusterNodes,
-        d: Demand,
-        fit: int,
-        free_before: Mapping[DomainId, Requests],
-        others: int,
-        named: bool,
-    ) -> str:
+    def _describe(self, cluster: ClusterNodes, failure: _Failure, others: int, named: bool) -> str:
         """``3 pods need 1 cpu each; free: kwok-1 1, kwok-2 1; 2 of 3 fit``."""
+        d, fit, free_before = failure.demand, failure.fit, failure.taken
         tree = self._tree(cluster, d.flavor)
         shown = sorted(
             (r for r, v in d.pod_set.requests.items() if v > 0 and r != PODS)
         ) or [PODS]
-        per_pod = per_pod_requests(d.pod_set)
+        # Every node's count, but only the shown ones formatted (a held gang's message is
+        # written again on every event that wakes it).
+        counts = [(-n, tree.leaves[lid].nodes[0].name, lid) for lid, n in failure.counts.items()]
         rows: list[tuple[int, str, str]] = []
-        for lid, cap in tree.leaf_free(d.pod_set).items():
-            left = dict(cap)
+        for neg, name, lid in heapq.nsmallest(_SHOWN, counts):
+            left = dict(tree.leaf_free(d.pod_set)[lid])
             add(left, free_before.get(lid, {}), -1)
-            leaf = tree.leaves[lid]
             amounts = [format_quantity(max(0, left.get(r, 0)), r) for r in shown]
             text = amounts[0] if len(shown) == 1 else "(" + ", ".join(
                 f"{r} {a}" for r, a in zip(shown, amounts, strict=True)
             ) + ")"
-            rows.append((count_in(per_pod, left), leaf.nodes[0].name, text))
-        rows.sort(key=lambda r: (-r[0], r[1]))
+            rows.append((-neg, name, text))
         need = ", ".join(f"{format_quantity(d.pod_set.requests.get(r, 0), r)} {r}" for r in shown)
         if shown == [PODS]:
             need = "1 pod slot"
         prefix = f"pod set {d.pod_set.name}: " if named else ""
-        listed = ", ".join(f"{name} {text}" for _, name, text in rows[:_SHOWN])
-        if len(rows) > _SHOWN:
-            listed += f" (+{len(rows) - _SHOWN} more)"
+        listed = ", ".join(f"{name} {text}" for _, name, text in rows)
+        if len(counts) > _SHOWN:
+            listed += f" (+{len(counts) - _SHOWN} more)"
         parts = [
             f"{prefix}{d.count} pods need {need} each",
             f"free: {listed or 'no node'}",
             f"{fit} of {d.count} fit",
         ]
-        excluded = self._excluded(cluster, tree, d)
+        key = (id(tree), eligibility_key(d.pod_set))
+        excluded = self._excluded_cache.get(key)
+        if excluded is None:
+            excluded = self._excluded(cluster, tree, d)
+            self._excluded_cache[key] = excluded
         if excluded:
             parts.append(excluded)
         if others:
@@ -297,6 +332,10 @@ class NodeFitGuard:
         return f"{total} nodes not eligible ({detail})"
 
 
+def _copy(taken: Mapping[DomainId, Requests]) -> dict[DomainId, Requests]:
+    return {k: dict(v) for k, v in taken.items()}
+
+
 def _template(pod_set: PodSet, name: str) -> PodSet:
     """``pod_set`` for the implicit level: its own topology request is TAS's business."""
     return replace(pod_set, name=PodSetName(name), count=1, topology=None)
@@ -306,22 +345,28 @@ def _size(pod_set: PodSet) -> tuple[int, ...]:
     return tuple(v for _, v in sorted(pod_set.requests.items()))
 
 
-def _capacity(tree: FlavorTopology, pod_set: PodSet, taken: Mapping[DomainId, Requests]) -> int:
-    """How many pods of ``pod_set`` fit on the nodes they may run on, after ``taken``."""
+def _leaf_counts(
+    tree: FlavorTopology, pod_set: PodSet, taken: Mapping[DomainId, Requests]
+) -> dict[DomainId, int]:
+    """Per node ``pod_set``'s pods may run on, how many fit there after ``taken``."""
     per_pod = per_pod_requests(pod_set)
-    total = 0
+    out: dict[DomainId, int] = {}
     for lid, cap in tree.leaf_free(pod_set).items():
-        left = dict(cap)
-        add(left, taken.get(lid, {}), -1)
-        total += count_in(per_pod, left)
-    return total
+        used = taken.get(lid)
+        if used:
+            left = dict(cap)
+            add(left, used, -1)
+            out[lid] = count_in(per_pod, left)
+        else:
+            out[lid] = count_in(per_pod, cap)
+    return out
 
 
 def _placed(
     tree: FlavorTopology, pod_set: PodSet, count: int, taken: dict[DomainId, Requests]
 ) -> int:
     """Place up to ``count`` pods of ``pod_set`` (as many as fit), adding them to ``taken``."""
-    n = min(count, _capacity(tree, pod_set, taken))
+    n = min(count, sum(_leaf_counts(tree, pod_set, taken).values()))
     if n <= 0:
         return 0
     result = place(tree, None, PlacementRequest(pod_set, n, True), assumed=taken)
