@@ -80,7 +80,7 @@ CASES: dict[str, Case] = {
          node("kwok-2", labels={"pool": "x"}, tas=False),
          node("kwok-3", labels={"pool": "y"}, tas=False)],
         flavor=ResourceFlavor(FlavorName("default"), {"pool": "x"}),
-        fits=False, fit=2, message=("1 not labelled pool=x",),
+        fits=False, fit=2, message=("free: kwok-1 1, kwok-2 1; 2 of 3 fit",),
     ),
     # Kueue: scheduler_tas_test "workload with a toleration for a tainted node" / "... without".
     "untolerated taint leaves two nodes": Case(
@@ -139,11 +139,23 @@ CASES: dict[str, Case] = {
     "only the pods still to release are checked": Case(
         KWOK2, pending={"main": 2}, needed=2, fit=2,
     ),
-    "two resources: both are shown": Case(
+    "two resources: only the one short is shown": Case(
         [node("kwok-1", memory="1Gi", tas=False), node("kwok-2", memory="512Mi", tas=False)],
         workload=admitted("gang", pset("main", 2, cpu="1", memory="1Gi")),
         fits=False, needed=2, fit=1,
-        message=("2 pods need 1 cpu, 1Gi memory each", "kwok-2 (cpu 1, memory 512Mi)"),
+        message=("2 pods need 1Gi memory each; free: kwok-1 1Gi, kwok-2 512Mi; 1 of 2 fit",),
+    ),
+    "two resources, each enough alone: both are shown": Case(
+        [node("kwok-1", cpu="2", memory="1Gi", tas=False),
+         node("kwok-2", cpu="0", memory="2Gi", tas=False),
+         node("kwok-3", cpu="1", memory="0", tas=False)],
+        workload=admitted("gang", pset("main", 3, cpu="1", memory="1Gi")),
+        fits=False, fit=1,
+        message=("3 pods need 1 cpu, 1Gi memory each", "kwok-1 (cpu 2, memory 1Gi)"),
+    ),
+    "pod slots short: they are what is shown": Case(
+        [node("kwok-1", cpu="3", pods=1, tas=False)],
+        fits=False, fit=1, message=("3 pods need 1 pod slot each; free: kwok-1 1; 1 of 3 fit",),
     ),
     "pod sets in order: the second does not fit": Case(
         KWOK3,

@@ -41,7 +41,15 @@ from dataclasses import dataclass, field, replace
 
 from kqueue.api.quantity import format_quantity
 
-from ..types import PODS, FlavorName, PodSet, PodSetName, ResourceFlavor, Toleration
+from ..types import (
+    PODS,
+    FlavorName,
+    PodSet,
+    PodSetName,
+    ResourceFlavor,
+    ResourceName,
+    Toleration,
+)
 from .placement import PlacementRequest, place
 from .topology import (
     HOSTNAME,
@@ -269,9 +277,7 @@ class NodeFitGuard:
         """``3 pods need 1 cpu each; free: kwok-1 1, kwok-2 1; 2 of 3 fit``."""
         d, fit, free_before = failure.demand, failure.fit, failure.taken
         tree = self._tree(cluster, d.flavor)
-        shown = sorted(
-            (r for r, v in d.pod_set.requests.items() if v > 0 and r != PODS)
-        ) or [PODS]
+        shown = _short(tree, d, free_before)
         # Every node's count, but only the shown ones formatted (a held gang's message is
         # written again on every event that wakes it).
         counts = [(-n, tree.leaves[lid].nodes[0].name, lid) for lid, n in failure.counts.items()]
@@ -284,9 +290,10 @@ class NodeFitGuard:
                 f"{r} {a}" for r, a in zip(shown, amounts, strict=True)
             ) + ")"
             rows.append((-neg, name, text))
-        need = ", ".join(f"{format_quantity(d.pod_set.requests.get(r, 0), r)} {r}" for r in shown)
-        if shown == [PODS]:
-            need = "1 pod slot"
+        need = ", ".join(
+            "1 pod slot" if r == PODS else f"{format_quantity(d.pod_set.requests[r], r)} {r}"
+            for r in shown
+        )
         prefix = f"pod set {d.pod_set.name}: " if named else ""
         listed = ", ".join(f"{name} {text}" for _, name, text in rows)
         if len(counts) > _SHOWN:
@@ -314,13 +321,9 @@ class NodeFitGuard:
         """The nodes the pods may not run on, by reason (``2 nodes not eligible: ...``)."""
         in_tree = {n.name for leaf in tree.leaves.values() for n in leaf.nodes}
         reasons: dict[str, int] = {}
+        # Nodes without the flavors' labels are not the flavors' nodes: not listed.
         for name, node in cluster.nodes.items():
-            if name not in in_tree:
-                why: str | None = "not labelled " + ",".join(
-                    f"{k}={v}" for k, v in sorted(d.flavor.node_labels.items())
-                )
-            else:
-                why = node_mismatch(node, d.pod_set, d.flavor)
+            why = node_mismatch(node, d.pod_set, d.flavor) if name in in_tree else None
             if why is not None:
                 if why.startswith("untolerated taint"):
                     why = "untolerated taint"
@@ -330,6 +333,26 @@ class NodeFitGuard:
         total = sum(reasons.values())
         detail = ", ".join(f"{n} {why}" for why, n in sorted(reasons.items()))
         return f"{total} nodes not eligible ({detail})"
+
+
+def _short(
+    tree: FlavorTopology, d: Demand, taken: Mapping[DomainId, Requests]
+) -> list[ResourceName]:
+    """The resources the message shows: those the pods' nodes do not have enough of for all of
+    them (each taken alone), or every resource requested when each alone would do (the pods
+    are short of a combination), pod slots last."""
+    per_pod = per_pod_requests(d.pod_set)
+    requested = sorted(r for r, v in per_pod.items() if v > 0 and r != PODS)
+    if per_pod.get(PODS, 0) > 0:
+        requested.append(PODS)
+    totals = dict.fromkeys(requested, 0)
+    for lid, cap in tree.leaf_free(d.pod_set).items():
+        used = taken.get(lid, {})
+        for r in requested:
+            have = cap.get(r, 0) - used.get(r, 0)
+            totals[r] += have // per_pod[r] if have > 0 else 0
+    short = [r for r in requested if totals[r] < d.count]
+    return short or [r for r in requested if r != PODS] or [PODS]
 
 
 def _copy(taken: Mapping[DomainId, Requests]) -> dict[DomainId, Requests]:
