@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from kqueue.engine import from_api
 from kqueue.engine.tas.node_fit import ReleasedPod
 from kqueue.engine.tas.topology import BoundPod, Node
 from kqueue.engine.types import (
@@ -246,3 +247,40 @@ def test_released_when_capacity_frees() -> None:
     assert not check(engine, three()).fits  # type: ignore[union-attr]
     engine.delete_released_pod("default/x-0")
     assert check(engine, three()).fits  # type: ignore[union-attr]
+
+
+def _pod(**spec: Any) -> dict[str, Any]:
+    meta = spec.pop("meta", {})
+    status = spec.pop("status", {})
+    return {
+        "metadata": {"name": "p", "namespace": "ns", **meta},
+        "spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": "1"}}}], **spec},
+        "status": status,
+    }
+
+
+GATE = {"schedulingGates": [{"name": "kqueue.io/admission"}]}
+RELEASED_PODS: dict[str, tuple[dict[str, Any], bool, bool]] = {
+    # name: (pod, ungated, counted)
+    "released, not bound": (_pod(nodeSelector={"zone": "a"}), False, True),
+    "still gated": (_pod(**GATE), False, False),
+    "gated, being released now": (_pod(**GATE), True, True),
+    "another gate only": (_pod(schedulingGates=[{"name": "other"}]), False, True),
+    "bound": (_pod(nodeName="kwok-1"), False, False),
+    "ended": (_pod(status={"phase": "Succeeded"}), False, False),
+    "being deleted": (_pod(meta={"deletionTimestamp": "2026-01-01T00:00:00Z"}), False, False),
+    "counted through a topology assignment": (
+        _pod(meta={"labels": {"kqueue.io/tas": "true"}}), False, False,
+    ),
+}
+
+
+@pytest.mark.parametrize("name", list(RELEASED_PODS))
+def test_released_pod_from_api(name: str) -> None:
+    pod, ungated, counted = RELEASED_PODS[name]
+    got = from_api.released_pod(pod, ungated=ungated)
+    assert (got is not None) == counted
+    if got is not None:
+        assert got.key == "ns/p"
+        assert got.pod_set.requests == {"cpu": 1000}
+        assert got.pod_set.node_selector == pod["spec"].get("nodeSelector", {})
