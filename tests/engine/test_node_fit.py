@@ -2,9 +2,8 @@
 
 Each case: nodes (kwok-like: 1 cpu, 10 pod slots unless said), what else takes room, one
 admitted workload; the verdict (fits, how many of how many) and, where the numbers matter, the
-message's fragments. Kueue has no node-fit guard outside TAS; the cases that carry a Kueue name
-port its TAS test of the same node constraint (pkg/cache/tas_flavor_snapshot_test.go,
-pkg/scheduler/scheduler_tas_test.go) to the implicit hostname level.
+message's fragments. Kueue has no node-fit guard outside TAS; the cases named "Kueue: ..." port
+its TAS test of that name (pkg/scheduler/scheduler_tas_test.go) to the implicit hostname level.
 """
 
 from __future__ import annotations
@@ -63,9 +62,9 @@ CASES: dict[str, Case] = {
         message=("3 pods need 1 cpu each; free: kwok-1 1, kwok-2 1; 2 of 3 fit",),
     ),
     "one big node takes all three": Case([node("big", cpu="3", tas=False)]),
-    "pod slots limit: a node with one pod slot left": Case(
-        [node("kwok-1", cpu="3", pods=1, tas=False), node("kwok-2", tas=False)],
-        fits=False, fit=2,
+    "Kueue: workload does not get scheduled as the node capacity (.status.allocatable['pods']) is already used by non-TAS workloads": Case(
+        [node("kwok-1", cpu="3", pods=2, tas=False), node("kwok-2", tas=False)],
+        bound=[pod("other/web", "kwok-1")], fits=False, fit=2,
     ),
     # Kueue: TestFindTopologyAssignment "no annotation; implied default to unconstrained"
     # with a node selector (tas_flavor_snapshot_test.go, node selectors).
@@ -92,7 +91,7 @@ CASES: dict[str, Case] = {
         [*KWOK2, node("kwok-3", taints=[Taint("gpu", "true", "NoSchedule")], tas=False)],
         workload=three(tolerations=[Toleration("gpu", "Equal", "true", "NoSchedule")]),
     ),
-    "taint tolerated by the flavor": Case(
+    "Kueue: scheduling workload on a tainted node when the toleration is on ResourceFlavor": Case(
         [*KWOK2, node("kwok-3", taints=[Taint("gpu", "true", "NoSchedule")], tas=False)],
         flavor=ResourceFlavor(
             FlavorName("default"), tolerations=(Toleration("gpu", "Exists"),)
@@ -101,23 +100,23 @@ CASES: dict[str, Case] = {
     "PreferNoSchedule taint does not keep pods off": Case(
         [*KWOK2, node("kwok-3", taints=[Taint("x", "", "PreferNoSchedule")], tas=False)],
     ),
-    "required node affinity In": Case(
+    "Kueue: does not admit workload when node does not match required affinity": Case(
         [node("kwok-1", labels={"gen": "a"}, tas=False), node("kwok-2", labels={"gen": "a"},
          tas=False), node("kwok-3", labels={"gen": "b"}, tas=False)],
         workload=three(affinity=[SelectorRequirement("gen", "In", ("a",))]),
         fits=False, fit=2, message=("1 node affinity mismatch",),
     ),
-    "required node affinity Gt": Case(
+    "Kueue: admits workload when node matches required affinity": Case(
         [node("kwok-1", labels={"mem": "8"}, tas=False), node("kwok-2", labels={"mem": "16"},
          tas=False), node("kwok-3", labels={"mem": "32"}, tas=False)],
         workload=three(affinity=[SelectorRequirement("mem", "Gt", ("4",))]),
     ),
-    "not ready and cordoned nodes take nothing": Case(
+    "Kueue: hostname lowest-level TAS filters unschedulable node (and not ready)": Case(
         [node("kwok-1", tas=False), node("kwok-2", ready=False, tas=False),
          node("kwok-3", unschedulable=True, tas=False)],
         fits=False, fit=1, message=("1 not ready", "1 unschedulable"),
     ),
-    "a foreign bound pod takes a node": Case(
+    "Kueue: workload does not get scheduled as the node capacity is already used by a non-TAS pod": Case(
         KWOK3, bound=[pod("other/web", "kwok-3", cpu="1")], fits=False, fit=2,
         message=("free: kwok-1 1, kwok-2 1, kwok-3 0",),
     ),
