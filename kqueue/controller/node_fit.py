@@ -56,8 +56,9 @@ class NodeFitHold:
         self._kube = kube
         self._events = events
         self._now = now
-        # Held workloads: Workload key -> what reconciles its object again.
-        self._held: dict[str, Callable[[], None]] = {}
+        # Held workloads: Workload key -> what reconciles its object again, and the guard's
+        # generation it was checked at.
+        self._held: dict[str, tuple[Callable[[], None], tuple[int, int]]] = {}
 
     @property
     def held(self) -> frozenset[str]:
@@ -65,29 +66,32 @@ class NodeFitHold:
 
     # -- the feed ------------------------------------------------------------------------------
 
-    def apply(self, engine: Engine, pod: Obj) -> None:
+    def apply(self, engine: Engine, pod: Obj) -> bool:
+        """Feed ``pod`` to ``engine``; whether it left the released pods without being bound
+        (ended or deleted first), which frees the room it took."""
         released = from_api.released_pod(pod)
-        if released is None:
-            engine.delete_released_pod(pod_key(pod))
-        else:
+        if released is not None:
             engine.upsert_released_pod(released)
+            return False
+        gone = engine.delete_released_pod(pod_key(pod))
+        return gone and not (pod.get("spec") or {}).get("nodeName")
 
     def on_pod(self, _: str, pod: Obj, *rest: Obj) -> None:
-        new = rest[-1] if rest else pod
-        self.apply(self._engine(), new)
-        if from_api.released_pod(new) is None and not (new.get("spec") or {}).get("nodeName"):
-            # Ended or being deleted before it was bound: the room it took is free again.
+        if self.apply(self._engine(), rest[-1] if rest else pod):
             self.wake()
 
     def on_pod_delete(self, _: str, pod: Obj) -> None:
-        self._engine().delete_released_pod(pod_key(pod))
-        self.wake()
+        if self._engine().delete_released_pod(pod_key(pod)):
+            self.wake()
 
     def wake(self) -> None:
-        """Reconcile every held workload's object again (each is held again if it still does
-        not fit)."""
-        held, self._held = self._held, {}
-        for requeue in held.values():
+        """Reconcile again every held workload checked before what the guard reads last
+        changed (each is held again if it still does not fit). Events that change nothing the
+        guard reads (a node's heartbeat) wake none."""
+        now = self._engine().node_fit_generation()
+        stale = [k for k, (_, seen) in self._held.items() if seen != now]
+        for key in stale:
+            requeue, _ = self._held.pop(key)
             requeue()
 
     # -- before release ------------------------------------------------------------------------
@@ -122,7 +126,7 @@ class NodeFitHold:
                 if rp is not None:
                     engine.upsert_released_pod(rp)
             return True
-        self._held[wl.key] = requeue
+        self._held[wl.key] = (requeue, engine.node_fit_generation())
         message = (
             f"{verdict.message}. The workload keeps its quota; its pods are released all "
             f"together when the nodes have room for them (a node added, pods ended)"
