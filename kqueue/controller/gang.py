@@ -323,6 +323,27 @@ def unschedulable_detail(pods: Sequence[Obj]) -> str:
     return sorted(messages)[0] if messages else ""
 
 
+def resized_verdict(cond: Obj, group: Obj, members: Sequence[Obj]) -> Obj | None:
+    """kube-scheduler's verdict on a group it placed once, for the pods it has now.
+
+    v1beta1's ``PodGroupInitiallyScheduled`` stays True after the group's first placement, so
+    after a scale-up raised ``minCount`` it no longer says whether the added pods are placed:
+    the group is placed while at least ``minCount`` of its pods are bound; short of that, the
+    pods say why (``PodScheduled=False`` on one of them), or there is no verdict yet (None)."""
+    bound = sum(1 for p in members if (p.get("spec") or {}).get("nodeName"))
+    if bound >= (_min_count(group) or 0):
+        return cond
+    refused = [
+        c_
+        for p in members
+        for c_ in (p.get("status") or {}).get("conditions") or []
+        if c_.get("type") == "PodScheduled" and c_.get("status") == "False"
+    ]
+    if not refused:
+        return None
+    return {"status": "False", "reason": str(refused[0].get("reason") or "Unschedulable")}
+
+
 @dataclass(frozen=True)
 class Prepared:
     """Whether the admitted pods may be released now, and if not why (for the log)."""
@@ -642,6 +663,12 @@ class GangPlacement:
                 logger.debug("reading PodGroup %s/%s: %s", wl.namespace, name, exc)
                 return RECHECK_S
             cond = _condition(group, scheduled_condition(self.pod_groups))
+            if (
+                cond is not None
+                and cond.get("status") == "True"
+                and mutable_min_count(self.pod_groups)
+            ):
+                cond = resized_verdict(cond, group, [p for p in pods if pod_group_of(p) == name])
             if cond is None:
                 return RECHECK_S
             verdicts.append((name, group, cond))

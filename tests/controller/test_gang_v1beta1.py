@@ -259,3 +259,33 @@ def test_gang_flags_refuse_a_release_without_the_api(version: str) -> None:
     with pytest.raises(ClusterStartError) as err:
         gang_flags(version)
     assert version in str(err.value)
+
+
+def _member(bound: bool, refused: bool = False) -> Obj:
+    pod: Obj = {"spec": {"nodeName": "n1"} if bound else {}, "status": {}}
+    if refused:
+        pod["status"]["conditions"] = [
+            {"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}
+        ]
+    return pod
+
+
+RESIZED_VERDICT_CASES = [
+    # (name, minCount, members, expected status or None)
+    ("all of minCount bound: placed", 4, [_member(True)] * 4, "True"),
+    ("raised to 4, 1 bound, added pods refused", 4, [_member(True)] + [_member(False, True)] * 3, "False"),
+    ("raised to 4, 1 bound, not tried yet: no verdict", 4, [_member(True)] + [_member(False)] * 3, None),
+]
+
+
+@pytest.mark.parametrize(
+    ("min_count", "members", "want"),
+    [pytest.param(*case[1:], id=case[0]) for case in RESIZED_VERDICT_CASES],
+)
+def test_initially_scheduled_is_not_taken_for_a_resized_group(
+    min_count: int, members: list[Obj], want: str | None
+) -> None:
+    """v1beta1's PodGroupInitiallyScheduled stays True after the first placement."""
+    group = {"spec": {"schedulingPolicy": {"gang": {"minCount": min_count}}}}
+    got = gang.resized_verdict({"status": "True", "reason": "Scheduled"}, group, members)
+    assert (got or {}).get("status") == want
