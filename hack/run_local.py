@@ -91,6 +91,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--work-dir", help="keep certificates, config and logs here")
     parser.add_argument("--no-samples", action="store_true", help="do not apply the samples")
     parser.add_argument(
+        "--stock",
+        action="store_true",
+        help="a cluster as it comes (every feature gate at its default, no PodGroup API); by "
+        "default kube-scheduler's gang scheduling is on, so admitted gangs are placed whole",
+    )
+    parser.add_argument(
         "--operators",
         default=os.environ.get("OPERATORS", ""),
         help="comma-separated operators to start too: jobset, trainer, mpi-operator, kuberay, lws",
@@ -112,7 +118,7 @@ def main(argv: list[str] | None = None) -> int:
     work = Path(args.work_dir or tempfile.mkdtemp(prefix="kqueue-run-"))
     work.mkdir(parents=True, exist_ok=True)
     _say("starting the local control plane (the first build of its binaries takes a while)")
-    cluster = LocalCluster()
+    cluster = LocalCluster(gang_scheduling=not args.stock)
     try:
         cluster.start()
     except (ClusterStartError, BuildError) as exc:

@@ -491,11 +491,12 @@ class Configuration(_Model):
     integrations: Integrations = Integrations()
     """Which job kinds are managed."""
     gang_scheduling: Literal["Auto", "Disabled"] = "Auto"
-    """Whole-gang placement by kube-scheduler. ``Auto``: when the cluster serves the
-    ``scheduling.k8s.io/v1alpha2`` PodGroup API (Kubernetes 1.36 with the ``GenericWorkload`` and
-    ``GangScheduling`` feature gates), the pods of each kqueue workload name one PodGroup, which
-    kqueue sizes to the admitted pods before releasing them, and kube-scheduler binds them all
-    or none. ``Disabled``: admitted pods are placed one by one, as on clusters without the API."""
+    """Whole-gang placement by kube-scheduler. ``Auto``: when the cluster serves the PodGroup API
+    (``scheduling.k8s.io/v1beta1``: Kubernetes 1.37 with the ``GenericWorkload`` feature gate;
+    else ``v1alpha2``: 1.36 with ``GenericWorkload`` and ``GangScheduling``), the pods of each
+    kqueue workload name one PodGroup, which kqueue sizes to the admitted pods before releasing
+    them, and kube-scheduler binds them all or none. ``Disabled``: admitted pods are placed one
+    by one, as on clusters without the API."""
     node_fit_guard: Literal["Gangs", "Disabled"] = "Gangs"
     """The node-fit guard, for ClusterQueues that do not set ``spec.nodeFitGuard``. ``Gangs``:
     kqueue releases an admitted workload's pods (2 or more at a time) only when all of them fit

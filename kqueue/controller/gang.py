@@ -40,6 +40,26 @@ What the 1.36 API does not allow, and what kqueue does instead:
   admission resolves it from ``priorityClassName`` and refuses any other value.
 * ``schedulingConstraints`` needs the ``TopologyAwareWorkloadScheduling`` gate; kqueue does not
   set it.
+
+Kubernetes 1.37 drops ``v1alpha2`` for ``scheduling.k8s.io/v1beta1`` (gate ``GenericWorkload``,
+beta, default off; ``GangScheduling`` and ``WorkloadAwarePreemption`` are folded into it).
+Discovery prefers it (:data:`PODGROUP_VERSIONS`). What changes on it:
+
+* ``minCount`` is mutable. A resizable object's pods name one group for all its sizes (no size
+  epoch), and a scale-up raises the group's ``minCount`` to the new admitted count before the
+  added pods are released: kube-scheduler counts the bound pods toward it, so the added pods
+  are placed all or nothing, into the same group, with no group per generation to clean up.
+* ``disruptionMode`` is a union, ``{all: {}}`` (:func:`preemption_fields`), served without any
+  other gate, so kube-scheduler's workload-aware preemption evicts a kqueue gang whole or not
+  at all.
+* kube-scheduler's verdict is the ``PodGroupInitiallyScheduled`` condition.
+* kqueue creates no ``scheduling.k8s.io`` Workload: a PodGroup without ``workloadRef`` is a
+  complete scheduling unit, the Workload only carries templates for controllers that stamp out
+  PodGroups, and kqueue's own Workload already is that template (its pod sets, sized by
+  admission). A PodGroup made by a Job's own controller (``Job.spec.scheduling``, gate
+  ``WorkloadWithJob``) is the Job's: kqueue leaves it alone (:func:`foreign_group`), since the
+  Job controller keeps its ``minCount`` equal to ``spec.parallelism``, which kqueue sets to the
+  admitted count.
 """
 
 from __future__ import annotations
@@ -63,9 +83,15 @@ logger = logging.getLogger(__name__)
 Obj = dict[str, Any]
 
 PODGROUPS = Resource("scheduling.k8s.io", "v1alpha2", "podgroups")
+PODGROUPS_V1BETA1 = Resource("scheduling.k8s.io", "v1beta1", "podgroups")
+# Preferred first: what discovery picks when the cluster serves several.
+PODGROUP_VERSIONS = (PODGROUPS_V1BETA1, PODGROUPS)
 SCHEDULING_GROUP_FIELD = "spec.schedulingGroup.podGroupName"
-# kube-scheduler's condition on the PodGroup; kqueue writes the same type on the Workload.
+# kube-scheduler's condition on a v1alpha2 PodGroup; kqueue writes this type on its Workload
+# whichever version the cluster serves.
 POD_GROUP_SCHEDULED = "PodGroupScheduled"
+# kube-scheduler's condition on a v1beta1 PodGroup (same meaning, renamed in 1.37).
+POD_GROUP_INITIALLY_SCHEDULED = "PodGroupInitiallyScheduled"
 GANG_UNSCHEDULABLE_EVENT = "GangUnschedulable"
 GANG_SCHEDULED_EVENT = "GangScheduled"
 # The count kqueue admitted for the whole Workload that owns the group (a group of an elastic
@@ -169,7 +195,39 @@ def fresh_counts(fresh: Sequence[str], pods: Sequence[Obj], admitted: int) -> di
     }
 
 
-def preemption_fields(wl: Workload) -> Obj:
+def scheduled_condition(resource: Resource) -> str:
+    """The type of kube-scheduler's verdict on a PodGroup of ``resource``'s version."""
+    return POD_GROUP_SCHEDULED if resource.version == "v1alpha2" else POD_GROUP_INITIALLY_SCHEDULED
+
+
+def mutable_min_count(resource: Resource) -> bool:
+    """Whether a PodGroup of ``resource``'s version may change its ``minCount`` (v1beta1)."""
+    return resource.version != "v1alpha2"
+
+
+def foreign_group(pod: Obj) -> bool:
+    """Whether the pod's PodGroup was made by its own Job's controller, not by kqueue: with
+    the ``WorkloadWithJob`` gate the Job controller gives each pod it puts into its group an
+    owner reference to that PodGroup, next to its controller reference to the Job."""
+    group = pod_group_of(pod)
+    refs = (pod.get("metadata") or {}).get("ownerReferences") or []
+    by_job = any(
+        r.get("controller") and r.get("kind") == "Job" and r.get("apiVersion") == "batch/v1"
+        for r in refs
+    )
+    return (
+        group is not None
+        and by_job
+        and any(
+            r.get("kind") == "PodGroup"
+            and str(r.get("apiVersion") or "").startswith("scheduling.k8s.io/")
+            and r.get("name") == group
+            for r in refs
+        )
+    )
+
+
+def preemption_fields(wl: Workload, resource: Resource = PODGROUPS) -> Obj:
     """The PodGroup's workload-aware preemption fields (gate ``WorkloadAwarePreemption``).
 
     ``disruptionMode: PodGroup``: kqueue admits and evicts a workload whole, so kube-scheduler
@@ -177,8 +235,11 @@ def preemption_fields(wl: Workload) -> Obj:
     workload's PriorityClass when its priority comes from one (``scheduling.k8s.io``); a
     kqueue WorkloadPriorityClass has no PriorityClass of that name, and ``priority`` cannot be
     given without one (the priority admission plugin resolves it from the class, the global
-    default or 0, and refuses any other value), so such a group gets kube-scheduler's default."""
-    fields: Obj = {"disruptionMode": "PodGroup"}
+    default or 0, and refuses any other value), so such a group gets kube-scheduler's default.
+    On v1beta1 ``disruptionMode`` is a union: ``{all: {}}`` says the same."""
+    fields: Obj = {
+        "disruptionMode": "PodGroup" if resource.version == "v1alpha2" else {"all": {}}
+    }
     ref = wl.spec.priority_class_ref
     if ref is not None and ref.group == "scheduling.k8s.io" and ref.name:
         fields["priorityClassName"] = ref.name
@@ -195,12 +256,16 @@ def refuses_preemption_fields(exc: KubeError) -> bool:
 
 
 def pod_group_manifest(
-    wl: Workload, name: str, min_count: int, admitted: int | None = None
+    wl: Workload,
+    name: str,
+    min_count: int,
+    admitted: int | None = None,
+    resource: Resource = PODGROUPS,
 ) -> Obj:
     """The PodGroup for ``min_count`` pods of ``wl`` (``admitted`` in all, recorded in
     :data:`ADMITTED_COUNT_ANNOTATION`), owned by ``wl`` so it goes with it."""
     return {
-        "apiVersion": PODGROUPS.api_version,
+        "apiVersion": resource.api_version,
         "kind": "PodGroup",
         "metadata": {
             "name": name,
@@ -258,6 +323,27 @@ def unschedulable_detail(pods: Sequence[Obj]) -> str:
     return sorted(messages)[0] if messages else ""
 
 
+def resized_verdict(cond: Obj, group: Obj, members: Sequence[Obj]) -> Obj | None:
+    """kube-scheduler's verdict on a group it placed once, for the pods it has now.
+
+    v1beta1's ``PodGroupInitiallyScheduled`` stays True after the group's first placement, so
+    after a scale-up raised ``minCount`` it no longer says whether the added pods are placed:
+    the group is placed while at least ``minCount`` of its pods are bound; short of that, the
+    pods say why (``PodScheduled=False`` on one of them), or there is no verdict yet (None)."""
+    bound = sum(1 for p in members if (p.get("spec") or {}).get("nodeName"))
+    if bound >= (_min_count(group) or 0):
+        return cond
+    refused = [
+        c_
+        for p in members
+        for c_ in (p.get("status") or {}).get("conditions") or []
+        if c_.get("type") == "PodScheduled" and c_.get("status") == "False"
+    ]
+    if not refused:
+        return None
+    return {"status": "False", "reason": str(refused[0].get("reason") or "Unschedulable")}
+
+
 @dataclass(frozen=True)
 class Prepared:
     """Whether the admitted pods may be released now, and if not why (for the log)."""
@@ -277,6 +363,8 @@ class GangPlacement:
         self._now = now
         self.mode: GangMode = mode
         self.enabled = False
+        # The PodGroup version the cluster serves (the preferred one, see PODGROUP_VERSIONS).
+        self.pod_groups: Resource = PODGROUPS
         # Whether the API server takes the workload-aware preemption fields (None: not known
         # yet; learnt from the first PodGroup kqueue creates).
         self.workload_preemption: bool | None = None
@@ -290,30 +378,50 @@ class GangPlacement:
                 "by one by kube-scheduler"
             )
             return False
-        try:
-            status, body = await self._kube.request("GET", f"/apis/{PODGROUPS.api_version}")
-        except Exception as exc:  # discovery must never stop the manager from starting
-            status, body = 0, {"message": str(exc)}
-        resources = body.get("resources") or [] if status == 200 else []
-        self.enabled = any(r.get("name") == PODGROUPS.plural for r in resources)
+        statuses: list[str] = []
+        self.enabled = False
+        for resource in PODGROUP_VERSIONS:
+            try:
+                status, body = await self._kube.request("GET", f"/apis/{resource.api_version}")
+            except Exception as exc:  # discovery must never stop the manager from starting
+                status, body = 0, {"message": str(exc)}
+            resources = body.get("resources") or [] if status == 200 else []
+            if any(r.get("name") == resource.plural for r in resources):
+                self.enabled, self.pod_groups = True, resource
+                break
+            statuses.append(f"{resource.api_version}: HTTP {status or 'unreachable'}")
         if self.enabled:
+            if mutable_min_count(self.pod_groups):
+                self._learn_preemption(
+                    True, f"{self.pod_groups.api_version} serves them with GenericWorkload alone"
+                )
             logger.info(
                 "gang scheduling: on (gangScheduling: Auto, the cluster serves %s PodGroups): "
                 "pods of kqueue workloads get %s, kube-scheduler places each admitted workload "
-                "all or nothing",
-                PODGROUPS.api_version,
+                "all or nothing%s",
+                self.pod_groups.api_version,
                 SCHEDULING_GROUP_FIELD,
+                "; an elastic scale-up raises its group's minCount"
+                if mutable_min_count(self.pod_groups)
+                else "; an elastic scale-up gets a group of its own",
             )
         else:
             logger.info(
-                "gang scheduling: off (gangScheduling: Auto, but the cluster does not serve %s "
-                "PodGroups (HTTP %s); it needs the GenericWorkload and GangScheduling feature "
-                "gates and --runtime-config=%s=true): admitted pods are placed one by one",
-                PODGROUPS.api_version,
-                status or "unreachable",
+                "gang scheduling: off (gangScheduling: Auto, but the cluster does not serve PodGroups "
+                "(%s); on 1.37 it needs the GenericWorkload feature gate and "
+                "--runtime-config=%s=true, on 1.36 GenericWorkload, GangScheduling and "
+                "--runtime-config=%s=true): admitted pods are placed one by one",
+                "; ".join(statuses),
+                PODGROUPS_V1BETA1.api_version,
                 PODGROUPS.api_version,
             )
         return self.enabled
+
+    @property
+    def per_size_groups(self) -> bool:
+        """Whether each size of a resizable object gets a group of its own (the served
+        PodGroup's ``minCount`` is immutable)."""
+        return not mutable_min_count(self.pod_groups)
 
     # -- before release ------------------------------------------------------------------------
 
@@ -331,14 +439,21 @@ class GangPlacement:
         for name in names:
             members = [p for p in pods if pod_group_of(p) == name]
             try:
-                current: Obj | None = await self._kube.get(PODGROUPS, name, wl.namespace)
+                current: Obj | None = await self._kube.get(self.pod_groups, name, wl.namespace)
             except NotFound:
                 current = None
+            if any(foreign_group(p) for p in members):
+                # The Job controller's group (Job.spec.scheduling): it sizes it itself.
+                if current is None:
+                    return Prepared(False, f"PodGroup {wl.namespace}/{name} of the pods' own "
+                                    "controller does not exist yet")
+                continue
             if current is None:
                 if any(is_gated(p) for p in members):
                     fresh.append(name)
                 continue
-            prepared = await self._keep(wl, current, members, admitted)
+            outside = sum(1 for p in pods if not is_gated(p) and pod_group_of(p) != name)
+            prepared = await self._keep(wl, current, members, admitted, outside)
             if not prepared.ready:
                 return prepared
         if not fresh:
@@ -356,13 +471,13 @@ class GangPlacement:
         self, wl: Workload, name: str, count: int, admitted: int, *, with_class: bool = True
     ) -> Prepared:
         ns = wl.namespace
-        doc = pod_group_manifest(wl, name, count, admitted)
+        doc = pod_group_manifest(wl, name, count, admitted, self.pod_groups)
         if self.workload_preemption is not False:
-            doc["spec"].update(preemption_fields(wl))
+            doc["spec"].update(preemption_fields(wl, self.pod_groups))
             if not with_class:
                 doc["spec"].pop("priorityClassName", None)
         try:
-            created = await self._kube.create(PODGROUPS, doc, namespace=ns)
+            created = await self._kube.create(self.pod_groups, doc, namespace=ns)
         except Conflict:
             return Prepared(False, f"PodGroup {ns}/{name} was created meanwhile")
         except KubeError as exc:
@@ -415,10 +530,11 @@ class GangPlacement:
             )
 
     async def _keep(
-        self, wl: Workload, current: Obj, members: Sequence[Obj], admitted: int
+        self, wl: Workload, current: Obj, members: Sequence[Obj], admitted: int, outside: int = 0
     ) -> Prepared:
-        """An existing group of the object: kept (handed to ``wl``), or waited for while an
-        earlier admission's group is still terminating."""
+        """An existing group of the object: kept (handed to ``wl``), resized on v1beta1, or
+        waited for while an earlier admission's group is still terminating. ``admitted`` is
+        the whole admission, ``outside`` its pods already released into other groups."""
         ns = wl.namespace
         meta = current.get("metadata") or {}
         name = str(meta.get("name"))
@@ -446,6 +562,8 @@ class GangPlacement:
         recorded = (meta.get("annotations") or {}).get(ADMITTED_COUNT_ANNOTATION)
         if _owned_by(current, wl) and recorded == str(admitted):
             return Prepared(True)  # made (or handed over) for this admission
+        if mutable_min_count(self.pod_groups) and joining:
+            return await self._resize(wl, current, admitted, admitted - outside)
         # The group stays, whatever its size: its spec is immutable, and it cannot be replaced
         # while any live pod (a held one too) names it. Its pods run (an elastic Job's earlier
         # size, now held by the new slice; a replacement pod joins its running gang), or a
@@ -457,7 +575,7 @@ class GangPlacement:
             }
         }
         try:
-            await self._kube.patch(PODGROUPS, name, patch, namespace=ns)
+            await self._kube.patch(self.pod_groups, name, patch, namespace=ns)
         except KubeError as exc:
             return Prepared(False, f"cannot hand PodGroup {ns}/{name} to {wl.key}: {exc}")
         if running and joining:
@@ -483,6 +601,40 @@ class GangPlacement:
             )
         return Prepared(True)
 
+    async def _resize(self, wl: Workload, current: Obj, admitted: int, room: int) -> Prepared:
+        """v1beta1: the object's one group takes this admission's size in place (an elastic
+        scale-up, a requeued workload's pods) and follows the Workload holding the quota.
+
+        ``minCount`` becomes ``room``, the pods of the group this admission lets run, whether or not they
+        all exist yet (kube-scheduler waits for them); it counts the bound ones, so the joining
+        pods are placed all together or not at all."""
+        ns = wl.namespace
+        name = str((current.get("metadata") or {}).get("name"))
+        want = max(1, room)
+        before = _min_count(current) or 0
+        patch: Obj = {
+            "metadata": {
+                "ownerReferences": [_owner_ref(wl)],
+                "annotations": {ADMITTED_COUNT_ANNOTATION: str(admitted)},
+            }
+        }
+        if before != want:
+            patch["spec"] = {"schedulingPolicy": {"gang": {"minCount": want}}}
+        try:
+            await self._kube.patch(self.pod_groups, name, patch, namespace=ns)
+        except KubeError as exc:
+            return Prepared(False, f"cannot resize PodGroup {ns}/{name} for {wl.key}: {exc}")
+        if before != want:
+            self._events.record(
+                wl.to_dict(),
+                "Normal",
+                "PodGroupResized",
+                f"PodGroup {ns}/{name} minCount {before} -> {want} ({admitted} admitted): "
+                f"kube-scheduler places the joining pods together with the running ones",
+            )
+            logger.info("PodGroup %s/%s minCount %d -> %d for %s", ns, name, before, want, wl.key)
+        return Prepared(True)
+
     # -- after release -------------------------------------------------------------------------
 
     async def report(self, wl: Workload, pods: Sequence[Obj]) -> float | None:
@@ -506,11 +658,17 @@ class GangPlacement:
         verdicts: list[tuple[str, Obj, Obj]] = []
         for name in names:
             try:
-                group = await self._kube.get(PODGROUPS, name, wl.namespace)
+                group = await self._kube.get(self.pod_groups, name, wl.namespace)
             except KubeError as exc:
                 logger.debug("reading PodGroup %s/%s: %s", wl.namespace, name, exc)
                 return RECHECK_S
-            cond = _condition(group, POD_GROUP_SCHEDULED)
+            cond = _condition(group, scheduled_condition(self.pod_groups))
+            if (
+                cond is not None
+                and cond.get("status") == "True"
+                and mutable_min_count(self.pod_groups)
+            ):
+                cond = resized_verdict(cond, group, [p for p in pods if pod_group_of(p) == name])
             if cond is None:
                 return RECHECK_S
             verdicts.append((name, group, cond))
@@ -573,11 +731,11 @@ class GangPlacement:
             return
         for name in sorted({n for p in pods if (n := pod_group_of(p)) is not None}):
             try:
-                group = await self._kube.get(PODGROUPS, name, wl.namespace)
+                group = await self._kube.get(self.pod_groups, name, wl.namespace)
                 if _owned_by(group, wl) and not (group.get("metadata") or {}).get(
                     "deletionTimestamp"
                 ):
-                    await self._kube.delete(PODGROUPS, name, namespace=wl.namespace)
+                    await self._kube.delete(self.pod_groups, name, namespace=wl.namespace)
                     logger.info(
                         "PodGroup %s/%s deleted with the eviction of %s", wl.namespace, name, wl.key
                     )

@@ -322,6 +322,7 @@ class Manager:
             config,
             local_queues=self._local_queue_names,
             gang=lambda: self.gang.enabled,
+            per_size_groups=lambda: self.gang.per_size_groups,
             kube=self.kube,
             events=self.events,
         )

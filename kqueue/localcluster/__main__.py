@@ -27,7 +27,7 @@ def _up(ns: argparse.Namespace) -> int:
     work_dir = Path(ns.work_dir) if ns.work_dir else None
     cluster = LocalCluster(
         work_dir=work_dir, keep_work_dir=ns.keep, verbosity=ns.v,
-        gang_scheduling=ns.gang_scheduling,
+        gang_scheduling=not ns.stock,
     )
     try:
         cluster.start()
@@ -66,10 +66,11 @@ def main(argv: list[str] | None = None) -> int:
     up.add_argument("--keep", action="store_true", help="keep the work directory after stopping")
     up.add_argument("--kubeconfig-out", help="also copy the admin kubeconfig to this path")
     up.add_argument(
-        "--gang-scheduling",
+        "--stock",
         action="store_true",
-        help="serve scheduling.k8s.io/v1alpha2 PodGroups and turn on kube-scheduler's gang "
-        "scheduling (feature gates GenericWorkload, GangScheduling)",
+        help="every feature gate at its default, no PodGroup API (as most clusters run); by "
+        "default the PodGroup API and kube-scheduler's gang scheduling are on (on 1.37: "
+        "scheduling.k8s.io/v1beta1, gates GenericWorkload and TopologyAwareWorkloadScheduling)",
     )
     up.add_argument("-v", type=int, default=1, help="log verbosity of the components")
     up.add_argument(

@@ -38,9 +38,12 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-# v1.36.5 is on the module proxy but not in the checksum database (it answers 404),
-# so the go command refuses it; v1.36.4 is the newest v1.36 patch that verifies and builds.
-KUBERNETES_VERSION = os.environ.get("KQUEUE_KUBERNETES_VERSION", "v1.36.4")
+# v1.37.2 serves scheduling.k8s.io/v1beta1 (the PodGroup with a mutable minCount); v1.36.4 (the
+# newest v1.36 patch in the checksum database: v1.36.5 answers 404) stays reachable with
+# KQUEUE_KUBERNETES_VERSION=v1.36.4 (`make test-k136`). 1.37's build/dependencies.yaml pins etcd
+# 3.7.0 for its own images, but the API server speaks the etcd v3 API of 3.5 and later, and
+# etcd v3.6.16 has the fixes 1.37 was tested against; kwok and helm use only stable APIs.
+KUBERNETES_VERSION = os.environ.get("KQUEUE_KUBERNETES_VERSION", "v1.37.2")
 ETCD_VERSION = os.environ.get("KQUEUE_ETCD_VERSION", "v3.6.16")
 KWOK_VERSION = os.environ.get("KQUEUE_KWOK_VERSION", "v0.8.0")
 HELM_VERSION = os.environ.get("KQUEUE_HELM_VERSION", "v3.22.0")

@@ -20,6 +20,7 @@ import http.client
 import json
 import os
 import queue
+import re
 import shutil
 import signal
 import socket
@@ -77,12 +78,64 @@ CONTROLLERS = (
     "endpointslice-controller",
 )
 
-# Whole-gang placement by kube-scheduler (KEP-4671, as refined for 1.36): the PodGroup API
-# (scheduling.k8s.io/v1alpha2, gate GenericWorkload) and kube-scheduler's GangScheduling plugin.
-# Both gates are alpha and off by default in v1.36, and an alpha API version is only served when
-# --runtime-config turns it on; GangScheduling requires GenericWorkload.
-GANG_FEATURE_GATES = "GenericWorkload=true,GangScheduling=true"
-GANG_RUNTIME_CONFIG = "scheduling.k8s.io/v1alpha2=true"
+# Whole-gang placement by kube-scheduler (KEP-4671, refined by KEP-5832): the PodGroup API and
+# kube-scheduler's GangScheduling plugin. The gates and the API version differ by minor version
+# (read from pkg/features/kube_features.go of each release):
+# * v1.36: scheduling.k8s.io/v1alpha2, gates GenericWorkload and GangScheduling (alpha, off);
+#   WorkloadAwarePreemption (alpha) adds the PodGroup's disruptionMode and priority.
+# * v1.37: v1alpha2 is gone; scheduling.k8s.io/v1beta1 (Workload, PodGroup with a mutable
+#   minCount, disruptionMode, priority), served with GenericWorkload (beta, still off by
+#   default). GangScheduling and WorkloadAwarePreemption are folded into GenericWorkload (a
+#   1.37 binary refuses them as unknown gates). TopologyAwareWorkloadScheduling (alpha) serves
+#   the PodGroup's schedulingConstraints.topology and turns on kube-scheduler's
+#   TopologyPlacementGenerator plugin.
+# A beta API version, like an alpha one, is served only when --runtime-config turns it on.
+GANG_GATES_BY_MINOR: dict[int, tuple[str, ...]] = {
+    36: ("GenericWorkload", "GangScheduling"),
+    37: ("GenericWorkload", "TopologyAwareWorkloadScheduling"),
+}
+GANG_API_BY_MINOR: dict[int, str] = {36: "scheduling.k8s.io/v1alpha2", 37: "scheduling.k8s.io/v1beta1"}
+# Gates of 1.36 that a later release folded into GenericWorkload: asked for on 1.37 they are
+# dropped, since the binary would refuse to start on an unknown gate.
+FOLDED_GATES = {"GangScheduling": 37, "WorkloadAwarePreemption": 37}
+
+
+def kubernetes_minor(version: str) -> int:
+    """35 for ``v1.35.2``; the message names the version if it is not ``v1.<minor>.<patch>``."""
+    match = re.match(r"v1\.(\d+)\.", version)
+    if match is None:
+        raise ClusterStartError(f"Kubernetes version {version!r}: expected v1.<minor>.<patch>")
+    return int(match.group(1))
+
+
+def binary_version(apiserver: Path) -> str:
+    """``v1.37.2`` from ``kube-apiserver --version`` ("Kubernetes v1.37.2")."""
+    try:
+        out = subprocess.run(
+            [str(apiserver), "--version"], capture_output=True, text=True, timeout=30, check=True
+        ).stdout
+    except (OSError, subprocess.SubprocessError) as exc:
+        raise ClusterStartError(f"{apiserver} --version failed: {exc}") from exc
+    match = re.search(r"v\d+\.\d+\.\d+", out)
+    if match is None:
+        raise ClusterStartError(f"{apiserver} --version printed no version: {out.strip()!r}")
+    return match.group(0)
+
+
+def gang_flags(version: str, extra: Sequence[str] = ()) -> tuple[list[str], list[str]]:
+    """(feature gates, runtime-config) that serve the PodGroup API and gang scheduling on
+    Kubernetes ``version``, with the ``extra`` gates that exist in it."""
+    minor = kubernetes_minor(version)
+    known = [m for m in GANG_GATES_BY_MINOR if m <= minor]
+    if not known:
+        raise ClusterStartError(
+            f"gang scheduling needs Kubernetes v1.36 or later (the PodGroup API); got {version}"
+        )
+    base = GANG_GATES_BY_MINOR[max(known)]
+    gates = [*base, *(g for g in extra if g not in base and FOLDED_GATES.get(g, 99) > minor)]
+    api = GANG_API_BY_MINOR[max(known)]
+    return [f"{g}=true" for g in gates], [f"{api}=true"]
+
 
 _STOP_GRACE_SECONDS = 10.0
 _LOG_TAIL_LINES = 40
@@ -260,11 +313,16 @@ class LocalCluster:
     verbosity: int = 1
     start_timeout: float = 120.0
     # Serve the PodGroup API and let kube-scheduler place gangs all or nothing (see
-    # GANG_FEATURE_GATES). Off by default, as in a v1.36 cluster nobody configured.
-    gang_scheduling: bool = False
-    # More gates for kube-apiserver and kube-scheduler with gang_scheduling, e.g.
-    # ("WorkloadAwarePreemption",): the PodGroup's disruptionMode and priority (KEP-5710).
+    # GANG_GATES_BY_MINOR). On by default: a newcomer sees the best path; False is the stock
+    # cluster (every gate at its default), as most clusters run.
+    gang_scheduling: bool = True
+    # More gates for kube-apiserver, kube-controller-manager and kube-scheduler with
+    # gang_scheduling, e.g. ("WorkloadWithJob",); gates a release folded into GenericWorkload
+    # (WorkloadAwarePreemption on 1.37) are dropped.
     gang_gates: tuple[str, ...] = ()
+    # The Kubernetes release the binaries are from (picks the gates and API version); None:
+    # asked of kube-apiserver --version at start.
+    kubernetes_version: str | None = None
     # Client rate limits of kube-controller-manager (its Job and ReplicaSet controllers create
     # pods through them) and kube-scheduler (bindings). Raise them to measure kqueue without
     # those bounds; None for the scheduler keeps its own default (QPS 50, burst 100).
@@ -598,6 +656,8 @@ class LocalCluster:
         missing = [b for b in needed if not os.access(bin_dir / b, os.X_OK)]
         if missing:
             raise ClusterStartError(f"missing binaries in {bin_dir}: {', '.join(missing)}")
+        if self.kubernetes_version is None and self.gang_scheduling:
+            self.kubernetes_version = binary_version(bin_dir / "kube-apiserver")
         return bin_dir
 
     def _start_once(self) -> None:
@@ -723,9 +783,14 @@ class LocalCluster:
         assert self.work_dir is not None and self.bin_dir is not None
         b, p, w, v = self.bin_dir, self.ports, self.work_dir, str(self.verbosity)
         pki = w / "pki"
-        gates = ",".join([GANG_FEATURE_GATES, *(f"{g}=true" for g in self.gang_gates)])
+        gate_list, runtime = (
+            gang_flags(self.kubernetes_version or build.KUBERNETES_VERSION, self.gang_gates)
+            if self.gang_scheduling
+            else ([], [])
+        )
+        gates = ",".join(gate_list)
         gang_apiserver = (
-            [f"--feature-gates={gates}", f"--runtime-config={GANG_RUNTIME_CONFIG}"]
+            [f"--feature-gates={gates}", f"--runtime-config={','.join(runtime)}"]
             if self.gang_scheduling
             else []
         )

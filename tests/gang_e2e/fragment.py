@@ -34,6 +34,7 @@ from tests.controller_e2e.harness import (
     pause_container,
     unique,
 )
+from tests.fixtures.cluster import PODGROUPS
 
 Obj = dict[str, Any]
 
@@ -181,7 +182,7 @@ async def assert_gang_unschedulable(
 
     async def pod_group() -> Obj | None:
         try:
-            return await api.kube.get(gang.PODGROUPS, group, namespace)
+            return await api.kube.get(PODGROUPS, group, namespace)
         except NotFound:
             return None
 

@@ -32,6 +32,7 @@ from tests.controller_e2e.harness import (
     unique,
 )
 from tests.controller_e2e.support_extra import running_pods, slices_of
+from tests.fixtures.cluster import PODGROUPS, RESIZES_IN_PLACE
 from tests.gang_e2e.fragment import (
     GANG_SIZE,
     assert_bound_together,
@@ -48,7 +49,7 @@ Obj = dict[str, Any]
 
 async def _pod_group(api: Api, namespace: str, name: str) -> Obj | None:
     try:
-        return await api.kube.get(gang.PODGROUPS, name, namespace)
+        return await api.kube.get(PODGROUPS, name, namespace)
     except NotFound:
         return None
 
@@ -86,11 +87,16 @@ async def test_fragmented_gang_binds_nothing_then_all_together(
         pg = await eventually(lambda: _pod_group(api, namespace, group), what=f"PodGroup {group}")
         assert pg["spec"]["schedulingPolicy"]["gang"]["minCount"] == GANG_SIZE
         assert _owner_uids(pg) == {wl["metadata"]["uid"]}
-        # This control plane runs without WorkloadAwarePreemption: the API server drops the
-        # fields (disruptionMode defaults to Pod), and kqueue learns it from its first group.
-        assert pg["spec"].get("disruptionMode", "Pod") == "Pod"
         assert "priorityClassName" not in pg["spec"]
-        assert "workload-aware preemption: off" in kqueue.log_path.read_text()
+        if RESIZES_IN_PLACE:
+            # v1beta1 serves disruptionMode with GenericWorkload alone: the gang is disrupted
+            # whole by kube-scheduler's workload-aware preemption, never one pod of it.
+            assert pg["spec"]["disruptionMode"] == {"all": {}}
+        else:
+            # v1.36 without WorkloadAwarePreemption: the API server drops the fields
+            # (disruptionMode defaults to Pod), and kqueue learns it from its first group.
+            assert pg["spec"].get("disruptionMode", "Pod") == "Pod"
+            assert "workload-aware preemption: off" in kqueue.log_path.read_text()
 
         # Quota fits 4, nodes fit 3: kube-scheduler binds none, and the Workload says why.
         unschedulable = await api.wait_workload(
@@ -150,6 +156,40 @@ async def _slice_when(api: Api, wl: Obj, pred: Callable[[Obj], bool], *, what: s
     return await eventually(probe, what=what)
 
 
+async def _elastic_job_of_one(api: Api, namespace: str) -> Obj:
+    """An elastic work-queue Job ``grow`` of 1 pod: its pod, once Running."""
+    obj = job("grow", namespace, "lq", count=1, annotations={c.ELASTIC_JOB_ANNOTATION: "true"})
+    del obj["spec"]["completions"]
+    await api.apply(obj)
+    [pod] = await eventually(lambda: running_pods(api, namespace, "grow", 1), what="1 pod Running")
+    return pod
+
+
+async def _unschedulable_message(api: Api, wl: Obj) -> str:
+    """The message of ``wl``'s PodGroupScheduled=False once it names the pod that did not fit
+    (before kube-scheduler has tried it, only the group's waiting message is there)."""
+    got = await _slice_when(
+        api,
+        wl,
+        lambda w: (condition(w, gang.POD_GROUP_SCHEDULED) or {}).get("status") == "False"
+        and "Insufficient cpu" in (condition(w, gang.POD_GROUP_SCHEDULED) or {})["message"],
+        what=f"{gang.POD_GROUP_SCHEDULED}=False on the new slice, Insufficient cpu",
+    )
+    return str(condition(got, gang.POD_GROUP_SCHEDULED)["message"])  # type: ignore[index]
+
+
+async def _next_slice(api: Api, namespace: str, name: str, before: Obj) -> Obj:
+    """The admitted slice of ``name`` that followed ``before`` (a scale-up's)."""
+
+    async def admitted() -> Obj | None:
+        for w in await slices_of(api, namespace, name):
+            if w["metadata"]["uid"] != before["metadata"]["uid"] and is_true(w, c.ADMITTED):
+                return w
+        return None
+
+    return await eventually(admitted, what="the scale-up's slice admitted")
+
+
 async def _live_pods(api: Api, namespace: str, name: str) -> list[Obj]:
     return [
         p
@@ -159,6 +199,11 @@ async def _live_pods(api: Api, namespace: str, name: str) -> list[Obj]:
     ]
 
 
+@pytest.mark.skipif(
+    RESIZES_IN_PLACE,
+    reason="v1.36 (v1alpha2, immutable minCount) behaviour: runs under `make test-k136`; "
+    "test_elastic_scale_up_raises_min_count_in_place is its 1.37 counterpart",
+)
 async def test_elastic_scale_up_places_the_added_pods_all_or_nothing(
     api: Api, kqueue: KqueueProcess, cluster: LocalCluster, namespace: str
 ) -> None:
@@ -166,12 +211,7 @@ async def test_elastic_scale_up_places_the_added_pods_all_or_nothing(
     room for 2 of them none is bound, the new slice says why; with room for 3 all are bound
     together. The running pod's group is handed to the new slice, both go with it."""
     async with fragmented(cluster, api, namespace) as frag:
-        obj = job("grow", namespace, "lq", count=1, annotations={c.ELASTIC_JOB_ANNOTATION: "true"})
-        del obj["spec"]["completions"]
-        await api.apply(obj)
-        [first_pod] = await eventually(
-            lambda: running_pods(api, namespace, "grow", 1), what="1 pod Running"
-        )
+        first_pod = await _elastic_job_of_one(api, namespace)
         base = await _group_of(api, namespace, "grow")
         first_group = first_pod["spec"]["schedulingGroup"]["podGroupName"]
         assert first_group.startswith(f"{base}-g")
@@ -182,13 +222,7 @@ async def test_elastic_scale_up_places_the_added_pods_all_or_nothing(
 
         await api.kube.patch(JOBS, "grow", {"spec": {"parallelism": 4}}, namespace=namespace)
 
-        async def new_slice() -> Obj | None:
-            for w in await slices_of(api, namespace, "grow"):
-                if w["metadata"]["uid"] != slice1["metadata"]["uid"] and is_true(w, c.ADMITTED):
-                    return w
-            return None
-
-        slice2 = await eventually(new_slice, what="the scale-up's slice admitted")
+        slice2 = await _next_slice(api, namespace, "grow", slice1)
 
         async def added() -> dict[str, list[Obj]] | None:
             pods = await _live_pods(api, namespace, "grow")
@@ -207,16 +241,7 @@ async def test_elastic_scale_up_places_the_added_pods_all_or_nothing(
         assert second["metadata"]["annotations"][gang.ADMITTED_COUNT_ANNOTATION] == "4"
 
         # Room for 2 of the 3 added pods: none of them is bound, the new slice says why.
-        unschedulable = await _slice_when(
-            api,
-            slice2,
-            # The pod that did not fit says why once kube-scheduler has tried it (before, only
-            # the group's waiting message is there).
-            lambda w: (condition(w, gang.POD_GROUP_SCHEDULED) or {}).get("status") == "False"
-            and "Insufficient cpu" in (condition(w, gang.POD_GROUP_SCHEDULED) or {})["message"],
-            what=f"{gang.POD_GROUP_SCHEDULED}=False on the new slice, Insufficient cpu",
-        )
-        message = condition(unschedulable, gang.POD_GROUP_SCHEDULED)["message"]  # type: ignore[index]
+        message = await _unschedulable_message(api, slice2)
         assert second_group in message and "Insufficient cpu" in message
 
         async def none_added_bound() -> bool:
@@ -257,6 +282,66 @@ async def test_elastic_scale_up_places_the_added_pods_all_or_nothing(
         for g in (first_group, second_group):
             pg = await _pod_group(api, namespace, g)
             assert pg is not None and _owner_uids(pg) == {slice2["metadata"]["uid"]}
+        await api.kube.delete(JOBS, "grow", namespace=namespace, propagation="Foreground")
+
+
+@pytest.mark.skipif(
+    not RESIZES_IN_PLACE,
+    reason="v1beta1 (1.37) behaviour: a v1alpha2 group's minCount is immutable, see "
+    "test_elastic_scale_up_places_the_added_pods_all_or_nothing",
+)
+async def test_elastic_scale_up_raises_min_count_in_place(
+    api: Api, kqueue: KqueueProcess, cluster: LocalCluster, namespace: str
+) -> None:
+    """1 pod runs; scaled to 4, the 3 added pods join the same PodGroup, whose minCount kqueue
+    raises from 1 to 4 (the same object, not a group per generation): with room for 2 of them
+    none is bound and the new slice says why; with room for 3 all are bound together."""
+    async with fragmented(cluster, api, namespace) as frag:
+        first_pod = await _elastic_job_of_one(api, namespace)
+        group = await _group_of(api, namespace, "grow")
+        assert first_pod["spec"]["schedulingGroup"]["podGroupName"] == group
+        [slice1] = [w for w in await slices_of(api, namespace, "grow") if is_true(w, c.ADMITTED)]
+        first = await _pod_group(api, namespace, group)
+        assert first is not None and first["spec"]["schedulingPolicy"]["gang"]["minCount"] == 1
+
+        await api.kube.patch(JOBS, "grow", {"spec": {"parallelism": 4}}, namespace=namespace)
+
+        slice2 = await _next_slice(api, namespace, "grow", slice1)
+
+        async def raised() -> Obj | None:
+            pg = await _pod_group(api, namespace, group)
+            gang_policy = (pg or {}).get("spec", {}).get("schedulingPolicy", {}).get("gang", {})
+            return pg if gang_policy.get("minCount") == 4 else None
+
+        resized = await eventually(raised, what=f"PodGroup {group} minCount raised to 4")
+        assert resized["metadata"]["uid"] == first["metadata"]["uid"]  # in place
+        assert _owner_uids(resized) == {slice2["metadata"]["uid"]}
+        assert resized["metadata"]["annotations"][gang.ADMITTED_COUNT_ANNOTATION] == "4"
+
+        async def four_in_one_group() -> list[Obj] | None:
+            pods = await _live_pods(api, namespace, "grow")
+            return pods if len(pods) == 4 and set(_groups(pods)) == {group} else None
+
+        await eventually(four_in_one_group, what=f"4 pods, all naming {group}")
+
+        # Room for 2 of the 3 added pods: none of them is bound, the new slice says why.
+        assert group in await _unschedulable_message(api, slice2)
+
+        async def only_first_bound() -> bool:
+            return len(bound(await _live_pods(api, namespace, "grow"))) == 1
+
+        await stays(only_first_bound, for_s=3, what="none of the added pods bound")
+
+        # One cpu freed: the three are bound together, never some of them.
+        await free_blocker(api, frag)
+
+        async def all_bound() -> list[Obj] | None:
+            pods = bound(await _live_pods(api, namespace, "grow"))
+            return pods if len(pods) == 4 else None
+
+        placed = await eventually(all_bound, what="all 4 pods bound")
+        first_name = first_pod["metadata"]["name"]
+        assert_bound_together([p for p in placed if p["metadata"]["name"] != first_name])
         await api.kube.delete(JOBS, "grow", namespace=namespace, propagation="Foreground")
 
 

@@ -19,6 +19,7 @@ from kqueue.localcluster.cluster import LocalCluster
 from tests.controller_e2e.harness import Api, eventually
 from tests.controller_e2e.support_extra import PodsKqueue, pods_kqueue
 from tests.controller_e2e.test_apps import _queues, statefulset
+from tests.fixtures.cluster import PODGROUPS, RESIZES_IN_PLACE
 
 pytestmark = pytest.mark.cluster
 
@@ -65,26 +66,37 @@ async def test_statefulset_gang_by_pod_management_policy(
     sts = await api.kube.get(STATEFULSETS, "web", namespace)
     uid, generation = sts["metadata"]["uid"], sts["metadata"]["generation"]
     [name] = groups
-    assert name == gang.group_name("StatefulSet", "web", uid, f"g{generation}")
+    epoch = None if RESIZES_IN_PLACE else f"g{generation}"
+    assert name == gang.group_name("StatefulSet", "web", uid, epoch)
     try:
-        pg = await api.kube.get(gang.PODGROUPS, str(name), namespace)
+        pg = await api.kube.get(PODGROUPS, str(name), namespace)
     except NotFound:
         pytest.fail(f"PodGroup {name} missing")
     assert pg["spec"]["schedulingPolicy"]["gang"]["minCount"] == 3
 
 
-async def test_parallel_statefulset_scale_up_gets_a_group_of_its_own(
-    api: Api, kqueue: PodsKqueue, namespace: str
-) -> None:
+async def _parallel_scaled_2_to_4(api: Api, namespace: str) -> tuple[str, list[Obj]]:
+    """A Parallel StatefulSet ``grow`` of 2 Running, scaled to 4: its first pods' group, and
+    its 4 Running pods."""
     await _queues(api, namespace, "4")
     obj = statefulset("grow", namespace, "lq", 2)
     obj["spec"]["podManagementPolicy"] = "Parallel"
     await api.kube.create(STATEFULSETS, obj, namespace=namespace)
     pods = await _running(api, namespace, "grow", 2)
     [first] = {p["spec"]["schedulingGroup"]["podGroupName"] for p in pods}
-
     await api.kube.patch(STATEFULSETS, "grow", {"spec": {"replicas": 4}}, namespace=namespace)
-    pods = await _running(api, namespace, "grow", 4)
+    return first, await _running(api, namespace, "grow", 4)
+
+
+@pytest.mark.skipif(
+    RESIZES_IN_PLACE,
+    reason="v1.36 (v1alpha2, immutable minCount) behaviour: runs under `make test-k136`; "
+    "test_parallel_statefulset_scale_up_raises_min_count is its 1.37 counterpart",
+)
+async def test_parallel_statefulset_scale_up_gets_a_group_of_its_own(
+    api: Api, kqueue: PodsKqueue, namespace: str
+) -> None:
+    first, pods = await _parallel_scaled_2_to_4(api, namespace)
     by_group: dict[str, int] = {}
     for p in pods:
         name = p["spec"]["schedulingGroup"]["podGroupName"]
@@ -95,6 +107,24 @@ async def test_parallel_statefulset_scale_up_gets_a_group_of_its_own(
     assert second == gang.group_name(
         "StatefulSet", "grow", sts["metadata"]["uid"], f"g{sts['metadata']['generation']}"
     )
-    pg = await api.kube.get(gang.PODGROUPS, second, namespace)
+    pg = await api.kube.get(PODGROUPS, second, namespace)
     assert pg["spec"]["schedulingPolicy"]["gang"]["minCount"] == 2
+    assert pg["metadata"]["annotations"][gang.ADMITTED_COUNT_ANNOTATION] == "4"
+
+
+@pytest.mark.skipif(
+    not RESIZES_IN_PLACE,
+    reason="v1beta1 (1.37) behaviour: see test_parallel_statefulset_scale_up_gets_a_group_of_its_own",
+)
+async def test_parallel_statefulset_scale_up_raises_min_count(
+    api: Api, kqueue: PodsKqueue, namespace: str
+) -> None:
+    group, pods = await _parallel_scaled_2_to_4(api, namespace)
+    assert {p["spec"]["schedulingGroup"]["podGroupName"] for p in pods} == {group}
+    sts = await api.kube.get(STATEFULSETS, "grow", namespace)
+    assert group == gang.group_name("StatefulSet", "grow", sts["metadata"]["uid"])
+    # One group for both sizes, resized in place (no group per generation).
+    [pg] = await api.kube.list(PODGROUPS, namespace=namespace)
+    assert pg["metadata"]["name"] == group
+    assert pg["spec"]["schedulingPolicy"]["gang"]["minCount"] == 4
     assert pg["metadata"]["annotations"][gang.ADMITTED_COUNT_ANNOTATION] == "4"

@@ -7,7 +7,6 @@ from pathlib import Path
 
 import pytest
 
-from kqueue.controller import gang
 from kqueue.localcluster.cluster import LocalCluster
 from tests.controller_e2e.harness import (
     Api,
@@ -19,6 +18,7 @@ from tests.controller_e2e.harness import (
     unique,
 )
 from tests.controller_e2e.support_extra import ConfiguredKqueue, configured_kqueue, running_pods
+from tests.fixtures.cluster import PODGROUPS
 
 pytestmark = pytest.mark.cluster
 
@@ -45,4 +45,4 @@ async def test_disabled_places_pods_one_by_one(
     await api.apply(job("plain", namespace, "lq", count=2))
     pods = await eventually(lambda: running_pods(api, namespace, "plain", 2), what="2 pods Running")
     assert not any("schedulingGroup" in p["spec"] for p in pods)
-    assert await api.kube.list(gang.PODGROUPS, namespace=namespace) == []
+    assert await api.kube.list(PODGROUPS, namespace=namespace) == []

@@ -29,6 +29,7 @@ from tests.controller_e2e.harness import (
     unique,
 )
 from tests.controller_e2e.support_extra import pod
+from tests.fixtures.cluster import PODGROUPS
 from tests.gang_e2e.fragment import (
     GANG_SIZE,
     assert_bound_together,
@@ -144,7 +145,7 @@ async def test_an_evicted_pod_group_s_new_pods_are_placed_whole_in_a_new_pod_gro
     for n in first:
         await api.kube.create(PODS, _pod(n, namespace, group="again", total=2), namespace=namespace)
     await eventually(lambda: running(first), what="the group's first pods Running")
-    before = await api.kube.get(gang.PODGROUPS, want, namespace)
+    before = await api.kube.get(PODGROUPS, want, namespace)
 
     await api.kube.patch(CLUSTER_QUEUES, cq, {"spec": {"stopPolicy": "HoldAndDrain"}})
 
@@ -158,7 +159,7 @@ async def test_an_evicted_pod_group_s_new_pods_are_placed_whole_in_a_new_pod_gro
 
     async def collected() -> bool:
         try:
-            await api.kube.get(gang.PODGROUPS, want, namespace)
+            await api.kube.get(PODGROUPS, want, namespace)
         except NotFound:
             return True
         return False
@@ -172,7 +173,7 @@ async def test_an_evicted_pod_group_s_new_pods_are_placed_whole_in_a_new_pod_gro
         )
         assert created["spec"]["schedulingGroup"] == {"podGroupName": want}
     await eventually(lambda: running(second), what="the group's new pods Running")
-    after = await api.kube.get(gang.PODGROUPS, want, namespace)
+    after = await api.kube.get(PODGROUPS, want, namespace)
     assert after["metadata"]["uid"] != before["metadata"]["uid"]
     assert after["spec"]["schedulingPolicy"]["gang"]["minCount"] == 2
     for n in second:

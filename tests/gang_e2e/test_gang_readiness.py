@@ -16,6 +16,7 @@ from kqueue.controller.kube import NotFound
 from kqueue.localcluster.cluster import LocalCluster
 from tests.controller_e2e.harness import Api, condition, eventually, is_true, job
 from tests.controller_e2e.support_extra import ConfiguredKqueue, configured_kqueue
+from tests.fixtures.cluster import PODGROUPS
 from tests.gang_e2e.fragment import bound, fragmented, submit_gang
 
 pytestmark = pytest.mark.cluster
@@ -56,7 +57,7 @@ async def test_unplaceable_gang_is_evicted_by_the_timeout_never_half_bound(
         )
         job_uid = (await api.job(namespace, frag.job_name))["metadata"]["uid"]
         group = gang.group_name("Job", frag.job_name, job_uid)
-        first = await api.kube.get(gang.PODGROUPS, group, namespace)
+        first = await api.kube.get(PODGROUPS, group, namespace)
         seen: set[int] = set()
 
         async def evicted() -> Obj | None:
@@ -71,7 +72,7 @@ async def test_unplaceable_gang_is_evicted_by_the_timeout_never_half_bound(
         async def group_gone() -> bool:
             seen.add(len(bound(await api.pods_of(namespace, frag.job_name))))
             try:
-                pg = await api.kube.get(gang.PODGROUPS, group, namespace)
+                pg = await api.kube.get(PODGROUPS, group, namespace)
             except NotFound:
                 return True
             return bool(pg["metadata"]["uid"] != first["metadata"]["uid"])

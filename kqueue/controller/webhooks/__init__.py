@@ -34,6 +34,7 @@ def register(
     *,
     local_queues: Callable[[str], list[str] | None] = lambda _namespace: None,
     gang: Callable[[], bool] = lambda: False,
+    per_size_groups: Callable[[], bool] = lambda: True,
     kube: Kube | None = None,
     events: EventRecorder | None = None,
 ) -> None:
@@ -43,7 +44,9 @@ def register(
     server.add_mutating(
         pod.MUTATE_PATH,
         pod.pod_mutator(
-            gang, claimant(on), identities(on, kube) if kube is not None else pod.as_claimed
+            gang,
+            claimant(on),
+            identities(on, kube, per_size_groups) if kube is not None else pod.as_claimed,
         ),
     )
     server.add_validating(kinds.VALIDATE_PATH, kinds.validate_kqueue_object)
@@ -99,11 +102,15 @@ def claimant(enabled: set[str]) -> pod.Claimant:
     return claim
 
 
-def identities(enabled: set[str], kube: Kube) -> pod.Identity:
+def identities(
+    enabled: set[str], kube: Kube, per_size_groups: Callable[[], bool] = lambda: True
+) -> pod.Identity:
     """The UID (when the pod does not carry it) and size epoch (:attr:`Framework.resizable`)
     of an enabled kind's object, read from the API server when its pod is created (only with
     gang scheduling on); no read for a pod whose controller is the object when its kind never
-    resizes. A Job's pods are read: whether it is elastic is the Job's annotation."""
+    resizes. A Job's pods are read: whether it is elastic is the Job's annotation. No epoch
+    when ``per_size_groups`` says the served PodGroup can change its minCount (v1beta1): every
+    size of the object shares one group."""
     kinds = {
         fw.kind: (job.resource, fw.resizable)
         for fw in registry.frameworks()
@@ -115,13 +122,13 @@ def identities(enabled: set[str], kube: Kube) -> pod.Identity:
         kind: str, namespace: str, name: str, uid: str | None
     ) -> tuple[str | None, str | None]:
         entry = kinds.get(kind)
-        if entry is None or (uid is not None and entry[1] is None):
+        if entry is None or (uid is not None and (entry[1] is None or not per_size_groups())):
             return uid, None
         obj = await read_named(kube, entry[0], namespace, name)
         if obj is None:
             return uid, None
         found = str((obj.get("metadata") or {}).get("uid") or "") or None
-        return uid or found, size_epoch(obj, entry[1])
+        return uid or found, size_epoch(obj, entry[1]) if per_size_groups() else None
 
     return identity
 

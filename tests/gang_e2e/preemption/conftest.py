@@ -1,5 +1,6 @@
 """A gang-scheduling control plane with ``WorkloadAwarePreemption`` on too (KEP-5710), for the
-PodGroup's ``disruptionMode`` and ``priorityClassName``.
+PodGroup's ``disruptionMode`` and ``priorityClassName`` (on 1.37 the gate is folded into
+GenericWorkload and dropped: the cluster is then the same as the parent directory's).
 
 ``cluster`` and ``kubeconfig`` are overridden once more for this directory; the kqueue and
 ``api`` fixtures of the parent conftest then run against this control plane.

@@ -24,6 +24,7 @@ from tests.controller_e2e.harness import (
     unique,
 )
 from tests.controller_e2e.support_extra import running_pods
+from tests.fixtures.cluster import PODGROUPS, RESIZES_IN_PLACE
 
 pytestmark = pytest.mark.cluster
 
@@ -33,7 +34,7 @@ Obj = dict[str, Any]
 async def _group(api: Api, namespace: str, name: str) -> Obj | None:
     uid = (await api.job(namespace, name))["metadata"]["uid"]
     try:
-        return await api.kube.get(gang.PODGROUPS, gang.group_name("Job", name, uid), namespace)
+        return await api.kube.get(PODGROUPS, gang.group_name("Job", name, uid), namespace)
     except NotFound:
         return None
 
@@ -79,7 +80,7 @@ async def test_pod_group_gets_disruption_mode_and_the_workloads_priority_class(
     pg = await _group(api, namespace, "prio")
     assert pg is not None
     spec = pg["spec"]
-    assert spec["disruptionMode"] == "PodGroup"
+    assert spec["disruptionMode"] == ({"all": {}} if RESIZES_IN_PLACE else "PodGroup")
     assert spec["schedulingPolicy"]["gang"]["minCount"] == 2
     if want_class:
         assert spec["priorityClassName"] == pc

@@ -18,7 +18,11 @@ parallelism, and cannot be combined with an elastic job (checked whenever either
 set or changed); the elastic annotation cannot be added or removed after creation (Kueue's rule:
 an elastic Job's Workloads are slices named by generation, a non-elastic Job's Workload is not,
 so a switch would give a running Job a second Workload); the queue and priority-class labels
-cannot change while the Job runs.
+cannot change while the Job runs. ``spec.scheduling.schedulingPolicy.gang.minCount``
+(``Job.spec.scheduling``, Kubernetes gate ``WorkloadWithJob``) is refused when set: the Job
+controller then makes the Job's own PodGroup, and kqueue cooperates with it only while its
+``minCount`` follows ``spec.parallelism`` (the default), which kqueue sets to the admitted count;
+a fixed minCount larger than a partial admission would never be placed.
 """
 
 from __future__ import annotations
@@ -84,6 +88,32 @@ def runs_in_waves(job: Obj) -> bool:
     parallelism = spec.get("parallelism", 1)
     partial = c.JOB_MIN_PARALLELISM_ANNOTATION in _annotations(job)
     return bool(int(completions) > int(parallelism) or (partial and int(completions) > 1))
+
+
+SCHEDULING_MIN_COUNT_FIELD: Final = "spec.scheduling.schedulingPolicy.gang.minCount"
+
+
+def scheduling_errors(job: Obj, old: Obj | None) -> list[FieldError]:
+    """A Job's own gang size (``Job.spec.scheduling``) on a Job kqueue manages: refused when
+    set or changed, since kqueue sizes the gang to the admission (see the module doc)."""
+
+    def min_count(obj: Obj | None) -> object:
+        spec = (obj or {}).get("spec") or {}
+        policy = (spec.get("scheduling") or {}).get("schedulingPolicy") or {}
+        return (policy.get("gang") or {}).get("minCount")
+
+    value = min_count(job)
+    if value is None or (old is not None and min_count(old) == value):
+        return []
+    return [
+        FieldError(
+            SCHEDULING_MIN_COUNT_FIELD,
+            f"must not be set on a Job kqueue manages (got {value!r}): kqueue admits the Job's "
+            "pods as a gang and sets spec.parallelism to the admitted count, and the Job "
+            "controller's PodGroup follows spec.parallelism when minCount is unset; remove "
+            "minCount (keep schedulingPolicy.gang: {})",
+        )
+    ]
 
 
 def _gang_opt_out(job: Obj, verdict: Verdict) -> Verdict:
@@ -171,6 +201,7 @@ class JobWebhooks(SuspendableWebhooks):
                     f"create a new Job instead",
                 )
             )
+        errors += scheduling_errors(job, None if creating else old)
         labels = _labels(job)
         if creating or _labels(old).get(c.MAX_EXEC_TIME_SECONDS_LABEL) != labels.get(
             c.MAX_EXEC_TIME_SECONDS_LABEL

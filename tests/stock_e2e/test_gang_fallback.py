@@ -1,4 +1,4 @@
-"""Without the gang-scheduling API (the session's cluster: feature gates off), the fragmentation
+"""Without the gang-scheduling API (a stock cluster: feature gates off), the fragmentation
 case binds part of the gang: the behaviour the hand-off to kube-scheduler removes (compare
 tests/gang_e2e/test_gang.py). Asserted, so the difference stays visible."""
 
