@@ -108,6 +108,14 @@ class RunTimeHistory:
         q.append(Sample(seconds, finished, shape_of(wl)))
         return True
 
+    def copy(self) -> RunTimeHistory:
+        """A copy to read on another thread while this one keeps recording."""
+        out = RunTimeHistory(
+            half_life=self.half_life, keep=self.keep, min_shape_samples=self.min_shape_samples
+        )
+        out._samples = {lq: deque(q, maxlen=self.keep) for lq, q in self._samples.items()}
+        return out
+
     def samples(self, lq: LocalQueueKey) -> int:
         return len(self._samples.get(lq, ()))
 

@@ -1,0 +1,109 @@
+"""Predicted starts over a cluster's objects (kqueue/visibility/estimates.py) and their place in
+the pendingworkloads answer (``estimatedStartTime``)."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+from kqueue.api.v1alpha1 import Workload as ApiWorkload
+from kqueue.api.v1alpha1 import format_time, parse_object
+from kqueue.engine.types import WorkloadKey
+from kqueue.visibility import estimates, pending
+
+from .scenario import T0, cluster_queue, engine_of, flavor, local_queue, workload
+
+Obj = dict[str, Any]
+
+
+def _condition(kind: str, at: int, reason: str = "") -> Obj:
+    return {
+        "type": kind,
+        "status": "True",
+        "reason": reason or kind,
+        "message": "",
+        "lastTransitionTime": format_time(T0 + timedelta(seconds=at)),
+    }
+
+
+def _admission() -> Obj:
+    return {
+        "clusterQueue": "cq",
+        "podSetAssignments": [
+            {"name": "main", "flavors": {"cpu": "default"}, "resourceUsage": {"cpu": "1"},
+             "count": 1}
+        ],
+    }
+
+
+def finished(name: str, admitted: int, done: int, queue: str = "a") -> Obj:
+    """A Workload of ``queue`` that ran from ``admitted`` to ``done`` (seconds after T0)."""
+    wl = workload(name, queue)
+    wl["status"] = {
+        "admission": _admission(),
+        "conditions": [
+            _condition("QuotaReserved", admitted),
+            _condition("Admitted", admitted),
+            _condition("Finished", done, "Succeeded"),
+        ],
+    }
+    return wl
+
+
+def running(name: str, admitted: int, queue: str = "a") -> Obj:
+    wl = workload(name, queue)
+    wl["status"] = {
+        "admission": _admission(),
+        "conditions": [_condition("QuotaReserved", admitted), _condition("Admitted", admitted)],
+    }
+    return wl
+
+
+def api(doc: Obj) -> ApiWorkload:
+    obj = parse_object(doc, validate=False)
+    assert isinstance(obj, ApiWorkload)
+    return obj
+
+
+def test_run_span_of_a_finished_workload() -> None:
+    assert estimates.run_span(api(finished("f", 100, 700))) == (
+        T0 + timedelta(seconds=100), T0 + timedelta(seconds=700)
+    )
+    assert estimates.run_span(api(running("r", 100))) is None
+    assert estimates.run_span(api(workload("p", "a"))) is None
+
+
+def one_busy_queue(*history: Obj) -> list[Obj]:
+    """A ClusterQueue of 1 cpu: "busy" holds it since 1000 s, "next" waits; ``history``: its
+    LocalQueue's finished Workloads."""
+    return [
+        flavor(),
+        cluster_queue("cq", "1"),
+        local_queue("a", "cq"),
+        *history,
+        running("busy", 1000),
+        workload("next", "a", created=1001),
+    ]
+
+
+def test_the_finished_workloads_predict_when_the_waiting_one_starts() -> None:
+    docs = one_busy_queue(*(finished(f"done-{i}", 0, s) for i, s in enumerate((500, 600, 700))))
+    engine = engine_of(docs)
+    now = T0 + timedelta(seconds=1100)
+    starts = estimates.starts_from_documents(engine, docs, now)
+    # busy started at 1000; its queue's p50 run time is 600 s.
+    assert starts == {WorkloadKey("team/next"): T0 + timedelta(seconds=1600)}
+    items = pending.in_cluster_queue(engine, "cq", estimates=starts)
+    assert [i.to_dict()["estimatedStartTime"] for i in items] == [
+        format_time(T0 + timedelta(seconds=1600))
+    ]
+
+
+def test_no_history_no_estimated_start_time() -> None:
+    docs = one_busy_queue()
+    engine = engine_of(docs)
+    starts = estimates.starts_from_documents(engine, docs, T0 + timedelta(seconds=1100))
+    assert starts == {}
+    items = pending.in_cluster_queue(engine, "cq", estimates=starts)
+    assert [i.name for i in items] == ["next"]
+    assert "estimatedStartTime" not in items[0].to_dict()
