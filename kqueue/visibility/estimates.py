@@ -1,6 +1,7 @@
 """Predicted start times from a cluster's Workloads: the run-time history their finished ones
 make, and the engine run forward (kqueue/engine/forecast) over the rest.
 
+The finished runs themselves are read by kqueue/engine/forecast/finished.py (re-exported here).
 Shared by the controller (which keeps a history as Workloads finish and recomputes off its
 admission path) and ``kubectl kqueue`` / ``kqueue explain`` (which read the finished Workloads
 a cluster still holds and compute once).
@@ -9,58 +10,17 @@ a cluster still holds and compute once).
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any
 
 from kqueue.api.v1alpha1 import Workload as ApiWorkload
-from kqueue.api.v1alpha1 import constants as c
 from kqueue.api.v1alpha1 import parse_object
-from kqueue.engine import from_api
 from kqueue.engine.engine import Engine
+from kqueue.engine.forecast.finished import history_of, record_finished, run_span
 from kqueue.engine.forecast.forward import Forecast, Prediction, forecast
 from kqueue.engine.forecast.history import RunTimeHistory
 from kqueue.engine.forecast.state import capture
 from kqueue.engine.types import WorkloadKey
-
-
-def run_span(wl: ApiWorkload) -> tuple[datetime, datetime] | None:
-    """(admitted, finished) of a Workload that finished while holding quota; None otherwise
-    (not finished, never admitted, or a WorkloadSlice replaced by its scale-up)."""
-    done = wl.condition(c.FINISHED)
-    if done is None or not done.is_true or done.last_transition_time is None:
-        return None
-    if done.reason == c.WORKLOAD_SLICE_REPLACED or wl.status.admission is None:
-        return None
-    admitted = wl.condition(c.ADMITTED)
-    start = (
-        admitted.last_transition_time
-        if admitted is not None and admitted.is_true and admitted.last_transition_time
-        else wl.quota_reserved_at
-    )
-    if start is None:
-        return None
-    return start, done.last_transition_time
-
-
-def record_finished(history: RunTimeHistory, wl: ApiWorkload) -> bool:
-    """Add ``wl``'s run to its LocalQueue's history if it is a finished run (once per UID)."""
-    span = run_span(wl)
-    if span is None or not wl.spec.queue_name:
-        return False
-    view = from_api.workload(wl)
-    return history.record(view.local_queue, view, *span, uid=wl.metadata.uid or None)
-
-
-def history_of(
-    workloads: Iterable[ApiWorkload], *, half_life: timedelta | None = None
-) -> RunTimeHistory:
-    """The run-time history the finished ones among ``workloads`` make."""
-    history = RunTimeHistory() if half_life is None else RunTimeHistory(half_life=half_life)
-    finished = [(span[1], wl.key, wl) for wl in workloads if (span := run_span(wl)) is not None]
-    # Oldest first: a history keeps the most recent runs of each queue.
-    for _, _, wl in sorted(finished, key=lambda f: (f[0], f[1])):
-        record_finished(history, wl)
-    return history
 
 
 def estimate(
@@ -109,3 +69,9 @@ def starts_from_documents(
     forward from ``now``."""
     fc = estimate(engine, now, history_of(workloads_of(docs)))
     return {k: p.start for k, p in fc.predictions.items()}
+
+
+__all__ = [
+    "describe", "estimate", "history_of", "record_finished", "run_span",
+    "starts_from_documents", "workloads_of",
+]

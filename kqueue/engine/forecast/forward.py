@@ -25,7 +25,6 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Final
 
-from kqueue.api.durations import format_duration
 from kqueue.engine.engine import Engine
 from kqueue.engine.types import Workload, WorkloadKey
 
@@ -44,7 +43,7 @@ class End:
     """When a workload holding quota is expected to release it, and why."""
 
     at: datetime
-    # e.g. "its queue's p50 run time: 42m", "its maximumExecutionTimeSeconds: 1h".
+    # e.g. "its queue's p50 run time: 42 min", "its maximumExecutionTimeSeconds: 60 min".
     basis: str
 
 
@@ -69,8 +68,15 @@ class Forecast:
     cycles: int = 0
 
 
-def _minutes(seconds: int) -> str:
-    return format_duration(timedelta(seconds=seconds))
+def spoken(seconds: int) -> str:
+    """A run time as a person says it: "45 s", "42 min", "2 h 5 min"."""
+    if seconds < 120:
+        return f"{seconds} s"
+    minutes = (seconds + 30) // 60
+    if minutes < 180:
+        return f"{minutes} min"
+    hours, rest = divmod(minutes, 60)
+    return f"{hours} h" + (f" {rest} min" if rest else "")
 
 
 def expected_end(
@@ -80,7 +86,8 @@ def expected_end(
     if wl.max_execution_seconds is not None:
         left = max(wl.max_execution_seconds - wl.past_execution_seconds, 0)
         at = started + timedelta(seconds=left)
-        return End(max(at, now), f"its maximumExecutionTimeSeconds: {_minutes(wl.max_execution_seconds)}")
+        limit = spoken(wl.max_execution_seconds)
+        return End(max(at, now), f"its maximumExecutionTimeSeconds: {limit}")
     rt = history.estimate(wl.local_queue, wl, now)
     if rt is None:
         return None
@@ -88,7 +95,7 @@ def expected_end(
     for name, seconds in (("p50", rt.p50), ("p90", rt.p90)):
         if elapsed < timedelta(seconds=seconds):
             return End(started + timedelta(seconds=seconds),
-                       f"its queue's {name} run time: {_minutes(seconds)}")
+                       f"its queue's {name} run time: {spoken(seconds)}")
     return None
 
 

@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kqueue.engine.engine import Engine
-from kqueue.engine.forecast.forward import Forecast, forecast
+from kqueue.engine.forecast.forward import Forecast, forecast, spoken
 from kqueue.engine.forecast.history import RunTimeHistory
 from kqueue.engine.forecast.state import capture
 from kqueue.engine.types import ClusterQueueName, Workload, local_queue_key
@@ -68,7 +68,7 @@ CASES = [
         [running("a", 4, 0, max_exec=600), pending("b", 4)],
         now=100,
         want={"b": 600},
-        why=("b", "a", "maximumExecutionTimeSeconds: 10m"),
+        why=("b", "a", "maximumExecutionTimeSeconds: 10 min"),
     ),
     Case(
         "the queue's p50 run time",
@@ -76,7 +76,7 @@ CASES = [
         now=100,
         runs=(200, 300, 400),
         want={"b": 300},
-        why=("b", "a", "p50 run time: 5m"),
+        why=("b", "a", "p50 run time: 5 min"),
     ),
     Case(
         "past its p50 a running workload is given its p90",
@@ -204,3 +204,12 @@ def test_predictions_never_lie_in_the_past_and_keep_fifo_order(
         assert all(p is None for p in predicted[first_unknown:])
     if used + waiting[0][0] <= 8:
         assert fc.predictions[key("w0")].start == t(now)
+
+
+@pytest.mark.parametrize(
+    ("seconds", "want"),
+    [(45, "45 s"), (119, "119 s"), (120, "2 min"), (2520, "42 min"), (10_740, "179 min"), (10_799, "3 h"),
+     (7500 + 3600, "3 h 5 min"), (4 * 3600, "4 h")],
+)
+def test_spoken_run_times(seconds: int, want: str) -> None:
+    assert spoken(seconds) == want
