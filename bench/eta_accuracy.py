@@ -25,6 +25,7 @@ after a workload's first admission (it was preempted) are not scored.
 from __future__ import annotations
 
 import argparse
+import bisect
 import json
 import math
 import os
@@ -33,6 +34,7 @@ import random
 import statistics
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import replace
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -49,7 +51,7 @@ from kqueue.engine.forecast.state import capture
 from kqueue.engine.types import WorkloadKey
 from kqueue.sim import generate as gen
 from kqueue.sim.annotations import ARRIVAL, CLASS_LABEL, RUN_TIME
-from kqueue.sim.driver import STATE_FINISHED, Simulation
+from kqueue.sim.driver import STATE_FINISHED, Simulation, WorkloadRecord
 from kqueue.sim.scenario import Scenario, build_scenario
 
 STRETCH = 600
@@ -92,6 +94,34 @@ def trace(name: str, scale: str, sigma: float, seed: int) -> Scenario:
         assert obj is not None
         objects.append(obj)
     return build_scenario(objects)
+
+
+def _overtaking(sim: Simulation, scenario: Scenario) -> Callable[[WorkloadRecord, datetime], bool]:
+    """Whether a workload that arrived after ``at`` in ``rec``'s cohort was admitted before
+    ``rec`` (per cohort: arrivals sorted, the earliest admission among the later arrivals)."""
+    cohort_of = {cq.name: cq.spec.cohort_name or cq.name for cq in scenario.cluster_queues}
+    per: dict[str, list[tuple[datetime, datetime]]] = {}
+    for r in sim.records.values():
+        cq = sim.cluster_queue_of(r)
+        if r.arrived is not None and r.first_admitted is not None and cq is not None:
+            per.setdefault(cohort_of.get(cq, cq), []).append((r.arrived, r.first_admitted))
+    index: dict[str, tuple[list[datetime], list[datetime]]] = {}
+    for cohort, pairs in per.items():
+        pairs.sort()
+        suffix: list[datetime] = [pairs[-1][1]] * len(pairs)
+        for i in range(len(pairs) - 2, -1, -1):
+            suffix[i] = min(pairs[i][1], suffix[i + 1])
+        index[cohort] = ([a for a, _ in pairs], suffix)
+
+    def overtaken(rec: WorkloadRecord, at: datetime) -> bool:
+        cq = sim.cluster_queue_of(rec)
+        if cq is None or rec.first_admitted is None:
+            return False
+        arrivals, suffix = index[cohort_of.get(cq, cq)]
+        i = bisect.bisect_right(arrivals, at)
+        return i < len(arrivals) and suffix[i] < rec.first_admitted
+
+    return overtaken
 
 
 def replay(scenario: Scenario) -> dict[str, Any]:
@@ -137,6 +167,12 @@ def replay(scenario: Scenario) -> dict[str, Any]:
     errors_left: list[float] = []
     signed: list[float] = []
     by_age: dict[int, list[float]] = {}
+    by_class: dict[str, list[float]] = {}
+    # Split by whether a workload that arrived after the prediction, in the same cohort, was
+    # admitted first: what "arrivals are not guessed" costs.
+    overtaken_errors: list[float] = []
+    clean_errors: list[float] = []
+    overtaken = _overtaking(sim, scenario)
     for key, at, start in predictions:
         rec = sim.records[key]
         assert rec.first_admitted is not None and rec.arrived is not None
@@ -145,10 +181,13 @@ def replay(scenario: Scenario) -> dict[str, Any]:
         err = (start - rec.first_admitted).total_seconds()
         if wait <= 0 or left <= 0:
             continue
-        errors_total.append(abs(err) / wait)
+        share = abs(err) / wait
+        errors_total.append(share)
         errors_left.append(abs(err) / left)
         signed.append(err)
-        by_age.setdefault(int((at - rec.arrived).total_seconds() // 600), []).append(abs(err) / wait)
+        by_age.setdefault(int((at - rec.arrived).total_seconds() // 600), []).append(share)
+        by_class.setdefault(rec.class_name, []).append(share)
+        (overtaken_errors if overtaken(rec, at) else clean_errors).append(share)
     waits = [
         (r.first_admitted - r.arrived).total_seconds()
         for r in sim.records.values()
@@ -171,6 +210,20 @@ def replay(scenario: Scenario) -> dict[str, Any]:
             round(statistics.median(errors_left), 4) if errors_left else None
         ),
         "medianSignedErrorSeconds": statistics.median(signed) if signed else None,
+        "medianAbsErrorShareByClass": {
+            k: round(statistics.median(v), 4) for k, v in sorted(by_class.items())
+        },
+        "predictionsOvertakenByLaterArrivals": len(overtaken_errors),
+        "medianAbsErrorShareOvertaken": (
+            round(statistics.median(overtaken_errors), 4) if overtaken_errors else None
+        ),
+        "medianAbsErrorShareNotOvertaken": (
+            round(statistics.median(clean_errors), 4) if clean_errors else None
+        ),
+        "withinTwentyPercentNotOvertaken": (
+            round(sum(e <= 0.2 for e in clean_errors) / len(clean_errors), 4)
+            if clean_errors else None
+        ),
         "medianAbsErrorShareByAgeTenMinutes": {
             str(k * 10): round(statistics.median(v), 4) for k, v in sorted(by_age.items())
         },
