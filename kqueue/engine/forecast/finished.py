@@ -37,11 +37,14 @@ def run_span(wl: ApiWorkload) -> tuple[datetime, datetime] | None:
 
 def record_finished(history: RunTimeHistory, wl: ApiWorkload) -> bool:
     """Add ``wl``'s run to its LocalQueue's history if it is a finished run (once per UID)."""
+    uid = wl.metadata.uid or None
+    if uid is not None and history.knows(uid):
+        return False  # seen before: not converted again
     span = run_span(wl)
     if span is None or not wl.spec.queue_name:
         return False
     view = from_api.workload(wl)
-    return history.record(view.local_queue, view, *span, uid=wl.metadata.uid or None)
+    return history.record(view.local_queue, view, *span, uid=uid)
 
 
 def history_of(

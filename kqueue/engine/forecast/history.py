@@ -108,6 +108,10 @@ class RunTimeHistory:
         q.append(Sample(seconds, finished, shape_of(wl)))
         return True
 
+    def knows(self, uid: str) -> bool:
+        """Whether the run of ``uid`` is recorded already (a relist shows it again)."""
+        return uid in self._seen
+
     def copy(self) -> RunTimeHistory:
         """A copy to read on another thread while this one keeps recording."""
         out = RunTimeHistory(
