@@ -148,6 +148,29 @@ class Visibility(_Model):
     ``insecureSkipTLSVerify``, as Kueue's does)."""
 
 
+class PredictedStart(_Model):
+    """Predicted start times of pending workloads (``estimatedStartTime``): the engine's state
+    run forward off the admission path, in a thread of its own (kqueue/engine/forecast)."""
+
+    enable: bool = True
+    """Compute predictions; false: no ``estimatedStartTime`` anywhere."""
+    interval: Duration = timedelta(seconds=30)
+    """Predictions are recomputed at most this often, and sooner after a large change (a
+    workload holding quota finished or was evicted, or many workloads came or went)."""
+    budget: Duration = timedelta(seconds=2)
+    """Time one recomputation may take; one cut short keeps the predictions it made."""
+    history_half_life: Duration = timedelta(hours=24)
+    """Half-life of a finished workload's run time in its LocalQueue's history (decayed p50
+    and p90)."""
+
+    @field_validator("interval", "budget", "history_half_life")
+    @classmethod
+    def _positive(cls, value: timedelta) -> timedelta:
+        if value <= timedelta(0):
+            raise ValueError(f"must be positive, got {format_duration(value)}")
+        return value
+
+
 class WebView(_Model):
     bind_address: BindAddress = "0"
     """Address of the read-only web view (plain HTTP: the cohort tree with usage, pending
@@ -482,6 +505,8 @@ class Configuration(_Model):
     """The pending-workloads API (``visibility.kqueue.io/v1alpha1``)."""
     web_view: WebView = WebView()
     """The read-only web view (``kqueue dashboard`` served by the controller)."""
+    predicted_start: PredictedStart = PredictedStart()
+    """Predicted start times on pending workloads (visibility API, ``kubectl kqueue``)."""
     leader_election: LeaderElection = LeaderElection()
     """Leader election between replicas."""
     client_connection: ClientConnection = ClientConnection()

@@ -185,6 +185,7 @@ VALIDATOR_RULES: Final[Mapping[str, ValidatorRule]] = {
     "AdmissionFairSharing._not_negative": ValidatorRule(_non_negative_duration),
     "AdmissionFairSharing._positive_interval": ValidatorRule(_positive_duration),
     "LabelSelectorRequirement._check_values": ValidatorRule(_selector_values),
+    "PredictedStart._positive": ValidatorRule(_positive_duration),
 }
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from datetime import UTC, datetime
 from typing import Any
 
 import click
@@ -18,13 +19,16 @@ from kqueue.api.integrations.declaration import Workloads
 from kqueue.api.loader import LoadedObject, LoadError
 from kqueue.api.quantity import format_quantity
 from kqueue.api.suggest import closest, did_you_mean
+from kqueue.api.v1alpha1 import format_time
 from kqueue.cli.cluster import cluster_objects, current_namespace
 from kqueue.cli.manifests import InvalidInput, read_manifests
 from kqueue.engine.explain import PendingDetails
+from kqueue.engine.forecast.forward import spoken
 from kqueue.engine.preemption.report import VictimSearch
 from kqueue.engine.types import Mode
 from kqueue.sim.explain import Explanation, explain
 from kqueue.sim.scenario import Scenario, build_scenario
+from kqueue.visibility import estimates
 
 EXIT_NOT_FOUND = 1
 
@@ -230,6 +234,24 @@ def _preemption_lines(s: VictimSearch | None, d: PendingDetails | None) -> list[
     return out
 
 
+def _clock(at: datetime, now: datetime) -> str:
+    """14:20 UTC, with the date when it is not ``now``'s day, and how far off it is."""
+    at, now = at.astimezone(UTC), now.astimezone(UTC)
+    day = "" if at.date() == now.date() else at.strftime("%Y-%m-%d ")
+    left = int((at - now).total_seconds())
+    return f"{day}{at:%H:%M} UTC" + (f" (in {spoken(left)})" if left > 0 else "")
+
+
+def _expected_start_line(e: Explanation) -> str:
+    p = e.expected_start
+    if p is None:
+        return (
+            "expected start: unknown (no maximumExecutionTimeSeconds and no run-time history "
+            "for the workloads it waits on)"
+        )
+    return estimates.describe(p, local=lambda at: _clock(at, e.predicted_at or at))
+
+
 def format_text(e: Explanation, hints: Sequence[str] = ()) -> str:
     if not e.found:
         return f"workload {e.key} not found" + "".join(f"; {h}" for h in hints)
@@ -242,6 +264,7 @@ def format_text(e: Explanation, hints: Sequence[str] = ()) -> str:
             f"position: {_position(d.position_in_cluster_queue)} in ClusterQueue, "
             f"{_position(d.position_in_local_queue)} in LocalQueue (1 = next)"
         )
+        lines.append(_expected_start_line(e))
         lines += _pending_lines(d)
         lines += _preemption_lines(e.preemption, d)
     if e.admission is not None:
@@ -284,6 +307,12 @@ def to_json(e: Explanation, hints: Sequence[str] = ()) -> dict[str, Any]:
         out["hints"] = list(hints)
     d = e.pending
     if d is not None:
+        p = e.expected_start
+        out["expectedStart"] = None if p is None else {
+            "time": format_time(p.start),
+            "after": p.after,
+            "basis": p.after_basis,
+        }
         out["pending"] = {
             "reason": str(d.reason),
             "message": d.message,
@@ -443,30 +472,35 @@ def explain_command(
         if len(configs) != 1:
             raise InvalidInput(f"--config {config_file}: expected one Configuration document")
         objects = [*objects, *configs]
-    print_explanation(objects, wanted, output)
+    print_explanation(objects, wanted, output, now=None if files else datetime.now(UTC))
 
 
-def explain_with_hints(scenario: Scenario, wanted: str) -> tuple[Explanation, list[str]]:
+def explain_with_hints(
+    scenario: Scenario, wanted: str, *, now: datetime | None = None
+) -> tuple[Explanation, list[str]]:
     """The explanation of ``wanted`` (``namespace/name`` of a Workload, Job or Pod) and the
     hints that go with it: a missing queue, or the closest name when there is no such workload
     (shared with the web view)."""
     key = _find(scenario, wanted) or wanted
-    result = explain(scenario, key)
+    result = explain(scenario, key, now=now)
     if result.found:
         return result, queue_hints(scenario, key)
     hint = not_found_hint(scenario, key)
     return result, [hint] if hint else []
 
 
-def print_explanation(objects: Sequence[LoadedObject], wanted: str, output: str) -> None:
+def print_explanation(
+    objects: Sequence[LoadedObject], wanted: str, output: str, *, now: datetime | None = None
+) -> None:
     """Explain ``wanted`` (``namespace/name`` of a Workload, Job or Pod) among ``objects`` and
     print the answer with hints; exit status 1 when there is no such workload (shared with
-    ``kubectl kqueue explain``)."""
+    ``kubectl kqueue explain``). ``now``: the time a live cluster was read (predicted starts
+    count from it; manifests use the scenario's start)."""
     try:
         scenario = build_scenario(objects)
     except LoadError as err:
         raise InvalidInput(str(err)) from err
-    result, hints = explain_with_hints(scenario, wanted)
+    result, hints = explain_with_hints(scenario, wanted, now=now)
     if output == "json":
         click.echo(json.dumps(to_json(result, hints), indent=2))
     else:

@@ -79,6 +79,7 @@ from kqueue.controller.resources import (
 )
 from kqueue.controller.scheduler import Scheduler
 from kqueue.controller.secure_metrics import serve_metrics
+from kqueue.controller.start_forecast import StartForecaster
 from kqueue.controller.status import QueueStatusReconciler
 from kqueue.controller.supervisor import Supervisor
 from kqueue.controller.topology import TopologyFeed
@@ -96,6 +97,7 @@ from kqueue.engine.preemption.seam import Preemptor
 from kqueue.engine.readiness import PodsReadyConfig
 from kqueue.engine.types import (
     ClusterQueueName,
+    WorkloadKey,
     local_queue_key,
 )
 
@@ -188,6 +190,10 @@ class Manager:
         self.workloads = informer(WORKLOADS, self.workload_reader)
         # Workload events into the engine, kept converged with the API (workload_feed.py).
         self.workload_feed = WorkloadFeed(lambda: self.engine, self.workloads.store)
+        # Predicted start times, recomputed off the admission path (start_forecast.py).
+        self.start_forecast = StartForecaster(
+            lambda: self.engine, config.predicted_start, now=now
+        )
         self.namespaces = informer(NAMESPACES, as_dict)
         # Only what admission reads of a LimitRange: (namespace, name, Container/Pod items).
         self.limit_ranges = informer(LIMIT_RANGES, from_api.limit_range)
@@ -587,11 +593,13 @@ class Manager:
             self.workload_feed.apply(key, new)
             if self.leading:
                 self.metrics.workload_changed(old, new)
+            self._forecast_observed(old, new)
             self._workload_changed(new, old)
 
         def on_wl_delete(key: str, wl: Workload) -> None:
             self.workload_reader.forget(key)
             self.workload_feed.delete(key)
+            self.start_forecast.observe(wl, None)
             self._workload_changed(wl, None)
 
         self.workloads.add_handler(on_add=on_wl, on_update=on_wl, on_delete=on_wl_delete)
@@ -729,6 +737,19 @@ class Manager:
             named[f"watched/{resource.group}/{resource.plural}"] = informer
         return named
 
+    def _forecast_observed(self, old: Workload | None, new: Workload) -> None:
+        """The forecaster's history and triggers; at an admission, how far its prediction was
+        from the actual time (the leader's metric)."""
+        self.start_forecast.observe(old, new)
+        reserved = new.quota_reserved_at
+        if old is None or old.status.admission is not None or reserved is None:
+            return
+        if new.status.admission is None:
+            return
+        error_s = self.start_forecast.admitted(WorkloadKey(new.key), reserved)
+        if error_s is not None and self.leading:
+            self.metrics.start_prediction_error(new.status.admission.cluster_queue, error_s)
+
     def _synced_check(self) -> tuple[bool, str]:
         waiting = [n for n, i in self.informers().items() if not i.has_synced]
         if waiting:
@@ -746,7 +767,11 @@ class Manager:
         auth = DelegatedAuth(Kube(self.api))
         metrics = await serve_metrics(self.metrics, self.config.metrics, auth)
         visibility = await serve_visibility(
-            lambda: self.engine, self.config.visibility, auth, self.config.namespace
+            lambda: self.engine,
+            self.config.visibility,
+            auth,
+            self.config.namespace,
+            self.start_forecast.estimates if self.config.predicted_start.enable else None,
         )
         if visibility is not None:
             self._runners.append(visibility)
@@ -789,6 +814,10 @@ class Manager:
             for name, informer in self.informers().items():
                 self.supervisor.spawn(f"informer/{name}", informer.run, restart="always")
             self.supervisor.spawn("events", self.events.run, restart="always")
+            if self.config.predicted_start.enable:
+                self.supervisor.spawn(
+                    "start-forecast", self.start_forecast.run, restart="always"
+                )
             for informer in self.informers().values():
                 await informer.wait_synced()
             le = self.config.leader_election

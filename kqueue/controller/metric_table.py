@@ -380,6 +380,13 @@ METRICS: tuple[MetricSpec, ...] = (
         "implied ('now'). Stays 0 in a healthy process: any increase is a bug to report.",
     ),
     MetricSpec(
+        Histogram, "start_prediction_error_seconds", ("cluster_queue", "direction"),
+        "At admission, how far the workload's last predicted start (estimatedStartTime) was "
+        "from its actual admission, per ClusterQueue; direction 'late' (admitted after the "
+        "prediction) or 'early' (before it). Only workloads that had a prediction count.",
+        (0.0, *WAIT_BUCKETS),
+    ),
+    MetricSpec(
         Histogram, "workload_resync_duration_seconds", (),
         "Time one resync of the engine's workloads against the Workload store took.",
         ATTEMPT_BUCKETS,

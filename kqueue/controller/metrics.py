@@ -158,6 +158,12 @@ class Metrics:
         self._counter["webhook_requests"].labels(webhook, result).inc()
         self._histogram["webhook_request_duration_seconds"].labels(webhook).observe(duration_s)
 
+    def start_prediction_error(self, cluster_queue: str, error_s: float) -> None:
+        """A workload was admitted ``error_s`` after (negative: before) its predicted start."""
+        direction = "late" if error_s > 0 else "early"
+        metric = self._histogram["start_prediction_error_seconds"]
+        self._child(("cq", cluster_queue), metric, cluster_queue, direction).observe(abs(error_s))
+
     def workload_resync(self, duration_s: float) -> None:
         self._histogram["workload_resync_duration_seconds"].observe(duration_s)
 

@@ -9,7 +9,8 @@ APIService sends the kube-apiserver's requests for the group to this server, whi
 with a ``PendingWorkloadsSummary`` (``?offset=`` and ``?limit=``, Kueue's defaults 0 and 1000),
 and the discovery documents kubectl reads. Positions, reason and message are computed by
 :mod:`kqueue.visibility.pending` over the controller's own engine, the same code
-``kubectl kqueue pending`` runs over an engine it builds.
+``kubectl kqueue pending`` runs over an engine it builds. ``estimatedStartTime`` comes from the
+controller's latest forecast (start_forecast.py), computed off the request and admission paths.
 
 Each request is authenticated (the front proxy's client certificate and ``X-Remote-*``
 headers, or a bearer token) and authorized with a SubjectAccessReview: ``get`` on
@@ -120,10 +121,13 @@ class VisibilityServer:
         engine: Callable[[], Engine],
         auth: DelegatedAuth,
         request_header: RequestHeaderConfig | None,
+        estimates: Callable[[], pending.Estimates] | None = None,
     ) -> None:
         self.engine = engine
         self.auth = auth
         self.request_header = request_header
+        # The latest predicted starts (start_forecast.py); never computed on a request.
+        self.estimates = estimates or dict
 
     def app(self) -> web.Application:
         app = web.Application(middlewares=[self._authenticate])
@@ -246,7 +250,9 @@ class VisibilityServer:
         except BadParameter as err:
             return status(400, "BadRequest", str(err))
         try:
-            items = pending.in_cluster_queue(self.engine(), name, offset=offset, limit=limit)
+            items = pending.in_cluster_queue(
+                self.engine(), name, offset=offset, limit=limit, estimates=self.estimates()
+            )
         except pending.UnknownQueue as err:
             return status(
                 404,
@@ -267,7 +273,12 @@ class VisibilityServer:
             return status(400, "BadRequest", str(err))
         try:
             items = pending.in_local_queue(
-                self.engine(), namespace, name, offset=offset, limit=limit
+                self.engine(),
+                namespace,
+                name,
+                offset=offset,
+                limit=limit,
+                estimates=self.estimates(),
             )
         except pending.UnknownQueue as err:
             return status(
@@ -292,6 +303,7 @@ async def serve_visibility(
     config: VisibilityConfig,
     auth: DelegatedAuth,
     namespace: str,
+    estimates: Callable[[], pending.Estimates] | None = None,
 ) -> web.AppRunner | None:
     """Start the visibility server as configured; None when its bind address is ``"0"``."""
     if config.bind_address == "0":
@@ -320,5 +332,5 @@ async def serve_visibility(
         [*service_hosts(SERVICE_NAME, namespace), "localhost", "127.0.0.1"],
         client_ca_pem=request_header.client_ca_pem if request_header else None,
     )
-    server = VisibilityServer(engine, auth, request_header)
+    server = VisibilityServer(engine, auth, request_header, estimates)
     return await serve_tls(server.app(), config.bind_address, ctx)

@@ -11,10 +11,14 @@ and the last victim search (every candidate and why it may or may not be evicted
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from datetime import datetime
 
 from kqueue.engine import from_api
 from kqueue.engine.explain import PendingDetails
 from kqueue.engine.flavor import flavor_mismatch
+from kqueue.engine.forecast.finished import history_of
+from kqueue.engine.forecast.forward import Prediction, forecast
+from kqueue.engine.forecast.state import capture
 from kqueue.engine.preemption.report import VictimSearch
 from kqueue.engine.preemption.seam import Preemptor
 from kqueue.engine.types import (
@@ -67,11 +71,30 @@ class Explanation:
     # reason, and the Preempted message (for fair sharing, the strategy that allowed it).
     preempting_now: list[tuple[str, str, str, str]] = field(default_factory=list)
     cycles: int = 0
+    # For a pending workload: when it is expected to start (None: no estimate can be made).
+    expected_start: Prediction | None = None
+    # The time the prediction counts from.
+    predicted_at: datetime | None = None
+
+
+def _expected_start(
+    scenario: Scenario, sim: Simulation, key: WorkloadKey, now: datetime
+) -> Prediction | None:
+    """The engine run forward from the explained state (engine/forecast), run times from the
+    scenario's finished Workloads (and maximumExecutionTimeSeconds)."""
+    history = history_of(sw.api for sw in scenario.workloads)
+    return forecast(capture(sim.engine), now, history).predictions.get(key)
 
 
 def explain(
-    scenario: Scenario, key: str, *, preemptor: Preemptor | None = None, max_cycles: int = 0
+    scenario: Scenario,
+    key: str,
+    *,
+    preemptor: Preemptor | None = None,
+    max_cycles: int = 0,
+    now: datetime | None = None,
 ) -> Explanation:
+    """``now``: the time to predict the start from (default: the scenario's start)."""
     config = scenario.config
     sim = Simulation(
         scenario,
@@ -111,6 +134,8 @@ def explain(
     if rec.state == PENDING:
         out.pending = sim.engine.explain(wkey)
         out.preemption = sim.engine.explain_preemption(wkey)
+        out.predicted_at = sim.now if now is None else max(now, sim.now)
+        out.expected_start = _expected_start(scenario, sim, wkey, out.predicted_at)
         return out
     if rec.state == STATE_FINISHED:
         return out

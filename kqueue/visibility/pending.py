@@ -10,12 +10,14 @@ Steps:
    then queue-order time, then UID; a preemptor waiting for its victims first);
 2. positions: the index in that order, and the index among those of the same LocalQueue;
 3. keep those of the LocalQueue asked for, if any; slice by offset and limit;
-4. for the items kept only, the engine's explanation (reason and message).
+4. for the items kept only, the engine's explanation (reason and message), and the predicted
+   start time when one is given (``estimates``: the controller's latest forecast, or one
+   computed by the caller; see estimates.py).
 """
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Iterator
+from collections.abc import Collection, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Final
@@ -23,10 +25,12 @@ from typing import Any, Final
 from kqueue.api.suggest import did_you_mean
 from kqueue.api.v1alpha1 import format_time
 from kqueue.engine.engine import Engine
-from kqueue.engine.types import ClusterQueueName, LocalQueueKey, local_queue_key
+from kqueue.engine.types import ClusterQueueName, LocalQueueKey, WorkloadKey, local_queue_key
 from kqueue.engine.workload import WorkloadInfo
 
 API_VERSION: Final = "visibility.kqueue.io/v1alpha1"
+# Predicted start per workload (docs/contracts.md §6): absent when none can be made.
+Estimates = Mapping[WorkloadKey, datetime]
 # Kueue's default page size for pendingworkloads.
 DEFAULT_LIMIT: Final = 1000
 
@@ -58,6 +62,7 @@ class PendingWorkload:
     position_in_local_queue: int
     reason: str
     message: str
+    estimated_start: datetime | None = None
 
     @property
     def key(self) -> str:
@@ -65,7 +70,7 @@ class PendingWorkload:
 
     def to_dict(self) -> dict[str, Any]:
         """The item as the visibility API serves it (Kueue's PendingWorkload plus reason)."""
-        return {
+        out: dict[str, Any] = {
             "metadata": {
                 "name": self.name,
                 "namespace": self.namespace,
@@ -78,6 +83,9 @@ class PendingWorkload:
             "reason": self.reason,
             "message": self.message,
         }
+        if self.estimated_start is not None:
+            out["estimatedStartTime"] = format_time(self.estimated_start)
+        return out
 
 
 def summary(items: Iterable[PendingWorkload]) -> dict[str, Any]:
@@ -96,7 +104,12 @@ def _ordered(engine: Engine, cq: ClusterQueueName) -> list[WorkloadInfo]:
 
 
 def _item(
-    engine: Engine, cq: ClusterQueueName, info: WorkloadInfo, in_cq: int, in_lq: int
+    engine: Engine,
+    cq: ClusterQueueName,
+    info: WorkloadInfo,
+    in_cq: int,
+    in_lq: int,
+    estimates: Estimates | None = None,
 ) -> PendingWorkload:
     details = engine.explain(info.key)
     wl = info.obj
@@ -111,6 +124,7 @@ def _item(
         position_in_local_queue=in_lq,
         reason=str(details.reason) if details is not None else "",
         message=details.message if details is not None else "",
+        estimated_start=estimates.get(info.key) if estimates is not None else None,
     )
 
 
@@ -131,6 +145,7 @@ def _page(
     only_lq: LocalQueueKey | None,
     offset: int,
     limit: int | None,
+    estimates: Estimates | None = None,
 ) -> list[PendingWorkload]:
     if offset < 0:
         raise ValueError(f"offset must be >= 0, got {offset}")
@@ -139,18 +154,23 @@ def _page(
     kept = [p for p in _positioned(engine, cq) if only_lq is None or p[0].local_queue == only_lq]
     end = None if limit is None else offset + limit
     # Step 4 for the page only: an explanation costs a pass over the queue.
-    return [_item(engine, cq, *p) for p in kept[offset:end]]
+    return [_item(engine, cq, *p, estimates) for p in kept[offset:end]]
 
 
 def in_cluster_queue(
-    engine: Engine, name: str, *, offset: int = 0, limit: int | None = DEFAULT_LIMIT
+    engine: Engine,
+    name: str,
+    *,
+    offset: int = 0,
+    limit: int | None = DEFAULT_LIMIT,
+    estimates: Estimates | None = None,
 ) -> list[PendingWorkload]:
     """The pending workloads of ClusterQueue ``name`` in order; UnknownQueue if it is missing."""
     cq = ClusterQueueName(name)
     known = engine.cluster_queue_names()
     if cq not in known:
         raise UnknownQueue("ClusterQueue", name, known)
-    return _page(engine, cq, None, offset, limit)
+    return _page(engine, cq, None, offset, limit, estimates)
 
 
 def in_local_queue(
@@ -160,6 +180,7 @@ def in_local_queue(
     *,
     offset: int = 0,
     limit: int | None = DEFAULT_LIMIT,
+    estimates: Estimates | None = None,
 ) -> list[PendingWorkload]:
     """The pending workloads of LocalQueue ``namespace/name`` in its ClusterQueue's order.
 
@@ -171,10 +192,12 @@ def in_local_queue(
     if spec is None:
         known = [lq.name for lq in engine.local_queue_specs() if lq.namespace == namespace]
         raise UnknownQueue("LocalQueue", f"{namespace}/{name}", known)
-    return _page(engine, spec.cluster_queue, key, offset, limit)
+    return _page(engine, spec.cluster_queue, key, offset, limit, estimates)
 
 
-def positions(engine: Engine, keys: Collection[str]) -> dict[str, PendingWorkload]:
+def positions(
+    engine: Engine, keys: Collection[str], estimates: Estimates | None = None
+) -> dict[str, PendingWorkload]:
     """The queued workloads among ``keys`` (``namespace/name``), wherever they are queued (for
     listings: every ClusterQueue is ordered once, only the workloads asked for are explained)."""
     wanted = set(keys)
@@ -182,5 +205,5 @@ def positions(engine: Engine, keys: Collection[str]) -> dict[str, PendingWorkloa
     for cq in sorted(engine.cluster_queue_names()):
         for info, in_cq, in_lq in _positioned(engine, cq):
             if info.key in wanted:
-                out[info.key] = _item(engine, cq, info, in_cq, in_lq)
+                out[info.key] = _item(engine, cq, info, in_cq, in_lq, estimates)
     return out

@@ -18,6 +18,7 @@ from kqueue.cli.webview import pages
 from kqueue.cli.webview.board import Bar, Board, Node
 from kqueue.cli.webview.server import Snapshots, web_view_app
 from kqueue.controller import kube as k
+from tests.visibility.scenario import finished
 
 Obj = dict[str, Any]
 NOW = datetime(2026, 1, 1, 12, tzinfo=UTC)
@@ -267,3 +268,20 @@ async def test_a_cluster_that_cannot_be_read_is_a_503_saying_why() -> None:
         await srv.close()
     assert status == 503
     assert "Cannot read the cluster" in text and "forbidden" in text
+
+
+def test_pending_workloads_show_their_predicted_start() -> None:
+    # The queue's earlier runs took 2 h: "first" (admitted at the snapshot's start, 11:00:03)
+    # frees train's 2 cpu at 13:00:03, when "second" and "third" start.
+    history = [finished(f"done-{i}", 0, 7200, queue="q") for i in range(3)]
+    objs = [load_object(d, Location("<test>", i)) for i, d in enumerate([*docs(), *history], 1)]
+    b = Board.of([o for o in objs if o is not None], NOW)
+    items = b.pending_in("train")
+    want = datetime(2026, 1, 1, 13, 0, 3, tzinfo=UTC)
+    assert [(p.name, p.estimated_start) for p in items] == [("second", want), ("third", want)]
+    html = pages.cluster_queue(by_name(b.tree())["train"], items, [], NOW)
+    assert html.count('data-eta="2026-01-01T13:00:03Z"') == 2
+    assert ">in 1h<" in html
+    # Without history: no estimate, said so.
+    assert "unknown" in pages.cluster_queue(by_name(board().tree())["train"],
+                                            board().pending_in("train"), [], NOW)

@@ -206,6 +206,7 @@ KQUEUE_ONLY = {
     "kqueue_oldest_pending_workload_timestamp_seconds",
     "kqueue_workload_resync_repairs_total",
     "kqueue_workload_resync_duration_seconds",
+    "kqueue_start_prediction_error_seconds",
 }
 
 

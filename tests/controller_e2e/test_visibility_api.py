@@ -17,6 +17,7 @@ import ssl
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +26,7 @@ import yaml
 from click.testing import CliRunner
 
 from kqueue.api.v1alpha1 import constants as c
+from kqueue.api.v1alpha1 import parse_time
 from kqueue.cli.kubectl.main import cli as plugin
 from kqueue.cli.main import cli as kqueue_cli
 from kqueue.controller.resources import CLUSTER_QUEUES, LOCAL_QUEUES, RESOURCE_FLAVORS, WORKLOADS
@@ -36,6 +38,7 @@ from tests.controller_e2e.harness import (
     Api,
     after_second_of,
     cluster_queue,
+    condition,
     eventually,
     flavor,
     free_port,
@@ -66,6 +69,8 @@ def kqueue(
     overrides = {
         "metrics": {"secure": True},
         "visibility": {"bindAddress": f"127.0.0.1:{port}", "certDir": str(certs)},
+        # Predicted starts recomputed often enough for a test to see them move.
+        "predictedStart": {"interval": "2s"},
     }
     for proc in configured_kqueue(cluster, work, overrides):
         _register(cluster, port, bundle.ca_pem)
@@ -424,6 +429,87 @@ async def test_discovery_and_the_plugin_use_the_served_api(
     assert [(i["metadata"]["name"], i["positionInClusterQueue"]) for i in items] == [
         (waiting["metadata"]["name"], 0)
     ]
+
+
+async def _estimated_starts(cluster: LocalCluster, path: str) -> dict[str, datetime]:
+    raw = await asyncio.to_thread(cluster.kubectl, "get", "--raw", path)
+    assert raw.returncode == 0, raw.stderr
+    return {
+        i["metadata"]["name"]: parse_time(i["estimatedStartTime"])
+        for i in json.loads(raw.stdout)["items"]
+        if "estimatedStartTime" in i
+    }
+
+
+async def test_an_eta_is_served_and_moves_earlier_when_a_job_finishes_early(
+    api: Api, cluster: LocalCluster, namespace: str
+) -> None:
+    """Three Jobs of 1 cpu, each allowed 10 minutes, on a queue of 1 cpu: the second is
+    predicted to start when the first's 10 minutes are up, the third 10 minutes later. The
+    first finishes after a few seconds: the second starts, and the third's ETA moves earlier
+    (to the second's start plus 10 minutes)."""
+    rf, cq = unique("rf"), unique("cq")
+    await api.apply(flavor(rf, "on-demand"))
+    await api.apply(cluster_queue(cq, [(rf, "1")]))
+    await api.apply(local_queue("q", namespace, cq))
+    limit = {c.MAX_EXEC_TIME_SECONDS_LABEL: "600"}
+    await api.apply(job("first", namespace, "q", labels=limit, complete_after="20s"))
+    first = await api.wait_workload(
+        namespace, "first", lambda w: is_true(w, c.ADMITTED), what="first admitted"
+    )
+    first_start = parse_time(condition(first, c.ADMITTED)["lastTransitionTime"])  # type: ignore[index]
+    await api.apply(job("second", namespace, "q", labels=limit))
+    second = await _pending(api, namespace, "second")
+    await after_second_of(second["metadata"]["creationTimestamp"])
+    await api.apply(job("third", namespace, "q", labels=limit))
+    third = await _pending(api, namespace, "third")
+    names = {j: w["metadata"]["name"] for j, w in (("second", second), ("third", third))}
+    path = f"{BASE}/namespaces/{namespace}/localqueues/q/pendingworkloads"
+
+    async def both() -> dict[str, datetime] | None:
+        got = await _estimated_starts(cluster, path)
+        return got if set(got) == set(names.values()) else None
+
+    before = await eventually(both, what="estimatedStartTime on both pending items", within=30)
+    assert abs((before[names["second"]] - (first_start + timedelta(minutes=10))).total_seconds()) <= 2
+    assert abs((before[names["third"]] - (first_start + timedelta(minutes=20))).total_seconds()) <= 2
+
+    # kubectl kqueue pending (through the visibility API) has the ETA column.
+    result = await asyncio.to_thread(
+        CliRunner().invoke,
+        plugin,
+        ["pending", "lq", "q", "-n", namespace, "--kubeconfig", str(cluster.kubeconfig_path)],
+        prog_name="kubectl-kqueue",
+    )
+    assert result.exit_code == 0, result.output
+    header = [h.strip() for h in result.stdout.splitlines()[0].split("   ") if h.strip()]
+    eta_at = header.index("ETA")
+    etas = {
+        line.split()[3]: [cell.strip() for cell in line.split("   ") if cell.strip()][eta_at]
+        for line in result.stdout.splitlines()[1:]
+    }
+    # kubectl's human durations: "9m56s" under 10 minutes, whole minutes above.
+    assert etas[names["second"]].startswith("9m") or etas[names["second"]] == "10m", result.stdout
+    assert etas[names["third"]] in {"19m", "20m"}, result.stdout
+
+    # The first Job finishes early: the second starts, the third's ETA moves earlier.
+    await api.wait_workload(
+        namespace, "first", lambda w: is_true(w, c.FINISHED), what="first finished", within=90
+    )
+    second = await api.wait_workload(
+        namespace, "second", lambda w: is_true(w, c.ADMITTED), what="second admitted"
+    )
+    second_start = parse_time(condition(second, c.ADMITTED)["lastTransitionTime"])  # type: ignore[index]
+
+    async def moved() -> dict[str, datetime] | None:
+        got = await _estimated_starts(cluster, path)
+        third_eta = got.get(names["third"])
+        return got if third_eta is not None and third_eta < before[names["third"]] else None
+
+    after = await eventually(moved, what="the third's ETA earlier", within=30)
+    assert set(after) == {names["third"]}
+    assert abs((after[names["third"]] - (second_start + timedelta(minutes=10))).total_seconds()) <= 2
+    assert before[names["third"]] - after[names["third"]] >= timedelta(minutes=9)
 
 
 async def test_metrics_need_a_token_allowed_to_get_metrics(

@@ -94,6 +94,49 @@ def workload(
     }
 
 
+def _condition(kind: str, at: int, reason: str = "") -> Obj:
+    return {
+        "type": kind,
+        "status": "True",
+        "reason": reason or kind,
+        "message": "",
+        "lastTransitionTime": format_time(T0 + timedelta(seconds=at)),
+    }
+
+
+def _admission() -> Obj:
+    return {
+        "clusterQueue": "cq",
+        "podSetAssignments": [
+            {"name": "main", "flavors": {"cpu": "default"}, "resourceUsage": {"cpu": "1"},
+             "count": 1}
+        ],
+    }
+
+
+def finished(name: str, admitted: int, done: int, queue: str = "a") -> Obj:
+    """A Workload of ``queue`` that ran from ``admitted`` to ``done`` (seconds after T0)."""
+    wl = workload(name, queue)
+    wl["status"] = {
+        "admission": _admission(),
+        "conditions": [
+            _condition("QuotaReserved", admitted),
+            _condition("Admitted", admitted),
+            _condition("Finished", done, "Succeeded"),
+        ],
+    }
+    return wl
+
+
+def running(name: str, admitted: int, queue: str = "a") -> Obj:
+    wl = workload(name, queue)
+    wl["status"] = {
+        "admission": _admission(),
+        "conditions": [_condition("QuotaReserved", admitted), _condition("Admitted", admitted)],
+    }
+    return wl
+
+
 def engine_of(docs: list[Obj]) -> Engine:
     import yaml
 

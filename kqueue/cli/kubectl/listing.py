@@ -4,7 +4,10 @@ Positions and reasons come from an engine built from the cluster's objects
 (:mod:`kqueue.cli.cluster`, :func:`kqueue.visibility.state.settled_engine`), the way
 ``kqueue explain`` reads a cluster, and are computed by :mod:`kqueue.visibility.pending`, which
 the visibility API serves as well. ``pending`` asks that API first (the controller's live
-queues) and computes locally only when it is not served, saying on stderr which it did.
+queues) and computes locally only when it is not served, saying on stderr which it did. The ETA
+column is the predicted start (``estimatedStartTime``): the controller's, or computed here from
+the cluster's objects (:mod:`kqueue.visibility.estimates`, finished Workloads giving the run
+times).
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ from kqueue.controller import resources as r
 from kqueue.engine.engine import Engine
 from kqueue.engine.types import WorkloadKey
 from kqueue.sim.scenario import build_scenario
+from kqueue.visibility import estimates
 from kqueue.visibility import pending as visibility
 from kqueue.visibility.state import settled_engine
 
@@ -166,7 +170,8 @@ def list_workloads(
     reasons: dict[str, tuple[str, str]] = {}
     if docs:
         engine = engine_of(docs)
-        queued = visibility.positions(engine, keys)
+        starts = estimates.starts_from_documents(engine, docs, datetime.now(UTC))
+        queued = visibility.positions(engine, keys, starts)
         for key in keys:
             details = engine.explain(WorkloadKey(key)) if key not in queued else None
             if details is not None:
@@ -324,6 +329,9 @@ def _from_api(item: Obj, cluster_queue: str) -> visibility.PendingWorkload:
         position_in_local_queue=int(item.get("positionInLocalQueue", 0)),
         reason=str(item.get("reason", "")),
         message=str(item.get("message", "")),
+        estimated_start=(
+            parse_time(str(item["estimatedStartTime"])) if item.get("estimatedStartTime") else None
+        ),
     )
 
 
@@ -385,11 +393,16 @@ def _pending_locally(
 
     docs = target.run(work)
     engine = engine_of(docs)
+    starts = estimates.starts_from_documents(engine, docs, datetime.now(UTC))
     try:
         if kind == "clusterqueues":
-            return visibility.in_cluster_queue(engine, name, offset=offset, limit=limit)
+            return visibility.in_cluster_queue(
+                engine, name, offset=offset, limit=limit, estimates=starts
+            )
         assert namespace is not None
-        return visibility.in_local_queue(engine, namespace, name, offset=offset, limit=limit)
+        return visibility.in_local_queue(
+            engine, namespace, name, offset=offset, limit=limit, estimates=starts
+        )
     except visibility.UnknownQueue as err:
         # Listed but not taken by the engine (invalid): say which, not "not found".
         raise click.ClickException(f"{err}: it could not be read; see the warnings above") from err

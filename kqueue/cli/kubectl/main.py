@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import platform
 import sys
+from datetime import UTC, datetime
 
 import click
 from click.shell_completion import ShellComplete, get_completion_class
@@ -51,7 +52,9 @@ def explain(target: Target, workload: str, output: str) -> None:
     """Why WORKLOAD (a Workload, or a Job or Pod, in -n NAMESPACE) is pending, or why it has
     its flavors: kqueue explain on the cluster of the kubeconfig."""
     key = workload if "/" in workload else f"{target.namespace}/{workload}"
-    print_explanation(cluster_objects(target.kubeconfig, target.context), key, output)
+    print_explanation(
+        cluster_objects(target.kubeconfig, target.context), key, output, now=datetime.now(UTC)
+    )
 
 
 @cli.command()

@@ -125,7 +125,9 @@ def workloads_table(
 ) -> Table:
     """``queued``: positions of queued workloads by ``ns/name``; ``reasons``: why the others
     that wait aside (no LocalQueue, deactivated...) are pending, by ``ns/name``."""
-    headers = ["NAME", "QUEUE", "CLUSTERQUEUE", "STATUS", "POSITION", "REASON", "FLAVORS", "AGE"]
+    headers = [
+        "NAME", "QUEUE", "CLUSTERQUEUE", "STATUS", "POSITION", "REASON", "FLAVORS", "AGE", "ETA"
+    ]
     if wide:
         headers += ["CQ POSITION", "PRIORITY", "OWNER", "MESSAGE"]
     if all_namespaces:
@@ -151,6 +153,8 @@ def workloads_table(
             reason,
             workload_flavors(wl),
             age(wl, now),
+            eta(item.estimated_start if item is not None else None, now) if status == "PENDING"
+            else "",
         ]
         if wide:
             priority = item.priority if item is not None else _spec(wl).get("priority", "")
@@ -293,6 +297,19 @@ def resource_flavors_table(rfs: Sequence[Obj], *, now: datetime, wide: bool = Fa
 # -- pending ------------------------------------------------------------------------------------
 
 
+# A pending workload without a predicted start (no history for what it waits on).
+NO_ETA = "<unknown>"
+
+
+def eta(start: datetime | None, now: datetime) -> str:
+    """The ETA cell: how long until the predicted start ("now" once it is due)."""
+    if start is None:
+        return NO_ETA
+    if start <= now:
+        return "now"
+    return human_duration(start - now)
+
+
 def pending_table(items: Sequence[PendingWorkload], *, now: datetime) -> Table:
     headers = (
         "CQ POSITION",
@@ -303,6 +320,7 @@ def pending_table(items: Sequence[PendingWorkload], *, now: datetime) -> Table:
         "PRIORITY",
         "REASON",
         "AGE",
+        "ETA",
         "MESSAGE",
     )
     rows = [
@@ -315,6 +333,7 @@ def pending_table(items: Sequence[PendingWorkload], *, now: datetime) -> Table:
             str(i.priority),
             i.reason,
             human_duration(now - i.created),
+            eta(i.estimated_start, now),
             i.message,
         ]
         for i in items

@@ -10,7 +10,8 @@ engine kinds of :mod:`kqueue.cli.cluster`), fed to kqueue's engine until the que
 2. per ClusterQueue, per flavor and resource in its own order: quota reserved against nominal
    quota and borrowing limit; per cohort, its subtree's reservations against subtree quota (the
    engine's figures, the same the ``kqueue_cohort_subtree_*`` metrics carry);
-3. pending workloads with positions and reasons from :mod:`kqueue.visibility.pending`;
+3. pending workloads with positions and reasons from :mod:`kqueue.visibility.pending`, and
+   their predicted start (the engine run forward, :mod:`kqueue.visibility.estimates`);
 4. a workload's explanation from :func:`kqueue.sim.explain.explain`, the one
    ``kqueue explain`` prints.
 
@@ -22,6 +23,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from functools import cached_property
 
 from kqueue.api.loader import LoadedObject
 from kqueue.api.v1alpha1 import ClusterQueue, Workload
@@ -37,7 +39,7 @@ from kqueue.engine.types import (
 )
 from kqueue.sim.explain import Explanation
 from kqueue.sim.scenario import Scenario, build_scenario
-from kqueue.visibility import pending
+from kqueue.visibility import estimates, pending
 from kqueue.visibility.state import settled_engine
 
 
@@ -213,9 +215,19 @@ class Board:
     def cluster_queue_names(self) -> list[str]:
         return sorted(str(n) for n in self.engine.cluster_queue_names())
 
+    @cached_property
+    def starts(self) -> dict[WorkloadKey, datetime]:
+        """Predicted start of each pending workload that has one (computed once per snapshot;
+        run times from the snapshot's finished Workloads)."""
+        history = estimates.history_of(sw.api for sw in self.scenario.workloads)
+        fc = estimates.estimate(self.engine, self.taken_at, history)
+        return {k: p.start for k, p in fc.predictions.items()}
+
     def pending_in(self, cluster_queue: str) -> list[pending.PendingWorkload]:
         """UnknownQueue (with the closest name) when there is no such ClusterQueue."""
-        return pending.in_cluster_queue(self.engine, cluster_queue, limit=None)
+        return pending.in_cluster_queue(
+            self.engine, cluster_queue, limit=None, estimates=self.starts
+        )
 
     def workloads(self, cluster_queue: str | None = None) -> list[WorkloadRow]:
         """Every workload (of ``cluster_queue``), pending ones in queue order first."""
@@ -277,7 +289,7 @@ class Board:
     def explain(self, key: str) -> tuple[Explanation, str]:
         """The explanation of ``key`` (a Workload, or its Job's or Pod's ``namespace/name``)
         and the text ``kqueue explain`` prints for it (with hints)."""
-        result, hints = explain_with_hints(self.scenario, key)
+        result, hints = explain_with_hints(self.scenario, key, now=self.taken_at)
         return result, format_text(result, hints)
 
 

@@ -9,12 +9,13 @@ attributes: ``#cohort-tree`` with ``.node[data-kind][data-name]`` and ``.bar[dat
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 from html import escape
 from urllib.parse import quote
 
 from kqueue import __version__
 from kqueue.api.quantity import format_quantity
+from kqueue.api.v1alpha1 import format_time
 from kqueue.cli.webview.board import Bar, Node, WorkloadRow
 from kqueue.sim.explain import Explanation
 from kqueue.visibility.pending import PendingWorkload
@@ -122,7 +123,11 @@ def _node(n: Node) -> str:
 def _age(created: datetime | None, now: datetime) -> str:
     if created is None:
         return ""
-    secs = max(int((now - created).total_seconds()), 0)
+    return _span(now - created)
+
+
+def _span(d: timedelta) -> str:
+    secs = max(int(d.total_seconds()), 0)
     for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
         if secs >= size:
             return f"{secs // size}{unit}"
@@ -136,6 +141,15 @@ def _wl_link(namespace: str, name: str) -> str:
     )
 
 
+def _eta_cell(start: datetime | None, now: datetime) -> str:
+    """The predicted start: how far off, the time itself on hover and in ``data-eta``."""
+    if start is None:
+        return '<td class="eta" title="no estimate: no run-time history">unknown</td>'
+    stamp = format_time(start)
+    text = "now" if start <= now else "in " + _span(start - now)
+    return f'<td class="eta" data-eta="{stamp}" title="{stamp}">{text}</td>'
+
+
 def _pending_table(items: Sequence[PendingWorkload], now: datetime) -> str:
     if not items:
         return '<table id="pending"><tr><td>No pending workloads.</td></tr></table>'
@@ -145,12 +159,14 @@ def _pending_table(items: Sequence[PendingWorkload], now: datetime) -> str:
         f"<td>{p.position_in_cluster_queue}</td><td>{p.position_in_local_queue}</td>"
         f"<td>{_wl_link(p.namespace, p.name)}</td><td>{escape(p.local_queue)}</td>"
         f"<td>{p.priority}</td><td>{escape(p.reason)}</td><td>{_age(p.created, now)}</td>"
+        f"{_eta_cell(p.estimated_start, now)}"
         f'<td class="msg">{escape(p.message)}</td></tr>'
         for p in items
     )
     return (
         '<table id="pending"><tr><th>CQ position</th><th>LQ position</th><th>Workload</th>'
-        "<th>LocalQueue</th><th>Priority</th><th>Reason</th><th>Age</th><th>Message</th></tr>"
+        "<th>LocalQueue</th><th>Priority</th><th>Reason</th><th>Age</th><th>ETA</th>"
+        "<th>Message</th></tr>"
         f"{rows}</table>"
     )
 

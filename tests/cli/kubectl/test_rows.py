@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -73,25 +74,37 @@ QUEUED = PendingWorkload(
         pytest.param(
             ADMITTED,
             {},
-            ["job-a", "user-queue", "cluster-queue", "ADMITTED", "", "", "main:default", "5m"],
+            ["job-a", "user-queue", "cluster-queue", "ADMITTED", "", "", "main:default", "5m", ""],
             id="admitted: its ClusterQueue and flavors",
         ),
         pytest.param(
             PENDING,
             {"team/job-b": QUEUED},
-            ["job-b", "user-queue", "cluster-queue", "PENDING", "1", "WaitingForQuota", "", "5m"],
+            [
+                "job-b", "user-queue", "cluster-queue", "PENDING", "1", "WaitingForQuota", "",
+                "5m", "<unknown>",
+            ],
             id="queued: LocalQueue position and the engine's reason",
         ),
         pytest.param(
             PENDING,
+            {"team/job-b": replace(QUEUED, estimated_start=NOW + timedelta(minutes=42))},
+            [
+                "job-b", "user-queue", "cluster-queue", "PENDING", "1", "WaitingForQuota", "",
+                "5m", "42m",
+            ],
+            id="queued with a predicted start: the ETA column counts down to it",
+        ),
+        pytest.param(
+            PENDING,
             {},
-            ["job-b", "user-queue", "cluster-queue", "PENDING", "", "Pending", "", "5m"],
+            ["job-b", "user-queue", "cluster-queue", "PENDING", "", "Pending", "", "5m", "<unknown>"],
             id="pending but not queued: the condition's reason",
         ),
         pytest.param(
             FINISHED,
             {},
-            ["job-c", "user-queue", "cluster-queue", "FINISHED", "", "Succeeded", "", "5m"],
+            ["job-c", "user-queue", "cluster-queue", "FINISHED", "", "Succeeded", "", "5m", ""],
             id="finished: the Finished reason",
         ),
     ],
@@ -111,6 +124,7 @@ def test_workload_rows(
         "REASON",
         "FLAVORS",
         "AGE",
+        "ETA",
     )
     assert table.rows == [want]
 
@@ -296,7 +310,15 @@ def test_resource_flavor_rows() -> None:
 
 
 def test_pending_rows() -> None:
-    table = rows.pending_table([QUEUED], now=NOW)
+    soon = replace(QUEUED, name="job-c", estimated_start=NOW + timedelta(minutes=7))
+    due = replace(QUEUED, name="job-d", estimated_start=NOW - timedelta(seconds=5))
+    table = rows.pending_table([QUEUED, soon, due], now=NOW)
+    assert table.headers[-2:] == ("ETA", "MESSAGE")
     assert table.rows == [
-        ["3", "1", "team", "job-b", "user-queue", "0", "WaitingForQuota", "5m", QUEUED.message]
+        ["3", "1", "team", "job-b", "user-queue", "0", "WaitingForQuota", "5m", "<unknown>",
+         QUEUED.message],
+        ["3", "1", "team", "job-c", "user-queue", "0", "WaitingForQuota", "5m", "7m",
+         QUEUED.message],
+        ["3", "1", "team", "job-d", "user-queue", "0", "WaitingForQuota", "5m", "now",
+         QUEUED.message],
     ]
