@@ -34,6 +34,10 @@ TRAINER_VERSION = os.environ.get("KQUEUE_TRAINER_VERSION", "v2.3.0")
 MPI_OPERATOR_VERSION = os.environ.get("KQUEUE_MPI_OPERATOR_VERSION", "v0.8.2")
 KUBERAY_VERSION = os.environ.get("KQUEUE_KUBERAY_VERSION", "v1.5.1")
 LWS_VERSION = os.environ.get("KQUEUE_LWS_VERSION", "v0.7.0")
+TRAINING_OPERATOR_VERSION = os.environ.get("KQUEUE_TRAINING_OPERATOR_VERSION", "v1.9.2")
+# The training-operator v1 kinds kqueue integrates; its MPIJob v1 is left to mpi-operator
+# (kubeflow.org/v2beta1), whose CRD has the same name and would be replaced by v1's.
+TRAINING_OPERATOR_SCHEMES = ("pytorchjob", "tfjob", "xgboostjob", "paddlejob", "jaxjob")
 
 
 class OperatorError(RuntimeError):
@@ -189,6 +193,23 @@ def _lws_command(ctx: RunContext) -> tuple[list[str], dict[str, str]]:
     ], {}
 
 
+def _training_operator_command(ctx: RunContext) -> tuple[list[str], dict[str, str]]:
+    # Its webhook server always runs, with certificates from its own rotator (a Secret in
+    # MY_POD_NAMESPACE, written to a fixed /tmp/k8s-webhook-server/serving-certs, for the name
+    # <service>.<namespace>.svc, which the loopback URL the API server would call does not
+    # match): its ValidatingWebhookConfiguration is not installed, so its webhooks (validation
+    # only; it has no defaulting webhook) are off here.
+    return [
+        f"--kubeconfig={ctx.kubeconfig}",
+        "--metrics-bind-address=0",
+        f"--health-probe-bind-address=127.0.0.1:{ctx.health_port}",
+        f"--webhook-server-port={ctx.webhook_port}",
+        "--leader-elect=false",
+        "--zap-devel=false",
+        *(f"--enable-scheme={s}" for s in TRAINING_OPERATOR_SCHEMES),
+    ], {"MY_POD_NAMESPACE": "kube-system"}
+
+
 def _jobset_requires() -> tuple[str, ...]:
     if (JOBSET_VERSION, TRAINER_VERSION) == ("v0.12.0", "v2.3.0"):
         return (f"github.com/kubeflow/trainer/v2 {TRAINER_VERSION}",)
@@ -311,6 +332,21 @@ OPERATORS: dict[str, Operator] = {
                 },
             ),
             command=_lws_command,
+        ),
+        Operator(
+            name="training-operator",
+            component=_component(
+                "training-operator",
+                "github.com/kubeflow/training-operator",
+                TRAINING_OPERATOR_VERSION,
+                "github.com/kubeflow/training-operator/cmd/training-operator.v1",
+                "training-operator",
+            ),
+            crds=tuple(
+                f"manifests/base/crds/kubeflow.org_{s}s.yaml" for s in TRAINING_OPERATOR_SCHEMES
+            ),
+            webhooks=None,
+            command=_training_operator_command,
         ),
     )
 }

@@ -190,7 +190,7 @@ admissionFairSharing:
   usageSamplingInterval: 5m
   resourceWeights: {cpu: 1.5, nvidia.com/gpu: 10}
 integrations:
-  frameworks: [batch/job, kubeflow.org/pytorchjob]
+  frameworks: [batch/job, sparkoperator.k8s.io/sparkapplication]
 multiKueue: {gcInterval: 1m}
 """
 
@@ -212,7 +212,7 @@ def test_kueue_configuration_is_converted_and_strict_refuses_what_is_dropped() -
         },
         "integrations": {"frameworks": ["batch/job"]},
     }
-    assert "integrations.frameworks[1]: 'kubeflow.org/pytorchjob' is not integrated by kqueue" in res.stderr
+    assert "integrations.frameworks[1]: 'sparkoperator.k8s.io/sparkapplication' is not integrated by kqueue" in res.stderr
     assert "multiKueue: not supported by kqueue; ignored" in res.stderr
     assert _invoke("--strict", "-", input=KUEUE_CONFIG).exit_code == 2
     ok = "apiVersion: config.kueue.x-k8s.io/v1beta2\nkind: Configuration\nnamespace: k\n"

@@ -98,6 +98,56 @@ only when it is in config.integrations.frameworks (all registered defaults when 
   resources: [statefulsets/finalizers]
   verbs: [update]
 {{- end }}
+{{- if has "kubeflow.org/pytorchjob" $on }}
+# kubeflow.org/pytorchjob: PyTorchJobs naming a queue are watched, suspended while queued or evicted, and resumed with the admission's node labels and tolerations
+- apiGroups: ["kubeflow.org"]
+  resources: [pytorchjobs]
+  verbs: [list, watch, patch]
+# kubeflow.org/pytorchjob: a Workload's owner reference to its PyTorchJob blocks the PyTorchJob's deletion, which OwnerReferencesPermissionEnforcement allows only with update on its finalizers
+- apiGroups: ["kubeflow.org"]
+  resources: [pytorchjobs/finalizers]
+  verbs: [update]
+{{- end }}
+{{- if has "kubeflow.org/tfjob" $on }}
+# kubeflow.org/tfjob: TFJobs naming a queue are watched, suspended while queued or evicted, and resumed with the admission's node labels and tolerations
+- apiGroups: ["kubeflow.org"]
+  resources: [tfjobs]
+  verbs: [list, watch, patch]
+# kubeflow.org/tfjob: a Workload's owner reference to its TFJob blocks the TFJob's deletion, which OwnerReferencesPermissionEnforcement allows only with update on its finalizers
+- apiGroups: ["kubeflow.org"]
+  resources: [tfjobs/finalizers]
+  verbs: [update]
+{{- end }}
+{{- if has "kubeflow.org/xgboostjob" $on }}
+# kubeflow.org/xgboostjob: XGBoostJobs naming a queue are watched, suspended while queued or evicted, and resumed with the admission's node labels and tolerations
+- apiGroups: ["kubeflow.org"]
+  resources: [xgboostjobs]
+  verbs: [list, watch, patch]
+# kubeflow.org/xgboostjob: a Workload's owner reference to its XGBoostJob blocks the XGBoostJob's deletion, which OwnerReferencesPermissionEnforcement allows only with update on its finalizers
+- apiGroups: ["kubeflow.org"]
+  resources: [xgboostjobs/finalizers]
+  verbs: [update]
+{{- end }}
+{{- if has "kubeflow.org/paddlejob" $on }}
+# kubeflow.org/paddlejob: PaddleJobs naming a queue are watched, suspended while queued or evicted, and resumed with the admission's node labels and tolerations
+- apiGroups: ["kubeflow.org"]
+  resources: [paddlejobs]
+  verbs: [list, watch, patch]
+# kubeflow.org/paddlejob: a Workload's owner reference to its PaddleJob blocks the PaddleJob's deletion, which OwnerReferencesPermissionEnforcement allows only with update on its finalizers
+- apiGroups: ["kubeflow.org"]
+  resources: [paddlejobs/finalizers]
+  verbs: [update]
+{{- end }}
+{{- if has "kubeflow.org/jaxjob" $on }}
+# kubeflow.org/jaxjob: JAXJobs naming a queue are watched, suspended while queued or evicted, and resumed with the admission's node labels and tolerations
+- apiGroups: ["kubeflow.org"]
+  resources: [jaxjobs]
+  verbs: [list, watch, patch]
+# kubeflow.org/jaxjob: a Workload's owner reference to its JAXJob blocks the JAXJob's deletion, which OwnerReferencesPermissionEnforcement allows only with update on its finalizers
+- apiGroups: ["kubeflow.org"]
+  resources: [jaxjobs/finalizers]
+  verbs: [update]
+{{- end }}
 {{- end -}}
 {{- define "kqueue.integrationWebhooks" -}}
 {{- $integrations := default dict (default dict .Values.config).integrations -}}
@@ -199,6 +249,66 @@ only when it is in config.integrations.frameworks (all registered defaults when 
   objectSelector: {"matchExpressions": [{"key": "kqueue.io/queue-name", "operator": "Exists"}]}
   reinvocationPolicy: Never
 {{- end }}
+{{- if has "kubeflow.org/pytorchjob" $on }}
+- type: mutating
+  name: mpytorchjob.kqueue.io
+  path: /mutate-kubeflow-org-v1-pytorchjob
+  rules: [{"apiGroups": ["kubeflow.org"], "apiVersions": ["v1"], "operations": ["CREATE", "UPDATE"], "resources": ["pytorchjobs"]}]
+  {{- if $all }}
+  objectSelector: {}
+  {{- else }}
+  objectSelector: {"matchExpressions": [{"key": "kqueue.io/queue-name", "operator": "Exists"}]}
+  {{- end }}
+  reinvocationPolicy: Never
+{{- end }}
+{{- if has "kubeflow.org/tfjob" $on }}
+- type: mutating
+  name: mtfjob.kqueue.io
+  path: /mutate-kubeflow-org-v1-tfjob
+  rules: [{"apiGroups": ["kubeflow.org"], "apiVersions": ["v1"], "operations": ["CREATE", "UPDATE"], "resources": ["tfjobs"]}]
+  {{- if $all }}
+  objectSelector: {}
+  {{- else }}
+  objectSelector: {"matchExpressions": [{"key": "kqueue.io/queue-name", "operator": "Exists"}]}
+  {{- end }}
+  reinvocationPolicy: Never
+{{- end }}
+{{- if has "kubeflow.org/xgboostjob" $on }}
+- type: mutating
+  name: mxgboostjob.kqueue.io
+  path: /mutate-kubeflow-org-v1-xgboostjob
+  rules: [{"apiGroups": ["kubeflow.org"], "apiVersions": ["v1"], "operations": ["CREATE", "UPDATE"], "resources": ["xgboostjobs"]}]
+  {{- if $all }}
+  objectSelector: {}
+  {{- else }}
+  objectSelector: {"matchExpressions": [{"key": "kqueue.io/queue-name", "operator": "Exists"}]}
+  {{- end }}
+  reinvocationPolicy: Never
+{{- end }}
+{{- if has "kubeflow.org/paddlejob" $on }}
+- type: mutating
+  name: mpaddlejob.kqueue.io
+  path: /mutate-kubeflow-org-v1-paddlejob
+  rules: [{"apiGroups": ["kubeflow.org"], "apiVersions": ["v1"], "operations": ["CREATE", "UPDATE"], "resources": ["paddlejobs"]}]
+  {{- if $all }}
+  objectSelector: {}
+  {{- else }}
+  objectSelector: {"matchExpressions": [{"key": "kqueue.io/queue-name", "operator": "Exists"}]}
+  {{- end }}
+  reinvocationPolicy: Never
+{{- end }}
+{{- if has "kubeflow.org/jaxjob" $on }}
+- type: mutating
+  name: mjaxjob.kqueue.io
+  path: /mutate-kubeflow-org-v1-jaxjob
+  rules: [{"apiGroups": ["kubeflow.org"], "apiVersions": ["v1"], "operations": ["CREATE", "UPDATE"], "resources": ["jaxjobs"]}]
+  {{- if $all }}
+  objectSelector: {}
+  {{- else }}
+  objectSelector: {"matchExpressions": [{"key": "kqueue.io/queue-name", "operator": "Exists"}]}
+  {{- end }}
+  reinvocationPolicy: Never
+{{- end }}
 {{- if has "pod" $on }}
 - type: mutating
   name: mplainpod.kqueue.io
@@ -294,6 +404,61 @@ only when it is in config.integrations.frameworks (all registered defaults when 
   rules: [{"apiGroups": ["apps"], "apiVersions": ["v1"], "operations": ["CREATE", "UPDATE"], "resources": ["statefulsets"]}]
   objectSelector: {"matchExpressions": [{"key": "kqueue.io/queue-name", "operator": "Exists"}]}
 {{- end }}
+{{- if has "kubeflow.org/pytorchjob" $on }}
+- type: validating
+  name: vpytorchjob.kqueue.io
+  path: /validate-kubeflow-org-v1-pytorchjob
+  rules: [{"apiGroups": ["kubeflow.org"], "apiVersions": ["v1"], "operations": ["CREATE", "UPDATE"], "resources": ["pytorchjobs"]}]
+  {{- if $all }}
+  objectSelector: {}
+  {{- else }}
+  objectSelector: {"matchExpressions": [{"key": "kqueue.io/queue-name", "operator": "Exists"}]}
+  {{- end }}
+{{- end }}
+{{- if has "kubeflow.org/tfjob" $on }}
+- type: validating
+  name: vtfjob.kqueue.io
+  path: /validate-kubeflow-org-v1-tfjob
+  rules: [{"apiGroups": ["kubeflow.org"], "apiVersions": ["v1"], "operations": ["CREATE", "UPDATE"], "resources": ["tfjobs"]}]
+  {{- if $all }}
+  objectSelector: {}
+  {{- else }}
+  objectSelector: {"matchExpressions": [{"key": "kqueue.io/queue-name", "operator": "Exists"}]}
+  {{- end }}
+{{- end }}
+{{- if has "kubeflow.org/xgboostjob" $on }}
+- type: validating
+  name: vxgboostjob.kqueue.io
+  path: /validate-kubeflow-org-v1-xgboostjob
+  rules: [{"apiGroups": ["kubeflow.org"], "apiVersions": ["v1"], "operations": ["CREATE", "UPDATE"], "resources": ["xgboostjobs"]}]
+  {{- if $all }}
+  objectSelector: {}
+  {{- else }}
+  objectSelector: {"matchExpressions": [{"key": "kqueue.io/queue-name", "operator": "Exists"}]}
+  {{- end }}
+{{- end }}
+{{- if has "kubeflow.org/paddlejob" $on }}
+- type: validating
+  name: vpaddlejob.kqueue.io
+  path: /validate-kubeflow-org-v1-paddlejob
+  rules: [{"apiGroups": ["kubeflow.org"], "apiVersions": ["v1"], "operations": ["CREATE", "UPDATE"], "resources": ["paddlejobs"]}]
+  {{- if $all }}
+  objectSelector: {}
+  {{- else }}
+  objectSelector: {"matchExpressions": [{"key": "kqueue.io/queue-name", "operator": "Exists"}]}
+  {{- end }}
+{{- end }}
+{{- if has "kubeflow.org/jaxjob" $on }}
+- type: validating
+  name: vjaxjob.kqueue.io
+  path: /validate-kubeflow-org-v1-jaxjob
+  rules: [{"apiGroups": ["kubeflow.org"], "apiVersions": ["v1"], "operations": ["CREATE", "UPDATE"], "resources": ["jaxjobs"]}]
+  {{- if $all }}
+  objectSelector: {}
+  {{- else }}
+  objectSelector: {"matchExpressions": [{"key": "kqueue.io/queue-name", "operator": "Exists"}]}
+  {{- end }}
+{{- end }}
 {{- $off := list }}
 {{- if not (has "batch/job" $on) }}{{- $off = append $off "{\"apiGroups\": [\"batch\"], \"apiVersions\": [\"v1\"], \"operations\": [\"CREATE\", \"UPDATE\"], \"resources\": [\"jobs\"]}" }}{{- end }}
 {{- if not (has "jobset.x-k8s.io/jobset" $on) }}{{- $off = append $off "{\"apiGroups\": [\"jobset.x-k8s.io\"], \"apiVersions\": [\"v1alpha2\"], \"operations\": [\"CREATE\", \"UPDATE\"], \"resources\": [\"jobsets\"]}" }}{{- end }}
@@ -304,6 +469,11 @@ only when it is in config.integrations.frameworks (all registered defaults when 
 {{- if not (has "ray.io/rayjob" $on) }}{{- $off = append $off "{\"apiGroups\": [\"ray.io\"], \"apiVersions\": [\"v1\"], \"operations\": [\"CREATE\", \"UPDATE\"], \"resources\": [\"rayjobs\"]}" }}{{- end }}
 {{- if not (has "ray.io/raycluster" $on) }}{{- $off = append $off "{\"apiGroups\": [\"ray.io\"], \"apiVersions\": [\"v1\"], \"operations\": [\"CREATE\", \"UPDATE\"], \"resources\": [\"rayclusters\"]}" }}{{- end }}
 {{- if not (has "statefulset" $on) }}{{- $off = append $off "{\"apiGroups\": [\"apps\"], \"apiVersions\": [\"v1\"], \"operations\": [\"CREATE\", \"UPDATE\"], \"resources\": [\"statefulsets\"]}" }}{{- end }}
+{{- if not (has "kubeflow.org/pytorchjob" $on) }}{{- $off = append $off "{\"apiGroups\": [\"kubeflow.org\"], \"apiVersions\": [\"v1\"], \"operations\": [\"CREATE\", \"UPDATE\"], \"resources\": [\"pytorchjobs\"]}" }}{{- end }}
+{{- if not (has "kubeflow.org/tfjob" $on) }}{{- $off = append $off "{\"apiGroups\": [\"kubeflow.org\"], \"apiVersions\": [\"v1\"], \"operations\": [\"CREATE\", \"UPDATE\"], \"resources\": [\"tfjobs\"]}" }}{{- end }}
+{{- if not (has "kubeflow.org/xgboostjob" $on) }}{{- $off = append $off "{\"apiGroups\": [\"kubeflow.org\"], \"apiVersions\": [\"v1\"], \"operations\": [\"CREATE\", \"UPDATE\"], \"resources\": [\"xgboostjobs\"]}" }}{{- end }}
+{{- if not (has "kubeflow.org/paddlejob" $on) }}{{- $off = append $off "{\"apiGroups\": [\"kubeflow.org\"], \"apiVersions\": [\"v1\"], \"operations\": [\"CREATE\", \"UPDATE\"], \"resources\": [\"paddlejobs\"]}" }}{{- end }}
+{{- if not (has "kubeflow.org/jaxjob" $on) }}{{- $off = append $off "{\"apiGroups\": [\"kubeflow.org\"], \"apiVersions\": [\"v1\"], \"operations\": [\"CREATE\", \"UPDATE\"], \"resources\": [\"jaxjobs\"]}" }}{{- end }}
 {{- if $off }}
 - type: validating
   name: vintegrationoff.kqueue.io

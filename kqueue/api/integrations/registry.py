@@ -15,6 +15,7 @@ from kqueue.api.integrations import (
     deployment,
     job,
     jobset,
+    kubeflow,
     leaderworkerset,
     mpijob,
     pod,
@@ -35,6 +36,7 @@ INTEGRATIONS: Final[tuple[Integration, ...]] = (
     ray.RAYJOB,
     ray.RAYCLUSTER,
     leaderworkerset.INTEGRATION,
+    *kubeflow.INTEGRATIONS,
 )
 BY_FRAMEWORK: Final[dict[str, Integration]] = {i.framework: i for i in INTEGRATIONS}
 BY_KIND: Final[dict[tuple[str, str], Integration]] = {(i.api_version, i.kind): i for i in INTEGRATIONS}

@@ -1,7 +1,8 @@
 """Integrations: each managed kind in its own package, registered in :mod:`.registry`.
 
 ``job`` (batch/v1 Job), ``pod`` (plain Pods and pod groups), ``jobset``, ``mpijob``,
-``trainjob``, ``statefulset``, ``deployment``, ``leaderworkerset`` and ``ray`` (RayJob, RayCluster) are imported here so that importing this
+``trainjob``, ``statefulset``, ``deployment``, ``leaderworkerset``, ``ray`` (RayJob, RayCluster) and ``kubeflow`` (the training-operator v1
+jobs) are imported here so that importing this
 package registers every integration. See :mod:`.framework` for what an
 integration supplies, :mod:`.reconciler` for the generic reconciler and :mod:`.release` for the
 one pod-release path.
@@ -15,6 +16,9 @@ from kqueue.controller.integrations import job, jobset, mpijob, pod, trainjob
 # Registered after the kinds above (the order of the docs table and the chart's rules).
 from kqueue.controller.gate import PodSetRelease
 from kqueue.controller.integrations import deployment, leaderworkerset, ray, statefulset
+
+# isort: split
+from kqueue.controller.integrations import kubeflow
 from kqueue.controller.integrations.framework import (
     ComposableJob,
     Composed,
@@ -43,6 +47,7 @@ __all__ = [
     "get",
     "job",
     "jobset",
+    "kubeflow",
     "leaderworkerset",
     "mpijob",
     "pod",

@@ -21,7 +21,6 @@ from kqueue.api.integrations.mpijob import (
     MPIJOB_API_VERSION,
     MPIJOB_KIND,
     REPLICA_TYPES,
-    finished_condition,
     workload_for_mpijob,
 )
 from kqueue.api.v1alpha1 import Workload
@@ -33,20 +32,16 @@ from kqueue.controller.integrations.podtemplate import (
     merge,
     restored_template_patch,
 )
+from kqueue.controller.integrations.runpolicy import RunPolicyJob
 from kqueue.controller.resources import Resource
 
 Obj = dict[str, Any]
 
 MPIJOBS = Resource("kubeflow.org", "v2beta1", "mpijobs")
-SUSPEND_PATH = ("spec", "runPolicy", "suspend")
 
 
 def _specs(obj: Obj) -> dict[str, Obj]:
     return dict((obj.get("spec") or {}).get("mpiReplicaSpecs") or {})
-
-
-def _annotations(obj: Obj) -> dict[str, str]:
-    return dict((obj.get("metadata") or {}).get("annotations") or {})
 
 
 def _templates_patch(obj: Obj, changes: Mapping[str, Obj | None]) -> Obj | None:
@@ -59,7 +54,7 @@ def _templates_patch(obj: Obj, changes: Mapping[str, Obj | None]) -> Obj | None:
     return {"mpiReplicaSpecs": out} if out else None
 
 
-class MPIJobIntegration:
+class MPIJobIntegration(RunPolicyJob):
     resource: Resource = MPIJOBS
     api_version = MPIJOB_API_VERSION
     kind = MPIJOB_KIND
@@ -69,24 +64,6 @@ class MPIJobIntegration:
 
     def workload_for(self, obj: Obj, priorities: PriorityResolver) -> Workload:
         return workload_for_mpijob(obj, priorities)
-
-    def is_suspended(self, obj: Obj) -> bool:
-        return bool(((obj.get("spec") or {}).get("runPolicy") or {}).get("suspend"))
-
-    def user_suspended(self, obj: Obj) -> bool:
-        return self.is_suspended(obj) and c.SUSPENDED_BY_KQUEUE_ANNOTATION not in _annotations(obj)
-
-    def is_active(self, obj: Obj) -> bool:
-        statuses = (obj.get("status") or {}).get("replicaStatuses") or {}
-        return any(int((s or {}).get("active") or 0) > 0 for s in statuses.values())
-
-    def finished(self, obj: Obj) -> tuple[str, str] | None:
-        done = finished_condition(obj)
-        if done is None:
-            return None
-        if done[0] == "Succeeded":
-            return c.FINISHED_SUCCEEDED, done[1] or "MPIJob succeeded"
-        return c.FINISHED_FAILED, done[1] or "MPIJob failed"
 
     def owner_of_pod(self, pod: Obj) -> str | None:
         meta = pod.get("metadata") or {}
@@ -113,14 +90,6 @@ class MPIJobIntegration:
         if templates is not None:
             spec.update(templates)
         return {"metadata": {"annotations": {c.SUSPENDED_BY_KQUEUE_ANNOTATION: None}}, "spec": spec}
-
-    def stop_patch(self, obj: Obj, wl: Workload) -> Obj | None:
-        if self.is_suspended(obj):
-            return None
-        return {
-            "metadata": {"annotations": {c.SUSPENDED_BY_KQUEUE_ANNOTATION: "true"}},
-            "spec": {"runPolicy": {"suspend": True}},
-        }
 
     def hold_patch(self, obj: Obj, wl: Workload) -> Obj | None:
         if not self.is_suspended(obj) or self.is_active(obj):

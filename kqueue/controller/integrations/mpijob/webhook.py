@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from kqueue.controller.integrations.mpijob.generic import SUSPEND_PATH
+from kqueue.controller.integrations.runpolicy import SUSPEND_PATH, replicas_active
 from kqueue.controller.integrations.suspension import SuspendableKind
 
 Obj = dict[str, Any]
@@ -28,15 +28,10 @@ def pod_templates(mpijob: Obj) -> list[Obj]:
     return out
 
 
-def _started(old: Obj) -> bool:
-    statuses = (old.get("status") or {}).get("replicaStatuses") or {}
-    return any(int((s or {}).get("active") or 0) > 0 for s in statuses.values())
-
-
 SUSPENDABLE: Final = SuspendableKind(
     kind="MPIJob",
     article="an",
     pod_templates=pod_templates,
-    started=_started,
+    started=replicas_active,
     path=SUSPEND_PATH,
 )

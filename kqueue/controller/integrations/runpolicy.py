@@ -1,0 +1,52 @@
+"""The Kubeflow run policy, shared by the kinds that share it: MPIJob (kubeflow.org/v2beta1) and
+the training-operator v1 jobs. Suspended through ``spec.runPolicy.suspend``, running while a
+replica type reports active pods, finished on a Succeeded or Failed JobStatus condition."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kqueue.api.integrations.mpijob import finished_condition
+from kqueue.api.v1alpha1 import constants as c
+
+Obj = dict[str, Any]
+
+SUSPEND_PATH = ("spec", "runPolicy", "suspend")
+
+
+def replicas_active(obj: Obj) -> bool:
+    """Pods of some replica type still run (``status.replicaStatuses[*].active``)."""
+    statuses = (obj.get("status") or {}).get("replicaStatuses") or {}
+    return any(int((s or {}).get("active") or 0) > 0 for s in statuses.values())
+
+
+class RunPolicyJob:
+    """The generic-reconciler methods every run-policy kind has the same way."""
+
+    kind: str
+
+    def is_suspended(self, obj: Obj) -> bool:
+        return bool(((obj.get("spec") or {}).get("runPolicy") or {}).get("suspend"))
+
+    def user_suspended(self, obj: Obj) -> bool:
+        annotations = (obj.get("metadata") or {}).get("annotations") or {}
+        return self.is_suspended(obj) and c.SUSPENDED_BY_KQUEUE_ANNOTATION not in annotations
+
+    def is_active(self, obj: Obj) -> bool:
+        return replicas_active(obj)
+
+    def finished(self, obj: Obj) -> tuple[str, str] | None:
+        done = finished_condition(obj)
+        if done is None:
+            return None
+        if done[0] == "Succeeded":
+            return c.FINISHED_SUCCEEDED, done[1] or f"{self.kind} succeeded"
+        return c.FINISHED_FAILED, done[1] or f"{self.kind} failed"
+
+    def stop_patch(self, obj: Obj, wl: Any) -> Obj | None:
+        if self.is_suspended(obj):
+            return None
+        return {
+            "metadata": {"annotations": {c.SUSPENDED_BY_KQUEUE_ANNOTATION: "true"}},
+            "spec": {"runPolicy": {"suspend": True}},
+        }
