@@ -13,6 +13,7 @@ from pydantic.config import JsonDict
 from kqueue.api.quantity import Quantity
 from kqueue.api.v1alpha1.base import Int32, KBase, Name, QuantityValue, ResourceName
 from kqueue.api.v1alpha1.meta import Condition, KObject, LabelSelector
+from kqueue.api.v1alpha1.protection import PreemptionProtection
 
 QueueingStrategy = Literal["StrictFIFO", "BestEffortFIFO"]
 StopPolicy = Literal["None", "Hold", "HoldAndDrain"]
@@ -215,6 +216,14 @@ class ClusterQueuePreemption(KBase):
         description="kqueue extension. Among otherwise equal candidates, which are evicted first "
         "for this queue's workloads: Newest (default, Kueue's order) the most recently admitted, "
         "Oldest the earliest admitted.",
+    )
+    protection: PreemptionProtection | None = Field(
+        default=None,
+        description="kqueue extension. A minimum admitted time before this queue's workloads "
+        "may be preempted, per path (withinClusterQueue, reclaimWithinCohort, fairSharing, each "
+        "{minAdmitDuration}); a path set here overrides the Configuration's "
+        "preemptionProtection. A protected workload is not a preemption candidate on that path "
+        "until its time is up; the preemptor waits and is retried then.",
     )
 
 
