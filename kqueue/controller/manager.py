@@ -340,6 +340,9 @@ class Manager:
             admission_fair_sharing=from_api.admission_fair_sharing(
                 self.config.admission_fair_sharing
             ),
+            preemption_protection=from_api.preemption_protection(
+                self.config.preemption_protection
+            ),
         )
 
     def _pods_ready(self) -> PodsReadyConfig | None:

@@ -20,6 +20,7 @@ from .cache import Cache
 from .explain import PendingDetails, details_of
 from .fairness.tournament import FairOrder
 from .nominate import Entry, Status, nominate
+from .preemption.protection import Protection
 from .preemption.seam import Preemptor, preemption_message
 from .queue import QueueManager
 from .slice import FinishSlice, finish_message
@@ -126,6 +127,10 @@ class CycleResult:
     preemption_skips: tuple[tuple[ClusterQueueName, int], ...] = ()
     # How many cycles this result stands for (Engine.schedule may run several, merged_cycles.py).
     cycles: int = 1
+    # Preemptors that found no victims because the workloads that would make room are
+    # protected (preemption/protection.py): (their ClusterQueue, the preemptor), one per cycle
+    # that deferred them.
+    protection_deferred: tuple[tuple[ClusterQueueName, WorkloadKey], ...] = ()
 
     def is_empty(self) -> bool:
         return not (self.admitted or self.preempted or self.evicted or self.pending)
@@ -337,7 +342,9 @@ class _Cycle:
             )
             for ps in e.assignment.pod_sets
         )
-        admission = Admission(e.cluster_queue, pod_sets, reserved_at=self.now)
+        admission = Admission(
+            e.cluster_queue, pod_sets, reserved_at=self.now, admitted_at=self.now
+        )
         if e.replaces is not None:
             # The old slice is finished in the same step; its pods now belong to this one.
             self.cache.remove_workload(e.replaces.key)
@@ -379,6 +386,7 @@ def run_cycle(
         return CycleResult(cycle=number, now=now)
     # 2. Snapshot.
     snapshot = cache.snapshot()
+    snapshot.protection = Protection(cache.protection, now)
     # 3. Nominate.
     entries, inadmissible = nominate(
         heads,

@@ -51,6 +51,7 @@ from .types import (
     LocalQueueSpec,
     PendingReason,
     PodSetName,
+    ProtectionConfig,
     ResourceFlavor,
     ResourceName,
     StopPolicy,
@@ -83,9 +84,14 @@ class Engine:
         pods_ready: PodsReadyConfig | None = None,
         fair_sharing: FairSharingConfig | None = None,
         admission_fair_sharing: AdmissionFairSharingConfig | None = None,
+        preemption_protection: ProtectionConfig | None = None,
     ) -> None:
         self.cache = Cache()
         self.cache.fair_sharing = fair_sharing
+        # The Configuration's preemptionProtection (preemption/protection.py).
+        self.cache.protection = preemption_protection
+        # Preemptors waiting for a protection to end: when to retry each, in which ClusterQueue.
+        self._protection_wakes: dict[WorkloadKey, tuple[datetime, ClusterQueueName]] = {}
         self.queues = QueueManager()
         # The one place that picks the default: Kueue's classical preemption (with its
         # fair-sharing search when fair sharing is on). Callers pass one only to replace it.
@@ -351,6 +357,7 @@ class Engine:
             self._requeue_trees([held.cluster_queue])
 
     def _forget_extras(self, key: WorkloadKey) -> None:
+        self._protection_wakes.pop(key, None)
         self.admission_fairness.confirmed(key)
         self.readiness.forget(key)
         self.execution.forget(key)
@@ -518,6 +525,7 @@ class Engine:
         self.sample_fair_usage(now)
         evictions = self._evictions()
         evictions += self._timeouts(now, fresh)
+        self._wake_protected(now)
         result = run_cycle(
             number=self.cycles,
             now=now,
@@ -534,11 +542,44 @@ class Engine:
             self.admission_fairness.charge(admit.workload, admit.cluster_queue, now)
         for done in result.finished:
             self._forget_extras(done.old)
+        for admit in result.admitted:
+            self._protection_wakes.pop(admit.workload, None)
+        result = self._protection_waits(result, now)
         for p in result.pending:
             self._last_pending[p.workload] = p
         if evictions:
             result = replace(result, evicted=tuple(evictions))
         return result
+
+    def _wake_protected(self, now: datetime) -> None:
+        """Preemptors whose wait for a protection is over go back to their queues: nothing
+        else would wake a workload parked as inadmissible."""
+        due = sorted(k for k, (at, _) in self._protection_wakes.items() if at <= now)
+        cqs = {self._protection_wakes.pop(k)[1] for k in due}
+        if cqs:
+            self._requeue_trees(sorted(cqs))
+
+    def _protection_waits(self, result: CycleResult, now: datetime) -> CycleResult:
+        """The pending preemptors that wait for a protection to end: their message names the
+        protected workloads and when the first protection ends, and the engine wakes then."""
+        if not isinstance(self.preemptor, ClassicalPreemptor):
+            return result
+        pending: list[Pending] = []
+        deferred: list[tuple[ClusterQueueName, WorkloadKey]] = []
+        for p in result.pending:
+            wait = self.preemptor.protection_wait(p.workload)
+            if wait is None or p.cluster_queue is None:
+                self._protection_wakes.pop(p.workload, None)
+                pending.append(p)
+                continue
+            self._protection_wakes[p.workload] = (wait.until, p.cluster_queue)
+            deferred.append((p.cluster_queue, p.workload))
+            note = wait.message(now)
+            message = f"{p.message}; {note}" if p.message else note
+            pending.append(replace(p, message=message, details=replace(p.details, message=message)))
+        if not deferred:
+            return result
+        return replace(result, pending=tuple(pending), protection_deferred=tuple(deferred))
 
     def _evictions(self) -> list[Evict]:
         out: list[Evict] = []
@@ -609,12 +650,14 @@ class Engine:
 
     def next_deadline(self) -> datetime | None:
         """The earliest time at which ``schedule`` may decide something new without any event:
-        a PodsReady timeout, a maximum execution time, or the end of a requeue backoff."""
+        a PodsReady timeout, a maximum execution time, the end of a requeue backoff, or the end
+        of a preemption protection a preemptor waits for."""
         times = [
             self.readiness.next_deadline(self.cache.workloads, self.cache.evicting),
             self.execution.next_deadline(self.cache.workloads, self.cache.evicting),
             self.queues.next_backoff(),
             self.admission_fairness.next_sample(),
+            min((at for at, _ in self._protection_wakes.values()), default=None),
         ]
         present = [x for x in times if x is not None]
         return min(present) if present else None
