@@ -263,6 +263,12 @@ class Metrics:
             gauge = self._gauge["admission_cycle_preemption_skips"]
             self._child(("cq", cluster_queue), gauge, cluster_queue).set(count)
 
+    def protection_deferred(self, deferred: Iterable[tuple[str, str]]) -> None:
+        """A cycle's preemptors that wait for a preemption protection (``CycleResult``)."""
+        counter = self._counter["preemptions_deferred_by_protection"]
+        for cluster_queue, _ in deferred:
+            self._child(("cq", cluster_queue), counter, cluster_queue).inc()
+
     def pods_ready(self, wl: Workload, now: datetime) -> None:
         """``wl`` (as it was before) is now written PodsReady=True at ``now``: the first time
         since its admission (not a recovery), the time-to-ready histograms observe it."""
