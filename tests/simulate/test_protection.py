@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 import yaml
 
-from .conftest import simulate_json
+from .conftest import run_cli, simulate_json
 
 HERE = Path(__file__).parent / "protection"
 START = "2024-01-01T00:00:00Z"
@@ -183,3 +183,41 @@ def test_non_preemptible_workload_stays_non_preemptible_after_its_protection() -
     assert _preempted(out) == []
     # urgent waits for steady to finish (1h).
     assert _times(out, "Admitted", "prod/urgent") == ["2024-01-01T01:00:00Z"]
+
+
+def test_explain_shows_the_protected_workload_and_when_it_ends(tmp_path: Path) -> None:
+    """``kqueue explain`` on the cluster as given: batch admitted at 13:55, protected for 10m,
+    urgent created at 14:00."""
+    docs = _docs("reclaim.yaml")
+    for d in docs:
+        if d["kind"] != "Workload":
+            continue
+        d["metadata"]["annotations"] = {}
+        name = d["metadata"]["name"]
+        d["metadata"]["creationTimestamp"] = (
+            "2024-01-01T13:55:00Z" if name == "batch" else "2024-01-01T14:00:00Z"
+        )
+        if name == "batch":
+            since = "2024-01-01T13:55:00Z"
+            d["status"] = {
+                "admission": {"clusterQueue": "dev", "podSetAssignments": [{
+                    "name": "main", "flavors": {"cpu": "default"},
+                    "resourceUsage": {"cpu": "4"}, "count": 4,
+                }]},
+                "conditions": [
+                    {"type": kind, "status": "True", "reason": kind, "message": "",
+                     "lastTransitionTime": since}
+                    for kind in ("QuotaReserved", "Admitted")
+                ],
+            }
+    path = tmp_path / "cluster.yaml"
+    path.write_text(yaml.safe_dump_all([*docs, _config(reclaimWithinCohort="10m")]))
+    res = run_cli("explain", "-f", str(path), "prod/urgent")
+    assert res.exit_code == 0, res.stdout + res.stderr
+    assert "dev/batch protected until 14:05:00" in res.stdout
+    assert "retrying at 14:05:00" in res.stdout
+    # Without the Configuration's protection, batch would be reclaimed now.
+    path.write_text(yaml.safe_dump_all([*docs, _config()]))
+    res = run_cli("explain", "-f", str(path), "prod/urgent")
+    assert "protected" not in res.stdout
+    assert "dev/batch" in res.stdout
