@@ -18,7 +18,7 @@ from datetime import datetime
 
 from . import admissibility
 from .cache import Cache
-from .cycle import CycleResult, Evict, FlavorScans, Pending, run_cycle
+from .cycle import CycleResult, Deferred, Evict, FlavorScans, Pending, run_cycle
 from .execution import ExecutionLimits, accumulated
 from .explain import PendingDetails
 from .fairness.admission import AdmissionFairSharing
@@ -90,8 +90,10 @@ class Engine:
         self.cache.fair_sharing = fair_sharing
         # The Configuration's preemptionProtection (preemption/protection.py).
         self.cache.protection = preemption_protection
-        # Preemptors waiting for a protection to end: when to retry each, in which ClusterQueue.
+        # Preemptors waiting for a protection to end: when to retry each, in which ClusterQueue,
+        # and the quota each holds back until then.
         self._protection_wakes: dict[WorkloadKey, tuple[datetime, ClusterQueueName]] = {}
+        self._protection_holds: dict[WorkloadKey, Deferred] = {}
         self.queues = QueueManager()
         # The one place that picks the default: Kueue's classical preemption (with its
         # fair-sharing search when fair sharing is on). Callers pass one only to replace it.
@@ -357,7 +359,7 @@ class Engine:
             self._requeue_trees([held.cluster_queue])
 
     def _forget_extras(self, key: WorkloadKey) -> None:
-        self._protection_wakes.pop(key, None)
+        self._drop_protection_wait(key)
         self.admission_fairness.confirmed(key)
         self.readiness.forget(key)
         self.execution.forget(key)
@@ -536,6 +538,7 @@ class Engine:
             scan=self._scans,
             admission_gate=self._admission_gate(),
             misconfigured=self._misconfiguration,
+            held=self._protection_holds,
         )
         for admit in result.admitted:
             self._last_pending.pop(admit.workload, None)
@@ -543,7 +546,7 @@ class Engine:
         for done in result.finished:
             self._forget_extras(done.old)
         for admit in result.admitted:
-            self._protection_wakes.pop(admit.workload, None)
+            self._drop_protection_wait(admit.workload)
         result = self._protection_waits(result, now)
         for p in result.pending:
             self._last_pending[p.workload] = p
@@ -561,25 +564,31 @@ class Engine:
 
     def _protection_waits(self, result: CycleResult, now: datetime) -> CycleResult:
         """The pending preemptors that wait for a protection to end: their message names the
-        protected workloads and when the first protection ends, and the engine wakes then."""
+        protected workloads and when the first protection ends, the engine wakes then, and
+        the quota they wait for stays held back meanwhile."""
         if not isinstance(self.preemptor, ClassicalPreemptor):
             return result
+        deferred = {d.workload: d for d in result.protection_deferred}
         pending: list[Pending] = []
-        deferred: list[tuple[ClusterQueueName, WorkloadKey]] = []
         for p in result.pending:
-            wait = self.preemptor.protection_wait(p.workload)
-            if wait is None or p.cluster_queue is None:
-                self._protection_wakes.pop(p.workload, None)
+            d = deferred.get(p.workload)
+            wait = self.preemptor.protection_wait(p.workload) if d is not None else None
+            if d is None or wait is None:
+                self._drop_protection_wait(p.workload)
                 pending.append(p)
                 continue
-            self._protection_wakes[p.workload] = (wait.until, p.cluster_queue)
-            deferred.append((p.cluster_queue, p.workload))
+            self._protection_wakes[p.workload] = (wait.until, d.cluster_queue)
+            self._protection_holds[p.workload] = d
             note = wait.message(now)
             message = f"{p.message}; {note}" if p.message else note
             pending.append(replace(p, message=message, details=replace(p.details, message=message)))
         if not deferred:
             return result
-        return replace(result, pending=tuple(pending), protection_deferred=tuple(deferred))
+        return replace(result, pending=tuple(pending))
+
+    def _drop_protection_wait(self, key: WorkloadKey) -> None:
+        self._protection_wakes.pop(key, None)
+        self._protection_holds.pop(key, None)
 
     def _evictions(self) -> list[Evict]:
         out: list[Evict] = []

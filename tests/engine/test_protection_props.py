@@ -189,7 +189,10 @@ def test_a_deferred_preemption_is_reported_and_counted() -> None:
     sim.now = t(301)
     sim.arrive_all()
     result = sim.step()
-    assert result.protection_deferred == (("prod", "prod/urgent"),)
+    [deferred] = result.protection_deferred
+    assert (deferred.cluster_queue, deferred.workload) == ("prod", "prod/urgent")
+    # prod holds back what urgent waits for: its 2 cpu (all of its nominal quota that is free).
+    assert deferred.holds == {("default", "cpu"): 2000}
     [pending] = [p for p in result.pending if p.workload == "prod/urgent"]
     assert "dev/v0 protected until 00:10:00" in pending.message
     assert pending.details.message == pending.message

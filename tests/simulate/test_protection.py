@@ -221,3 +221,20 @@ def test_explain_shows_the_protected_workload_and_when_it_ends(tmp_path: Path) -
     res = run_cli("explain", "-f", str(path), "prod/urgent")
     assert "protected" not in res.stdout
     assert "dev/batch" in res.stdout
+
+
+def test_waiting_preemptor_holds_its_quota_against_borrowers_of_the_same_cycle() -> None:
+    """dev/late (4 cpu) arrives with urgent, which goes first (it does not borrow). Were late
+    admitted into the quota urgent waits for, it would be protected in turn and urgent would
+    wait until 12m; reclaimWithinCohort: Any cannot reclaim a protected workload, so urgent
+    holds back its quota as a ClusterQueue that cannot always reclaim does (Kueue's
+    quotaResourcesToReserve), and is admitted at 10m."""
+    docs = _docs("reclaim.yaml")
+    late = next(d for d in docs if d["metadata"]["name"] == "batch")
+    late = yaml.safe_load(yaml.safe_dump(late))
+    late["metadata"]["name"] = "late"
+    late["metadata"]["annotations"]["simulate.kqueue.io/arrival"] = "2m"
+    out = _run([*docs, late], _config(reclaimWithinCohort="10m"))
+    assert _preempted(out) == [(_clock(10), "dev/batch", "InCohortReclamation")]
+    assert _times(out, "Admitted", "prod/urgent") == [_clock(10)]
+    assert all(at >= _clock(15) for at in _times(out, "Admitted", "dev/late"))
