@@ -556,9 +556,14 @@ class Engine:
 
     def _wake_protected(self, now: datetime) -> None:
         """Preemptors whose wait for a protection is over go back to their queues: nothing
-        else would wake a workload parked as inadmissible."""
+        else would wake a workload parked as inadmissible. Considered again, one still waiting
+        holds its quota back anew."""
         due = sorted(k for k, (at, _) in self._protection_wakes.items() if at <= now)
-        cqs = {self._protection_wakes.pop(k)[1] for k in due}
+        cqs = {self._protection_wakes[k][1] for k in due}
+        for key in due:
+            # Its hold ends too: held at most until the wake, a preemptor that is never
+            # considered again (deactivated, say) holds nothing for good.
+            self._drop_protection_wait(key)
         if cqs:
             self._requeue_trees(sorted(cqs))
 
