@@ -29,6 +29,7 @@ from kqueue.api.v1alpha1 import ResourceGroup as ApiResourceGroup
 from kqueue.api.v1alpha1 import Taint as ApiTaint
 from kqueue.api.v1alpha1 import Toleration as ApiToleration
 from kqueue.api.v1alpha1 import constants as c
+from kqueue.api.v1alpha1.base import parse_time
 from kqueue.api.v1alpha1.podtemplate import PodSpec as ApiPodSpec
 from kqueue.api.v1alpha1.priorityclass import WorkloadPriorityClass
 from kqueue.api.v1alpha1.protection import MinAdmitDuration as ApiMinAdmitDuration
@@ -452,6 +453,18 @@ def _pod_label(wl: ApiWorkload) -> str | None:
     return None
 
 
+def _last_checkpoint(wl: ApiWorkload) -> datetime | None:
+    """The annotation kqueue.io/last-checkpoint-time; a job writes it, so a value that is not a
+    timestamp is ignored (the work lost then counts from the admission) rather than refused."""
+    value = wl.metadata.annotations.get(c.LAST_CHECKPOINT_TIME_ANNOTATION)
+    if value is None:
+        return None
+    try:
+        return parse_time(value)
+    except ValueError:
+        return None
+
+
 def _replacement_for(wl: ApiWorkload) -> t.WorkloadKey | None:
     """The WorkloadSlice this one replaces (``namespace/name`` annotation)."""
     value = wl.metadata.annotations.get(c.WORKLOAD_SLICE_REPLACEMENT_FOR_ANNOTATION)
@@ -496,6 +509,7 @@ def workload(
         requeue_count=(wl.status.requeue_state.count or 0) if wl.status.requeue_state else 0,
         max_execution_seconds=spec.maximum_execution_time_seconds,
         past_execution_seconds=wl.status.accumulated_past_execution_time_seconds or 0,
+        last_checkpoint=_last_checkpoint(wl),
     )
 
 

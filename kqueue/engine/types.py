@@ -478,6 +478,8 @@ class Workload:
     # status.accumulatedPastExecutionTimeSeconds: see execution.py.
     max_execution_seconds: int | None = None
     past_execution_seconds: int = 0
+    # Annotation kqueue.io/last-checkpoint-time (None: absent or not a timestamp).
+    last_checkpoint: datetime | None = None
     # Derived once (the queues and the cache ask for them on every push, pop and lookup).
     _key: WorkloadKey = field(init=False, repr=False, compare=False)
     _local_queue: LocalQueueKey = field(init=False, repr=False, compare=False)

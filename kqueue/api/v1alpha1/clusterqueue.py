@@ -23,7 +23,7 @@ ReclaimWithinCohortPolicy = Literal["Never", "LowerPriority", "Any"]
 BorrowWithinCohortPolicy = Literal["Never", "LowerPriority"]
 FlavorFungibilityPolicy = Literal["MayStopSearch", "TryNextFlavor"]
 FlavorFungibilityPreference = Literal["BorrowingOverPreemption", "PreemptionOverBorrowing"]
-PreemptionOrder = Literal["Newest", "Oldest"]
+PreemptionOrder = Literal["Newest", "Oldest", "LeastWorkLost"]
 
 STOP_POLICY_DESCRIPTION = (
     "Stops new quota reservations when not None: None admits workloads; Hold cancels reservations "
@@ -215,7 +215,8 @@ class ClusterQueuePreemption(KBase):
         default="Newest",
         description="kqueue extension. Among otherwise equal candidates, which are evicted first "
         "for this queue's workloads: Newest (default, Kueue's order) the most recently admitted, "
-        "Oldest the earliest admitted.",
+        "Oldest the earliest admitted, LeastWorkLost the one that loses the least work: the "
+        "latest of its admission and its kqueue.io/last-checkpoint-time annotation.",
     )
     protection: PreemptionProtection | None = Field(
         default=None,
