@@ -358,6 +358,12 @@ _WEIGHT: Final = re.compile(r"^[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?$")
 ResourceWeight = Annotated[str, BeforeValidator(_weight_input)]
 
 
+def _not_negative(value: timedelta) -> timedelta:
+    if value < timedelta(0):
+        raise ValueError(f"must be greater than or equal to 0, got {format_duration(value)}")
+    return value
+
+
 class AdmissionFairSharing(_Model):
     usage_half_life_time: Duration = timedelta(0)
     """After this time a LocalQueue's recorded usage has decayed by half. 0: usage is not
@@ -373,9 +379,7 @@ class AdmissionFairSharing(_Model):
     @field_validator("usage_half_life_time")
     @classmethod
     def _not_negative(cls, value: timedelta) -> timedelta:
-        if value < timedelta(0):
-            raise ValueError(f"must be greater than or equal to 0, got {format_duration(value)}")
-        return value
+        return _not_negative(value)
 
     @field_validator("usage_sampling_interval")
     @classmethod
@@ -383,6 +387,35 @@ class AdmissionFairSharing(_Model):
         if value <= timedelta(0):
             raise ValueError(f"must be greater than 0, got {format_duration(value)}")
         return value
+
+
+class MinAdmitDuration(_Model):
+    """Preemption protection on one preemption path."""
+
+    min_admit_duration: Duration
+    """How long a workload stays admitted (from its current ``Admitted`` condition) before it
+    may be preempted on this path. ``0s``: no protection."""
+
+    @field_validator("min_admit_duration")
+    @classmethod
+    def _not_negative(cls, value: timedelta) -> timedelta:
+        return _not_negative(value)
+
+
+class PreemptionProtection(_Model):
+    """A minimum admitted time before a workload may be preempted, per preemption path (Kueue's
+    KEP-9876 names, plus ``withinClusterQueue``). A ClusterQueue's
+    ``spec.preemption.protection`` overrides it, path by path, for that ClusterQueue's
+    workloads as victims. A protected workload is not a preemption candidate on that path; the
+    preemptor waits and is retried when the first protection ends."""
+
+    within_cluster_queue: MinAdmitDuration | None = None
+    """Guards preemption within the victim's ClusterQueue (``InClusterQueue``)."""
+    reclaim_within_cohort: MinAdmitDuration | None = None
+    """Guards reclaiming quota from other ClusterQueues of the cohort
+    (``InCohortReclamation`` and ``InCohortReclaimWhileBorrowing``)."""
+    fair_sharing: MinAdmitDuration | None = None
+    """Guards fair-sharing preemption (``InCohortFairSharing``)."""
 
 
 class Integrations(_Model):
@@ -553,6 +586,11 @@ class Configuration(_Model):
     UsageBasedAdmissionFairSharing`` take their heads from the LocalQueue with the lowest
     weighted, decaying usage first. Unset (the default): such ClusterQueues order by priority and
     creation time, and say so in their status. See docs/fair-sharing.md."""
+    preemption_protection: PreemptionProtection | None = None
+    """Preemption protection (a minimum admitted time before preemption, per path), e.g.
+    ``{reclaimWithinCohort: {minAdmitDuration: 10m}}``. Unset (the default): no workload is
+    protected unless its ClusterQueue's ``spec.preemption.protection`` says so. See
+    docs/concepts.md, "Preemption protection"."""
 
     @model_validator(mode="before")
     @classmethod

@@ -184,6 +184,7 @@ VALIDATOR_RULES: Final[Mapping[str, ValidatorRule]] = {
     "_weight_input": ValidatorRule(_resource_weight),
     "AdmissionFairSharing._not_negative": ValidatorRule(_non_negative_duration),
     "AdmissionFairSharing._positive_interval": ValidatorRule(_positive_duration),
+    "MinAdmitDuration._not_negative": ValidatorRule(_non_negative_duration),
     "LabelSelectorRequirement._check_values": ValidatorRule(_selector_values),
     "PredictedStart._positive": ValidatorRule(_positive_duration),
 }

@@ -2,7 +2,9 @@
 
 Kueue writes its Configuration without metadata (it is a file, not an object). What kqueue has
 an equivalent for carries over to ``config.kqueue.io/v1alpha1``: the namespace, which jobs are
-managed, waitForPodsReady, fair sharing, admission fair sharing, the frameworks kqueue
+managed, waitForPodsReady, fair sharing, admission fair sharing, preemption protection (KEP-9876's
+``preemptionProtection``, and its first revision's ``fairSharing.minAdmitDuration`` and
+``reclaimMinAdmitDuration``), the frameworks kqueue
 integrates, client throttling, leader election and the health, metrics and webhook servers.
 Everything else (MultiKueue, resource transformations, feature gates...) is dropped with a
 warning that names the field. Differences of shape:
@@ -33,6 +35,13 @@ _SAME: Final = (
     "clientConnection",
     "internalCertManagement",
 )
+# The first revision of Kueue's KEP-9876 (kubernetes-sigs/kueue#9877) named the reclaim path's
+# protection so; its fair-sharing one was fairSharing.minAdmitDuration.
+_RECLAIM_MIN_ADMIT: Final = "reclaimMinAdmitDuration"
+_FIRST_REVISION: Final = {
+    "reclaimWithinCohort": _RECLAIM_MIN_ADMIT,
+    "fairSharing": "fairSharing.minAdmitDuration",
+}
 _LEADER_KEYS: Final = frozenset(
     {"leaderElect", "leaseDuration", "renewDeadline", "retryPeriod", "resourceName",
      "resourceNamespace"}
@@ -72,6 +81,10 @@ def from_kueue_configuration(
             out[key] = value
         elif key == "fairSharing":
             _fair_sharing(value, version, out, warnings)
+        elif key == _RECLAIM_MIN_ADMIT:
+            _protect(out, "reclaimWithinCohort", value, warnings)
+        elif key == "preemptionProtection":
+            _preemption_protection(value, out, warnings)
         elif key == "waitForPodsReady":
             _wait_for_pods_ready(value, version, out, warnings)
         elif key == "integrations":
@@ -116,7 +129,36 @@ def _fair_sharing(
         if not enabled:
             _drop(warnings, "fairSharing", "enable is false (v1beta1): fair sharing stays off")
             return
+    if "minAdmitDuration" in section:
+        _protect(out, "fairSharing", section.pop("minAdmitDuration"), warnings)
     out["fairSharing"] = section
+
+
+def _protect(
+    out: dict[str, Any], path: str, value: Any, warnings: list[ConversionWarning]
+) -> None:
+    """A field of KEP-9876's first revision as kqueue's ``preemptionProtection.<path>``."""
+    protection = out.setdefault("preemptionProtection", {})
+    if not isinstance(protection, dict):
+        return  # kqueue's model names what is wrong with it
+    if path in protection:
+        _drop(warnings, _FIRST_REVISION[path], f"preemptionProtection.{path} is given too and wins")
+        return
+    protection[path] = {"minAdmitDuration": value}
+
+
+def _preemption_protection(
+    value: Any, out: dict[str, Any], warnings: list[ConversionWarning]
+) -> None:
+    """KEP-9876's ``preemptionProtection``, kqueue's shape: it wins over the first revision's
+    fields, whichever comes first in the document."""
+    earlier = out.get("preemptionProtection")
+    if not isinstance(value, dict) or not isinstance(earlier, dict):
+        out["preemptionProtection"] = value  # kqueue's model names what is wrong with it
+        return
+    for path in sorted(set(earlier) & set(value)):
+        _drop(warnings, _FIRST_REVISION[path], f"preemptionProtection.{path} is given too and wins")
+    out["preemptionProtection"] = {**earlier, **value}
 
 
 def _wait_for_pods_ready(

@@ -355,6 +355,9 @@ class Manager:
                 self.config.admission_fair_sharing
             ),
             node_fit_guard=self.config.node_fit_guard == "Gangs",
+            preemption_protection=from_api.preemption_protection(
+                self.config.preemption_protection
+            ),
         )
 
     def _pods_ready(self) -> PodsReadyConfig | None:

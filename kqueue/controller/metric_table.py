@@ -374,6 +374,12 @@ METRICS: tuple[MetricSpec, ...] = (
         "was requeued after); no series while none is pending.",
     ),
     MetricSpec(
+        Counter, "preemptions_deferred_by_protection", ("cluster_queue",),
+        "Scheduling decisions in which a preemptor of the ClusterQueue found no victims because "
+        "the workloads that would make room are protected (preemptionProtection): it waits "
+        "for the first protection to end.",
+    ),
+    MetricSpec(
         Counter, "workload_resync_repairs", ("was", "now"),
         "Workloads on which the engine disagreed with the API server's Workload, found and "
         "repaired by the periodic resync, per engine state ('was') and the state the API "

@@ -52,6 +52,7 @@ from kqueue.controller.probes import Probes as Probes
 from kqueue.controller.probes import health_app as health_app
 from kqueue.controller.probes import serve_app as serve_app
 from kqueue.controller.workload_status import queued_since
+from kqueue.engine.cycle import Deferred
 from kqueue.engine.types import (
     ClusterQueueName,
     CohortName,
@@ -268,6 +269,12 @@ class Metrics:
         for cluster_queue, count in skips:
             gauge = self._gauge["admission_cycle_preemption_skips"]
             self._child(("cq", cluster_queue), gauge, cluster_queue).set(count)
+
+    def protection_deferred(self, deferred: Iterable[Deferred]) -> None:
+        """A cycle's preemptors that wait for a preemption protection (``CycleResult``)."""
+        counter = self._counter["preemptions_deferred_by_protection"]
+        for d in deferred:
+            self._child(("cq", d.cluster_queue), counter, d.cluster_queue).inc()
 
     def pods_ready(self, wl: Workload, now: datetime) -> None:
         """``wl`` (as it was before) is now written PodsReady=True at ``now``: the first time

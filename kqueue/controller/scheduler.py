@@ -175,6 +175,7 @@ class Scheduler:
                 "success" if result.admitted else "inadmissible", time.perf_counter() - started
             )
         self._metrics.preemption_skips(result.preemption_skips)
+        self._metrics.protection_deferred(result.protection_deferred)
         landed: set[WorkloadKey] = set()
         writes = self.writer.apply(engine, result, landed)
         if self.after_cycle:

@@ -30,6 +30,7 @@ from .types import (
     FairSharingConfig,
     FlavorName,
     PendingReason,
+    ProtectionConfig,
     ResourceFlavor,
     StopPolicy,
     Usage,
@@ -58,6 +59,8 @@ class Cache:
         self._freed_generation: dict[str, int] = {}
         # The Configuration's fairSharing; None keeps the classical order and preemption.
         self.fair_sharing: FairSharingConfig | None = None
+        # The Configuration's preemptionProtection (preemption/protection.py).
+        self.protection: ProtectionConfig | None = None
         # Topologies, nodes and bound pods (topology-aware flavors), and their trees, rebuilt
         # when any of them or the flavors change.
         self.nodes = ClusterNodes()

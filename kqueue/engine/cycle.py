@@ -20,6 +20,8 @@ from .cache import Cache
 from .explain import PendingDetails, details_of
 from .fairness.tournament import FairOrder
 from .nominate import Entry, Status, nominate
+from .preemption.preemptor import ClassicalPreemptor
+from .preemption.protection import Protection
 from .preemption.seam import Preemptor, preemption_message
 from .queue import QueueManager
 from .slice import FinishSlice, finish_message
@@ -109,6 +111,16 @@ class Requeued:
 
 
 @dataclass(frozen=True, slots=True)
+class Deferred:
+    """A preemptor waiting for a preemption protection to end, and the quota of its
+    ClusterQueue it holds back meanwhile."""
+
+    workload: WorkloadKey
+    cluster_queue: ClusterQueueName
+    holds: Usage
+
+
+@dataclass(frozen=True, slots=True)
 class CycleResult:
     cycle: int
     now: datetime
@@ -126,6 +138,9 @@ class CycleResult:
     preemption_skips: tuple[tuple[ClusterQueueName, int], ...] = ()
     # How many cycles this result stands for (Engine.schedule may run several, merged_cycles.py).
     cycles: int = 1
+    # Preemptors that found no victims because the workloads that would make room are
+    # protected (preemption/protection.py), one per cycle that deferred them.
+    protection_deferred: tuple[Deferred, ...] = ()
 
     def is_empty(self) -> bool:
         return not (self.admitted or self.preempted or self.evicted or self.pending)
@@ -219,6 +234,7 @@ class _Cycle:
     admission_gate: Callable[[], str | None] | None = None
     # The usage held in the snapshot for each entry that issued preemptions this cycle.
     held_for_preemptors: list[tuple[ClusterQueueSnapshot, Usage]] = field(default_factory=list)
+    deferred: list[Deferred] = field(default_factory=list)
 
     def process(self, e: Entry) -> None:
         assert e.assignment is not None
@@ -232,8 +248,12 @@ class _Cycle:
         if mode == Mode.PREEMPT and not e.targets:
             e.requeue_reason = RequeueReason.PREEMPTION_NO_CANDIDATES
             e.reason = PendingReason.WAITING_FOR_QUOTA
-            if not cq.can_always_reclaim():
-                cq.add_usage(_resources_to_reserve(e, cq))
+            waits = self._waits_for_protection(e)
+            if not cq.can_always_reclaim() or waits:
+                reserve = _resources_to_reserve(e, cq)
+                cq.add_usage(reserve)
+                if waits:
+                    self.deferred.append(Deferred(e.info.key, e.cluster_queue, reserve))
                 # As Kueue: hold the domains an empty cluster would give it, so that lower
                 # entries do not take what it waits for.
                 held, _ = place_topology(
@@ -279,6 +299,16 @@ class _Cycle:
             return
         e.status = Status.NOMINATED
         self._admit(e)
+
+    def _waits_for_protection(self, e: Entry) -> bool:
+        """Whether ``e`` found no victims because the ones it needs are protected: then even
+        a ClusterQueue that can always reclaim its quota cannot do so now, and holds back what
+        it waits for, so that other entries do not take it (and become protected in turn); the
+        engine keeps holding it in the next cycles (``run_cycle``'s ``held``)."""
+        return (
+            isinstance(self.preemptor, ClassicalPreemptor)
+            and self.preemptor.protection_wait(e.info.key) is not None
+        )
 
     def _fits_while_victims_hold(self, e: Entry, cq: ClusterQueueSnapshot) -> bool:
         """Whether ``e`` also fits with this cycle's victims still in place.
@@ -337,7 +367,9 @@ class _Cycle:
             )
             for ps in e.assignment.pod_sets
         )
-        admission = Admission(e.cluster_queue, pod_sets, reserved_at=self.now)
+        admission = Admission(
+            e.cluster_queue, pod_sets, reserved_at=self.now, admitted_at=self.now
+        )
         if e.replaces is not None:
             # The old slice is finished in the same step; its pods now belong to this one.
             self.cache.remove_workload(e.replaces.key)
@@ -368,9 +400,11 @@ def run_cycle(
     scan: FlavorScans | None = None,
     admission_gate: Callable[[], str | None] | None = None,
     misconfigured: Callable[[WorkloadInfo], str | None] | None = None,
+    held: Mapping[WorkloadKey, Deferred] | None = None,
 ) -> CycleResult:
     """Run one cycle; ``scan`` keeps where each head's flavor search stopped across cycles;
-    ``misconfigured`` says why a head's resources can never run (admissibility.py)."""
+    ``misconfigured`` says why a head's resources can never run (admissibility.py); ``held``:
+    the quota preemptors waiting for a protection hold back (parked, they are no heads)."""
     scan = scan if scan is not None else FlavorScans()
     # 1. Heads.
     active = {name for name in queues.queues if cache.inactive(name) is None}
@@ -379,6 +413,13 @@ def run_cycle(
         return CycleResult(cycle=number, now=now)
     # 2. Snapshot.
     snapshot = cache.snapshot()
+    snapshot.protection = Protection(cache.protection, now)
+    popped = {info.key for info, _ in heads}
+    for key in sorted(held or {}):
+        d = (held or {})[key]
+        holder = snapshot.cluster_queues.get(d.cluster_queue)
+        if holder is not None and key not in popped:
+            holder.add_usage(d.holds)
     # 3. Nominate.
     entries, inadmissible = nominate(
         heads,
@@ -437,5 +478,6 @@ def run_cycle(
         heads=len(heads),
         finished=tuple(cycle.finished),
         preemption_skips=tuple(sorted(cycle.preemption_skips.items())),
+        protection_deferred=tuple(cycle.deferred),
     )
     return result

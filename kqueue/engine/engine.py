@@ -18,7 +18,7 @@ from datetime import datetime
 
 from . import admissibility
 from .cache import Cache
-from .cycle import CycleResult, Evict, FlavorScans, Pending, run_cycle
+from .cycle import CycleResult, Deferred, Evict, FlavorScans, Pending, run_cycle
 from .execution import ExecutionLimits, accumulated
 from .explain import PendingDetails
 from .fairness.admission import AdmissionFairSharing
@@ -52,6 +52,7 @@ from .types import (
     LocalQueueSpec,
     PendingReason,
     PodSetName,
+    ProtectionConfig,
     ResourceFlavor,
     ResourceName,
     StopPolicy,
@@ -85,12 +86,19 @@ class Engine:
         fair_sharing: FairSharingConfig | None = None,
         admission_fair_sharing: AdmissionFairSharingConfig | None = None,
         node_fit_guard: bool = True,
+        preemption_protection: ProtectionConfig | None = None,
     ) -> None:
         self.cache = Cache()
         # The node-fit guard (tas/node_fit.py): on for every ClusterQueue that does not say.
         self.node_fit_default = node_fit_guard
         self.node_fit_guard = NodeFitGuard()
         self.cache.fair_sharing = fair_sharing
+        # The Configuration's preemptionProtection (preemption/protection.py).
+        self.cache.protection = preemption_protection
+        # Preemptors waiting for a protection to end: when to retry each, in which ClusterQueue,
+        # and the quota each holds back until then.
+        self._protection_wakes: dict[WorkloadKey, tuple[datetime, ClusterQueueName]] = {}
+        self._protection_holds: dict[WorkloadKey, Deferred] = {}
         self.queues = QueueManager()
         # The one place that picks the default: Kueue's classical preemption (with its
         # fair-sharing search when fair sharing is on). Callers pass one only to replace it.
@@ -399,6 +407,7 @@ class Engine:
             self._requeue_trees([held.cluster_queue])
 
     def _forget_extras(self, key: WorkloadKey) -> None:
+        self._drop_protection_wait(key)
         self.admission_fairness.confirmed(key)
         self.readiness.forget(key)
         self.execution.forget(key)
@@ -566,6 +575,7 @@ class Engine:
         self.sample_fair_usage(now)
         evictions = self._evictions()
         evictions += self._timeouts(now, fresh)
+        self._wake_protected(now)
         result = run_cycle(
             number=self.cycles,
             now=now,
@@ -576,17 +586,62 @@ class Engine:
             scan=self._scans,
             admission_gate=self._admission_gate(),
             misconfigured=self._misconfiguration,
+            held=self._protection_holds,
         )
         for admit in result.admitted:
             self._last_pending.pop(admit.workload, None)
             self.admission_fairness.charge(admit.workload, admit.cluster_queue, now)
         for done in result.finished:
             self._forget_extras(done.old)
+        for admit in result.admitted:
+            self._drop_protection_wait(admit.workload)
+        result = self._protection_waits(result, now)
         for p in result.pending:
             self._last_pending[p.workload] = p
         if evictions:
             result = replace(result, evicted=tuple(evictions))
         return result
+
+    def _wake_protected(self, now: datetime) -> None:
+        """Preemptors whose wait for a protection is over go back to their queues: nothing
+        else would wake a workload parked as inadmissible. Considered again, one still waiting
+        holds its quota back anew."""
+        due = sorted(k for k, (at, _) in self._protection_wakes.items() if at <= now)
+        cqs = {self._protection_wakes[k][1] for k in due}
+        for key in due:
+            # Its hold ends too: held at most until the wake, a preemptor that is never
+            # considered again (deactivated, say) holds nothing for good.
+            self._drop_protection_wait(key)
+        if cqs:
+            self._requeue_trees(sorted(cqs))
+
+    def _protection_waits(self, result: CycleResult, now: datetime) -> CycleResult:
+        """The pending preemptors that wait for a protection to end: their message names the
+        protected workloads and when the first protection ends, the engine wakes then, and
+        the quota they wait for stays held back meanwhile."""
+        if not isinstance(self.preemptor, ClassicalPreemptor):
+            return result
+        deferred = {d.workload: d for d in result.protection_deferred}
+        pending: list[Pending] = []
+        for p in result.pending:
+            d = deferred.get(p.workload)
+            wait = self.preemptor.protection_wait(p.workload) if d is not None else None
+            if d is None or wait is None:
+                self._drop_protection_wait(p.workload)
+                pending.append(p)
+                continue
+            self._protection_wakes[p.workload] = (wait.until, d.cluster_queue)
+            self._protection_holds[p.workload] = d
+            note = wait.message(now)
+            message = f"{p.message}; {note}" if p.message else note
+            pending.append(replace(p, message=message, details=replace(p.details, message=message)))
+        if not deferred:
+            return result
+        return replace(result, pending=tuple(pending))
+
+    def _drop_protection_wait(self, key: WorkloadKey) -> None:
+        self._protection_wakes.pop(key, None)
+        self._protection_holds.pop(key, None)
 
     def _evictions(self) -> list[Evict]:
         out: list[Evict] = []
@@ -657,12 +712,14 @@ class Engine:
 
     def next_deadline(self) -> datetime | None:
         """The earliest time at which ``schedule`` may decide something new without any event:
-        a PodsReady timeout, a maximum execution time, or the end of a requeue backoff."""
+        a PodsReady timeout, a maximum execution time, the end of a requeue backoff, or the end
+        of a preemption protection a preemptor waits for."""
         times = [
             self.readiness.next_deadline(self.cache.workloads, self.cache.evicting),
             self.execution.next_deadline(self.cache.workloads, self.cache.evicting),
             self.queues.next_backoff(),
             self.admission_fairness.next_sample(),
+            min((at for at, _ in self._protection_wakes.values()), default=None),
         ]
         present = [x for x in times if x is not None]
         return min(present) if present else None

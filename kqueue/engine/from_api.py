@@ -8,7 +8,7 @@ holds (and since when), the queue-order timestamp, the requeue backoff, the exec
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from fractions import Fraction
 from typing import Any
 
@@ -29,8 +29,12 @@ from kqueue.api.v1alpha1 import ResourceGroup as ApiResourceGroup
 from kqueue.api.v1alpha1 import Taint as ApiTaint
 from kqueue.api.v1alpha1 import Toleration as ApiToleration
 from kqueue.api.v1alpha1 import constants as c
+from kqueue.api.v1alpha1.base import parse_time
 from kqueue.api.v1alpha1.podtemplate import PodSpec as ApiPodSpec
 from kqueue.api.v1alpha1.priorityclass import WorkloadPriorityClass
+from kqueue.api.v1alpha1.protection import MinAdmitDuration as ApiMinAdmitDuration
+from kqueue.api.v1alpha1.protection import PreemptionProtection as ApiPreemptionProtection
+from kqueue.api.v1alpha1.protection import duration_of
 from kqueue.api.v1alpha1.topology import PodSetTopologyRequest
 from kqueue.api.v1alpha1.topology import Topology as ApiTopology
 from kqueue.api.v1alpha1.topology import TopologyAssignment as ApiTopologyAssignment
@@ -224,6 +228,7 @@ def cluster_queue(cq: ClusterQueue) -> t.ClusterQueueSpec:
             borrow_within_cohort_max_priority_threshold=p.borrow_within_cohort.max_priority_threshold,
             preemptible_priority_threshold=p.preemptible_priority_threshold,
             preemption_order=t.PreemptionOrder(p.preemption_order),
+            protection=_cq_protection(p.protection),
         ),
         stop_policy=t.StopPolicy(spec.stop_policy),
         fair_weight=_weight(spec.fair_sharing),
@@ -255,6 +260,34 @@ def fair_sharing(cfg: config.FairSharing | None) -> t.FairSharingConfig | None:
     if cfg is None:
         return None
     return t.FairSharingConfig(tuple(t.FairSharingStrategy(s) for s in cfg.preemption_strategies))
+
+
+def preemption_protection(
+    cfg: config.PreemptionProtection | None,
+) -> t.ProtectionConfig | None:
+    """The Configuration's preemptionProtection for the engine (None: none)."""
+    if cfg is None:
+        return None
+
+    def of(path: config.MinAdmitDuration | None) -> timedelta | None:
+        return path.min_admit_duration if path is not None else None
+
+    return t.ProtectionConfig(
+        of(cfg.within_cluster_queue), of(cfg.reclaim_within_cohort), of(cfg.fair_sharing)
+    )
+
+
+def _cq_protection(p: ApiPreemptionProtection | None) -> t.ProtectionConfig:
+    """A ClusterQueue's spec.preemption.protection (unset paths: the Configuration's)."""
+    if p is None:
+        return t.ProtectionConfig()
+
+    def of(path: ApiMinAdmitDuration | None) -> timedelta | None:
+        return duration_of(path.min_admit_duration) if path is not None else None
+
+    return t.ProtectionConfig(
+        of(p.within_cluster_queue), of(p.reclaim_within_cohort), of(p.fair_sharing)
+    )
 
 
 def local_queue(lq: LocalQueue) -> t.LocalQueueSpec:
@@ -414,7 +447,14 @@ def _admission(wl: ApiWorkload) -> t.Admission | None:
         for psa in adm.pod_set_assignments
     )
     reserved_at = wl.quota_reserved_at or wl.metadata.creation_timestamp or t.EPOCH
-    return t.Admission(t.ClusterQueueName(adm.cluster_queue), pod_sets, reserved_at)
+    admitted = wl.condition(c.ADMITTED)
+    return t.Admission(
+        t.ClusterQueueName(adm.cluster_queue),
+        pod_sets,
+        reserved_at,
+        # Preemption protection counts from the current Admitted condition.
+        admitted.last_transition_time if admitted is not None and admitted.is_true else None,
+    )
 
 
 def _queue_order_time(wl: ApiWorkload) -> datetime | None:
@@ -439,6 +479,18 @@ def _pod_label(wl: ApiWorkload) -> str | None:
         if value is not None:
             return value
     return None
+
+
+def _last_checkpoint(wl: ApiWorkload) -> datetime | None:
+    """The annotation kqueue.io/last-checkpoint-time; a job writes it, so a value that is not a
+    timestamp is ignored (the work lost then counts from the admission) rather than refused."""
+    value = wl.metadata.annotations.get(c.LAST_CHECKPOINT_TIME_ANNOTATION)
+    if value is None:
+        return None
+    try:
+        return parse_time(value)
+    except ValueError:
+        return None
 
 
 def _replacement_for(wl: ApiWorkload) -> t.WorkloadKey | None:
@@ -485,6 +537,7 @@ def workload(
         requeue_count=(wl.status.requeue_state.count or 0) if wl.status.requeue_state else 0,
         max_execution_seconds=spec.maximum_execution_time_seconds,
         past_execution_seconds=wl.status.accumulated_past_execution_time_seconds or 0,
+        last_checkpoint=_last_checkpoint(wl),
     )
 
 

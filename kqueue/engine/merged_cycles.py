@@ -52,6 +52,7 @@ def merge(results: Sequence[CycleResult]) -> CycleResult:
         finished=tuple(f for r in results for f in r.finished),
         preemption_skips=tuple(sorted(skips.items())),
         cycles=sum(r.cycles for r in results),
+        protection_deferred=tuple(d for r in results for d in r.protection_deferred),
     )
 
 

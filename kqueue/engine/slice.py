@@ -115,7 +115,7 @@ def scaled_down(
                 # Not in the spec any more: scale the admitted total (exact when it divides).
                 usage[res] = amount * n // psa.count if psa.count else 0
         pod_sets.append(PodSetAssignment(psa.name, dict(psa.flavors), usage, n))
-    new_admission = Admission(admission.cluster_queue, tuple(pod_sets), admission.reserved_at)
+    new_admission = replace(admission, pod_sets=tuple(pod_sets))
     new_pod_sets = tuple(
         _with_count(ps, counts[ps.name]) if ps.name in counts else ps for ps in wl.pod_sets
     )

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from .hierarchy import ClusterQueueNode, CohortNode, ResourceNode
 from .tas.topology import TopologySnapshot
@@ -26,6 +27,9 @@ from .types import (
     WorkloadKey,
 )
 from .workload import AdmittedWorkload
+
+if TYPE_CHECKING:
+    from .preemption.protection import Protection
 
 Restore = Callable[[], None]
 
@@ -98,6 +102,9 @@ class Snapshot:
         # Topology-aware flavors' domains and what admitted placements take (None without any):
         # follows add_workload/remove_workload, so simulated removals free domains too.
         self.topology = topology
+        # Preemption protection as of the cycle's time (preemption/protection.py); set by the
+        # cycle, None (nothing protected) for a snapshot taken outside one.
+        self.protection: Protection | None = None
 
     @staticmethod
     def build(

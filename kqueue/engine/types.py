@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from enum import IntEnum, StrEnum
 from fractions import Fraction
 from typing import NewType
@@ -237,6 +237,21 @@ class FlavorFungibility:
 
 
 @dataclass(frozen=True, slots=True)
+class ProtectionConfig:
+    """Preemption protection (docs/contracts.md §6): per preemption path, the minimum time a
+    workload stays admitted before it may be preempted on that path. The Configuration's
+    ``preemptionProtection`` and a ClusterQueue's ``spec.preemption.protection`` (for its own
+    workloads as victims); None: not set there (a ClusterQueue then takes the Configuration's)."""
+
+    # Guards InClusterQueue preemption.
+    within_cluster_queue: timedelta | None = None
+    # Guards InCohortReclamation and InCohortReclaimWhileBorrowing.
+    reclaim_within_cohort: timedelta | None = None
+    # Guards InCohortFairSharing.
+    fair_sharing: timedelta | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class PreemptionConfig:
     within_cluster_queue: PreemptionPolicy = PreemptionPolicy.NEVER
     reclaim_within_cohort: PreemptionPolicy = PreemptionPolicy.NEVER
@@ -244,6 +259,8 @@ class PreemptionConfig:
     borrow_within_cohort_max_priority_threshold: int | None = None
     preemptible_priority_threshold: int | None = None
     preemption_order: PreemptionOrder = PreemptionOrder.NEWEST
+    # spec.preemption.protection: applies to this ClusterQueue's workloads as victims.
+    protection: ProtectionConfig = ProtectionConfig()
 
 
 class FairSharingStrategy(StrEnum):
@@ -406,6 +423,9 @@ class Admission:
     pod_sets: tuple[PodSetAssignment, ...]
     # When quota was reserved (QuotaReserved lastTransitionTime): preemption order uses it.
     reserved_at: datetime = EPOCH
+    # When it was admitted (Admitted lastTransitionTime): preemption protection counts from it.
+    # None while quota is reserved but the workload is not admitted (it has done no work yet).
+    admitted_at: datetime | None = None
 
     def usage(self) -> Usage:
         out: Usage = {}
@@ -460,6 +480,8 @@ class Workload:
     # status.accumulatedPastExecutionTimeSeconds: see execution.py.
     max_execution_seconds: int | None = None
     past_execution_seconds: int = 0
+    # Annotation kqueue.io/last-checkpoint-time (None: absent or not a timestamp).
+    last_checkpoint: datetime | None = None
     # Derived once (the queues and the cache ask for them on every push, pop and lookup).
     _key: WorkloadKey = field(init=False, repr=False, compare=False)
     _local_queue: LocalQueueKey = field(init=False, repr=False, compare=False)

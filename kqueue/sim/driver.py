@@ -42,6 +42,7 @@ from kqueue.engine.types import (
     Admission,
     ClusterQueueName,
     FairSharingConfig,
+    ProtectionConfig,
     WorkloadKey,
     local_queue_key,
 )
@@ -158,6 +159,7 @@ class Simulation:
         carry_out_evictions: bool = True,
         fair_sharing: FairSharingConfig | None = None,
         admission_fair_sharing: AdmissionFairSharingConfig | None = None,
+        preemption_protection: ProtectionConfig | None = None,
     ) -> None:
         self.scenario = scenario
         # False for ``explain``: victims are chosen but stay, so the state is not changed.
@@ -168,6 +170,7 @@ class Simulation:
             preemptor=preemptor,
             fair_sharing=fair_sharing,
             admission_fair_sharing=admission_fair_sharing,
+            preemption_protection=preemption_protection,
         )
         self.start = scenario.start
         self.now = scenario.start
@@ -390,6 +393,10 @@ class Simulation:
             self._finished += 1
             return False
         wl = from_api.workload(sw.api, owner_labels=sw.owner_labels or sw.api.metadata.labels)
+        if wl.admission is not None and wl.admission.admitted_at is None:
+            # Without admission checks kqueue admits a reservation at once (below): admitted
+            # now, which is where its preemption protection counts from.
+            wl = replace(wl, admission=replace(wl.admission, admitted_at=self.now))
         self.engine.upsert_workload(wl)
         if wl.admission is not None:
             # Pre-admitted: it holds its quota since QuotaReserved's lastTransitionTime.

@@ -107,6 +107,11 @@ def explain(
             if config is not None
             else None
         ),
+        preemption_protection=(
+            from_api.preemption_protection(config.preemption_protection)
+            if config is not None
+            else None
+        ),
     )
     sim.arrive_all()
     rec = sim.records.get(key)

@@ -204,6 +204,7 @@ KQUEUE_ONLY = {
     "kqueue_webhook_request_duration_seconds",
     "kqueue_leader_election_master_status",
     "kqueue_oldest_pending_workload_timestamp_seconds",
+    "kqueue_preemptions_deferred_by_protection_total",
     "kqueue_workload_resync_repairs_total",
     "kqueue_workload_resync_duration_seconds",
     "kqueue_start_prediction_error_seconds",

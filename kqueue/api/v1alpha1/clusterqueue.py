@@ -13,6 +13,7 @@ from pydantic.config import JsonDict
 from kqueue.api.quantity import Quantity
 from kqueue.api.v1alpha1.base import Int32, KBase, Name, QuantityValue, ResourceName
 from kqueue.api.v1alpha1.meta import Condition, KObject, LabelSelector
+from kqueue.api.v1alpha1.protection import PreemptionProtection
 
 QueueingStrategy = Literal["StrictFIFO", "BestEffortFIFO"]
 StopPolicy = Literal["None", "Hold", "HoldAndDrain"]
@@ -23,7 +24,7 @@ ReclaimWithinCohortPolicy = Literal["Never", "LowerPriority", "Any"]
 BorrowWithinCohortPolicy = Literal["Never", "LowerPriority"]
 FlavorFungibilityPolicy = Literal["MayStopSearch", "TryNextFlavor"]
 FlavorFungibilityPreference = Literal["BorrowingOverPreemption", "PreemptionOverBorrowing"]
-PreemptionOrder = Literal["Newest", "Oldest"]
+PreemptionOrder = Literal["Newest", "Oldest", "LeastWorkLost"]
 
 STOP_POLICY_DESCRIPTION = (
     "Stops new quota reservations when not None: None admits workloads; Hold cancels reservations "
@@ -215,7 +216,16 @@ class ClusterQueuePreemption(KBase):
         default="Newest",
         description="kqueue extension. Among otherwise equal candidates, which are evicted first "
         "for this queue's workloads: Newest (default, Kueue's order) the most recently admitted, "
-        "Oldest the earliest admitted.",
+        "Oldest the earliest admitted, LeastWorkLost the one that loses the least work: the "
+        "latest of its admission and its kqueue.io/last-checkpoint-time annotation.",
+    )
+    protection: PreemptionProtection | None = Field(
+        default=None,
+        description="kqueue extension. A minimum admitted time before this queue's workloads "
+        "may be preempted, per path (withinClusterQueue, reclaimWithinCohort, fairSharing, each "
+        "{minAdmitDuration}); a path set here overrides the Configuration's "
+        "preemptionProtection. A protected workload is not a preemption candidate on that path "
+        "until its time is up; the preemptor waits and is retried then.",
     )
 
 

@@ -25,6 +25,9 @@ POD_GROUP_TOTAL_COUNT_ANNOTATION: Final = "kqueue.io/pod-group-total-count"
 JOB_MIN_PARALLELISM_ANNOTATION: Final = "kqueue.io/job-min-parallelism"
 ELASTIC_JOB_ANNOTATION: Final = "kqueue.io/elastic-job"
 WORKLOAD_SLICE_REPLACEMENT_FOR_ANNOTATION: Final = "kqueue.io/workload-slice-replacement-for"
+# On a Workload: when its job last saved its progress (RFC 3339), written by the job or a
+# sidecar; preemptionOrder LeastWorkLost counts the work a preemption loses from it.
+LAST_CHECKPOINT_TIME_ANNOTATION: Final = "kqueue.io/last-checkpoint-time"
 # On a top-level object kqueue keeps suspended while its workload is queued (or evicted): the
 # suspension is kqueue's, and kqueue resumes the object on admission. A suspended object
 # without it was suspended by its user, and stays so until the user resumes it.

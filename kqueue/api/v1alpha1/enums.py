@@ -64,6 +64,9 @@ class PreemptionOrder(StrEnum):
 
     NEWEST = "Newest"
     OLDEST = "Oldest"
+    # The candidate that loses the least work: the most recent of its admission and its last
+    # checkpoint (annotation kqueue.io/last-checkpoint-time) first.
+    LEAST_WORK_LOST = "LeastWorkLost"
 
 
 class Preemptibility(StrEnum):

@@ -172,6 +172,11 @@ def simulate(
             if config is not None
             else None
         ),
+        preemption_protection=(
+            from_api.preemption_protection(config.preemption_protection)
+            if config is not None
+            else None
+        ),
     )
     show_progress = progress if progress is not None else (output != "json" and sys.stderr.isatty())
     cpu = time.process_time()

@@ -54,6 +54,7 @@ from ..types import (
 )
 from ..workload import AdmittedWorkload, WorkloadInfo
 from .preemptibility import PreemptibilitySource, resolve_preemptibility
+from .protection import Protected, protected
 from .report import CandidateNote
 from .search import (
     SearchInput,
@@ -96,6 +97,8 @@ class Rejection(StrEnum):
     PRIORITY = "Priority"
     # Its part of the cohort tree uses no more than its nominal quota: nothing to reclaim.
     NOT_BORROWING = "NotBorrowing"
+    # Admitted for less than the minimum admitted time of that path (protection.py).
+    PROTECTED = "Protected"
 
 
 # -- the search -------------------------------------------------------------------------------
@@ -158,6 +161,8 @@ class _Classifier:
         self.policy = ctx.cq.spec.preemption
         self.record = record
         self.notes: dict[WorkloadKey, CandidateNote] = {}
+        # Workloads passed over because their protection on the path runs.
+        self.protected: list[Protected] = []
 
     def note(
         self, wl: AdmittedWorkload, usable: bool, why: str, message: Callable[[], str]
@@ -177,6 +182,22 @@ class _Classifier:
         )
 
     def classify(self, wl: AdmittedWorkload, *, advantage: bool) -> Variant | None:
+        """The variant ``wl`` may be preempted with, or None; a workload that would be a
+        candidate but is protected on that path (protection.py) is recorded and is not one."""
+        variant = self._variant(wl, advantage=advantage)
+        if variant is None:
+            return None
+        guard = protected(self.snapshot, wl, variant.reason)
+        if guard is None:
+            return variant
+        self.protected.append(guard)
+        now = self.snapshot.protection.now if self.snapshot.protection is not None else None
+        self.note(wl, False, Rejection.PROTECTED, lambda: (
+            f"{guard.describe(now)}; not a candidate for {variant.reason} until then"
+        ))
+        return None
+
+    def _variant(self, wl: AdmittedWorkload, *, advantage: bool) -> Variant | None:
         ctx = self.ctx
         if not uses_resources(wl, ctx.contested):
             self.note(wl, False, Rejection.NOT_USING_CONTESTED, lambda: (
@@ -405,6 +426,11 @@ class Search:
         return sorted(pool, key=lambda c: candidate_order(
             c.workload, evicting=c.evicting, group=groups[id(c)], order=self.order
         ))
+
+    @property
+    def protected(self) -> list[Protected]:
+        """Workloads passed over because their protection runs (protection.py)."""
+        return self.classifier.protected
 
     def all(self) -> list[Candidate]:
         return [*self.hierarchy, *self.priority, *self.same]

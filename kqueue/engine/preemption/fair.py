@@ -45,6 +45,7 @@ from ..types import (
     WorkloadKey,
 )
 from ..workload import AdmittedWorkload
+from .protection import Protected, protected
 from .search import SearchInput, candidate_order, fill_back, fits, policy_allows, uses_resources
 
 LE_FINAL = FairSharingStrategy.LESS_THAN_OR_EQUAL_TO_FINAL_SHARE
@@ -97,6 +98,8 @@ class FairSearch:
         self.ancestors = {id(c) for c in ctx.cq.path_to_root()}
         # Position of each candidate in the candidate order (ties between ClusterQueues).
         self.rank: dict[WorkloadKey, int] = {}
+        # Candidates passed over because their protection runs (protection.py).
+        self.protected: list[Protected] = []
 
     # -- candidates --------------------------------------------------------------------------
 
@@ -166,12 +169,13 @@ class FairSearch:
         cands = self.candidates()
         if not cands:
             return None
-        self.rank = {wl.key: i for i, wl in enumerate(cands)}
         targets: list[FairTarget] = []
         cq = self.ctx.cq
         cq.add_usage(self.ctx.requests)
         try:
-            fits, retry = self._first(cands, targets)
+            cands = self._unprotected(cands)
+            self.rank = {wl.key: i for i, wl in enumerate(cands)}
+            fits, retry = self._first(cands, targets) if cands else (False, [])
             if not fits and len(self.strategies) > 1:
                 fits = self._second(retry, targets)
         finally:
@@ -184,6 +188,31 @@ class FairSearch:
         for t in reversed(targets):
             self.snapshot.add_workload(t.workload)
         return FairFound(targets, self.notes)
+
+    def _unprotected(self, cands: list[AdmittedWorkload]) -> list[AdmittedWorkload]:
+        """``cands`` without the workloads protected on the path each would be preempted on
+        (protection.py), which are recorded: the preemptor's own ClusterQueue
+        (``InClusterQueue``), borrowed quota reclaimed while the preemptor stays within its
+        nominal quota (``InCohortReclamation``), else ``InCohortFairSharing``; as ``_first``
+        decides, with the incoming workload counted."""
+        within_nominal = not self._borrowing(self.ctx.cq)
+        out = []
+        for wl in cands:
+            if wl.cluster_queue == self.ctx.cq.name:
+                reason = PreemptionReason.IN_CLUSTER_QUEUE
+            elif within_nominal:
+                reason = PreemptionReason.IN_COHORT_RECLAMATION
+            else:
+                reason = PreemptionReason.IN_COHORT_FAIR_SHARING
+            guard = protected(self.snapshot, wl, reason)
+            if guard is None:
+                out.append(wl)
+                continue
+            self.protected.append(guard)
+            if self.record:
+                now = self.snapshot.protection.now if self.snapshot.protection else None
+                self.notes.append(f"{wl.key}: {guard.describe(now)}; not a candidate until then")
+        return out
 
     def _take(self, wl: AdmittedWorkload, reason: PreemptionReason, why: str,
               targets: list[FairTarget]) -> bool:

@@ -17,6 +17,7 @@ The victim searches themselves are in ``classical.py`` and ``fair.py``. This mod
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime
 
 from ..assignment import Assignment
 from ..hierarchy import find_height_of_lowest_subtree_that_fits
@@ -32,6 +33,7 @@ from ..types import (
 from ..workload import AdmittedWorkload, WorkloadInfo
 from .classical import Found, Search, contested_resources
 from .fair import FairSearch
+from .protection import Protected, ProtectionWait
 from .report import Numbers, VictimSearch, describe, missing, victim_details
 from .seam import PreemptionOracle, PreemptionPossibility, Target, preemption_message
 from .search import SearchInput
@@ -48,6 +50,9 @@ class ClassicalPreemptor:
         # several times (full counts, then partial ones), and the last success is the one used.
         self._current: dict[WorkloadKey, dict[WorkloadKey, ClusterQueueName]] = {}
         self._searches: dict[WorkloadKey, VictimSearch] = {}
+        # This cycle's preemptors that found no victims while protected workloads were passed
+        # over (protection.py): the engine retries each when the first protection ends.
+        self._waits: dict[WorkloadKey, ProtectionWait] = {}
 
     # -- the seam ----------------------------------------------------------------------------
 
@@ -76,6 +81,7 @@ class ClassicalPreemptor:
             return self._fair_targets(wl, ctx, snapshot, snapshot.fair_sharing, waiting)
         search = Search(ctx, snapshot)
         found = search.run()
+        wait = self._wait(wl.key, found is not None, search.protected)
         targets: list[Target] = []
         numbers = Numbers(wl.priority, cq.cq_name, missing(ctx))
         if found is not None:
@@ -98,7 +104,7 @@ class ClassicalPreemptor:
             max_victim_priority=found.threshold if found is not None else None,
             borrowing=found.borrowing if found is not None else None,
             waiting_for=tuple(sorted(waiting)),
-            message=_outcome(wl, ctx, found, waiting),
+            message=_outcome(wl, ctx, found, waiting, wait, _now(snapshot)),
         )
         return targets
 
@@ -111,7 +117,9 @@ class ClassicalPreemptor:
         waiting: set[WorkloadKey],
     ) -> list[Target]:
         """The victims under fair sharing (fair.py), with their messages."""
-        found = FairSearch(ctx, snapshot, config.strategies).run()
+        search = FairSearch(ctx, snapshot, config.strategies)
+        found = search.run()
+        wait = self._wait(wl.key, found is not None, search.protected)
         targets: list[Target] = []
         numbers = Numbers(wl.priority, ctx.cq.cq_name, missing(ctx))
         if found is not None:
@@ -127,8 +135,8 @@ class ClassicalPreemptor:
             message = f"fair sharing: preempting {len(fresh)} workload(s) to free " + (
                 describe(missing(ctx)) or "nothing"
             )
-        elif waiting:
-            message = _outcome(wl, ctx, None, waiting)
+        elif waiting or wait is not None:
+            message = _outcome(wl, ctx, None, waiting, wait, _now(snapshot))
         else:
             message = (
                 f"fair sharing: no candidate may be preempted under the strategies "
@@ -150,7 +158,26 @@ class ClassicalPreemptor:
         )
         return targets
 
+    def _wait(
+        self, key: WorkloadKey, found: bool, passed_over: list[Protected]
+    ) -> ProtectionWait | None:
+        """Keep (or drop, once victims are found) what ``key`` waits for in this cycle; a
+        later search of the same cycle (fewer pods) adds the workloads it passed over."""
+        if found:
+            self._waits.pop(key, None)
+            return None
+        wait = ProtectionWait.of(passed_over)
+        if wait is None:
+            return self._waits.get(key)
+        wait = wait.merged(self._waits.get(key))
+        self._waits[key] = wait
+        return wait
+
     # -- reading -----------------------------------------------------------------------------
+
+    def protection_wait(self, key: WorkloadKey) -> ProtectionWait | None:
+        """In the cycle just run: the protected workloads ``key`` found no victims without."""
+        return self._waits.get(key)
 
     def explain(self, key: WorkloadKey) -> VictimSearch | None:
         """The last victim search for ``key`` (None when it never needed preemption)."""
@@ -171,6 +198,7 @@ class ClassicalPreemptor:
         self._snapshot = snapshot
         self._issued.update(self._current)
         self._current = {}
+        self._waits = {}
         # Searches of workloads now holding quota explain nothing any more.
         for key in sorted(self._searches):
             if snapshot.workload(key, self._searches[key].cluster_queue) is not None:
@@ -195,8 +223,17 @@ def _non_preemptible(wl: WorkloadInfo, cq: ClusterQueueSnapshot) -> bool:
     return wl.preemptibility(threshold) == Preemptibility.NON_PREEMPTIBLE
 
 
+def _now(snapshot: Snapshot) -> datetime | None:
+    return snapshot.protection.now if snapshot.protection is not None else None
+
+
 def _outcome(
-    wl: WorkloadInfo, ctx: SearchInput, found: Found | None, waiting: set[WorkloadKey]
+    wl: WorkloadInfo,
+    ctx: SearchInput,
+    found: Found | None,
+    waiting: set[WorkloadKey],
+    wait: ProtectionWait | None = None,
+    now: datetime | None = None,
 ) -> str:
     lacks = describe(missing(ctx))
     if ctx.placement is not None:
@@ -220,6 +257,8 @@ def _outcome(
             f"waiting for {len(waiting)} preempted workload(s) to terminate "
             f"({', '.join(sorted(waiting))}); no new preemptions until then"
         )
+    if wait is not None:
+        return wait.message(now)
     return (
         f"no allowed set of preemption candidates frees {lacks} for priority {wl.priority} "
         f"in ClusterQueue {ctx.cq.name}"

@@ -7,7 +7,8 @@ Kueue keeps these in ``pkg/scheduler/preemption/common``; here they are written 
 * ``candidate_order``: Kueue's CandidatesOrdering: workloads already being evicted first, then a
   class the caller chooses (classical: hierarchical, other ClusterQueues, own; fair: other
   ClusterQueues before the preemptor's own), lower preemption priority, then admission time
-  (most recent first for ``preemptionOrder: Newest``), then uid and key for determinism.
+  (most recent first for ``preemptionOrder: Newest``; for ``LeastWorkLost`` the latest of
+  admission and last checkpoint first, ``work_since_key``), then uid and key for determinism.
 * ``fits``: Kueue's workloadFits: the preemptor's requests fit the ClusterQueue as the snapshot
   stands, borrowing only where allowed, and its topology placement (if any) fits too.
 * ``fill_back``: once the preemptor fits, add back, newest removal first, every victim that is
@@ -64,6 +65,16 @@ def admission_time_key(wl: AdmittedWorkload) -> int:
     return (wl.reserved_at - EPOCH) // timedelta(microseconds=1)
 
 
+def work_since_key(wl: AdmittedWorkload) -> int:
+    """Since when a preemption would lose ``wl``'s work: the latest of its admission and its
+    last checkpoint (a checkpoint older than the admission belongs to an earlier run)."""
+    since = wl.admission.admitted_at or wl.reserved_at
+    checkpoint = wl.info.obj.last_checkpoint
+    if checkpoint is not None and checkpoint > since:
+        since = checkpoint
+    return (since - EPOCH) // timedelta(microseconds=1)
+
+
 def policy_allows(
     policy: PreemptionPolicy, preemptor: WorkloadInfo, wl: AdmittedWorkload
 ) -> bool:
@@ -87,12 +98,17 @@ def candidate_order(
 ) -> OrderKey:
     """The sort key of Kueue's CandidatesOrdering (see the module docstring); ``group`` is the
     caller's candidate class, lower first."""
-    tk = admission_time_key(wl)
+    if order == PreemptionOrder.LEAST_WORK_LOST:
+        # Least work lost first: the latest admission or checkpoint, as Newest is without any.
+        tk = -work_since_key(wl)
+    else:
+        tk = admission_time_key(wl)
+        tk = -tk if order == PreemptionOrder.NEWEST else tk
     return (
         not evicting,
         group,
         wl.info.preemption_priority,
-        -tk if order == PreemptionOrder.NEWEST else tk,
+        tk,
         wl.info.uid,
         wl.key,
     )
