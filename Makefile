@@ -3,7 +3,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PYTHON ?= python3
 
-.PHONY: venv test test-fast lint crds chart-crds config-docs run bench clean
+.PHONY: venv test test-fast test-extra-operators lint crds chart-crds config-docs run bench clean
 
 venv: $(VENV)/.installed
 
@@ -20,6 +20,11 @@ test: venv
 # Without the real control plane (quick inner loop).
 test-fast: venv
 	$(VENV)/bin/pytest -m "not cluster"
+
+# The tests of opt-in operators (the training-operator: kubeflow.org/v1 jobs), which `make test`
+# deselects; their operators are built on first use (docs/local-cluster.md).
+test-extra-operators: venv
+	KQUEUE_EXTRA_OPERATORS=1 $(VENV)/bin/pytest -m cluster tests/controller_e2e/test_kubeflow.py tests/controller_e2e/test_kubeflow_framework_off.py
 
 lint: venv
 	$(VENV)/bin/ruff check kqueue tests bench hack
