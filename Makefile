@@ -32,7 +32,8 @@ lint: venv
 	$(VENV)/bin/mypy
 
 # A local control plane (built from Go modules on first use) with kqueue and sample queues.
-# OPERATORS=jobset,trainer,mpi-operator also starts those operators (built on first use).
+# OPERATORS=jobset,trainer,mpi-operator also starts those operators (built on first use) before
+# kqueue, and turns on the integrations they serve (printed).
 OPERATORS ?=
 run: venv
 	hack/run-local.sh $(if $(OPERATORS),--operators=$(OPERATORS))
