@@ -3,7 +3,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PYTHON ?= python3
 
-.PHONY: venv test test-fast test-k136 lint crds chart-crds config-docs run bench clean
+.PHONY: venv test test-fast test-k136 test-extra-operators lint crds chart-crds config-docs run bench clean
 
 venv: $(VENV)/.installed
 
@@ -26,13 +26,19 @@ test-fast: venv
 test-k136: venv
 	KQUEUE_KUBERNETES_VERSION=v1.36.4 $(VENV)/bin/pytest -m cluster tests/gang_e2e tests/controller/test_gang.py
 
+# The tests of opt-in operators (the training-operator: kubeflow.org/v1 jobs), which `make test`
+# deselects; their operators are built on first use (docs/local-cluster.md).
+test-extra-operators: venv
+	KQUEUE_EXTRA_OPERATORS=1 $(VENV)/bin/pytest -m cluster tests/controller_e2e/test_kubeflow.py tests/controller_e2e/test_kubeflow_framework_off.py
+
 lint: venv
 	$(VENV)/bin/ruff check kqueue tests bench hack
 	$(VENV)/bin/lint-imports
 	$(VENV)/bin/mypy
 
 # A local control plane (built from Go modules on first use) with kqueue and sample queues.
-# OPERATORS=jobset,trainer,mpi-operator also starts those operators (built on first use).
+# OPERATORS=jobset,trainer,mpi-operator also starts those operators (built on first use) before
+# kqueue, and turns on the integrations they serve (printed).
 # STOCK=1: every feature gate at its default (no PodGroup API), as most clusters run.
 OPERATORS ?=
 STOCK ?=

@@ -6,7 +6,8 @@
    process on this host (https://127.0.0.1:PORT, CA generated here).
 3. Run `kqueue run` against the cluster and wait until it is ready.
 4. With ``--operators jobset,trainer`` (``make run OPERATORS=jobset,trainer``): build on first
-   use and start those operators (their CRDs, webhooks on 127.0.0.1); see docs/local-cluster.md.
+   use and start those operators (their CRDs, webhooks on 127.0.0.1), before kqueue, and turn on
+   the integrations they serve (``integrations.frameworks``); see docs/local-cluster.md.
 5. Apply config/samples/quickstart.yaml and print the commands to submit the sample Job.
 6. Ctrl-C (or SIGTERM): stop kqueue, then the cluster.
 """
@@ -38,7 +39,12 @@ from kqueue.controller.webhook_server.certs import ensure_local_certs  # noqa: E
 from kqueue.controller.webhooks.config import webhook_configurations  # noqa: E402
 from kqueue.localcluster.build import BuildError  # noqa: E402
 from kqueue.localcluster.cluster import ClusterStartError, LocalCluster  # noqa: E402
-from kqueue.localcluster.operators import OperatorError, parse_names  # noqa: E402
+from kqueue.localcluster.operators import (  # noqa: E402
+    OPERATORS,
+    OperatorError,
+    integrations_for,
+    parse_names,
+)
 
 NAMESPACE = "kqueue-system"
 
@@ -99,13 +105,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--operators",
         default=os.environ.get("OPERATORS", ""),
-        help="comma-separated operators to start too: jobset, trainer, mpi-operator, kuberay, lws",
+        help="comma-separated operators to start too (their integrations are turned on): "
+        + ", ".join(OPERATORS),
     )
     args = parser.parse_args(argv)
     try:
         operator_names = parse_names(args.operators)
     except OperatorError as exc:
         parser.error(f"--operators: {exc}")
+    frameworks = integrations_for(operator_names)
 
     stop = threading.Event()
 
@@ -131,12 +139,19 @@ def main(argv: list[str] | None = None) -> int:
         cluster.kubectl("wait", "--for=condition=Established", "--timeout=60s", "crd", "--all")
         cluster.kubectl("create", "namespace", NAMESPACE, check=False)
 
+        # Before kqueue: their CRDs must be served when kqueue starts watching their kinds.
+        for name in operator_names:
+            _say(f"starting operator {name} (built from its Go module on first use)")
+            cluster.start_operator(name)
+            _say(f"operator {name} ready in {cluster.operator_start_seconds[name]:.1f}s")
+        _say(f"integrations on: {', '.join(frameworks)}")
         webhook_port, metrics_port, health_port = _port(9443), _port(8080), _port(8081)
         bundle = ensure_local_certs(work / "certs")
         mutating, validating = webhook_configurations(
             namespace_selector=default_managed_namespace_selector(NAMESPACE),
             base_url=f"https://127.0.0.1:{webhook_port}",
             ca_bundle=bundle.ca_pem,
+            frameworks=frameworks,
         )
         cluster.kubectl("apply", "-f", "-", input=yaml.safe_dump_all([mutating, validating]))
         config = {
@@ -152,6 +167,7 @@ def main(argv: list[str] | None = None) -> int:
             },
             "webhook": {"host": "127.0.0.1", "port": webhook_port, "certDir": str(work / "certs")},
             "internalCertManagement": {"enable": False},
+            "integrations": {"frameworks": frameworks},
         }
         config_path = work / "config.yaml"
         config_path.write_text(yaml.safe_dump(config))
@@ -166,10 +182,6 @@ def main(argv: list[str] | None = None) -> int:
             env={**os.environ, "PYTHONUNBUFFERED": "1"},
         )
         _wait_ready(proc, health_port)
-        for name in operator_names:
-            _say(f"starting operator {name} (built from its Go module on first use)")
-            cluster.start_operator(name)
-            _say(f"operator {name} ready in {cluster.operator_start_seconds[name]:.1f}s")
         if not args.no_samples:
             cluster.kubectl("apply", "-f", str(ROOT / "config" / "samples" / "quickstart.yaml"))
         kubectl = cluster.bin_dir / "kubectl" if cluster.bin_dir else "kubectl"
@@ -188,6 +200,7 @@ kqueue is running against a local cluster. In another terminal:
 
 Metrics: http://127.0.0.1:{metrics_port}/metrics   Health: http://127.0.0.1:{health_port}/readyz
 Operators: {", ".join(operator_names) or "none (make run OPERATORS=jobset,trainer,...)"}
+Integrations on (integrations.frameworks): {", ".join(frameworks)}
 Component logs: {cluster.log_dir}
 Press Ctrl-C to stop kqueue and the cluster.
 """,

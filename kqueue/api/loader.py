@@ -60,6 +60,8 @@ PASSTHROUGH_KINDS: Final = frozenset(
         ("v1", "LimitRange"),
         ("scheduling.k8s.io/v1", "PriorityClass"),
         ("v1", "Node"),
+        # Its Jobs are simulated (kqueue.sim.cronjob) and explained.
+        ("batch/v1", "CronJob"),
         *registry.read_kinds(),
     }
 )

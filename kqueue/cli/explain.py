@@ -135,12 +135,29 @@ def queue_hints(scenario: Scenario, key: str) -> list[str]:
     return []
 
 
+def _current_cron_job(scenario: Scenario, key: str) -> str | None:
+    """The Workload of a CronJob's current Job: the last one created by the start of the
+    simulation (the one running or queued now), else its first to come."""
+    ns = key.partition("/")[0]
+    sources = {f"Job {name}" for name in scenario.cron_jobs.get(key, ())}
+    mine = [sw for sw in scenario.workloads if (sw.api.namespace or "default") == ns and sw.source in sources]
+    if not mine:
+        return None
+    started = [sw for sw in mine if sw.arrives is not None and sw.arrives <= scenario.start]
+    if started:
+        return max(started, key=lambda sw: sw.arrives or scenario.start).key
+    return min(mine, key=lambda sw: sw.arrives or scenario.start).key
+
+
 def _find(scenario: Scenario, key: str) -> str | None:
     """``key`` as a Workload, or the Workload of a Job, Pod, StatefulSet or pod group of that
-    name (a Deployment's pods are each their own: ``<deployment>-<n>``)."""
+    name (a Deployment's pods are each their own: ``<deployment>-<n>``), or of a CronJob's
+    current Job."""
     keys = {sw.key for sw in scenario.workloads}
     if key in keys:
         return key
+    if key in scenario.cron_jobs:
+        return _current_cron_job(scenario, key)
     ns, _, name = key.partition("/")
     for sw in scenario.workloads:
         if (sw.api.namespace or "default") != ns:

@@ -531,6 +531,16 @@ class LocalCluster:
                 "-",
                 input=yaml.safe_dump_all(hooks),
             )
+        for fixed in op.fixed_cert_dirs:
+            # A directory the operator's code names (not a flag): its serving certificate from
+            # the local CA unless one is there (only its existence is checked, as no webhook of
+            # the operator is registered; another cluster's is as good).
+            if not (Path(fixed) / "tls.crt").exists():
+                self.ca.serving(Path(fixed), "tls")
+        if op.objects:
+            # What the operator's own manifests would have created for it (an empty Secret
+            # its certificate rotator fills).
+            self.kubectl("apply", "--server-side", "-f", "-", input=yaml.safe_dump_all(list(op.objects)))
         if op.lease is not None:
             # Readiness is "holds the lease", so a lease left by an earlier run must go.
             ns, lease = op.lease

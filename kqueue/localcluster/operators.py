@@ -26,6 +26,7 @@ from typing import Any, Protocol
 
 import yaml
 
+from kqueue.api.integrations.registry import DEFAULT_FRAMEWORKS, FRAMEWORK_NEEDS, INTEGRATIONS
 from kqueue.localcluster import build
 
 JOBSET_VERSION = os.environ.get("KQUEUE_JOBSET_VERSION", "v0.12.0")
@@ -85,6 +86,11 @@ class Operator:
     requires: tuple[str, ...] = ()
     # ports the operator binds on every interface whatever its flags say; checked free first
     fixed_ports: tuple[int, ...] = ()
+    # objects its deployment manifests create and it expects to find (applied before start)
+    objects: tuple[dict[str, Any], ...] = ()
+    # directories its code reads a serving certificate from whatever its flags say; filled
+    # from the local CA when empty
+    fixed_cert_dirs: tuple[str, ...] = ()
 
     @property
     def label(self) -> str:
@@ -195,10 +201,10 @@ def _lws_command(ctx: RunContext) -> tuple[list[str], dict[str, str]]:
 
 def _training_operator_command(ctx: RunContext) -> tuple[list[str], dict[str, str]]:
     # Its webhook server always runs, with certificates from its own rotator (a Secret in
-    # MY_POD_NAMESPACE, written to a fixed /tmp/k8s-webhook-server/serving-certs, for the name
-    # <service>.<namespace>.svc, which the loopback URL the API server would call does not
-    # match): its ValidatingWebhookConfiguration is not installed, so its webhooks (validation
-    # only; it has no defaulting webhook) are off here.
+    # MY_POD_NAMESPACE, for the name <service>.<namespace>.svc, which the loopback URL the API
+    # server would call does not match, mounted by a Deployment at a fixed path): its
+    # ValidatingWebhookConfiguration is not installed, so its webhooks (validation only; it
+    # has no defaulting webhook) are off here.
     return [
         f"--kubeconfig={ctx.kubeconfig}",
         "--metrics-bind-address=0",
@@ -347,6 +353,17 @@ OPERATORS: dict[str, Operator] = {
             ),
             webhooks=None,
             command=_training_operator_command,
+            # its certificate rotator waits for tls.crt in this directory (where a Deployment
+            # mounts its Secret); its webhook server reads it there too (TMPDIR unset)
+            fixed_cert_dirs=("/tmp/k8s-webhook-server/serving-certs",),
+            # its manifests create this Secret empty; its rotator fills it and exits if absent
+            objects=(
+                {
+                    "apiVersion": "v1",
+                    "kind": "Secret",
+                    "metadata": {"name": "training-operator-webhook-cert", "namespace": "kube-system"},
+                },
+            ),
         ),
     )
 }
@@ -367,6 +384,26 @@ def parse_names(text: str) -> list[str]:
     for name in names:
         get(name)
     return names
+
+
+def with_requirements(names: list[str]) -> list[str]:
+    """The operators ``names`` start: each after the ones it requires (Trainer runs JobSet)."""
+    out: list[str] = []
+    for name in names:
+        for dep in (*get(name).requires, name):
+            if dep not in out:
+                out.append(dep)
+    return out
+
+
+def integrations_for(names: list[str]) -> list[str]:
+    """The frameworks to enable when ``names`` run (``make run OPERATORS=...``): the built-in
+    defaults, every integration whose operator starts, and what those need; in the registry's
+    order."""
+    started = set(with_requirements(names))
+    wanted = set(DEFAULT_FRAMEWORKS) | {i.framework for i in INTEGRATIONS if i.operator in started}
+    wanted |= {need for name in list(wanted) for need in FRAMEWORK_NEEDS.get(name, ())}
+    return [i.framework for i in INTEGRATIONS if i.framework in wanted]
 
 
 def built(op: Operator) -> Path | None:

@@ -59,6 +59,7 @@ from kqueue.api.v1alpha1 import (
 from kqueue.api.v1alpha1.constants import QUEUE_NAME_LABEL
 from kqueue.engine import from_api
 from kqueue.engine.types import LimitRangeItem
+from kqueue.sim import cronjob
 
 from .annotations import SCALE, AnnotationError, Timing, read_timing
 
@@ -137,6 +138,33 @@ class Scenario:
     topologies: list[Topology] = field(default_factory=list)
     nodes: list[dict[str, Any]] = field(default_factory=list)
     bound_pods: list[dict[str, Any]] = field(default_factory=list)
+    # ``namespace/cronjob`` -> the names of its Jobs (a CronJob's schedule expanded over the
+    # window, kqueue.sim.cronjob, or its Jobs in a dump), for ``kqueue explain <cronjob>``.
+    cron_jobs: dict[str, list[str]] = field(default_factory=dict)
+
+
+def _controller(obj: LoadedObject) -> tuple[str, str] | None:
+    for ref in _meta(obj).get("ownerReferences") or []:
+        if ref.get("controller"):
+            return str(ref.get("kind")), str(ref.get("name"))
+    return None
+
+
+def _cron_jobs(sc: Scenario, obj: LoadedObject, window: timedelta) -> list[LoadedObject]:
+    """The Jobs a CronJob creates in the window (kqueue.sim.cronjob), as loaded Jobs."""
+    try:
+        made, warnings = cronjob.jobs_of(obj.raw, sc.start, window)
+    except IntegrationError as err:
+        raise LoadError(obj.location, err.detail, kind=obj.kind, name=obj.display_name, path=err.path) from None
+    sc.warnings.extend(f"{obj.location} ({obj.ref}): {w}" for w in warnings)
+    sc.cron_jobs.setdefault(f"{obj.namespace or 'default'}/{obj.name}", [])
+    return [
+        LoadedObject(
+            location=obj.location, api_version="batch/v1", kind="Job", name=job["metadata"]["name"],
+            namespace=obj.namespace, model=None, raw=job,
+        )
+        for job in made
+    ]
 
 
 def _meta(obj: LoadedObject) -> dict[str, Any]:
@@ -210,11 +238,13 @@ def build_scenario(
     *,
     start: datetime | None = None,
     policy: ManagementPolicy | None = None,
+    window: timedelta | None = None,
 ) -> Scenario:
     """Sort the loaded objects into a Scenario; raise LoadError naming the bad object.
 
     ``policy`` decides which Jobs and Pods are managed when the input has no Configuration
-    (default: the default Configuration's).
+    (default: the default Configuration's). A CronJob's schedule is expanded into Jobs over
+    ``window`` from the start (default ``cronjob.DEFAULT_WINDOW``).
     """
     if start is None:
         start = max(_times(objects), default=DEFAULT_START)
@@ -226,6 +256,7 @@ def build_scenario(
     pods: list[LoadedObject] = []
     apps: list[LoadedObject] = []
     workloads: list[LoadedObject] = []
+    made_by: dict[int, LoadedObject] = {}
     for obj in objects:
         m = obj.model
         if isinstance(m, Topology):
@@ -259,6 +290,10 @@ def build_scenario(
                 ) from None
         elif obj.kind == "PriorityClass":
             pod_classes.append(obj.raw)
+        elif (obj.api_version, obj.kind) == (cronjob.API_VERSION, cronjob.KIND):
+            made = _cron_jobs(sc, obj, window or cronjob.DEFAULT_WINDOW)
+            jobs.extend(made)
+            made_by.update({id(j): obj for j in made})
         elif obj.kind in TOP_LEVEL:
             jobs.append(obj)
         elif obj.kind == "Pod":
@@ -273,6 +308,14 @@ def build_scenario(
     owned: dict[tuple[str, str, str], SimWorkload] = {}
     entries: list[tuple[int, SimWorkload, object]] = []
     order = {id(o): i for i, o in enumerate(objects)}
+    # A CronJob's Jobs come where it is in the input.
+    order.update({job_id: order[id(source)] for job_id, source in made_by.items()})
+    for obj in jobs:
+        controller = _controller(obj)
+        if controller is not None and controller[0] == cronjob.KIND:
+            names = sc.cron_jobs.setdefault(f"{obj.namespace or 'default'}/{controller[1]}", [])
+            if obj.name not in names:
+                names.append(obj.name)
     for obj in workloads:
         assert isinstance(obj.model, Workload)
         sw = SimWorkload(obj.model, _timing(obj, obj.raw), obj.location, f"Workload {obj.name}")

@@ -48,6 +48,10 @@ OWNED_BY_OTHERS = {
     "rayjob.yaml", "raycluster.yaml", "leaderworkerset.yaml",
     # Simulated on the local cluster's nodes by tests/simulate/test_topology.py.
     "topology.yaml",
+    # tests/controller_e2e/test_kubeflow.py runs them with the training-operator
+    "pytorchjob.yaml", "tfjob.yaml", "xgboostjob.yaml", "paddlejob.yaml", "jaxjob.yaml",
+    # simulated and explained by tests/simulate/test_cronjob.py
+    "cronjob.yaml",
 }
 # Samples of opt-in integrations (statefulset, deployment): run under kqueue with those
 # frameworks enabled by tests/controller_e2e/test_apps.py, simulated by

@@ -167,3 +167,33 @@ def test_jobset_is_built_with_trainers_build_list(tmp_path: Path) -> None:
     assert jobset.recipe()["requires"] == ["github.com/kubeflow/trainer/v2 v2.3.0"]
     # components without extra requirements keep the recipe (and so the stamps) they had
     assert all("requires" not in c.recipe() for c in build.components())
+
+
+@pytest.mark.parametrize(
+    ("names", "expected"),
+    [
+        pytest.param([], ["batch/job", "pod"], id="no operator: the built-in defaults"),
+        pytest.param(
+            ["trainer"],
+            ["batch/job", "pod", "jobset.x-k8s.io/jobset", "trainer.kubeflow.org/trainjob"],
+            id="trainer runs jobset: both integrations",
+        ),
+        pytest.param(
+            ["training-operator"],
+            ["batch/job", "pod", "kubeflow.org/pytorchjob", "kubeflow.org/tfjob",
+             "kubeflow.org/xgboostjob", "kubeflow.org/paddlejob", "kubeflow.org/jaxjob"],
+            id="training-operator: the five kubeflow.org/v1 jobs",
+        ),
+        pytest.param(["kuberay"], ["batch/job", "pod", "ray.io/rayjob", "ray.io/raycluster"], id="kuberay"),
+    ],
+)
+def test_make_run_turns_on_the_integrations_its_operators_serve(names: list[str], expected: list[str]) -> None:
+    assert operators.integrations_for(names) == expected
+
+
+def test_every_operator_serves_an_integration_and_every_integration_names_an_operator() -> None:
+    from kqueue.api.integrations.registry import DEFAULT_FRAMEWORKS, INTEGRATIONS
+
+    for name in operators.OPERATORS:
+        assert set(operators.integrations_for([name])) > set(DEFAULT_FRAMEWORKS), name
+    assert {i.operator for i in INTEGRATIONS if i.operator} <= set(operators.OPERATORS)

@@ -56,7 +56,10 @@ def test_all_samples_simulate_together() -> None:
     ]
     groups = {d["metadata"]["labels"].get("kqueue.io/pod-group-name") for d in jobs_and_pods}
     jobs = [d for d in jobs_and_pods if d["kind"] == "Job"]
-    assert len(out["workloads"]) == len(jobs) + len(groups - {None})
+    # cronjob.yaml fires every minute: its Jobs over the default hour (kqueue/sim/cronjob.py).
+    cron_jobs = [k for k in out["workloads"] if k.startswith("default/job-sample-cronjob-")]
+    assert len(cron_jobs) == 60
+    assert len(out["workloads"]) == len(jobs) + len(groups - {None}) + len(cron_jobs)
     sample_job = [k for k in out["workloads"] if k.startswith("default/job-sample-job-")]
     assert len(sample_job) == 1
 

@@ -35,6 +35,7 @@ from kqueue.api.config import (
     default_managed_namespace_selector,
 )
 from kqueue.api.integrations.common import labels_of, queue_name
+from kqueue.api.integrations.pod import pod_based
 from kqueue.api.integrations.registry import BY_KIND, DEFAULT_FRAMEWORKS, INTEGRATIONS, Workloads
 from kqueue.api.kueue import KEY_MAP, KUEUE_GROUP
 from kqueue.api.v1alpha1 import constants as c
@@ -107,8 +108,9 @@ def _controller(obj: Mapping[str, Any]) -> Mapping[str, Any] | None:
 
 def _queued_alone(pod: Mapping[str, Any]) -> bool:
     """A pod of a kind whose every pod is its own Workload (its controlling owner is the kind's
-    child, which no integration queues)."""
-    return any(
+    child, which no integration queues), or of a pod-based workload's controller (Argo
+    Workflows, Tekton: ``pod.POD_BASED_OWNERS``)."""
+    return pod_based(pod) or any(
         i.workloads is Workloads.EACH_POD and i.pod_of is not None and i.pod_of(pod)
         for i in INTEGRATIONS
     )

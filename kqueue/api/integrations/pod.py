@@ -40,6 +40,23 @@ POD_KIND: Final = "Pod"
 MAX_POD_SETS: Final = 8
 
 
+# Kueue's "pod-based workloads": controllers whose pods the pod integration queues, each pod (or
+# pod group, `kqueue.io/pod-group-name` in the pod template) on its own, although a controller
+# owns them. kqueue integrates neither kind, so nothing else queues their pods; their own
+# objects (a Workflow, a TaskRun) are never queued. (apiVersion group, kind) of the owner.
+POD_BASED_OWNERS: Final = frozenset({("argoproj.io", "Workflow"), ("tekton.dev", "TaskRun")})
+
+
+def pod_based(pod: Mapping[str, Any]) -> bool:
+    """Whether the pod's controlling owner is one of :data:`POD_BASED_OWNERS` (an Argo
+    Workflow's step pod, a Tekton TaskRun's pod)."""
+    for ref in (pod.get("metadata") or {}).get("ownerReferences") or []:
+        if ref.get("controller"):
+            group = str(ref.get("apiVersion") or "").partition("/")[0]
+            return (group, ref.get("kind")) in POD_BASED_OWNERS
+    return False
+
+
 def group_name(pod: Mapping[str, Any]) -> str | None:
     """The pod group the pod belongs to (label ``kqueue.io/pod-group-name``), if any."""
     return labels_of(pod).get(c.POD_GROUP_NAME_LABEL) or None

@@ -151,7 +151,7 @@ def simulate(
             raise click.UsageError("give FILEs to simulate (or - for stdin), or --generate")
         loaded = read_manifests(files)
         try:
-            scenario = build_scenario(loaded.objects, start=start)
+            scenario = build_scenario(loaded.objects, start=start, window=until)
         except LoadError as err:
             raise InvalidInput(str(err)) from err
         for line in scenario.warnings:

@@ -35,7 +35,7 @@ from kqueue.api.integrations import (
     workload_for_pod,
     workload_for_pod_group,
 )
-from kqueue.api.integrations.pod import POD_KIND, group_pods
+from kqueue.api.integrations.pod import POD_KIND, group_pods, pod_based
 from kqueue.api.integrations.registry import INTEGRATIONS, Workloads
 from kqueue.api.v1alpha1 import Workload
 from kqueue.api.v1alpha1 import constants as c
@@ -75,7 +75,8 @@ def is_plain(pod: Obj) -> bool:
             # A pod of a kind queued by pod group, once in its group's pod group (the kind's
             # integration labels it): never before, or it would be queued as a pod of its own.
             return parent.workloads is Workloads.EACH_POD or group_name(pod) is not None
-    return not any(r.get("controller") for r in meta.get("ownerReferences") or [])
+    # An Argo Workflow's or a Tekton TaskRun's pod queues on its own (Kueue's pod-based workloads).
+    return pod_based(pod) or not any(r.get("controller") for r in meta.get("ownerReferences") or [])
 
 
 def group_key(pod: Obj) -> list[str]:

@@ -2,7 +2,8 @@
 
 ``mplainpod.kqueue.io`` selects pods that name a queue and do not carry the managed label yet
 (a Job's pods carry it from their template), so only pods created on their own get here; the
-handler also skips controller-owned pods. It adds the ``kqueue.io/admission`` gate, the
+handler also skips controller-owned pods (but those of pod-based workloads: Argo Workflows,
+Tekton, ``kqueue.api.integrations.pod.POD_BASED_OWNERS``). It adds the ``kqueue.io/admission`` gate, the
 ``kqueue.io/managed`` label (so kqueue's pod informer sees the pod) and the ``kqueue.io/managed``
 finalizer, which keeps the pod, and so its accounting, until kqueue has seen it terminate. A pod
 of a pod group without a valid ``kqueue.io/pod-group-total-count`` is refused, naming the
