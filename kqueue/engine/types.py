@@ -75,6 +75,8 @@ class PendingReason(StrEnum):
     WAITING_FOR_PREEMPTED_WORKLOADS = "WaitingForPreemptedWorkloads"
     MISCONFIGURED = "Misconfigured"
     SUSPENDED = "Suspended"
+    # Kueue v0.19: quota fits, but no topology domain would even on empty nodes.
+    TOPOLOGY_PLACEMENT_FAILED = "TopologyPlacementFailed"
 
 
 class PreemptionReason(StrEnum):

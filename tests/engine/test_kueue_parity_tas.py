@@ -443,7 +443,47 @@ SCHEDULE_FOR_TAS_COHORTS: dict[str, Case] = {
 }
 
 
-def _check(case: Case) -> None:
+# Kueue's wantEvents reason per pending workload (the QuotaReserved=False reason), by case name.
+KUEUE_REASONS: dict[str, dict[str, str]] = {
+    "workload requests topology level which is not present in topology": {
+        "foo": "NoMatchingFlavor"},
+    "workload does not get scheduled as it does not fit within the node capacity": {
+        "foo": "TopologyPlacementFailed"},
+    "workload does not get scheduled as the node capacity is already used by another TAS workload":
+        {"foo": "WaitingForQuota"},
+    "workload does not get scheduled as the node capacity is already used by a non-TAS pod": {
+        "foo": "TopologyPlacementFailed"},
+    "workload does not get scheduled as node capacity is completely used by non-TAS pod": {
+        "foo": "TopologyPlacementFailed"},
+    "workload with multiple PodSets requesting the same TAS flavor; multiple levels": {
+        "foo": "TopologyPlacementFailed"},
+    "workload does not get scheduled as the node capacity (.status.allocatable['pods']) is "
+    "already used by non-TAS and TAS workloads": {"foo": "WaitingForQuota"},
+    "does not admit workload when node does not match required affinity": {
+        "foo": "TopologyPlacementFailed"},
+    "only low priority workload is preempted": {"foo": "WaitingForPreemptedWorkloads"},
+    "With pods count usage pressure on nodes: only low priority workload is preempted": {
+        "high-priority-waiting": "WaitingForPreemptedWorkloads"},
+    "low priority workload is preempted, mid-priority workload survives": {
+        "foo": "WaitingForPreemptedWorkloads"},
+    "low priority workload is preempted even though there is enough capacity, but fragmented": {
+        "foo": "WaitingForPreemptedWorkloads"},
+    "workload with equal priority awaits for other workloads to complete": {
+        "mid-priority-waiting": "WaitingForQuota"},
+    "reclaim within cohort; single borrowing workload gets preempted": {
+        "b1": "WaitingForPreemptedWorkloads"},
+    "preempting workload with targets reserves capacity so that lower priority workload cannot "
+    "use it; TASRecomputeAssignmentWithinSchedulingCycle enabled": {
+        "a2": "WaitingForPreemptedWorkloads", "b1": "WaitingForQuota"},
+    "preempting workload without targets reserves capacity so that lower priority workload "
+    "cannot use it; TASRecomputeAssignmentWithinSchedulingCycle enabled": {
+        "a2": "WaitingForQuota", "b1": "WaitingForQuota"},
+    "two workloads considered; there is enough space only for the first": {
+        "b1": "WaitingForQuota"},
+}
+
+
+def _check(case: Case, name: str = "") -> None:
     result = run(case.cluster)
     got = placements(result)
     assert got == case.want
@@ -455,18 +495,21 @@ def _check(case: Case) -> None:
         assert name in pending, f"{name} not pending: {sorted(pending)}"
         assert part in pending[name], pending[name]
     assert {p.victim.split("/", 1)[1] for p in result.preempted} == case.want_preempted
+    reasons = {p.workload.split("/", 1)[1]: str(p.reason) for p in result.pending}
+    for wl_name, reason in KUEUE_REASONS.get(name, {}).items():
+        assert reasons.get(wl_name) == reason, (wl_name, reasons)
 
 
 @pytest.mark.parametrize("name", sorted(SCHEDULE_FOR_TAS))
 def test_schedule_for_tas(name: str) -> None:
-    _check(SCHEDULE_FOR_TAS[name])
+    _check(SCHEDULE_FOR_TAS[name], name)
 
 
 @pytest.mark.parametrize("name", sorted(SCHEDULE_FOR_TAS_PREEMPTION))
 def test_schedule_for_tas_preemption(name: str) -> None:
-    _check(SCHEDULE_FOR_TAS_PREEMPTION[name])
+    _check(SCHEDULE_FOR_TAS_PREEMPTION[name], name)
 
 
 @pytest.mark.parametrize("name", sorted(SCHEDULE_FOR_TAS_COHORTS))
 def test_schedule_for_tas_cohorts(name: str) -> None:
-    _check(SCHEDULE_FOR_TAS_COHORTS[name])
+    _check(SCHEDULE_FOR_TAS_COHORTS[name], name)

@@ -156,6 +156,7 @@ EXCEEDS_MAX_QUOTA: Final = "ExceedsMaxQuota"
 WAITING_FOR_PREEMPTED_WORKLOADS: Final = "WaitingForPreemptedWorkloads"
 MISCONFIGURED: Final = "Misconfigured"
 SUSPENDED: Final = "Suspended"
+TOPOLOGY_PLACEMENT_FAILED: Final = "TopologyPlacementFailed"
 PENDING_REASONS: Final = (
     NO_MATCHING_FLAVOR,
     WAITING_FOR_QUOTA,
@@ -163,6 +164,7 @@ PENDING_REASONS: Final = (
     WAITING_FOR_PREEMPTED_WORKLOADS,
     MISCONFIGURED,
     SUSPENDED,
+    TOPOLOGY_PLACEMENT_FAILED,
 )
 
 # QuotaReserved=True / Admitted=True: Kueue's reason for a granted reservation or admission.

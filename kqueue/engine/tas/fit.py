@@ -212,10 +212,11 @@ def fit(
         why = describe(empty.placement) if empty.placement is not None else empty.reason
         pod_sets[idx] = replace(
             _with_mode(pod_sets[idx], Mode.NO_FIT, why, empty.placement),
-            no_fit_reason=PendingReason.WAITING_FOR_QUOTA,
+            no_fit_reason=PendingReason.TOPOLOGY_PLACEMENT_FAILED,
         )
+        # Quota fits (the mode was not NoFit), so the topology is the only blocker.
         return replace(
-            a, pod_sets=tuple(pod_sets), no_fit_reason=PendingReason.WAITING_FOR_QUOTA
+            a, pod_sets=tuple(pod_sets), no_fit_reason=PendingReason.TOPOLOGY_PLACEMENT_FAILED
         )
     for r in reqs:
         # Fragmented capacity: victims may be needed even where quota is unused (Kueue's
