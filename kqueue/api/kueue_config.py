@@ -4,8 +4,10 @@ Kueue writes its Configuration without metadata (it is a file, not an object). W
 an equivalent for carries over to ``config.kqueue.io/v1alpha1``: the namespace, which jobs are
 managed, waitForPodsReady, fair sharing, admission fair sharing, the frameworks kqueue
 integrates, client throttling, leader election and the health, metrics and webhook servers.
-Everything else (MultiKueue, resource transformations, feature gates...) is dropped with a
-warning that names the field. Differences of shape:
+``featureGates`` carries over as it is: kqueue honours the gates it has a switch for and warns
+about each other one by name (kqueue/api/feature_gates.py). Everything else (MultiKueue,
+resource transformations...) is dropped with a warning that names the field. Differences of
+shape:
 
 * v1beta2 turns fairSharing and waitForPodsReady on by their presence; v1beta1 by ``enable``
   (``enable: false`` drops the section);
@@ -32,6 +34,7 @@ _SAME: Final = (
     "admissionFairSharing",
     "clientConnection",
     "internalCertManagement",
+    "featureGates",
 )
 _LEADER_KEYS: Final = frozenset(
     {"leaderElect", "leaseDuration", "renewDeadline", "retryPeriod", "resourceName",

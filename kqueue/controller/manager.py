@@ -340,6 +340,7 @@ class Manager:
             admission_fair_sharing=from_api.admission_fair_sharing(
                 self.config.admission_fair_sharing
             ),
+            gates=from_api.feature_gates(self.config),
         )
 
     def _pods_ready(self) -> PodsReadyConfig | None:

@@ -25,6 +25,7 @@ from .fairness.admission import AdmissionFairSharing
 from .fairness.dominant_share import Share, share_of
 from .fairness.usage_ledger import AdmissionFairSharingConfig, FairUsage, UsageLedger
 from .gang import Barrier
+from .gates import FeatureGates
 from .limitrange import EMPTY as NO_LIMIT_RANGES
 from .limitrange import Summary as LimitRangeSummary
 from .limitrange import summarize
@@ -83,7 +84,9 @@ class Engine:
         pods_ready: PodsReadyConfig | None = None,
         fair_sharing: FairSharingConfig | None = None,
         admission_fair_sharing: AdmissionFairSharingConfig | None = None,
+        gates: FeatureGates | None = None,
     ) -> None:
+        self.gates = gates if gates is not None else FeatureGates()
         self.cache = Cache()
         self.cache.fair_sharing = fair_sharing
         self.queues = QueueManager()
@@ -118,6 +121,7 @@ class Engine:
     # -- flavors, queues, cohorts ------------------------------------------------------------
 
     def upsert_flavor(self, flavor: ResourceFlavor) -> None:
+        flavor = self.gates.flavor(flavor)
         if self.cache.flavors.get(flavor.name) == flavor:
             return
         self.cache.upsert_flavor(flavor)
@@ -304,6 +308,7 @@ class Engine:
 
     def upsert_workload(self, wl: Workload) -> None:
         """A workload as last seen; with ``admission`` set it holds that quota."""
+        wl = self.gates.workload(wl)
         wl = admissibility.adjust(wl, self.limit_range_summary(wl.namespace))
         info = make_info(wl, self.priority_classes)
         held = self.cache.get(wl.key)

@@ -15,6 +15,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from kqueue.api import config
+from kqueue.api import feature_gates as fg
 from kqueue.api.quantity import Quantity, QuantityError, parse_quantity
 from kqueue.api.v1alpha1 import (
     ClusterQueue,
@@ -41,6 +42,7 @@ from kqueue.api.v1alpha1.workload import WorkloadSpec as ApiWorkloadSpec
 from . import types as t
 from .engine import Engine
 from .fairness.usage_ledger import AdmissionFairSharingConfig
+from .gates import FeatureGates
 from .tas.topology import BoundPod, Node, Topology
 
 # A Requeued=False condition without requeueAt waits for the controller (Kueue's backoff rule).
@@ -249,6 +251,16 @@ def admission_fair_sharing(
         usage_half_life=cfg.usage_half_life_time,
         usage_sampling_interval=cfg.usage_sampling_interval,
         resource_weights={t.ResourceName(r): Fraction(w) for r, w in cfg.resource_weights.items()},
+    )
+
+
+def feature_gates(cfg: config.Configuration | None) -> FeatureGates:
+    """The Configuration's featureGates that the engine honours (Kueue's defaults: all on)."""
+    gates = cfg.feature_gates if cfg is not None else {}
+    return FeatureGates(
+        topology_aware_scheduling=fg.gate(gates, fg.TOPOLOGY_AWARE_SCHEDULING),
+        partial_admission=fg.gate(gates, fg.PARTIAL_ADMISSION),
+        workload_slices=fg.gate(gates, fg.ELASTIC_JOBS_VIA_WORKLOAD_SLICES),
     )
 
 

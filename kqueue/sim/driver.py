@@ -37,6 +37,7 @@ from kqueue.engine import from_api
 from kqueue.engine.cycle import CycleResult
 from kqueue.engine.engine import Engine
 from kqueue.engine.fairness.usage_ledger import AdmissionFairSharingConfig
+from kqueue.engine.gates import FeatureGates
 from kqueue.engine.preemption.seam import Preemptor
 from kqueue.engine.types import (
     Admission,
@@ -158,6 +159,7 @@ class Simulation:
         carry_out_evictions: bool = True,
         fair_sharing: FairSharingConfig | None = None,
         admission_fair_sharing: AdmissionFairSharingConfig | None = None,
+        gates: FeatureGates | None = None,
     ) -> None:
         self.scenario = scenario
         # False for ``explain``: victims are chosen but stay, so the state is not changed.
@@ -168,6 +170,7 @@ class Simulation:
             preemptor=preemptor,
             fair_sharing=fair_sharing,
             admission_fair_sharing=admission_fair_sharing,
+            gates=gates,
         )
         self.start = scenario.start
         self.now = scenario.start

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 
 from kqueue.engine.cycle import CycleResult
 from kqueue.engine.engine import Engine
+from kqueue.engine.gates import FeatureGates
 from kqueue.engine.preemption.preemptor import ClassicalPreemptor
 from kqueue.engine.tas.topology import BoundPod, Node, Topology
 from kqueue.engine.types import (
@@ -184,11 +185,12 @@ class Cluster:
     pods: Sequence[BoundPod] = ()
     cohorts: Sequence[CohortSpec] = ()
     lqs: Sequence[LocalQueueSpec] = field(default_factory=list)
+    gates: FeatureGates | None = None
 
     def engine(self) -> Engine:
         e = make_engine(
             *self.flavors, *self.cohorts, *self.cqs, *self.lqs,
-            preemptor=ClassicalPreemptor(),
+            preemptor=ClassicalPreemptor(), gates=self.gates,
         )
         for topo in self.topologies:
             e.upsert_topology(topo)

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 
 import pytest
 
+from kqueue.engine.gates import FeatureGates
 from kqueue.engine.types import SelectorRequirement, Taint, Toleration
 
 from .builders import make_cq, make_flavor, make_lq
@@ -314,6 +315,20 @@ SCHEDULE_FOR_TAS_PREEMPTION: dict[str, Case] = {
         },
         want_preempted={"low-priority-admitted"},
     ),
+    "TAS disabled, preemption succeeds even with ResourceFlavor topologyName": Case(
+        Cluster([node("x1", cpu="1", memory="1Gi")], [SINGLE], [TAS],
+                [make_cq("tas-main").quota("tas-default", cpu="3", memory="3Gi")
+                 .preemption(within="LowerPriority").obj()],
+                [wl("high-priority", pset("main", 1, cpu="3"), priority=2),
+                 wl("low-priority", pset("main", 1, cpu="3"), priority=1, held_in="tas-main",
+                    held=[Held("main", "tas-default", [])])],
+                gates=FeatureGates(topology_aware_scheduling=False)),
+        want_pending={
+            "high-priority": "couldn't assign flavors to pod set main: insufficient unused quota "
+            "for cpu in flavor tas-default, 3 more needed"
+        },
+        want_preempted={"low-priority"},
+    ),
     "workload with equal priority awaits for other workloads to complete": Case(
         _simple([node("x1", cpu="5", memory="5Gi")], [TAS], MAIN_PREEMPT,
                 wl("low-priority-which-would-fit", pset("one", 1, required=HOST, cpu="1"),
@@ -468,6 +483,8 @@ KUEUE_REASONS: dict[str, dict[str, str]] = {
         "foo": "WaitingForPreemptedWorkloads"},
     "low priority workload is preempted even though there is enough capacity, but fragmented": {
         "foo": "WaitingForPreemptedWorkloads"},
+    "TAS disabled, preemption succeeds even with ResourceFlavor topologyName": {
+        "high-priority": "WaitingForPreemptedWorkloads"},
     "workload with equal priority awaits for other workloads to complete": {
         "mid-priority-waiting": "WaitingForQuota"},
     "reclaim within cohort; single borrowing workload gets preempted": {
