@@ -4,12 +4,13 @@ Each case is a port of a Kueue case and keeps its name: ``TestScheduleForTAS``,
 ``TestScheduleForTASPreemption`` and ``TestScheduleForTASCohorts``. One cycle runs with the
 classical preemptor; ``want`` is Kueue's ``wantNewAssignments`` as (domain values, pods) per pod
 set, ``want_pending`` the start of the pending message (Kueue's event or condition message;
-kqueue appends the per-domain numbers after it), ``want_preempted`` the victims.
+kqueue appends the per-domain numbers after it), ``want_preempted`` the victims, and
+``KUEUE_REASONS`` the pending reasons of Kueue's events.
 
 Not ported (features kqueue does not implement): ProvisioningRequest and other admission-check
 second passes, node replacement for unhealthy nodes (``unhealthyNode`` cases), resource
 transformations, multi-layer slice topologies, the scheduler-library integration,
-TASHandleOverlappingFlavors (two flavors sharing nodes), elastic workload slices with TAS,
+elastic workload slices with TAS,
 vectorized-request and pod-spec-memory variants, exclusion statistics in messages ("Total nodes:
 ...; excluded: ..."), and the cases whose only difference is the
 TASRecomputeAssignmentWithinSchedulingCycle gate being disabled (kqueue always recomputes).
@@ -22,7 +23,13 @@ from dataclasses import dataclass, field
 import pytest
 
 from kqueue.engine.gates import FeatureGates
-from kqueue.engine.types import SelectorRequirement, Taint, Toleration
+from kqueue.engine.types import (
+    FlavorName,
+    ResourceFlavor,
+    SelectorRequirement,
+    Taint,
+    Toleration,
+)
 
 from .builders import make_cq, make_flavor, make_lq
 from .tas_support import (
@@ -75,6 +82,20 @@ DEFAULT = make_flavor("default").obj()
 TAS = tas_flavor()
 TAS_TWO = tas_flavor(topo="tas-two-level")
 MAIN = _cq("tas-default").obj()
+
+
+def _sibling(name: str, value: str) -> ResourceFlavor:
+    """A flavor over the same ``tas-node`` nodes as its sibling, told apart by its taint."""
+    return ResourceFlavor(FlavorName(name), {"tas-node": "true"},
+                          (Taint("example.com/flavor", value, "NoSchedule"),),
+                          topology_name="tas-single-level")
+
+
+def _tolerates(value: str) -> list[Toleration]:
+    return [Toleration("example.com/flavor", "Equal", value, "NoSchedule")]
+
+
+SIBLINGS = [_sibling("flavor-a", "a"), _sibling("flavor-b", "b")]
 
 
 def _simple(nodes, flavors, cq, *workloads, pods=(), topos=(SINGLE,)) -> Cluster:
@@ -249,6 +270,18 @@ SCHEDULE_FOR_TAS: dict[str, Case] = {
             "allow to fit any of 1 pod(s)"
         },
     ),
+    "multi-PodSet workload across sibling flavors must not self-overlap on shared node": Case(
+        _simple([node("x1", cpu="400m", memory="400Mi"), node("x2", cpu="400m", memory="400Mi")],
+                SIBLINGS,
+                make_cq("tas-main").quota("flavor-a", cpu="400m", memory="400Mi")
+                .quota("flavor-b", cpu="400m", memory="400Mi").obj(),
+                wl("multi-podset-wl",
+                   pset("ps-a", 1, preferred=HOST, cpu="300m", memory="300Mi",
+                        tolerations=_tolerates("a")),
+                   pset("ps-b", 1, preferred=HOST, cpu="300m", memory="300Mi",
+                        tolerations=_tolerates("b")))),
+        want={"multi-podset-wl": {"ps-a": [(("x1",), 1)], "ps-b": [(("x2",), 1)]}},
+    ),
     "TAS workload gets scheduled as trimmed by partial admission": Case(
         _simple(SINGLE_NODE, [TAS], MAIN,
                 wl("foo", pset("one", 5, min_count=1, required=HOST, cpu="1"))),
@@ -328,6 +361,24 @@ SCHEDULE_FOR_TAS_PREEMPTION: dict[str, Case] = {
             "for cpu in flavor tas-default, 3 more needed"
         },
         want_preempted={"low-priority"},
+    ),
+    "sibling-flavor usage on the shared node forces same-flavor preemption": Case(
+        _simple([node("x1", cpu="5", memory="5Gi")], SIBLINGS,
+                make_cq("tas-main").quota("flavor-a", cpu="5", memory="5Gi")
+                .quota("flavor-b", cpu="5", memory="5Gi").preemption(within="LowerPriority").obj(),
+                wl("w3-pending", pset("one", 1, preferred=HOST, cpu="2", memory="2Gi",
+                                      tolerations=_tolerates("a")), priority=5),
+                wl("w1-low-prio-a", pset("one", 1, preferred=HOST, cpu="1", memory="1Gi",
+                                         tolerations=_tolerates("a")), priority=1,
+                   held_in="tas-main", held=[Held("one", "flavor-a", [(["x1"], 1)])]),
+                wl("w2-sibling-b", pset("one", 1, preferred=HOST, cpu="3", memory="3Gi",
+                                        tolerations=_tolerates("b")), priority=1,
+                   held_in="tas-main", held=[Held("one", "flavor-b", [(["x1"], 1)])])),
+        want_pending={
+            "w3-pending": 'couldn\'t assign flavors to pod set one: topology "tas-single-level" '
+            "doesn't allow to fit any of 1 pod(s)"
+        },
+        want_preempted={"w1-low-prio-a"},
     ),
     "workload with equal priority awaits for other workloads to complete": Case(
         _simple([node("x1", cpu="5", memory="5Gi")], [TAS], MAIN_PREEMPT,
@@ -485,6 +536,8 @@ KUEUE_REASONS: dict[str, dict[str, str]] = {
         "foo": "WaitingForPreemptedWorkloads"},
     "TAS disabled, preemption succeeds even with ResourceFlavor topologyName": {
         "high-priority": "WaitingForPreemptedWorkloads"},
+    "sibling-flavor usage on the shared node forces same-flavor preemption": {
+        "w3-pending": "WaitingForPreemptedWorkloads"},
     "workload with equal priority awaits for other workloads to complete": {
         "mid-priority-waiting": "WaitingForQuota"},
     "reclaim within cohort; single borrowing workload gets preempted": {

@@ -163,11 +163,13 @@ def _place_all(
             ta = result.assignments[r.placement.pod_set.name]
             out[r.placement.pod_set.name] = ta
             per_pod = per_pod_requests(r.placement.pod_set)
-            taken = assumed[workers.flavor]
             for values, n in ta.domains:
                 leaf = tree.leaf_of(values, ta.levels)
                 if leaf is not None:
-                    add(taken.setdefault(leaf.id, {}), per_pod, n)
+                    # Nodes shared with other flavors: taken there too (Kueue's assumed usage
+                    # aggregated across a workload's flavors).
+                    for f, leaf_id in topology.usage.sharing(workers.flavor, leaf):
+                        add(assumed.setdefault(f, {}).setdefault(leaf_id, {}), per_pod, n)
     return Outcome(out)
 
 
