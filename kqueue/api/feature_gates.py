@@ -43,6 +43,8 @@ FIXED: Final[Mapping[str, bool]] = {
     "ManagedJobsNamespaceSelectorAlwaysRespected": True,
     "TASProfileMixed": True,
     "TASRecomputeAssignmentWithinSchedulingCycle": True,
+    "TASMultiLayerTopology": True,
+    "TASHandleOverlappingFlavors": True,
     "TASBalancedPlacement": False,
     "TASRespectNodeAffinityPreferred": False,
     "ElasticJobsViaWorkloadSlicesWithTAS": False,

@@ -110,6 +110,10 @@ def _topology_request(tr: PodSetTopologyRequest | None) -> t.TopologyRequest | N
         pod_set_slice_required_topology=tr.pod_set_slice_required_topology,
         pod_set_slice_size=tr.pod_set_slice_size,
         pod_set_group_name=tr.pod_set_group_name,
+        slice_layers=tuple(
+            (layer.topology, layer.size)
+            for layer in tr.podset_slice_required_topology_constraints or ()
+        ),
     )
 
 

@@ -99,13 +99,15 @@ def pset(
     selector: Mapping[str, str] | None = None,
     tolerations: Iterable[Toleration] = (),
     min_count: int | None = None,
+    layers: Sequence[tuple[str, int]] = (),
     **requests: str,
 ) -> PodSet:
     wants = (
-        required or preferred or unconstrained or slice_level or group
+        required or preferred or unconstrained or slice_level or group or layers
     )
     tr = (
-        TopologyRequest(required, preferred, unconstrained, slice_level, slice_size, group)
+        TopologyRequest(required, preferred, unconstrained, slice_level, slice_size, group,
+                        tuple(layers))
         if wants
         else None
     )

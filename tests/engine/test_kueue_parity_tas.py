@@ -9,7 +9,7 @@ kqueue appends the per-domain numbers after it), ``want_preempted`` the victims,
 
 Not ported (features kqueue does not implement): ProvisioningRequest and other admission-check
 second passes, node replacement for unhealthy nodes (``unhealthyNode`` cases), resource
-transformations, multi-layer slice topologies, the scheduler-library integration,
+transformations, the scheduler-library integration,
 elastic workload slices with TAS,
 vectorized-request and pod-spec-memory variants, exclusion statistics in messages ("Total nodes:
 ...; excluded: ..."), and the cases whose only difference is the
@@ -33,9 +33,11 @@ from kqueue.engine.types import (
 
 from .builders import make_cq, make_flavor, make_lq
 from .tas_support import (
+    BLOCK,
     HOST,
     RACK,
     SINGLE,
+    THREE,
     TWO,
     Cluster,
     Held,
@@ -81,6 +83,7 @@ ZERO_CAPACITY = [
 DEFAULT = make_flavor("default").obj()
 TAS = tas_flavor()
 TAS_TWO = tas_flavor(topo="tas-two-level")
+TAS_THREE = tas_flavor(topo="tas-three-level")
 MAIN = _cq("tas-default").obj()
 
 
@@ -281,6 +284,27 @@ SCHEDULE_FOR_TAS: dict[str, Case] = {
                    pset("ps-b", 1, preferred=HOST, cpu="300m", memory="300Mi",
                         tolerations=_tolerates("b")))),
         want={"multi-podset-wl": {"ps-a": [(("x1",), 1)], "ps-b": [(("x2",), 1)]}},
+    ),
+    "multi-layer topology: block required with rack and host slices; workload fits": Case(
+        _simple([node("x1", cpu="1", labels={BLOCK: "b1", RACK: "r1"}),
+                 node("x2", cpu="4", labels={BLOCK: "b1", RACK: "r1"}),
+                 node("x3", cpu="3", labels={BLOCK: "b1", RACK: "r2"}),
+                 node("x4", cpu="4", labels={BLOCK: "b1", RACK: "r2"})],
+                [TAS_THREE], MAIN,
+                wl("foo", pset("one", 8, required=BLOCK, layers=[(RACK, 4), (HOST, 2)], cpu="1")),
+                topos=(THREE,)),
+        want={"foo": {"one": [(("x2",), 4), (("x3",), 2), (("x4",), 2)]}},
+    ),
+    "multi-layer topology: host slice rounding makes rack slice impossible; NoFit": Case(
+        _simple([node("x1", cpu="3", labels={BLOCK: "b1", RACK: "r1"}),
+                 node("x2", cpu="3", labels={BLOCK: "b1", RACK: "r1"})],
+                [TAS_THREE], MAIN,
+                wl("foo", pset("one", 6, required=BLOCK, layers=[(RACK, 6), (HOST, 2)], cpu="1")),
+                topos=(THREE,)),
+        want_pending={
+            "foo": 'couldn\'t assign flavors to pod set one: topology "tas-three-level" doesn\'t '
+            f"allow to fit; 0/1 slice(s) fit on level {RACK}; 2/3 slice(s) fit on level {HOST}"
+        },
     ),
     "TAS workload gets scheduled as trimmed by partial admission": Case(
         _simple(SINGLE_NODE, [TAS], MAIN,
@@ -526,6 +550,8 @@ KUEUE_REASONS: dict[str, dict[str, str]] = {
     "workload does not get scheduled as the node capacity (.status.allocatable['pods']) is "
     "already used by non-TAS and TAS workloads": {"foo": "WaitingForQuota"},
     "does not admit workload when node does not match required affinity": {
+        "foo": "TopologyPlacementFailed"},
+    "multi-layer topology: host slice rounding makes rack slice impossible; NoFit": {
         "foo": "TopologyPlacementFailed"},
     "only low priority workload is preempted": {"foo": "WaitingForPreemptedWorkloads"},
     "With pods count usage pressure on nodes: only low priority workload is preempted": {

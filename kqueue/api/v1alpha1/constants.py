@@ -45,6 +45,9 @@ PODSET_REQUIRED_TOPOLOGY_ANNOTATION: Final = "kqueue.io/podset-required-topology
 PODSET_PREFERRED_TOPOLOGY_ANNOTATION: Final = "kqueue.io/podset-preferred-topology"
 PODSET_UNCONSTRAINED_TOPOLOGY_ANNOTATION: Final = "kqueue.io/podset-unconstrained-topology"
 PODSET_SLICE_REQUIRED_TOPOLOGY_ANNOTATION: Final = "kqueue.io/podset-slice-required-topology"
+PODSET_SLICE_REQUIRED_TOPOLOGY_CONSTRAINTS_ANNOTATION: Final = (
+    "kqueue.io/podset-slice-required-topology-constraints"
+)
 PODSET_SLICE_SIZE_ANNOTATION: Final = "kqueue.io/podset-slice-size"
 PODSET_GROUP_NAME_ANNOTATION: Final = "kqueue.io/podset-group-name"
 # On pods released with a topology assignment (Kueue's kueue.x-k8s.io/tas label): their
