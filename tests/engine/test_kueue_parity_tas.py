@@ -306,6 +306,24 @@ SCHEDULE_FOR_TAS: dict[str, Case] = {
             f"allow to fit; 0/1 slice(s) fit on level {RACK}; 2/3 slice(s) fit on level {HOST}"
         },
     ),
+    "two ResourceFlavors share nodes: pending workload lands on the fallback flavor when the "
+    "primary flavor is full": Case(
+        _simple([node("x1", cpu="400m", memory="400Mi"), node("x2", cpu="400m", memory="400Mi")],
+                [tas_flavor("tas-flavor-a"),
+                 ResourceFlavor(FlavorName("tas-flavor-b"), {"tas-node": "true"},
+                                (Taint("tas-class", "b", "NoSchedule"),),
+                                topology_name="tas-single-level")],
+                make_cq("tas-main").quota("tas-flavor-a", cpu="400m", memory="400Mi")
+                .quota("tas-flavor-b", cpu="100m", memory="100Mi").obj(),
+                *[wl(f"primary-admitted-{i}", pset("one", 1, preferred=HOST, cpu="200m",
+                                                   memory="200Mi"),
+                     held_in="tas-main", held=[Held("one", "tas-flavor-a", [(["x1"], 1)])])
+                  for i in (1, 2)],
+                wl("pending-wl", pset("one", 1, preferred=HOST, cpu="100m", memory="100Mi",
+                                      tolerations=[Toleration("tas-class", "Equal", "b",
+                                                              "NoSchedule")]))),
+        want={"pending-wl": {"one": [(("x2",), 1)]}},
+    ),
     "TAS workload gets scheduled as trimmed by partial admission": Case(
         _simple(SINGLE_NODE, [TAS], MAIN,
                 wl("foo", pset("one", 5, min_count=1, required=HOST, cpu="1"))),
@@ -456,6 +474,34 @@ SCHEDULE_FOR_TAS_COHORTS: dict[str, Case] = {
         },
         want_preempted={"a1-admitted"},
     ),
+    "reclaim within cohort; single workload is preempted out three candidates": Case(
+        _cohort([CQ_A, CQ_B],
+                wl("a1-admitted", pset("one", 5, required=HOST, cpu="1"), queue="tas-lq-a",
+                   priority=1, held_in="tas-cq-a",
+                   held=[Held("one", "tas-default", [(["x1"], 5)])]),
+                wl("a2-admitted", pset("one", 2, required=HOST, cpu="1"), queue="tas-lq-a",
+                   priority=2, held_in="tas-cq-a",
+                   held=[Held("one", "tas-default", [(["y1"], 2)])]),
+                wl("a3-admitted", pset("one", 1, required=HOST, cpu="1"), queue="tas-lq-a",
+                   priority=2, held_in="tas-cq-a",
+                   held=[Held("one", "tas-default", [(["y1"], 1)])]),
+                wl("b1", pset("one", 3, preferred=HOST, cpu="1"), queue="tas-lq-b", priority=3)),
+        want_pending={
+            "b1": "couldn't assign flavors to pod set one: insufficient unused quota for cpu in "
+            "flavor tas-default, 3 more needed"
+        },
+        want_preempted={"a1-admitted"},
+    ),
+    "workload with two PodSets exceeds node pods capacity": Case(
+        Cluster([node("x1", cpu="2", pods=1)], [SINGLE], [TAS], [CQ_A],
+                [wl("foo", pset("one", 1, required=HOST, cpu="1"),
+                    pset("two", 1, required=HOST, cpu="1"), queue="tas-lq-a")],
+                lqs=LQS),
+        want_pending={
+            "foo": 'couldn\'t assign flavors to pod set two: topology "tas-single-level" doesn\'t '
+            "allow to fit any of 1 pod(s)"
+        },
+    ),
     "two small workloads considered; both get scheduled on different nodes": Case(
         _cohort([CQ_A, CQ_B],
                 wl("a1", pset("one", 1, preferred=HOST, cpu="5"), queue="tas-lq-a", priority=2),
@@ -566,6 +612,9 @@ KUEUE_REASONS: dict[str, dict[str, str]] = {
         "w3-pending": "WaitingForPreemptedWorkloads"},
     "workload with equal priority awaits for other workloads to complete": {
         "mid-priority-waiting": "WaitingForQuota"},
+    "reclaim within cohort; single workload is preempted out three candidates": {
+        "b1": "WaitingForPreemptedWorkloads"},
+    "workload with two PodSets exceeds node pods capacity": {"foo": "TopologyPlacementFailed"},
     "reclaim within cohort; single borrowing workload gets preempted": {
         "b1": "WaitingForPreemptedWorkloads"},
     "preempting workload with targets reserves capacity so that lower priority workload cannot "
