@@ -32,6 +32,7 @@ from pydantic import (
 )
 from pydantic.alias_generators import to_camel
 
+from kqueue.api import feature_gates
 from kqueue.api.durations import FORMS as DURATION_FORMS
 from kqueue.api.durations import DurationError, format_duration, parse_duration
 
@@ -591,6 +592,25 @@ class Configuration(_Model):
     ``{reclaimWithinCohort: {minAdmitDuration: 10m}}``. Unset (the default): no workload is
     protected unless its ClusterQueue's ``spec.preemption.protection`` says so. See
     docs/concepts.md, "Preemption protection"."""
+
+    feature_gates: dict[str, bool] = Field(default_factory=dict)
+    """Kueue's feature gates by name (Kueue v0.19 defaults when unset). kqueue honours
+    ``AdmissionFairSharing`` (false: ``admissionFairSharing`` is ignored),
+    ``TopologyAwareScheduling`` (false: topology requests and flavors' ``topologyName`` are
+    ignored), ``PartialAdmission`` (false: pod sets' ``minCount`` is ignored) and
+    ``ElasticJobsViaWorkloadSlices`` (false: a slice is admitted as a new workload, not as a
+    replacement). The gates whose behaviour kqueue always has are accepted at that value; every
+    other gate is logged as a warning at start-up (and by simulate and convert), naming it. The
+    lists are in kqueue/api/feature_gates.py."""
+
+    @model_validator(mode="after")
+    def _gated_sections(self) -> Configuration:
+        # A section whose gate is off is as good as absent: the engine then never sees it.
+        if self.admission_fair_sharing is not None and not feature_gates.gate(
+            self.feature_gates, feature_gates.ADMISSION_FAIR_SHARING
+        ):
+            return self.model_copy(update={"admission_fair_sharing": None})
+        return self
 
     @model_validator(mode="before")
     @classmethod

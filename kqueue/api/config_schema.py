@@ -164,6 +164,8 @@ VALIDATOR_RULES: Final[Mapping[str, ValidatorRule]] = {
     "Configuration._dns_label": ValidatorRule(_pattern(DNS_LABEL_PATTERN)),
     # Fills in managedJobsNamespaceSelector's default from namespace; checks nothing.
     "Configuration._namespace_defaults": ValidatorRule(_unchanged),
+    # Drops admissionFairSharing when its feature gate is off; checks nothing.
+    "Configuration._gated_sections": ValidatorRule(_unchanged),
     "LeaderElection._check_timings": ValidatorRule(
         _unchanged,
         controller_only=(

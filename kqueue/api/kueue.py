@@ -69,6 +69,7 @@ KEY_MAP: Final[dict[str, str]] = {
             "preferred-topology",
             "unconstrained-topology",
             "slice-required-topology",
+            "slice-required-topology-constraints",
             "slice-size",
             "group-name",
         )
@@ -117,13 +118,12 @@ _UNSUPPORTED: Final[dict[str, tuple[tuple[str, ...], ...]]] = {
 
 
 # Fields of Kueue's PodSetTopologyRequest for features kqueue does not implement: pod index
-# labels (rank-ordered placement) and multi-layer slice constraints (an alpha feature gate).
+# labels (rank-ordered placement).
 _UNSUPPORTED_TOPOLOGY_REQUEST: Final = frozenset(
     {
         "podIndexLabel",
         "subGroupIndexLabel",
         "subGroupCount",
-        "podsetSliceRequiredTopologyConstraints",
     }
 )
 

@@ -6,8 +6,10 @@ managed, waitForPodsReady, fair sharing, admission fair sharing, preemption prot
 ``preemptionProtection``, and its first revision's ``fairSharing.minAdmitDuration`` and
 ``reclaimMinAdmitDuration``), the frameworks kqueue
 integrates, client throttling, leader election and the health, metrics and webhook servers.
-Everything else (MultiKueue, resource transformations, feature gates...) is dropped with a
-warning that names the field. Differences of shape:
+``featureGates`` carries over as it is: kqueue honours the gates it has a switch for and warns
+about each other one by name (kqueue/api/feature_gates.py). Everything else (MultiKueue,
+resource transformations...) is dropped with a warning that names the field. Differences of
+shape:
 
 * v1beta2 turns fairSharing and waitForPodsReady on by their presence; v1beta1 by ``enable``
   (``enable: false`` drops the section);
@@ -34,6 +36,7 @@ _SAME: Final = (
     "admissionFairSharing",
     "clientConnection",
     "internalCertManagement",
+    "featureGates",
 )
 # The first revision of Kueue's KEP-9876 (kubernetes-sigs/kueue#9877) named the reclaim path's
 # protection so; its fair-sharing one was fairSharing.minAdmitDuration.

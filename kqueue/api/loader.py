@@ -32,7 +32,7 @@ from typing import Any, Final
 
 import yaml
 
-from kqueue.api import kueue, kueue_config
+from kqueue.api import feature_gates, kueue, kueue_config
 from kqueue.api.config import (
     SUPPORTED_FRAMEWORKS,
     Configuration,
@@ -256,9 +256,12 @@ def load_object(
             )
         except ValueError as err:
             raise LoadError(location, str(err), kind=kind) from None
+        loaded_config = _load_configuration(config_doc, location)
         return replace(
-            _load_configuration(config_doc, location),
-            warnings=tuple(f"{w} (from {api_version})" for w in config_dropped),
+            loaded_config,
+            warnings=(
+                *(f"{w} (from {api_version})" for w in config_dropped), *loaded_config.warnings
+            ),
         )
     if migrate and not _read_by_kqueue(api_version, kind):
         return _load_other(doc, location, api_version, kind, names)
@@ -390,7 +393,10 @@ def _load_configuration(doc: dict[str, Any], location: Location) -> LoadedObject
             location, message + more, kind=CONFIGURATION[1], path=path or None
         ) from err
     api_version, kind = CONFIGURATION
-    return LoadedObject(location, api_version, kind, kind, None, None, doc, config=config)
+    return LoadedObject(
+        location, api_version, kind, kind, None, None, doc, config=config,
+        warnings=tuple(feature_gates.warnings(config.feature_gates)),
+    )
 
 
 def _load_other(

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import click
 
+from kqueue.api import feature_gates
 from kqueue.api.config import Configuration, ConfigurationError, load_configuration
 from kqueue.cli.webview.server import Snapshots, serve_web_view
 from kqueue.controller.collector import pace_collector
@@ -30,6 +31,12 @@ class _JsonFormatter(logging.Formatter):
         if record.exc_info:
             out["error"] = self.formatException(record.exc_info)
         return json.dumps(out)
+
+
+def warn_feature_gates(config: Configuration, source: str) -> None:
+    """Log, at start-up, each Kueue feature gate of the Configuration kqueue does not honour."""
+    for line in feature_gates.warnings(config.feature_gates):
+        logging.getLogger("kqueue").warning("%s: %s", source, line)
 
 
 def _setup_logging(config: Configuration) -> None:
@@ -89,5 +96,6 @@ def run(kubeconfig: str | None, config_file: str | None) -> None:
     except ConfigurationError as exc:
         raise click.ClickException(str(exc)) from None
     _setup_logging(config)
+    warn_feature_gates(config, config_file or "defaults")
     pace_collector()
     asyncio.run(_main(kubeconfig, config))

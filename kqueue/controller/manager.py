@@ -358,6 +358,7 @@ class Manager:
             preemption_protection=from_api.preemption_protection(
                 self.config.preemption_protection
             ),
+            gates=from_api.feature_gates(self.config),
         )
 
     def _pods_ready(self) -> PodsReadyConfig | None:

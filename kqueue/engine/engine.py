@@ -25,6 +25,7 @@ from .fairness.admission import AdmissionFairSharing
 from .fairness.dominant_share import Share, share_of
 from .fairness.usage_ledger import AdmissionFairSharingConfig, FairUsage, UsageLedger
 from .gang import Barrier
+from .gates import FeatureGates
 from .limitrange import EMPTY as NO_LIMIT_RANGES
 from .limitrange import Summary as LimitRangeSummary
 from .limitrange import summarize
@@ -87,7 +88,9 @@ class Engine:
         admission_fair_sharing: AdmissionFairSharingConfig | None = None,
         node_fit_guard: bool = True,
         preemption_protection: ProtectionConfig | None = None,
+        gates: FeatureGates | None = None,
     ) -> None:
+        self.gates = gates if gates is not None else FeatureGates()
         self.cache = Cache()
         # The node-fit guard (tas/node_fit.py): on for every ClusterQueue that does not say.
         self.node_fit_default = node_fit_guard
@@ -131,6 +134,7 @@ class Engine:
     # -- flavors, queues, cohorts ------------------------------------------------------------
 
     def upsert_flavor(self, flavor: ResourceFlavor) -> None:
+        flavor = self.gates.flavor(flavor)
         if self.cache.flavors.get(flavor.name) == flavor:
             return
         self.cache.upsert_flavor(flavor)
@@ -360,6 +364,7 @@ class Engine:
 
     def upsert_workload(self, wl: Workload) -> None:
         """A workload as last seen; with ``admission`` set it holds that quota."""
+        wl = self.gates.workload(wl)
         wl = admissibility.adjust(wl, self.limit_range_summary(wl.namespace))
         info = make_info(wl, self.priority_classes)
         held = self.cache.get(wl.key)

@@ -441,11 +441,13 @@ class FlavorAssigner:
 
 # -- reasons ---------------------------------------------------------------------------------
 
+# Kueue's reasonSeverity: a topology that does not fit is the mildest blocker (quota fits).
 _SEVERITY = {
     None: 0,
-    PendingReason.WAITING_FOR_QUOTA: 1,
-    PendingReason.EXCEEDS_MAX_QUOTA: 2,
-    PendingReason.NO_MATCHING_FLAVOR: 3,
+    PendingReason.TOPOLOGY_PLACEMENT_FAILED: 1,
+    PendingReason.WAITING_FOR_QUOTA: 2,
+    PendingReason.EXCEEDS_MAX_QUOTA: 3,
+    PendingReason.NO_MATCHING_FLAVOR: 4,
 }
 
 

@@ -15,6 +15,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from kqueue.api import config
+from kqueue.api import feature_gates as fg
 from kqueue.api.quantity import Quantity, QuantityError, parse_quantity
 from kqueue.api.v1alpha1 import (
     ClusterQueue,
@@ -45,6 +46,7 @@ from kqueue.api.v1alpha1.workload import WorkloadSpec as ApiWorkloadSpec
 from . import types as t
 from .engine import Engine
 from .fairness.usage_ledger import AdmissionFairSharingConfig
+from .gates import FeatureGates
 from .tas.node_fit import ReleasedPod
 from .tas.topology import BoundPod, Node, Topology
 
@@ -113,6 +115,10 @@ def _topology_request(tr: PodSetTopologyRequest | None) -> t.TopologyRequest | N
         pod_set_slice_required_topology=tr.pod_set_slice_required_topology,
         pod_set_slice_size=tr.pod_set_slice_size,
         pod_set_group_name=tr.pod_set_group_name,
+        slice_layers=tuple(
+            (layer.topology, layer.size)
+            for layer in tr.podset_slice_required_topology_constraints or ()
+        ),
     )
 
 
@@ -310,6 +316,16 @@ def admission_fair_sharing(
         usage_half_life=cfg.usage_half_life_time,
         usage_sampling_interval=cfg.usage_sampling_interval,
         resource_weights={t.ResourceName(r): Fraction(w) for r, w in cfg.resource_weights.items()},
+    )
+
+
+def feature_gates(cfg: config.Configuration | None) -> FeatureGates:
+    """The Configuration's featureGates that the engine honours (Kueue's defaults: all on)."""
+    gates = cfg.feature_gates if cfg is not None else {}
+    return FeatureGates(
+        topology_aware_scheduling=fg.gate(gates, fg.TOPOLOGY_AWARE_SCHEDULING),
+        partial_admission=fg.gate(gates, fg.PARTIAL_ADMISSION),
+        workload_slices=fg.gate(gates, fg.ELASTIC_JOBS_VIA_WORKLOAD_SLICES),
     )
 
 

@@ -75,6 +75,8 @@ class PendingReason(StrEnum):
     WAITING_FOR_PREEMPTED_WORKLOADS = "WaitingForPreemptedWorkloads"
     MISCONFIGURED = "Misconfigured"
     SUSPENDED = "Suspended"
+    # Kueue v0.19: quota fits, but no topology domain would even on empty nodes.
+    TOPOLOGY_PLACEMENT_FAILED = "TopologyPlacementFailed"
 
 
 class PreemptionReason(StrEnum):
@@ -175,9 +177,20 @@ class TopologyRequest:
     pod_set_slice_required_topology: str | None = None
     pod_set_slice_size: int | None = None
     pod_set_group_name: str | None = None
+    # podsetSliceRequiredTopologyConstraints (Kueue's TASMultiLayerTopology): (level, size) from
+    # the outermost layer in; exclusive with the two single-layer fields above.
+    slice_layers: tuple[tuple[str, int], ...] = ()
 
     def level(self) -> str | None:
         return self.required if self.required is not None else self.preferred
+
+    def layers(self) -> tuple[tuple[str, int], ...]:
+        """Every slice layer, outermost first (Kueue's PodSetSliceRequiredTopologyConstraints)."""
+        if self.slice_layers:
+            return self.slice_layers
+        if self.pod_set_slice_required_topology is None:
+            return ()
+        return ((self.pod_set_slice_required_topology, self.pod_set_slice_size or 0),)
 
 
 @dataclass(frozen=True, slots=True)

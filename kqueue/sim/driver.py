@@ -37,6 +37,7 @@ from kqueue.engine import from_api
 from kqueue.engine.cycle import CycleResult
 from kqueue.engine.engine import Engine
 from kqueue.engine.fairness.usage_ledger import AdmissionFairSharingConfig
+from kqueue.engine.gates import FeatureGates
 from kqueue.engine.preemption.seam import Preemptor
 from kqueue.engine.types import (
     Admission,
@@ -160,6 +161,7 @@ class Simulation:
         fair_sharing: FairSharingConfig | None = None,
         admission_fair_sharing: AdmissionFairSharingConfig | None = None,
         preemption_protection: ProtectionConfig | None = None,
+        gates: FeatureGates | None = None,
     ) -> None:
         self.scenario = scenario
         # False for ``explain``: victims are chosen but stay, so the state is not changed.
@@ -171,6 +173,7 @@ class Simulation:
             fair_sharing=fair_sharing,
             admission_fair_sharing=admission_fair_sharing,
             preemption_protection=preemption_protection,
+            gates=gates,
         )
         self.start = scenario.start
         self.now = scenario.start

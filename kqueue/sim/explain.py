@@ -112,6 +112,7 @@ def explain(
             if config is not None
             else None
         ),
+        gates=from_api.feature_gates(config),
     )
     sim.arrive_all()
     rec = sim.records.get(key)

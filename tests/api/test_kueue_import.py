@@ -124,7 +124,13 @@ def test_topology_kind_and_v1beta1_assignment() -> None:
                 {
                     "name": "main",
                     "count": 3,
-                    "topologyRequest": {"required": "rack", "podIndexLabel": "idx"},
+                    "topologyRequest": {
+                        "required": "rack", "podIndexLabel": "idx",
+                        # Multi-layer slices (TASMultiLayerTopology) carry over as they are.
+                        "podsetSliceRequiredTopologyConstraints": [
+                            {"topology": "kubernetes.io/hostname", "size": 3},
+                        ],
+                    },
                     "template": {"spec": {"containers": [{"name": "c"}]}},
                 }
             ]
@@ -149,6 +155,9 @@ def test_topology_kind_and_v1beta1_assignment() -> None:
     }
     out, warnings = from_kueue(wl)
     assert [w.path for w in warnings] == ["spec.podSets[0].topologyRequest.podIndexLabel"]
+    assert out["spec"]["podSets"][0]["topologyRequest"][
+        "podsetSliceRequiredTopologyConstraints"
+    ] == [{"topology": "kubernetes.io/hostname", "size": 3}]
     ta = out["status"]["admission"]["podSetAssignments"][0]["topologyAssignment"]
     assert ta == {
         "levels": ["kubernetes.io/hostname"],

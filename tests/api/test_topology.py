@@ -84,6 +84,23 @@ def test_request_from_annotations() -> None:
     }
 
 
+def test_multi_layer_request_from_annotation() -> None:
+    layers = '[{"topology":"rack","size":4},{"topology":"kubernetes.io/hostname","size":2}]'
+    wl = parse_object(_workload(8, {
+        "kqueue.io/podset-required-topology": "block",
+        "kqueue.io/podset-slice-required-topology-constraints": layers,
+    }))
+    assert wl.to_dict()["spec"]["podSets"][0]["topologyRequest"] == {
+        "required": "block",
+        "podsetSliceRequiredTopologyConstraints": [
+            {"topology": "rack", "size": 4}, {"topology": "kubernetes.io/hostname", "size": 2},
+        ],
+    }
+
+
+LAYERS = "kqueue.io/podset-slice-required-topology-constraints"
+
+
 @pytest.mark.parametrize(
     ("annotations", "field", "text"),
     [
@@ -111,9 +128,32 @@ def test_request_from_annotations() -> None:
             "topologyRequest.podSetSliceRequiredTopology",
             "must be set when podSetSliceSize is set",
         ),
+        (
+            {LAYERS: '[{"topology":"rack","size":3}]'},
+            "topologyRequest.podsetSliceRequiredTopologyConstraints[0].size",
+            "must divide the pod set's count (4), got 3",
+        ),
+        (
+            {LAYERS: '[{"topology":"rack","size":4},{"topology":"host","size":3}]'},
+            "topologyRequest.podsetSliceRequiredTopologyConstraints[1].size",
+            "must divide the size of the layer above (4), got 3",
+        ),
+        (
+            {LAYERS: '[{"topology":"rack","size":4}]',
+             "kqueue.io/podset-slice-required-topology": "rack",
+             "kqueue.io/podset-slice-size": "4"},
+            "topologyRequest.podsetSliceRequiredTopologyConstraints",
+            "must not be set with podSetSliceRequiredTopology or podSetSliceSize",
+        ),
+        (
+            {LAYERS: "rack=4"},
+            f"annotations[{LAYERS}]",
+            'must be a JSON list of at most 3 {"topology": <level>, "size": <pods>}',
+        ),
     ],
     ids=["slice size not dividing count", "slice size not a number", "required and preferred",
-         "slice size without level"],
+         "slice size without level", "outer size not dividing count", "inner size not dividing outer", "both forms",
+         "not JSON"],
 )
 def test_request_refused(annotations: dict[str, str], field: str, text: str) -> None:
     with pytest.raises(ValidationFailed) as exc:

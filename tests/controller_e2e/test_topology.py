@@ -2,7 +2,8 @@
 bound in one rack, a second such Job goes to another rack, and a pod kqueue does not manage
 occupying a node keeps a third out of that node's rack, a rack Job preempts a lower-priority one
 when no rack has room, and a Job preferring a block but too big for one spreads (the local
-cluster's kwok-tas nodes: 2 blocks x 2 racks x 4 hosts of 4 cpu)."""
+cluster's kwok-tas nodes: 2 blocks x 2 racks x 4 hosts of 4 cpu), and a Job with two slice layers
+is bound in whole slices of each layer."""
 
 from __future__ import annotations
 
@@ -81,6 +82,22 @@ async def _wait_idle(api: Api, racks: dict[str, str | None]) -> None:
     await eventually(idle, within=90, what="no pod left on the kwok-tas nodes")
 
 
+async def _outsider(api: Api, namespace: str, name: str, node: str, *, cpu: str) -> None:
+    """A pod kqueue does not manage, bound to ``node``: it takes ``cpu`` of the node."""
+    await api.kube.create(PODS, {
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {
+            "nodeName": node,
+            "terminationGracePeriodSeconds": 0,
+            "tolerations": [{"key": TAS_NODE_GROUP_LABEL, "operator": "Equal",
+                             "value": TAS_NODE_GROUP, "effect": "NoSchedule"}],
+            "containers": [{"name": "main", "image": "registry.k8s.io/pause:3.10",
+                            "resources": {"requests": {"cpu": cpu, "memory": "64Mi"}}}],
+        },
+    }, namespace=namespace)
+
+
 def _rack_job(name: str, namespace: str, labels: dict[str, str] | None = None) -> Obj:
     # 4 pods of 3 cpu: one per 4-cpu host, a whole rack.
     spec = job(name, namespace, "lq", count=4, cpu="3", labels=labels)
@@ -129,18 +146,7 @@ async def test_jobs_requiring_a_rack_land_each_in_one_rack(
     free = sorted({r for r in racks.values() if r} - first - second)
     assert len(free) == 2
     occupied = next(n for n, r in sorted(racks.items()) if r == free[0])
-    await api.kube.create(PODS, {
-        "apiVersion": "v1", "kind": "Pod",
-        "metadata": {"name": "outsider", "namespace": namespace},
-        "spec": {
-            "nodeName": occupied,
-            "terminationGracePeriodSeconds": 0,
-            "tolerations": [{"key": TAS_NODE_GROUP_LABEL, "operator": "Equal",
-                             "value": TAS_NODE_GROUP, "effect": "NoSchedule"}],
-            "containers": [{"name": "main", "image": "registry.k8s.io/pause:3.10",
-                            "resources": {"requests": {"cpu": "2", "memory": "64Mi"}}}],
-        },
-    }, namespace=namespace)
+    await _outsider(api, namespace, "outsider", occupied, cpu="2")
 
     async def outsider_running() -> bool:
         pod = await api.kube.get(PODS, "outsider", namespace)
@@ -268,3 +274,53 @@ async def test_a_cordoned_node_under_an_admitted_rack_job_is_reported(
             cond["status"], cond["reason"]) == ("True", c.NODES_READY)
 
     await api.wait_workload(namespace, "rack-a", back, what="TopologyNodesReady=True again")
+
+
+async def test_a_two_layer_slice_job_is_bound_in_whole_slices(
+    api: Api, kqueue: KqueueProcess, namespace: str
+) -> None:
+    """Kueue's TASMultiLayerTopology: 8 pods of 1 cpu in one block, in rack slices of 4 made of
+    host slices of 2. A pod outside kqueue takes 1 of the 4 cpus of every kwok-tas host, so a
+    host has room for 3: without the host layer a host would get 3 pods, with it 2 (one whole
+    host slice), and every rack 4 or 8."""
+    await _tas_queue(api, namespace)
+    nodes = {n["metadata"]["name"]: n["metadata"]["labels"] for n in await api.kube.list(NODES)}
+    racks = {n: labels.get(TAS_RACK_LABEL) for n, labels in nodes.items()}
+    await _wait_idle(api, racks)
+    tas_hosts = sorted(n for n, r in racks.items() if r)
+    for i, host in enumerate(tas_hosts):
+        await _outsider(api, namespace, f"outsider-{i}", host, cpu="1")
+
+    async def outsiders_running() -> bool:
+        pods = [await api.kube.get(PODS, f"outsider-{i}", namespace)
+                for i in range(len(tas_hosts))]
+        return all((p.get("status") or {}).get("phase") == "Running" for p in pods)
+
+    await eventually(outsiders_running, within=60, what="the outsider pods running")
+    spec = job("layered", namespace, "lq", count=8, cpu="1")
+    spec["spec"]["template"]["metadata"]["annotations"].update({
+        "kqueue.io/podset-required-topology": TAS_BLOCK_LABEL,
+        "kqueue.io/podset-slice-required-topology-constraints": (
+            f'[{{"topology": "{TAS_RACK_LABEL}", "size": 4}}, '
+            '{"topology": "kubernetes.io/hostname", "size": 2}]'
+        ),
+    })
+    await api.apply(spec)
+    await api.wait_workload(namespace, "layered", lambda w: is_true(w, c.ADMITTED),
+                            what="admitted")
+
+    async def bound() -> list[str] | None:
+        pods = await api.pods_of(namespace, "layered")
+        names = [(p.get("spec") or {}).get("nodeName") for p in pods]
+        return [n for n in names if n] if len(names) == 8 and all(names) else None
+
+    hosts = await eventually(bound, within=60, what="layered's 8 pods bound")
+    per_host: dict[str, int] = {}
+    for h in hosts:
+        per_host[h] = per_host.get(h, 0) + 1
+    per_rack: dict[str, int] = {}
+    for h, n in per_host.items():
+        per_rack[str(racks[h])] = per_rack.get(str(racks[h]), 0) + n
+    assert all(n == 2 for n in per_host.values()), per_host
+    assert all(n % 4 == 0 for n in per_rack.values()), per_rack
+    assert len({nodes[h].get(TAS_BLOCK_LABEL) for h in per_host}) == 1, per_host

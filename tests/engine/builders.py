@@ -14,6 +14,7 @@ from typing import Any, Self
 from kqueue.api.quantity import parse_quantity
 from kqueue.engine.cycle import CycleResult
 from kqueue.engine.engine import Engine
+from kqueue.engine.gates import FeatureGates
 from kqueue.engine.preemption.seam import Preemptor
 from kqueue.engine.types import (
     EPOCH,
@@ -485,13 +486,15 @@ def key(name: str, namespace: str = "default") -> WorkloadKey:
 Obj = ResourceFlavor | ClusterQueueSpec | CohortSpec | LocalQueueSpec | Workload
 
 
-def make_engine(*objects: Obj, preemptor: Preemptor | None = None) -> Engine:
+def make_engine(
+    *objects: Obj, preemptor: Preemptor | None = None, gates: FeatureGates | None = None
+) -> Engine:
     """An engine fed with ``objects``.
 
     Without LocalQueues among ``objects``, each ClusterQueue gets a LocalQueue of the same name in
     namespace ``default``, and with a single ClusterQueue also the LocalQueue ``lq``.
     """
-    engine = Engine(preemptor)
+    engine = Engine(preemptor, gates=gates)
     given_lq = any(isinstance(o, LocalQueueSpec) for o in objects)
     single = sum(isinstance(o, ClusterQueueSpec) for o in objects) == 1
     for o in objects:

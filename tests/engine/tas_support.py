@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 
 from kqueue.engine.cycle import CycleResult
 from kqueue.engine.engine import Engine
+from kqueue.engine.gates import FeatureGates
 from kqueue.engine.preemption.preemptor import ClassicalPreemptor
 from kqueue.engine.tas.topology import BoundPod, Node, Topology
 from kqueue.engine.types import (
@@ -98,13 +99,15 @@ def pset(
     selector: Mapping[str, str] | None = None,
     tolerations: Iterable[Toleration] = (),
     min_count: int | None = None,
+    layers: Sequence[tuple[str, int]] = (),
     **requests: str,
 ) -> PodSet:
     wants = (
-        required or preferred or unconstrained or slice_level or group
+        required or preferred or unconstrained or slice_level or group or layers
     )
     tr = (
-        TopologyRequest(required, preferred, unconstrained, slice_level, slice_size, group)
+        TopologyRequest(required, preferred, unconstrained, slice_level, slice_size, group,
+                        tuple(layers))
         if wants
         else None
     )
@@ -184,11 +187,12 @@ class Cluster:
     pods: Sequence[BoundPod] = ()
     cohorts: Sequence[CohortSpec] = ()
     lqs: Sequence[LocalQueueSpec] = field(default_factory=list)
+    gates: FeatureGates | None = None
 
     def engine(self) -> Engine:
         e = make_engine(
             *self.flavors, *self.cohorts, *self.cqs, *self.lqs,
-            preemptor=ClassicalPreemptor(),
+            preemptor=ClassicalPreemptor(), gates=self.gates,
         )
         for topo in self.topologies:
             e.upsert_topology(topo)

@@ -4,12 +4,13 @@ Each case is a port of a Kueue case and keeps its name: ``TestScheduleForTAS``,
 ``TestScheduleForTASPreemption`` and ``TestScheduleForTASCohorts``. One cycle runs with the
 classical preemptor; ``want`` is Kueue's ``wantNewAssignments`` as (domain values, pods) per pod
 set, ``want_pending`` the start of the pending message (Kueue's event or condition message;
-kqueue appends the per-domain numbers after it), ``want_preempted`` the victims.
+kqueue appends the per-domain numbers after it), ``want_preempted`` the victims, and
+``KUEUE_REASONS`` the pending reasons of Kueue's events.
 
 Not ported (features kqueue does not implement): ProvisioningRequest and other admission-check
 second passes, node replacement for unhealthy nodes (``unhealthyNode`` cases), resource
-transformations, multi-layer slice topologies, the scheduler-library integration,
-TASHandleOverlappingFlavors (two flavors sharing nodes), elastic workload slices with TAS,
+transformations, the scheduler-library integration,
+elastic workload slices with TAS,
 vectorized-request and pod-spec-memory variants, exclusion statistics in messages ("Total nodes:
 ...; excluded: ..."), and the cases whose only difference is the
 TASRecomputeAssignmentWithinSchedulingCycle gate being disabled (kqueue always recomputes).
@@ -21,13 +22,22 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from kqueue.engine.types import SelectorRequirement, Taint, Toleration
+from kqueue.engine.gates import FeatureGates
+from kqueue.engine.types import (
+    FlavorName,
+    ResourceFlavor,
+    SelectorRequirement,
+    Taint,
+    Toleration,
+)
 
 from .builders import make_cq, make_flavor, make_lq
 from .tas_support import (
+    BLOCK,
     HOST,
     RACK,
     SINGLE,
+    THREE,
     TWO,
     Cluster,
     Held,
@@ -73,7 +83,22 @@ ZERO_CAPACITY = [
 DEFAULT = make_flavor("default").obj()
 TAS = tas_flavor()
 TAS_TWO = tas_flavor(topo="tas-two-level")
+TAS_THREE = tas_flavor(topo="tas-three-level")
 MAIN = _cq("tas-default").obj()
+
+
+def _sibling(name: str, value: str) -> ResourceFlavor:
+    """A flavor over the same ``tas-node`` nodes as its sibling, told apart by its taint."""
+    return ResourceFlavor(FlavorName(name), {"tas-node": "true"},
+                          (Taint("example.com/flavor", value, "NoSchedule"),),
+                          topology_name="tas-single-level")
+
+
+def _tolerates(value: str) -> list[Toleration]:
+    return [Toleration("example.com/flavor", "Equal", value, "NoSchedule")]
+
+
+SIBLINGS = [_sibling("flavor-a", "a"), _sibling("flavor-b", "b")]
 
 
 def _simple(nodes, flavors, cq, *workloads, pods=(), topos=(SINGLE,)) -> Cluster:
@@ -248,6 +273,57 @@ SCHEDULE_FOR_TAS: dict[str, Case] = {
             "allow to fit any of 1 pod(s)"
         },
     ),
+    "multi-PodSet workload across sibling flavors must not self-overlap on shared node": Case(
+        _simple([node("x1", cpu="400m", memory="400Mi"), node("x2", cpu="400m", memory="400Mi")],
+                SIBLINGS,
+                make_cq("tas-main").quota("flavor-a", cpu="400m", memory="400Mi")
+                .quota("flavor-b", cpu="400m", memory="400Mi").obj(),
+                wl("multi-podset-wl",
+                   pset("ps-a", 1, preferred=HOST, cpu="300m", memory="300Mi",
+                        tolerations=_tolerates("a")),
+                   pset("ps-b", 1, preferred=HOST, cpu="300m", memory="300Mi",
+                        tolerations=_tolerates("b")))),
+        want={"multi-podset-wl": {"ps-a": [(("x1",), 1)], "ps-b": [(("x2",), 1)]}},
+    ),
+    "multi-layer topology: block required with rack and host slices; workload fits": Case(
+        _simple([node("x1", cpu="1", labels={BLOCK: "b1", RACK: "r1"}),
+                 node("x2", cpu="4", labels={BLOCK: "b1", RACK: "r1"}),
+                 node("x3", cpu="3", labels={BLOCK: "b1", RACK: "r2"}),
+                 node("x4", cpu="4", labels={BLOCK: "b1", RACK: "r2"})],
+                [TAS_THREE], MAIN,
+                wl("foo", pset("one", 8, required=BLOCK, layers=[(RACK, 4), (HOST, 2)], cpu="1")),
+                topos=(THREE,)),
+        want={"foo": {"one": [(("x2",), 4), (("x3",), 2), (("x4",), 2)]}},
+    ),
+    "multi-layer topology: host slice rounding makes rack slice impossible; NoFit": Case(
+        _simple([node("x1", cpu="3", labels={BLOCK: "b1", RACK: "r1"}),
+                 node("x2", cpu="3", labels={BLOCK: "b1", RACK: "r1"})],
+                [TAS_THREE], MAIN,
+                wl("foo", pset("one", 6, required=BLOCK, layers=[(RACK, 6), (HOST, 2)], cpu="1")),
+                topos=(THREE,)),
+        want_pending={
+            "foo": 'couldn\'t assign flavors to pod set one: topology "tas-three-level" doesn\'t '
+            f"allow to fit; 0/1 slice(s) fit on level {RACK}; 2/3 slice(s) fit on level {HOST}"
+        },
+    ),
+    "two ResourceFlavors share nodes: pending workload lands on the fallback flavor when the "
+    "primary flavor is full": Case(
+        _simple([node("x1", cpu="400m", memory="400Mi"), node("x2", cpu="400m", memory="400Mi")],
+                [tas_flavor("tas-flavor-a"),
+                 ResourceFlavor(FlavorName("tas-flavor-b"), {"tas-node": "true"},
+                                (Taint("tas-class", "b", "NoSchedule"),),
+                                topology_name="tas-single-level")],
+                make_cq("tas-main").quota("tas-flavor-a", cpu="400m", memory="400Mi")
+                .quota("tas-flavor-b", cpu="100m", memory="100Mi").obj(),
+                *[wl(f"primary-admitted-{i}", pset("one", 1, preferred=HOST, cpu="200m",
+                                                   memory="200Mi"),
+                     held_in="tas-main", held=[Held("one", "tas-flavor-a", [(["x1"], 1)])])
+                  for i in (1, 2)],
+                wl("pending-wl", pset("one", 1, preferred=HOST, cpu="100m", memory="100Mi",
+                                      tolerations=[Toleration("tas-class", "Equal", "b",
+                                                              "NoSchedule")]))),
+        want={"pending-wl": {"one": [(("x2",), 1)]}},
+    ),
     "TAS workload gets scheduled as trimmed by partial admission": Case(
         _simple(SINGLE_NODE, [TAS], MAIN,
                 wl("foo", pset("one", 5, min_count=1, required=HOST, cpu="1"))),
@@ -314,6 +390,38 @@ SCHEDULE_FOR_TAS_PREEMPTION: dict[str, Case] = {
         },
         want_preempted={"low-priority-admitted"},
     ),
+    "TAS disabled, preemption succeeds even with ResourceFlavor topologyName": Case(
+        Cluster([node("x1", cpu="1", memory="1Gi")], [SINGLE], [TAS],
+                [make_cq("tas-main").quota("tas-default", cpu="3", memory="3Gi")
+                 .preemption(within="LowerPriority").obj()],
+                [wl("high-priority", pset("main", 1, cpu="3"), priority=2),
+                 wl("low-priority", pset("main", 1, cpu="3"), priority=1, held_in="tas-main",
+                    held=[Held("main", "tas-default", [])])],
+                gates=FeatureGates(topology_aware_scheduling=False)),
+        want_pending={
+            "high-priority": "couldn't assign flavors to pod set main: insufficient unused quota "
+            "for cpu in flavor tas-default, 3 more needed"
+        },
+        want_preempted={"low-priority"},
+    ),
+    "sibling-flavor usage on the shared node forces same-flavor preemption": Case(
+        _simple([node("x1", cpu="5", memory="5Gi")], SIBLINGS,
+                make_cq("tas-main").quota("flavor-a", cpu="5", memory="5Gi")
+                .quota("flavor-b", cpu="5", memory="5Gi").preemption(within="LowerPriority").obj(),
+                wl("w3-pending", pset("one", 1, preferred=HOST, cpu="2", memory="2Gi",
+                                      tolerations=_tolerates("a")), priority=5),
+                wl("w1-low-prio-a", pset("one", 1, preferred=HOST, cpu="1", memory="1Gi",
+                                         tolerations=_tolerates("a")), priority=1,
+                   held_in="tas-main", held=[Held("one", "flavor-a", [(["x1"], 1)])]),
+                wl("w2-sibling-b", pset("one", 1, preferred=HOST, cpu="3", memory="3Gi",
+                                        tolerations=_tolerates("b")), priority=1,
+                   held_in="tas-main", held=[Held("one", "flavor-b", [(["x1"], 1)])])),
+        want_pending={
+            "w3-pending": 'couldn\'t assign flavors to pod set one: topology "tas-single-level" '
+            "doesn't allow to fit any of 1 pod(s)"
+        },
+        want_preempted={"w1-low-prio-a"},
+    ),
     "workload with equal priority awaits for other workloads to complete": Case(
         _simple([node("x1", cpu="5", memory="5Gi")], [TAS], MAIN_PREEMPT,
                 wl("low-priority-which-would-fit", pset("one", 1, required=HOST, cpu="1"),
@@ -365,6 +473,34 @@ SCHEDULE_FOR_TAS_COHORTS: dict[str, Case] = {
             "flavor tas-default, 1 more needed"
         },
         want_preempted={"a1-admitted"},
+    ),
+    "reclaim within cohort; single workload is preempted out three candidates": Case(
+        _cohort([CQ_A, CQ_B],
+                wl("a1-admitted", pset("one", 5, required=HOST, cpu="1"), queue="tas-lq-a",
+                   priority=1, held_in="tas-cq-a",
+                   held=[Held("one", "tas-default", [(["x1"], 5)])]),
+                wl("a2-admitted", pset("one", 2, required=HOST, cpu="1"), queue="tas-lq-a",
+                   priority=2, held_in="tas-cq-a",
+                   held=[Held("one", "tas-default", [(["y1"], 2)])]),
+                wl("a3-admitted", pset("one", 1, required=HOST, cpu="1"), queue="tas-lq-a",
+                   priority=2, held_in="tas-cq-a",
+                   held=[Held("one", "tas-default", [(["y1"], 1)])]),
+                wl("b1", pset("one", 3, preferred=HOST, cpu="1"), queue="tas-lq-b", priority=3)),
+        want_pending={
+            "b1": "couldn't assign flavors to pod set one: insufficient unused quota for cpu in "
+            "flavor tas-default, 3 more needed"
+        },
+        want_preempted={"a1-admitted"},
+    ),
+    "workload with two PodSets exceeds node pods capacity": Case(
+        Cluster([node("x1", cpu="2", pods=1)], [SINGLE], [TAS], [CQ_A],
+                [wl("foo", pset("one", 1, required=HOST, cpu="1"),
+                    pset("two", 1, required=HOST, cpu="1"), queue="tas-lq-a")],
+                lqs=LQS),
+        want_pending={
+            "foo": 'couldn\'t assign flavors to pod set two: topology "tas-single-level" doesn\'t '
+            "allow to fit any of 1 pod(s)"
+        },
     ),
     "two small workloads considered; both get scheduled on different nodes": Case(
         _cohort([CQ_A, CQ_B],
@@ -443,7 +579,56 @@ SCHEDULE_FOR_TAS_COHORTS: dict[str, Case] = {
 }
 
 
-def _check(case: Case) -> None:
+# Kueue's wantEvents reason per pending workload (the QuotaReserved=False reason), by case name.
+KUEUE_REASONS: dict[str, dict[str, str]] = {
+    "workload requests topology level which is not present in topology": {
+        "foo": "NoMatchingFlavor"},
+    "workload does not get scheduled as it does not fit within the node capacity": {
+        "foo": "TopologyPlacementFailed"},
+    "workload does not get scheduled as the node capacity is already used by another TAS workload":
+        {"foo": "WaitingForQuota"},
+    "workload does not get scheduled as the node capacity is already used by a non-TAS pod": {
+        "foo": "TopologyPlacementFailed"},
+    "workload does not get scheduled as node capacity is completely used by non-TAS pod": {
+        "foo": "TopologyPlacementFailed"},
+    "workload with multiple PodSets requesting the same TAS flavor; multiple levels": {
+        "foo": "TopologyPlacementFailed"},
+    "workload does not get scheduled as the node capacity (.status.allocatable['pods']) is "
+    "already used by non-TAS and TAS workloads": {"foo": "WaitingForQuota"},
+    "does not admit workload when node does not match required affinity": {
+        "foo": "TopologyPlacementFailed"},
+    "multi-layer topology: host slice rounding makes rack slice impossible; NoFit": {
+        "foo": "TopologyPlacementFailed"},
+    "only low priority workload is preempted": {"foo": "WaitingForPreemptedWorkloads"},
+    "With pods count usage pressure on nodes: only low priority workload is preempted": {
+        "high-priority-waiting": "WaitingForPreemptedWorkloads"},
+    "low priority workload is preempted, mid-priority workload survives": {
+        "foo": "WaitingForPreemptedWorkloads"},
+    "low priority workload is preempted even though there is enough capacity, but fragmented": {
+        "foo": "WaitingForPreemptedWorkloads"},
+    "TAS disabled, preemption succeeds even with ResourceFlavor topologyName": {
+        "high-priority": "WaitingForPreemptedWorkloads"},
+    "sibling-flavor usage on the shared node forces same-flavor preemption": {
+        "w3-pending": "WaitingForPreemptedWorkloads"},
+    "workload with equal priority awaits for other workloads to complete": {
+        "mid-priority-waiting": "WaitingForQuota"},
+    "reclaim within cohort; single workload is preempted out three candidates": {
+        "b1": "WaitingForPreemptedWorkloads"},
+    "workload with two PodSets exceeds node pods capacity": {"foo": "TopologyPlacementFailed"},
+    "reclaim within cohort; single borrowing workload gets preempted": {
+        "b1": "WaitingForPreemptedWorkloads"},
+    "preempting workload with targets reserves capacity so that lower priority workload cannot "
+    "use it; TASRecomputeAssignmentWithinSchedulingCycle enabled": {
+        "a2": "WaitingForPreemptedWorkloads", "b1": "WaitingForQuota"},
+    "preempting workload without targets reserves capacity so that lower priority workload "
+    "cannot use it; TASRecomputeAssignmentWithinSchedulingCycle enabled": {
+        "a2": "WaitingForQuota", "b1": "WaitingForQuota"},
+    "two workloads considered; there is enough space only for the first": {
+        "b1": "WaitingForQuota"},
+}
+
+
+def _check(case: Case, name: str = "") -> None:
     result = run(case.cluster)
     got = placements(result)
     assert got == case.want
@@ -455,18 +640,21 @@ def _check(case: Case) -> None:
         assert name in pending, f"{name} not pending: {sorted(pending)}"
         assert part in pending[name], pending[name]
     assert {p.victim.split("/", 1)[1] for p in result.preempted} == case.want_preempted
+    reasons = {p.workload.split("/", 1)[1]: str(p.reason) for p in result.pending}
+    for wl_name, reason in KUEUE_REASONS.get(name, {}).items():
+        assert reasons.get(wl_name) == reason, (wl_name, reasons)
 
 
 @pytest.mark.parametrize("name", sorted(SCHEDULE_FOR_TAS))
 def test_schedule_for_tas(name: str) -> None:
-    _check(SCHEDULE_FOR_TAS[name])
+    _check(SCHEDULE_FOR_TAS[name], name)
 
 
 @pytest.mark.parametrize("name", sorted(SCHEDULE_FOR_TAS_PREEMPTION))
 def test_schedule_for_tas_preemption(name: str) -> None:
-    _check(SCHEDULE_FOR_TAS_PREEMPTION[name])
+    _check(SCHEDULE_FOR_TAS_PREEMPTION[name], name)
 
 
 @pytest.mark.parametrize("name", sorted(SCHEDULE_FOR_TAS_COHORTS))
 def test_schedule_for_tas_cohorts(name: str) -> None:
-    _check(SCHEDULE_FOR_TAS_COHORTS[name])
+    _check(SCHEDULE_FOR_TAS_COHORTS[name], name)

@@ -78,7 +78,7 @@ def test_required_rack_pending_message_gives_the_numbers() -> None:
     r = run(_cluster(wl("a", pset("main", 4, required=RACK, cpu="1")),
                      nodes=_grid(blocks=1), pods=busy))
     (p,) = r.pending
-    assert p.reason == PendingReason.WAITING_FOR_QUOTA
+    assert p.reason == PendingReason.TOPOLOGY_PLACEMENT_FAILED
     assert "allows to fit only 3 out of 4 pod(s)" in p.message
     assert f"{RACK} b1-r1 fits 3 of 4 pods, b1-r2 fits 2; no {RACK} fits 4" in p.message
 

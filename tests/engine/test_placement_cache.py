@@ -71,6 +71,7 @@ def _direct_fill(
     leader: PlacementRequest | None,
     slice_size: int,
     slice_level: int,
+    inner: object = None,  # slice layers: the drawn requests have none
 ) -> None:
     for d in self.tree.domains():
         d.reset()

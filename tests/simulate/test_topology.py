@@ -98,3 +98,47 @@ def test_the_topology_sample_places_its_job_in_one_local_cluster_rack() -> None:
     hosts = _hosts(entry)
     racks = {n.name: n.labels[TAS_RACK_LABEL] for n in TOPOLOGY_NODES}
     assert sum(hosts.values()) == 4 and len({racks[h] for h in hosts}) == 1
+
+
+MULTI_LAYER_JOB = """\
+apiVersion: batch/v1
+kind: Job
+metadata:
+  name: layered
+  namespace: default
+  labels: {kueue.x-k8s.io/queue-name: user-queue}
+spec:
+  parallelism: 8
+  completions: 8
+  template:
+    metadata:
+      annotations:
+        kueue.x-k8s.io/podset-required-topology: cloud.example.com/block
+        kueue.x-k8s.io/podset-slice-required-topology-constraints: >-
+          [{"topology": "cloud.example.com/rack", "size": 4},
+           {"topology": "kubernetes.io/hostname", "size": 2}]
+    spec:
+      restartPolicy: Never
+      containers:
+      - {name: worker, image: registry.example.com/train, resources: {requests: {cpu: "2"}}}
+"""
+
+
+def test_kueue_multi_layer_slices_are_placed_in_whole_slices_per_layer() -> None:
+    # Kueue's Job as written for Kueue: `kqueue convert` turns its label and annotations into
+    # kqueue's, then simulate places it.
+    converted = run_cli("convert", "-", input=MULTI_LAYER_JOB)
+    assert converted.exit_code == 0, converted.stderr
+    text = "---\n".join(
+        (EXAMPLE / f).read_text() for f in ("cluster.yaml", "nodes.yaml")
+    ) + "---\n" + converted.stdout
+    wls = _by_job(simulate_json("-", "--cycles", "2", input=text))
+    hosts = _hosts(wls["layered"])
+    assert sum(hosts.values()) == 8
+    assert len({h.split("-")[0] for h in hosts}) == 1  # one block
+    per_rack: dict[str, int] = {}
+    for h, n in hosts.items():
+        assert n % 2 == 0, hosts  # whole host slices of 2
+        per_rack[h.rsplit("-", 1)[0]] = per_rack.get(h.rsplit("-", 1)[0], 0) + n
+    assert all(n % 4 == 0 for n in per_rack.values()), per_rack  # whole rack slices of 4
+    assert "b1-r1-n1" not in hosts  # 1 cpu left by the foreign pod: no 2-cpu pod fits

@@ -48,6 +48,9 @@ PODSET_REQUIRED_TOPOLOGY_ANNOTATION: Final = "kqueue.io/podset-required-topology
 PODSET_PREFERRED_TOPOLOGY_ANNOTATION: Final = "kqueue.io/podset-preferred-topology"
 PODSET_UNCONSTRAINED_TOPOLOGY_ANNOTATION: Final = "kqueue.io/podset-unconstrained-topology"
 PODSET_SLICE_REQUIRED_TOPOLOGY_ANNOTATION: Final = "kqueue.io/podset-slice-required-topology"
+PODSET_SLICE_REQUIRED_TOPOLOGY_CONSTRAINTS_ANNOTATION: Final = (
+    "kqueue.io/podset-slice-required-topology-constraints"
+)
 PODSET_SLICE_SIZE_ANNOTATION: Final = "kqueue.io/podset-slice-size"
 PODSET_GROUP_NAME_ANNOTATION: Final = "kqueue.io/podset-group-name"
 # On pods released with a topology assignment (Kueue's kueue.x-k8s.io/tas label): their
@@ -165,6 +168,7 @@ EXCEEDS_MAX_QUOTA: Final = "ExceedsMaxQuota"
 WAITING_FOR_PREEMPTED_WORKLOADS: Final = "WaitingForPreemptedWorkloads"
 MISCONFIGURED: Final = "Misconfigured"
 SUSPENDED: Final = "Suspended"
+TOPOLOGY_PLACEMENT_FAILED: Final = "TopologyPlacementFailed"
 PENDING_REASONS: Final = (
     NO_MATCHING_FLAVOR,
     WAITING_FOR_QUOTA,
@@ -172,6 +176,7 @@ PENDING_REASONS: Final = (
     WAITING_FOR_PREEMPTED_WORKLOADS,
     MISCONFIGURED,
     SUSPENDED,
+    TOPOLOGY_PLACEMENT_FAILED,
 )
 
 # QuotaReserved=True / Admitted=True: Kueue's reason for a granted reservation or admission.

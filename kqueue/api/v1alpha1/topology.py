@@ -9,6 +9,7 @@ placed in domains of that hierarchy.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from typing import ClassVar, Literal
 
@@ -59,6 +60,15 @@ class Topology(KObject):
         return [lv.node_label for lv in self.spec.levels]
 
 
+class PodsetSliceRequiredTopologyConstraint(KBase):
+    """One slice layer of a pod set (Kueue v1beta2 PodsetSliceRequiredTopologyConstraint)."""
+
+    topology: str = Field(
+        min_length=1, max_length=63, description="The level (node label) of this layer."
+    )
+    size: Int32 = Field(ge=1, description="Pods per slice of this layer.")
+
+
 class PodSetTopologyRequest(KBase):
     """Where the pods of a pod set must or should be placed (Kueue v1beta2 PodSetTopologyRequest)."""
 
@@ -99,6 +109,19 @@ class PodSetTopologyRequest(KBase):
         "kqueue.io/podset-slice-size annotation.",
     )
 
+    podset_slice_required_topology_constraints: list[PodsetSliceRequiredTopologyConstraint] | None = (
+        Field(
+            default=None,
+            max_length=3,
+            description="Slice layers from the outermost in (Kueue's TASMultiLayerTopology): "
+            "each slice of a layer's size sits in one domain of its level, and is made of whole "
+            "slices of the next layer. Exclusive with podSetSliceRequiredTopology and "
+            "podSetSliceSize. Set from the "
+            "kqueue.io/podset-slice-required-topology-constraints annotation (a JSON list).",
+            json_schema_extra={"x-kubernetes-list-type": "atomic"},
+        )
+    )
+
     def level(self) -> str | None:
         return self.required if self.required is not None else self.preferred
 
@@ -124,6 +147,13 @@ def topology_request_from_annotations(
             problems.append((c.PODSET_UNCONSTRAINED_TOPOLOGY_ANNOTATION, f"must be true or false, got {uncons!r}"))
         else:
             fields["unconstrained"] = uncons == "true"
+    layers = annotations.get(c.PODSET_SLICE_REQUIRED_TOPOLOGY_CONSTRAINTS_ANNOTATION)
+    if layers is not None:
+        parsed = _layers(layers)
+        if isinstance(parsed, str):
+            problems.append((c.PODSET_SLICE_REQUIRED_TOPOLOGY_CONSTRAINTS_ANNOTATION, parsed))
+        else:
+            fields["podset_slice_required_topology_constraints"] = parsed
     size = annotations.get(c.PODSET_SLICE_SIZE_ANNOTATION)
     if size is not None:
         if not size.isdigit() or int(size) < 1:
@@ -133,6 +163,32 @@ def topology_request_from_annotations(
     if not fields:
         return None, problems
     return PodSetTopologyRequest.model_validate(fields), problems
+
+
+def _layers(text: str) -> list[PodsetSliceRequiredTopologyConstraint] | str:
+    """The constraints annotation's JSON list, or what is wrong with it."""
+    allowed = 'a JSON list of at most 3 {"topology": <level>, "size": <pods>}'
+    try:
+        raw = json.loads(text)
+    except ValueError:
+        return f"must be {allowed}, got {text!r}"
+    if not isinstance(raw, list) or not raw or len(raw) > 3:
+        return f"must be {allowed}, got {text!r}"
+    out: list[PodsetSliceRequiredTopologyConstraint] = []
+    for item in raw:
+        if (
+            not isinstance(item, dict)
+            or set(item) != {"topology", "size"}
+            or not isinstance(item["topology"], str)
+            or not item["topology"]
+            or not isinstance(item["size"], int)
+            or isinstance(item["size"], bool)
+            or item["size"] < 1
+        ):
+            return f"must be {allowed}, got {text!r}"
+        out.append(PodsetSliceRequiredTopologyConstraint(topology=item["topology"],
+                                                         size=item["size"]))
+    return out
 
 
 # -- the assignment: Kueue v1beta2 TopologyAssignment -------------------------------------------

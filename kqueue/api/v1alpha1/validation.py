@@ -35,6 +35,7 @@ from kqueue.api.v1alpha1.podtemplate import Container
 from kqueue.api.v1alpha1.resourceflavor import ResourceFlavor
 from kqueue.api.v1alpha1.topology import (
     HOSTNAME_LABEL,
+    PodSetTopologyRequest,
     Topology,
     topology_request_from_annotations,
 )
@@ -632,6 +633,31 @@ def _validate_topology_request(ps: PodSet, path: str, errs: _Errors) -> None:
             f"must divide the pod set's count ({ps.count}), got {size}",
             f"a divisor of {ps.count}",
         )
+    _validate_slice_layers(tr, ps.count, tpath, errs)
+
+
+def _validate_slice_layers(
+    tr: PodSetTopologyRequest, count: int, tpath: str, errs: _Errors
+) -> None:
+    """podsetSliceRequiredTopologyConstraints: exclusive with the single-layer fields; the
+    outermost size divides the count, each inner size the one above it."""
+    layers = tr.podset_slice_required_topology_constraints
+    if not layers:
+        return
+    lpath = f"{tpath}.podsetSliceRequiredTopologyConstraints"
+    if tr.pod_set_slice_required_topology is not None or tr.pod_set_slice_size is not None:
+        errs.add(lpath, "must not be set with podSetSliceRequiredTopology or podSetSliceSize",
+                 "either the constraints or the single-layer fields")
+    above = count
+    for i, layer in enumerate(layers):
+        if not is_qualified_name(layer.topology):
+            errs.add(f"{lpath}[{i}].topology", f"{layer.topology!r} is not a valid node label key",
+                     QUALIFIED_NAME_ALLOWED)
+        if above % layer.size != 0:
+            what = "the pod set's count" if i == 0 else "the size of the layer above"
+            errs.add(f"{lpath}[{i}].size", f"must divide {what} ({above}), got {layer.size}",
+                     f"a divisor of {above}")
+        above = layer.size
 
 
 def _validate_priority(

@@ -16,6 +16,7 @@ from typing import Any
 import click
 import yaml
 
+from kqueue.api import feature_gates
 from kqueue.api.config import Configuration, ConfigurationError, load_configuration
 from kqueue.api.durations import DurationError, parse_duration
 from kqueue.api.kueue_config import is_kueue_configuration
@@ -177,6 +178,7 @@ def simulate(
             if config is not None
             else None
         ),
+        gates=from_api.feature_gates(config),
     )
     show_progress = progress if progress is not None else (output != "json" and sys.stderr.isatty())
     cpu = time.process_time()
@@ -220,9 +222,12 @@ def _read_config(path: Path) -> Configuration:
             raise InvalidInput(f"{path}: expected one Configuration document")
         return configs[0]
     try:
-        return load_configuration(text, source=str(path))
+        config = load_configuration(text, source=str(path))
     except ConfigurationError as err:
         raise InvalidInput(str(err)) from err
+    for line in feature_gates.warnings(config.feature_gates):
+        click.echo(f"warning: {path}: {line}", err=True)
+    return config
 
 
 def summary_dict(f: Figures, cpu_seconds: float) -> dict[str, Any]:

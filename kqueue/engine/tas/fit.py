@@ -39,7 +39,14 @@ from .placement import (
     missing_level,
     place,
 )
-from .topology import DomainId, Requests, TopologySnapshot, add, per_pod_requests
+from .topology import (
+    DomainId,
+    FlavorTopology,
+    Requests,
+    TopologySnapshot,
+    add,
+    per_pod_requests,
+)
 
 
 def is_tas_only(cq: ClusterQueueSnapshot, topology: TopologySnapshot) -> bool:
@@ -162,12 +169,8 @@ def _place_all(
         for r in members:
             ta = result.assignments[r.placement.pod_set.name]
             out[r.placement.pod_set.name] = ta
-            per_pod = per_pod_requests(r.placement.pod_set)
-            taken = assumed[workers.flavor]
-            for values, n in ta.domains:
-                leaf = tree.leaf_of(values, ta.levels)
-                if leaf is not None:
-                    add(taken.setdefault(leaf.id, {}), per_pod, n)
+            _take(topology, workers.flavor, tree, ta, per_pod_requests(r.placement.pod_set),
+                  assumed)
     return Outcome(out)
 
 
@@ -212,10 +215,11 @@ def fit(
         why = describe(empty.placement) if empty.placement is not None else empty.reason
         pod_sets[idx] = replace(
             _with_mode(pod_sets[idx], Mode.NO_FIT, why, empty.placement),
-            no_fit_reason=PendingReason.WAITING_FOR_QUOTA,
+            no_fit_reason=PendingReason.TOPOLOGY_PLACEMENT_FAILED,
         )
+        # Quota fits (the mode was not NoFit), so the topology is the only blocker.
         return replace(
-            a, pod_sets=tuple(pod_sets), no_fit_reason=PendingReason.WAITING_FOR_QUOTA
+            a, pod_sets=tuple(pod_sets), no_fit_reason=PendingReason.TOPOLOGY_PLACEMENT_FAILED
         )
     for r in reqs:
         # Fragmented capacity: victims may be needed even where quota is unused (Kueue's
@@ -275,15 +279,27 @@ def _unchanged(reqs: Sequence[_Request], a: Assignment, topology: TopologySnapsh
         if ta is None:
             return False
         tree = topology.trees[r.flavor]
-        taken = assumed.setdefault(r.flavor, {})
-        if not fits_as_is(tree, topology.usage, r.placement, ta, taken):
+        if not fits_as_is(tree, topology.usage, r.placement, ta, assumed.get(r.flavor, {})):
             return False
-        per_pod = per_pod_requests(r.placement.pod_set)
-        for values, n in ta.domains:
-            leaf = tree.leaf_of(values, ta.levels)
-            if leaf is not None:
-                add(taken.setdefault(leaf.id, {}), per_pod, n)
+        _take(topology, r.flavor, tree, ta, per_pod_requests(r.placement.pod_set), assumed)
     return True
+
+
+def _take(
+    topology: TopologySnapshot,
+    flavor: FlavorName,
+    tree: FlavorTopology,
+    ta: TopologyAssignment,
+    per_pod: Requests,
+    assumed: dict[FlavorName, dict[DomainId, Requests]],
+) -> None:
+    """Count ``ta`` as taken by the workload being placed, on nodes shared with other flavors
+    too (Kueue's assumed usage aggregated across a workload's flavors)."""
+    for values, n in ta.domains:
+        leaf = tree.leaf_of(values, ta.levels)
+        if leaf is not None:
+            for f, leaf_id in topology.usage.sharing(flavor, leaf):
+                add(assumed.setdefault(f, {}).setdefault(leaf_id, {}), per_pod, n)
 
 
 def reserve(info: WorkloadInfo, a: Assignment, topology: TopologySnapshot | None) -> None:

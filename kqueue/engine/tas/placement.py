@@ -19,7 +19,7 @@ one: the leader's pod goes in one of the workers' domains.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ..types import PodSet, PodSetName, ResourceName, TopologyAssignment, TopologyRequest
 from .topology import (
@@ -112,10 +112,73 @@ def missing_level(tree: FlavorTopology, req: TopologyRequest | None) -> str | No
     """The first level ``req`` names that ``tree``'s Topology lacks (Kueue's HasLevel), or None."""
     if req is None:
         return None
-    for key in (req.required, req.preferred, req.pod_set_slice_required_topology):
+    keys = (req.required, req.preferred, *(level for level, _ in req.layers()))
+    for key in keys:
         if key is not None and tree.level_index(key) is None:
             return key
     return None
+
+
+def _outermost(req: TopologyRequest) -> TopologyRequest:
+    """Multi-layer slices: the outermost layer plays the single-layer fields' part."""
+    if not req.slice_layers:
+        return req
+    (level, size), *_ = req.slice_layers
+    return replace(req, pod_set_slice_required_topology=level, pod_set_slice_size=size)
+
+
+def _inner_sizes(
+    tree: FlavorTopology, req: TopologyRequest, size: int, slice_level: int
+) -> tuple[dict[int, int], str]:
+    """Kueue's buildSliceSizeAtLevel: per level below the outermost slice level, the size its
+    domains' pods are grouped in (each inner layer's size, down to its level)."""
+    out: dict[int, int] = {}
+    prev_size, prev_level = size, slice_level
+    for key, layer_size in req.slice_layers[1:]:
+        level = tree.level_index(key)
+        if level is None:
+            return {}, f"no requested topology level for additional slice layer: {key}"
+        if level <= prev_level:
+            return {}, (
+                f"additional slice layer topology {key} must be at a lower level than "
+                f"{tree.levels[prev_level]}"
+            )
+        if prev_size % layer_size != 0:
+            return {}, (
+                f"additional slice layer size {layer_size} must evenly divide parent layer "
+                f"size {prev_size}"
+            )
+        for lvl in range(prev_level + 1, level + 1):
+            out[lvl] = layer_size
+        prev_size, prev_level = layer_size, level
+    return out, ""
+
+
+def _slices_below(d: Domain, level: int, target: int, size: int) -> int:
+    if level == target:
+        return d.pod // size
+    return sum(_slices_below(c, level + 1, target, size) for c in d.children)
+
+
+def _multi_layer_not_fit(
+    tree: FlavorTopology, level: int, count: int, layers: Sequence[tuple[str, int]]
+) -> str:
+    """Kueue's multiLayerNotFitMessage: per layer, how many of its slices the best domain of the
+    requested level holds."""
+    text = f'topology "{tree.topology.name}" doesn\'t allow to fit'
+    domains = list(tree.per_level[level].values())
+    if not domains:
+        return text
+    best = min(domains, key=lambda d: (-d.slice, d.id))
+    for key, size in layers:
+        target = tree.level_index(key)
+        if target is None:
+            continue
+        text += (
+            f"; {_slices_below(best, level, target, size)}/{count // size} slice(s) fit on "
+            f"level {key}"
+        )
+    return text
 
 
 class _Placer:
@@ -148,7 +211,7 @@ class _Placer:
 
     def fill(
         self, workers: PlacementRequest, leader: PlacementRequest | None, slice_size: int,
-        slice_level: int,
+        slice_level: int, inner: Mapping[int, int] | None = None,
     ) -> None:
         # Every field of every domain is set below (leaves here, the others in _fill_up), so
         # no reset pass is needed.
@@ -191,25 +254,32 @@ class _Placer:
                 leaf.slice, leaf.slice_wl = pods // slice_size, pods_wl // slice_size
             else:
                 leaf.slice = leaf.slice_wl = 0
-        self._fill_up(slice_size, slice_level, leader is not None)
+        self._fill_up(slice_size, slice_level, leader is not None, inner or {})
 
-    def _fill_up(self, size: int, slice_level: int, leader_required: bool) -> None:
+    def _fill_up(
+        self, size: int, slice_level: int, leader_required: bool, inner: Mapping[int, int]
+    ) -> None:
         """Sum the leaves' counts upwards, a level at a time from the one above the leaves (no
-        call per leaf: this runs on every placement attempt)."""
+        call per leaf: this runs on every placement attempt). Below an inner slice layer a
+        child gives only whole inner slices (Kueue's multi-layer rounding)."""
         per_level = self.tree.per_level
         for level in range(len(per_level) - 2, -1, -1):
             at_slice_level = level == slice_level
+            group = inner.get(level + 1, 1)
             for d in per_level[level].values():
                 pods = slices = leader = 0
                 contrib = False
                 min_pod_diff = min_slice_diff = _MAX
                 for c in d.children:
-                    pods += c.pod
+                    c_pod, c_pod_wl = c.pod, c.pod_wl
+                    if group > 1:
+                        c_pod, c_pod_wl = c_pod // group * group, c_pod_wl // group * group
+                    pods += c_pod
                     slices += c.slice
                     if not leader_required or c.leader > 0:
                         contrib = True
-                        if c.pod - c.pod_wl < min_pod_diff:
-                            min_pod_diff = c.pod - c.pod_wl
+                        if c_pod - c_pod_wl < min_pod_diff:
+                            min_pod_diff = c_pod - c_pod_wl
                         if c.slice - c.slice_wl < min_slice_diff:
                             min_slice_diff = c.slice - c.slice_wl
                     if c.leader > leader:
@@ -421,7 +491,8 @@ def place(
     simulate_empty: bool = False,
 ) -> Placement:
     """Place ``workers`` (and their group's ``leader`` of one pod) in ``tree``."""
-    req = workers.request
+    layered = workers.request
+    req = _outermost(layered)
     p = _Placer(tree, usage, assumed or {}, simulate_empty)
     size = req.pod_set_slice_size or 1 if req.pod_set_slice_required_topology else 1
     p.required = req.required is not None
@@ -443,9 +514,12 @@ def place(
         return Placement(
             {}, f"podset slice topology {slice_key} is above the podset topology {key}"
         )
+    inner, why = _inner_sizes(tree, layered, size, slice_level)
+    if why:
+        return Placement({}, why)
     count = workers.count
     leaders = 1 if leader is not None else 0
-    p.fill(workers, leader, size, slice_level)
+    p.fill(workers, leader, size, slice_level, inner)
     considered = tuple(
         DomainFit(d.name, d.slice if leaders == 0 else d.slice_wl)
         for d in sorted(tree.per_level[level].values(), key=lambda d: d.id)
@@ -453,7 +527,11 @@ def place(
     unit = "pod" if size == 1 else "slice"
     fit_level, fit, failure = p.find_level(level, count, leaders, size)
     if failure is not None:
-        reason = _not_fit(tree, failure[0], failure[1], size)
+        reason = (
+            _multi_layer_not_fit(tree, fit_level, count, layered.layers())
+            if inner
+            else _not_fit(tree, failure[0], failure[1], size)
+        )
         return Placement({}, reason, key, considered, count // size, unit)
     # Phase 3: descend.
     fit = p.to_minimum(fit, count, leaders, size, True)
@@ -463,10 +541,16 @@ def place(
         fit = p.to_minimum(lower, count, leaders, size, True)
         cur += 1
     while cur < len(tree.levels) - 1:
-        step = size if cur < slice_level else 1
+        step = size if cur < slice_level else inner.get(cur + 1, 1)
         nxt: list[Domain] = []
         for d in fit:
-            nxt.extend(p.to_minimum(p.sorted(d.children), d.pod, d.leader, step, step > 1))
+            children = p.sorted(d.children)
+            if step > 1 and cur >= slice_level:
+                # An inner layer: the children's counts are in its slices (sorted before, as
+                # Kueue does).
+                for c in children:
+                    c.slice, c.slice_wl = c.pod // step, c.pod_wl // step
+            nxt.extend(p.to_minimum(children, d.pod, d.leader, step, step > 1))
         fit = nxt
         cur += 1
     # Phase 4: the assignments.

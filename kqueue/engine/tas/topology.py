@@ -358,6 +358,28 @@ class TopologyUsage:
     def __init__(self, trees: Mapping[FlavorName, FlavorTopology]) -> None:
         self.trees = trees
         self.usage: dict[FlavorName, dict[DomainId, Requests]] = {}
+        # Per host, the leaves of every hostname-ended flavor tree that hold it (built lazily).
+        self._hosts: dict[str, list[tuple[FlavorName, DomainId]]] | None = None
+
+    def sharing(self, flavor: FlavorName, leaf: Domain) -> list[tuple[FlavorName, DomainId]]:
+        """The leaves, in every flavor, that ``leaf`` of ``flavor`` takes capacity from.
+
+        Kueue's TASHandleOverlappingFlavors: when a Topology ends with the hostname level, a
+        node may belong to several flavors (their node labels overlap), and what one flavor's
+        assignment takes on it is gone for the others too. Without the hostname level a leaf
+        (a rack) cannot say which of its nodes is used, so only its own flavor counts it.
+        """
+        tree = self.trees.get(flavor)
+        if tree is None or not tree.lowest_is_node:
+            return [(flavor, leaf.id)]
+        if self._hosts is None:
+            self._hosts = {}
+            for name in sorted(self.trees):
+                t = self.trees[name]
+                if t.lowest_is_node:
+                    for host, dom in t.by_host.items():
+                        self._hosts.setdefault(host, []).append((name, dom.id))
+        return self._hosts.get(leaf.id[-1], [(flavor, leaf.id)])
 
     def add_workload(self, wl: AdmittedWorkload, k: int = 1) -> None:
         pod_sets = {ps.name: ps for ps in wl.info.pod_sets}
@@ -384,12 +406,12 @@ class TopologyUsage:
         tree = self.trees.get(flavor)
         if tree is None:
             return
-        per_leaf = self.usage.setdefault(flavor, {})
         for values, n in ta.domains:
             leaf = tree.leaf_of(values, ta.levels)
             if leaf is None:
                 continue  # the domain is gone (node deleted): nothing left to take from
-            add(per_leaf.setdefault(leaf.id, {}), per_pod, k * n)
+            for f, leaf_id in self.sharing(flavor, leaf):
+                add(self.usage.setdefault(f, {}).setdefault(leaf_id, {}), per_pod, k * n)
 
     def of(self, flavor: FlavorName, leaf: DomainId) -> Mapping[ResourceName, int]:
         return self.usage.get(flavor, {}).get(leaf, {})
@@ -397,6 +419,7 @@ class TopologyUsage:
     def copy(self) -> TopologyUsage:
         """An independent copy (a cycle's snapshot changes its own)."""
         out = TopologyUsage(self.trees)
+        out._hosts = self._hosts
         out.usage = {
             f: {leaf: dict(amounts) for leaf, amounts in per_leaf.items()}
             for f, per_leaf in self.usage.items()
