@@ -19,6 +19,7 @@ import yaml
 from kqueue.api import feature_gates
 from kqueue.api.config import Configuration, ConfigurationError, load_configuration
 from kqueue.api.durations import DurationError, parse_duration
+from kqueue.api.integrations.management import ManagementPolicy
 from kqueue.api.kueue_config import is_kueue_configuration
 from kqueue.api.loader import LoadError
 from kqueue.api.v1alpha1 import parse_time
@@ -151,18 +152,27 @@ def simulate(
         if not files:
             raise click.UsageError("give FILEs to simulate (or - for stdin), or --generate")
         loaded = read_manifests(files)
+        # --config is read first: its integrations.frameworks decide which kinds are managed.
+        given = _read_config(config_file) if config_file is not None else None
+        if given is not None and any(o.config is not None for o in loaded.objects):
+            raise InvalidInput(
+                f"--config {config_file}: the input already has a Configuration; give one"
+            )
         try:
-            scenario = build_scenario(loaded.objects, start=start, window=until)
+            scenario = build_scenario(
+                loaded.objects,
+                start=start,
+                window=until,
+                policy=ManagementPolicy.from_config(given) if given is not None else None,
+            )
         except LoadError as err:
             raise InvalidInput(str(err)) from err
         for line in scenario.warnings:
             click.echo(f"warning: {line}", err=True)
+        if given is not None:
+            scenario.config = given
     config = scenario.config
-    if config_file is not None:
-        if config is not None:
-            raise InvalidInput(
-                f"--config {config_file}: the input already has a Configuration; give one"
-            )
+    if config_file is not None and generate is not None:
         config = _read_config(config_file)
     sim = Simulation(
         scenario,
