@@ -14,6 +14,9 @@ $PY bench/e2e_jobs.py --jobs 20 --qps 50 --burst 100 --out bench/results/e2e_job
 $PY bench/e2e_jobs.py --jobs 20 --qps 0 --out bench/results/e2e_jobs_unthrottled.json \
     --plot docs/img/e2e_jobs_admission_unthrottled.png
 $PY bench/memory.py --out bench/results/memory.json
+# Section 9: accuracy of predicted start times (about 7 CPU minutes).
+$PY bench/eta_accuracy.py --scale 0.1 --out bench/results/eta_accuracy.json \
+    --plot docs/img/eta_accuracy.png
 $PY bench/plots.py
 for n in x0.2_qps50 x0.2_unthrottled full_unthrottled; do
     if [ -f bench/results/profile_e2e_$n.txt ]; then
