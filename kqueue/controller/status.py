@@ -164,7 +164,7 @@ class QueueStatusReconciler:
             )
         inactive = self._engine().inactive(ClusterQueueName(cq.name))
         if inactive is not None:
-            return "False", c.CLUSTER_QUEUE_ACTIVE_UNKNOWN, inactive.message
+            return "False", inactive.cause or c.CLUSTER_QUEUE_ACTIVE_UNKNOWN, inactive.message
         return "True", c.CLUSTER_QUEUE_ACTIVE_READY, "Can admit new workloads"
 
     def _just_created(self, cq: ClusterQueue) -> bool:

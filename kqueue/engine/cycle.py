@@ -337,7 +337,10 @@ class _Cycle:
             )
             for ps in e.assignment.pod_sets
         )
-        admission = Admission(e.cluster_queue, pod_sets, reserved_at=self.now)
+        admission = Admission(
+            e.cluster_queue, pod_sets, reserved_at=self.now,
+            awaiting_checks=bool(self.cache.admission_checks_for(e.cluster_queue, pod_sets)),
+        )
         if e.replaces is not None:
             # The old slice is finished in the same step; its pods now belong to this one.
             self.cache.remove_workload(e.replaces.key)

@@ -17,6 +17,8 @@ from pydantic import ValidationError
 from kqueue.api import config
 from kqueue.api.quantity import Quantity, QuantityError, parse_quantity
 from kqueue.api.v1alpha1 import (
+    AdmissionCheck,
+    AdmissionChecksStrategy,
     ClusterQueue,
     Cohort,
     FairSharing,
@@ -39,6 +41,7 @@ from kqueue.api.v1alpha1.workload import Workload as ApiWorkload
 from kqueue.api.v1alpha1.workload import WorkloadSpec as ApiWorkloadSpec
 
 from . import types as t
+from .checks import CheckRule
 from .engine import Engine
 from .fairness.usage_ledger import AdmissionFairSharingConfig
 from .tas.topology import BoundPod, Node, Topology
@@ -206,7 +209,27 @@ def cluster_queue(cq: ClusterQueue) -> t.ClusterQueueSpec:
             spec.admission_scope is not None
             and spec.admission_scope.admission_mode == "UsageBasedAdmissionFairSharing"
         ),
+        admission_checks=_check_rules(spec.admission_checks_strategy),
     )
+
+
+def _check_rules(strategy: AdmissionChecksStrategy | None) -> tuple[CheckRule, ...]:
+    if strategy is None:
+        return ()
+    return tuple(CheckRule(r.name, frozenset(r.on_flavors)) for r in strategy.admission_checks)
+
+
+def admission_check_inactive(ac: AdmissionCheck) -> str | None:
+    """Why an AdmissionCheck cannot be used (None: active): its Active condition, which its
+    controller sets (kqueue's own for its built-in controllers, an external one for others)."""
+    cond = ac.condition_active()
+    if cond is None:
+        return (
+            f"no controller has marked it Active (controllerName {ac.spec.controller_name})"
+        )
+    if not cond.is_true:
+        return f"{cond.reason}: {cond.message}" if cond.message else cond.reason
+    return None
 
 
 def cohort(co: Cohort) -> t.CohortSpec:
@@ -386,7 +409,16 @@ def _admission(wl: ApiWorkload) -> t.Admission | None:
         for psa in adm.pod_set_assignments
     )
     reserved_at = wl.quota_reserved_at or wl.metadata.creation_timestamp or t.EPOCH
-    return t.Admission(t.ClusterQueueName(adm.cluster_queue), pod_sets, reserved_at)
+    admitted = wl.condition(c.ADMITTED)
+    awaiting = bool(wl.status.admission_checks) and not (admitted is not None and admitted.is_true)
+    return t.Admission(
+        t.ClusterQueueName(adm.cluster_queue),
+        pod_sets,
+        reserved_at,
+        awaiting_checks=awaiting,
+        admitted_at=admitted.last_transition_time if admitted is not None and admitted.is_true
+        else None,
+    )
 
 
 def _queue_order_time(wl: ApiWorkload) -> datetime | None:

@@ -26,6 +26,8 @@ from kqueue.api.v1alpha1.enums import PreemptionPolicy as PreemptionPolicy
 from kqueue.api.v1alpha1.enums import QueueingStrategy as QueueingStrategy
 from kqueue.api.v1alpha1.enums import StopPolicy as StopPolicy
 
+from .checks import CheckRule
+
 ClusterQueueName = NewType("ClusterQueueName", str)
 CohortName = NewType("CohortName", str)
 FlavorName = NewType("FlavorName", str)
@@ -279,6 +281,8 @@ class ClusterQueueSpec:
     # spec.admissionScope.admissionMode is UsageBasedAdmissionFairSharing (fairness/usage_ledger.py;
     # effective only while the engine has an AdmissionFairSharingConfig).
     usage_based_admission: bool = False
+    # spec.admissionChecksStrategy: checks a workload passes after reserving quota (checks.py).
+    admission_checks: tuple[CheckRule, ...] = ()
 
     def flavor_names(self) -> tuple[FlavorName, ...]:
         seen: dict[FlavorName, None] = {}
@@ -404,6 +408,18 @@ class Admission:
     pod_sets: tuple[PodSetAssignment, ...]
     # When quota was reserved (QuotaReserved lastTransitionTime): preemption order uses it.
     reserved_at: datetime = EPOCH
+    # Two-phase admission (checks.py): the workload holds quota but waits for its admission
+    # checks; and when it was Admitted (None: when quota was reserved, as without checks).
+    awaiting_checks: bool = False
+    admitted_at: datetime | None = None
+
+    @property
+    def admitted_since(self) -> datetime | None:
+        """When the workload was admitted (None: waiting for its admission checks);
+        waitForPodsReady counts from here."""
+        if self.awaiting_checks:
+            return None
+        return self.admitted_at or self.reserved_at
 
     def usage(self) -> Usage:
         out: Usage = {}

@@ -15,8 +15,11 @@ from pydantic import Field
 
 from kqueue.api.v1alpha1.base import Int32, KBase, Name, PodSetName, Time
 from kqueue.api.v1alpha1.clusterqueue import CONDITION_LIST
-from kqueue.api.v1alpha1.meta import Condition, KObject, Toleration
+from kqueue.api.v1alpha1.meta import Condition, KObject, Toleration, find_condition
 from kqueue.api.v1alpha1.resourceflavor import TOLERATION_RULES
+
+# The AdmissionCheck condition its controller sets (Kueue's AdmissionCheckActive).
+ACTIVE = "Active"
 
 CheckState = Literal["Pending", "Ready", "Retry", "Rejected"]
 PodSetMergePolicy = Literal["IdenticalPodTemplates", "IdenticalWorkloadSchedulingRequirements"]
@@ -97,6 +100,9 @@ class AdmissionCheck(KObject):
     status: AdmissionCheckStatus = Field(
         default_factory=AdmissionCheckStatus, description="Observed state of the check."
     )
+
+    def condition_active(self) -> Condition | None:
+        return find_condition(self.status.conditions, ACTIVE)
 
 
 class PodSetUpdate(KBase):
