@@ -271,7 +271,9 @@ class DecisionWriter:
         try:
             # Inside: whatever fails before the write lands (building the status too) rolls
             # the assumption back.
-            updated = workload_status.admit(wl, admit.admission, now)
+            updated = workload_status.admit(
+                wl, admit.admission, now, checks=engine.admission_checks_for(admit.admission)
+            )
             try:
                 await self.put(admit.workload, updated)
             except (Unreachable, Conflict) as lost:
