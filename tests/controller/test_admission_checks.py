@@ -289,3 +289,27 @@ def test_rejected_deactivates_with_message() -> None:
     # A workload nobody runs is released in the same write; its checks reset to Pending.
     assert out.status.admission is None
     assert [s.state for s in out.status.admission_checks] == ["Pending"]
+
+
+# -- Kueue's admission_checks_wait_time_seconds ------------------------------------------------
+
+
+def test_admission_is_counted_when_the_checks_pass_not_at_reservation() -> None:
+    from kqueue.controller.metrics import Metrics
+    from tests.controller.test_metrics import value
+
+    m = Metrics()
+    waiting = workload()
+    m.workload_admitted(waiting, "cq", 5.0, admitted=False)
+    assert value(m, "kqueue_quota_reserved_workloads_total", cluster_queue="cq",
+                 priority_class="") == 1
+    assert value(m, "kqueue_admitted_workloads_total", cluster_queue="cq",
+                 priority_class="") in (None, 0)
+    admitted = workload(admitted=True, checks=[{"name": "prov", "state": "Ready", "message": ""}])
+    doc = admitted.to_dict()
+    doc["status"]["conditions"][1]["lastTransitionTime"] = "2025-01-01T11:02:00Z"
+    admitted = Workload.model_validate(doc)
+    m.workload_changed(waiting, admitted)
+    assert value(m, "kqueue_admitted_workloads_total", cluster_queue="cq", priority_class="") == 1
+    assert value(m, "kqueue_admission_checks_wait_time_seconds_sum", cluster_queue="cq",
+                 priority_class="") == 120.0
