@@ -25,7 +25,7 @@ from kqueue.engine.types import (
     WorkloadKey,
 )
 
-from .driver import NOT_ARRIVED, PENDING, STATE_FINISHED, Simulation
+from .driver import NOT_ARRIVED, PENDING, STATE_FINISHED, STATE_QUOTA_RESERVED, Simulation
 from .scenario import Scenario
 
 
@@ -67,6 +67,8 @@ class Explanation:
     # reason, and the Preempted message (for fair sharing, the strategy that allowed it).
     preempting_now: list[tuple[str, str, str, str]] = field(default_factory=list)
     cycles: int = 0
+    # Quota reserved, not admitted: the admission checks it waits for (name, state, message).
+    waiting_checks: list[tuple[str, str, str]] = field(default_factory=list)
 
 
 def explain(
@@ -118,6 +120,8 @@ def explain(
     if held is None:
         return out
     out.admission = held.admission
+    if rec.state == STATE_QUOTA_RESERVED:
+        out.waiting_checks = [(s.name, s.state, s.message) for s in rec.checks if s.state != "Ready"]
     spec = sim.engine.cache.cluster_queues.get(held.cluster_queue)
     for ps, psa in zip(held.info.pod_sets, held.admission.pod_sets, strict=False):
         groups = []

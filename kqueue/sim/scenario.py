@@ -47,6 +47,7 @@ from kqueue.api.integrations.management import (
 from kqueue.api.loader import LoadedObject, LoadError, Location
 from kqueue.api.suggest import did_you_mean
 from kqueue.api.v1alpha1 import (
+    AdmissionCheck,
     ClusterQueue,
     Cohort,
     LocalQueue,
@@ -61,6 +62,7 @@ from kqueue.engine import from_api
 from kqueue.engine.types import LimitRangeItem
 
 from .annotations import SCALE, AnnotationError, Timing, read_timing
+from .checks import RULE_ANNOTATION, Clause, RuleError, parse_rule
 
 _T = TypeVar("_T")
 
@@ -137,6 +139,9 @@ class Scenario:
     topologies: list[Topology] = field(default_factory=list)
     nodes: list[dict[str, Any]] = field(default_factory=list)
     bound_pods: list[dict[str, Any]] = field(default_factory=list)
+    # Admission checks, and the simulated rule of each (sim/checks.py).
+    admission_checks: list[AdmissionCheck] = field(default_factory=list)
+    check_rules: dict[str, tuple[Clause, ...]] = field(default_factory=dict)
 
 
 def _meta(obj: LoadedObject) -> dict[str, Any]:
@@ -247,6 +252,17 @@ def build_scenario(
             sc.workload_priority_classes.append(m)
         elif isinstance(m, Workload):
             workloads.append(obj)
+        elif isinstance(m, AdmissionCheck):
+            sc.admission_checks.append(m)
+            rule = m.metadata.annotations.get(RULE_ANNOTATION)
+            if rule is not None:
+                try:
+                    sc.check_rules[m.name] = parse_rule(rule)
+                except RuleError as err:
+                    raise LoadError(
+                        obj.location, str(err), kind=obj.kind, name=obj.display_name,
+                        path=f"metadata.annotations[{RULE_ANNOTATION}]",
+                    ) from None
         elif obj.kind == "Namespace":
             labels = {str(k): str(v) for k, v in (_meta(obj).get("labels") or {}).items()}
             sc.namespaces[obj.name] = labels
