@@ -397,6 +397,7 @@ class Manager:
             releases_itself=self._releases_itself,
             trigger=self.scheduler.trigger,
             now=self._now,
+            metrics=self.metrics,
         )
         self.leader_tasks.append(self.admission_checks.run)
 

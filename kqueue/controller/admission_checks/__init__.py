@@ -27,6 +27,7 @@ from kqueue.controller.clock import Now
 from kqueue.controller.events import EventRecorder
 from kqueue.controller.informer import Informer
 from kqueue.controller.kube import Kube
+from kqueue.controller.metrics import Metrics
 from kqueue.controller.workqueue import WorkQueue, run_workers
 from kqueue.engine.engine import Engine
 from kqueue.engine.from_api import admission_check_inactive
@@ -51,6 +52,7 @@ class AdmissionChecks:
         releases_itself: Callable[[Workload], bool],
         trigger: Callable[[], None],
         now: Now,
+        metrics: Metrics | None = None,
     ) -> None:
         self._engine = engine
         self._checks = checks
@@ -74,6 +76,7 @@ class AdmissionChecks:
             events=events,
             releases_itself=releases_itself,
             now=now,
+            metrics=metrics,
         )
         self.status = CheckStatus(
             checks=checks.store, controllers=self.controllers, kube=kube, now=now

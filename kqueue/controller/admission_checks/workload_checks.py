@@ -37,6 +37,7 @@ from kqueue.controller.clock import Now
 from kqueue.controller.events import EventRecorder
 from kqueue.controller.informer import Store
 from kqueue.controller.kube import Kube, KubeError
+from kqueue.controller.metrics import Metrics
 from kqueue.controller.resources import WORKLOADS
 from kqueue.controller.workqueue import Requeue
 from kqueue.engine import checks as ck
@@ -130,7 +131,9 @@ class WorkloadChecks:
         events: EventRecorder,
         releases_itself: Callable[[Workload], bool],
         now: Now,
+        metrics: Metrics | None = None,
     ) -> None:
+        self._metrics = metrics
         self._workloads = workloads
         self._cluster_queues = cluster_queues
         self._checks = checks
@@ -217,7 +220,13 @@ class WorkloadChecks:
                 f"Admitted by ClusterQueue {out.status.admission.cluster_queue if out.status.admission else ''}: "
                 "all admission checks are Ready",
             )
-        elif verdict == Verdict.RETRY:
+        if verdict in (Verdict.RETRY, Verdict.REJECT) and self._metrics is not None:
+            reason = ck.EVICTED_BY_ADMISSION_CHECK if verdict == Verdict.RETRY else (
+                ck.DEACTIVATED_BY_ADMISSION_CHECK
+            )
+            cq = wl.status.admission.cluster_queue if wl.status.admission else ""
+            self._metrics.workload_evicted(out, cq, reason)
+        if verdict == Verdict.RETRY:
             evicted = out.condition(c.EVICTED)
             self._events.record(
                 written, "Normal", c.EVICTED, evicted.message if evicted else "AdmissionCheck"
