@@ -313,3 +313,49 @@ def test_admission_is_counted_when_the_checks_pass_not_at_reservation() -> None:
     assert value(m, "kqueue_admitted_workloads_total", cluster_queue="cq", priority_class="") == 1
     assert value(m, "kqueue_admission_checks_wait_time_seconds_sum", cluster_queue="cq",
                  priority_class="") == 120.0
+
+
+# -- Kueue TestReconcile "with podSetMergePolicy ..." / TestMergePodSetsSkipsZeroCounts ---------
+
+
+def _two_workers(second_cpu: str, image: str = "x") -> Workload:
+    wl = workload(extra_pod_set=True)
+    doc = wl.to_dict()
+    worker = doc["spec"]["podSets"][1]
+    worker["name"] = "workers"
+    worker["count"] = 2
+    worker["template"]["spec"]["containers"][0].update(image=image)
+    worker["template"]["spec"]["containers"][0]["resources"] = {
+        "requests": {"cpu": second_cpu, "example.com/gpu": "1"}}
+    doc["spec"]["podSets"][0]["template"]["spec"]["containers"][0]["resources"] = {
+        "requests": {"cpu": "1", "example.com/gpu": "1"}}
+    doc["status"]["admission"]["podSetAssignments"][1].update(name="workers", count=2)
+    out = Workload.model_validate(doc)
+    return out
+
+
+@pytest.mark.parametrize(
+    ("name", "policy", "cpu", "image", "want"),
+    [
+        ("with podSetMergePolicy IdenticalPodTemplates", "IdenticalPodTemplates", "1", "x",
+         [("ppt-wl-prov-1-main", 6)]),
+        ("with podSetMergePolicy IdenticalPodTemplates, templates differ",
+         "IdenticalPodTemplates", "1", "y", [("ppt-wl-prov-1-main", 4), ("ppt-wl-prov-1-workers", 2)]),
+        ("with podSetMergePolicy IdenticalWorkloadSchedulingRequirements",
+         "IdenticalWorkloadSchedulingRequirements", "1", "y", [("ppt-wl-prov-1-main", 6)]),
+        ("without podSetMergePolicy", None, "1", "x",
+         [("ppt-wl-prov-1-main", 4), ("ppt-wl-prov-1-workers", 2)]),
+    ],
+)
+def test_pod_set_merge_policy(
+    name: str, policy: str | None, cpu: str, image: str, want: list[tuple[str, int]]
+) -> None:
+    prc = config(**({"podSetMergePolicy": policy} if policy else {}))
+    wl = _two_workers(cpu, image)
+    req, templates = pr.build(wl, "prov", 1, prc, {})
+    assert [(p["podTemplateRef"]["name"], p["count"]) for p in req["spec"]["podSets"]] == want
+    assert len(templates) == len(want)
+    provisioned = {**req, "status": {"conditions": [{"type": "Provisioned", "status": "True"}]}}
+    updates = pr.pod_set_updates(wl, provisioned, prc)
+    # Every pod set covered by the request consumes it, merged or not.
+    assert sorted(u.name for u in updates) == ["main", "workers"]

@@ -18,6 +18,7 @@ from typing import Any, Final
 
 from kqueue.api.v1alpha1 import (
     AdmissionCheckState,
+    PodSet,
     PodSetUpdate,
     ProvisioningRequestConfig,
     Workload,
@@ -112,6 +113,50 @@ def node_selector_of(wl: Workload, pod_set: str, flavors: Mapping[str, Mapping[s
     return out
 
 
+def _scheduling_key(ps: PodSet) -> Obj:
+    """What IdenticalWorkloadSchedulingRequirements compares (Kueue's arePodSetsSimilar): the
+    containers' requests, pod overhead resources, nodeSelector, tolerations, affinity and
+    resource claims."""
+    spec = ps.template.to_dict().get("spec") or {}
+    return {
+        "containers": [(c.get("resources") or {}).get("requests") for c in spec.get("containers", [])],
+        "initContainers": [
+            (c.get("resources") or {}).get("requests") for c in spec.get("initContainers", [])
+        ],
+        **{k: spec.get(k) for k in (
+            "resources", "nodeSelector", "tolerations", "affinity", "resourceClaims")},
+    }
+
+
+def _mergeable(policy: str | None, first: PodSet, ps: PodSet) -> bool:
+    if policy == "IdenticalPodTemplates":
+        return first.template == ps.template
+    if policy == "IdenticalWorkloadSchedulingRequirements":
+        return _scheduling_key(first) == _scheduling_key(ps)
+    return False
+
+
+def merged_pod_sets(wl: Workload, prc: ProvisioningRequestConfig) -> list[tuple[PodSet, int]]:
+    """The pod sets the request asks capacity for, with their admitted counts; with a
+    ``podSetMergePolicy`` a pod set like an earlier one adds its count to it (Kueue's
+    ``mergePodSets``)."""
+    wanted = set(required_pod_sets(wl, prc.spec.managed_resources))
+    n = counts(wl)
+    policy = prc.spec.pod_set_merge_policy
+    out: list[tuple[PodSet, int]] = []
+    for ps in wl.spec.pod_sets:
+        count = n.get(ps.name, ps.count)
+        if ps.name not in wanted or count <= 0:
+            continue
+        for i, (first, total) in enumerate(out):
+            if _mergeable(policy, first, ps):
+                out[i] = (first, total + count)
+                break
+        else:
+            out.append((ps, count))
+    return out
+
+
 def build(
     wl: Workload,
     check: str,
@@ -135,13 +180,9 @@ def build(
         "controller": True,
         "blockOwnerDeletion": True,
     }
-    wanted = set(required_pod_sets(wl, prc.spec.managed_resources))
-    n = counts(wl)
     templates: list[Obj] = []
     pod_sets: list[Obj] = []
-    for ps in wl.spec.pod_sets:
-        if ps.name not in wanted:
-            continue
+    for ps, count in merged_pod_sets(wl, prc):
         template = copy.deepcopy(ps.template.to_dict())
         spec = template.setdefault("spec", {})
         selector = node_selector_of(wl, ps.name, flavors)
@@ -166,7 +207,7 @@ def build(
                 "template": template,
             }
         )
-        pod_sets.append({"podTemplateRef": {"name": pt_name}, "count": n.get(ps.name, ps.count)})
+        pod_sets.append({"podTemplateRef": {"name": pt_name}, "count": count})
     request = {
         "apiVersion": API_VERSION,
         "kind": "ProvisioningRequest",
@@ -180,6 +221,18 @@ def build(
         },
     }
     return request, templates
+
+
+def _merged_into(wl: Workload, pod_set: str, prc: ProvisioningRequestConfig) -> list[str]:
+    """The pod set whose template covers ``pod_set`` (itself unless merged), as a list."""
+    for first, _ in merged_pod_sets(wl, prc):
+        if first.name == pod_set:
+            return [pod_set]
+    policy = prc.spec.pod_set_merge_policy
+    ps = wl.pod_set(pod_set)
+    if ps is None or policy is None:
+        return []
+    return [first.name for first, _ in merged_pod_sets(wl, prc) if _mergeable(policy, first, ps)][:1]
 
 
 def _condition(pr: Obj, type_: str) -> Obj | None:
@@ -196,11 +249,12 @@ def pod_set_updates(wl: Workload, pr: Obj, prc: ProvisioningRequestConfig) -> li
     name = pr["metadata"]["name"]
     klass = pr["spec"]["provisioningClassName"]
     details = (pr.get("status") or {}).get("provisioningClassDetails") or {}
-    by_template = {pod_template_name(name, ps.name): ps.name for ps in wl.spec.pod_sets}
+    requested = {ps["podTemplateRef"]["name"] for ps in pr["spec"].get("podSets") or []}
     out = []
-    for ps in pr["spec"].get("podSets") or []:
-        pod_set = by_template.get(ps["podTemplateRef"]["name"])
-        if pod_set is None:
+    # Every pod set the request covers gets the annotations: also those merged into an earlier
+    # one's template (Kueue gives them only to the template's own pod set).
+    for pod_set in (ps.name for ps in wl.spec.pod_sets):
+        if not requested & {pod_template_name(name, p) for p in _merged_into(wl, pod_set, prc)}:
             continue
         selector: dict[str, str] = {}
         if prc.spec.pod_set_updates is not None:
