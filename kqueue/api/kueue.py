@@ -87,6 +87,9 @@ KEY_MAP: Final[dict[str, str]] = {
     },
 }
 
+# ProvisioningRequest parameters given on a job (Kueue's ProvReqAnnotationPrefix).
+_PROVREQ_PREFIX: Final = "provreq.kueue.x-k8s.io/"
+
 # Kueue's own bookkeeping keys: dropped without a warning because kqueue recomputes them.
 _SILENT_KEYS: Final = frozenset(
     {
@@ -218,6 +221,8 @@ def convert_keys(
             raise ShapeError(path, "a mapping with string keys", key)
         if key in KEY_MAP:
             out[KEY_MAP[key]] = value
+        elif key.startswith(_PROVREQ_PREFIX):
+            out["provreq.kqueue.io/" + key.removeprefix(_PROVREQ_PREFIX)] = value
         elif key.startswith(KUEUE_GROUP + "/"):
             if key not in _SILENT_KEYS:
                 warnings.append(

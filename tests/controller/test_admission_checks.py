@@ -359,3 +359,20 @@ def test_pod_set_merge_policy(
     updates = pr.pod_set_updates(wl, provisioned, prc)
     # Every pod set covered by the request consumes it, merged or not.
     assert sorted(u.name for u in updates) == ["main", "workers"]
+
+
+def test_workload_with_provreq_annotation() -> None:
+    doc = workload().to_dict()
+    doc["metadata"]["annotations"] = {"provreq.kqueue.io/maxRunDurationSeconds": "600",
+                                      "other": "x"}
+    wl = Workload.model_validate(doc)
+    req, _ = pr.build(wl, "prov", 1, config(parameters={"a": "b"}), {})
+    assert req["spec"]["parameters"] == {"a": "b", "maxRunDurationSeconds": "600"}
+
+
+def test_provreq_annotations_of_a_job_reach_its_workload() -> None:
+    from kqueue.api.integrations.common import kept_annotations
+
+    assert kept_annotations({"provreq.kqueue.io/x": "1", "unrelated": "2"}) == {
+        "provreq.kqueue.io/x": "1"
+    }

@@ -208,6 +208,12 @@ def build(
             }
         )
         pod_sets.append({"podTemplateRef": {"name": pt_name}, "count": count})
+    # The config's parameters, then the workload's provreq.kqueue.io/ annotations (Kueue's
+    # passProvReqParams).
+    parameters = dict(prc.spec.parameters)
+    for key, value in sorted(wl.metadata.annotations.items()):
+        if key.startswith(c.PROVREQ_ANNOTATION_PREFIX):
+            parameters[key.removeprefix(c.PROVREQ_ANNOTATION_PREFIX)] = value
     request = {
         "apiVersion": API_VERSION,
         "kind": "ProvisioningRequest",
@@ -217,7 +223,7 @@ def build(
         "spec": {
             "provisioningClassName": prc.spec.provisioning_class_name,
             "podSets": pod_sets,
-            **({"parameters": dict(prc.spec.parameters)} if prc.spec.parameters else {}),
+            **({"parameters": parameters} if parameters else {}),
         },
     }
     return request, templates
