@@ -267,3 +267,25 @@ async def test_a_cluster_that_cannot_be_read_is_a_503_saying_why() -> None:
         await srv.close()
     assert status == 503
     assert "Cannot read the cluster" in text and "forbidden" in text
+
+
+def test_a_workload_waiting_for_admission_checks_shows_them() -> None:
+    reserved = wl("first", "2", 1)
+    reserved["status"] = {
+        "conditions": [
+            {"type": "QuotaReserved", "status": "True", "reason": "QuotaReserved", "message": "",
+             "lastTransitionTime": "2026-01-01T11:00:05Z"},
+            {"type": "Admitted", "status": "False", "reason": "UnsatisfiedAdmissionChecks",
+             "message": "", "lastTransitionTime": "2026-01-01T11:00:05Z"},
+        ],
+        "admission": {"clusterQueue": "train", "podSetAssignments": [
+            {"name": "main", "flavors": {"cpu": "f"}, "resourceUsage": {"cpu": "2"}, "count": 1}]},
+        "admissionChecks": [{"name": "prov", "state": "Pending", "message": ""}],
+    }
+    objs = [
+        load_object(d, Location("<test>", i))
+        for i, d in enumerate([*yaml.safe_load_all(MANIFESTS), reserved], 1)
+    ]
+    b = Board.of([o for o in objs if o is not None], NOW)
+    row = {r.name: r for r in b.workloads()}["first"]
+    assert (row.status, row.reason, row.message) == ("Admitted", "AdmissionChecks", "prov=Pending")
