@@ -354,7 +354,9 @@ async def test_bad_checks_make_the_cluster_queue_inactive_and_keep_what_runs(
 
     active = await eventually(cq_inactive, what=f"ClusterQueue {cq} Active=False")
     assert active["reason"] == "AdmissionCheckNotFound"
-    assert "never-created" in active["message"]
+    assert active["message"] == (
+        "Can't admit new workloads: references missing AdmissionCheck(s): never-created"
+    )
     await api.apply(job("blocked", namespace, "q", count=1))
 
     async def still() -> bool:
