@@ -484,6 +484,11 @@ class Engine:
         if lq is not None and lq.stop_policy == StopPolicy.HOLD_AND_DRAIN:
             return EvictionReason.LOCAL_QUEUE_STOPPED, "The LocalQueue is stopped"
         if not aw.info.obj.active:
+            rejected = aw.info.obj.rejected_by_checks
+            if rejected is not None:
+                return EvictionReason.DEACTIVATED_DUE_TO_ADMISSION_CHECK, (
+                    f"Deactivated due to {rejected}"
+                )
             return EvictionReason.DEACTIVATED, "The workload is deactivated"
         return None
 

@@ -41,7 +41,7 @@ from kqueue.api.v1alpha1.workload import Workload as ApiWorkload
 from kqueue.api.v1alpha1.workload import WorkloadSpec as ApiWorkloadSpec
 
 from . import types as t
-from .checks import CheckRule
+from .checks import EVICTED_BY_ADMISSION_CHECK, CheckRule
 from .engine import Engine
 from .fairness.usage_ledger import AdmissionFairSharingConfig
 from .tas.topology import BoundPod, Node, Topology
@@ -489,7 +489,15 @@ def workload(
         requeue_count=(wl.status.requeue_state.count or 0) if wl.status.requeue_state else 0,
         max_execution_seconds=spec.maximum_execution_time_seconds,
         past_execution_seconds=wl.status.accumulated_past_execution_time_seconds or 0,
+        rejected_by_checks=_rejected_by_checks(wl),
     )
+
+
+def _rejected_by_checks(wl: ApiWorkload) -> str | None:
+    target = wl.condition(c.DEACTIVATION_TARGET)
+    if target is not None and target.is_true and target.reason == EVICTED_BY_ADMISSION_CHECK:
+        return target.message
+    return None
 
 
 def workload_pod_sets(spec: ApiWorkloadSpec) -> tuple[t.PodSet, ...]:

@@ -100,6 +100,7 @@ class EvictionReason(StrEnum):
     DEACTIVATED_DUE_TO_MAXIMUM_EXECUTION_TIME_EXCEEDED = (
         "DeactivatedDueToMaximumExecutionTimeExceeded"
     )
+    DEACTIVATED_DUE_TO_ADMISSION_CHECK = "DeactivatedDueToAdmissionCheck"
 
 
 class RequeueReason(StrEnum):
@@ -474,6 +475,9 @@ class Workload:
     # status.accumulatedPastExecutionTimeSeconds: see execution.py.
     max_execution_seconds: int | None = None
     past_execution_seconds: int = 0
+    # A Rejected admission check's deactivation (DeactivationTarget=True, reason AdmissionCheck):
+    # its message; the eviction that follows spec.active false says why (checks.py).
+    rejected_by_checks: str | None = None
     # Derived once (the queues and the cache ask for them on every push, pop and lookup).
     _key: WorkloadKey = field(init=False, repr=False, compare=False)
     _local_queue: LocalQueueKey = field(init=False, repr=False, compare=False)

@@ -306,3 +306,17 @@ def test_wait_for_pods_ready_counts_from_admitted() -> None:
     assert [(e.workload, e.reason) for e in result.evicted] == [
         (key("w"), EvictionReason.PODS_READY_TIMEOUT)
     ]
+
+
+def test_rejected_check_deactivation_evicts_with_its_reason() -> None:
+    # Kueue's workload controller: DeactivationTarget (AdmissionCheck), spec.active false, then
+    # the eviction "DeactivatedDueToAdmissionCheck" with the checks' message.
+    engine = make_engine(make_flavor("default").obj(), make_cq("cq").quota("default", cpu="4").obj())
+    held = make_workload("w").queue("lq").request("cpu", "1").reserved_in("cq", "default").obj()
+    engine.upsert_workload(held)
+    message = 'AdmissionCheck in Rejected state: "ext" (over budget)'
+    engine.upsert_workload(replace(held, active=False, rejected_by_checks=message))
+    result = engine.schedule(t(1))
+    assert [(e.workload, e.reason, e.message) for e in result.evicted] == [
+        (key("w"), EvictionReason.DEACTIVATED_DUE_TO_ADMISSION_CHECK, f"Deactivated due to {message}")
+    ]

@@ -88,15 +88,17 @@ def apply_checks(
     gen = wl.metadata.generation
     conds = out.status.conditions
     if verdict == Verdict.REJECT:
+        # Kueue's SetDeactivationTarget: then spec.active false, and the eviction that follows
+        # is the engine's, reason DeactivatedDueToAdmissionCheck with this message. The quota
+        # is held until then, so the workload is never admitted again in between.
         message = ck.checks_message(states, ck.REJECTED)
-        set_condition(
-            conds, c.DEACTIVATION_TARGET, "True", ck.EVICTED_BY_ADMISSION_CHECK, message, now, gen
-        )
-        set_condition(
-            conds, c.EVICTED, "True", ck.DEACTIVATED_BY_ADMISSION_CHECK,
-            f"Deactivated due to {message}", now, gen,
-        )
-        changed = True
+        target = out.condition(c.DEACTIVATION_TARGET)
+        if target is None or not target.is_true or target.message != message:
+            set_condition(
+                conds, c.DEACTIVATION_TARGET, "True", ck.EVICTED_BY_ADMISSION_CHECK, message,
+                now, gen,
+            )
+            changed = True
     elif verdict == Verdict.RETRY:
         message = f"Evicted due to {ck.checks_message(states, ck.RETRY)}"
         set_condition(conds, c.EVICTED, "True", ck.EVICTED_BY_ADMISSION_CHECK, message, now, gen)
@@ -112,7 +114,7 @@ def apply_checks(
         if cond is None or cond.status != status or cond.reason != reason:
             set_condition(conds, c.ADMITTED, status, reason, message, now, gen)
             changed = True
-    if verdict in (Verdict.REJECT, Verdict.RETRY) and releases_itself:
+    if verdict == Verdict.RETRY and releases_itself:
         out = workload_status.release(out, now) or out
     return (out if changed else None), verdict
 
@@ -159,12 +161,13 @@ class WorkloadChecks:
         if wl.is_finished or workload_status.is_evicting(wl):
             for ctrl in self._owned(wl):
                 await ctrl.cleanup(wl)
-            evicted = wl.condition(c.EVICTED)
-            if (
-                wl.spec.active and evicted is not None and evicted.is_true
-                and evicted.reason == ck.DEACTIVATED_BY_ADMISSION_CHECK
-            ):
-                await self._deactivate(wl)  # the patch after the eviction write was lost
+            return None
+        target = wl.condition(c.DEACTIVATION_TARGET)
+        if (
+            wl.spec.active and wl.status.admission is not None and target is not None
+            and target.is_true and target.reason == ck.EVICTED_BY_ADMISSION_CHECK
+        ):
+            await self._deactivate(wl)  # the patch after the DeactivationTarget write was lost
             return None
         if wl.status.admission is None:
             return None
@@ -220,12 +223,10 @@ class WorkloadChecks:
                 f"Admitted by ClusterQueue {out.status.admission.cluster_queue if out.status.admission else ''}: "
                 "all admission checks are Ready",
             )
-        if verdict in (Verdict.RETRY, Verdict.REJECT) and self._metrics is not None:
-            reason = ck.EVICTED_BY_ADMISSION_CHECK if verdict == Verdict.RETRY else (
-                ck.DEACTIVATED_BY_ADMISSION_CHECK
-            )
+        if verdict == Verdict.RETRY and self._metrics is not None:
+            # A Rejected check's eviction is the engine's, counted where it is written.
             cq = wl.status.admission.cluster_queue if wl.status.admission else ""
-            self._metrics.workload_evicted(out, cq, reason)
+            self._metrics.workload_evicted(out, cq, ck.EVICTED_BY_ADMISSION_CHECK)
         if verdict == Verdict.RETRY:
             evicted = out.condition(c.EVICTED)
             self._events.record(
