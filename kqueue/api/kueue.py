@@ -17,8 +17,12 @@ the result:
 * topology-aware scheduling carries over: the Topology kind, ResourceFlavor ``topologyName``,
   pod set ``topologyRequest`` and the pod-template ``podset-*`` annotations; an admitted pod
   set's v1beta1 ``topologyAssignment`` (levels + domains) becomes v1beta2's compact slices;
-* features kqueue does not implement (admission checks, MultiKueue...) are dropped with a
-  warning that names the field, never silently.
+* admission checks carry over: AdmissionCheck (Kueue's built-in controller names become
+  kqueue's, ``parameters.apiGroup`` kqueue.io), ProvisioningRequestConfig, ClusterQueue
+  ``admissionChecksStrategy`` (v1beta1's plain ``admissionChecks`` list becomes a strategy on
+  all flavors) and Workload ``status.admissionChecks``;
+* features kqueue does not implement (MultiKueue...) are dropped with a warning that names the
+  field, never silently.
   ClusterQueue and Cohort ``fairSharing`` (weight, weightedShare) carry over; of their status
   ``fairSharing`` only ``weightedShare`` does. Admission fair sharing carries over whole:
   ClusterQueue ``spec.admissionScope``, LocalQueue ``spec.fairSharing`` (weight) and
@@ -45,8 +49,16 @@ KUEUE_KINDS: Final = frozenset(
         "LocalQueue",
         "WorkloadPriorityClass",
         "Workload",
+        "AdmissionCheck",
+        "ProvisioningRequestConfig",
     }
 )
+
+# Kueue's built-in admission-check controllers -> kqueue's (docs/contracts.md §6).
+CONTROLLER_NAMES: Final[dict[str, str]] = {
+    "kueue.x-k8s.io/provisioning-request": "kqueue.io/provisioning-request",
+    "kueue.x-k8s.io/multikueue": "kqueue.io/multikueue",
+}
 
 # Kueue label/annotation/gate -> kqueue's. Anything else under kueue.x-k8s.io/ has no meaning
 # for kqueue and is reported.
@@ -76,6 +88,9 @@ KEY_MAP: Final[dict[str, str]] = {
     },
 }
 
+# ProvisioningRequest parameters given on a job (Kueue's ProvReqAnnotationPrefix).
+_PROVREQ_PREFIX: Final = "provreq.kueue.x-k8s.io/"
+
 # Kueue's own bookkeeping keys: dropped without a warning because kqueue recomputes them.
 _SILENT_KEYS: Final = frozenset(
     {
@@ -102,13 +117,10 @@ _PRIORITY_SOURCES: Final[dict[str, tuple[str, str]]] = {
 
 # Fields of Kueue features that kqueue does not implement, by kind: (path, what happens).
 _UNSUPPORTED: Final[dict[str, tuple[tuple[str, ...], ...]]] = {
-    "ClusterQueue": (
-        ("spec", "admissionChecks"),
-        ("spec", "admissionChecksStrategy"),
-        ("spec", "concurrentAdmissionPolicy"),
-    ),
+    "ClusterQueue": (("spec", "concurrentAdmissionPolicy"),),
+    # v1beta1's deprecated retry delay: Retry's delay is the check's requeueAfterSeconds.
+    "AdmissionCheck": (("spec", "retryDelayMinutes"),),
     "Workload": (
-        ("status", "admissionChecks"),
         ("status", "resourceRequests"),
         ("status", "nominatedClusterNames"),
         ("status", "clusterName"),
@@ -209,6 +221,8 @@ def convert_keys(
             raise ShapeError(path, "a mapping with string keys", key)
         if key in KEY_MAP:
             out[KEY_MAP[key]] = value
+        elif key.startswith(_PROVREQ_PREFIX):
+            out["provreq.kqueue.io/" + key.removeprefix(_PROVREQ_PREFIX)] = value
         elif key.startswith(KUEUE_GROUP + "/"):
             if key not in _SILENT_KEYS:
                 warnings.append(
@@ -345,8 +359,30 @@ def from_kueue(doc: dict[str, Any]) -> tuple[dict[str, Any], list[ConversionWarn
 
 
 def _convert_spec(kind: str, spec: dict[str, Any], warnings: list[ConversionWarning]) -> None:
+    if kind == "AdmissionCheck":
+        name = spec.get("controllerName")
+        if isinstance(name, str) and name in CONTROLLER_NAMES:
+            spec["controllerName"] = CONTROLLER_NAMES[name]
+        params = spec.get("parameters")
+        if isinstance(params, dict) and params.get("apiGroup") == KUEUE_GROUP:
+            params["apiGroup"] = "kqueue.io"
     if kind == "ClusterQueue":
         rename_key(spec, "cohort", "cohortName")
+        # v1beta1's plain list of check names is v1beta2's strategy on all flavors.
+        checks = spec.get("admissionChecks")
+        if isinstance(checks, list):
+            if "admissionChecksStrategy" not in spec and checks:
+                items = list(spec.items())
+                spec.clear()
+                for key, value in items:
+                    if key == "admissionChecks":
+                        spec["admissionChecksStrategy"] = {
+                            "admissionChecks": [{"name": str(n)} for n in checks]
+                        }
+                    else:
+                        spec[key] = value
+            else:
+                spec.pop("admissionChecks")
         fungibility = spec.get("flavorFungibility")
         if isinstance(fungibility, dict):
             for key in ("whenCanBorrow", "whenCanPreempt"):

@@ -284,7 +284,14 @@ def format_text(e: Explanation, hints: Sequence[str] = ()) -> str:
         lines.append(_expected_start_line(e))
         lines += _pending_lines(d)
         lines += _preemption_lines(e.preemption, d)
-    if e.admission is not None:
+    if e.admission is not None and e.waiting_checks:
+        lines.append(
+            f"quota reserved in ClusterQueue {e.admission.cluster_queue}; not admitted until "
+            "every admission check is Ready (its pods are held):"
+        )
+        for name, state, message in e.waiting_checks:
+            lines.append(f"  admission check {name}: {state}" + (f" ({message})" if message else ""))
+    elif e.admission is not None:
         lines.append(f"admitted in ClusterQueue {e.admission.cluster_queue}")
         for ps in e.pod_sets:
             flavors = ", ".join(f"{r}={f}" for r, f in sorted(ps.flavors.items()))
@@ -322,6 +329,10 @@ def to_json(e: Explanation, hints: Sequence[str] = ()) -> dict[str, Any]:
     }
     if hints:
         out["hints"] = list(hints)
+    if e.waiting_checks:
+        out["admissionChecks"] = [
+            {"name": n, "state": st, "message": m} for n, st, m in e.waiting_checks
+        ]
     d = e.pending
     if d is not None:
         p = e.expected_start

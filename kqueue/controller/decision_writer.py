@@ -271,7 +271,9 @@ class DecisionWriter:
         try:
             # Inside: whatever fails before the write lands (building the status too) rolls
             # the assumption back.
-            updated = workload_status.admit(wl, admit.admission, now)
+            updated = workload_status.admit(
+                wl, admit.admission, now, checks=engine.admission_checks_for(admit.admission)
+            )
             try:
                 await self.put(admit.workload, updated)
             except (Unreachable, Conflict) as lost:
@@ -299,7 +301,8 @@ class DecisionWriter:
         self.admitted += 1
         queued = workload_status.queued_since(wl) or now
         wait_s = max((now - queued).total_seconds(), 0.0)
-        self._metrics.workload_admitted(wl, admit.cluster_queue, wait_s)
+        awaiting = admit.admission.awaiting_checks
+        self._metrics.workload_admitted(wl, admit.cluster_queue, wait_s, admitted=not awaiting)
         obj = workload_ref(wl)
         self._events.record(
             obj,
@@ -308,12 +311,14 @@ class DecisionWriter:
             f"Quota reserved in ClusterQueue {admit.cluster_queue}, wait time since queued was "
             f"{wait_s:.0f}s",
         )
-        self._events.record(
-            obj,
-            "Normal",
-            c.ADMITTED_REASON,
-            f"Admitted by ClusterQueue {admit.cluster_queue}, wait time since reservation was 0s",
-        )
+        if not awaiting:  # with admission checks, Admitted comes when all are Ready
+            self._events.record(
+                obj,
+                "Normal",
+                c.ADMITTED_REASON,
+                f"Admitted by ClusterQueue {admit.cluster_queue}, wait time since reservation "
+                "was 0s",
+            )
         logger.info(
             "admitted Workload %s in ClusterQueue %s", admit.workload, admit.cluster_queue
         )

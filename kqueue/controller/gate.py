@@ -31,8 +31,12 @@ class PodSetRelease:
     # Topology-aware flavors: per assigned domain, its node selector and pod count; each
     # released pod is pinned to one domain that still has room.
     domains: tuple[tuple[Mapping[str, str], int], ...] = ()
-    # Labels the released pods get (kqueue.io/tas on topology-placed pods).
+    # Labels the released pods get (kqueue.io/tas on topology-placed pods, and those of the
+    # admission checks' podSetUpdates).
     labels: Mapping[str, str] = field(default_factory=dict)
+    # Annotations of the admission checks' podSetUpdates (e.g. the ProvisioningRequest the
+    # pods consume, for cluster-autoscaler).
+    annotations: Mapping[str, str] = field(default_factory=dict)
 
 
 def is_gated(pod: Obj) -> bool:
@@ -96,6 +100,9 @@ def ungate(pod: Obj, release: PodSetRelease) -> Obj | None:
     if release.labels:
         labels = out.setdefault("metadata", {}).setdefault("labels", {})
         labels.update(release.labels)
+    if release.annotations:
+        annotations = out.setdefault("metadata", {}).setdefault("annotations", {})
+        annotations.update(release.annotations)
     return out
 
 
@@ -131,17 +138,19 @@ def release_ops(pod: Obj, new: Obj) -> list[Obj]:
             ]
         else:
             ops.append({"op": "add", "path": "/spec/tolerations", "value": new_spec["tolerations"]})
-    old_labels = (pod.get("metadata") or {}).get("labels") or {}
-    new_labels = (new.get("metadata") or {}).get("labels") or {}
-    if new_labels != old_labels:
-        if old_labels:
+    for field_name in ("labels", "annotations"):
+        old_map = (pod.get("metadata") or {}).get(field_name) or {}
+        new_map = (new.get("metadata") or {}).get(field_name) or {}
+        if new_map == old_map:
+            continue
+        if old_map:
             ops += [
-                {"op": "add", "path": f"/metadata/labels/{_escape(k)}", "value": v}
-                for k, v in sorted(new_labels.items())
-                if old_labels.get(k) != v
+                {"op": "add", "path": f"/metadata/{field_name}/{_escape(k)}", "value": v}
+                for k, v in sorted(new_map.items())
+                if old_map.get(k) != v
             ]
         else:
-            ops.append({"op": "add", "path": "/metadata/labels", "value": new_labels})
+            ops.append({"op": "add", "path": f"/metadata/{field_name}", "value": new_map})
     return ops
 
 

@@ -29,9 +29,11 @@ from kubernetes_asyncio.client import ApiClient
 from kqueue.api.config import Configuration
 from kqueue.api.integrations import PriorityClasses, PriorityResolver
 from kqueue.api.v1alpha1 import (
+    AdmissionCheck,
     ClusterQueue,
     Cohort,
     LocalQueue,
+    ProvisioningRequestConfig,
     ResourceFlavor,
     Workload,
     WorkloadPriorityClass,
@@ -39,6 +41,7 @@ from kqueue.api.v1alpha1 import (
 )
 from kqueue.api.v1alpha1 import constants as c
 from kqueue.controller import engine_feed
+from kqueue.controller.admission_checks import AdmissionChecks
 from kqueue.controller.clock import Now, utc_now
 from kqueue.controller.collector import collector_paused, freeze_heap
 from kqueue.controller.delegated_auth import DelegatedAuth
@@ -65,6 +68,7 @@ from kqueue.controller.node_health import NodeHealth, placed_nodes
 from kqueue.controller.ratelimit import background
 from kqueue.controller.readiness import BY_ANY_OWNER, ReadinessWatcher, any_owner_uids
 from kqueue.controller.resources import (
+    ADMISSION_CHECKS,
     CLUSTER_QUEUES,
     COHORTS,
     LIMIT_RANGES,
@@ -72,6 +76,7 @@ from kqueue.controller.resources import (
     NAMESPACES,
     PODS,
     PRIORITY_CLASSES,
+    PROVISIONING_REQUEST_CONFIGS,
     RESOURCE_FLAVORS,
     WORKLOAD_PRIORITY_CLASSES,
     WORKLOADS,
@@ -343,6 +348,7 @@ class Manager:
         self.leader_tasks: list[Callable[[], Coroutine[Any, Any, None]]] = []
         self._install_readiness()
         self._install_integrations()
+        self._install_admission_checks()
 
     # -- the engine's inputs -------------------------------------------------------------------
 
@@ -391,6 +397,28 @@ class Manager:
         self.pods.add_handler(on_add=readiness.on_pod, on_update=readiness.on_pod)
         self.scheduler.after_cycle.append(readiness.after_cycle)
         self.leader_tasks.append(readiness.run)
+
+    def _install_admission_checks(self) -> None:
+        """Two-phase admission: AdmissionChecks, ProvisioningRequestConfigs, the built-in
+        check controllers (controller/admission_checks)."""
+        self.admission_checks = AdmissionChecks(
+            engine=lambda: self.engine,
+            checks=Informer(self.kube, ADMISSION_CHECKS, converter=_converter(AdmissionCheck)),
+            configs=Informer(
+                self.kube, PROVISIONING_REQUEST_CONFIGS,
+                converter=_converter(ProvisioningRequestConfig),
+            ),
+            workloads=self.workloads,
+            cluster_queues=self.cluster_queues,
+            flavors=self.flavors,
+            kube=self.kube,
+            events=self.events,
+            releases_itself=self._releases_itself,
+            trigger=self.scheduler.trigger,
+            now=self._now,
+            metrics=self.metrics,
+        )
+        self.leader_tasks.append(self.admission_checks.run)
 
     def integration_context(self) -> IntegrationContext:
         """What an integration's ``install`` may use: public parts of this manager only."""
@@ -465,6 +493,7 @@ class Manager:
         self.topology.rebuild(engine)
         for pod in self.pods.store.objects():
             self.node_fit.apply(engine, pod)
+        self.admission_checks.rebuild(engine)
         # With the pod sets the handlers computed for these very specs (they depend on the spec
         # alone): a term's first rebuild over a large backlog would otherwise read every spec.
         self.workload_feed.rebuild(engine)
@@ -732,6 +761,7 @@ class Manager:
             "priorityclasses": self.priority_classes,
             "pods": self.pods,
             **self.topology.informers(),
+            **self.admission_checks.informers(),
             # Workloads last: the queues they name are known when they arrive.
             "workloads": self.workloads,
         }

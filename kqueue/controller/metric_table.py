@@ -106,6 +106,12 @@ METRICS: tuple[MetricSpec, ...] = (
         WAIT_BUCKETS,
     ),
     MetricSpec(
+        Histogram, "admission_checks_wait_time_seconds", _CQ_WORKLOAD,
+        "Time from quota reservation to admission of workloads with admission checks, per "
+        "ClusterQueue and priority class.",
+        WAIT_BUCKETS,
+    ),
+    MetricSpec(
         Histogram, "ready_wait_time_seconds", _CQ_WORKLOAD,
         "Time from creation (or the last requeue) until the workload's pods were first ready "
         "after its admission (waitForPodsReady), per ClusterQueue and priority class.",
@@ -317,6 +323,12 @@ METRICS: tuple[MetricSpec, ...] = (
         Histogram, "local_queue_admission_wait_time_seconds", _LQ_WORKLOAD,
         "Time from creation (or the last requeue) to admission, per LocalQueue and priority "
         "class.",
+        WAIT_BUCKETS,
+    ),
+    MetricSpec(
+        Histogram, "local_queue_admission_checks_wait_time_seconds", _LQ_WORKLOAD,
+        "Time from quota reservation to admission of workloads with admission checks, per "
+        "LocalQueue and priority class.",
         WAIT_BUCKETS,
     ),
     MetricSpec(

@@ -194,32 +194,74 @@ class Metrics:
         self._counter["admission_attempts"].labels(result).inc()
         self._histogram["admission_attempt_duration_seconds"].labels(result).observe(duration_s)
 
-    def workload_admitted(self, wl: Workload | None, cluster_queue: str, wait_s: float) -> None:
-        """Quota reserved and admitted (one step in kqueue: no admission checks), ``wait_s``
-        after the workload was queued; per ClusterQueue and per its LocalQueue."""
+    def workload_admitted(
+        self, wl: Workload | None, cluster_queue: str, wait_s: float, *, admitted: bool = True
+    ) -> None:
+        """Quota reserved ``wait_s`` after the workload was queued, and admitted in the same step
+        unless it waits for admission checks (``admitted`` False: :meth:`checks_passed` counts
+        the admission); per ClusterQueue and per its LocalQueue."""
         pc = priority_class(wl)
         cq = ("cq", cluster_queue)
-        for counter, wait in (
-            ("quota_reserved_workloads", "quota_reserved_wait_time_seconds"),
-            ("admitted_workloads", "admission_wait_time_seconds"),
-        ):
+        steps = [("quota_reserved_workloads", "quota_reserved_wait_time_seconds")]
+        if admitted:
+            steps.append(("admitted_workloads", "admission_wait_time_seconds"))
+        for counter, wait in steps:
             self._child(cq, self._counter[counter], cluster_queue, pc).inc()
             self._child(cq, self._histogram[wait], cluster_queue, pc).observe(wait_s)
-        for cohort in self._cq_cohorts.get(cluster_queue, ()):
-            admitted = self._counter["cohort_subtree_admitted_workloads"]
-            self._child(("cohort", cohort), admitted, cohort, pc).inc()
+        if admitted:
+            self._cohorts_admitted(cluster_queue, pc)
         lq = workload_local_queue(wl)
         if lq is None:
             return
         owner = ("lq", lq[0] + "/" + lq[1])
         labels = (lq[1], lq[0], pc)
-        for counter, wait in (
-            ("local_queue_quota_reserved_workloads",
-             "local_queue_quota_reserved_wait_time_seconds"),
-            ("local_queue_admitted_workloads", "local_queue_admission_wait_time_seconds"),
-        ):
+        lq_steps = [("local_queue_quota_reserved_workloads",
+                     "local_queue_quota_reserved_wait_time_seconds")]
+        if admitted:
+            lq_steps.append(
+                ("local_queue_admitted_workloads", "local_queue_admission_wait_time_seconds")
+            )
+        for counter, wait in lq_steps:
             self._child(owner, self._counter[counter], *labels).inc()
             self._child(owner, self._histogram[wait], *labels).observe(wait_s)
+
+    def _cohorts_admitted(self, cluster_queue: str, pc: str) -> None:
+        for cohort in self._cq_cohorts.get(cluster_queue, ()):
+            subtree = self._counter["cohort_subtree_admitted_workloads"]
+            self._child(("cohort", cohort), subtree, cohort, pc).inc()
+
+    def checks_passed(self, wl: Workload) -> None:
+        """A workload that waited for admission checks became Admitted: the admission, and the
+        time from its quota reservation (Kueue's admission_checks_wait_time_seconds)."""
+        adm, admitted = wl.status.admission, wl.condition(c.ADMITTED)
+        reserved = wl.quota_reserved_at
+        if adm is None or admitted is None or reserved is None:
+            return
+        checks_s = max((admitted.last_transition_time - reserved).total_seconds(), 0.0)
+        queued = queued_since(wl)
+        wait_s = max((admitted.last_transition_time - (queued or reserved)).total_seconds(), 0.0)
+        pc = priority_class(wl)
+        cluster_queue = adm.cluster_queue
+        cq = ("cq", cluster_queue)
+        self._child(cq, self._counter["admitted_workloads"], cluster_queue, pc).inc()
+        self._child(cq, self._histogram["admission_wait_time_seconds"], cluster_queue, pc).observe(
+            wait_s
+        )
+        waited = self._histogram["admission_checks_wait_time_seconds"]
+        self._child(cq, waited, cluster_queue, pc).observe(checks_s)
+        self._cohorts_admitted(cluster_queue, pc)
+        lq = workload_local_queue(wl)
+        if lq is None:
+            return
+        owner = ("lq", lq[0] + "/" + lq[1])
+        labels = (lq[1], lq[0], pc)
+        self._child(owner, self._counter["local_queue_admitted_workloads"], *labels).inc()
+        self._child(
+            owner, self._histogram["local_queue_admission_wait_time_seconds"], *labels
+        ).observe(wait_s)
+        self._child(
+            owner, self._histogram["local_queue_admission_checks_wait_time_seconds"], *labels
+        ).observe(checks_s)
 
     def workload_evicted(self, wl: Workload | None, cluster_queue: str, reason: str) -> None:
         """An eviction written with Evicted reason ``reason`` (as kqueue writes it, e.g.
@@ -317,6 +359,11 @@ class Metrics:
         with its execution time when it was admitted; times an evicted workload's release."""
         if old is not None and old.status.admission is not None and new.status.admission is None:
             self._released(old, new)
+        if (
+            new.status.admission_checks and new.is_admitted
+            and old is not None and not old.is_admitted
+        ):
+            self.checks_passed(new)
         if not new.is_finished or (old is not None and old.is_finished):
             return
         done = new.condition(c.FINISHED)

@@ -164,6 +164,11 @@ class QueueStatusReconciler:
             )
         inactive = self._engine().inactive(ClusterQueueName(cq.name))
         if inactive is not None:
+            if inactive.cause:
+                # Kueue's wording of the ClusterQueue's own condition (AdmissionCheckNotFound,
+                # AdmissionCheckInactive); the engine's message names the queue for workloads.
+                detail = inactive.message.split(" is inactive: ", 1)[-1]
+                return "False", inactive.cause, f"Can't admit new workloads: {detail}"
             return "False", c.CLUSTER_QUEUE_ACTIVE_UNKNOWN, inactive.message
         return "True", c.CLUSTER_QUEUE_ACTIVE_READY, "Can admit new workloads"
 

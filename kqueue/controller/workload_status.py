@@ -7,6 +7,7 @@ reasons and messages are Kueue's, so tooling written for Kueue reads kqueue's st
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -20,6 +21,7 @@ from kqueue.api.v1alpha1 import (
     set_condition,
 )
 from kqueue.api.v1alpha1 import constants as c
+from kqueue.engine import checks as checks_of
 from kqueue.engine import types as t
 
 # Kueue's reasons for conditions it turns off.
@@ -87,8 +89,12 @@ def quota_reserved_message(cluster_queue: str) -> str:
 ADMITTED_MESSAGE = "The workload is admitted"
 
 
-def admit(wl: Workload, admission: t.Admission, now: datetime) -> Workload:
-    """``status.admission`` set, ``QuotaReserved=True`` and ``Admitted=True``.
+def admit(
+    wl: Workload, admission: t.Admission, now: datetime, *, checks: Sequence[str] = ()
+) -> Workload:
+    """``status.admission`` set, ``QuotaReserved=True`` and ``Admitted=True``; with admission
+    ``checks`` (two-phase admission, kqueue/engine/checks.py), ``status.admissionChecks`` lists
+    them (new ones Pending) and ``Admitted`` stays False until all are Ready.
 
     A previous eviction's ``Evicted``/``Preempted`` conditions turn False, as Kueue does when
     quota is reserved again, so ``Evicted=True`` always means "being evicted now".
@@ -106,7 +112,9 @@ def admit(wl: Workload, admission: t.Admission, now: datetime) -> Workload:
         now,
         gen,
     )
-    set_condition(conds, c.ADMITTED, "True", c.ADMITTED_REASON, ADMITTED_MESSAGE, now, gen)
+    out.status.admission_checks, _ = checks_of.sync(out.status.admission_checks, checks, now)
+    admitted, reason, message = checks_of.admitted_condition(True, out.status.admission_checks)
+    set_condition(conds, c.ADMITTED, "True" if admitted else "False", reason, message, now, gen)
     if in_backoff(wl):
         # The engine admits only after the backoff: if the admission comes before the write
         # that declares the backoff over, it says so itself, so Requeued=False never stands
@@ -202,6 +210,8 @@ def release(wl: Workload, now: datetime) -> Workload | None:
     set_condition(
         conds, c.ADMITTED, "False", NO_RESERVATION, "The workload has no reservation", now, gen
     )
+    # Kueue's resetChecksOnEviction: the next reservation starts every check over.
+    out.status.admission_checks = checks_of.reset_on_eviction(out.status.admission_checks, now)
     admitted = wl.condition(c.ADMITTED)
     if why == c.EVICTED_BY_MAXIMUM_EXECUTION_TIME:
         out.status.accumulated_past_execution_time_seconds = None
@@ -278,6 +288,16 @@ def finish(wl: Workload, reason: str, message: str, now: datetime) -> Workload |
 
 def holds_quota(wl: Workload) -> bool:
     return wl.status.admission is not None and not wl.is_finished
+
+
+def may_run(wl: Workload) -> bool:
+    """Holds quota and is not waiting for admission checks: its pods may be released. A
+    workload that reserved quota in a ClusterQueue with admission checks carries
+    ``Admitted=False`` and waits, held, until all of them are Ready."""
+    if not holds_quota(wl):
+        return False
+    admitted = wl.condition(c.ADMITTED)
+    return admitted is None or admitted.is_true
 
 
 def is_evicting(wl: Workload) -> bool:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from .checks import checks_for, inactive_message
 from .hierarchy import ClusterQueueNode, CohortNode, ResourceNode, accumulate_subtree_quota
 from .resources import add_into, sub_into
 from .snapshot import Inactive, Snapshot
@@ -30,6 +31,7 @@ from .types import (
     FairSharingConfig,
     FlavorName,
     PendingReason,
+    PodSetAssignment,
     ProtectionConfig,
     ResourceFlavor,
     StopPolicy,
@@ -42,6 +44,8 @@ from .workload import AdmittedWorkload
 class Cache:
     def __init__(self) -> None:
         self.flavors: dict[FlavorName, ResourceFlavor] = {}
+        # AdmissionChecks by name, with why each is inactive (None: active).
+        self.admission_checks: dict[str, str | None] = {}
         self.cluster_queues: dict[ClusterQueueName, ClusterQueueSpec] = {}
         self.cohorts: dict[CohortName, CohortSpec] = {}
         self.workloads: dict[WorkloadKey, AdmittedWorkload] = {}
@@ -289,9 +293,23 @@ class Cache:
                     f"ClusterQueue {name} is inactive: ResourceFlavor {f} references missing "
                     f"Topology {topo} (spec.topologyName)",
                 )
+        checks = inactive_message(name, spec.admission_checks, self.admission_checks)
+        if checks is not None:
+            return Inactive(PendingReason.MISCONFIGURED, checks[1], checks[0])
         if spec.stop_policy != StopPolicy.NONE:
             return Inactive(PendingReason.SUSPENDED, f"ClusterQueue {name} is stopped")
         return None
+
+    def admission_checks_for(
+        self, cq: ClusterQueueName, pod_sets: Iterable[PodSetAssignment]
+    ) -> list[str]:
+        """The AdmissionChecks a workload assigned ``pod_sets`` in ``cq`` must pass."""
+        spec = self.cluster_queues.get(cq)
+        if spec is None or not spec.admission_checks:
+            return []
+        return checks_for(
+            spec.admission_checks, (f for ps in pod_sets for f in ps.flavors.values())
+        )
 
     def topology_trees(self) -> dict[FlavorName, FlavorTopology]:
         """The domain tree of every topology-aware flavor, rebuilt after a change."""

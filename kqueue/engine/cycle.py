@@ -367,8 +367,11 @@ class _Cycle:
             )
             for ps in e.assignment.pod_sets
         )
+        # With admission checks the workload is admitted later, when they are Ready.
+        awaiting = bool(self.cache.admission_checks_for(e.cluster_queue, pod_sets))
         admission = Admission(
-            e.cluster_queue, pod_sets, reserved_at=self.now, admitted_at=self.now
+            e.cluster_queue, pod_sets, reserved_at=self.now,
+            admitted_at=None if awaiting else self.now, awaiting_checks=awaiting,
         )
         if e.replaces is not None:
             # The old slice is finished in the same step; its pods now belong to this one.

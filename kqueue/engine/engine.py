@@ -233,6 +233,26 @@ class Engine:
         ]
         self._requeue_trees(users)
 
+    def upsert_admission_check(self, name: str, inactive: str | None) -> None:
+        """An AdmissionCheck and why it is inactive (None: active); ClusterQueues that use it
+        are inactive while it is missing or inactive (checks.py)."""
+        checks = self.cache.admission_checks
+        if name in checks and checks[name] == inactive:
+            return
+        checks[name] = inactive
+        self._requeue_check_users(name)
+
+    def delete_admission_check(self, name: str) -> None:
+        if name in self.cache.admission_checks:
+            del self.cache.admission_checks[name]
+            self._requeue_check_users(name)
+
+    def _requeue_check_users(self, name: str) -> None:
+        self._requeue_trees(
+            cq.name for cq in self.cache.cluster_queues.values()
+            if any(r.name == name for r in cq.admission_checks)
+        )
+
     def upsert_cluster_queue(self, spec: ClusterQueueSpec) -> None:
         old = self.cache.cluster_queues.get(spec.name)
         if old == spec:
@@ -526,6 +546,11 @@ class Engine:
         if lq is not None and lq.stop_policy == StopPolicy.HOLD_AND_DRAIN:
             return EvictionReason.LOCAL_QUEUE_STOPPED, "The LocalQueue is stopped"
         if not aw.info.obj.active:
+            rejected = aw.info.obj.rejected_by_checks
+            if rejected is not None:
+                return EvictionReason.DEACTIVATED_DUE_TO_ADMISSION_CHECK, (
+                    f"Deactivated due to {rejected}"
+                )
             return EvictionReason.DEACTIVATED, "The workload is deactivated"
         return None
 
@@ -888,6 +913,10 @@ class Engine:
     def cluster_queue_of(self, key: WorkloadKey) -> ClusterQueueName | None:
         """The ClusterQueue a pending workload is queued in (None when blocked or unknown)."""
         return self.queues.cluster_queue_of(key)
+
+    def admission_checks_for(self, admission: Admission) -> list[str]:
+        """The AdmissionChecks a workload with ``admission`` must pass to be admitted."""
+        return self.cache.admission_checks_for(admission.cluster_queue, admission.pod_sets)
 
     def inactive(self, cq: ClusterQueueName) -> Inactive | None:
         """Why ``cq`` cannot admit now, if it cannot (Kueue's ClusterQueue Active=False)."""

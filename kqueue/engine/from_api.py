@@ -18,6 +18,8 @@ from kqueue.api import config
 from kqueue.api import feature_gates as fg
 from kqueue.api.quantity import Quantity, QuantityError, parse_quantity
 from kqueue.api.v1alpha1 import (
+    AdmissionCheck,
+    AdmissionChecksStrategy,
     ClusterQueue,
     Cohort,
     FairSharing,
@@ -44,6 +46,7 @@ from kqueue.api.v1alpha1.workload import Workload as ApiWorkload
 from kqueue.api.v1alpha1.workload import WorkloadSpec as ApiWorkloadSpec
 
 from . import types as t
+from .checks import EVICTED_BY_ADMISSION_CHECK, CheckRule
 from .engine import Engine
 from .fairness.usage_ledger import AdmissionFairSharingConfig
 from .gates import FeatureGates
@@ -245,7 +248,27 @@ def cluster_queue(cq: ClusterQueue) -> t.ClusterQueueSpec:
         node_fit_guard=(
             None if spec.node_fit_guard is None else spec.node_fit_guard == "Gangs"
         ),
+        admission_checks=_check_rules(spec.admission_checks_strategy),
     )
+
+
+def _check_rules(strategy: AdmissionChecksStrategy | None) -> tuple[CheckRule, ...]:
+    if strategy is None:
+        return ()
+    return tuple(CheckRule(r.name, frozenset(r.on_flavors)) for r in strategy.admission_checks)
+
+
+def admission_check_inactive(ac: AdmissionCheck) -> str | None:
+    """Why an AdmissionCheck cannot be used (None: active): its Active condition, which its
+    controller sets (kqueue's own for its built-in controllers, an external one for others)."""
+    cond = ac.condition_active()
+    if cond is None:
+        return (
+            f"no controller has marked it Active (controllerName {ac.spec.controller_name})"
+        )
+    if not cond.is_true:
+        return f"{cond.reason}: {cond.message}" if cond.message else cond.reason
+    return None
 
 
 def cohort(co: Cohort) -> t.CohortSpec:
@@ -464,12 +487,15 @@ def _admission(wl: ApiWorkload) -> t.Admission | None:
     )
     reserved_at = wl.quota_reserved_at or wl.metadata.creation_timestamp or t.EPOCH
     admitted = wl.condition(c.ADMITTED)
+    awaiting = bool(wl.status.admission_checks) and not (admitted is not None and admitted.is_true)
     return t.Admission(
         t.ClusterQueueName(adm.cluster_queue),
         pod_sets,
         reserved_at,
         # Preemption protection counts from the current Admitted condition.
-        admitted.last_transition_time if admitted is not None and admitted.is_true else None,
+        admitted_at=admitted.last_transition_time if admitted is not None and admitted.is_true
+        else None,
+        awaiting_checks=awaiting,
     )
 
 
@@ -554,7 +580,15 @@ def workload(
         max_execution_seconds=spec.maximum_execution_time_seconds,
         past_execution_seconds=wl.status.accumulated_past_execution_time_seconds or 0,
         last_checkpoint=_last_checkpoint(wl),
+        rejected_by_checks=_rejected_by_checks(wl),
     )
+
+
+def _rejected_by_checks(wl: ApiWorkload) -> str | None:
+    target = wl.condition(c.DEACTIVATION_TARGET)
+    if target is not None and target.is_true and target.reason == EVICTED_BY_ADMISSION_CHECK:
+        return target.message
+    return None
 
 
 def workload_pod_sets(spec: ApiWorkloadSpec) -> tuple[t.PodSet, ...]:

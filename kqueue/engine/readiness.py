@@ -5,7 +5,8 @@ The controller feeds readiness (``Engine.pods_ready(key, ready, now)``); the eng
 timers of its own: deadlines are derived from the clock it is given.
 
 * An admitted workload whose pods are not all ready is evicted with ``PodsReadyTimeout`` once
-  ``timeout`` has passed since it was admitted (its quota reservation). A workload whose pods were
+  ``timeout`` has passed since it was admitted (its quota reservation, or with admission checks
+  the moment all of them were Ready: ``Admitted``). A workload whose pods were
   ready and stopped being ready gets ``recoveryTimeout`` from that moment, when one is set.
 * Each such eviction increments the workload's requeue count ``n`` and requeues it no earlier
   than ``backoffBaseSeconds * 2^(n-1)`` seconds later, capped at ``backoffMaxSeconds`` (Kueue's
@@ -151,7 +152,10 @@ class Readiness:
             if cfg.recovery_timeout is None:
                 return None
             return st.unready_since + cfg.recovery_timeout
-        return wl.reserved_at + cfg.timeout
+        admitted = wl.admission.admitted_since
+        if admitted is None:
+            return None  # still waiting for its admission checks: pods are not released yet
+        return admitted + cfg.timeout
 
     def next_deadline(
         self, workloads: Mapping[WorkloadKey, AdmittedWorkload], evicting: set[WorkloadKey]

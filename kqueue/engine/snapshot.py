@@ -40,6 +40,9 @@ class Inactive:
 
     reason: PendingReason
     message: str
+    # Kueue's reason of the ClusterQueue's Active=False condition, when it has a specific one
+    # (AdmissionCheckNotFound, AdmissionCheckInactive).
+    cause: str = ""
 
 
 class ClusterQueueSnapshot(ClusterQueueNode):

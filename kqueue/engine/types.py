@@ -26,6 +26,8 @@ from kqueue.api.v1alpha1.enums import PreemptionPolicy as PreemptionPolicy
 from kqueue.api.v1alpha1.enums import QueueingStrategy as QueueingStrategy
 from kqueue.api.v1alpha1.enums import StopPolicy as StopPolicy
 
+from .checks import CheckRule
+
 ClusterQueueName = NewType("ClusterQueueName", str)
 CohortName = NewType("CohortName", str)
 FlavorName = NewType("FlavorName", str)
@@ -100,6 +102,7 @@ class EvictionReason(StrEnum):
     DEACTIVATED_DUE_TO_MAXIMUM_EXECUTION_TIME_EXCEEDED = (
         "DeactivatedDueToMaximumExecutionTimeExceeded"
     )
+    DEACTIVATED_DUE_TO_ADMISSION_CHECK = "DeactivatedDueToAdmissionCheck"
 
 
 class RequeueReason(StrEnum):
@@ -311,6 +314,8 @@ class ClusterQueueSpec:
     usage_based_admission: bool = False
     # spec.nodeFitGuard: Gangs (True), Disabled (False), unset (None: the Configuration's).
     node_fit_guard: bool | None = None
+    # spec.admissionChecksStrategy: checks a workload passes after reserving quota (checks.py).
+    admission_checks: tuple[CheckRule, ...] = ()
 
     def flavor_names(self) -> tuple[FlavorName, ...]:
         seen: dict[FlavorName, None] = {}
@@ -439,6 +444,17 @@ class Admission:
     # When it was admitted (Admitted lastTransitionTime): preemption protection counts from it.
     # None while quota is reserved but the workload is not admitted (it has done no work yet).
     admitted_at: datetime | None = None
+    # Two-phase admission (checks.py): the workload holds quota but waits for its admission
+    # checks.
+    awaiting_checks: bool = False
+
+    @property
+    def admitted_since(self) -> datetime | None:
+        """When the workload was admitted (None: waiting for its admission checks);
+        waitForPodsReady counts from here."""
+        if self.awaiting_checks:
+            return None
+        return self.admitted_at or self.reserved_at
 
     def usage(self) -> Usage:
         out: Usage = {}
@@ -495,6 +511,9 @@ class Workload:
     past_execution_seconds: int = 0
     # Annotation kqueue.io/last-checkpoint-time (None: absent or not a timestamp).
     last_checkpoint: datetime | None = None
+    # A Rejected admission check's deactivation (DeactivationTarget=True, reason AdmissionCheck):
+    # its message; the eviction that follows spec.active false says why (checks.py).
+    rejected_by_checks: str | None = None
     # Derived once (the queues and the cache ask for them on every push, pop and lookup).
     _key: WorkloadKey = field(init=False, repr=False, compare=False)
     _local_queue: LocalQueueKey = field(init=False, repr=False, compare=False)

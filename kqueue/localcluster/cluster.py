@@ -39,7 +39,7 @@ from typing import IO, Any, TypeVar
 
 import yaml
 
-from kqueue.localcluster import build, operators
+from kqueue.localcluster import autoscaler, build, operators
 from kqueue.localcluster.certs import CertificateAuthority, CertKey, service_account_keys
 from kqueue.localcluster.nodes import (
     DEFAULT_NODES,
@@ -465,6 +465,17 @@ class LocalCluster:
             except (build.BuildError, operators.OperatorError, RuntimeError) as exc:
                 # RuntimeError: a kubectl call failed (ClusterStartError is one too)
                 raise ClusterStartError(f"operator {op.label}: {exc}") from exc
+
+    def install_provisioning_requests(self) -> None:
+        """Serve cluster-autoscaler's ProvisioningRequest API (autoscaling.x-k8s.io/v1): its CRD
+        from the Go module kqueue/localcluster/autoscaler.py names. A no-op once served."""
+        if not self._started:
+            raise ClusterStartError("install_provisioning_requests(): the cluster is not started")
+        with self._operator_lock:
+            try:
+                autoscaler.install_provisioning_request_crd(self)
+            except (build.BuildError, operators.OperatorError, RuntimeError) as exc:
+                raise ClusterStartError(f"ProvisioningRequest CRD: {exc}") from exc
 
     def stop_operator(self, name: str) -> None:
         """Stop an operator and remove its webhook configurations (its CRDs and objects stay)."""

@@ -480,19 +480,25 @@ def _poll(what: str, check: Callable[[], bool], timeout: float) -> None:
 
 def install_crds(api: ApiClient, op: Operator, root: Path) -> None:
     """Apply the operator's CRDs and wait until every version of each is served."""
+    install_crd_files(api, op.crds, root)
+
+
+def install_crd_files(api: ApiClient, crd_files: tuple[str, ...], root: Path) -> None:
+    """Apply CRD files of a module (relative to ``root``) and wait until every version of each
+    is served."""
     # The module's files as they are: parsing and dumping megabytes of CRDs (KubeRay's
     # RayCluster alone is 0.9 MB) would cost more than the API server takes to store them.
-    files = [f"--filename={root / rel}" for rel in op.crds]
+    files = [f"--filename={root / rel}" for rel in crd_files]
     res = api.kubectl("apply", "--server-side", "--force-conflicts", "-o", "name", *files)
     names = [
         line.split("/", 1)[1]
         for line in res.stdout.split()
         if line.startswith("customresourcedefinition.")
     ]
-    if len(names) < len(op.crds):
+    if len(names) < len(crd_files):
         raise OperatorError(
-            f"{', '.join(op.crds)} in {root} hold {len(names)} CustomResourceDefinitions, "
-            f"expected at least {len(op.crds)}: {res.stdout.strip()}"
+            f"{', '.join(crd_files)} in {root} hold {len(names)} CustomResourceDefinitions, "
+            f"expected at least {len(crd_files)}: {res.stdout.strip()}"
         )
     # Polled here rather than with `kubectl wait`, which errors out on a CRD whose status has
     # no conditions yet (right after the apply).

@@ -32,7 +32,9 @@ from typing import Final
 
 from kqueue.api.durations import format_duration
 from kqueue.api.integrations import is_elastic, workload_for_job
+from kqueue.api.v1alpha1 import AdmissionCheckState
 from kqueue.api.v1alpha1 import constants as c
+from kqueue.engine import checks as checks_of
 from kqueue.engine import from_api
 from kqueue.engine.cycle import CycleResult
 from kqueue.engine.engine import Engine
@@ -49,6 +51,7 @@ from kqueue.engine.types import (
 )
 
 from .annotations import CLASS_LABEL
+from .checks import decide
 from .scenario import Scenario, SimWorkload
 
 # Event types (docs/contracts.md §4): the Workload condition types, and Deactivated (the
@@ -112,6 +115,9 @@ class WorkloadRecord:
     # A slice being replaced by this one (elastic scale-up), and when the job's run ends.
     replaces: str | None = None
     run_until: datetime | None = None
+    # Two-phase admission: the workload's admission checks and when its quota was reserved.
+    checks: list[AdmissionCheckState] = field(default_factory=list)
+    reserved_at: datetime | None = None
 
     @property
     def key(self) -> str:
@@ -143,6 +149,7 @@ class _Action(IntEnum):
     DEACTIVATE = 2
     SCALE = 3
     ARRIVE = 4
+    CHECK = 5
 
 
 Progress = Callable[[datetime, int, int], None]
@@ -215,6 +222,12 @@ class Simulation:
                 e.upsert_pod(bound)
         for rf in sc.flavors:
             e.upsert_flavor(from_api.flavor(rf))
+        for ac in sc.admission_checks:
+            # Active unless the input says otherwise: a simulation plays a configured system.
+            active = ac.condition_active()
+            e.upsert_admission_check(
+                ac.name, None if active is None or active.is_true else active.message or "inactive"
+            )
         for co in sc.cohorts:
             e.upsert_cohort(from_api.cohort(co))
         for cq in sc.cluster_queues:
@@ -385,6 +398,10 @@ class Simulation:
             return self._delete(rec)
         if action == _Action.DEACTIVATE:
             return self._deactivate(rec)
+        if action == _Action.CHECK:
+            if rec.state != STATE_QUOTA_RESERVED or rec.epoch != arg:
+                return False
+            return self._settle_checks(rec)
         return self._scale(rec, arg)
 
     def _arrive(self, rec: WorkloadRecord) -> bool:
@@ -411,6 +428,13 @@ class Simulation:
                 rec.conditions[cond.type] = Condition(
                     cond.status, cond.reason, cond.message, cond.last_transition_time
                 )
+            if wl.admission.awaiting_checks:
+                # Reserved and waiting for its admission checks, as the input says.
+                rec.state = STATE_QUOTA_RESERVED
+                rec.reserved_at = wl.admission.reserved_at
+                rec.checks = [s.model_copy() for s in sw.api.status.admission_checks]
+                self._start_checks(rec)
+                return True
             if sw.api.is_admitted:
                 rec.state = STATE_ADMITTED
             else:
@@ -602,16 +626,36 @@ class Simulation:
         rec.counts = tuple(ps.count for ps in admission.pod_sets)
         reserved = f"Quota reserved in ClusterQueue {cq}"
         self._set(rec, c.QUOTA_RESERVED, "True", c.QUOTA_RESERVED_REASON, reserved)
-        self._set(rec, c.ADMITTED, "True", c.ADMITTED_REASON, "The workload is admitted")
         for kind in (c.EVICTED, c.PREEMPTED):
             old = rec.conditions.get(kind)
             if old is not None and old.status == "True":
                 # Kueue's SetQuotaReservation: a new reservation resets these.
                 self._set(rec, kind, "False", c.QUOTA_RESERVED_REASON, "Previously: " + old.message)
         self._event(QUOTA_RESERVED, rec, c.QUOTA_RESERVED_REASON, reserved, cq=cq)
-        self._event(ADMITTED, rec, c.ADMITTED_REASON, "The workload is admitted", cq=cq)
         self._mark(cq)
         rec.replaces = None
+        if admission.awaiting_checks:
+            # Two-phase admission: admitted once every check is Ready (_settle_checks).
+            rec.state = STATE_QUOTA_RESERVED
+            rec.reserved_at = self.now
+            given = rec.checks or rec.sw.api.status.admission_checks
+            rec.checks, _ = checks_of.sync(
+                given, self.engine.admission_checks_for(admission), self.now
+            )
+            self._set(rec, c.ADMITTED, "False", checks_of.UNSATISFIED_CHECKS,
+                      checks_of.UNSATISFIED_CHECKS_MESSAGE)
+            self._start_checks(rec)
+            return
+        self._admitted(rec)
+
+    def _admitted(self, rec: WorkloadRecord) -> None:
+        """Admitted (at reservation, or once its checks are Ready): its run starts."""
+        assert rec.admission is not None
+        cq = rec.admission.cluster_queue
+        rec.state = STATE_ADMITTED
+        rec.admitted_at = self.now
+        self._set(rec, c.ADMITTED, "True", c.ADMITTED_REASON, "The workload is admitted")
+        self._event(ADMITTED, rec, c.ADMITTED_REASON, "The workload is admitted", cq=cq)
         if rec.run_until is not None and rec.sw.job is not None and rec.epoch == 1:
             # A new slice of a running job: the job keeps its end time.
             self._schedule(max(self.now, rec.run_until), _Action.FINISH, rec.key, rec.epoch)
@@ -619,11 +663,74 @@ class Simulation:
             rec.run_until = self.now + rec.sw.timing.run_time
             self._schedule(rec.run_until, _Action.FINISH, rec.key, rec.epoch)
 
-    def _evicted(self, rec: WorkloadRecord, reason: str, message: str) -> None:
+    # -- admission checks (sim/checks.py) ---------------------------------------------------
+
+    def _flavors(self, rec: WorkloadRecord) -> set[str]:
+        adm = rec.admission
+        return {str(f) for ps in adm.pod_sets for f in ps.flavors.values()} if adm else set()
+
+    def _start_checks(self, rec: WorkloadRecord) -> None:
+        """Schedule each Pending check's rule, then settle what is due now."""
+        since = rec.reserved_at or self.now
+        for state in rec.checks:
+            if state.state != checks_of.PENDING:
+                continue
+            clause = decide(self.scenario.check_rules, state.name, self._flavors(rec))
+            if clause is not None and clause.after:
+                self._schedule(since + clause.after, _Action.CHECK, rec.key, rec.epoch)
+        self._settle_checks(rec)
+
+    def _settle_checks(self, rec: WorkloadRecord) -> bool:
+        """Apply the rules due by now; admit, requeue or deactivate as the states say."""
+        since = rec.reserved_at or self.now
+        for state in list(rec.checks):
+            if state.state != checks_of.PENDING:
+                continue
+            clause = decide(self.scenario.check_rules, state.name, self._flavors(rec))
+            if clause is None or since + clause.after > self.now:
+                continue
+            rec.checks = checks_of.set_state(
+                rec.checks,
+                AdmissionCheckState(name=state.name, state=clause.state,  # type: ignore[arg-type]
+                                    message=clause.message(), retry_count=state.retry_count),
+                self.now,
+            )
+        verdict = checks_of.verdict(rec.checks)
+        if verdict == checks_of.Verdict.ADMIT:
+            self._admitted(rec)
+            return True
+        if verdict == checks_of.Verdict.WAIT:
+            return False
+        held = rec.admission
+        cq = held.cluster_queue if held else None
+        if verdict == checks_of.Verdict.REJECT:
+            message = checks_of.checks_message(rec.checks, checks_of.REJECTED)
+            rec.sw.api.spec.active = False
+            self._event(DEACTIVATED, rec, checks_of.EVICTED_BY_ADMISSION_CHECK, message, cq=cq)
+            reason = checks_of.DEACTIVATED_BY_ADMISSION_CHECK
+            message = f"Deactivated due to {message}"
+        else:
+            reason = checks_of.EVICTED_BY_ADMISSION_CHECK
+            message = f"Evicted due to {checks_of.checks_message(rec.checks, checks_of.RETRY)}"
+        self._set(rec, c.EVICTED, "True", reason, message)
+        self._event(EVICTED, rec, reason, message, cq=cq)
+        self._evicted(rec, reason, message, requeue_at=checks_of.max_retry_time(rec.checks),
+                      deactivate=verdict == checks_of.Verdict.REJECT)
+        return True
+
+    def _evicted(
+        self, rec: WorkloadRecord, reason: str, message: str, *,
+        requeue_at: datetime | None = None, deactivate: bool = False,
+    ) -> None:
         held = rec.admission
         if held is None or rec.state == STATE_FINISHED:
             return
-        self.engine.evicted(WorkloadKey(rec.key), now=self.now)
+        if deactivate:
+            aw = self.engine.admitted_workload(WorkloadKey(rec.key))
+            if aw is not None:
+                self.engine.upsert_workload(replace(aw.info.obj, admission=aw.admission, active=False))
+        self.engine.evicted(WorkloadKey(rec.key), now=self.now, requeue_at=requeue_at)
+        rec.checks = checks_of.reset_on_eviction(rec.checks, self.now)
         rec.evictions += 1
         rec.admission = None
         rec.state = PENDING

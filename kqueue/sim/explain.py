@@ -29,7 +29,7 @@ from kqueue.engine.types import (
     WorkloadKey,
 )
 
-from .driver import NOT_ARRIVED, PENDING, STATE_FINISHED, Simulation
+from .driver import NOT_ARRIVED, PENDING, STATE_FINISHED, STATE_QUOTA_RESERVED, Simulation
 from .scenario import Scenario
 
 
@@ -75,6 +75,8 @@ class Explanation:
     expected_start: Prediction | None = None
     # The time the prediction counts from.
     predicted_at: datetime | None = None
+    # Quota reserved, not admitted: the admission checks it waits for (name, state, message).
+    waiting_checks: list[tuple[str, str, str]] = field(default_factory=list)
 
 
 def _expected_start(
@@ -149,6 +151,8 @@ def explain(
     if held is None:
         return out
     out.admission = held.admission
+    if rec.state == STATE_QUOTA_RESERVED:
+        out.waiting_checks = [(s.name, s.state, s.message) for s in rec.checks if s.state != "Ready"]
     spec = sim.engine.cache.cluster_queues.get(held.cluster_queue)
     for ps, psa in zip(held.info.pod_sets, held.admission.pod_sets, strict=False):
         groups = []

@@ -50,12 +50,18 @@ def _conditions(sim: Simulation, rec: WorkloadRecord) -> list[dict[str, str]]:
 
 
 def workload_entry(sim: Simulation, rec: WorkloadRecord) -> dict[str, Any]:
-    return {
+    out: dict[str, Any] = {
         "state": rec.state,
         "clusterQueue": sim.cluster_queue_of(rec),
         "podSets": _pod_sets(rec),
         "conditions": _conditions(sim, rec),
     }
+    if rec.checks:
+        # Only with admission checks (docs/admission-checks.md): the other keys are pinned.
+        out["admissionChecks"] = [
+            {"name": s.name, "state": s.state, "message": s.message} for s in rec.checks
+        ]
+    return out
 
 
 def cluster_queue_entry(sim: Simulation, name: str) -> dict[str, Any]:

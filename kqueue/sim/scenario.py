@@ -47,6 +47,7 @@ from kqueue.api.integrations.management import (
 from kqueue.api.loader import LoadedObject, LoadError, Location
 from kqueue.api.suggest import did_you_mean
 from kqueue.api.v1alpha1 import (
+    AdmissionCheck,
     ClusterQueue,
     Cohort,
     LocalQueue,
@@ -62,6 +63,7 @@ from kqueue.engine.types import LimitRangeItem
 from kqueue.sim import cronjob
 
 from .annotations import SCALE, AnnotationError, Timing, read_timing
+from .checks import RULE_ANNOTATION, Clause, RuleError, parse_rule
 
 _T = TypeVar("_T")
 
@@ -141,6 +143,9 @@ class Scenario:
     # ``namespace/cronjob`` -> the names of its Jobs (a CronJob's schedule expanded over the
     # window, kqueue.sim.cronjob, or its Jobs in a dump), for ``kqueue explain <cronjob>``.
     cron_jobs: dict[str, list[str]] = field(default_factory=dict)
+    # Admission checks, and the simulated rule of each (sim/checks.py).
+    admission_checks: list[AdmissionCheck] = field(default_factory=list)
+    check_rules: dict[str, tuple[Clause, ...]] = field(default_factory=dict)
 
 
 def _controller(obj: LoadedObject) -> tuple[str, str] | None:
@@ -278,6 +283,17 @@ def build_scenario(
             sc.workload_priority_classes.append(m)
         elif isinstance(m, Workload):
             workloads.append(obj)
+        elif isinstance(m, AdmissionCheck):
+            sc.admission_checks.append(m)
+            rule = m.metadata.annotations.get(RULE_ANNOTATION)
+            if rule is not None:
+                try:
+                    sc.check_rules[m.name] = parse_rule(rule)
+                except RuleError as err:
+                    raise LoadError(
+                        obj.location, str(err), kind=obj.kind, name=obj.display_name,
+                        path=f"metadata.annotations[{RULE_ANNOTATION}]",
+                    ) from None
         elif obj.kind == "Namespace":
             labels = {str(k): str(v) for k, v in (_meta(obj).get("labels") or {}).items()}
             sc.namespaces[obj.name] = labels

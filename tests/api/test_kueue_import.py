@@ -34,8 +34,10 @@ def test_v1beta1_cluster_queue_renames_cohort_and_fungibility() -> None:
         "whenCanBorrow": "MayStopSearch",
         "whenCanPreempt": "MayStopSearch",
     }
-    assert [w.path for w in warnings] == ["spec.admissionChecks"]
-    assert "not supported" in warnings[0].message
+    # v1beta1's plain list of checks is v1beta2's strategy, on all flavors.
+    assert warnings == []
+    assert "admissionChecks" not in out["spec"]
+    assert out["spec"]["admissionChecksStrategy"] == {"admissionChecks": [{"name": "prov-check"}]}
 
 
 def test_v1beta1_workload_priority_class_becomes_ref_and_keys_are_mapped() -> None:
@@ -52,7 +54,8 @@ def test_v1beta1_workload_priority_class_becomes_ref_and_keys_are_mapped() -> No
     assert out["metadata"]["labels"] == {}
     template_labels = spec["podSets"][0]["template"]["metadata"]["labels"]
     assert template_labels == {"kqueue.io/queue-name": "main"}
-    assert [w.path for w in warnings] == ["status.admissionChecks"]
+    assert warnings == []
+    assert out["status"]["admissionChecks"][0]["state"] == "Ready"
     # Status (the admission) is carried over: simulate uses it as pre-admitted quota.
     assert out["status"]["admission"]["podSetAssignments"][0]["count"] == 3
 
@@ -209,7 +212,7 @@ def test_v1alpha1_cohort_parent() -> None:
     ("doc", "needle"),
     [
         (
-            {"apiVersion": "kueue.x-k8s.io/v1beta1", "kind": "AdmissionCheck"},
+            {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "MultiKueueConfig"},
             "no kqueue equivalent",
         ),
         ({"apiVersion": "kueue.x-k8s.io/v9", "kind": "ClusterQueue"}, "unsupported Kueue version"),

@@ -30,7 +30,8 @@ def test_convert_v1beta1_list() -> None:
     cq = docs[2]
     assert cq["spec"]["cohortName"] == "research"
     assert "status" not in cq and "uid" not in docs[0]["metadata"]
-    assert "spec.admissionChecks: not supported by kqueue" in res.stderr
+    assert cq["spec"]["admissionChecksStrategy"] == {"admissionChecks": [{"name": "prov-check"}]}
+    assert "not supported by kqueue" not in res.stderr
 
 
 def test_convert_keep_status_and_jobs(tmp_path: Path) -> None:
@@ -85,8 +86,7 @@ spec:
     flavors:
     - name: default
       resources: [{name: cpu, nominalQuota: "4"}]
-  admissionChecksStrategy:
-    admissionChecks: [{name: prov}]
+  concurrentAdmissionPolicy: {}
   namespaceSelector: {}
   fairSharing: {weight: "2"}
 ---
@@ -106,13 +106,40 @@ def test_strict_fails_listing_every_dropped_field() -> None:
     assert res.exit_code == 2
     assert res.stdout == ""
     lines = [line.strip() for line in res.stderr.splitlines()]
-    # fairSharing (ClusterQueue and LocalQueue weights) carries over now that kqueue has fair
-    # sharing and admission fair sharing; admission checks do not.
+    # fairSharing (ClusterQueue and LocalQueue weights) and admission checks carry over;
+    # concurrent admission does not.
     assert lines[0] == "Error: --strict: 1 field(s) or document(s) would be dropped:"
     assert [line.split("): ", 1)[1].split(":")[0] for line in lines[1:]] == [
-        "spec.admissionChecksStrategy",
+        "spec.concurrentAdmissionPolicy",
     ]
     assert lines[1].startswith("<stdin>: document 1 (ClusterQueue team-a): ")
+
+
+ADMISSION_CHECK_SAMPLES = sorted((SAMPLES / "admission_checks").glob("*.yaml"))
+
+
+@pytest.mark.parametrize("sample", ADMISSION_CHECK_SAMPLES, ids=lambda p: p.name)
+def test_kueue_admission_check_samples_convert_strict(sample: Path) -> None:
+    """Kueue's site/static/examples/provisioning/*.yaml and sample-admission-check.yaml."""
+    res = _invoke("--strict", str(sample))
+    assert res.exit_code == 0, res.stderr
+    docs = list(yaml.safe_load_all(res.stdout))
+    for doc in docs:
+        if doc["kind"] == "AdmissionCheck":
+            assert doc["spec"]["parameters"]["apiGroup"] == "kqueue.io"
+            assert not doc["spec"]["controllerName"].startswith("kueue.x-k8s.io/")
+        if doc["kind"] == "ClusterQueue":
+            assert doc["spec"]["admissionChecksStrategy"]["admissionChecks"][0]["name"]
+
+
+def test_provisioning_sample_maps_the_built_in_controller() -> None:
+    res = _invoke("--strict", str(SAMPLES / "admission_checks" / "provisioning-setup.yaml"))
+    docs = {d["kind"]: d for d in yaml.safe_load_all(res.stdout)}
+    assert docs["AdmissionCheck"]["spec"]["controllerName"] == "kqueue.io/provisioning-request"
+    assert docs["ProvisioningRequestConfig"]["spec"]["retryStrategy"]["backoffLimitCount"] == 2
+    assert docs["ClusterQueue"]["spec"]["admissionChecksStrategy"] == {
+        "admissionChecks": [{"name": "sample-prov", "onFlavors": ["default-flavor"]}]
+    }
 
 
 def test_strict_passes_when_nothing_is_dropped() -> None:
@@ -129,7 +156,7 @@ def test_strict_passes_when_nothing_is_dropped() -> None:
 def test_without_strict_the_drops_are_warnings() -> None:
     res = _invoke("-", input=CQ_WITH_DROPS)
     assert res.exit_code == 0
-    assert "spec.admissionChecksStrategy: not supported by kqueue; ignored" in res.stderr
+    assert "spec.concurrentAdmissionPolicy: not supported by kqueue; ignored" in res.stderr
 
 
 def _keys(node: object) -> object:
@@ -145,7 +172,7 @@ def test_output_keeps_input_order_and_adds_no_defaults() -> None:
     res = _invoke("-", input=CQ_WITH_DROPS)
     cq = next(yaml.safe_load_all(res.stdout))
     source = next(yaml.safe_load_all(CQ_WITH_DROPS))
-    del source["spec"]["admissionChecksStrategy"]  # fairSharing carries over
+    del source["spec"]["concurrentAdmissionPolicy"]  # fairSharing carries over
     source["apiVersion"] = "kqueue.io/v1alpha1"
     assert _keys(cq) == _keys(source)
     assert cq == source

@@ -285,3 +285,25 @@ def test_pending_workloads_show_their_predicted_start() -> None:
     # Without history: no estimate, said so.
     assert "unknown" in pages.cluster_queue(by_name(board().tree())["train"],
                                             board().pending_in("train"), [], NOW)
+
+
+def test_a_workload_waiting_for_admission_checks_shows_them() -> None:
+    reserved = wl("first", "2", 1)
+    reserved["status"] = {
+        "conditions": [
+            {"type": "QuotaReserved", "status": "True", "reason": "QuotaReserved", "message": "",
+             "lastTransitionTime": "2026-01-01T11:00:05Z"},
+            {"type": "Admitted", "status": "False", "reason": "UnsatisfiedAdmissionChecks",
+             "message": "", "lastTransitionTime": "2026-01-01T11:00:05Z"},
+        ],
+        "admission": {"clusterQueue": "train", "podSetAssignments": [
+            {"name": "main", "flavors": {"cpu": "f"}, "resourceUsage": {"cpu": "2"}, "count": 1}]},
+        "admissionChecks": [{"name": "prov", "state": "Pending", "message": ""}],
+    }
+    objs = [
+        load_object(d, Location("<test>", i))
+        for i, d in enumerate([*yaml.safe_load_all(MANIFESTS), reserved], 1)
+    ]
+    b = Board.of([o for o in objs if o is not None], NOW)
+    row = {r.name: r for r in b.workloads()}["first"]
+    assert (row.status, row.reason, row.message) == ("Admitted", "AdmissionChecks", "prov=Pending")

@@ -103,7 +103,6 @@ KUEUE_METRICS: dict[str, tuple[str, ...]] = {
     "kueue_cluster_queue_info": ("cluster_queue", "parent_cohort", "root_cohort"),
 }
 
-ADMISSION_CHECKS = "admission checks: kqueue has none, quota reservation is the admission"
 UNADMITTED = (
     "behind Kueue's alpha UnadmittedWorkloadsObservability gate; not yet: pending reasons are on "
     "each Workload's QuotaReserved condition and in kubectl kqueue list workloads"
@@ -114,8 +113,6 @@ UNADMITTED = (
 NOT_EXPORTED: dict[str, str] = {
     "kqueue_multikueue_workloads_dispatched_total": "MultiKueue: kqueue does not dispatch to other clusters",
     "kqueue_multikueue_workloads_admitted_total": "MultiKueue: kqueue does not dispatch to other clusters",
-    "kqueue_admission_checks_wait_time_seconds": ADMISSION_CHECKS,
-    "kqueue_local_queue_admission_checks_wait_time_seconds": ADMISSION_CHECKS,
     "kqueue_pending_scheduling_hashes": (
         "Kueue's SchedulingEquivalenceHashing feature: kqueue parks equivalent workloads "
         "together (docs/engine.md, cycle step 6) but does not export how many pending workloads "

@@ -81,6 +81,26 @@ NOT_REQUESTED: dict[tuple[str, str], str] = {
         "the DisruptionTarget condition written on a plain Pod before it is deleted on eviction; "
         "the RBAC run evicts Jobs only"
     ),
+    **{
+        (verb, "autoscaling.x-k8s.io/provisioningrequests"): (
+            "the ProvisioningRequest admission check (kqueue/controller/admission_checks/"
+            "provisioning); the RBAC run has no AdmissionCheck (tests/controller_e2e/"
+            "test_admission_checks.py exercises it)"
+        )
+        for verb in ("create", "delete", "get", "list")
+    },
+    **{
+        (verb, "podtemplates"): (
+            "the pod templates of a ProvisioningRequest; the RBAC run has no AdmissionCheck"
+        )
+        for verb in ("create", "delete", "list")
+    },
+    ("update", "kqueue.io/admissionchecks/status"): (
+        "the Active condition of a built-in AdmissionCheck; the RBAC run has none"
+    ),
+    ("get", "kqueue.io/admissionchecks"): (
+        "the get-modify-write of a built-in AdmissionCheck's status; the RBAC run has none"
+    ),
     ("update", "pods/finalizers"): (
         "checked by the OwnerReferencesPermissionEnforcement admission plugin when kqueue creates "
         "a Workload owned by a plain Pod (blockOwnerDeletion); the RBAC run has no plain Pods"

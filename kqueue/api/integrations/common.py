@@ -247,7 +247,10 @@ def workload_labels(labels: Mapping[str, str], label_keys_to_copy: Iterable[str]
 
 
 def kept_annotations(annotations: Mapping[str, str]) -> dict[str, str]:
-    return {k: annotations[k] for k in KEPT_ANNOTATIONS if k in annotations}
+    return {
+        k: v for k, v in annotations.items()
+        if k in KEPT_ANNOTATIONS or k.startswith(c.PROVREQ_ANNOTATION_PREFIX)
+    }
 
 
 def preemptibility_labels(

@@ -339,6 +339,38 @@ class ClusterQueueStatus(KBase):
     )
 
 
+class AdmissionCheckStrategyRule(KBase):
+    """One AdmissionCheck of the ClusterQueue, and the flavors it runs for."""
+
+    name: Name = Field(description="Name of an AdmissionCheck.")
+    on_flavors: list[Name] = Field(
+        default_factory=list,
+        max_length=64,
+        description="ResourceFlavors the check runs for: a workload is checked when one of its "
+        "pod sets is assigned one of them. Empty: every workload of the ClusterQueue.",
+        json_schema_extra={"x-kubernetes-list-type": "set"},
+    )
+
+
+class AdmissionChecksStrategy(KBase):
+    """The AdmissionChecks a workload must pass after reserving quota (Kueue v1beta2)."""
+
+    admission_checks: list[AdmissionCheckStrategyRule] = Field(
+        min_length=1,
+        max_length=64,
+        description="The checks (1 to 64), by name, each on all or some flavors.",
+        json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name"]},
+    )
+
+    def checks_for(self, flavors: set[str]) -> list[str]:
+        """The checks that apply to a workload assigned ``flavors`` (Kueue's
+        admissionChecksForAdmission)."""
+        return [
+            r.name for r in self.admission_checks
+            if not r.on_flavors or flavors.intersection(r.on_flavors)
+        ]
+
+
 class ClusterQueueSpec(KBase):
     """Desired state of a ClusterQueue."""
 
@@ -413,6 +445,12 @@ class ClusterQueueSpec(KBase):
         "nodes' free capacity now; until then it keeps its quota, held, with the numbers in "
         "its NodesFit condition. Disabled: released as soon as admitted. Unset: the "
         "Configuration's nodeFitGuard (Gangs by default).",
+    )
+    admission_checks_strategy: AdmissionChecksStrategy | None = Field(
+        default=None,
+        description="AdmissionChecks a workload must pass, after reserving quota, to be "
+        "admitted (two-phase admission, docs/admission-checks.md). A check that is missing or "
+        "inactive makes the ClusterQueue inactive.",
     )
 
 

@@ -212,3 +212,8 @@ LOCAL_QUEUE_ACTIVE_READY: Final = "Ready"
 LOCAL_QUEUE_ACTIVE_STOPPED: Final = "Stopped"
 LOCAL_QUEUE_CLUSTER_QUEUE_DOES_NOT_EXIST: Final = "ClusterQueueDoesNotExist"
 LOCAL_QUEUE_CLUSTER_QUEUE_IS_INACTIVE: Final = "ClusterQueueIsInactive"
+
+# Annotations of a Job (copied onto its Workload) whose values become parameters of the
+# ProvisioningRequests of its admission checks, the prefix removed (Kueue's
+# provreq.kueue.x-k8s.io/, e.g. provreq.kqueue.io/maxRunDurationSeconds).
+PROVREQ_ANNOTATION_PREFIX: Final = "provreq.kqueue.io/"

@@ -6,6 +6,7 @@ from typing import Any, Final
 
 from pydantic import ValidationError
 
+from kqueue.api.v1alpha1.admissioncheck import AdmissionCheck, ProvisioningRequestConfig
 from kqueue.api.v1alpha1.clusterqueue import ClusterQueue
 from kqueue.api.v1alpha1.cohort import Cohort
 from kqueue.api.v1alpha1.constants import API_VERSION
@@ -26,13 +27,23 @@ KQueueObject = (
     | LocalQueue
     | WorkloadPriorityClass
     | Workload
+    | AdmissionCheck
+    | ProvisioningRequestConfig
 )
 
 # In dependency order: what a manifest should create first.
 KINDS: Final[dict[str, type[KObject]]] = {
     cls.KIND: cls
     for cls in (
-        Topology, ResourceFlavor, Cohort, ClusterQueue, LocalQueue, WorkloadPriorityClass, Workload
+        Topology,
+        ResourceFlavor,
+        ProvisioningRequestConfig,
+        AdmissionCheck,
+        Cohort,
+        ClusterQueue,
+        LocalQueue,
+        WorkloadPriorityClass,
+        Workload,
     )
 }
 
@@ -84,7 +95,9 @@ def parse_object(doc: Any, *, validate: bool = True) -> KQueueObject:
         | Cohort
         | LocalQueue
         | WorkloadPriorityClass
-        | Workload,
+        | Workload
+        | AdmissionCheck
+        | ProvisioningRequestConfig,
     )
     if validate:
         errors = validate_rules(obj)

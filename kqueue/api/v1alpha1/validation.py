@@ -16,6 +16,7 @@ from typing import Final
 from pydantic import ValidationError
 
 from kqueue.api.quantity import Quantity
+from kqueue.api.v1alpha1.admissioncheck import AdmissionCheck, ProvisioningRequestConfig
 from kqueue.api.v1alpha1.base import (
     LABEL_ALLOWED,
     LABEL_VALUE_ALLOWED,
@@ -38,6 +39,12 @@ from kqueue.api.v1alpha1.topology import (
     PodSetTopologyRequest,
     Topology,
     topology_request_from_annotations,
+)
+from kqueue.api.v1alpha1.validation_checks import (
+    validate_admission_check_update,
+    validate_provisioning_config,
+    validate_strategy,
+    validate_workload_checks,
 )
 from kqueue.api.v1alpha1.workload import Admission, PodSet, PriorityClassRef, Workload
 
@@ -100,6 +107,18 @@ def validate_rules(obj: KObject) -> list[FieldError]:
         _validate_fair_sharing(obj.spec.fair_sharing, errs)
     elif isinstance(obj, Workload):
         _validate_workload(obj, errs)
+        validate_workload_checks(obj, errs.add)
+        for i, state in enumerate(obj.status.admission_checks):
+            for j, update in enumerate(state.pod_set_updates):
+                _validate_tolerations(
+                    update.tolerations,
+                    f"status.admissionChecks[{i}].podSetUpdates[{j}].tolerations",
+                    errs,
+                )
+    elif isinstance(obj, AdmissionCheck):
+        _validate_conditions(obj.status.conditions, "status.conditions", errs)
+    elif isinstance(obj, ProvisioningRequestConfig):
+        validate_provisioning_config(obj, errs.add)
     return errs.items
 
 
@@ -121,6 +140,8 @@ def validate_update(old: KObject, new: KObject, *, fresh: bool = False) -> list[
             _validate_local_queue_update(old, new, errs)
         elif isinstance(old, Workload) and isinstance(new, Workload):
             _validate_workload_update(old, new, errs)
+        elif isinstance(old, AdmissionCheck) and isinstance(new, AdmissionCheck):
+            validate_admission_check_update(old, new, errs.add)
     return items + errs.items
 
 
@@ -468,6 +489,7 @@ def _validate_cluster_queue(cq: ClusterQueue, errs: _Errors) -> None:
             "unset, or set whenCanBorrow and whenCanPreempt to TryNextFlavor",
         )
     _validate_fair_sharing(spec.fair_sharing, errs)
+    validate_strategy(spec.admission_checks_strategy, errs.add)
     _validate_conditions(cq.status.conditions, "status.conditions", errs)
     _validate_unique_names(
         (f.name for f in cq.status.flavors_reservation), "status.flavorsReservation", "flavor", errs

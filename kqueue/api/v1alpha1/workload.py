@@ -8,6 +8,7 @@ from typing import ClassVar, Literal
 from pydantic import ConfigDict, Field, model_validator
 
 from kqueue.api.v1alpha1 import constants as c
+from kqueue.api.v1alpha1.admissioncheck import AdmissionCheckState
 from kqueue.api.v1alpha1.base import (
     Int32,
     KBase,
@@ -306,6 +307,13 @@ class WorkloadStatus(KBase):
         "kqueue does not move the pods: see the TopologyNodesReady condition.",
         json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name"]},
     )
+    admission_checks: list[AdmissionCheckState] = Field(
+        default_factory=list,
+        max_length=8,
+        description="State of each AdmissionCheck of the workload's ClusterQueue that applies "
+        "to its flavors, while it holds quota; the workload is Admitted once all are Ready.",
+        json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name"]},
+    )
 
 
 class Workload(KObject):
@@ -361,6 +369,9 @@ class Workload(KObject):
         """When the current reservation was made (QuotaReserved=True lastTransitionTime)."""
         cond = self.condition(c.QUOTA_RESERVED)
         return cond.last_transition_time if cond is not None and cond.is_true else None
+
+    def admission_check(self, name: str) -> AdmissionCheckState | None:
+        return next((s for s in self.status.admission_checks if s.name == name), None)
 
     def pod_set(self, name: str) -> PodSet | None:
         for ps in self.spec.pod_sets:

@@ -75,6 +75,16 @@ def workload_status(wl: Obj) -> str:
     return "PENDING"
 
 
+def workload_checks(wl: Obj) -> tuple[str, str]:
+    """The admission checks of a workload: (``prov=Pending ext=Ready``, their messages)."""
+    states = _status(wl).get("admissionChecks") or []
+    summary = " ".join(f"{s.get('name', '')}={s.get('state', '')}" for s in states)
+    messages = "; ".join(
+        f"{s.get('name', '')}: {s.get('message')}" for s in states if s.get("message")
+    )
+    return summary, messages
+
+
 def workload_flavors(wl: Obj) -> str:
     """The admission's flavors per pod set: ``main:default`` (``driver:a workers:b,c``)."""
     admission = _status(wl).get("admission") or {}
@@ -144,6 +154,9 @@ def workloads_table(
         elif status == "FINISHED":
             cond = condition(wl, c.FINISHED) or {}
             reason, message = str(cond.get("reason", "")), str(cond.get("message", ""))
+        elif status == "QUOTARESERVED":
+            # Quota held, waiting for its admission checks: which, in what state, and why.
+            reason, message = workload_checks(wl)
         cells = [
             str(meta.get("name", "")),
             str(_spec(wl).get("queueName", "")),

@@ -247,6 +247,12 @@ class Board:
             else:
                 status = "Pending"
             details = self.engine.explain(WorkloadKey(key)) if status == "Pending" else None
+            reason = str(details.reason) if details is not None else ""
+            message = details.message if details is not None else ""
+            if status == "Admitted" and wl.status.admission_checks and not wl.is_admitted:
+                # Quota reserved, pods held: which admission checks it waits for.
+                reason = "AdmissionChecks"
+                message = " ".join(f"{s.name}={s.state}" for s in wl.status.admission_checks)
             rows.append(
                 WorkloadRow(
                     namespace=wl.namespace or "default",
@@ -257,8 +263,8 @@ class Board:
                     priority=p.priority if p is not None else (wl.spec.priority or 0),
                     created=wl.metadata.creation_timestamp,
                     position=p.position_in_cluster_queue if p is not None else None,
-                    reason=str(details.reason) if details is not None else "",
-                    message=details.message if details is not None else "",
+                    reason=reason,
+                    message=message,
                 )
             )
         order = {"Pending": 0, "Admitted": 1, "Finished": 2}

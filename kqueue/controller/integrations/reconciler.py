@@ -183,9 +183,9 @@ class JobReconciler:
         await self._sync_spec(obj, wl)
         if workload_status.is_evicting(wl):
             return await self._stop(obj, wl, now)
-        if workload_status.holds_quota(wl):
+        if workload_status.may_run(wl):
             return await self._run(obj, wl, now, key)
-        await self._hold(obj, wl)
+        await self._hold(obj, wl)  # queued, or holding quota while its admission checks run
         if self._queue_name(obj) is None:
             return Requeue(after=NO_QUEUE_RECHECK_S)
         return None
@@ -246,7 +246,7 @@ class JobReconciler:
                 self._events.record(wl.to_dict(), "Normal", c.FINISHED, message)
             await self._let_go(job, members)
             return None
-        if workload_status.holds_quota(wl):
+        if workload_status.may_run(wl):
             by_set: dict[str, list[Obj]] = {}
             for member in running:
                 if not _deleting(member):

@@ -25,7 +25,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
-from kqueue.api.v1alpha1 import ResourceFlavor, Workload
+from kqueue.api.v1alpha1 import PodSetUpdate, ResourceFlavor, Workload
 from kqueue.api.v1alpha1 import constants as c
 from kqueue.controller.clock import Now
 from kqueue.controller.gate import PodSetRelease, is_gated, release_ops, ungate
@@ -66,15 +66,32 @@ def pod_set_releases(wl: Workload, flavors: Store[ResourceFlavor]) -> dict[str, 
         pod_set = wl.pod_set(psa.name)
         count = psa.count if psa.count is not None else (pod_set.count if pod_set else 0)
         domains = pin(psa.topology_assignment)
+        labels = {c.TAS_LABEL: "true"} if domains else {}
+        annotations: dict[str, str] = {}
+        # The admission checks' podSetUpdates (Kueue's podset.Merge on start).
+        for update in check_updates(wl, psa.name):
+            labels.update(update.labels)
+            annotations.update(update.annotations)
+            node_selector.update(update.node_selector)
+            tolerations += [t.to_dict() for t in update.tolerations]
         out[psa.name] = PodSetRelease(
             psa.name,
             count,
             node_selector,
             tuple(tolerations),
             domains=domains,
-            labels={c.TAS_LABEL: "true"} if domains else {},
+            labels=labels,
+            annotations=annotations,
         )
     return out
+
+
+def check_updates(wl: Workload, pod_set: str) -> list[PodSetUpdate]:
+    """The podSetUpdates of ``wl``'s admission checks for ``pod_set``, in check order."""
+    return [
+        u for state in wl.status.admission_checks for u in state.pod_set_updates
+        if u.name == pod_set
+    ]
 
 
 def _node_selector(pod: Obj) -> Mapping[str, str]:

@@ -31,6 +31,8 @@ KQUEUE_PLURALS: Final = (
     "localqueues",
     "workloadpriorityclasses",
     "workloads",
+    "admissionchecks",
+    "provisioningrequestconfigs",
 )
 
 

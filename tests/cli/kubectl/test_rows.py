@@ -322,3 +322,23 @@ def test_pending_rows() -> None:
         ["3", "1", "team", "job-d", "user-queue", "0", "WaitingForQuota", "5m", "now",
          QUEUED.message],
     ]
+
+
+def test_workload_waiting_for_admission_checks_shows_their_states() -> None:
+    wl = _wl(
+        "job-c",
+        conditions=[
+            {"type": "QuotaReserved", "status": "True", "reason": "QuotaReserved"},
+            {"type": "Admitted", "status": "False", "reason": "UnsatisfiedAdmissionChecks"},
+        ],
+        admission={"clusterQueue": "cluster-queue", "podSetAssignments": []},
+    )
+    wl["status"]["admissionChecks"] = [
+        {"name": "prov", "state": "Pending", "message": "waiting for capacity"},
+        {"name": "budget", "state": "Ready", "message": ""},
+    ]
+    table = rows.workloads_table([wl], now=NOW, lq_targets={}, queued={}, wide=True)
+    row = dict(zip(table.headers, table.rows[0], strict=True))
+    assert row["STATUS"] == "QUOTARESERVED"
+    assert row["REASON"] == "prov=Pending budget=Ready"
+    assert row["MESSAGE"] == "prov: waiting for capacity"

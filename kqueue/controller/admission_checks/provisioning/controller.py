@@ -1,0 +1,177 @@
+"""The ProvisioningRequest admission check (controllerName ``kqueue.io/provisioning-request``),
+Kueue's ``pkg/controller/admissionchecks/provisioning`` on kqueue's client.
+
+Per admission attempt of a workload it creates the PodTemplates and the
+``autoscaling.x-k8s.io/v1`` ProvisioningRequest (requests.py), and follows the request's
+conditions: it reads the request by its name (each attempt's is known) every
+``POLL_SECONDS`` while the check waits, and every ``WATCH_SECONDS`` while an admitted workload
+runs on the capacity (CapacityRevoked). On eviction and when the workload finishes, the
+workload's requests and templates are deleted.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import Mapping
+from datetime import datetime
+from typing import Final
+
+from kqueue.api.v1alpha1 import (
+    AdmissionCheck,
+    AdmissionCheckState,
+    ProvisioningRequestConfig,
+    ResourceFlavor,
+    Workload,
+)
+from kqueue.api.v1alpha1 import constants as c
+from kqueue.controller.admission_checks.framework import Inactive, Synced
+from kqueue.controller.admission_checks.provisioning import requests as pr
+from kqueue.controller.events import EventRecorder
+from kqueue.controller.informer import Store
+from kqueue.controller.kube import Conflict, Kube, KubeError, NotFound
+from kqueue.controller.resources import Resource
+
+logger = logging.getLogger(__name__)
+
+CONTROLLER_NAME: Final = "kqueue.io/provisioning-request"
+CONFIG_KIND: Final = "ProvisioningRequestConfig"
+PROVISIONING_REQUESTS: Final = Resource(pr.API_GROUP, "v1", "provisioningrequests")
+POD_TEMPLATES: Final = Resource("", "v1", "podtemplates")
+POLL_SECONDS: Final = 2.0
+WATCH_SECONDS: Final = 5.0
+
+
+class ProvisioningController:
+    """The built-in ProvisioningRequest check controller."""
+
+    controller_name = CONTROLLER_NAME
+
+    def __init__(
+        self,
+        *,
+        configs: Store[ProvisioningRequestConfig],
+        flavors: Store[ResourceFlavor],
+        kube: Kube,
+        events: EventRecorder,
+    ) -> None:
+        self._configs = configs
+        self._flavors = flavors
+        self._kube = kube
+        self._events = events
+
+    def config_for(self, check: AdmissionCheck) -> ProvisioningRequestConfig | None:
+        params = check.spec.parameters
+        if params is None or params.kind != CONFIG_KIND or params.api_group != c.GROUP:
+            return None
+        return self._configs.get(params.name or "")
+
+    def inactive(self, check: AdmissionCheck) -> Inactive | None:
+        """Kueue's provisioning AdmissionCheck reconciler: active only with parameters naming
+        an existing ProvisioningRequestConfig."""
+        params = check.spec.parameters
+        if params is None:
+            return Inactive(
+                "BadParametersRef",
+                "spec.parameters is not set; the check needs a ProvisioningRequestConfig "
+                "(apiGroup kqueue.io, kind ProvisioningRequestConfig)",
+            )
+        if params.api_group != c.GROUP or params.kind != CONFIG_KIND:
+            return Inactive(
+                "BadParametersRef",
+                f"spec.parameters names {params.api_group}/{params.kind}; allowed: apiGroup "
+                f"{c.GROUP}, kind {CONFIG_KIND}",
+            )
+        if self._configs.get(params.name or "") is None:
+            return Inactive(
+                "ProvisioningRequestConfigNotFound",
+                f"ProvisioningRequestConfig {params.name} (spec.parameters.name) not found",
+            )
+        return None
+
+    def _flavor_labels(self) -> Mapping[str, Mapping[str, str]]:
+        return {rf.name: rf.spec.node_labels for rf in self._flavors.objects()}
+
+    async def sync(
+        self, wl: Workload, check: AdmissionCheck, state: AdmissionCheckState, now: datetime
+    ) -> Synced:
+        prc = self.config_for(check)
+        if prc is None:
+            return Synced(_with(state, "Pending", pr.CHECK_INACTIVE_MESSAGE, now))
+        if not pr.required_pod_sets(wl, prc.spec.managed_resources):
+            if state.state == "Ready":
+                return Synced(state)
+            return Synced(
+                state.model_copy(
+                    update={"state": "Ready", "message": pr.NO_REQUEST_NEEDED,
+                            "last_transition_time": now, "pod_set_updates": []}
+                )
+            )
+        namespace = wl.namespace or "default"
+        name = pr.request_name(wl.name, check.name, pr.attempt(state))
+        try:
+            request = await self._kube.get(PROVISIONING_REQUESTS, name, namespace)
+        except NotFound:
+            if state.state in ("Ready", "Retry", "Rejected"):
+                return Synced(state)  # decided; the request was cleaned up
+            return await self._create(wl, check.name, state, prc, now)
+        new = pr.next_state(wl, state, request, prc, now)
+        if new.state != state.state:
+            self._events.record(
+                wl.to_dict(), "Normal", "AdmissionCheckUpdated",
+                f"Admission check {check.name} updated state from {state.state} to {new.state}"
+                + (f" with message: {new.message}" if new.message else ""),
+            )
+        again = WATCH_SECONDS if new.state == "Ready" else POLL_SECONDS
+        return Synced(new, again_after=again if new.state in ("Pending", "Ready") else None)
+
+    async def _create(
+        self, wl: Workload, check: str, state: AdmissionCheckState,
+        prc: ProvisioningRequestConfig, now: datetime,
+    ) -> Synced:
+        request, templates = pr.build(
+            wl, check, pr.attempt(state), prc, self._flavor_labels()
+        )
+        namespace = wl.namespace or "default"
+        name = request["metadata"]["name"]
+        try:
+            for template in templates:
+                await _create_once(self._kube, POD_TEMPLATES, template, namespace)
+            await _create_once(self._kube, PROVISIONING_REQUESTS, request, namespace)
+        except KubeError as exc:
+            message = f"Error creating ProvisioningRequest {name!r}: {exc}"
+            self._events.record(wl.to_dict(), "Warning", "FailedCreate", message)
+            return Synced(_with(state, "Pending", message, now), again_after=POLL_SECONDS * 5)
+        self._events.record(
+            wl.to_dict(), "Normal", "ProvisioningRequestCreated",
+            f"Created ProvisioningRequest: {name!r}",
+        )
+        return Synced(_with(state, "Pending", "", now), again_after=POLL_SECONDS)
+
+    async def cleanup(self, wl: Workload) -> None:
+        """Delete the workload's ProvisioningRequests and PodTemplates (by its UID label)."""
+        uid = wl.metadata.uid
+        if not uid:
+            return
+        namespace = wl.namespace or "default"
+        selector = f"{pr.WORKLOAD_UID_LABEL}={uid}"
+        for resource in (PROVISIONING_REQUESTS, POD_TEMPLATES):
+            try:
+                items = await self._kube.list(resource, namespace=namespace, label_selector=selector)
+            except NotFound:
+                continue  # the ProvisioningRequest API is not served: nothing was created
+            for item in items:
+                await self._kube.delete(resource, item["metadata"]["name"], namespace=namespace)
+
+
+def _with(state: AdmissionCheckState, value: str, message: str, now: datetime) -> AdmissionCheckState:
+    update: dict[str, object] = {"state": value, "message": message}
+    if value != state.state:
+        update["last_transition_time"] = now
+    return state.model_copy(update=update)
+
+
+async def _create_once(kube: Kube, resource: Resource, obj: dict[str, object], namespace: str) -> None:
+    with contextlib.suppress(Conflict):  # 409 AlreadyExists: an earlier reconcile created it
+        await kube.create(resource, obj, namespace)
+

@@ -1,0 +1,379 @@
+"""The admission-check controllers without I/O: Kueue's provisioning controller and
+admission-check reconciler cases (pkg/controller/admissionchecks/provisioning/*_test.go) and its
+workload controller's check-based eviction, ported by name."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+from kqueue.api.v1alpha1 import (
+    AdmissionCheck,
+    AdmissionCheckState,
+    ProvisioningRequestConfig,
+    Workload,
+    parse_object,
+)
+from kqueue.api.v1alpha1 import constants as c
+from kqueue.controller.admission_checks.provisioning import requests as pr
+from kqueue.controller.admission_checks.provisioning.controller import ProvisioningController
+from kqueue.controller.admission_checks.workload_checks import apply_checks
+from kqueue.controller.informer import Store
+from kqueue.engine.checks import Verdict
+
+NOW = datetime(2025, 1, 1, 12, 0, 0, tzinfo=UTC)
+
+
+def workload(
+    *, admitted: bool = False, count: int = 4, gpu: bool = True, checks: list[Any] | None = None,
+    active: bool = True, extra_pod_set: bool = False,
+) -> Workload:
+    resources = {"requests": {"cpu": "1", **({"example.com/gpu": "1"} if gpu else {})}}
+    pod_sets = [{"name": "main", "count": count, "template": {"spec": {"containers": [
+        {"name": "c", "image": "x", "resources": resources}]}}}]
+    if extra_pod_set:
+        pod_sets.append({"name": "driver", "count": 1, "template": {"spec": {"containers": [
+            {"name": "c", "image": "x", "resources": {"requests": {"cpu": "1"}}}]}}})
+    conditions = [{"type": c.QUOTA_RESERVED, "status": "True", "reason": "QuotaReserved",
+                   "message": "", "lastTransitionTime": "2025-01-01T11:00:00Z"}]
+    conditions.append({"type": c.ADMITTED, "status": "True" if admitted else "False",
+                       "reason": "Admitted" if admitted else "UnsatisfiedAdmissionChecks",
+                       "message": "", "lastTransitionTime": "2025-01-01T11:00:00Z"})
+    doc = {
+        "apiVersion": "kqueue.io/v1alpha1", "kind": "Workload",
+        "metadata": {"name": "wl", "namespace": "ns", "uid": "u-1", "generation": 1},
+        "spec": {"queueName": "lq", "podSets": pod_sets, "active": active},
+        "status": {
+            "conditions": conditions,
+            "admission": {"clusterQueue": "cq", "podSetAssignments": [
+                {"name": ps["name"], "flavors": {"cpu": "gpu-flavor"}, "count": ps["count"]}
+                for ps in pod_sets]},
+            "admissionChecks": checks or [{"name": "prov", "state": "Pending", "message": ""}],
+        },
+    }
+    out = parse_object(doc, validate=False)
+    assert isinstance(out, Workload)
+    return out
+
+
+def config(**spec: Any) -> ProvisioningRequestConfig:
+    out = parse_object({
+        "apiVersion": "kqueue.io/v1alpha1", "kind": "ProvisioningRequestConfig",
+        "metadata": {"name": "prc"},
+        "spec": {"provisioningClassName": "best-effort-atomic-scale-up.autoscaling.x-k8s.io",
+                 **spec},
+    })
+    assert isinstance(out, ProvisioningRequestConfig)
+    return out
+
+
+def request(*conditions: tuple[str, str], name: str = "wl-prov-1", **status: Any) -> dict[str, Any]:
+    return {
+        "metadata": {"name": name, "namespace": "ns"},
+        "spec": {"provisioningClassName": "best-effort-atomic-scale-up.autoscaling.x-k8s.io",
+                 "podSets": [{"podTemplateRef": {"name": f"ppt-{name}-main"}, "count": 4}]},
+        "status": {"conditions": [
+            {"type": t, "status": "True", "message": m} for t, m in conditions], **status},
+    }
+
+
+def state(value: str = "Pending", retries: int | None = None) -> AdmissionCheckState:
+    return AdmissionCheckState(name="prov", state=value, retry_count=retries,  # type: ignore[arg-type]
+                               last_transition_time=NOW - timedelta(minutes=1))
+
+
+# -- TestReconcile (syncCheckStates) ----------------------------------------------------------
+
+
+def test_when_request_fails_and_is_retried() -> None:
+    got = pr.next_state(workload(), state(), request(("Failed", "out of stock")), config(), NOW)
+    assert (got.state, got.message) == ("Retry", "Retrying after failure: out of stock")
+    assert got.requeue_after_seconds == 60  # backoffBaseSeconds * 2^0
+    assert got.last_transition_time == NOW
+
+
+def test_when_request_fails_and_there_is_no_retry() -> None:
+    prc = config(retryStrategy={"backoffLimitCount": 0})
+    got = pr.next_state(workload(), state(), request(("Failed", "out of stock")), prc, NOW)
+    assert (got.state, got.message) == ("Rejected", "out of stock")
+
+
+def test_retry_backoff_doubles_per_attempt_up_to_the_limit() -> None:
+    prc = config(retryStrategy={"backoffLimitCount": 3, "backoffBaseSeconds": 10,
+                                "backoffMaxSeconds": 25})
+    second = pr.next_state(workload(), state(retries=1), request(("Failed", "x"), name="wl-prov-2"),
+                           prc, NOW)
+    assert (second.state, second.requeue_after_seconds) == ("Retry", 20)
+    third = pr.next_state(workload(), state(retries=2), request(("Failed", "x"), name="wl-prov-3"),
+                          prc, NOW)
+    assert (third.state, third.requeue_after_seconds) == ("Retry", 25)
+    fourth = pr.next_state(workload(), state(retries=3), request(("Failed", "x"), name="wl-prov-4"),
+                           prc, NOW)
+    assert fourth.state == "Rejected"
+
+
+def test_when_request_is_provisioned() -> None:
+    got = pr.next_state(workload(), state(), request(("Provisioned", "done")), config(), NOW)
+    assert (got.state, got.message) == ("Ready", "done")
+    (update,) = got.pod_set_updates
+    assert update.name == "main"
+    assert update.annotations == {
+        "autoscaling.x-k8s.io/consume-provisioning-request": "wl-prov-1",
+        "autoscaling.x-k8s.io/provisioning-class-name":
+            "best-effort-atomic-scale-up.autoscaling.x-k8s.io",
+    }
+
+
+def test_when_request_is_provisioned_and_has_node_selector_specified_via_provisioning_class_detail() -> None:
+    prc = config(podSetUpdates={"nodeSelector": [
+        {"key": "cloud.example.com/reservation", "valueFromProvisioningClassDetail": "res"},
+        {"key": "missing", "valueFromProvisioningClassDetail": "absent"},
+    ]})
+    req = request(("Provisioned", ""), provisioningClassDetails={"res": "r-1"})
+    got = pr.next_state(workload(), state(), req, prc, NOW)
+    assert got.pod_set_updates[0].node_selector == {"cloud.example.com/reservation": "r-1"}
+
+
+def test_when_the_request_has_no_conditions_yet_the_previous_check_message_is_cleared() -> None:
+    old = state().model_copy(update={"message": "Error creating ProvisioningRequest"})
+    got = pr.next_state(workload(), old, request(), config(), NOW)
+    assert (got.state, got.message) == ("Pending", "")
+
+
+@pytest.mark.parametrize(
+    ("name", "admitted", "active", "want"),
+    [
+        ("workload sets AdmissionCheck status to Retry when it is not finished and receives the "
+         "provisioning request's CapacityRevoked condition", True, True, "Retry"),
+        ("workloads doesnt change the AdmissionCheck when it is deactivated and receives the "
+         "provisioning request's CapacityRevoked condition", True, False, "Ready"),
+    ],
+)
+def test_capacity_revoked(name: str, admitted: bool, active: bool, want: str) -> None:
+    wl = workload(admitted=admitted, active=active)
+    got = pr.next_state(wl, state("Ready"), request(("CapacityRevoked", "nodes gone")), config(), NOW)
+    assert got.state == want
+
+
+def test_workload_does_nothing_when_admitted_and_receives_booking_expired() -> None:
+    got = pr.next_state(workload(admitted=True), state("Ready"),
+                        request(("Provisioned", ""), ("BookingExpired", "late")), config(), NOW)
+    assert got.state == "Ready"
+
+
+def test_workload_retries_when_not_admitted_and_receives_booking_expired() -> None:
+    got = pr.next_state(workload(), state(), request(("BookingExpired", "late")), config(), NOW)
+    assert (got.state, got.message) == ("Retry", "Retrying after booking expired: late")
+
+
+def test_workload_rejects_when_not_admitted_and_receives_booking_expired() -> None:
+    prc = config(retryStrategy={"backoffLimitCount": 0})
+    got = pr.next_state(workload(), state(), request(("BookingExpired", "late")), prc, NOW)
+    assert (got.state, got.message) == ("Rejected", "late")
+
+
+# -- the request built (syncOwnedProvisionRequest, createPodTemplate) -------------------------
+
+
+def test_with_config() -> None:
+    prc = config(parameters={"maxRunDurationSeconds": "600"})
+    req, templates = pr.build(workload(), "prov", 1, prc, {"gpu-flavor": {"pool": "gpu"}})
+    assert req["metadata"]["name"] == "wl-prov-1"
+    assert req["spec"] == {
+        "provisioningClassName": "best-effort-atomic-scale-up.autoscaling.x-k8s.io",
+        "parameters": {"maxRunDurationSeconds": "600"},
+        "podSets": [{"podTemplateRef": {"name": "ppt-wl-prov-1-main"}, "count": 4}],
+    }
+    (pt,) = templates
+    assert pt["template"]["spec"]["nodeSelector"] == {"pool": "gpu"}
+    assert req["metadata"]["ownerReferences"][0]["uid"] == "u-1"
+
+
+def test_when_request_is_needed_for_one_pod_set_resource_request() -> None:
+    prc = config(managedResources=["example.com/gpu"])
+    req, templates = pr.build(workload(extra_pod_set=True), "prov", 2, prc, {})
+    assert [p["podTemplateRef"]["name"] for p in req["spec"]["podSets"]] == ["ppt-wl-prov-2-main"]
+    assert len(templates) == 1
+
+
+def test_when_no_request_is_needed() -> None:
+    assert pr.required_pod_sets(workload(gpu=False), ["example.com/gpu"]) == []
+
+
+def test_with_only_zero_count_pod_sets() -> None:
+    assert pr.required_pod_sets(workload(count=0), []) == []
+
+
+def test_long_names_are_limited() -> None:
+    name = pr.request_name("w" * 250, "prov", 1)
+    assert len(name) == 253 and name != pr.request_name("w" * 251, "prov", 1)
+
+
+# -- TestReconcileAdmissionCheck (admissioncheck_reconciler_test.go) --------------------------
+
+
+def _check(parameters: dict[str, str] | None) -> AdmissionCheck:
+    spec: dict[str, Any] = {"controllerName": "kqueue.io/provisioning-request"}
+    if parameters is not None:
+        spec["parameters"] = parameters
+    out = parse_object({"apiVersion": "kqueue.io/v1alpha1", "kind": "AdmissionCheck",
+                        "metadata": {"name": "prov"}, "spec": spec})
+    assert isinstance(out, AdmissionCheck)
+    return out
+
+
+@pytest.mark.parametrize(
+    ("name", "parameters", "want"),
+    [
+        ("no parameters specified", None, "BadParametersRef"),
+        ("bad ref group", {"apiGroup": "other.io", "kind": "ProvisioningRequestConfig",
+                           "name": "prc"}, "BadParametersRef"),
+        ("bad ref kind", {"apiGroup": "kqueue.io", "kind": "Other", "name": "prc"},
+         "BadParametersRef"),
+        ("config missing", {"apiGroup": "kqueue.io", "kind": "ProvisioningRequestConfig",
+                            "name": "nope"}, "ProvisioningRequestConfigNotFound"),
+        ("config found", {"apiGroup": "kqueue.io", "kind": "ProvisioningRequestConfig",
+                          "name": "prc"}, None),
+    ],
+)
+def test_reconcile_admission_check(name: str, parameters: dict[str, str] | None, want: str | None) -> None:
+    configs: Store[ProvisioningRequestConfig] = Store()
+    configs._put("prc", config(), "1")
+    ctrl = ProvisioningController(configs=configs, flavors=Store(), kube=None, events=None)  # type: ignore[arg-type]
+    inactive = ctrl.inactive(_check(parameters))
+    assert (inactive.reason if inactive else None) == want
+
+
+# -- the workload controller's reconcileCheckBasedEviction / SyncAdmittedCondition ------------
+
+
+def test_all_checks_ready_admits() -> None:
+    wl = workload(checks=[{"name": "prov", "state": "Ready", "message": ""}])
+    out, verdict = apply_checks(wl, ["prov"], {}, NOW)
+    assert verdict == Verdict.ADMIT and out is not None and out.is_admitted
+
+
+def test_missing_check_is_added_pending_and_keeps_the_workload_unadmitted() -> None:
+    wl = workload(checks=[{"name": "prov", "state": "Ready", "message": ""}])
+    out, verdict = apply_checks(wl, ["prov", "ext"], {}, NOW)
+    assert verdict == Verdict.WAIT and out is not None
+    assert [(s.name, s.state) for s in out.status.admission_checks] == [
+        ("ext", "Pending"), ("prov", "Ready")
+    ]
+    assert not out.is_admitted
+
+
+def test_retry_evicts_with_requeue_at() -> None:
+    retry = AdmissionCheckState(name="prov", state="Retry", message="out of stock",
+                                requeue_after_seconds=60, last_transition_time=NOW)
+    out, verdict = apply_checks(workload(), ["prov"], {"prov": retry}, NOW)
+    assert verdict == Verdict.RETRY and out is not None
+    evicted = out.condition(c.EVICTED)
+    assert evicted is not None and evicted.reason == "AdmissionCheck"
+    assert evicted.message == 'Evicted due to AdmissionCheck in Retry state: "prov" (out of stock)'
+    assert out.status.requeue_state is not None
+    assert out.status.requeue_state.requeue_at == NOW + timedelta(seconds=60)
+
+
+def test_rejected_deactivates_with_message() -> None:
+    wl = workload(checks=[{"name": "ext", "state": "Rejected", "message": "quota denied"}])
+    out, verdict = apply_checks(wl, ["ext"], {}, NOW, releases_itself=True)
+    assert verdict == Verdict.REJECT and out is not None
+    target = out.condition(c.DEACTIVATION_TARGET)
+    assert target is not None and target.reason == "AdmissionCheck"
+    assert target.message == 'AdmissionCheck in Rejected state: "ext" (quota denied)'
+    # The quota is held until spec.active false makes the engine evict it (never readmitted
+    # in between); the engine's eviction says why (tests/engine/test_admission_checks.py).
+    assert out.condition(c.EVICTED) is None
+    assert out.status.admission is not None
+    again, _ = apply_checks(out, ["ext"], {}, NOW)
+    assert again is None  # idempotent
+
+
+# -- Kueue's admission_checks_wait_time_seconds ------------------------------------------------
+
+
+def test_admission_is_counted_when_the_checks_pass_not_at_reservation() -> None:
+    from kqueue.controller.metrics import Metrics
+    from tests.controller.test_metrics import value
+
+    m = Metrics()
+    waiting = workload()
+    m.workload_admitted(waiting, "cq", 5.0, admitted=False)
+    assert value(m, "kqueue_quota_reserved_workloads_total", cluster_queue="cq",
+                 priority_class="") == 1
+    assert value(m, "kqueue_admitted_workloads_total", cluster_queue="cq",
+                 priority_class="") in (None, 0)
+    admitted = workload(admitted=True, checks=[{"name": "prov", "state": "Ready", "message": ""}])
+    doc = admitted.to_dict()
+    doc["status"]["conditions"][1]["lastTransitionTime"] = "2025-01-01T11:02:00Z"
+    admitted = Workload.model_validate(doc)
+    m.workload_changed(waiting, admitted)
+    assert value(m, "kqueue_admitted_workloads_total", cluster_queue="cq", priority_class="") == 1
+    assert value(m, "kqueue_admission_checks_wait_time_seconds_sum", cluster_queue="cq",
+                 priority_class="") == 120.0
+
+
+# -- Kueue TestReconcile "with podSetMergePolicy ..." / TestMergePodSetsSkipsZeroCounts ---------
+
+
+def _two_workers(second_cpu: str, image: str = "x") -> Workload:
+    wl = workload(extra_pod_set=True)
+    doc = wl.to_dict()
+    worker = doc["spec"]["podSets"][1]
+    worker["name"] = "workers"
+    worker["count"] = 2
+    worker["template"]["spec"]["containers"][0].update(image=image)
+    worker["template"]["spec"]["containers"][0]["resources"] = {
+        "requests": {"cpu": second_cpu, "example.com/gpu": "1"}}
+    doc["spec"]["podSets"][0]["template"]["spec"]["containers"][0]["resources"] = {
+        "requests": {"cpu": "1", "example.com/gpu": "1"}}
+    doc["status"]["admission"]["podSetAssignments"][1].update(name="workers", count=2)
+    out = Workload.model_validate(doc)
+    return out
+
+
+@pytest.mark.parametrize(
+    ("name", "policy", "cpu", "image", "want"),
+    [
+        ("with podSetMergePolicy IdenticalPodTemplates", "IdenticalPodTemplates", "1", "x",
+         [("ppt-wl-prov-1-main", 6)]),
+        ("with podSetMergePolicy IdenticalPodTemplates, templates differ",
+         "IdenticalPodTemplates", "1", "y", [("ppt-wl-prov-1-main", 4), ("ppt-wl-prov-1-workers", 2)]),
+        ("with podSetMergePolicy IdenticalWorkloadSchedulingRequirements",
+         "IdenticalWorkloadSchedulingRequirements", "1", "y", [("ppt-wl-prov-1-main", 6)]),
+        ("without podSetMergePolicy", None, "1", "x",
+         [("ppt-wl-prov-1-main", 4), ("ppt-wl-prov-1-workers", 2)]),
+    ],
+)
+def test_pod_set_merge_policy(
+    name: str, policy: str | None, cpu: str, image: str, want: list[tuple[str, int]]
+) -> None:
+    prc = config(**({"podSetMergePolicy": policy} if policy else {}))
+    wl = _two_workers(cpu, image)
+    req, templates = pr.build(wl, "prov", 1, prc, {})
+    assert [(p["podTemplateRef"]["name"], p["count"]) for p in req["spec"]["podSets"]] == want
+    assert len(templates) == len(want)
+    provisioned = {**req, "status": {"conditions": [{"type": "Provisioned", "status": "True"}]}}
+    updates = pr.pod_set_updates(wl, provisioned, prc)
+    # Every pod set covered by the request consumes it, merged or not.
+    assert sorted(u.name for u in updates) == ["main", "workers"]
+
+
+def test_workload_with_provreq_annotation() -> None:
+    doc = workload().to_dict()
+    doc["metadata"]["annotations"] = {"provreq.kqueue.io/maxRunDurationSeconds": "600",
+                                      "other": "x"}
+    wl = Workload.model_validate(doc)
+    req, _ = pr.build(wl, "prov", 1, config(parameters={"a": "b"}), {})
+    assert req["spec"]["parameters"] == {"a": "b", "maxRunDurationSeconds": "600"}
+
+
+def test_provreq_annotations_of_a_job_reach_its_workload() -> None:
+    from kqueue.api.integrations.common import kept_annotations
+
+    assert kept_annotations({"provreq.kqueue.io/x": "1", "unrelated": "2"}) == {
+        "provreq.kqueue.io/x": "1"
+    }
