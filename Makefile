@@ -24,7 +24,7 @@ test-fast: venv
 # The gang tests on Kubernetes v1.36.4 (scheduling.k8s.io/v1alpha2, one PodGroup per size of an
 # elastic Job): builds v1.36.4 on first use (~28 min), so `make test` (cold CI) does not run it.
 test-k136: venv
-	KQUEUE_KUBERNETES_VERSION=v1.36.4 $(VENV)/bin/pytest -m cluster tests/gang_e2e tests/controller/test_gang.py
+	KQUEUE_KUBERNETES_VERSION=v1.36.4 $(VENV)/bin/pytest -m cluster tests/gang_e2e
 
 # The tests of opt-in operators (the training-operator: kubeflow.org/v1 jobs), which `make test`
 # deselects; their operators are built on first use (docs/local-cluster.md).

@@ -57,7 +57,7 @@ Discovery prefers it (:data:`PODGROUP_VERSIONS`). What changes on it:
   complete scheduling unit, the Workload only carries templates for controllers that stamp out
   PodGroups, and kqueue's own Workload already is that template (its pod sets, sized by
   admission). A PodGroup made by a Job's own controller (``Job.spec.scheduling``, gate
-  ``WorkloadWithJob``) is the Job's: kqueue leaves it alone (:func:`foreign_group`), since the
+  ``WorkloadWithJob``) is the Job's: kqueue leaves it alone (:func:`controlled_by_job`), since the
   Job controller keeps its ``minCount`` equal to ``spec.parallelism``, which kqueue sets to the
   admitted count.
 """
@@ -205,26 +205,30 @@ def mutable_min_count(resource: Resource) -> bool:
     return resource.version != "v1alpha2"
 
 
-def foreign_group(pod: Obj) -> bool:
-    """Whether the pod's PodGroup was made by its own Job's controller, not by kqueue: with
-    the ``WorkloadWithJob`` gate the Job controller gives each pod it puts into its group an
-    owner reference to that PodGroup, next to its controller reference to the Job."""
-    group = pod_group_of(pod)
-    refs = (pod.get("metadata") or {}).get("ownerReferences") or []
-    by_job = any(
-        r.get("controller") and r.get("kind") == "Job" and r.get("apiVersion") == "batch/v1"
-        for r in refs
-    )
+def job_owns_group(group: Obj, pod: Obj) -> bool:
+    """Whether ``group`` is the PodGroup the pod's own Job controller made for it (gate
+    ``WorkloadWithJob``): the group's controller is the Job that controls the pod. (The Job
+    controller also puts an owner reference to the group in the pod template, but v1.37.2's
+    pod creation drops template owner references, so the group itself is what says it.)"""
+
+    def controller(obj: Obj) -> Obj:
+        refs = (obj.get("metadata") or {}).get("ownerReferences") or []
+        return next((r for r in refs if r.get("controller")), {})
+
+    owner, job = controller(group), controller(pod)
     return (
-        group is not None
-        and by_job
-        and any(
-            r.get("kind") == "PodGroup"
-            and str(r.get("apiVersion") or "").startswith("scheduling.k8s.io/")
-            and r.get("name") == group
-            for r in refs
-        )
+        owner.get("kind") == "Job"
+        and str(owner.get("apiVersion") or "batch/v1") == "batch/v1"
+        and job.get("kind") == "Job"
+        and bool(owner.get("uid"))
+        and owner.get("uid") == job.get("uid")
     )
+
+
+def controlled_by_job(group: Obj) -> bool:
+    """A PodGroup whose controller is a Job (made by the Job controller, not by kqueue)."""
+    refs = (group.get("metadata") or {}).get("ownerReferences") or []
+    return any(r.get("controller") and r.get("kind") == "Job" for r in refs)
 
 
 def preemption_fields(wl: Workload, resource: Resource = PODGROUPS) -> Obj:
@@ -417,6 +421,15 @@ class GangPlacement:
             )
         return self.enabled
 
+    async def read_group(self, namespace: str, name: str) -> Obj | None:
+        """The PodGroup ``namespace/name`` in the served version (None: none, or no API)."""
+        if not self.enabled:
+            return None
+        try:
+            return await self._kube.get(self.pod_groups, name, namespace)
+        except NotFound:
+            return None
+
     @property
     def per_size_groups(self) -> bool:
         """Whether each size of a resizable object gets a group of its own (the served
@@ -442,11 +455,8 @@ class GangPlacement:
                 current: Obj | None = await self._kube.get(self.pod_groups, name, wl.namespace)
             except NotFound:
                 current = None
-            if any(foreign_group(p) for p in members):
+            if current is not None and controlled_by_job(current):
                 # The Job controller's group (Job.spec.scheduling): it sizes it itself.
-                if current is None:
-                    return Prepared(False, f"PodGroup {wl.namespace}/{name} of the pods' own "
-                                    "controller does not exist yet")
                 continue
             if current is None:
                 if any(is_gated(p) for p in members):

@@ -334,6 +334,7 @@ class Manager:
             local_queues=self._local_queue_names,
             gang=lambda: self.gang.enabled,
             per_size_groups=lambda: self.gang.per_size_groups,
+            read_group=self.gang.read_group,
             kube=self.kube,
             events=self.events,
         )

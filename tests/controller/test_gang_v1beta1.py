@@ -115,42 +115,59 @@ async def test_scale_up_raises_min_count_in_place(
     assert len(cluster.server.objects(PODGROUPS_V1BETA1)) == 1
 
 
-def _job_controller_pod(group: str = "train-abc-train-pgt-0-xyz", *, ref_name: str | None = None) -> Obj:
-    pod = _pod(group={"podGroupName": group})
-    pod["metadata"]["ownerReferences"].append(
-        {
-            "apiVersion": "scheduling.k8s.io/v1beta1",
-            "kind": "PodGroup",
-            "name": ref_name or group,
-            "uid": "pg-1",
-        }
-    )
-    return pod
+JOB_UID = "u1"  # the Job that controls _pod()'s pods
 
 
+def _theirs(name: str, job_uid: str = JOB_UID, kind: str = "Job") -> Obj:
+    """A PodGroup as the Job controller makes it (WorkloadWithJob): controlled by the Job."""
+    return {
+        "apiVersion": "scheduling.k8s.io/v1beta1",
+        "kind": "PodGroup",
+        "metadata": {
+            "name": name,
+            "namespace": "team-a",
+            "ownerReferences": [
+                {"apiVersion": "batch/v1", "kind": kind, "name": "train", "uid": job_uid,
+                 "controller": True}
+            ],
+        },
+        "spec": {"schedulingPolicy": {"gang": {"minCount": 2}}},
+    }
+
+
+GROUP = "train-abc-train-pgt-0-xyz"
 FOREIGN_CASES = [
-    # (name, pod, allowed)
-    ("the Job controller's group (WorkloadWithJob): kept", _job_controller_pod(), True),
-    (
-        "an owner reference to another PodGroup: refused",
-        _job_controller_pod(ref_name="someone-else"),
-        False,
-    ),
-    ("no owner reference to the group: refused", _pod(group={"podGroupName": "mine"}), False),
+    # (name, the PodGroup the pod names as the API server has it, allowed)
+    ("made by the pod's own Job controller (WorkloadWithJob): kept", _theirs(GROUP), True),
+    ("controlled by another Job: refused", _theirs(GROUP, job_uid="other"), False),
+    ("controlled by something else: refused", _theirs(GROUP, kind="JobSet"), False),
+    ("no such PodGroup: refused", None, False),
 ]
 
 
 @pytest.mark.parametrize(
-    ("pod", "allowed"), [pytest.param(*case[1:], id=case[0]) for case in FOREIGN_CASES]
+    ("group", "allowed"), [pytest.param(*case[1:], id=case[0]) for case in FOREIGN_CASES]
 )
-async def test_pod_webhook_keeps_the_job_controllers_own_group(pod: Obj, allowed: bool) -> None:
-    given = copy.deepcopy(pod["spec"]["schedulingGroup"])
-    verdict = await pod_mutator(lambda: True, claimant({"batch/job"}))(_create(pod))
+async def test_pod_webhook_keeps_the_job_controllers_own_group(
+    group: Obj | None, allowed: bool
+) -> None:
+    pod = _pod(group={"podGroupName": GROUP})
+    asked: list[tuple[str, str]] = []
+
+    async def read_group(namespace: str, name: str) -> Obj | None:
+        asked.append((namespace, name))
+        return group
+
+    mutate = pod_mutator(lambda: True, claimant({"batch/job"}), read_group=read_group)
+    verdict = await mutate(_create(copy.deepcopy(pod)))
+    assert asked == [("team-a", GROUP)]
     assert verdict.allowed is allowed
     if allowed:
         out = verdict.patched if verdict.patched is not None else pod
-        assert out["spec"]["schedulingGroup"] == given
+        assert out["spec"]["schedulingGroup"] == {"podGroupName": GROUP}
         assert {"name": c.ADMISSION_GATE} in out["spec"]["schedulingGates"]
+    else:
+        assert verdict.errors[0].field == gang.SCHEDULING_GROUP_FIELD
 
 
 async def test_prepare_leaves_the_job_controllers_group_alone(cluster: FakeCluster) -> None:
@@ -158,33 +175,13 @@ async def test_prepare_leaves_the_job_controllers_group_alone(cluster: FakeClust
     spec.parallelism, which kqueue set to the admitted count."""
     j = job("train", count=2)
     wl = workload(j, admitted=2)
-    name = "train-abc-train-pgt-0-xyz"
-    pods = gated_pods(j, 2)
-    for p in pods:
-        p["spec"]["schedulingGroup"] = {"podGroupName": name}
-        p["metadata"]["ownerReferences"][0]["apiVersion"] = "batch/v1"
-        p["metadata"]["ownerReferences"].append(
-            {"apiVersion": "scheduling.k8s.io/v1beta1", "kind": "PodGroup", "name": name}
-        )
-    placement = _v1beta1(cluster)
-    # Not made yet by the Job controller: the pods wait for it (kqueue makes none).
-    waiting = await placement.prepare(wl, pods, 2)
-    assert not waiting.ready and name in waiting.why
-    assert cluster.server.objects(PODGROUPS_V1BETA1) == []
-    theirs = {
-        "apiVersion": "scheduling.k8s.io/v1beta1",
-        "kind": "PodGroup",
-        "metadata": {
-            "name": name,
-            "namespace": "team-a",
-            "ownerReferences": [{"apiVersion": "batch/v1", "kind": "Job", "name": "train"}],
-        },
-        "spec": {"schedulingPolicy": {"gang": {"minCount": 2}}},
-    }
-    cluster.server.add(PODGROUPS_V1BETA1, theirs)
-    assert (await placement.prepare(wl, pods, 2)).ready
+    theirs = _theirs(GROUP, job_uid=j["metadata"]["uid"])
+    cluster.server.add(PODGROUPS_V1BETA1, copy.deepcopy(theirs))
+    pods = _with_group(gated_pods(j, 2), GROUP)
+    assert (await _v1beta1(cluster).prepare(wl, pods, 3)).ready
     [pg] = cluster.server.objects(PODGROUPS_V1BETA1)
     assert pg["metadata"]["ownerReferences"] == theirs["metadata"]["ownerReferences"]
+    assert pg["spec"]["schedulingPolicy"] == theirs["spec"]["schedulingPolicy"]
     assert gang.ADMITTED_COUNT_ANNOTATION not in (pg["metadata"].get("annotations") or {})
 
 

@@ -231,12 +231,13 @@ async def test_rayjob_full_life(api: Api, kqueue: ConfiguredKqueue, namespace: s
         return str((obj.get("status") or {}).get("rayClusterName") or "") or None
 
     name = await eventually(cluster_name, within=120, what="RayJob rj's RayCluster")
+    # Read before the job can finish: KubeRay deletes the cluster once the submitter is done.
+    rc = await api.kube.get(RAYCLUSTERS, name, namespace)
     pods = await _bound(api, namespace, "kqueue.io/rayjob-name=rj", 3, "the RayJob's head, worker and submitter bound")
     for pod in pods:
         assert pod["spec"]["nodeSelector"][INSTANCE_TYPE_LABEL] == "on-demand"
     assert sum(1 for p in pods if "ray.io/node-type" not in p["metadata"]["labels"]) == 1  # the submitter
     # Only the RayJob has a Workload: the RayCluster it made (and its submitter Job) are its own.
-    rc = await api.kube.get(RAYCLUSTERS, name, namespace)
     assert [(o["kind"], o["name"]) for o in rc["metadata"]["ownerReferences"]] == [("RayJob", "rj")]
     owners = {
         ref["kind"]

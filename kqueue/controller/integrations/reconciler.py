@@ -476,7 +476,17 @@ class JobReconciler:
             # composed job the group is kept: its new pods name it again, and a PodGroup named
             # by live pods cannot be deleted (the API server's podgroup-protection finalizer).
             live = [p for members in by_set.values() for p in members]
-            prepared = await self._gang.prepare(wl, live, sum(r.count for r in releases.values()))
+            # Pod sets kept out of the gang (kqueue.io/gang-scheduling: "false" on their
+            # template, e.g. a RayJob's submitter, created only once its cluster runs) are not
+            # counted toward its minCount: they never name the group.
+            in_gang = sum(
+                r.count
+                for name, r in releases.items()
+                if (ps := wl.pod_set(name)) is None
+                or (ps.template.metadata.annotations or {}).get(c.GANG_SCHEDULING_ANNOTATION)
+                != "false"
+            )
+            prepared = await self._gang.prepare(wl, live, in_gang)
             if not prepared.ready:
                 logger.info("%s %s: pods held: %s", self.job.kind, object_key(obj), prepared.why)
                 return Requeue(after=1.0)

@@ -11,7 +11,7 @@ builds the webhook configurations that route requests to them.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from kqueue.api.config import Configuration
@@ -35,6 +35,7 @@ def register(
     local_queues: Callable[[str], list[str] | None] = lambda _namespace: None,
     gang: Callable[[], bool] = lambda: False,
     per_size_groups: Callable[[], bool] = lambda: True,
+    read_group: Callable[[str, str], Awaitable[dict[str, Any] | None]] = pod.no_group,
     kube: Kube | None = None,
     events: EventRecorder | None = None,
 ) -> None:
@@ -47,6 +48,7 @@ def register(
             gang,
             claimant(on),
             identities(on, kube, per_size_groups) if kube is not None else pod.as_claimed,
+            read_group,
         ),
     )
     server.add_validating(kinds.VALIDATE_PATH, kinds.validate_kqueue_object)

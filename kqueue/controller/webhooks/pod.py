@@ -12,10 +12,10 @@ object that owns the workload (the top-level one, not a child Job; with its UID)
 so every pod of one workload, whatever its pod set, names
 the same PodGroup. A managed pod that arrives with
 its own group is refused: kqueue would release it into a group whose minCount nobody keeps in
-step with the admission. The one exception is a group made by the pod's own controller, which
-it names in an owner reference (the Job controller's, for ``Job.spec.scheduling`` with the
-``WorkloadWithJob`` gate): that controller keeps ``minCount`` equal to the Job's parallelism,
-which kqueue sets to the admitted count, so kqueue makes no second group. A pod annotated ``kqueue.io/gang-scheduling: "false"`` gets no group
+step with the admission. The one exception is a group made by the pod's own Job controller
+(``Job.spec.scheduling`` with the ``WorkloadWithJob`` gate; the group's controller is the pod's
+Job, read through ``read_group``): that controller keeps ``minCount`` equal to the Job's
+parallelism, which kqueue sets to the admitted count, so kqueue makes no second group. A pod annotated ``kqueue.io/gang-scheduling: "false"`` gets no group
 (the Job webhook puts that on Jobs that run in waves).
 
 The ``identity`` resolver completes the name: the object's UID when the pod does not carry it
@@ -33,7 +33,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from kqueue.api.v1alpha1 import constants as c
-from kqueue.controller.gang import SCHEDULING_GROUP_FIELD, foreign_group, group_name, opted_out
+from kqueue.controller.gang import SCHEDULING_GROUP_FIELD, group_name, job_owns_group, opted_out
 from kqueue.controller.gate import add_gate
 from kqueue.controller.kube import KubeError
 from kqueue.controller.webhook_server import AdmissionRequest, FieldError, Verdict
@@ -55,6 +55,10 @@ def _no_claimant(_pod: Obj) -> tuple[str, str, str | None] | None:
     return None
 
 
+async def no_group(_namespace: str, _name: str) -> Obj | None:
+    return None
+
+
 async def as_claimed(
     _kind: str, _namespace: str, _name: str, uid: str | None
 ) -> tuple[str | None, str | None]:
@@ -65,6 +69,7 @@ def pod_mutator(
     gang: Callable[[], bool] = lambda: False,
     claimant: Claimant = _no_claimant,
     identity: Identity = as_claimed,
+    read_group: Callable[[str, str], Awaitable[Obj | None]] = no_group,
 ) -> Handler:
     """The pod webhook; ``gang`` says whether the cluster's gang scheduling is in use now."""
 
@@ -78,13 +83,19 @@ def pod_mutator(
         claimed = claimant(pod)
         given = (pod.get("spec") or {}).get("schedulingGroup")
         want: str | None = None
-        if given is not None and foreign_group(pod):
-            # The pod's controller made its group (see the module doc); it is kept as given.
-            out = copy.deepcopy(pod)
-            return Verdict.patch(out) if add_gate(out.setdefault("spec", {})) else Verdict.allow()
+        namespace = str((pod.get("metadata") or {}).get("namespace") or req.namespace or "")
+        if given is not None and claimed is not None and claimed[0] == "Job":
+            try:
+                group = await read_group(namespace, str(given.get("podGroupName") or ""))
+            except KubeError:
+                group = None  # not known to be the Job's: refused below, its controller retries
+            if group is not None and job_owns_group(group, pod):
+                # The pod's Job controller made its group (see the module doc): kept as given.
+                out = copy.deepcopy(pod)
+                changed = add_gate(out.setdefault("spec", {}))
+                return Verdict.patch(out) if changed else Verdict.allow()
         if gang() and claimed is not None and not opted_out(pod):
             kind, name, uid = claimed
-            namespace = str((pod.get("metadata") or {}).get("namespace") or req.namespace or "")
             try:
                 uid, size = await identity(kind, namespace, name, uid)
             except KubeError as exc:

@@ -70,7 +70,13 @@ def rayjob_templates(rayjob: Obj) -> list[Obj]:
     if submission_mode(rayjob) == K8S_JOB_MODE:
         if not isinstance(spec.get("submitterPodTemplate"), dict):
             spec["submitterPodTemplate"] = default_submitter_template(rayjob)
-        templates.append(spec["submitterPodTemplate"])
+        submitter = spec["submitterPodTemplate"]
+        # KubeRay creates the submitter only once the cluster runs: in the cluster's gang it
+        # would be waited for by the pods it waits for.
+        submitter.setdefault("metadata", {}).setdefault("annotations", {}).setdefault(
+            c.GANG_SCHEDULING_ANNOTATION, "false"
+        )
+        templates.append(submitter)
     name = str((rayjob.get("metadata") or {}).get("name") or "")
     for template in templates:
         template.setdefault("metadata", {}).setdefault("labels", {})[RAYJOB_NAME_LABEL] = name
