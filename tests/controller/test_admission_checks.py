@@ -12,6 +12,7 @@ import pytest
 from kqueue.api.v1alpha1 import (
     AdmissionCheck,
     AdmissionCheckState,
+    ClusterQueue,
     ProvisioningRequestConfig,
     Workload,
     parse_object,
@@ -19,7 +20,7 @@ from kqueue.api.v1alpha1 import (
 from kqueue.api.v1alpha1 import constants as c
 from kqueue.controller.admission_checks.provisioning import requests as pr
 from kqueue.controller.admission_checks.provisioning.controller import ProvisioningController
-from kqueue.controller.admission_checks.workload_checks import apply_checks
+from kqueue.controller.admission_checks.workload_checks import apply_checks, required_checks
 from kqueue.controller.informer import Store
 from kqueue.engine.checks import Verdict
 
@@ -263,6 +264,31 @@ def test_missing_check_is_added_pending_and_keeps_the_workload_unadmitted() -> N
         ("ext", "Pending"), ("prov", "Ready")
     ]
     assert not out.is_admitted
+
+
+def _cq_with_checks(*names: str) -> ClusterQueue:
+    out = parse_object({
+        "apiVersion": "kqueue.io/v1alpha1", "kind": "ClusterQueue", "metadata": {"name": "cq"},
+        "spec": {"admissionChecksStrategy": {"admissionChecks": [{"name": n} for n in names]}},
+    }, validate=False)
+    assert isinstance(out, ClusterQueue)
+    return out
+
+
+def test_checks_added_to_the_cluster_queue_wait_for_a_workload_not_admitted_yet() -> None:
+    wl = workload(admitted=False, checks=[{"name": "prov", "state": "Ready", "message": ""}])
+    assert required_checks(wl, _cq_with_checks("prov", "later")) == ["later", "prov"]
+
+
+def test_checks_added_to_the_cluster_queue_never_stop_an_admitted_workload() -> None:
+    # Deliberately unlike Kueue (docs/admission-checks.md): nothing already admitted is lost to
+    # an edit of its ClusterQueue; a check removed from it is still dropped.
+    wl = workload(admitted=True, checks=[{"name": "prov", "state": "Ready", "message": ""}])
+    required = required_checks(wl, _cq_with_checks("prov", "later"))
+    assert required == ["prov"]
+    out, verdict = apply_checks(wl, required, {}, NOW)
+    assert verdict == Verdict.ADMIT and (out is None or out.is_admitted)
+    assert required_checks(wl, _cq_with_checks("later")) == []
 
 
 def test_retry_evicts_with_requeue_at() -> None:

@@ -57,7 +57,17 @@ def required_checks(wl: Workload, cq: ClusterQueue | None) -> list[str]:
         CheckRule(r.name, frozenset(r.on_flavors))
         for r in cq.spec.admission_checks_strategy.admission_checks
     ]
-    return ck.checks_for(rules, (f for psa in adm.pod_set_assignments for f in psa.flavors.values()))
+    required = ck.checks_for(
+        rules, (f for psa in adm.pod_set_assignments for f in psa.flavors.values())
+    )
+    if wl.is_admitted:
+        # Checks added to the ClusterQueue after this workload was admitted apply to later
+        # admissions only: an edit of the ClusterQueue (or a check that turns out missing)
+        # never stops what already runs. Kueue would list them Pending and set Admitted=False,
+        # which stops the job (docs/admission-checks.md).
+        had = {s.name for s in wl.status.admission_checks}
+        required = [name for name in required if name in had]
+    return required
 
 
 def apply_checks(
