@@ -7,7 +7,7 @@ node is added, or a pod outside kqueue is deleted) and all 3 are bound together.
 
 The caller's ``cluster`` fixture decides the Kubernetes version and whether kube-scheduler's
 gang gates are on: with them (tests/gang_e2e/test_node_fit_gang.py) the guard holds the gang
-before kqueue creates its PodGroup; without (tests/controller_e2e/test_node_fit.py) it is the
+before kqueue creates its PodGroup; without (tests/stock_e2e/test_node_fit.py) it is the
 only thing that keeps the gang whole.
 """
 

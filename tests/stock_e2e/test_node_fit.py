@@ -1,4 +1,4 @@
-"""The node-fit guard on the session's cluster (kube-scheduler's gang gates off): the guard
+"""The node-fit guard on a stock cluster (kube-scheduler's gang gates off): the guard
 alone keeps a gang whole (tests/gang_e2e/node_fit_case.py)."""
 
 from __future__ import annotations
