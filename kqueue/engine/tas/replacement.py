@@ -30,6 +30,7 @@ from kqueue.engine.tas.topology import (
     per_pod_requests,
 )
 from kqueue.engine.types import FlavorName, PodSet, TopologyAssignment
+from kqueue.engine.workload import AdmittedWorkload
 
 # Kueue's WorkloadEvictedDueToNodeFailures.
 EVICTED_BY_NODE_FAILURES = "NodeFailures"
@@ -155,6 +156,23 @@ def find_replacement(
         counts[name] = counts.get(name, 0) + n
     domains = tuple(((name,), counts[name]) for name in sorted(counts))
     return Replaced(TopologyAssignment(levels=(HOSTNAME,), domains=domains), tuple(moved))
+
+
+def placed_on_nodes(
+    trees: Mapping[FlavorName, FlavorTopology], wl: AdmittedWorkload, nodes: set[str]
+) -> list[tuple[FlavorName, PodSet, TopologyAssignment]]:
+    """The pod sets of ``wl`` with pods on one of ``nodes``: (TAS flavor, pod set, assignment)."""
+    pod_sets = {ps.name: ps for ps in wl.info.pod_sets}
+    out: list[tuple[FlavorName, PodSet, TopologyAssignment]] = []
+    for psa in wl.admission.pod_sets:
+        ps = pod_sets.get(psa.name)
+        ta = psa.topology
+        if ps is None or ta is None or not any(v[-1:] and v[-1] in nodes for v, _ in ta.domains):
+            continue
+        flavor = next((f for f in sorted(set(psa.flavors.values())) if f in trees), None)
+        if flavor is not None:
+            out.append((flavor, ps, ta))
+    return out
 
 
 def replace_all(
