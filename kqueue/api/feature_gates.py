@@ -45,6 +45,11 @@ FIXED: Final[Mapping[str, bool]] = {
     "TASRecomputeAssignmentWithinSchedulingCycle": True,
     "TASMultiLayerTopology": True,
     "TASHandleOverlappingFlavors": True,
+    # Failed-node replacement (kqueue/controller/node_health.py), always on.
+    "TASFailedNodeReplacement": True,
+    "TASFailedNodeReplacementFailFast": True,
+    "TASReplaceNodeOnPodTermination": True,
+    "TASReplaceNodeDueToNotReadyOverFixedTime": False,
     "TASBalancedPlacement": False,
     "TASRespectNodeAffinityPreferred": False,
     "ElasticJobsViaWorkloadSlicesWithTAS": False,

@@ -282,6 +282,8 @@ class Manager:
             kube=self.kube,
             events=self.events,
             now=now,
+            engine=lambda: self.engine,
+            pods=self.topology.pods.store,
         )
         self.releaser = PodReleaser(kube=self.kube, metrics=self.metrics, now=now)
         # Whole-gang placement by kube-scheduler, when the cluster serves it (run() discovers).

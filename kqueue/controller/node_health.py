@@ -8,8 +8,13 @@ pod set and how many pods, and what the user can do, and a Warning event
 ``TopologyNodeUnavailable``. When the node is back, it leaves the list, and with none left the
 condition turns True (reason ``NodesReady``).
 
-Kueue, with its TASFailedNodeReplacement gate, looks for a replacement node in the same domain;
-kqueue does not move or re-place running pods: it reports, and the user decides.
+A failed node (Kueue's TASFailedNodeReplacement, on by default in Kueue v0.19) is replaced:
+deleted, or with no Ready condition, at once; NotReady, once no topology-placed pod still runs on
+it (Kueue's TASReplaceNodeOnPodTermination). The engine (kqueue/engine/tas/replacement.py) puts
+its pods on other nodes of the same domain; the new topology assignment is written, and the pods
+the workload's owner creates again are released onto the new nodes (integrations/release.py pins
+each to a domain with room). With no room, or two failed nodes, the workload is evicted with
+Kueue's reason ``NodeFailures``. A cordoned node is only reported: its pods keep running.
 """
 
 from __future__ import annotations
@@ -19,20 +24,29 @@ from collections.abc import Callable, Iterable
 from datetime import datetime
 from typing import Any
 
-from kqueue.api.v1alpha1 import UnhealthyNode, Workload, set_condition
+from kqueue.api.v1alpha1 import UnhealthyNode, Workload, encode_assignment, set_condition
 from kqueue.api.v1alpha1 import constants as c
 from kqueue.controller.events import EventRecorder
 from kqueue.controller.informer import Store
 from kqueue.controller.kube import Conflict, Kube, NotFound
 from kqueue.controller.resources import WORKLOADS
 from kqueue.controller.topology import NODE_UNAVAILABLE_REASON
+from kqueue.controller.workload_status import evict
 from kqueue.controller.workqueue import Requeue
 from kqueue.engine import from_api
+from kqueue.engine.engine import Engine
+from kqueue.engine.tas.replacement import EVICTED_BY_NODE_FAILURES, NotReplaced, Replaced
+from kqueue.engine.types import WorkloadKey
 
 logger = logging.getLogger(__name__)
 
 Obj = dict[str, Any]
 HOSTNAME = "kubernetes.io/hostname"
+# The Normal event of a workload whose failed node's pods were given other nodes.
+NODE_REPLACED_REASON = "TopologyNodeReplaced"
+NOT_READY = "is not Ready"
+# How often a NotReady node is looked at again while the workload's pods on it still run.
+WAIT_FOR_PODS_S = 5.0
 
 
 def node_problem(node: Obj | None) -> str | None:
@@ -41,7 +55,7 @@ def node_problem(node: Obj | None) -> str | None:
         return "was deleted"
     view = from_api.node(node)
     if not view.ready:
-        return "is not Ready"
+        return NOT_READY
     if view.unschedulable:
         return "is cordoned (spec.unschedulable)"
     return None
@@ -67,10 +81,36 @@ def placed_nodes(wl: Workload) -> dict[str, list[tuple[str, int]]]:
 def lost_message(node: str, problem: str, pod_sets: Iterable[tuple[str, int]]) -> str:
     placed = ", ".join(f"{n} pod(s) of pod set {ps}" for ps, n in pod_sets)
     return (
-        f"Node {node} {problem}; the topology assignment places {placed} there. kqueue does not "
-        f"move pods, and a pod recreated for that node is pinned to it again: to be placed on "
-        f"nodes that can run it, deactivate the Workload and queue it again (spec.active false, "
-        f"then true); or wait for the node to be Ready and schedulable"
+        f"Node {node} {problem}; the topology assignment places {placed} there. A deleted or "
+        f"NotReady node is replaced by another node of the same domain once its pods have "
+        f"stopped (the Workload is evicted, reason NodeFailures, when none has room); a "
+        f"cordoned node is not: wait for it to be schedulable, or deactivate the Workload and "
+        f"queue it again (spec.active false, then true)"
+    )
+
+
+def node_failed(node: Obj | None, pods_running: int) -> bool:
+    """Whether ``node`` has failed for replacement (Kueue's node controller): deleted or with no
+    Ready condition at once; NotReady once ``pods_running`` (topology-placed pods still running
+    on it) is 0. A cordoned, Ready node has not failed."""
+    if node is None:
+        return True
+    conds = [x for x in (node.get("status") or {}).get("conditions") or []
+             if x.get("type") == "Ready"]
+    if not conds:
+        return True
+    return conds[0].get("status") != "True" and pods_running == 0
+
+
+def replaced_message(node: str, problem: str, got: dict[str, Replaced]) -> str:
+    moved = "; ".join(
+        f"{sum(n for _, n in r.moved)} pod(s) of pod set {ps} to "
+        + ", ".join(f"{name} ({n})" for name, n in r.moved)
+        for ps, r in sorted(got.items())
+    )
+    return (
+        f"Node {node} {problem}; its pods were placed on other nodes of the same domain: "
+        f"{moved}. Pods created again for this Workload are released onto those nodes"
     )
 
 
@@ -85,12 +125,29 @@ class NodeHealth:
         kube: Kube,
         events: EventRecorder,
         now: Callable[[], datetime],
+        engine: Callable[[], Engine] | None = None,
+        pods: Store[Obj] | None = None,
     ) -> None:
+        """``engine`` and ``pods`` (the bound pods) turn on failed-node replacement; without
+        them a lost node is only reported."""
         self._workloads = workloads
         self._nodes = nodes
         self._kube = kube
         self._events = events
         self._now = now
+        self._engine = engine
+        self._pods = pods
+
+    def _running_on(self, node: str) -> int:
+        """Topology-placed pods bound to ``node`` that have not ended nor are being deleted."""
+        if self._pods is None:
+            return 0
+        return sum(
+            1 for p in self._pods.objects()
+            if (p.get("spec") or {}).get("nodeName") == node
+            and c.TAS_LABEL in ((p.get("metadata") or {}).get("labels") or {})
+            and not (p.get("metadata") or {}).get("deletionTimestamp")
+        )
 
     async def __call__(self, key: str) -> Requeue | None:
         wl = self._workloads.get(key)
@@ -103,6 +160,33 @@ class NodeHealth:
             if (problem := node_problem(self._nodes.get(node))) is not None
         }
         had = {n.name for n in wl.status.unhealthy_nodes}
+        failed = sorted(
+            n for n in lost if node_failed(self._nodes.get(n), self._running_on(n))
+        )
+        if failed and self._engine is not None and not wl.is_true(c.EVICTED):
+            got = self._engine().replace_failed_nodes(WorkloadKey(key), failed)
+            if isinstance(got, NotReplaced):
+                return await self._evict(wl, got.reason)
+            if got:
+                return await self._replace(wl, failed[0], lost[failed[0]], got)
+        # A NotReady node whose pods still run: look again (Kueue waits for them to end).
+        wait = (
+            Requeue(after=WAIT_FOR_PODS_S)
+            if self._engine is not None
+            and any(n not in failed and lost[n] == NOT_READY for n in lost)
+            else None
+        )
+        return await self._report(wl, key, placed, lost, had) or wait
+
+    async def _report(
+        self,
+        wl: Workload,
+        key: str,
+        placed: dict[str, list[tuple[str, int]]],
+        lost: dict[str, str],
+        had: set[str],
+    ) -> Requeue | None:
+        """``status.unhealthyNodes``, ``TopologyNodesReady`` and the Warning event."""
         cond = wl.condition(c.TOPOLOGY_NODES_READY)
         if not lost and not had and cond is None:
             return None  # never lost a node: no condition to show
@@ -137,3 +221,54 @@ class NodeHealth:
         if had and not lost:
             logger.info("Workload %s: every node of its topology assignment is back", key)
         return None
+
+    async def _replace(
+        self, wl: Workload, node: str, problem: str, got: dict[str, Replaced]
+    ) -> Requeue | None:
+        """Write the new topology assignments; the node leaves ``unhealthyNodes``."""
+        out = wl.model_copy(deep=True)
+        assert out.status.admission is not None  # checked by the caller
+        for psa in out.status.admission.pod_set_assignments:
+            r = got.get(psa.name)
+            if r is not None:
+                psa.topology_assignment = encode_assignment(
+                    list(r.assignment.levels),
+                    [(list(values), n) for values, n in r.assignment.domains],
+                )
+        out.status.unhealthy_nodes = [u for u in out.status.unhealthy_nodes if u.name != node]
+        message = replaced_message(node, problem, got)
+        set_condition(
+            out.status.conditions, c.TOPOLOGY_NODES_READY, "True", c.NODES_READY, message,
+            self._now(), wl.metadata.generation,
+        )
+        if not await self._write(out):
+            return Requeue(after=0.2)
+        self._events.record(wl.to_dict(), "Normal", NODE_REPLACED_REASON, message)
+        logger.info("Workload %s: %s", wl.key, message)
+        return None
+
+    async def _evict(self, wl: Workload, reason: str) -> Requeue | None:
+        """Evict with Kueue's ``NodeFailures``; the owner stops the pods, the quota is freed
+        and the workload queues again (placed anew)."""
+        message = (
+            f"{reason}. The Workload is queued again and placed anew once its pods have stopped"
+        )
+        out = evict(wl, EVICTED_BY_NODE_FAILURES, message, self._now())
+        if out is None:
+            return None
+        if not await self._write(out):
+            return Requeue(after=0.2)
+        self._events.record(wl.to_dict(), "Warning", c.EVICTED,
+                            f"{EVICTED_BY_NODE_FAILURES}: {message}")
+        logger.info("Workload %s evicted: %s", wl.key, message)
+        return None
+
+    async def _write(self, out: Workload) -> bool:
+        """Write ``out``'s status; False on a conflict (the informer brings the newer one)."""
+        try:
+            await self._kube.replace_status(WORKLOADS, out.to_dict(), namespace=out.namespace)
+        except NotFound:
+            return True
+        except Conflict:
+            return False
+        return True

@@ -69,7 +69,8 @@ def _slim_container(ctr: Obj) -> Obj:
 
 
 def slim_pod(pod: Obj) -> Obj:
-    """The fields of a bound Pod the engine reads: node, requests, phase, the TAS label."""
+    """The fields of a bound Pod the engine reads: node, requests, phase, the TAS label (and
+    whether it is being deleted)."""
     meta = pod.get("metadata") or {}
     spec = pod.get("spec") or {}
     labels = meta.get("labels") or {}
@@ -87,6 +88,8 @@ def slim_pod(pod: Obj) -> Obj:
             "namespace": meta.get("namespace"),
             "resourceVersion": meta.get("resourceVersion"),
             "labels": {k: v for k, v in labels.items() if k == c.TAS_LABEL},
+            # A pod being deleted has stopped for failed-node replacement (node_health.py).
+            "deletionTimestamp": meta.get("deletionTimestamp"),
         },
         "spec": out_spec,
         "status": {"phase": (pod.get("status") or {}).get("phase")},

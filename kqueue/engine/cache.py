@@ -340,12 +340,16 @@ class Cache:
     def _topology_snapshot(self) -> TopologySnapshot | None:
         if not any(f.topology_name for f in self.flavors.values()):
             return None
+        return TopologySnapshot(self.topology_trees(), (), self.topology_usage())
+
+    def topology_usage(self) -> TopologyUsage:
+        """A copy of what the held workloads' topology assignments take on the current trees."""
         trees = self.topology_trees()
         if self._topology_usage is None or self._topology_usage.trees is not trees:
             self._topology_usage = TopologyUsage(trees)
             for wl in self.workloads.values():
                 self._topology_usage.add_workload(wl)
-        return TopologySnapshot(trees, (), self._topology_usage.copy())
+        return self._topology_usage.copy()
 
     def check_consistency(self, workloads: Iterable[AdmittedWorkload] | None = None) -> None:
         """Recompute usage from scratch and compare (tests use it after random operations)."""

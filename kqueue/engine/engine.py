@@ -38,6 +38,7 @@ from .readiness import PodsReadyConfig, Readiness
 from .slice import scaled_down
 from .snapshot import Inactive
 from .tas.node_fit import Demand, NodeFitGuard, ReleasedPod, Verdict, merged_flavor
+from .tas.replacement import NotReplaced, Replaced, placed_on_nodes, replace_all
 from .tas.topology import BoundPod, Node, Topology
 from .types import (
     Admission,
@@ -219,6 +220,21 @@ class Engine:
         if sum(d.count for d in demands) < 2:
             return None
         return self.node_fit_guard.check(self.cache.nodes, demands)
+
+    def replace_failed_nodes(
+        self, key: WorkloadKey, failed: Iterable[str]
+    ) -> dict[str, Replaced] | NotReplaced | None:
+        """Kueue's TASFailedNodeReplacement for the admitted workload ``key`` (tas/replacement.py):
+        per pod set placed on a ``failed`` node, its new assignment; or why it is evicted; None
+        when no pod set of it is placed on those nodes."""
+        aw = self.cache.get(key)
+        if aw is None:
+            return None
+        trees = self.cache.topology_trees()
+        placed = placed_on_nodes(trees, aw, set(failed))
+        if not placed:
+            return None
+        return replace_all(trees, self.cache.topology_usage(), placed, sorted(set(failed)))
 
     def topology_nodes(self) -> tuple[int, int, int]:
         """(Topologies, nodes, bound pods) known, for status and metrics."""

@@ -9,11 +9,21 @@ from typing import Any
 
 import pytest
 
+from kqueue.api.v1alpha1 import TopologyAssignment as TopologyAssignmentApi
 from kqueue.api.v1alpha1 import Workload, encode_assignment
 from kqueue.api.v1alpha1 import constants as c
-from kqueue.controller.node_health import NodeHealth, node_problem, placed_nodes
-from kqueue.controller.resources import NODES, WORKLOADS
-from kqueue.controller.topology import NODE_UNAVAILABLE_REASON, slim_node
+from kqueue.controller.node_health import (
+    NODE_REPLACED_REASON,
+    NodeHealth,
+    node_failed,
+    node_problem,
+    placed_nodes,
+)
+from kqueue.controller.resources import NODES, PODS, WORKLOADS
+from kqueue.controller.topology import NODE_UNAVAILABLE_REASON, slim_node, slim_pod
+from kqueue.controller.workqueue import Requeue
+from kqueue.engine.tas.replacement import NotReplaced, Replaced
+from kqueue.engine.types import TopologyAssignment
 from tests.controller.fake_apiserver import FakeCluster
 from tests.controller.fakes import Events, model
 from tests.controller.test_job_reconciler import job, workload
@@ -64,17 +74,125 @@ class _Setup:
         await self.cluster.synced()
 
 
-async def _setup(cluster: FakeCluster, nodes: list[Obj], workloads: list[Obj]) -> _Setup:
+async def _setup(
+    cluster: FakeCluster, nodes: list[Obj], workloads: list[Obj], engine: Any = None
+) -> _Setup:
     for n in nodes:
         cluster.server.add(NODES, n)
     for w in workloads:
         cluster.server.add(WORKLOADS, w)
     wl_informer = await cluster.informer(WORKLOADS, model(Workload))
     node_informer = await cluster.informer(NODES, slim_node)
+    pod_informer = await cluster.informer(PODS, slim_pod)
     events = Events()
     health = NodeHealth(workloads=wl_informer.store, nodes=node_informer.store,
-                        kube=cluster.kube, events=events, now=lambda: NOW)
+                        kube=cluster.kube, events=events, now=lambda: NOW,
+                        engine=None if engine is None else (lambda: engine),
+                        pods=pod_informer.store)
     return _Setup(cluster, events, health)
+
+
+class _Engine:
+    """The engine's answer to replace_failed_nodes, fixed by the test (its placement is tested
+    in tests/engine/test_tas_replacement.py); records what it was asked."""
+
+    def __init__(self, answer: dict[str, Replaced] | NotReplaced) -> None:
+        self.answer = answer
+        self.asked: list[tuple[str, list[str]]] = []
+
+    def replace_failed_nodes(self, key: str, failed: list[str]) -> object:
+        self.asked.append((key, list(failed)))
+        return self.answer
+
+
+MOVED_TO_N3 = {"main": Replaced(
+    TopologyAssignment((HOST,), ((("n2",), 1), (("n3",), 2))), (("n3", 2),)
+)}
+
+
+def _tas_pod(name: str, node: str) -> Obj:
+    return {"metadata": {"name": name, "namespace": "team-a", "labels": {c.TAS_LABEL: "true"}},
+            "spec": {"nodeName": node, "containers": []}, "status": {"phase": "Running"}}
+
+
+def _domains(s: _Setup, name: str) -> list[tuple[list[str], int]]:
+    ta = s.status(name)["admission"]["podSetAssignments"][0]["topologyAssignment"]
+    return [(list(v), n) for v, n in TopologyAssignmentApi.model_validate(ta).domains()]
+
+
+async def test_a_deleted_node_is_replaced(cluster: FakeCluster) -> None:
+    engine = _Engine(MOVED_TO_N3)
+    s = await _setup(cluster, [_node("n1"), _node("n2"), _node("n3")],
+                     [_tas_workload("train", [("n1", 2), ("n2", 1)])], engine)
+    cluster.server.remove(NODES, "n1")
+    await s.reconcile("train")
+    assert engine.asked == [("team-a/train", ["n1"])]
+    assert _domains(s, "train") == [(["n2"], 1), (["n3"], 2)]
+    assert not s.status("train").get("unhealthyNodes")
+    cond = s.condition("train")
+    assert cond is not None and (cond["status"], cond["reason"]) == ("True", c.NODES_READY)
+    assert "Node n1 was deleted" in cond["message"] and "n3 (2)" in cond["message"]
+    assert s.events.reasons("train") == [NODE_REPLACED_REASON]
+
+
+async def test_no_room_for_the_pods_of_a_failed_node_evicts(cluster: FakeCluster) -> None:
+    why = "Workload was evicted as there was no replacement for unhealthy node(s): n1"
+    engine = _Engine(NotReplaced(why))
+    s = await _setup(cluster, [_node("n1", ready=False), _node("n2")],
+                     [_tas_workload("train", [("n1", 2), ("n2", 1)])], engine)
+    await s.reconcile("train")
+    ev = [x for x in s.status("train")["conditions"] if x["type"] == c.EVICTED]
+    assert [(x["status"], x["reason"]) for x in ev] == [("True", "NodeFailures")]
+    assert why in ev[0]["message"]
+    assert _domains(s, "train") == [(["n1"], 2), (["n2"], 1)], "the admission is left as is"
+    assert s.events.reasons("train") == [c.EVICTED]
+
+
+async def test_a_not_ready_node_is_replaced_once_its_pods_stopped(cluster: FakeCluster) -> None:
+    """Kueue's TASReplaceNodeOnPodTermination: "Node NotReady, pod running, not marked as
+    unavailable, requeued", then "Node NotReady, pod terminating, marked as unavailable"."""
+    engine = _Engine(MOVED_TO_N3)
+    cluster.server.add(PODS, _tas_pod("train-0", "n1"))
+    s = await _setup(cluster, [_node("n1", ready=False), _node("n2"), _node("n3")],
+                     [_tas_workload("train", [("n1", 2), ("n2", 1)])], engine)
+    await cluster.synced()
+    got = await s.health("team-a/train")
+    assert isinstance(got, Requeue), "the pod still runs on n1: look again"
+    assert engine.asked == []
+    await cluster.synced()
+    assert s.status("train")["unhealthyNodes"] == [{"name": "n1"}]
+    cluster.server.remove(PODS, "train-0", "team-a")
+    await s.reconcile("train")
+    assert engine.asked == [("team-a/train", ["n1"])]
+    assert _domains(s, "train") == [(["n2"], 1), (["n3"], 2)]
+    assert not s.status("train").get("unhealthyNodes")
+
+
+async def test_a_cordoned_node_is_not_replaced(cluster: FakeCluster) -> None:
+    engine = _Engine(MOVED_TO_N3)
+    s = await _setup(cluster, [_node("n1", cordoned=True), _node("n2"), _node("n3")],
+                     [_tas_workload("train", [("n1", 2), ("n2", 1)])], engine)
+    await s.reconcile("train")
+    assert engine.asked == []
+    assert s.status("train")["unhealthyNodes"] == [{"name": "n1"}]
+
+
+@pytest.mark.parametrize(
+    ("node", "running", "want"),
+    [
+        pytest.param(None, 1, True, id="Node Deleted - marked as unavailable"),
+        pytest.param({"metadata": {"name": "n"}, "status": {"conditions": []}}, 1, True,
+                     id="NodeReady missing - marked as unavailable"),
+        pytest.param(_node("n"), 0, False, id="Node Found and Healthy - not marked"),
+        pytest.param(_node("n", ready=False), 1, False,
+                     id="Node NotReady, pod running, not marked as unavailable, requeued"),
+        pytest.param(_node("n", ready=False), 0, True,
+                     id="Node NotReady, pod terminating, marked as unavailable"),
+        pytest.param(_node("n", cordoned=True), 0, False, id="cordoned - kqueue: not failed"),
+    ],
+)
+def test_node_failed(node: Obj | None, running: int, want: bool) -> None:
+    assert node_failed(node, running) is want
 
 
 @pytest.mark.parametrize(

@@ -3,16 +3,20 @@ bound in one rack, a second such Job goes to another rack, and a pod kqueue does
 occupying a node keeps a third out of that node's rack, a rack Job preempts a lower-priority one
 when no rack has room, and a Job preferring a block but too big for one spreads (the local
 cluster's kwok-tas nodes: 2 blocks x 2 racks x 4 hosts of 4 cpu), and a Job with two slice layers
-is bound in whole slices of each layer."""
+is bound in whole slices of each layer; a deleted node under a rack Job is replaced by a node of
+the same rack, or, with none free, the Job's Workload is evicted (NodeFailures)."""
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import pytest
 
 from kqueue.api.v1alpha1 import TopologyAssignment
 from kqueue.api.v1alpha1 import constants as c
+from kqueue.controller.kube import Conflict
 from kqueue.controller.resources import NODES, PODS
 from kqueue.controller.topology import TOPOLOGIES
 from kqueue.localcluster.nodes import (
@@ -20,6 +24,7 @@ from kqueue.localcluster.nodes import (
     TAS_NODE_GROUP,
     TAS_NODE_GROUP_LABEL,
     TAS_RACK_LABEL,
+    TOPOLOGY_NODES,
 )
 from tests.controller_e2e.harness import (
     E2E_LABEL,
@@ -234,12 +239,7 @@ async def test_a_cordoned_node_under_an_admitted_rack_job_is_reported(
     """A node of an admitted rack Job's assignment is cordoned: the Workload lists it in
     status.unhealthyNodes with TopologyNodesReady=False; uncordoned, the list empties and the
     condition turns True."""
-    racks = {
-        n["metadata"]["name"]: n["metadata"]["labels"].get(TAS_RACK_LABEL)
-        for n in await api.kube.list(NODES)
-    }
-    await _wait_idle(api, racks)
-    await _tas_queue(api, namespace)
+    racks = await _idle_tas_queue(api, namespace)
     await api.apply(_rack_job("rack-a", namespace))
     wl = await api.wait_workload(namespace, "rack-a", lambda w: is_true(w, c.ADMITTED),
                                  what="admitted")
@@ -324,3 +324,120 @@ async def test_a_two_layer_slice_job_is_bound_in_whole_slices(
     assert all(n == 2 for n in per_host.values()), per_host
     assert all(n % 4 == 0 for n in per_rack.values()), per_rack
     assert len({nodes[h].get(TAS_BLOCK_LABEL) for h in per_host}) == 1, per_host
+
+
+async def _idle_tas_queue(api: Api, namespace: str) -> dict[str, str | None]:
+    """The rack of every node, once no pod runs on the kwok-tas nodes; and a TAS queue "lq"."""
+    racks = {
+        n["metadata"]["name"]: n["metadata"]["labels"].get(TAS_RACK_LABEL)
+        for n in await api.kube.list(NODES)
+    }
+    await _wait_idle(api, racks)
+    await _tas_queue(api, namespace)
+    return racks
+
+
+async def _fail_node(api: Api, node: str) -> None:
+    """Delete ``node`` and, at once, its pods (what kube-controller-manager's pod GC does to
+    the pods of a deleted node after its 40 s quarantine)."""
+    await api.kube.delete(NODES, node)
+    for p in await api.kube.list(PODS):
+        if (p.get("spec") or {}).get("nodeName") == node:
+            meta = p["metadata"]
+            await api.kube.request(
+                "DELETE", PODS.object_path(meta["name"], meta["namespace"]),
+                {"kind": "DeleteOptions", "apiVersion": "v1", "gracePeriodSeconds": 0},
+            )
+
+
+async def _restore_node(api: Api, node: str) -> None:
+    """Create the kwok-tas node again as the local cluster made it (other tests use it)."""
+    fake = next(n for n in TOPOLOGY_NODES if n.name == node)
+    with contextlib.suppress(Conflict):  # already back
+        await api.kube.create(NODES, fake.manifest())
+
+
+async def _admitted_nodes(api: Api, namespace: str, name: str) -> list[str]:
+    wl = await api.wait_workload(namespace, name, lambda w: is_true(w, c.ADMITTED),
+                                 what="admitted")
+    ta = wl["status"]["admission"]["podSetAssignments"][0]["topologyAssignment"]
+    return sorted(v[-1] for v, _ in TopologyAssignment.model_validate(ta).domains())
+
+
+async def test_a_deleted_node_under_a_rack_job_is_replaced_in_the_same_rack(
+    api: Api, kqueue: KqueueProcess, namespace: str
+) -> None:
+    """Kueue's TASFailedNodeReplacement: a Job of 3 pods requiring a rack (one 3-cpu pod per
+    4-cpu host) loses a node; the topology assignment names the rack's fourth node instead,
+    and the pod the Job controller creates again is bound there."""
+    racks = await _idle_tas_queue(api, namespace)
+    spec = job("three", namespace, "lq", count=3, cpu="3")
+    spec["spec"]["backoffLimit"] = 3  # the lost pod counts as failed: the Job creates another
+    spec["spec"]["template"]["metadata"]["annotations"][
+        "kqueue.io/podset-required-topology"
+    ] = TAS_RACK_LABEL
+    await api.apply(spec)
+    placed = await _admitted_nodes(api, namespace, "three")
+    rack = racks[placed[0]]
+    assert len(placed) == 3 and {racks[n] for n in placed} == {rack}
+    spare = [n for n, r in sorted(racks.items()) if r == rack and n not in placed]
+    assert len(spare) == 1
+
+    def bound(want: list[str]) -> Callable[[], Awaitable[bool]]:
+        async def probe() -> bool:
+            nodes = [(p.get("spec") or {}).get("nodeName") or ""
+                     for p in await api.pods_of(namespace, "three")
+                     if (p.get("status") or {}).get("phase") == "Running"
+                     and not p["metadata"].get("deletionTimestamp")]
+            return sorted(nodes) == want
+
+        return probe
+
+    await eventually(bound(placed), within=60, what="three's 3 pods running")
+    victim = placed[0]
+    await _fail_node(api, victim)
+    try:
+        def replaced(w: Obj) -> bool:
+            adm = w["status"].get("admission")
+            if adm is None:
+                return False
+            ta = adm["podSetAssignments"][0]["topologyAssignment"]
+            nodes = {v[-1] for v, _ in TopologyAssignment.model_validate(ta).domains()}
+            return nodes == (set(placed) - {victim}) | set(spare)
+
+        wl = await api.wait_workload(namespace, "three", replaced, within=60,
+                                     what=f"{victim} replaced by {spare[0]}")
+        assert is_true(wl, c.ADMITTED) and not wl["status"].get("unhealthyNodes")
+        cond = next(x for x in wl["status"]["conditions"]
+                    if x["type"] == c.TOPOLOGY_NODES_READY)
+        assert cond["status"] == "True" and f"Node {victim} was deleted" in cond["message"]
+        want = sorted((set(placed) - {victim}) | set(spare))
+        await eventually(bound(want), within=90, what=f"the new pod running on {spare[0]}")
+    finally:
+        await _restore_node(api, victim)
+
+
+async def test_a_deleted_node_under_a_whole_rack_job_evicts_it_with_node_failures(
+    api: Api, kqueue: KqueueProcess, namespace: str
+) -> None:
+    """The rack Job takes the whole rack: no node of the rack can take the lost pod, so the
+    Workload is evicted with Kueue's reason NodeFailures."""
+    racks = await _idle_tas_queue(api, namespace)
+    await api.apply(_rack_job("whole", namespace))
+    placed = await _admitted_nodes(api, namespace, "whole")
+    assert len(placed) == 4
+    victim = placed[0]
+    await _fail_node(api, victim)
+    try:
+        def evicted(w: Obj) -> bool:
+            return any(x["type"] == c.EVICTED and x["status"] == "True"
+                       and x["reason"] == "NodeFailures"
+                       for x in w["status"].get("conditions") or [])
+
+        wl = await api.wait_workload(namespace, "whole", evicted, within=60,
+                                     what="evicted with reason NodeFailures")
+        cond = next(x for x in wl["status"]["conditions"] if x["type"] == c.EVICTED)
+        assert (f"no replacement for unhealthy node(s): {victim}" in cond["message"]
+                and racks[victim] in cond["message"])
+    finally:
+        await _restore_node(api, victim)

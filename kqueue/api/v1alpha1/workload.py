@@ -304,7 +304,8 @@ class WorkloadStatus(KBase):
         default_factory=list,
         description="Nodes of the workload's topology assignment that were deleted, are not Ready "
         "or are cordoned, while it is admitted (Kueue's field; set by kqueue, not by users). "
-        "kqueue does not move the pods: see the TopologyNodesReady condition.",
+        "A deleted or NotReady node is replaced by another of the same domain, or the workload is "
+        "evicted (NodeFailures): see the TopologyNodesReady condition.",
         json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name"]},
     )
     admission_checks: list[AdmissionCheckState] = Field(

@@ -1,0 +1,155 @@
+"""Failed-node replacement (kqueue/engine/tas/replacement.py): Kueue's scheduler_tas_test.go
+second-pass cases ("workload with unhealthyNode annotation; second pass; ...") and the node
+failure timing of node_controller_test.go, ported by name."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pytest
+
+from kqueue.engine.tas.replacement import (
+    NotReplaced,
+    Replaced,
+    node_failed,
+    replace_all,
+)
+from kqueue.engine.tas.topology import ClusterNodes, TopologyUsage, build_trees, per_pod_requests
+from kqueue.engine.types import FlavorName, PodSet, TopologyAssignment
+
+from .tas_support import BLOCK, HOST, RACK, THREE, node, pset, tas_flavor
+
+FLAVOR = FlavorName("tas-default")
+
+
+def default_nodes() -> ClusterNodes:
+    """Kueue's defaultNodes of scheduler_tas_test.go (x0, the failed node, is gone)."""
+    cluster = ClusterNodes()
+    cluster.upsert_topology(THREE)
+    for name, block, rack, cpu, mem in (
+        ("x1", "b1", "r1", "1", "1Gi"),
+        ("x2", "b1", "r2", "1", "1Gi"),
+        ("x3", "b1", "r2", "1", "1Gi"),
+        ("x4", "b1", "r2", "1", "1Gi"),
+        ("x5", "b2", "r1", "1", "1Gi"),
+        ("x6", "b2", "r2", "2", "4Gi"),
+    ):
+        cluster.upsert_node(node(name, cpu=cpu, memory=mem, labels={BLOCK: block, RACK: rack}))
+    return cluster
+
+
+@dataclass(frozen=True)
+class Case:
+    pod_sets: tuple[tuple[PodSet, tuple[tuple[str, int], ...]], ...]
+    want: dict[str, tuple[tuple[str, int], ...]] | None  # None: evicted
+    want_reason: str = ""
+    lost: tuple[str, ...] = ("x0",)
+
+
+CASES = {
+    "workload with unhealthyNode annotation; second pass; baseline scenario": Case(
+        ((pset("one", 1, preferred=HOST, cpu="1"), (("x0", 1),)),),
+        {"one": (("x1", 1),)},
+    ),
+    "workload with unhealthyNode annotation; second pass; preferred; fit in different rack": Case(
+        ((pset("one", 2, preferred=RACK, cpu="500m"), (("x0", 1), ("x1", 1))),),
+        {"one": (("x1", 2),)},
+    ),
+    "workload with unhealthyNode annotation; second pass; preferred; no fit; FailFast": Case(
+        ((pset("one", 1, preferred=RACK, cpu="3"), (("x0", 1),)),),
+        None,
+        "Workload was evicted as there was no replacement for unhealthy node(s): x0",
+    ),
+    "workload with unhealthyNode annotation; second pass; podspec constraints apply": Case(
+        ((pset("one", 1, preferred=RACK, cpu="1", memory="2Gi"), (("x0", 1),)),),
+        {"one": (("x6", 1),)},
+    ),
+    "workload with unhealthyNode annotation; second pass; required rack; fit": Case(
+        ((pset("one", 2, required=RACK, cpu="1"), (("x0", 1), ("x2", 1))),),
+        {"one": (("x2", 1), ("x3", 1))},
+    ),
+    "workload with unhealthyNode annotation; second pass; required rack for a single node; fit":
+        Case(
+            ((pset("one", 1, required=RACK, cpu="1"), (("x0", 1),)),),
+            {"one": (("x1", 1),)},
+        ),
+    "workload with unhealthyNode annotation; second pass; required rack; no fit": Case(
+        ((pset("one", 2, required=RACK, cpu="1"), (("x0", 1), ("x1", 1))),),
+        None,
+        "no node in b1/r1 has room for 1 pod(s) of pod set one (room for 0)",
+    ),
+    "workload with unhealthyNode annotation; second pass; two podsets": Case(
+        (
+            (pset("one", 1, preferred=HOST, cpu="1"), (("x0", 1),)),
+            (pset("two", 1, preferred=HOST, cpu="1"), (("x1", 1),)),
+        ),
+        {"one": (("x2", 1),), "two": (("x1", 1),)},
+    ),
+    # kqueue: two pods lost on one node go to two nodes of the rack when none takes both.
+    "required rack; two lost pods spread over the rack (kqueue)": Case(
+        ((pset("one", 3, required=RACK, cpu="1"), (("x0", 2), ("x2", 1))),),
+        {"one": (("x2", 1), ("x3", 1), ("x4", 1))},
+    ),
+    # node_controller_test.go: a second failed node evicts (one replacement at a time).
+    "Two Nodes Unhealthy (NotReady), delay passed - workload evicted": Case(
+        ((pset("one", 2, preferred=HOST, cpu="1"), (("x0", 1), ("x1", 1))),),
+        None,
+        "Workload eviction triggered due to multiple TAS assigned node failures, including: "
+        "x0, x1",
+        lost=("x1", "x0"),
+    ),
+    # kqueue does not re-form slices: it evicts rather than break one.
+    "slices are not re-placed (kqueue)": Case(
+        ((pset("one", 2, required=BLOCK, slice_level=RACK, slice_size=2, cpu="1"),
+          (("x0", 1), ("x2", 1))),),
+        None,
+        "has slice constraints",
+    ),
+}
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_second_pass_replacement(name: str) -> None:
+    case = CASES[name]
+    cluster = default_nodes()
+    flavor = tas_flavor(topo=THREE.name)
+    trees = build_trees(cluster, {FLAVOR: flavor})
+    usage = TopologyUsage(trees)
+    placed = []
+    for ps, domains in case.pod_sets:
+        ta = TopologyAssignment((HOST,), tuple(((h,), n) for h, n in domains))
+        usage.add_assignment(FLAVOR, ta, per_pod_requests(ps))
+        placed.append((FLAVOR, ps, ta))
+    before = {f: {d: dict(v) for d, v in per.items()} for f, per in usage.usage.items()}
+    got = replace_all(trees, usage, placed, list(case.lost))
+    assert usage.usage == before  # the caller's usage is not changed
+    if case.want is None:
+        assert isinstance(got, NotReplaced)
+        assert case.want_reason in got.reason
+        return
+    assert isinstance(got, dict)
+    assert {ps: r.assignment.domains for ps, r in got.items()} == {
+        ps: tuple(((h,), n) for h, n in d) for ps, d in case.want.items()
+    }
+    for r in got.values():
+        assert isinstance(r, Replaced)
+        assert all(h != "x0" for h, _ in r.moved)
+
+
+# node_controller_test.go, with Kueue v0.19's defaults (TASReplaceNodeOnPodTermination on,
+# TASReplaceNodeDueToNotReadyOverFixedTime off).
+TIMING = {
+    "Node Found and Healthy - not marked as unavailable": (True, True, 1, False),
+    "Node Deleted - marked as unavailable": (False, None, 1, True),
+    "NodeReady missing - marked as unavailable": (True, None, 1, True),
+    "Node NotReady, pod running, not marked as unavailable, requeued": (True, False, 1, False),
+    "Node NotReady, pod terminating, marked as unavailable": (True, False, 0, True),
+    "Node NotReady, pod failed, marked as unavailable": (True, False, 0, True),
+    "Node NotReady, 2 succeeded pods, 1 running pod -> waits": (True, False, 1, False),
+}
+
+
+@pytest.mark.parametrize("name", list(TIMING))
+def test_node_failure_timing(name: str) -> None:
+    exists, ready, running, want = TIMING[name]
+    assert node_failed(exists=exists, ready=ready, pods_running_on_node=running) is want
