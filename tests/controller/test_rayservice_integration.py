@@ -221,3 +221,15 @@ async def test_the_raycluster_kuberay_makes_for_it_is_left_to_the_rayservice() -
 def test_registered() -> None:
     fw = registry.get("ray.io/rayservice")
     assert fw.kind == "RayService" and fw.suspendable and not fw.default_enabled
+
+
+def test_the_rayclusters_kuberay_made_before_a_run_or_stop_are_remade() -> None:
+    # KubeRay v1.5.1 does not carry a changed rayClusterConfig into a RayCluster it made: kqueue
+    # deletes those its status names, and KubeRay makes them again from the new spec.
+    rs = rayservice(held=True)
+    job = RayServiceIntegration()
+    assert job.children_to_remake(rs) == []
+    rs["status"] = {"pendingServiceStatus": {"rayClusterName": "rs-x7k2p"}, "activeServiceStatus": {}}
+    assert [(r.plural, name) for r, name in job.children_to_remake(rs)] == [("rayclusters", "rs-x7k2p")]
+    rs["status"]["activeServiceStatus"] = {"rayClusterName": "rs-a1b2c"}
+    assert [name for _, name in job.children_to_remake(rs)] == ["rs-x7k2p", "rs-a1b2c"]

@@ -97,6 +97,10 @@ only when it is in config.integrations.frameworks (all registered defaults when 
 - apiGroups: ["ray.io"]
   resources: [rayservices/finalizers]
   verbs: [update]
+# ray.io/rayservice: the RayCluster KubeRay made for a RayService from its spec before an admission or eviction is deleted, so KubeRay makes it again from the new spec
+- apiGroups: ["ray.io"]
+  resources: [rayclusters]
+  verbs: [delete]
 {{- end }}
 {{- if has "statefulset" $on }}
 # statefulset: StatefulSets naming a queue are watched; one created before kqueue's webhooks gets the admission gate in its pod template

@@ -11,6 +11,7 @@ from __future__ import annotations
 from kqueue.api.integrations import ray as ray_api
 from kqueue.controller.integrations.framework import (
     Framework,
+    PolicyRule,
     queue_label_webhooks,
     suspendable_kind_rbac,
 )
@@ -94,8 +95,15 @@ RAYSERVICE = register(
             validate_path=webhook.RAYSERVICE_VALIDATE_PATH,
             hooks=suspendable_hooks(webhook.RAYSERVICE, RAYSERVICE_NAME),
         ),
-        rbac=suspendable_kind_rbac(
-            "ray.io", "rayservices", "RayService", " (in its rayClusterConfig)"
+        rbac=(
+            *suspendable_kind_rbac("ray.io", "rayservices", "RayService", " (in its rayClusterConfig)"),
+            PolicyRule(
+                ("ray.io",),
+                ("rayclusters",),
+                ("delete",),
+                "the RayCluster KubeRay made for a RayService from its spec before an admission "
+                "or eviction is deleted, so KubeRay makes it again from the new spec",
+            ),
         ),
     )
 )

@@ -352,6 +352,19 @@ class RayServiceIntegration(_RayKind):
         patch = cluster_spec_patch(cluster, _admitted(cluster_templates(cluster), releases))
         return self._run(obj, {RAYSERVICE_CLUSTER_FIELD: patch or {}})
 
+    def children_to_remake(self, obj: Obj) -> list[tuple[Resource, str]]:
+        """The RayClusters KubeRay made from the spec before a run or stop patch. KubeRay
+        (v1.5.1) does not carry a changed ``rayClusterConfig`` into a RayCluster it made (it
+        would prepare a new one only once the current one serves, and a held one has no head
+        pod to serve from), so kqueue deletes them: KubeRay makes the RayCluster named in the
+        RayService's status again, from the admitted (or suspended) spec."""
+        status = obj.get("status") or {}
+        names = [
+            str((status.get(part) or {}).get("rayClusterName") or "")
+            for part in ("pendingServiceStatus", "activeServiceStatus")
+        ]
+        return [(RAYCLUSTERS, name) for name in names if name]
+
     def hold_patch(self, obj: Obj, wl: Workload) -> Obj | None:
         if not self.is_suspended(obj) or self.is_active(obj):
             return None
