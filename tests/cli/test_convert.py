@@ -376,6 +376,17 @@ LABEL_CASES: dict[str, tuple[dict[str, object], tuple[object, ...], str]] = {
              **_label("kueue.x-k8s.io/priority-class")),
         ("metadata", "labels"), "kqueue.io/priority-class",
     ),
+    "rayservice queue-name label": (
+        _obj("ray.io/v1", "RayService", {"rayClusterConfig": {"headGroupSpec": {"template": _pod_template()}}},
+             **_label("kueue.x-k8s.io/queue-name")),
+        ("metadata", "labels"), "kqueue.io/queue-name",
+    ),
+    "rayservice worker group template topology annotation": (
+        _obj("ray.io/v1", "RayService", {"rayClusterConfig": {"workerGroupSpecs": [
+            {"groupName": "w", "template": _pod_template({TAS: "rack"})}]}}),
+        ("spec", "rayClusterConfig", "workerGroupSpecs", 0, "template", "metadata", "annotations"),
+        "kqueue.io/podset-required-topology",
+    ),
     "leaderworkerset queue-name label": (
         _obj("leaderworkerset.x-k8s.io/v1", "LeaderWorkerSet",
              {"leaderWorkerTemplate": {"size": 2, "workerTemplate": _pod_template()}},

@@ -1,7 +1,7 @@
-"""RayClusters and RayJobs under kqueue, with the real KubeRay operator on the real control plane:
+"""RayClusters, RayJobs and RayServices under kqueue, with the real KubeRay operator on the real control plane:
 the whole life (created -> Workload -> pods gated -> admitted -> released with the flavor's
-nodeSelector -> bound on kwok nodes -> deleted -> quota freed), a RayJob's RayCluster not queued
-on its own, the samples, and what a queued Ray object cannot have refused naming the field.
+nodeSelector -> bound on kwok nodes -> deleted -> quota freed), a RayJob's or a RayService's
+RayCluster not queued on its own, the samples, and what a queued Ray object cannot have refused naming the field.
 
 A RayCluster never finishes, and a RayJob here stays Running (KubeRay asks the Ray dashboard on
 the head pod for the job's status, which this cluster has no network to): both lives end with
@@ -43,7 +43,8 @@ pytestmark = pytest.mark.cluster
 Obj = dict[str, Any]
 RAYCLUSTERS = Resource("ray.io", "v1", "rayclusters")
 RAYJOBS = Resource("ray.io", "v1", "rayjobs")
-FRAMEWORKS = ["batch/job", "pod", "ray.io/rayjob", "ray.io/raycluster"]
+RAYSERVICES = Resource("ray.io", "v1", "rayservices")
+FRAMEWORKS = ["batch/job", "pod", "ray.io/rayjob", "ray.io/raycluster", "ray.io/rayservice"]
 
 
 @pytest.fixture(scope="module")
@@ -101,6 +102,15 @@ def rayjob(name: str, namespace: str, queue: str) -> Obj:
             "shutdownAfterJobFinishes": True,
             "rayClusterSpec": cluster_spec(1),
         },
+    }
+
+
+def rayservice(name: str, namespace: str, queue: str, workers: int = 2) -> Obj:
+    return {
+        "apiVersion": "ray.io/v1",
+        "kind": "RayService",
+        "metadata": {"name": name, "namespace": namespace, "labels": {c.QUEUE_NAME_LABEL: queue}},
+        "spec": {"serveConfigV2": "applications: []", "rayClusterConfig": cluster_spec(workers)},
     }
 
 
@@ -251,6 +261,72 @@ async def test_rayjob_full_life(api: Api, kqueue: ConfiguredKqueue, namespace: s
     await _quota_freed(api, cq, od)
 
 
+async def _workload_owners(api: Api, namespace: str) -> set[str]:
+    return {
+        ref["kind"]
+        for w in await api.kube.list(WORKLOADS, namespace=namespace)
+        for ref in w["metadata"].get("ownerReferences") or []
+    }
+
+
+async def _rayclusters_of(api: Api, namespace: str, owner: str) -> list[Obj] | None:
+    clusters = [
+        rc
+        for rc in await api.kube.list(RAYCLUSTERS, namespace=namespace)
+        if any(o["kind"] == "RayService" and o["name"] == owner for o in rc["metadata"].get("ownerReferences") or [])
+    ]
+    return clusters or None
+
+
+async def test_rayservice_full_life(api: Api, kqueue: ConfiguredKqueue, namespace: str) -> None:
+    # 2 CPUs for 3 pods of 1 CPU: the RayService waits, held through its cluster config's
+    # suspend, until the quota grows.
+    od, cq = await _setup(api, namespace, "2")
+    created = await api.kube.create(RAYSERVICES, rayservice("rs", namespace, "q"), namespace=namespace)
+    config = created["spec"]["rayClusterConfig"]
+    assert config["suspend"] is True
+    assert created["metadata"]["annotations"][c.SUSPENDED_BY_KQUEUE_ANNOTATION] == "true"
+    for template in [config["headGroupSpec"]["template"], *(g["template"] for g in config["workerGroupSpecs"])]:
+        assert {"name": c.ADMISSION_GATE} in template["spec"]["schedulingGates"]
+        assert template["metadata"]["labels"]["kqueue.io/rayservice-name"] == "rs"
+
+    wl = await _wait_workload(api, namespace, "RayService", "rs", lambda w: True, "created")
+    assert [(ps["name"], ps["count"]) for ps in wl["spec"]["podSets"]] == [("head", 1), ("workers", 2)]
+    # KubeRay makes the RayService's RayCluster suspended (no pods), controlled by the
+    # RayService and carrying its queue label: it is not queued a second time.
+    [held] = await eventually(lambda: _rayclusters_of(api, namespace, "rs"), within=120, what="rs's RayCluster")
+    assert held["spec"]["suspend"] is True
+    assert held["metadata"]["labels"][c.QUEUE_NAME_LABEL] == "q"
+    await stays(
+        lambda: _not_admitted(api, namespace, "RayService", "rs"),
+        for_s=3,
+        what="the RayService queued while the quota is short",
+    )
+    assert not await api.kube.list(PODS, namespace=namespace, label_selector="kqueue.io/rayservice-name=rs")
+    assert await _workload_owners(api, namespace) == {"RayService"}
+
+    grown = cluster_queue(cq, [(od, "4")])
+    await api.kube.patch(CLUSTER_QUEUES, cq, {"spec": {"resourceGroups": grown["spec"]["resourceGroups"]}})
+    await _wait_workload(api, namespace, "RayService", "rs", lambda w: is_true(w, c.ADMITTED), "admitted")
+    pods = await _bound(api, namespace, "kqueue.io/rayservice-name=rs", 3, "the RayService's 3 pods bound to kwok nodes")
+    for pod in pods:
+        assert pod["spec"]["nodeSelector"][INSTANCE_TYPE_LABEL] == "on-demand"
+        assert {"name": c.ADMISSION_GATE} not in (pod["spec"].get("schedulingGates") or [])
+        assert pod["metadata"]["ownerReferences"][0]["kind"] == "RayCluster"
+    assert await _workload_owners(api, namespace) == {"RayService"}
+    reasons = {e["reason"] for e in await api.events_for(namespace, "rs")}
+    assert "CreatedWorkload" in reasons, reasons
+
+    await api.kube.delete(RAYSERVICES, "rs", namespace=namespace)
+    await _gone(api, RAYSERVICES, "rs", namespace)
+    await _quota_freed(api, cq, od)
+
+
+async def _not_admitted(api: Api, namespace: str, kind: str, name: str) -> bool:
+    wl = await api.workload_of(namespace, name, kind=kind)
+    return wl is not None and not is_true(wl, c.QUOTA_RESERVED)
+
+
 async def test_the_ray_samples_run(api: Api, kqueue: ConfiguredKqueue, namespace: str) -> None:
     od, cq = await _setup(api, namespace, "6", queue="user-queue")
     for sample, resource in (("raycluster.yaml", RAYCLUSTERS), ("rayjob.yaml", RAYJOBS)):
@@ -264,6 +340,19 @@ async def test_the_ray_samples_run(api: Api, kqueue: ConfiguredKqueue, namespace
     await _bound(api, namespace, "kqueue.io/rayjob-name=sample-rayjob", 3, "the RayJob sample's 3 pods bound")
     for sample, resource in (("raycluster", RAYCLUSTERS), ("rayjob", RAYJOBS)):
         await api.kube.delete(resource, f"sample-{sample}", namespace=namespace)
+    await _quota_freed(api, cq, od)
+
+
+async def test_the_rayservice_sample_runs(api: Api, kqueue: ConfiguredKqueue, namespace: str) -> None:
+    # Kueue's sample, converted: head 2 CPUs, one worker of 1 CPU.
+    od, cq = await _setup(api, namespace, "3", queue="user-queue")
+    doc = yaml.safe_load((SAMPLES / "rayservice.yaml").read_text())
+    assert doc["metadata"]["labels"][c.QUEUE_NAME_LABEL] == "user-queue"
+    doc["metadata"]["namespace"] = namespace
+    await api.kube.create(RAYSERVICES, doc, namespace=namespace)
+    await _wait_workload(api, namespace, "RayService", "test-rayservice", lambda w: is_true(w, c.ADMITTED), "admitted")
+    await _bound(api, namespace, "kqueue.io/rayservice-name=test-rayservice", 2, "the RayService sample's 2 pods bound")
+    await api.kube.delete(RAYSERVICES, "test-rayservice", namespace=namespace)
     await _quota_freed(api, cq, od)
 
 
@@ -293,12 +382,12 @@ async def test_what_a_queued_ray_object_cannot_have_is_refused(
     assert field in info.value.message
 
 
-@pytest.mark.parametrize("kind", ["RayCluster", "RayJob"])
+@pytest.mark.parametrize("kind", ["RayCluster", "RayJob", "RayService"])
 async def test_a_ray_object_preempted_whole_then_resumed(
     api: Api, kqueue: ConfiguredKqueue, namespace: str, kind: str
 ) -> None:
     """A higher-priority Job preempts the whole Ray object: suspended, every pod gone (for a
-    RayJob its RayCluster too); once the Job finished it is admitted and runs again."""
+    RayJob its RayCluster too; a RayService's RayCluster is made again, suspended); once the Job finished it is admitted and runs again."""
     low, high = unique("low"), unique("high")
     await api.apply(priority_class(low, 100))
     await api.apply(priority_class(high, 1000))
@@ -306,6 +395,9 @@ async def test_a_ray_object_preempted_whole_then_resumed(
     if kind == "RayCluster":
         obj, resource = raycluster("victim", namespace, "q", workers=1), RAYCLUSTERS
         selector, n = "ray.io/cluster=victim", 2
+    elif kind == "RayService":
+        obj, resource = rayservice("victim", namespace, "q", workers=1), RAYSERVICES
+        selector, n = "kqueue.io/rayservice-name=victim", 2
     else:
         obj, resource = rayjob("victim", namespace, "q"), RAYJOBS
         selector, n = "kqueue.io/rayjob-name=victim", 3
@@ -324,7 +416,8 @@ async def test_a_ray_object_preempted_whole_then_resumed(
             p for p in await api.kube.list(PODS, namespace=namespace, label_selector=selector)
             if not p["metadata"].get("deletionTimestamp")
         ]
-        return current["spec"].get("suspend") is True and not pods
+        switch = current["spec"].get("rayClusterConfig", current["spec"]) if kind == "RayService" else current["spec"]
+        return switch.get("suspend") is True and not pods
 
     await eventually(stopped, within=120, what=f"the victim {kind} suspended with no pods left")
     await api.wait_workload(namespace, "urgent", lambda w: is_true(w, c.FINISHED), what="finished", within=120)

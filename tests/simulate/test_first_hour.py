@@ -341,6 +341,30 @@ def test_a_rayjob_is_skipped_with_a_reason_when_its_integration_is_off() -> None
     assert "ray.io/rayjob integration is not enabled" in result.stderr
 
 
+RAYSERVICE_CONFIG = RAY_CONFIG.replace("ray.io/raycluster]", "ray.io/raycluster, ray.io/rayservice]")
+
+
+def test_kueue_s_rayservice_sample_converted_is_admitted_as_one_gang() -> None:
+    setup = (SAMPLES / "quickstart.yaml").read_text()
+    service = (SAMPLES / "rayservice.yaml").read_text()
+    out = simulate_json("-", input=setup + "\n---\n" + service + RAYSERVICE_CONFIG)
+    [(key, wl)] = out["workloads"].items()
+    assert key.startswith("default/rayservice-test-rayservice-") and wl["state"] == "Admitted"
+    assert [(ps["name"], ps["count"]) for ps in wl["podSets"]] == [("head", 1), ("small-group", 1)]
+    result = run_cli("explain", "-f", "-", "test-rayservice", input=setup + "\n---\n" + service + RAYSERVICE_CONFIG)
+    assert result.exit_code == 0, result.stderr
+    assert result.stdout.startswith("Workload default/rayservice-test-rayservice-")
+
+
+def test_a_rayservice_is_skipped_with_a_reason_when_its_integration_is_off() -> None:
+    setup = (SAMPLES / "quickstart.yaml").read_text()
+    service = (SAMPLES / "rayservice.yaml").read_text()
+    result = run_cli("simulate", "-", "--output", "json", input=setup + "\n---\n" + service + RAY_CONFIG)
+    assert result.exit_code == 0
+    assert json.loads(result.stdout)["workloads"] == {}
+    assert "ray.io/rayservice integration is not enabled" in result.stderr
+
+
 LWS_CONFIG = (
     "---\napiVersion: config.kqueue.io/v1alpha1\nkind: Configuration\n"
     "integrations:\n  frameworks: [batch/job, pod, leaderworkerset.x-k8s.io/leaderworkerset]\n"

@@ -88,6 +88,20 @@ only when it is in config.integrations.frameworks (all registered defaults when 
   resources: [rayclusters/finalizers]
   verbs: [update]
 {{- end }}
+{{- if has "ray.io/rayservice" $on }}
+# ray.io/rayservice: RayServices naming a queue are watched, suspended while queued or evicted, and resumed with the admission's node labels and tolerations (in its rayClusterConfig)
+- apiGroups: ["ray.io"]
+  resources: [rayservices]
+  verbs: [list, watch, patch]
+# ray.io/rayservice: a Workload's owner reference to its RayService blocks the RayService's deletion, which OwnerReferencesPermissionEnforcement allows only with update on its finalizers
+- apiGroups: ["ray.io"]
+  resources: [rayservices/finalizers]
+  verbs: [update]
+# ray.io/rayservice: the RayCluster KubeRay made for a RayService from its spec before an admission or eviction is deleted, so KubeRay makes it again from the new spec
+- apiGroups: ["ray.io"]
+  resources: [rayclusters]
+  verbs: [delete]
+{{- end }}
 {{- if has "statefulset" $on }}
 # statefulset: StatefulSets naming a queue are watched; one created before kqueue's webhooks gets the admission gate in its pod template
 - apiGroups: ["apps"]
@@ -234,6 +248,18 @@ only when it is in config.integrations.frameworks (all registered defaults when 
   name: mraycluster.kqueue.io
   path: /mutate-ray-io-v1-raycluster
   rules: [{"apiGroups": ["ray.io"], "apiVersions": ["v1"], "operations": ["CREATE", "UPDATE"], "resources": ["rayclusters"]}]
+  {{- if $all }}
+  objectSelector: {}
+  {{- else }}
+  objectSelector: {"matchExpressions": [{"key": "kqueue.io/queue-name", "operator": "Exists"}]}
+  {{- end }}
+  reinvocationPolicy: Never
+{{- end }}
+{{- if has "ray.io/rayservice" $on }}
+- type: mutating
+  name: mrayservice.kqueue.io
+  path: /mutate-ray-io-v1-rayservice
+  rules: [{"apiGroups": ["ray.io"], "apiVersions": ["v1"], "operations": ["CREATE", "UPDATE"], "resources": ["rayservices"]}]
   {{- if $all }}
   objectSelector: {}
   {{- else }}
@@ -397,6 +423,17 @@ only when it is in config.integrations.frameworks (all registered defaults when 
   objectSelector: {"matchExpressions": [{"key": "kqueue.io/queue-name", "operator": "Exists"}]}
   {{- end }}
 {{- end }}
+{{- if has "ray.io/rayservice" $on }}
+- type: validating
+  name: vrayservice.kqueue.io
+  path: /validate-ray-io-v1-rayservice
+  rules: [{"apiGroups": ["ray.io"], "apiVersions": ["v1"], "operations": ["CREATE", "UPDATE"], "resources": ["rayservices"]}]
+  {{- if $all }}
+  objectSelector: {}
+  {{- else }}
+  objectSelector: {"matchExpressions": [{"key": "kqueue.io/queue-name", "operator": "Exists"}]}
+  {{- end }}
+{{- end }}
 {{- if has "statefulset" $on }}
 - type: validating
   name: vstatefulset.kqueue.io
@@ -468,6 +505,7 @@ only when it is in config.integrations.frameworks (all registered defaults when 
 {{- if not (has "leaderworkerset.x-k8s.io/leaderworkerset" $on) }}{{- $off = append $off "{\"apiGroups\": [\"leaderworkerset.x-k8s.io\"], \"apiVersions\": [\"v1\"], \"operations\": [\"CREATE\", \"UPDATE\"], \"resources\": [\"leaderworkersets\"]}" }}{{- end }}
 {{- if not (has "ray.io/rayjob" $on) }}{{- $off = append $off "{\"apiGroups\": [\"ray.io\"], \"apiVersions\": [\"v1\"], \"operations\": [\"CREATE\", \"UPDATE\"], \"resources\": [\"rayjobs\"]}" }}{{- end }}
 {{- if not (has "ray.io/raycluster" $on) }}{{- $off = append $off "{\"apiGroups\": [\"ray.io\"], \"apiVersions\": [\"v1\"], \"operations\": [\"CREATE\", \"UPDATE\"], \"resources\": [\"rayclusters\"]}" }}{{- end }}
+{{- if not (has "ray.io/rayservice" $on) }}{{- $off = append $off "{\"apiGroups\": [\"ray.io\"], \"apiVersions\": [\"v1\"], \"operations\": [\"CREATE\", \"UPDATE\"], \"resources\": [\"rayservices\"]}" }}{{- end }}
 {{- if not (has "statefulset" $on) }}{{- $off = append $off "{\"apiGroups\": [\"apps\"], \"apiVersions\": [\"v1\"], \"operations\": [\"CREATE\", \"UPDATE\"], \"resources\": [\"statefulsets\"]}" }}{{- end }}
 {{- if not (has "kubeflow.org/pytorchjob" $on) }}{{- $off = append $off "{\"apiGroups\": [\"kubeflow.org\"], \"apiVersions\": [\"v1\"], \"operations\": [\"CREATE\", \"UPDATE\"], \"resources\": [\"pytorchjobs\"]}" }}{{- end }}
 {{- if not (has "kubeflow.org/tfjob" $on) }}{{- $off = append $off "{\"apiGroups\": [\"kubeflow.org\"], \"apiVersions\": [\"v1\"], \"operations\": [\"CREATE\", \"UPDATE\"], \"resources\": [\"tfjobs\"]}" }}{{- end }}

@@ -1,5 +1,5 @@
-"""RayCluster and RayJob (ray.io/v1) -> Workload, as Kueue's raycluster and rayjob integrations
-build them.
+"""RayCluster, RayJob and RayService (ray.io/v1) -> Workload, as Kueue's raycluster, rayjob and
+rayservice integrations build them.
 
 A RayCluster is one Workload with the pod set ``head`` (1 pod, the head group's template) and one
 pod set per worker group, named after the group, of ``replicas`` pods (default 1; times
@@ -8,6 +8,10 @@ and, in ``K8sJobMode`` (KubeRay's default), the pod set ``submitter`` of the one
 the job; in ``SidecarMode`` the submitter is a container KubeRay adds to the head pod, so the head
 pod set is charged for it. The submitter's template is ``spec.submitterPodTemplate``, or the one
 KubeRay would use (its default container: the head's image, 500m CPU and 200Mi requests).
+
+A RayService's Workload has the pod sets of its ``spec.rayClusterConfig`` (Kueue's rayservice:
+``raycluster.BuildPodSets`` of that spec), and it never finishes: a serving kind, its quota is
+freed when it is deleted.
 
 Kueue refuses in-tree autoscaling on a queued RayCluster or RayJob unless it is an elastic job
 (WorkloadSlices); kqueue has no elastic Ray, so it refuses autoscaling (:func:`cluster_spec_errors`).
@@ -34,6 +38,9 @@ RAY_GROUP: Final = "ray.io"
 RAY_API_VERSION: Final = f"{RAY_GROUP}/v1"
 RAYCLUSTER_KIND: Final = "RayCluster"
 RAYJOB_KIND: Final = "RayJob"
+RAYSERVICE_KIND: Final = "RayService"
+# Where a RayService keeps its RayClusterSpec (KubeRay copies it into each RayCluster it makes).
+RAYSERVICE_CLUSTER_FIELD: Final = "rayClusterConfig"
 
 # Labels KubeRay puts on the pods of a RayCluster.
 RAY_CLUSTER_LABEL: Final = "ray.io/cluster"
@@ -42,6 +49,8 @@ RAY_GROUP_LABEL: Final = "ray.io/group"
 # KubeRay labels a RayJob's pods with the generated RayCluster's name only, so kqueue's webhook
 # puts the RayJob's name in each of its pod templates: how a pod finds its RayJob.
 RAYJOB_NAME_LABEL: Final = "kqueue.io/rayjob-name"
+# Likewise for a RayService: KubeRay names its RayClusters after it with a random suffix.
+RAYSERVICE_NAME_LABEL: Final = "kqueue.io/rayservice-name"
 
 HEAD_POD_SET: Final = "head"
 SUBMITTER_POD_SET: Final = "submitter"
@@ -303,8 +312,39 @@ def rayjob_finished_condition(rayjob: Mapping[str, Any]) -> tuple[str, str] | No
     return str((rayjob.get("status") or {}).get("jobDeploymentStatus")), done[1]
 
 
-def raycluster_finished_condition(_cluster: Mapping[str, Any]) -> tuple[str, str] | None:
-    """A RayCluster never finishes."""
+# -- RayService -----------------------------------------------------------------------------------
+
+
+def workload_name_for_rayservice(service: Mapping[str, Any]) -> str:
+    return owner_workload_name(service, RAYSERVICE_KIND, RAY_GROUP)
+
+
+def workload_for_rayservice(
+    service: Mapping[str, Any],
+    priorities: PriorityResolver,
+    *,
+    label_keys_to_copy: Iterable[str] = (),
+) -> Workload:
+    """The Workload kqueue creates for ``service``: the pod sets of its ``spec.rayClusterConfig``;
+    raises :class:`IntegrationError` naming the RayService's field."""
+    if service.get("kind") != RAYSERVICE_KIND:
+        raise IntegrationError("kind", f"expected a RayService, got {service.get('kind')!r}")
+    path = f"spec.{RAYSERVICE_CLUSTER_FIELD}"
+    cluster = (service.get("spec") or {}).get(RAYSERVICE_CLUSTER_FIELD)
+    if not isinstance(cluster, Mapping):
+        raise IntegrationError(path, "required (the RayService's pod sets come from it)")
+    return _workload(
+        service,
+        RAYSERVICE_KIND,
+        cluster_pod_sets(cluster, path),
+        priorities,
+        label_keys_to_copy=label_keys_to_copy,
+    )
+
+
+def never_finished(_obj: Mapping[str, Any]) -> tuple[str, str] | None:
+    """A RayCluster or a RayService never finishes (Kueue's ``Finished``: a long-running
+    service): its Workload goes when it is deleted."""
     return None
 
 
@@ -324,7 +364,17 @@ RAYCLUSTER: Final = Integration(
     kind=RAYCLUSTER_KIND,
     workloads=Workloads.OWN,
     build=workload_for_raycluster,
-    finished=raycluster_finished_condition,
+    finished=never_finished,
+    operator="kuberay",
+    kueue_keys=KueueKeys.ON_CONVERT,
+)
+RAYSERVICE: Final = Integration(
+    framework="ray.io/rayservice",
+    api_version=RAY_API_VERSION,
+    kind=RAYSERVICE_KIND,
+    workloads=Workloads.OWN,
+    build=workload_for_rayservice,
+    finished=never_finished,
     operator="kuberay",
     kueue_keys=KueueKeys.ON_CONVERT,
 )

@@ -35,6 +35,7 @@ INTEGRATIONS: Final[tuple[Integration, ...]] = (
     deployment.INTEGRATION,
     ray.RAYJOB,
     ray.RAYCLUSTER,
+    ray.RAYSERVICE,
     leaderworkerset.INTEGRATION,
     *kubeflow.INTEGRATIONS,
 )

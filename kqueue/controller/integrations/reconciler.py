@@ -34,6 +34,7 @@ namespace's LocalQueue named ``default`` if there is one, and stays pending othe
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections.abc import Awaitable, Callable
 from datetime import datetime
@@ -401,6 +402,17 @@ class JobReconciler:
                 obj, "Warning", "ErrWorkloadUpdate", f"Cannot update the Workload's spec: {exc}"
             )
 
+    async def _remake_children(self, obj: Obj) -> None:
+        """Delete the children its operator made from the object's spec before a run or stop
+        patch and will not update (a kind's optional ``children_to_remake``): the operator
+        makes them again from the patched spec."""
+        remake = getattr(self.job, "children_to_remake", None)
+        if remake is None:
+            return
+        for resource, name in remake(obj):
+            with contextlib.suppress(NotFound):
+                await self._kube.delete(resource, name, namespace=_namespace(obj))
+
     async def _stop(self, obj: Obj, wl: Workload, now: datetime) -> Requeue | None:
         patch = self.job.stop_patch(obj, wl)
         if patch is not None:
@@ -408,6 +420,7 @@ class JobReconciler:
             await self._kube.patch(
                 self.job.resource, _name(obj), patch, namespace=_namespace(obj)
             )
+            await self._remake_children(obj)
             self._events.record(
                 obj, "Normal", "Stopped", evicted.message if evicted else "Evicted"
             )
@@ -441,6 +454,7 @@ class JobReconciler:
         cq = adm.cluster_queue if adm else "?"
         if patch is not None:
             await self._kube.patch(self.job.resource, _name(obj), patch, namespace=_namespace(obj))
+            await self._remake_children(obj)
             self._events.record(
                 obj,
                 "Normal",

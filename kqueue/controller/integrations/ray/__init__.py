@@ -1,8 +1,9 @@
-"""RayCluster and RayJob (frameworks ``ray.io/raycluster`` and ``ray.io/rayjob``): one gang Workload
-per object, the pod set ``head`` and one per worker group (plus ``submitter`` for a RayJob in
-K8sJobMode); suspended while queued, stopped and resumed whole. The RayCluster a RayJob creates is
-queued with the RayJob, never on its own. One package for both: they share the RayClusterSpec's
-pod sets, templates and webhooks (:mod:`.generic`, :mod:`.webhook`).
+"""RayCluster, RayJob and RayService (frameworks ``ray.io/raycluster``, ``ray.io/rayjob`` and
+``ray.io/rayservice``): one gang Workload per object, the pod set ``head`` and one per worker group
+(plus ``submitter`` for a RayJob in K8sJobMode); suspended while queued (a RayService through
+``spec.rayClusterConfig.suspend``), stopped and resumed whole. The RayCluster a RayJob or a
+RayService creates is queued with its parent, never on its own. One package for the three: they
+share the RayClusterSpec's pod sets, templates and webhooks (:mod:`.generic`, :mod:`.webhook`).
 """
 
 from __future__ import annotations
@@ -10,16 +11,22 @@ from __future__ import annotations
 from kqueue.api.integrations import ray as ray_api
 from kqueue.controller.integrations.framework import (
     Framework,
+    PolicyRule,
     queue_label_webhooks,
     suspendable_kind_rbac,
 )
 from kqueue.controller.integrations.ray import webhook
-from kqueue.controller.integrations.ray.generic import RayClusterIntegration, RayJobIntegration
+from kqueue.controller.integrations.ray.generic import (
+    RayClusterIntegration,
+    RayJobIntegration,
+    RayServiceIntegration,
+)
 from kqueue.controller.integrations.registry import register
 from kqueue.controller.integrations.suspension import suspendable_hooks
 
 RAYJOB_NAME = ray_api.RAYJOB.framework
 RAYCLUSTER_NAME = ray_api.RAYCLUSTER.framework
+RAYSERVICE_NAME = ray_api.RAYSERVICE.framework
 
 
 def _rule(plural: str) -> dict[str, list[str]]:
@@ -70,11 +77,45 @@ RAYCLUSTER = register(
     )
 )
 
+RAYSERVICE = register(
+    Framework(
+        declares=ray_api.RAYSERVICE,
+        summary=(
+            "one Workload per RayService: pod sets `head` and one per worker group of its "
+            "spec.rayClusterConfig; held through spec.rayClusterConfig.suspend, stopped and "
+            "resumed whole; its RayCluster is not queued; never finishes, its quota is freed "
+            "when it is deleted"
+        ),
+        suspendable=True,
+        job=RayServiceIntegration,
+        webhooks=queue_label_webhooks(
+            short="rayservice",
+            rule=_rule("rayservices"),
+            mutate_path=webhook.RAYSERVICE_MUTATE_PATH,
+            validate_path=webhook.RAYSERVICE_VALIDATE_PATH,
+            hooks=suspendable_hooks(webhook.RAYSERVICE, RAYSERVICE_NAME),
+        ),
+        rbac=(
+            *suspendable_kind_rbac("ray.io", "rayservices", "RayService", " (in its rayClusterConfig)"),
+            PolicyRule(
+                ("ray.io",),
+                ("rayclusters",),
+                ("delete",),
+                "the RayCluster KubeRay made for a RayService from its spec before an admission "
+                "or eviction is deleted, so KubeRay makes it again from the new spec",
+            ),
+        ),
+    )
+)
+
 __all__ = [
     "RAYCLUSTER",
     "RAYCLUSTER_NAME",
     "RAYJOB",
     "RAYJOB_NAME",
+    "RAYSERVICE",
+    "RAYSERVICE_NAME",
     "RayClusterIntegration",
     "RayJobIntegration",
+    "RayServiceIntegration",
 ]

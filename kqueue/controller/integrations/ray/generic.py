@@ -1,5 +1,10 @@
-"""RayCluster and RayJob as the generic reconciler drives them (Kueue's
-pkg/controller/jobs/raycluster and rayjob).
+"""RayCluster, RayJob and RayService as the generic reconciler drives them (Kueue's
+pkg/controller/jobs/raycluster, rayjob and rayservice).
+
+A RayService's switch is ``spec.rayClusterConfig.suspend`` (Kueue's rayservice): KubeRay copies
+that spec into the RayCluster it makes, so the cluster is born suspended, with no pods, and its
+pods are found through the ``kqueue.io/rayservice-name`` label its webhook puts in each pod
+template. The RayCluster it makes is controlled by the RayService, so it is not queued again.
 
 Both have ``spec.suspend``. Queued, they wait suspended (the webhook suspends them at creation,
 annotation ``kqueue.io/suspended-by-kqueue``): KubeRay creates no pods for a suspended RayCluster,
@@ -30,10 +35,14 @@ from kqueue.api.integrations.ray import (
     RAYCLUSTER_KIND,
     RAYJOB_KIND,
     RAYJOB_NAME_LABEL,
+    RAYSERVICE_CLUSTER_FIELD,
+    RAYSERVICE_KIND,
+    RAYSERVICE_NAME_LABEL,
     SUBMITTER_POD_SET,
     rayjob_finished,
     workload_for_raycluster,
     workload_for_rayjob,
+    workload_for_rayservice,
 )
 from kqueue.api.v1alpha1 import Workload
 from kqueue.api.v1alpha1 import constants as c
@@ -50,6 +59,7 @@ Obj = dict[str, Any]
 
 RAYCLUSTERS = Resource("ray.io", "v1", "rayclusters")
 RAYJOBS = Resource("ray.io", "v1", "rayjobs")
+RAYSERVICES = Resource("ray.io", "v1", "rayservices")
 
 
 def _annotations(obj: Obj) -> dict[str, str]:
@@ -117,17 +127,29 @@ def _restored(templates: Mapping[str, Obj], wl: Workload) -> dict[str, Obj | Non
 
 
 class _RayKind:
-    """What RayCluster and RayJob share: ``spec.suspend`` and the queue label selector."""
+    """What the Ray kinds share: a suspend switch (``spec.suspend``, or inside the spec field
+    ``cluster_field`` names) and the queue label selector."""
 
     resource: Resource
     api_version = RAY_API_VERSION
     kind: str
+    cluster_field: str | None = None
 
     def label_selector(self, *, without_queue_name: bool = False) -> str | None:
         return None if without_queue_name else c.QUEUE_NAME_LABEL
 
+    def _switch(self, spec: Mapping[str, Any]) -> Mapping[str, Any]:
+        return (spec.get(self.cluster_field) or {}) if self.cluster_field else spec
+
+    def _spec(self, suspend: bool, spec: Obj) -> Obj:
+        """The spec patch setting the switch, with ``spec`` (for a RayService, a
+        ``rayClusterConfig`` patch) merged in."""
+        if self.cluster_field is None:
+            return {"suspend": suspend, **spec}
+        return {self.cluster_field: {"suspend": suspend, **(spec.get(self.cluster_field) or {})}}
+
     def is_suspended(self, obj: Obj) -> bool:
-        return bool((obj.get("spec") or {}).get("suspend"))
+        return bool(self._switch(obj.get("spec") or {}).get("suspend"))
 
     def user_suspended(self, obj: Obj) -> bool:
         return self.is_suspended(obj) and c.SUSPENDED_BY_KQUEUE_ANNOTATION not in _annotations(obj)
@@ -137,14 +159,38 @@ class _RayKind:
             return None
         return {
             "metadata": {"annotations": {c.SUSPENDED_BY_KQUEUE_ANNOTATION: "true"}},
-            "spec": {"suspend": True},
+            "spec": self._spec(True, {}),
         }
 
     def _run(self, obj: Obj, spec: Obj) -> Obj:
         return {
             "metadata": {"annotations": {c.SUSPENDED_BY_KQUEUE_ANNOTATION: None}},
-            "spec": {"suspend": False, **spec},
+            "spec": self._spec(False, spec),
         }
+
+
+def _named_by(label: str, name: str, held: dict[str, Obj | None], templates: Mapping[str, Obj]) -> dict[str, Obj | None]:
+    """``held`` with ``label: name`` added to each template that lacks it: an object created
+    before kqueue's webhooks lacks the label its pods are found by."""
+    out = dict(held)
+    for key, template in templates.items():
+        labels = (template.get("metadata") or {}).get("labels") or {}
+        if labels.get(label) != name:
+            out[key] = merge(out[key], {"metadata": {"labels": {label: name}}})
+    return out
+
+
+def _pod_owner_by_label(pod: Obj, label: str) -> str | None:
+    meta = pod.get("metadata") or {}
+    name = (meta.get("labels") or {}).get(label)
+    return f"{meta.get('namespace') or 'default'}/{name}" if name else None
+
+
+def _guarded(obj: Obj, spec: Obj | None) -> Obj | None:
+    """A hold patch: only against the version it was computed from."""
+    if spec is None:
+        return None
+    return {"metadata": {"resourceVersion": (obj.get("metadata") or {}).get("resourceVersion")}, "spec": spec}
 
 
 class RayClusterIntegration(_RayKind):
@@ -188,13 +234,7 @@ class RayClusterIntegration(_RayKind):
         if not self.is_suspended(obj) or self.is_active(obj):
             return None
         spec = obj.get("spec") or {}
-        patch = cluster_spec_patch(spec, _restored(cluster_templates(spec), wl))
-        if patch is None:
-            return None
-        return {
-            "metadata": {"resourceVersion": (obj.get("metadata") or {}).get("resourceVersion")},
-            "spec": patch,
-        }
+        return _guarded(obj, cluster_spec_patch(spec, _restored(cluster_templates(spec), wl)))
 
 
 def cluster_pod_set_of(pod: Obj) -> str:
@@ -226,9 +266,7 @@ class RayJobIntegration(_RayKind):
         return c.FINISHED_FAILED, message or "RayJob failed"
 
     def owner_of_pod(self, pod: Obj) -> str | None:
-        meta = pod.get("metadata") or {}
-        name = (meta.get("labels") or {}).get(RAYJOB_NAME_LABEL)
-        return f"{meta.get('namespace') or 'default'}/{name}" if name else None
+        return _pod_owner_by_label(pod, RAYJOB_NAME_LABEL)
 
     def pod_set_of(self, obj: Obj, pod: Obj) -> str:
         labels = (pod.get("metadata") or {}).get("labels") or {}
@@ -262,23 +300,9 @@ class RayJobIntegration(_RayKind):
         if not self.is_suspended(obj) or self.is_active(obj):
             return None
         name = str((obj.get("metadata") or {}).get("name") or "")
-
-        def held(templates: Mapping[str, Obj]) -> dict[str, Obj | None]:
-            # A RayJob created before kqueue's webhooks lacks the label its pods are found by.
-            out = _restored(templates, wl)
-            for key, template in templates.items():
-                labels = (template.get("metadata") or {}).get("labels") or {}
-                if labels.get(RAYJOB_NAME_LABEL) != name:
-                    out[key] = merge(out[key], {"metadata": {"labels": {RAYJOB_NAME_LABEL: name}}})
-            return out
-
-        patch = self._spec_patch(obj, held)
-        if patch is None:
-            return None
-        return {
-            "metadata": {"resourceVersion": (obj.get("metadata") or {}).get("resourceVersion")},
-            "spec": patch,
-        }
+        return _guarded(
+            obj, self._spec_patch(obj, lambda t: _named_by(RAYJOB_NAME_LABEL, name, _restored(t, wl), t))
+        )
 
 
 def rayjob_templates(obj: Obj) -> dict[str, Obj]:
@@ -290,3 +314,62 @@ def rayjob_templates(obj: Obj) -> dict[str, Obj]:
     if isinstance(submitter, dict):
         out[SUBMITTER_POD_SET] = submitter
     return out
+
+
+class RayServiceIntegration(_RayKind):
+    resource: Resource = RAYSERVICES
+    kind = RAYSERVICE_KIND
+    cluster_field = RAYSERVICE_CLUSTER_FIELD
+
+    def workload_for(self, obj: Obj, priorities: PriorityResolver) -> Workload:
+        return workload_for_rayservice(obj, priorities)
+
+    def _cluster(self, obj: Obj) -> Obj:
+        return (obj.get("spec") or {}).get(RAYSERVICE_CLUSTER_FIELD) or {}
+
+    def is_active(self, obj: Obj) -> bool:
+        # Kueue's IsActive: the RayService's Ready condition (its RayCluster serves).
+        conditions = (obj.get("status") or {}).get("conditions") or []
+        return any(k.get("type") == "Ready" and k.get("status") == "True" for k in conditions)
+
+    def finished(self, obj: Obj) -> tuple[str, str] | None:
+        # A serving kind never finishes (Kueue's): its Workload goes when it is deleted.
+        return None
+
+    def owner_of_pod(self, pod: Obj) -> str | None:
+        return _pod_owner_by_label(pod, RAYSERVICE_NAME_LABEL)
+
+    def pod_set_of(self, obj: Obj, pod: Obj) -> str:
+        return cluster_pod_set_of(pod)
+
+    def holds_pods(self, obj: Obj) -> bool:
+        return all(is_gated(t) for t in cluster_templates(self._cluster(obj)).values())
+
+    def run_patch(self, obj: Obj, wl: Workload, releases: Mapping[str, PodSetRelease]) -> Obj | None:
+        if not self.is_suspended(obj):
+            return None
+        cluster = self._cluster(obj)
+        patch = cluster_spec_patch(cluster, _admitted(cluster_templates(cluster), releases))
+        return self._run(obj, {RAYSERVICE_CLUSTER_FIELD: patch or {}})
+
+    def children_to_remake(self, obj: Obj) -> list[tuple[Resource, str]]:
+        """The RayClusters KubeRay made from the spec before a run or stop patch. KubeRay
+        (v1.5.1) does not carry a changed ``rayClusterConfig`` into a RayCluster it made (it
+        would prepare a new one only once the current one serves, and a held one has no head
+        pod to serve from), so kqueue deletes them: KubeRay makes the RayCluster named in the
+        RayService's status again, from the admitted (or suspended) spec."""
+        status = obj.get("status") or {}
+        names = [
+            str((status.get(part) or {}).get("rayClusterName") or "")
+            for part in ("pendingServiceStatus", "activeServiceStatus")
+        ]
+        return [(RAYCLUSTERS, name) for name in names if name]
+
+    def hold_patch(self, obj: Obj, wl: Workload) -> Obj | None:
+        if not self.is_suspended(obj) or self.is_active(obj):
+            return None
+        name = str((obj.get("metadata") or {}).get("name") or "")
+        cluster = self._cluster(obj)
+        templates = cluster_templates(cluster)
+        patch = cluster_spec_patch(cluster, _named_by(RAYSERVICE_NAME_LABEL, name, _restored(templates, wl), templates))
+        return _guarded(obj, None if patch is None else {RAYSERVICE_CLUSTER_FIELD: patch})

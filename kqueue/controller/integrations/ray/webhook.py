@@ -1,4 +1,4 @@
-"""Admission webhooks for RayClusters and RayJobs (ray.io/v1) that name a queue.
+"""Admission webhooks for RayClusters, RayJobs and RayServices (ray.io/v1) that name a queue.
 
 Mutating: suspended while queued, every pod template gated
 (:mod:`kqueue.controller.integrations.suspension`). A RayJob's pod templates also get the
@@ -11,8 +11,12 @@ sets, no worker group named ``head``; a RayJob needs ``spec.rayClusterSpec`` (on
 ``spec.clusterSelector`` runs on an existing cluster and is not queued, and may not have both)
 and ``spec.shutdownAfterJobFinishes: true`` (otherwise its cluster would keep the quota after
 the job ends); annotations a Ray object cannot honour are refused; the queue and priority-class
-labels are immutable unless the object stays suspended. A RayCluster a RayJob controls is left
-alone: it is queued with its RayJob.
+labels are immutable unless the object stays suspended. A RayCluster a RayJob or a RayService
+controls is left alone: it is queued with its parent.
+
+A RayService is held through ``spec.rayClusterConfig.suspend`` (Kueue's rayservice), its pod
+templates gated and labelled ``kqueue.io/rayservice-name`` (how its pods find it), and validated
+as Kueue's: its ``spec.rayClusterConfig`` as a queued RayCluster's spec.
 """
 
 from __future__ import annotations
@@ -24,6 +28,9 @@ from kqueue.api.integrations.ray import (
     RAYCLUSTER_KIND,
     RAYJOB_KIND,
     RAYJOB_NAME_LABEL,
+    RAYSERVICE_CLUSTER_FIELD,
+    RAYSERVICE_KIND,
+    RAYSERVICE_NAME_LABEL,
     cluster_spec_errors,
     default_submitter_template,
     submission_mode,
@@ -39,6 +46,9 @@ RAYCLUSTER_MUTATE_PATH: Final = "/mutate-ray-io-v1-raycluster"
 RAYCLUSTER_VALIDATE_PATH: Final = "/validate-ray-io-v1-raycluster"
 RAYJOB_MUTATE_PATH: Final = "/mutate-ray-io-v1-rayjob"
 RAYJOB_VALIDATE_PATH: Final = "/validate-ray-io-v1-rayjob"
+RAYSERVICE_MUTATE_PATH: Final = "/mutate-ray-io-v1-rayservice"
+RAYSERVICE_VALIDATE_PATH: Final = "/validate-ray-io-v1-rayservice"
+RAYSERVICE_SUSPEND_PATH: Final = ("spec", RAYSERVICE_CLUSTER_FIELD, "suspend")
 
 UNSUPPORTED_ANNOTATIONS: Final = {
     c.ELASTIC_JOB_ANNOTATION: "a Ray object cannot be elastic in kqueue (WorkloadSlices are "
@@ -77,10 +87,36 @@ def rayjob_templates(rayjob: Obj) -> list[Obj]:
             c.GANG_SCHEDULING_ANNOTATION, "false"
         )
         templates.append(submitter)
-    name = str((rayjob.get("metadata") or {}).get("name") or "")
+    return _named(rayjob, RAYJOB_NAME_LABEL, templates)
+
+
+def _named(obj: Obj, label: str, templates: list[Obj]) -> list[Obj]:
+    """``templates``, each labelled ``label: <the object's name>`` (in place)."""
+    name = str((obj.get("metadata") or {}).get("name") or "")
     for template in templates:
-        template.setdefault("metadata", {}).setdefault("labels", {})[RAYJOB_NAME_LABEL] = name
+        template.setdefault("metadata", {}).setdefault("labels", {})[label] = name
     return templates
+
+
+def rayservice_templates(service: Obj) -> list[Obj]:
+    """A RayService's pod templates (its ``spec.rayClusterConfig``'s), each labelled with the
+    RayService's name (in place)."""
+    cluster = service.setdefault("spec", {}).get(RAYSERVICE_CLUSTER_FIELD)
+    templates = cluster_templates_of(cluster) if isinstance(cluster, dict) else []
+    return _named(service, RAYSERVICE_NAME_LABEL, templates)
+
+
+def _service_started(old: Obj) -> bool:
+    conditions = (old.get("status") or {}).get("conditions") or []
+    return any(k.get("type") == "Ready" and k.get("status") == "True" for k in conditions)
+
+
+def rayservice_errors(service: Obj) -> list[FieldError]:
+    path = f"spec.{RAYSERVICE_CLUSTER_FIELD}"
+    cluster = (service.get("spec") or {}).get(RAYSERVICE_CLUSTER_FIELD)
+    if not isinstance(cluster, dict):
+        return [FieldError(path, "required for a RayService kqueue queues (its pod sets come from it)")]
+    return _errors(cluster_spec_errors(cluster, path))
 
 
 def _cluster_started(old: Obj) -> bool:
@@ -153,5 +189,13 @@ RAYJOB: Final = SuspendableKind(
     started=_job_started,
     spec_errors=rayjob_errors,
     skip=_on_existing_cluster,
+    unsupported=UNSUPPORTED_ANNOTATIONS,
+)
+RAYSERVICE: Final = SuspendableKind(
+    kind=RAYSERVICE_KIND,
+    pod_templates=rayservice_templates,
+    started=_service_started,
+    path=RAYSERVICE_SUSPEND_PATH,
+    spec_errors=rayservice_errors,
     unsupported=UNSUPPORTED_ANNOTATIONS,
 )
