@@ -592,12 +592,14 @@ def apply_workload(
     *,
     owner_labels: Mapping[str, str] | None = None,
     pod_sets: tuple[t.PodSet, ...] | None = None,
+    claims: dra.DeviceClaims | None = None,
 ) -> t.Workload | None:
     """Feed a Workload to the engine: a finished one frees its quota, others are upserted.
-    Returns what was upserted (None for a finished one); ``pod_sets`` as for :func:`workload`."""
+    Returns what was upserted (None for a finished one); ``pod_sets`` and ``claims`` as for
+    :func:`workload`."""
     if wl.is_finished:
         engine.finish(t.workload_key(wl.namespace or "default", wl.name))
         return None
-    view = workload(wl, owner_labels=owner_labels, pod_sets=pod_sets)
+    view = workload(wl, owner_labels=owner_labels, pod_sets=pod_sets, claims=claims)
     engine.upsert_workload(view)
     return view
