@@ -232,3 +232,14 @@ def test_without_claims_resolution_devices_take_no_quota() -> None:
     wl = from_api.workload(api_workload("a", 1, tmpl("gpu")))
     assert wl.pod_sets[0].requests == {"cpu": 1000}
     assert wl.pod_sets[0].device_error is None
+
+
+def test_devices_take_no_node_capacity() -> None:
+    """Node fit and topology placement read per_pod_requests: devices are in ResourceSlices,
+    not in a node's allocatable; a container's own request of the resource still counts."""
+    from kqueue.engine.tas.topology import PODS, per_pod_requests
+
+    gpu = dra.DeviceClaims(GPU.templates, GPU.classes)
+    [ps] = from_api.workload(api_workload("a", 1, tmpl("gpu")), claims=gpu).pod_sets
+    assert ps.requests["nvidia.com/gpu"] == 2
+    assert per_pod_requests(ps) == {"cpu": 1000, PODS: 1}
