@@ -164,6 +164,8 @@ def simulate(
                 f"--config {config_file}: the input already has a Configuration; give one"
             )
         config = _read_config(config_file)
+        # The simulation reads it too (resources.deviceClassMappings size DRA claims).
+        scenario.config = config
     sim = Simulation(
         scenario,
         decision_time=decision_time or timedelta(0),
