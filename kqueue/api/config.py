@@ -41,6 +41,7 @@ from kqueue.api.durations import DurationError, format_duration, parse_duration
 from kqueue.api.integrations.registry import DEFAULT_FRAMEWORKS as DEFAULT_FRAMEWORKS
 from kqueue.api.integrations.registry import FRAMEWORK_NEEDS as FRAMEWORK_NEEDS
 from kqueue.api.integrations.registry import SUPPORTED_FRAMEWORKS as SUPPORTED_FRAMEWORKS
+from kqueue.api.v1alpha1.base import QUALIFIED_NAME_ALLOWED, is_qualified_name
 
 API_VERSION: Final = "config.kqueue.io/v1alpha1"
 KIND: Final = "Configuration"
@@ -520,6 +521,80 @@ class Logging(_Model):
 _DNS_LABEL: Final = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 
 
+class DeviceClassMapping(_Model):
+    """One quota resource standing for DRA devices (Kueue's ``DeviceClassMapping``)."""
+
+    name: str
+    """The quota resource name ClusterQueues give quota for (``nvidia.com/gpu``); each device a
+    pod's ResourceClaimTemplates request from one of ``deviceClassNames`` counts as 1."""
+    device_class_names: list[str]
+    """The DeviceClasses (``resource.k8s.io/v1``) counted as ``name``: 1 to 8 qualified names."""
+
+    @model_validator(mode="after")
+    def _check_names(self) -> DeviceClassMapping:
+        if not is_qualified_name(self.name):
+            raise ValueError(
+                f"name: {self.name!r} is not a qualified name ({QUALIFIED_NAME_ALLOWED})"
+            )
+        if not 1 <= len(self.device_class_names) <= MAX_DEVICE_CLASSES_PER_MAPPING:
+            raise ValueError(
+                f"deviceClassNames: {len(self.device_class_names)} given; allowed: 1 to "
+                f"{MAX_DEVICE_CLASSES_PER_MAPPING} DeviceClass names"
+            )
+        for i, dc in enumerate(self.device_class_names):
+            if not is_qualified_name(dc):
+                raise ValueError(
+                    f"deviceClassNames[{i}]: {dc!r} is not a qualified name "
+                    f"({QUALIFIED_NAME_ALLOWED})"
+                )
+            if dc in self.device_class_names[:i]:
+                raise ValueError(f"deviceClassNames[{i}]: {dc!r} is given twice")
+        return self
+
+
+# Kueue's limits (pkg/config/validation.go, validateDeviceClassMappings).
+MAX_DEVICE_CLASS_MAPPINGS: Final = 16
+MAX_DEVICE_CLASSES_PER_MAPPING: Final = 8
+
+
+class Resources(_Model):
+    """How resources are counted against quota (Kueue's ``resources``)."""
+
+    device_class_mappings: list[DeviceClassMapping] = Field(default_factory=list)
+    """DRA devices as quota (Kueue's KueueDRAIntegration): each maps DeviceClasses to a quota
+    resource name, ``[{name: nvidia.com/gpu, deviceClassNames: [gpu.nvidia.com]}]``. A pod's
+    ResourceClaimTemplates then count their device requests (``exactly.count``) as that many
+    units of the mapped resource per pod; a request for a DeviceClass mapped nowhere makes the
+    workload ``Misconfigured``. See docs/dra.md."""
+
+    @model_validator(mode="after")
+    def _check_mappings(self) -> Resources:
+        mappings = self.device_class_mappings
+        if len(mappings) > MAX_DEVICE_CLASS_MAPPINGS:
+            raise ValueError(
+                f"deviceClassMappings: {len(mappings)} given; allowed: at most "
+                f"{MAX_DEVICE_CLASS_MAPPINGS}"
+            )
+        names: set[str] = set()
+        owner: dict[str, str] = {}
+        for i, m in enumerate(mappings):
+            if m.name in names:
+                raise ValueError(f"deviceClassMappings[{i}].name: {m.name!r} is given twice")
+            names.add(m.name)
+            for j, dc in enumerate(m.device_class_names):
+                if dc in owner:
+                    raise ValueError(
+                        f"deviceClassMappings[{i}].deviceClassNames[{j}]: device class {dc!r} "
+                        f"already mapped to resource {owner[dc]}"
+                    )
+                owner[dc] = m.name
+        return self
+
+    def device_classes(self) -> dict[str, str]:
+        """Each mapped DeviceClass's quota resource name."""
+        return {dc: m.name for m in self.device_class_mappings for dc in m.device_class_names}
+
+
 class Configuration(_Model):
     """Configuration of the kqueue controller manager."""
 
@@ -592,6 +667,9 @@ class Configuration(_Model):
     ``{reclaimWithinCohort: {minAdmitDuration: 10m}}``. Unset (the default): no workload is
     protected unless its ClusterQueue's ``spec.preemption.protection`` says so. See
     docs/concepts.md, "Preemption protection"."""
+
+    resources: Resources = Resources()
+    """How resources are counted against quota: DRA DeviceClasses as quota resources."""
 
     feature_gates: dict[str, bool] = Field(default_factory=dict)
     """Kueue's feature gates by name (Kueue v0.19 defaults when unset). kqueue honours

@@ -174,6 +174,20 @@ VALIDATOR_RULES: Final[Mapping[str, ValidatorRule]] = {
         ),
     ),
     "ClientConnection._check_burst": ValidatorRule(_burst_with_qps),
+    "DeviceClassMapping._check_names": ValidatorRule(
+        _unchanged,
+        controller_only=(
+            "resources.deviceClassMappings[]: name and each of 1 to 8 deviceClassNames "
+            "qualified names, no DeviceClass twice"
+        ),
+    ),
+    "Resources._check_mappings": ValidatorRule(
+        _unchanged,
+        controller_only=(
+            "resources.deviceClassMappings: at most 16, no name twice, a DeviceClass in one "
+            "mapping only"
+        ),
+    ),
     "RequeuingStrategy._check_backoff": ValidatorRule(
         _unchanged,
         controller_only=(

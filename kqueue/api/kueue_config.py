@@ -5,7 +5,9 @@ an equivalent for carries over to ``config.kqueue.io/v1alpha1``: the namespace, 
 managed, waitForPodsReady, fair sharing, admission fair sharing, preemption protection (KEP-9876's
 ``preemptionProtection``, and its first revision's ``fairSharing.minAdmitDuration`` and
 ``reclaimMinAdmitDuration``), the frameworks kqueue
-integrates, client throttling, leader election and the health, metrics and webhook servers.
+integrates, ``resources.deviceClassMappings`` (DRA quota; a mapping's counter or capacity
+``sources`` are dropped), client throttling, leader election and the health, metrics and webhook
+servers.
 ``featureGates`` carries over as it is: kqueue honours the gates it has a switch for and warns
 about each other one by name (kqueue/api/feature_gates.py). Everything else (MultiKueue,
 resource transformations...) is dropped with a warning that names the field. Differences of
@@ -90,6 +92,8 @@ def from_kueue_configuration(
             _preemption_protection(value, out, warnings)
         elif key == "waitForPodsReady":
             _wait_for_pods_ready(value, version, out, warnings)
+        elif key == "resources":
+            _resources(value, out, warnings)
         elif key == "integrations":
             _integrations(value, supported_frameworks, out, warnings)
         elif key == "leaderElection" and isinstance(value, dict):
@@ -196,3 +200,31 @@ def _integrations(
         out["integrations"] = {"frameworks": kept}
     for k in sorted(set(value) - {"frameworks"}):
         _drop(warnings, f"integrations.{k}")
+
+
+_MAPPING_KEYS: Final = frozenset({"name", "deviceClassNames"})
+
+
+def _resources(value: Any, out: dict[str, Any], warnings: list[ConversionWarning]) -> None:
+    """Kueue's ``resources``: its DRA ``deviceClassMappings`` carry over (kqueue counts
+    devices, not a partitionable device's counters or a device's capacity: a mapping's
+    ``sources`` are dropped); transformations and excluded prefixes are dropped."""
+    if not isinstance(value, dict):
+        out["resources"] = value  # kqueue's model names what is wrong with it
+        return
+    for k in sorted(set(value) - {"deviceClassMappings"}):
+        _drop(warnings, f"resources.{k}")
+    mappings = value.get("deviceClassMappings")
+    if mappings is None:
+        return
+    if not isinstance(mappings, list):
+        out["resources"] = {"deviceClassMappings": mappings}
+        return
+    kept: list[Any] = []
+    for i, m in enumerate(mappings):
+        if isinstance(m, dict):
+            for k in sorted(set(m) - _MAPPING_KEYS):
+                _drop(warnings, f"resources.deviceClassMappings[{i}].{k}")
+            m = {k: v for k, v in m.items() if k in _MAPPING_KEYS}
+        kept.append(m)
+    out["resources"] = {"deviceClassMappings": kept}

@@ -62,6 +62,8 @@ PASSTHROUGH_KINDS: Final = frozenset(
         ("v1", "Node"),
         # Its Jobs are simulated (kqueue.sim.cronjob) and explained.
         ("batch/v1", "CronJob"),
+        # Their device requests take quota under resources.deviceClassMappings (docs/dra.md).
+        ("resource.k8s.io/v1", "ResourceClaimTemplate"),
         *registry.read_kinds(),
     }
 )

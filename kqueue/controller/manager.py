@@ -19,7 +19,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Callable, Coroutine, Iterable
+from collections.abc import Callable, Coroutine, Iterable, Mapping
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -42,6 +42,12 @@ from kqueue.api.v1alpha1 import (
 from kqueue.api.v1alpha1 import constants as c
 from kqueue.controller import engine_feed
 from kqueue.controller.admission_checks import AdmissionChecks
+from kqueue.controller.claim_templates import (
+    BY_CLAIM_TEMPLATE,
+    ClaimTemplates,
+    claim_template_keys,
+    template_spec,
+)
 from kqueue.controller.clock import Now, utc_now
 from kqueue.controller.collector import collector_paused, freeze_heap
 from kqueue.controller.delegated_auth import DelegatedAuth
@@ -77,6 +83,7 @@ from kqueue.controller.resources import (
     PODS,
     PRIORITY_CLASSES,
     PROVISIONING_REQUEST_CONFIGS,
+    RESOURCE_CLAIM_TEMPLATES,
     RESOURCE_FLAVORS,
     WORKLOAD_PRIORITY_CLASSES,
     WORKLOADS,
@@ -193,8 +200,23 @@ class Manager:
         # Workload events mostly change the status: the reader reuses the spec it read last.
         self.workload_reader = WorkloadReader()
         self.workloads = informer(WORKLOADS, self.workload_reader)
+        # DRA quota (claim_templates.py): with DeviceClass mappings, the ResourceClaimTemplates
+        # that size the Workloads' device claims.
+        classes = config.resources.device_classes()
+        self.claim_templates: Informer[Mapping[str, Any]] | None = None
+        if classes:
+            self.claim_templates = informer(RESOURCE_CLAIM_TEMPLATES, template_spec)
+            self.workloads.store.add_index(BY_CLAIM_TEMPLATE, claim_template_keys)
         # Workload events into the engine, kept converged with the API (workload_feed.py).
-        self.workload_feed = WorkloadFeed(lambda: self.engine, self.workloads.store)
+        self.workload_feed = WorkloadFeed(
+            lambda: self.engine,
+            self.workloads.store,
+            claims=(
+                ClaimTemplates(self.claim_templates.store, classes)
+                if self.claim_templates is not None
+                else None
+            ),
+        )
         # Predicted start times, recomputed off the admission path (start_forecast.py).
         self.start_forecast = StartForecaster(
             lambda: self.engine, config.predicted_start, now=now
@@ -618,6 +640,17 @@ class Manager:
         self.limit_ranges.add_handler(
             on_add=on_limit_range, on_update=on_limit_range, on_delete=on_limit_range_delete
         )
+
+        def on_claim_template(key: str, *_: Any) -> None:
+            # The Workloads naming it are sized again (a claim refused as missing may count now).
+            for wl_key in self.workloads.store.keys_by_index(BY_CLAIM_TEMPLATE, [key]):
+                self.workload_feed.reapply(wl_key)
+            self.scheduler.trigger()
+
+        if self.claim_templates is not None:
+            self.claim_templates.add_handler(
+                on_add=on_claim_template, on_update=on_claim_template, on_delete=on_claim_template
+            )
         self.priority_classes.add_handler(
             on_add=lambda *_: self._enqueue_all_jobs(),
             on_update=lambda *_: self._enqueue_all_jobs(),
@@ -765,6 +798,7 @@ class Manager:
             "pods": self.pods,
             **self.topology.informers(),
             **self.admission_checks.informers(),
+            **({"resourceclaimtemplates": self.claim_templates} if self.claim_templates else {}),
             # Workloads last: the queues they name are known when they arrive.
             "workloads": self.workloads,
         }

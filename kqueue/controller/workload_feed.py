@@ -28,6 +28,7 @@ from kqueue.api.v1alpha1 import Workload, WorkloadSpec
 from kqueue.api.v1alpha1 import constants as c
 from kqueue.controller.informer import Store
 from kqueue.engine import from_api
+from kqueue.engine.dra import DeviceClaims
 from kqueue.engine.engine import Engine
 from kqueue.engine.types import PodSet as EnginePodSet
 from kqueue.engine.types import WorkloadKey
@@ -70,6 +71,9 @@ class WorkloadFeed:
 
     engine: Callable[[], Engine]
     store: Store[Workload]
+    # What sizes the DRA device claims of a namespace's pods (claim_templates.py); None: claims
+    # take no quota (no resources.deviceClassMappings).
+    claims: Callable[[str], DeviceClaims] | None = None
     # The engine's pod sets per workload, kept while the spec model is the same object: they
     # depend on the spec alone, and the reader reuses the spec across status-only events.
     _pod_sets: dict[str, tuple[WorkloadSpec, tuple[EnginePodSet, ...]]] = field(
@@ -97,12 +101,21 @@ class WorkloadFeed:
             wl,
             owner_labels=wl.metadata.labels,
             pod_sets=kept[1] if kept is not None and kept[0] is wl.spec else None,
+            claims=self.claims(wl.namespace or "default") if self.claims is not None else None,
         )
         if view is None:
             self._pod_sets.pop(key, None)  # finished: not converted again
         else:
             self._pod_sets[key] = (wl.spec, view.pod_sets)
         return True
+
+    def reapply(self, key: str) -> None:
+        """Feed the store's ``key`` again with its pod sets recomputed: what sizes them (a
+        ResourceClaimTemplate it names) changed, not the Workload."""
+        self._pod_sets.pop(key, None)
+        wl = self.store.get(key)
+        if wl is not None:
+            self.apply(key, wl)
 
     def delete(self, key: str) -> None:
         self._pod_sets.pop(key, None)

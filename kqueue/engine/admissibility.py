@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from .dra import with_devices
 from .limitrange import (
     BELOW_MIN,
     Summary,
@@ -29,6 +30,7 @@ from .types import ContainerResources, PodSet, Workload
 
 REQUESTS_EXCEED_LIMITS = "requests must not exceed its limits"
 INVALID_RESOURCES = "resources validation failed"
+INVALID_DEVICE_CLAIMS = "device claims cannot be counted against quota"
 LIMIT_RANGE_UNSATISFIED = "resources didn't satisfy LimitRange constraints"
 
 
@@ -44,7 +46,12 @@ def adjust(wl: Workload, summary: Summary) -> Workload:
     if not any(ps.containers for ps in wl.pod_sets):
         return wl
     pod_sets = tuple(
-        replace(ps, requests=pod_requests(effective_containers(ps, summary), ps.overhead))
+        replace(
+            ps,
+            requests=with_devices(
+                pod_requests(effective_containers(ps, summary), ps.overhead), ps.devices
+            ),
+        )
         if ps.containers
         else ps
         for ps in wl.pod_sets
@@ -81,6 +88,9 @@ def _violation(ps: PodSet, v: Violation) -> str:
 def misconfiguration(wl: Workload, summary: Summary) -> str | None:
     """Why ``wl`` can never run as it is, or None (Kueue's ValidateResources, then
     ValidateLimitRange: requests above limits are reported alone, as in Kueue)."""
+    claims = [f"pod set {ps.name}: {ps.device_error}" for ps in wl.pod_sets if ps.device_error]
+    if claims:
+        return f"{INVALID_DEVICE_CLAIMS}: {'; '.join(claims)}"
     effective = [(ps, effective_containers(ps, summary)) for ps in wl.pod_sets]
     invalid = [m for ps, cs in effective for m in _requests_within_limits(ps, cs)]
     if invalid:

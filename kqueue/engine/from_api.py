@@ -45,6 +45,7 @@ from kqueue.api.v1alpha1.workload import PodSet as ApiPodSet
 from kqueue.api.v1alpha1.workload import Workload as ApiWorkload
 from kqueue.api.v1alpha1.workload import WorkloadSpec as ApiWorkloadSpec
 
+from . import dra
 from . import types as t
 from .checks import EVICTED_BY_ADMISSION_CHECK, CheckRule
 from .engine import Engine
@@ -390,8 +391,22 @@ def _containers(pod: ApiPodSpec) -> tuple[t.ContainerResources, ...]:
     return tuple(out)
 
 
-def _pod_set(ps: ApiPodSet) -> t.PodSet:
+def _devices(
+    pod: ApiPodSpec, claims: dra.DeviceClaims | None
+) -> tuple[dict[t.ResourceName, int], str | None]:
+    """One pod's DRA devices by quota resource, or why they cannot be counted (dra.py)."""
+    resource_claims = (pod.model_extra or {}).get("resourceClaims") or []
+    if claims is None or not resource_claims:
+        return {}, None
+    try:
+        return dra.pod_devices(resource_claims, claims.templates, claims.classes), None
+    except dra.ClaimError as e:
+        return {}, str(e)
+
+
+def _pod_set(ps: ApiPodSet, claims: dra.DeviceClaims | None = None) -> t.PodSet:
     pod = ps.template.spec
+    devices, device_error = _devices(pod, claims)
     affinity: tuple[tuple[t.SelectorRequirement, ...], ...] | None = None
     na = pod.affinity.node_affinity if pod.affinity is not None else None
     required = na.required_during_scheduling_ignored_during_execution if na is not None else None
@@ -406,7 +421,9 @@ def _pod_set(ps: ApiPodSet) -> t.PodSet:
     return t.PodSet(
         name=t.PodSetName(ps.name),
         count=ps.count,
-        requests={t.ResourceName(r): v for r, v in sorted(ps.pod_requests().items())},
+        requests=dra.with_devices(
+            {t.ResourceName(r): v for r, v in ps.pod_requests().items()}, devices
+        ),
         min_count=ps.min_count,
         node_selector=dict(pod.node_selector),
         required_affinity=affinity,
@@ -414,6 +431,8 @@ def _pod_set(ps: ApiPodSet) -> t.PodSet:
         containers=_containers(pod),
         overhead=_amounts(pod.overhead),
         topology=_topology_request(ps.topology_request),
+        devices=devices,
+        device_error=device_error,
     )
 
 
@@ -546,8 +565,10 @@ def workload(
     *,
     owner_labels: Mapping[str, str] | None = None,
     pod_sets: tuple[t.PodSet, ...] | None = None,
+    claims: dra.DeviceClaims | None = None,
 ) -> t.Workload:
-    """The engine's view of ``wl``; ``owner_labels`` are the labels of its top-level owner.
+    """The engine's view of ``wl``; ``owner_labels`` are the labels of its top-level owner;
+    ``claims`` size its pods' DRA device claims (:func:`workload_pod_sets`).
 
     ``pod_sets``: the result of :func:`pod_sets` for this very ``wl.spec``, when the caller kept
     it (they depend on the spec alone), so it is not computed again."""
@@ -557,7 +578,7 @@ def workload(
         namespace=wl.namespace or "default",
         name=wl.name,
         queue_name=spec.queue_name or "",
-        pod_sets=pod_sets if pod_sets is not None else workload_pod_sets(spec),
+        pod_sets=pod_sets if pod_sets is not None else workload_pod_sets(spec, claims),
         uid=wl.metadata.uid or "",
         creation_time=wl.metadata.creation_timestamp or t.EPOCH,
         queue_order_time=_queue_order_time(wl),
@@ -591,9 +612,12 @@ def _rejected_by_checks(wl: ApiWorkload) -> str | None:
     return None
 
 
-def workload_pod_sets(spec: ApiWorkloadSpec) -> tuple[t.PodSet, ...]:
-    """The engine's pod sets of a Workload spec."""
-    return tuple(_pod_set(ps) for ps in spec.pod_sets)
+def workload_pod_sets(
+    spec: ApiWorkloadSpec, claims: dra.DeviceClaims | None = None
+) -> tuple[t.PodSet, ...]:
+    """The engine's pod sets of a Workload spec; ``claims``: what sizes their DRA device
+    claims (None: claims take no quota)."""
+    return tuple(_pod_set(ps, claims) for ps in spec.pod_sets)
 
 
 def apply_workload(
@@ -602,12 +626,14 @@ def apply_workload(
     *,
     owner_labels: Mapping[str, str] | None = None,
     pod_sets: tuple[t.PodSet, ...] | None = None,
+    claims: dra.DeviceClaims | None = None,
 ) -> t.Workload | None:
     """Feed a Workload to the engine: a finished one frees its quota, others are upserted.
-    Returns what was upserted (None for a finished one); ``pod_sets`` as for :func:`workload`."""
+    Returns what was upserted (None for a finished one); ``pod_sets`` and ``claims`` as for
+    :func:`workload`."""
     if wl.is_finished:
         engine.finish(t.workload_key(wl.namespace or "default", wl.name))
         return None
-    view = workload(wl, owner_labels=owner_labels, pod_sets=pod_sets)
+    view = workload(wl, owner_labels=owner_labels, pod_sets=pod_sets, claims=claims)
     engine.upsert_workload(view)
     return view

@@ -401,6 +401,12 @@ class PodSet:
     containers: tuple[ContainerResources, ...] = ()
     overhead: Mapping[ResourceName, int] = field(default_factory=dict)
     topology: TopologyRequest | None = None
+    # DRA devices of one pod by quota resource (dra.py), already in ``requests``; kept apart
+    # because ``requests`` is recomputed from the containers when LimitRanges apply.
+    devices: Mapping[ResourceName, int] = field(default_factory=dict)
+    # Why the pod's device claims cannot be counted (dra.ClaimError); the workload is
+    # Misconfigured while it is set.
+    device_error: str | None = None
 
 
 class LimitType(StrEnum):

@@ -76,6 +76,9 @@ CONTROLLERS = (
     "disruption-controller",
     "resourcequota-controller",
     "endpointslice-controller",
+    # DRA: creates each pod's ResourceClaims from the ResourceClaimTemplates it names
+    # (kube-scheduler allocates them; docs/dra.md).
+    "resourceclaim-controller",
 )
 
 # Whole-gang placement by kube-scheduler (KEP-4671, refined by KEP-5832): the PodGroup API and

@@ -35,7 +35,7 @@ from kqueue.api.integrations import is_elastic, workload_for_job
 from kqueue.api.v1alpha1 import AdmissionCheckState
 from kqueue.api.v1alpha1 import constants as c
 from kqueue.engine import checks as checks_of
-from kqueue.engine import from_api
+from kqueue.engine import dra, from_api
 from kqueue.engine.cycle import CycleResult
 from kqueue.engine.engine import Engine
 from kqueue.engine.fairness.usage_ledger import AdmissionFairSharingConfig
@@ -404,6 +404,15 @@ class Simulation:
             return self._settle_checks(rec)
         return self._scale(rec, arg)
 
+    def _claims(self, namespace: str) -> dra.DeviceClaims | None:
+        """What sizes the namespace's DRA device claims, as in the controller: only with
+        resources.deviceClassMappings configured (docs/dra.md)."""
+        config = self.scenario.config
+        classes = config.resources.device_classes() if config is not None else {}
+        if not classes:
+            return None
+        return dra.DeviceClaims(self.scenario.claim_templates.get(namespace, {}), classes)
+
     def _arrive(self, rec: WorkloadRecord) -> bool:
         sw = rec.sw
         rec.arrived = self.now
@@ -412,7 +421,11 @@ class Simulation:
             rec.finished_at = self.now
             self._finished += 1
             return False
-        wl = from_api.workload(sw.api, owner_labels=sw.owner_labels or sw.api.metadata.labels)
+        wl = from_api.workload(
+            sw.api,
+            owner_labels=sw.owner_labels or sw.api.metadata.labels,
+            claims=self._claims(sw.api.namespace or "default"),
+        )
         if wl.admission is not None and wl.admission.admitted_at is None:
             # Without admission checks kqueue admits a reservation at once (below): admitted
             # now, which is where its preemption protection counts from.

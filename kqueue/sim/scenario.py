@@ -58,7 +58,7 @@ from kqueue.api.v1alpha1 import (
     parse_time,
 )
 from kqueue.api.v1alpha1.constants import QUEUE_NAME_LABEL
-from kqueue.engine import from_api
+from kqueue.engine import dra, from_api
 from kqueue.engine.types import LimitRangeItem
 from kqueue.sim import cronjob
 
@@ -129,6 +129,9 @@ class Scenario:
     namespaces: dict[str, dict[str, str]] = field(default_factory=dict)
     # (namespace, name, items) of each v1 LimitRange (from_api.limit_range).
     limit_ranges: list[tuple[str, str, tuple[LimitRangeItem, ...]]] = field(default_factory=list)
+    # ResourceClaimTemplates (their ResourceClaimSpec) by namespace and name: they size the
+    # DRA device claims of the namespace's pods (kqueue/engine/dra.py).
+    claim_templates: dict[str, dict[str, Mapping[str, Any]]] = field(default_factory=dict)
     workloads: list[SimWorkload] = field(default_factory=list)
     priorities: PriorityClasses = field(default_factory=PriorityClasses)
     warnings: list[str] = field(default_factory=list)
@@ -304,6 +307,11 @@ def build_scenario(
                 raise LoadError(
                     obj.location, err.detail, kind=obj.kind, name=obj.display_name, path=err.path
                 ) from None
+        elif obj.kind == "ResourceClaimTemplate":
+            namespace = str(_meta(obj).get("namespace") or "default")
+            sc.claim_templates.setdefault(namespace, {})[obj.name] = dra.claim_template_spec(
+                obj.raw
+            )
         elif obj.kind == "PriorityClass":
             pod_classes.append(obj.raw)
         elif (obj.api_version, obj.kind) == (cronjob.API_VERSION, cronjob.KIND):

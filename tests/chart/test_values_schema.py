@@ -301,6 +301,21 @@ KNOWN_DIFFERENCES: list[tuple[str, Obj, bool, bool, str]] = [
         "RequeuingStrategy._check_backoff",
     ),
     (
+        "device-class-mapping-name-not-qualified",
+        {"resources": {"deviceClassMappings": [{"name": "a b", "deviceClassNames": ["g"]}]}},
+        False,
+        True,
+        "DeviceClassMapping._check_names",
+    ),
+    (
+        "device-class-mapped-twice",
+        {"resources": {"deviceClassMappings": [{"name": "r1", "deviceClassNames": ["g"]},
+                                               {"name": "r2", "deviceClassNames": ["g"]}]}},
+        False,
+        True,
+        "Resources._check_mappings",
+    ),
+    (
         "duration-finer-than-a-microsecond",
         {"waitForPodsReady": {"timeout": "1ns"}},
         False,

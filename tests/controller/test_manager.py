@@ -339,9 +339,9 @@ def test_a_rebuilt_engine_reuses_the_pod_sets_of_unchanged_specs(
     converted: list[object] = []
     real = from_api.workload_pod_sets
 
-    def counting(spec: Any) -> Any:
+    def counting(spec: Any, *rest: Any) -> Any:
         converted.append(spec)
-        return real(spec)
+        return real(spec, *rest)
 
     monkeypatch.setattr(from_api, "workload_pod_sets", counting)
     assert m.rebuild_engine().queues.pending[key].obj == expected

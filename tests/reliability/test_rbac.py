@@ -55,6 +55,13 @@ NOT_REQUESTED: dict[tuple[str, str], str] = {
         )
         for verb in ("create", "delete", "get", "patch")
     },
+    **{
+        (verb, "resource.k8s.io/resourceclaimtemplates"): (
+            "read only with resources.deviceClassMappings configured (DRA quota, "
+            "kqueue/controller/claim_templates.py); the RBAC run configures none"
+        )
+        for verb in ("list", "watch")
+    },
     ("update", "kqueue.io/cohorts/status"): (
         "a Cohort's status is its fair-sharing weightedShare, written only with fair sharing on; "
         "the RBAC run does not configure fair sharing"

@@ -174,6 +174,8 @@ def simulate(
     config = scenario.config
     if config_file is not None and generate is not None:
         config = _read_config(config_file)
+        # The simulation reads it too (resources.deviceClassMappings size DRA claims).
+        scenario.config = config
     sim = Simulation(
         scenario,
         decision_time=decision_time or timedelta(0),

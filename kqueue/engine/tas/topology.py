@@ -346,8 +346,17 @@ class FlavorTopology:
 
 
 def per_pod_requests(pod_set: PodSet) -> Requests:
-    """One pod's requests plus the pod itself (Kueue adds one ``pods`` to every TAS request)."""
+    """One pod's requests plus the pod itself (Kueue adds one ``pods`` to every TAS request).
+
+    DRA devices (``pod_set.devices``, dra.py) take quota but no node capacity: drivers publish
+    them in ResourceSlices, not in a node's allocatable, and kube-scheduler allocates them."""
     out = dict(pod_set.requests)
+    for r, n in pod_set.devices.items():
+        left = out.get(r, 0) - n
+        if left > 0:
+            out[r] = left
+        else:
+            out.pop(r, None)
     out[PODS] = out.get(PODS, 0) + 1
     return out
 
