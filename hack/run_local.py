@@ -194,9 +194,9 @@ kqueue is running against a local cluster. In another terminal:
 
   kubectl get clusterqueues,localqueues -A     # the quickstart queues
   kubectl create -f {ROOT / 'config/samples/job.yaml'}
-  kubectl get workloads -A -w                  # QuotaReserved/Admitted, then Finished
+  kubectl get workloads.kqueue.io -A -w        # QuotaReserved/Admitted, then Finished
   kubectl get pods -o wide -w                  # gated, then bound to kwok-on-demand-*
-  kubectl describe workload -A                 # conditions and events
+  kubectl describe workloads.kqueue.io -A      # conditions and events
 
 Metrics: http://127.0.0.1:{metrics_port}/metrics   Health: http://127.0.0.1:{health_port}/readyz
 Operators: {", ".join(operator_names) or "none (make run OPERATORS=jobset,trainer,...)"}

@@ -175,7 +175,7 @@ def _run_job(
 
     wl = wait_for("a pending Workload", pending)
     name = wl["metadata"]["name"]
-    described = cluster.kubectl("describe", "workload", name, "-n", ns).stdout
+    described = cluster.kubectl("describe", "workloads.kqueue.io", name, "-n", ns).stdout
     assert "QuotaReserved" in described and cq in described, described
 
     cluster.kubectl(
@@ -194,7 +194,7 @@ def _run_job(
     assert condition(job, "Complete") is not None
 
     # describe shows the conditions and the events that explain them.
-    described = cluster.kubectl("describe", "workload", name, "-n", ns).stdout
+    described = cluster.kubectl("describe", "workloads.kqueue.io", name, "-n", ns).stdout
     for text in (
         "Conditions:",
         "Admitted",
@@ -224,7 +224,7 @@ def _run_job(
         return None
 
     big = wait_for("the too big Job to pend with ExceedsMaxQuota", too_big)
-    described = cluster.kubectl("describe", "workload", big, "-n", ns).stdout
+    described = cluster.kubectl("describe", "workloads.kqueue.io", big, "-n", ns).stdout
     assert "ExceedsMaxQuota" in described and "(4 > 2)" in " ".join(described.split()), described
     explained = subprocess.run(
         [

@@ -29,7 +29,7 @@ Obj = dict[str, Any]
 
 QUEUED_WARNING = (
     "spec.suspend: kqueue holds this {kind} suspended until its Workload is admitted "
-    "(see `kubectl get workloads -n {namespace}`)"
+    "(see `kubectl get workloads.kqueue.io -n {namespace}`)"
 )
 
 
