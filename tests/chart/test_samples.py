@@ -45,7 +45,7 @@ WORKLOADS = [
 OWNED_BY_OTHERS = {
     "quickstart.yaml", "job.yaml", "jobset.yaml", "mpijob.yaml", "trainjob.yaml",
     # tests/controller_e2e/test_ray.py runs them with KubeRay, test_leaderworkerset.py with LWS
-    "rayjob.yaml", "raycluster.yaml", "leaderworkerset.yaml",
+    "rayjob.yaml", "raycluster.yaml", "rayservice.yaml", "leaderworkerset.yaml",
     # Simulated on the local cluster's nodes by tests/simulate/test_topology.py.
     "topology.yaml",
     # tests/controller_e2e/test_kubeflow.py runs them with the training-operator

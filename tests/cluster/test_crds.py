@@ -24,6 +24,8 @@ KINDS = {
     "Cohort": "Cluster",
     "WorkloadPriorityClass": "Cluster",
     "Topology": "Cluster",
+    "AdmissionCheck": "Cluster",
+    "ProvisioningRequestConfig": "Cluster",
     "LocalQueue": "Namespaced",
     "Workload": "Namespaced",
 }
