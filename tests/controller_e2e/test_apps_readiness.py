@@ -12,7 +12,15 @@ import pytest
 
 from kqueue.api.v1alpha1 import constants as c
 from kqueue.localcluster.cluster import LocalCluster
-from tests.controller_e2e.harness import Api, eventually, is_true
+from tests.controller_e2e.harness import (
+    Api,
+    cluster_queue,
+    eventually,
+    flavor,
+    is_true,
+    local_queue,
+    unique,
+)
 from tests.controller_e2e.support_extra import PodsKqueue, gated, pods_kqueue
 from tests.controller_e2e.test_apps import (
     STATEFULSETS,
@@ -64,7 +72,15 @@ async def test_ready_statefulset_gets_pods_ready(api: Api, namespace: str) -> No
 async def test_never_ready_statefulset_is_evicted_and_its_pods_held_again(
     api: Api, namespace: str
 ) -> None:
-    await _queues(api, namespace, "4")
+    # Pods released that never become ready (an image that never pulls, a crash loop), made
+    # here by a nodeSelector no node has. The node-fit guard would hold such pods instead of
+    # releasing them (docs/concepts.md, "Node-fit guard"), so it is off on this ClusterQueue.
+    od, cq = unique("on-demand"), unique("cq")
+    await api.apply(flavor(od, "on-demand"))
+    unguarded = cluster_queue(cq, [(od, "4")])
+    unguarded["spec"]["nodeFitGuard"] = "Disabled"
+    await api.apply(unguarded)
+    await api.apply(local_queue("lq", namespace, cq))
     obj = statefulset("stuck", namespace, "lq", 2)
     # No node has this label: the pod is released but stays Pending (never ready).
     obj["spec"]["template"]["spec"]["nodeSelector"] = {"kqueue.test/nowhere": "true"}
