@@ -16,11 +16,11 @@ from __future__ import annotations
 from typing import Any, Literal
 
 from kqueue.api.v1alpha1 import constants as c
-from kqueue.controller import gang
 from kqueue.controller.gate import is_gated
 from kqueue.controller.node_fit import FITS_EVENT, HELD_EVENT
 from kqueue.localcluster.cluster import LocalCluster
 from tests.controller_e2e.harness import Api, condition, eventually, is_true, job, stays
+from tests.fixtures.cluster import PODGROUPS
 from tests.gang_e2e.fragment import (
     add_node,
     assert_bound_together,
@@ -80,7 +80,7 @@ async def held_then_released(
         await stays(none_released, for_s=3, what="no pod of the gang released or bound")
         if gang_gates:
             # Not handed to kube-scheduler either: no PodGroup before the pods fit.
-            assert await api.kube.list(gang.PODGROUPS, namespace=namespace) == []
+            assert await api.kube.list(PODGROUPS, namespace=namespace) == []
 
         if room_from == "node":
             await add_node(cluster, frag.instance_type, f"{frag.instance_type}-z", "1")
@@ -100,5 +100,5 @@ async def held_then_released(
         events = await api.events_for(namespace, wl["metadata"]["name"])
         assert any(e["reason"] == FITS_EVENT for e in events)
         if gang_gates:
-            groups = await api.kube.list(gang.PODGROUPS, namespace=namespace)
+            groups = await api.kube.list(PODGROUPS, namespace=namespace)
             assert [g["spec"]["schedulingPolicy"]["gang"]["minCount"] for g in groups] == [SIZE]
