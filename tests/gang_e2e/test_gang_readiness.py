@@ -111,4 +111,4 @@ async def test_gang_held_by_the_node_fit_guard_is_evicted_by_the_timeout_and_req
         assert not out["status"].get("admission"), "the quota is released with the eviction"
         assert out["status"]["requeueState"]["count"] == 1
         assert seen == {(0, True)}, f"pods released or bound while held: {sorted(seen)}"
-        assert not await api.kube.list(gang.PODGROUPS, namespace=namespace)
+        assert not await api.kube.list(PODGROUPS, namespace=namespace)
