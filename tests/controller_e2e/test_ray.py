@@ -236,13 +236,15 @@ async def test_rayjob_full_life(api: Api, kqueue: ConfiguredKqueue, namespace: s
         ("submitter", 1),
     ]
 
-    async def cluster_name() -> str | None:
+    async def ray_cluster() -> Obj | None:
+        # KubeRay records status.rayClusterName before it creates the RayCluster: wait for both.
         obj = await api.kube.get(RAYJOBS, "rj", namespace)
-        return str((obj.get("status") or {}).get("rayClusterName") or "") or None
+        name = str((obj.get("status") or {}).get("rayClusterName") or "")
+        clusters = await api.kube.list(RAYCLUSTERS, namespace=namespace) if name else []
+        return next((rc for rc in clusters if rc["metadata"]["name"] == name), None)
 
-    name = await eventually(cluster_name, within=120, what="RayJob rj's RayCluster")
     # Read before the job can finish: KubeRay deletes the cluster once the submitter is done.
-    rc = await api.kube.get(RAYCLUSTERS, name, namespace)
+    rc = await eventually(ray_cluster, within=120, what="RayJob rj's RayCluster")
     pods = await _bound(api, namespace, "kqueue.io/rayjob-name=rj", 3, "the RayJob's head, worker and submitter bound")
     for pod in pods:
         assert pod["spec"]["nodeSelector"][INSTANCE_TYPE_LABEL] == "on-demand"
