@@ -91,6 +91,9 @@ class Operator:
     # directories its code reads a serving certificate from whatever its flags say; filled
     # from the local CA when empty
     fixed_cert_dirs: tuple[str, ...] = ()
+    # Left out of `make test` (their tests run under `make test-operators`): the cold CI budget
+    # pays for the control plane, JobSet and Trainer only (docs/local-cluster.md, "CI budget").
+    opt_in: bool = False
 
     @property
     def label(self) -> str:
@@ -303,6 +306,7 @@ OPERATORS: dict[str, Operator] = {
             readiness="lease",
             lease=("kube-system", "mpi-operator"),
             fixed_ports=(8080,),
+            opt_in=True,
         ),
         Operator(
             name="kuberay",
@@ -321,6 +325,7 @@ OPERATORS: dict[str, Operator] = {
             # KubeRay serves its RayCluster webhook only with ENABLE_WEBHOOKS=true: off
             webhooks=None,
             command=_kuberay_command,
+            opt_in=True,
         ),
         Operator(
             name="lws",
@@ -338,6 +343,7 @@ OPERATORS: dict[str, Operator] = {
                 },
             ),
             command=_lws_command,
+            opt_in=True,
         ),
         Operator(
             name="training-operator",
@@ -364,9 +370,15 @@ OPERATORS: dict[str, Operator] = {
                     "metadata": {"name": "training-operator-webhook-cert", "namespace": "kube-system"},
                 },
             ),
+            opt_in=True,
         ),
     )
 }
+
+
+def default_names() -> list[str]:
+    """The operators `make test` builds and runs (with what they require first)."""
+    return with_requirements([name for name, op in OPERATORS.items() if not op.opt_in])
 
 
 def get(name: str) -> Operator:

@@ -41,7 +41,7 @@ WORKLOADS = [
     "pod-group.yaml",
 ]
 # Tested by their own suites: quickstart and job (tests/controller_e2e), and the samples that need
-# an operator (tests/controller_e2e/test_jobset_mpijob.py runs them with the real operators).
+# an operator (tests/controller_e2e/test_jobset.py and test_mpijob.py run them with the real operators).
 OWNED_BY_OTHERS = {
     "quickstart.yaml", "job.yaml", "jobset.yaml", "mpijob.yaml", "trainjob.yaml",
     # tests/controller_e2e/test_ray.py runs them with KubeRay, test_leaderworkerset.py with LWS

@@ -31,7 +31,7 @@ from tests.controller_e2e.harness import (
 from tests.controller_e2e.support_extra import ConfiguredKqueue, configured_kqueue
 
 # The queue set-up and the wait for an owner's Workload, as for JobSets and MPIJobs.
-from tests.controller_e2e.test_jobset_mpijob import _setup, _wait_workload
+from tests.controller_e2e.test_jobset import _setup, _wait_workload
 
 pytestmark = pytest.mark.cluster
 

@@ -25,7 +25,8 @@ from kqueue.controller.resources import PODS, Resource
 from kqueue.localcluster.cluster import LocalCluster
 from tests.controller_e2e.harness import Api, eventually, is_true, stays, unique
 from tests.controller_e2e.support_extra import ConfiguredKqueue, configured_kqueue
-from tests.controller_e2e.test_jobset_mpijob import JOBSETS, MPIJOBS, jobset, mpijob
+from tests.controller_e2e.test_jobset import JOBSETS, jobset
+from tests.controller_e2e.test_mpijob import MPIJOBS, mpijob
 from tests.controller_e2e.test_trainjob import runtime, trainjob
 from tests.gang_e2e.fragment import (
     GANG_SIZE,

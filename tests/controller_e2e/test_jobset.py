@@ -1,6 +1,6 @@
-"""JobSets and MPIJobs under kqueue, with the real JobSet and MPI operators on the real control
-plane: the whole life, a JobSet preempted whole by a higher-priority Job and resumed, a
-non-preemptible JobSet protected, and Kueue-only annotations refused."""
+"""JobSets under kqueue, with the real JobSet operator on the real control plane: the whole
+life, a JobSet preempted whole by a higher-priority Job and resumed, a non-preemptible JobSet
+protected, and Kueue-only annotations refused. MPIJobs: test_mpijob.py."""
 
 from __future__ import annotations
 
@@ -35,22 +35,20 @@ pytestmark = pytest.mark.cluster
 
 Obj = dict[str, Any]
 JOBSETS = Resource("jobset.x-k8s.io", "v1alpha2", "jobsets")
-MPIJOBS = Resource("kubeflow.org", "v2beta1", "mpijobs")
-FRAMEWORKS = ["batch/job", "pod", "jobset.x-k8s.io/jobset", "kubeflow.org/mpijob"]
+FRAMEWORKS = ["batch/job", "pod", "jobset.x-k8s.io/jobset"]
 
 
 @pytest.fixture(scope="module")
 def kqueue(
     cluster: LocalCluster,
     jobset_operator: str,
-    mpi_operator: str,
     tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[ConfiguredKqueue]:
     work_dir = Path(tmp_path_factory.mktemp("kqueue-jobset"))
     yield from configured_kqueue(cluster, work_dir, {"integrations": {"frameworks": FRAMEWORKS}})
 
 
-def _pod_template(cpu: str, complete_after: str | None) -> Obj:
+def pod_template(cpu: str, complete_after: str | None) -> Obj:
     annotations = {COMPLETE_AFTER_ANNOTATION: complete_after} if complete_after else {}
     return {
         "metadata": {"annotations": annotations},
@@ -83,7 +81,7 @@ def jobset(
                     "parallelism": parallelism,
                     "completions": parallelism,
                     "backoffLimit": 0,
-                    "template": _pod_template("1", complete_after),
+                    "template": pod_template("1", complete_after),
                 }
             },
         }
@@ -254,41 +252,3 @@ async def test_an_elastic_annotation_on_a_jobset_is_refused(
     assert info.value.status == 422
     assert f"metadata.annotations[{c.ELASTIC_JOB_ANNOTATION}]" in info.value.message
     assert "cannot be elastic" in info.value.message
-
-
-def mpijob(name: str, namespace: str, queue: str, workers: int = 2) -> Obj:
-    return {
-        "apiVersion": "kubeflow.org/v2beta1",
-        "kind": "MPIJob",
-        "metadata": {"name": name, "namespace": namespace, "labels": {c.QUEUE_NAME_LABEL: queue}},
-        "spec": {
-            "slotsPerWorker": 1,
-            "runPolicy": {"cleanPodPolicy": "Running"},
-            "mpiReplicaSpecs": {
-                "Launcher": {"replicas": 1, "template": _pod_template("1", "5s")},
-                "Worker": {"replicas": workers, "template": _pod_template("1", None)},
-            },
-        },
-    }
-
-
-async def test_mpijob_full_life(api: Api, kqueue: ConfiguredKqueue, namespace: str) -> None:
-    await _setup(api, namespace, "4")
-    created = await api.kube.create(MPIJOBS, mpijob("pi", namespace, "q"), namespace=namespace)
-    assert created["spec"]["runPolicy"]["suspend"] is True
-    wl = await _wait_workload(api, namespace, "MPIJob", "pi", lambda w: is_true(w, c.ADMITTED), "admitted")
-    assert [(ps["name"], ps["count"]) for ps in wl["spec"]["podSets"]] == [("launcher", 1), ("worker", 2)]
-    selector = "training.kubeflow.org/job-name=pi"
-
-    async def bound() -> list[Obj] | None:
-        pods = await _pods(api, namespace, selector)
-        roles = sorted(p["metadata"]["labels"].get("training.kubeflow.org/job-role", "") for p in pods)
-        ok = roles == ["launcher", "worker", "worker"] and all(p["spec"].get("nodeName") for p in pods)
-        return pods if ok else None
-
-    pods = await eventually(bound, within=120, what="the MPIJob's launcher and 2 workers bound")
-    for pod in pods:
-        assert pod["spec"]["nodeSelector"][INSTANCE_TYPE_LABEL] == "on-demand"
-    # The launcher Job is the MPIJob's: no Workload of its own.
-    assert await api.workload_of(namespace, "pi-launcher") is None
-    await _wait_workload(api, namespace, "MPIJob", "pi", lambda w: is_true(w, c.FINISHED), "finished")
