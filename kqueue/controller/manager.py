@@ -46,6 +46,7 @@ from kqueue.controller.claim_templates import (
     BY_CLAIM_TEMPLATE,
     ClaimTemplates,
     claim_template_keys,
+    object_spec,
     template_spec,
 )
 from kqueue.controller.clock import Now, utc_now
@@ -77,6 +78,7 @@ from kqueue.controller.resources import (
     ADMISSION_CHECKS,
     CLUSTER_QUEUES,
     COHORTS,
+    DEVICE_CLASSES,
     LIMIT_RANGES,
     LOCAL_QUEUES,
     NAMESPACES,
@@ -85,6 +87,7 @@ from kqueue.controller.resources import (
     PROVISIONING_REQUEST_CONFIGS,
     RESOURCE_CLAIM_TEMPLATES,
     RESOURCE_FLAVORS,
+    RESOURCE_SLICES,
     WORKLOAD_PRIORITY_CLASSES,
     WORKLOADS,
     Resource,
@@ -104,6 +107,7 @@ from kqueue.controller.workload_feed import Repair, WorkloadFeed
 from kqueue.controller.workload_reader import WorkloadReader
 from kqueue.controller.workqueue import WorkQueue, run_workers
 from kqueue.engine import from_api
+from kqueue.engine.dra import counter_sources
 from kqueue.engine.engine import Engine
 from kqueue.engine.preemption.seam import Preemptor
 from kqueue.engine.readiness import PodsReadyConfig
@@ -203,16 +207,29 @@ class Manager:
         # DRA quota (claim_templates.py): with DeviceClass mappings, the ResourceClaimTemplates
         # that size the Workloads' device claims.
         classes = config.resources.device_classes()
+        counters = counter_sources(config.resources)
         self.claim_templates: Informer[Mapping[str, Any]] | None = None
+        # Partitionable devices: the counters drivers publish, the classes' selectors.
+        self.resource_slices: Informer[Mapping[str, Any]] | None = None
+        self.device_classes: Informer[Mapping[str, Any]] | None = None
         if classes:
             self.claim_templates = informer(RESOURCE_CLAIM_TEMPLATES, template_spec)
             self.workloads.store.add_index(BY_CLAIM_TEMPLATE, claim_template_keys)
+        if counters:
+            self.resource_slices = informer(RESOURCE_SLICES, object_spec)
+            self.device_classes = informer(DEVICE_CLASSES, object_spec)
         # Workload events into the engine, kept converged with the API (workload_feed.py).
         self.workload_feed = WorkloadFeed(
             lambda: self.engine,
             self.workloads.store,
             claims=(
-                ClaimTemplates(self.claim_templates.store, classes)
+                ClaimTemplates(
+                    self.claim_templates.store,
+                    classes,
+                    counters,
+                    self.resource_slices.store if self.resource_slices else None,
+                    self.device_classes.store if self.device_classes else None,
+                )
                 if self.claim_templates is not None
                 else None
             ),
@@ -651,6 +668,21 @@ class Manager:
             self.claim_templates.add_handler(
                 on_add=on_claim_template, on_update=on_claim_template, on_delete=on_claim_template
             )
+
+        def on_devices(*_: Any) -> None:
+            # Counters and selectors size every pending Workload's claims: re-size them (an
+            # admitted one keeps the quota it was admitted with, as in Kueue).
+            for wl_key in self.workloads.store.keys_by_index(
+                BY_CLAIM_TEMPLATE, self.claim_templates.store if self.claim_templates else ()
+            ):
+                wl = self.workloads.store.get(wl_key)
+                if wl is not None and wl.status.admission is None:
+                    self.workload_feed.reapply(wl_key)
+            self.scheduler.trigger()
+
+        for devices in (self.resource_slices, self.device_classes):
+            if devices is not None:
+                devices.add_handler(on_add=on_devices, on_update=on_devices, on_delete=on_devices)
         self.priority_classes.add_handler(
             on_add=lambda *_: self._enqueue_all_jobs(),
             on_update=lambda *_: self._enqueue_all_jobs(),
@@ -799,6 +831,8 @@ class Manager:
             **self.topology.informers(),
             **self.admission_checks.informers(),
             **({"resourceclaimtemplates": self.claim_templates} if self.claim_templates else {}),
+            **({"resourceslices": self.resource_slices} if self.resource_slices else {}),
+            **({"deviceclasses": self.device_classes} if self.device_classes else {}),
             # Workloads last: the queues they name are known when they arrive.
             "workloads": self.workloads,
         }

@@ -399,7 +399,7 @@ def _devices(
     if claims is None or not resource_claims:
         return {}, None
     try:
-        return dra.pod_devices(resource_claims, claims.templates, claims.classes), None
+        return dra.pod_devices(resource_claims, claims.templates, claims.classes, claims), None
     except dra.ClaimError as e:
         return {}, str(e)
 

@@ -69,3 +69,93 @@ def test_an_unmapped_device_class_is_misconfigured(tmp_path: Path) -> None:
         "ResourceClaimTemplate single-gpu): DeviceClass gpu.example.com is not mapped"
         in (cond["message"])
     )
+
+
+# Kueue's counter e2e Configuration (test/e2e/config/dra/counter/controller_manager_config.yaml):
+# DeviceClass gpu.example.com counted by the `memory` counter its devices consume.
+KUEUE_COUNTER_CONFIG = """\
+apiVersion: config.kueue.x-k8s.io/v1beta2
+kind: Configuration
+featureGates:
+  KueueDRAIntegration: true
+  KueueDRAIntegrationPartitionableDevices: true
+resources:
+  deviceClassMappings:
+  - name: gpu.memory
+    deviceClassNames:
+    - gpu.example.com
+    sources:
+    - counter:
+        name: memory
+        driver: gpu.example.com
+        deviceSelector:
+          cel:
+            expression: "device.driver == 'gpu.example.com'"
+"""
+# What the example driver publishes for one GPU split in partitions (as a driver would; Kueue's
+# sample relies on dra-example-driver): the DeviceClass, and one pool whose devices consume the
+# GPU's memory counter. The sample's request has no selector: the largest partition counts.
+COUNTER_CLUSTER = """\
+apiVersion: resource.k8s.io/v1
+kind: DeviceClass
+metadata: {name: gpu.example.com}
+spec:
+  selectors:
+  - cel: {expression: "device.driver == 'gpu.example.com'"}
+---
+apiVersion: resource.k8s.io/v1
+kind: ResourceSlice
+metadata: {name: node-1-gpu}
+spec:
+  driver: gpu.example.com
+  nodeName: node-1
+  pool: {name: node-1, generation: 1, resourceSliceCount: 1}
+  sharedCounters:
+  - name: gpu-0-counters
+    counters: {memory: {value: 80Gi}}
+  devices:
+  - name: gpu-0-part-0
+    consumesCounters:
+    - counterSet: gpu-0-counters
+      counters: {memory: {value: 20Gi}}
+  - name: gpu-0-part-1
+    consumesCounters:
+    - counterSet: gpu-0-counters
+      counters: {memory: {value: 40Gi}}
+"""
+
+
+def test_kueue_counter_sample_counts_the_partition_by_its_memory(tmp_path: Path) -> None:
+    """Kueue's sample-dra-counter-*.yaml: each Job's partition counts the largest memory a
+    matching device consumes (40Gi) against gpu.memory (800Gi): 20 fit, the 21st waits."""
+    config = tmp_path / "config.yaml"
+    config.write_text(KUEUE_COUNTER_CONFIG)
+    cluster = tmp_path / "cluster.yaml"
+    cluster.write_text(COUNTER_CLUSTER)
+    queues = converted(tmp_path, "sample-dra-counter-queues.yaml")
+    jobs = converted(tmp_path, "sample-dra-counter-job.yaml")
+    out = simulate_json("--config", str(config), queues, str(cluster), *[jobs] * 21)
+    usage = out["clusterQueues"]["cluster-queue"]["usage"]["default-flavor"]
+    assert usage["gpu.memory"] == "800Gi", usage
+    states = sorted(w["state"] for w in out["workloads"].values())
+    assert states == ["Admitted"] * 20 + ["Pending"], states
+    [waiting] = [w for w in out["workloads"].values() if w["state"] == "Pending"]
+    [cond] = [c for c in waiting["conditions"] if c["type"] == "QuotaReserved"]
+    assert cond["reason"] == "WaitingForQuota" and "gpu.memory" in cond["message"]
+
+
+def test_kueue_counter_sample_without_published_devices_is_misconfigured(tmp_path: Path) -> None:
+    config = tmp_path / "config.yaml"
+    config.write_text(KUEUE_COUNTER_CONFIG)
+    queues = converted(tmp_path, "sample-dra-counter-queues.yaml")
+    jobs = converted(tmp_path, "sample-dra-counter-job.yaml")
+    cluster = tmp_path / "cluster.yaml"
+    cluster.write_text(COUNTER_CLUSTER.split("---")[0])  # the DeviceClass, no ResourceSlice
+    out = simulate_json("--config", str(config), queues, str(cluster), jobs)
+    [wl] = out["workloads"].values()
+    [cond] = [c for c in wl["conditions"] if c["type"] == "QuotaReserved"]
+    assert cond["reason"] == "Misconfigured"
+    assert (
+        "(ResourceClaimTemplate gpu-partition): devices.requests[0]: insufficient matching"
+        in (cond["message"])
+    )
