@@ -7,10 +7,12 @@ them when it processes the Workload (``pkg/controller/core/workload_controller.g
 ``handleDRA``). A template created, changed or deleted after the Workload re-feeds the pending
 Workloads that name it: a claim refused as missing is counted once its template exists.
 
-With counter ``sources`` (partitionable devices), the ResourceSlices and DeviceClasses are
-watched too (their spec): a request is counted by the counters its devices consume
-(kqueue/engine/dra.py), and a slice or class that changes re-sizes the pending Workloads that
-name a template (a claim refused for want of devices is counted once a driver publishes them).
+The DeviceClasses are watched too: a container's extended resource that a class serves
+(``spec.extendedResourceName``) counts under the class's quota name, and the classes' selectors
+pick a partitionable device's partitions. With counter ``sources``, the ResourceSlices are
+watched (their spec): a request is counted by the counters its devices consume
+(kqueue/engine/dra.py). A slice or class that changes re-sizes the pending Workloads (a claim
+refused for want of devices is counted once a driver publishes them).
 """
 
 from __future__ import annotations
@@ -43,7 +45,7 @@ def template_spec(obj: Mapping[str, Any]) -> Spec:
 
 
 def object_spec(obj: Mapping[str, Any]) -> Spec:
-    """What the informers keep of a ResourceSlice or a DeviceClass: its spec."""
+    """What the informer keeps of a ResourceSlice: its spec."""
     spec = obj.get("spec")
     return spec if isinstance(spec, Mapping) else {}
 

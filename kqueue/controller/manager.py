@@ -107,7 +107,7 @@ from kqueue.controller.workload_feed import Repair, WorkloadFeed
 from kqueue.controller.workload_reader import WorkloadReader
 from kqueue.controller.workqueue import WorkQueue, run_workers
 from kqueue.engine import from_api
-from kqueue.engine.dra import counter_sources
+from kqueue.engine.dra import counter_sources, device_class_view
 from kqueue.engine.engine import Engine
 from kqueue.engine.preemption.seam import Preemptor
 from kqueue.engine.readiness import PodsReadyConfig
@@ -215,9 +215,10 @@ class Manager:
         if classes:
             self.claim_templates = informer(RESOURCE_CLAIM_TEMPLATES, template_spec)
             self.workloads.store.add_index(BY_CLAIM_TEMPLATE, claim_template_keys)
+            # The extended resources DeviceClasses serve, and their selectors.
+            self.device_classes = informer(DEVICE_CLASSES, device_class_view)
         if counters:
             self.resource_slices = informer(RESOURCE_SLICES, object_spec)
-            self.device_classes = informer(DEVICE_CLASSES, object_spec)
         # Workload events into the engine, kept converged with the API (workload_feed.py).
         self.workload_feed = WorkloadFeed(
             lambda: self.engine,
@@ -669,20 +670,30 @@ class Manager:
                 on_add=on_claim_template, on_update=on_claim_template, on_delete=on_claim_template
             )
 
-        def on_devices(*_: Any) -> None:
-            # Counters and selectors size every pending Workload's claims: re-size them (an
-            # admitted one keeps the quota it was admitted with, as in Kueue).
-            for wl_key in self.workloads.store.keys_by_index(
-                BY_CLAIM_TEMPLATE, self.claim_templates.store if self.claim_templates else ()
-            ):
+        def resize_pending(keys: list[str]) -> None:
+            # An admitted Workload keeps the quota it was admitted with, as in Kueue.
+            for wl_key in keys:
                 wl = self.workloads.store.get(wl_key)
                 if wl is not None and wl.status.admission is None:
                     self.workload_feed.reapply(wl_key)
             self.scheduler.trigger()
 
-        for devices in (self.resource_slices, self.device_classes):
-            if devices is not None:
-                devices.add_handler(on_add=on_devices, on_update=on_devices, on_delete=on_devices)
+        def on_slice(*_: Any) -> None:
+            # Published counters size the claims of the Workloads that name a template.
+            templates = self.claim_templates.store if self.claim_templates else ()
+            resize_pending(self.workloads.store.keys_by_index(BY_CLAIM_TEMPLATE, templates))
+
+        def on_device_class(*_: Any) -> None:
+            # Selectors size claims, and the extended resources a class serves any container's
+            # requests: every pending Workload (DeviceClasses seldom change).
+            resize_pending(list(self.workloads.store))
+
+        if self.resource_slices is not None:
+            self.resource_slices.add_handler(on_add=on_slice, on_update=on_slice, on_delete=on_slice)
+        if self.device_classes is not None:
+            self.device_classes.add_handler(
+                on_add=on_device_class, on_update=on_device_class, on_delete=on_device_class
+            )
         self.priority_classes.add_handler(
             on_add=lambda *_: self._enqueue_all_jobs(),
             on_update=lambda *_: self._enqueue_all_jobs(),

@@ -90,7 +90,19 @@ class DeviceClaims:
     classes: Mapping[str, str]
     counters: Mapping[str, Sequence[CounterSource]] = field(default_factory=dict)
     slices: Sequence[Mapping[str, Any]] = ()
+    # DeviceClasses by name, as device_class_view keeps them.
     device_classes: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+
+
+def device_class_view(obj: Mapping[str, Any]) -> dict[str, Any]:
+    """What sizing claims reads of a DeviceClass: its name, creation time (which of two classes
+    serving one extended resource kube-scheduler picks) and spec."""
+    meta = obj.get("metadata") or {}
+    spec = obj.get("spec")
+    return {
+        "metadata": {k: meta[k] for k in ("name", "creationTimestamp") if k in meta},
+        "spec": spec if isinstance(spec, Mapping) else {},
+    }
 
 
 class ClaimError(ValueError):
@@ -216,7 +228,8 @@ def _charge(req: _Request, source: CounterSource, claims: DeviceClaims) -> int:
     device_class = claims.device_classes.get(req.device_class)
     if device_class is None:
         raise ClaimError(f"{req.path}: DeviceClass {req.device_class} not found")
-    class_cel = _cel(device_class.get("selectors"), f"DeviceClass {req.device_class} spec")
+    spec = device_class.get("spec") or {}
+    class_cel = _cel(spec.get("selectors"), f"DeviceClass {req.device_class} spec")
     matched: list[Mapping[str, Any]] = []
     try:
         for dev in pool_devices(claims.slices, source.driver):
@@ -300,6 +313,51 @@ def claim_template_spec(template: Mapping[str, Any]) -> Mapping[str, Any]:
     spec = template.get("spec") or {}
     inner = spec.get("spec") if isinstance(spec, Mapping) else None
     return inner if isinstance(inner, Mapping) else {}
+
+
+def serving_classes(device_classes: Mapping[str, Mapping[str, Any]]) -> dict[str, str]:
+    """Each extended resource a DeviceClass serves (``spec.extendedResourceName``, Kubernetes'
+    DRAExtendedResource), with the class kube-scheduler allocates it from: of several, the one
+    created last, then the first by name (Kueue's selectedDeviceClass)."""
+    best: dict[str, tuple[str, str]] = {}
+    for name in sorted(device_classes):
+        obj = device_classes[name]
+        resource = (obj.get("spec") or {}).get("extendedResourceName")
+        if not resource:
+            continue
+        created = str((obj.get("metadata") or {}).get("creationTimestamp") or "")
+        seen = best.get(resource)
+        if seen is None or created > seen[0]:
+            best[resource] = (created, name)
+    return {resource: name for resource, (_, name) in best.items()}
+
+
+def extended_resource_devices(
+    requests: Mapping[ResourceName, int], claims: DeviceClaims
+) -> tuple[dict[ResourceName, int], dict[ResourceName, int]]:
+    """Kueue's ResolveExtendedResourceQuota (KueueDRAIntegrationExtendedResource): a pod's
+    requests split into those kept and its DRA-backed extended resources, as devices under the
+    quota name of the DeviceClass serving them (its mapping's name, else the resource's own).
+
+    A request ``nvidia.com/gpu: 1`` served by a DeviceClass mapped to ``example.com/gpu``
+    counts 1 of ``example.com/gpu``, as a claim of that class does. Raises :class:`ClaimError`
+    when the class is counted by counters (only a claim's selectors can say which partition)."""
+    backing = serving_classes(claims.device_classes)
+    kept: dict[ResourceName, int] = {}
+    devices: dict[ResourceName, int] = {}
+    for r, n in requests.items():
+        device_class = backing.get(r)
+        if device_class is None or n <= 0:
+            kept[r] = n
+            continue
+        if claims.counters.get(device_class):
+            raise ClaimError(
+                f"resources.requests[{r}]: extended resource {r} resolves to DeviceClass "
+                f"{device_class} with counters configured; use ResourceClaimTemplates with CEL "
+                "selectors for counter-based quota"
+            )
+        _add(devices, claims.classes.get(device_class, r), n)
+    return kept, devices
 
 
 def with_devices(

@@ -407,6 +407,16 @@ def _devices(
 def _pod_set(ps: ApiPodSet, claims: dra.DeviceClaims | None = None) -> t.PodSet:
     pod = ps.template.spec
     devices, device_error = _devices(pod, claims)
+    requests = {t.ResourceName(r): v for r, v in ps.pod_requests().items()}
+    kept = requests
+    if claims is not None:
+        # DRA-backed extended resources move to the devices, under their quota name.
+        try:
+            kept, backed = dra.extended_resource_devices(requests, claims)
+        except dra.ClaimError as e:
+            device_error = device_error or str(e)
+        else:
+            devices = dra.with_devices(devices, backed)
     affinity: tuple[tuple[t.SelectorRequirement, ...], ...] | None = None
     na = pod.affinity.node_affinity if pod.affinity is not None else None
     required = na.required_during_scheduling_ignored_during_execution if na is not None else None
@@ -421,9 +431,7 @@ def _pod_set(ps: ApiPodSet, claims: dra.DeviceClaims | None = None) -> t.PodSet:
     return t.PodSet(
         name=t.PodSetName(ps.name),
         count=ps.count,
-        requests=dra.with_devices(
-            {t.ResourceName(r): v for r, v in ps.pod_requests().items()}, devices
-        ),
+        requests=dra.with_devices(kept, devices),
         min_count=ps.min_count,
         node_selector=dict(pod.node_selector),
         required_affinity=affinity,
@@ -433,6 +441,7 @@ def _pod_set(ps: ApiPodSet, claims: dra.DeviceClaims | None = None) -> t.PodSet:
         topology=_topology_request(ps.topology_request),
         devices=devices,
         device_error=device_error,
+        dra_extended=frozenset(requests.keys() - kept.keys()),
     )
 
 

@@ -145,8 +145,28 @@ def test_counter_sources_read_slices_and_classes_and_their_changes_reach_the_eng
     assert pod_set(m).requests == {"cpu": 1000, "gpu.memory": 40 * 2**30}
 
 
-def test_without_counter_sources_slices_and_classes_are_not_read(
+def test_without_counter_sources_slices_are_not_read(manager: Callable[..., Manager]) -> None:
+    m = manager(["batch/job"], **MAPPINGS)
+    assert "resourceslices" not in m.informers()
+    assert "deviceclasses" in m.informers()  # extended resources they serve
+
+
+def test_extended_resource_served_by_a_device_class_counts_under_its_mapping(
     manager: Callable[..., Manager],
 ) -> None:
+    """A container's ``example.com/gpu`` counts as the mapped ``nvidia.com/gpu`` once a
+    DeviceClass serving it arrives (Kueue's KueueDRAIntegrationExtendedResource)."""
     m = manager(["batch/job"], **MAPPINGS)
-    assert not {"resourceslices", "deviceclasses"} & set(m.informers())
+    assert m.device_classes is not None
+    obj = workload()
+    pod = obj["spec"]["podSets"][0]["template"]["spec"]
+    del pod["resourceClaims"]
+    pod["containers"][0]["resources"]["requests"]["example.com/gpu"] = "2"
+    m.workloads._apply("ADDED", obj)
+    assert pod_set(m).requests == {"cpu": 1000, "example.com/gpu": 2}
+
+    served = device_class()
+    served["spec"]["extendedResourceName"] = "example.com/gpu"
+    m.device_classes._apply("ADDED", served)
+    assert pod_set(m).requests == {"cpu": 1000, "nvidia.com/gpu": 2}
+    assert pod_set(m).devices == {"nvidia.com/gpu": 2}

@@ -192,10 +192,10 @@ MAPPING = Resources.model_validate(
     }
 )
 DEVICE_CLASSES = {
-    "mig.example.com": {
-        "selectors": [{"cel": {"expression": "device.attributes['gpu.example.com'].type == 'mig'"}}]
-    },
-    "gpu.example.com": {},
+    "mig.example.com": {"spec": {"selectors": [
+        {"cel": {"expression": "device.attributes['gpu.example.com'].type == 'mig'"}}
+    ]}},
+    "gpu.example.com": {"spec": {}},
 }
 
 

@@ -64,8 +64,8 @@ NOT_REQUESTED: dict[tuple[str, str], str] = {
     },
     **{
         (verb, f"resource.k8s.io/{kind}"): (
-            "read only with counter sources in resources.deviceClassMappings (partitionable "
-            "devices, docs/dra.md); the RBAC run configures none"
+            "read only with resources.deviceClassMappings configured (DeviceClasses) and counter "
+            "sources in them (ResourceSlices), docs/dra.md; the RBAC run configures none"
         )
         for verb in ("list", "watch")
         for kind in ("resourceslices", "deviceclasses")

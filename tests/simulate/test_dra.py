@@ -5,6 +5,7 @@ quota under the mapped resource (docs/dra.md)."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from tests.simulate.conftest import HERE, run_cli, simulate_json
 
@@ -69,6 +70,11 @@ def test_an_unmapped_device_class_is_misconfigured(tmp_path: Path) -> None:
         "ResourceClaimTemplate single-gpu): DeviceClass gpu.example.com is not mapped"
         in (cond["message"])
     )
+
+
+def quota_reserved(wl: dict[str, Any]) -> dict[str, Any]:
+    [cond] = [c for c in wl["conditions"] if c["type"] == "QuotaReserved"]
+    return cond
 
 
 # Kueue's counter e2e Configuration (test/e2e/config/dra/counter/controller_manager_config.yaml):
@@ -140,7 +146,7 @@ def test_kueue_counter_sample_counts_the_partition_by_its_memory(tmp_path: Path)
     states = sorted(w["state"] for w in out["workloads"].values())
     assert states == ["Admitted"] * 20 + ["Pending"], states
     [waiting] = [w for w in out["workloads"].values() if w["state"] == "Pending"]
-    [cond] = [c for c in waiting["conditions"] if c["type"] == "QuotaReserved"]
+    cond = quota_reserved(waiting)
     assert cond["reason"] == "WaitingForQuota" and "gpu.memory" in cond["message"]
 
 
@@ -153,9 +159,59 @@ def test_kueue_counter_sample_without_published_devices_is_misconfigured(tmp_pat
     cluster.write_text(COUNTER_CLUSTER.split("---")[0])  # the DeviceClass, no ResourceSlice
     out = simulate_json("--config", str(config), queues, str(cluster), jobs)
     [wl] = out["workloads"].values()
-    [cond] = [c for c in wl["conditions"] if c["type"] == "QuotaReserved"]
+    cond = quota_reserved(wl)
     assert cond["reason"] == "Misconfigured"
     assert (
         "(ResourceClaimTemplate gpu-partition): devices.requests[0]: insufficient matching"
         in (cond["message"])
     )
+
+
+# The DeviceClass the extended-resource sample relies on (Kueue's DRA guide: a class whose
+# spec.extendedResourceName is example.com/gpu, Kubernetes' DRAExtendedResource), mapped by
+# KUEUE_CONFIG to the ClusterQueue's example.com/gpu.
+EXTENDED_CLASS = """\
+apiVersion: resource.k8s.io/v1
+kind: DeviceClass
+metadata: {name: gpu.example.com, creationTimestamp: "2026-01-01T00:00:00Z"}
+spec:
+  extendedResourceName: example.com/gpu
+  selectors:
+  - cel: {expression: "device.driver == 'gpu.example.com'"}
+"""
+
+
+def test_kueue_extended_resource_sample_counts_the_request_as_dra(tmp_path: Path) -> None:
+    """Kueue's sample-dra-extended-resource-job.yaml: ``example.com/gpu: 1`` served by the
+    DeviceClass counts 1 of the mapped resource; the ClusterQueue's 8 take 8 Jobs, the 9th
+    waits for quota naming it."""
+    config = tmp_path / "config.yaml"
+    config.write_text(KUEUE_CONFIG)
+    cls = tmp_path / "class.yaml"
+    cls.write_text(EXTENDED_CLASS)
+    queues = converted(tmp_path, "sample-dra-queues.yaml")
+    jobs = converted(tmp_path, "sample-dra-extended-resource-job.yaml")
+    out = simulate_json("--config", str(config), queues, str(cls), *[jobs] * 9)
+    usage = out["clusterQueues"]["cluster-queue"]["usage"]["default-flavor"]
+    assert usage["example.com/gpu"] == "8", usage
+    waiting = [w for w in out["workloads"].values() if w["state"] != "Admitted"]
+    assert len(waiting) == 1
+    cond = quota_reserved(waiting[0])
+    assert cond["reason"] == "WaitingForQuota" and "example.com/gpu" in cond["message"]
+
+
+def test_extended_resource_of_a_counter_class_is_misconfigured(tmp_path: Path) -> None:
+    """Kueue refuses an extended resource whose DeviceClass is counted by counters (only a
+    claim's selectors say which partition): Misconfigured, naming the resource."""
+    config = tmp_path / "config.yaml"
+    config.write_text(KUEUE_COUNTER_CONFIG)
+    cls = tmp_path / "class.yaml"
+    cls.write_text(EXTENDED_CLASS)
+    queues = converted(tmp_path, "sample-dra-queues.yaml")
+    jobs = converted(tmp_path, "sample-dra-extended-resource-job.yaml")
+    out = simulate_json("--config", str(config), queues, str(cls), jobs)
+    [wl] = out["workloads"].values()
+    cond = quota_reserved(wl)
+    assert cond["reason"] == "Misconfigured"
+    assert "extended resource example.com/gpu resolves to DeviceClass gpu.example.com with " \
+        "counters configured" in cond["message"]
