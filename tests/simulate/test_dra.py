@@ -4,8 +4,11 @@ quota under the mapped resource (docs/dra.md)."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
+
+import yaml
 
 from tests.simulate.conftest import HERE, run_cli, simulate_json
 
@@ -215,3 +218,25 @@ def test_extended_resource_of_a_counter_class_is_misconfigured(tmp_path: Path) -
     assert cond["reason"] == "Misconfigured"
     assert "extended resource example.com/gpu resolves to DeviceClass gpu.example.com with " \
         "counters configured" in cond["message"]
+
+
+def test_explain_sizes_the_claims(tmp_path: Path) -> None:
+    """``kqueue explain`` runs the same sizing: a Job of 9 pods, one device each, exceeds the
+    ClusterQueue's 8 of the mapped resource (without the mapping the claims take no quota)."""
+    config = tmp_path / "config.yaml"
+    config.write_text(KUEUE_CONFIG)
+    queues = converted(tmp_path, "sample-dra-queues.yaml")
+    job = Path(converted(tmp_path, "sample-dra-rct-job.yaml"))
+    docs = list(yaml.safe_load_all(job.read_text()))
+    spec = docs[1]["spec"]
+    docs[1]["metadata"] = {**docs[1]["metadata"], "name": "big"}
+    del docs[1]["metadata"]["generateName"]
+    spec["parallelism"] = spec["completions"] = 9
+    job.write_text(yaml.safe_dump_all(docs))
+    args = ("explain", "-o", "json", "-f", queues, "-f", str(job), "default/big")
+    sized = json.loads(run_cli(*args, "--config", str(config)).stdout)
+    assert sized["state"] == "Pending", sized
+    assert "example.com/gpu" in sized["pending"]["message"]
+    assert "(9 > 8)" in sized["pending"]["message"]
+    unsized = json.loads(run_cli(*args).stdout)
+    assert unsized["state"] == "Admitted", unsized
