@@ -54,6 +54,11 @@ FIXED: Final[Mapping[str, bool]] = {
     "TASRespectNodeAffinityPreferred": False,
     "ElasticJobsViaWorkloadSlicesWithTAS": False,
     "SchedulerLibraryIntegration": False,
+    # DRA quota (docs/dra.md): on whenever resources.deviceClassMappings is configured.
+    "KueueDRAIntegration": True,
+    "KueueDRAIntegrationExtendedResource": True,
+    "KueueDRAIntegrationPartitionableDevices": True,
+    "KueueDRAIntegrationConsumableCapacity": False,
 }
 
 

@@ -182,3 +182,19 @@ def test_kueue_configuration_keeps_device_class_mappings_and_drops_the_rest() ->
     ]
     cfg = Configuration.model_validate(out)
     assert cfg.resources.device_classes()["mig.nvidia.com"] == "nvidia.com/mig"
+
+
+def test_kueue_dra_gates_on_are_kqueue_s_behaviour_and_off_is_warned_about() -> None:
+    from kqueue.api import feature_gates
+
+    on = {"KueueDRAIntegration": True, "KueueDRAIntegrationPartitionableDevices": True,
+          "KueueDRAIntegrationExtendedResource": True}
+    assert feature_gates.warnings(on) == []
+    assert feature_gates.warnings({"KueueDRAIntegrationExtendedResource": False}) == [
+        "featureGates.KueueDRAIntegrationExtendedResource: kqueue always behaves as if it were "
+        "true; false ignored"
+    ]
+    assert feature_gates.warnings({"KueueDRAIntegrationConsumableCapacity": True}) == [
+        "featureGates.KueueDRAIntegrationConsumableCapacity: kqueue always behaves as if it "
+        "were false; true ignored"
+    ]
