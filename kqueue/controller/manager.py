@@ -26,6 +26,7 @@ from typing import Any, TypeVar
 from aiohttp import web
 from kubernetes_asyncio.client import ApiClient
 
+from kqueue.api import feature_gates as fg
 from kqueue.api.config import Configuration
 from kqueue.api.integrations import PriorityClasses, PriorityResolver
 from kqueue.api.v1alpha1 import (
@@ -324,6 +325,10 @@ class Manager:
             now=now,
             engine=lambda: self.engine,
             pods=self.topology.pods.store,
+            # Kueue's TASFailedNodeReplacement: off, a lost node is only reported.
+            replace=fg.gate(config.feature_gates, fg.TAS_FAILED_NODE_REPLACEMENT),
+            taints=fg.gate(config.feature_gates, fg.TAS_REPLACE_NODE_ON_NODE_TAINTS),
+            flavors=self.flavors.store,
         )
         self.releaser = PodReleaser(kube=self.kube, metrics=self.metrics, now=now)
         # Whole-gang placement by kube-scheduler, when the cluster serves it (run() discovers).

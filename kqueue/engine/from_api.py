@@ -62,8 +62,9 @@ def _taint(taint: ApiTaint) -> t.Taint:
     return t.Taint(taint.key, taint.value or "", taint.effect)
 
 
-def _toleration(tol: ApiToleration) -> t.Toleration:
+def toleration(tol: ApiToleration) -> t.Toleration:
     return t.Toleration(tol.key or "", tol.operator or "Equal", tol.value or "", tol.effect or "")
+
 
 
 def _selector(sel: ApiLabelSelector | None) -> t.LabelSelector | None:
@@ -100,7 +101,7 @@ def flavor(rf: ResourceFlavor) -> t.ResourceFlavor:
         name=t.FlavorName(rf.name),
         node_labels=dict(rf.spec.node_labels),
         node_taints=tuple(_taint(x) for x in rf.spec.node_taints),
-        tolerations=tuple(_toleration(x) for x in rf.spec.tolerations),
+        tolerations=tuple(toleration(x) for x in rf.spec.tolerations),
         topology_name=rf.spec.topology_name,
     )
 
@@ -435,7 +436,7 @@ def _pod_set(ps: ApiPodSet, claims: dra.DeviceClaims | None = None) -> t.PodSet:
         min_count=ps.min_count,
         node_selector=dict(pod.node_selector),
         required_affinity=affinity,
-        tolerations=tuple(_toleration(x) for x in pod.tolerations),
+        tolerations=tuple(toleration(x) for x in pod.tolerations),
         containers=_containers(pod),
         overhead=_amounts(pod.overhead),
         topology=_topology_request(ps.topology_request),
