@@ -337,10 +337,8 @@ async def _idle_tas_queue(api: Api, namespace: str) -> dict[str, str | None]:
     return racks
 
 
-async def _fail_node(api: Api, node: str) -> None:
-    """Delete ``node`` and, at once, its pods (what kube-controller-manager's pod GC does to
-    the pods of a deleted node after its 40 s quarantine)."""
-    await api.kube.delete(NODES, node)
+async def _delete_pods_of(api: Api, node: str) -> None:
+    """Delete the pods bound to ``node`` at once (no grace period)."""
     for p in await api.kube.list(PODS):
         if (p.get("spec") or {}).get("nodeName") == node:
             meta = p["metadata"]
@@ -348,6 +346,13 @@ async def _fail_node(api: Api, node: str) -> None:
                 "DELETE", PODS.object_path(meta["name"], meta["namespace"]),
                 {"kind": "DeleteOptions", "apiVersion": "v1", "gracePeriodSeconds": 0},
             )
+
+
+async def _fail_node(api: Api, node: str) -> None:
+    """Delete ``node`` and, at once, its pods (what kube-controller-manager's pod GC does to
+    the pods of a deleted node after its 40 s quarantine)."""
+    await api.kube.delete(NODES, node)
+    await _delete_pods_of(api, node)
 
 
 async def _restore_node(api: Api, node: str) -> None:
@@ -372,13 +377,7 @@ async def _taint_node(api: Api, node: str) -> None:
         {"spec": {"taints": [{"key": "maintenance", "value": "true", "effect": "NoExecute"}]}},
         content_type="application/merge-patch+json",
     )
-    for p in await api.kube.list(PODS):
-        if (p.get("spec") or {}).get("nodeName") == node:
-            meta = p["metadata"]
-            await api.kube.request(
-                "DELETE", PODS.object_path(meta["name"], meta["namespace"]),
-                {"kind": "DeleteOptions", "apiVersion": "v1", "gracePeriodSeconds": 0},
-            )
+    await _delete_pods_of(api, node)
 
 
 async def _untaint_node(api: Api, node: str) -> None:
