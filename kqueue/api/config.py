@@ -41,7 +41,11 @@ from kqueue.api.durations import DurationError, format_duration, parse_duration
 from kqueue.api.integrations.registry import DEFAULT_FRAMEWORKS as DEFAULT_FRAMEWORKS
 from kqueue.api.integrations.registry import FRAMEWORK_NEEDS as FRAMEWORK_NEEDS
 from kqueue.api.integrations.registry import SUPPORTED_FRAMEWORKS as SUPPORTED_FRAMEWORKS
-from kqueue.api.v1alpha1.base import QUALIFIED_NAME_ALLOWED, is_qualified_name
+from kqueue.api.v1alpha1.base import (
+    DNS1123_SUBDOMAIN_PATTERN,
+    QUALIFIED_NAME_ALLOWED,
+    is_qualified_name,
+)
 
 API_VERSION: Final = "config.kqueue.io/v1alpha1"
 KIND: Final = "Configuration"
@@ -519,6 +523,49 @@ class Logging(_Model):
 
 
 _DNS_LABEL: Final = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
+_DNS_SUBDOMAIN: Final = re.compile(DNS1123_SUBDOMAIN_PATTERN)
+
+
+class DeviceSelector(_Model):
+    """A DRA device selector (``resource.k8s.io/v1`` ``DeviceSelector``)."""
+
+    class Cel(_Model):
+        expression: str
+        """A CEL expression over ``device`` (kqueue reads the subset in docs/dra.md)."""
+
+    cel: Cel
+
+
+class DeviceClassCounterSource(_Model):
+    """A partitionable device's counter as quota (Kueue's ``DeviceClassCounterSource``)."""
+
+    name: str
+    """The counter name in the devices' ``consumesCounters`` (a DNS label), across all
+    counter sets of the driver."""
+    driver: str
+    """The DRA driver whose ResourceSlices publish the devices (a DNS subdomain, at most 63
+    characters)."""
+    device_selector: DeviceSelector
+    """Which of the driver's devices share this quota (a CEL expression)."""
+
+    @model_validator(mode="after")
+    def _check(self) -> DeviceClassCounterSource:
+        if not _DNS_LABEL.match(self.name):
+            raise ValueError(f"name: {self.name!r} is not a DNS label (RFC 1123)")
+        if len(self.driver) > 63 or not _DNS_SUBDOMAIN.match(self.driver):
+            raise ValueError(
+                f"driver: {self.driver!r} is not a DNS subdomain of at most 63 characters"
+            )
+        if not self.device_selector.cel.expression:
+            raise ValueError("deviceSelector.cel.expression: required")
+        return self
+
+
+class DeviceClassSource(_Model):
+    """One accounting source of a mapping (Kueue's ``DeviceClassSourceConfig``); kqueue reads
+    ``counter`` (KueueDRAIntegrationPartitionableDevices)."""
+
+    counter: DeviceClassCounterSource
 
 
 class DeviceClassMapping(_Model):
@@ -526,9 +573,19 @@ class DeviceClassMapping(_Model):
 
     name: str
     """The quota resource name ClusterQueues give quota for (``nvidia.com/gpu``); each device a
-    pod's ResourceClaimTemplates request from one of ``deviceClassNames`` counts as 1."""
+    pod's ResourceClaimTemplates request from one of ``deviceClassNames`` counts as 1, or, with
+    counter ``sources``, as its counters."""
     device_class_names: list[str]
     """The DeviceClasses (``resource.k8s.io/v1``) counted as ``name``: 1 to 8 qualified names."""
+    sources: list[DeviceClassSource] = Field(default_factory=list)
+    """Partitionable devices (Kueue's KueueDRAIntegrationPartitionableDevices): a request for
+    one of ``deviceClassNames`` counts as the largest value of the counter ``counter.name``
+    among the driver's published devices it and the ``deviceSelector`` match, times its count
+    (a MIG partition counts its memory). See docs/dra.md."""
+
+    def counter_name(self) -> str:
+        """Kueue's counterNameForMapping: the first source's counter name, or ''."""
+        return self.sources[0].counter.name if self.sources else ""
 
     @model_validator(mode="after")
     def _check_names(self) -> DeviceClassMapping:
@@ -577,22 +634,36 @@ class Resources(_Model):
             )
         names: set[str] = set()
         owner: dict[str, str] = {}
+        counters: dict[str, set[str]] = {}
         for i, m in enumerate(mappings):
             if m.name in names:
                 raise ValueError(f"deviceClassMappings[{i}].name: {m.name!r} is given twice")
             names.add(m.name)
+            counter = m.counter_name()
             for j, dc in enumerate(m.device_class_names):
-                if dc in owner:
+                where = f"deviceClassMappings[{i}].deviceClassNames[{j}]: device class {dc!r}"
+                if dc not in owner:
+                    owner[dc] = m.name
+                    counters[dc] = {counter} - {""}
+                # As Kueue: a DeviceClass in two mappings only when each tracks its own counter
+                # (gpu.memory and gpu.compute of one partitionable device).
+                elif not counter or not counters[dc]:
+                    raise ValueError(f"{where} already mapped to resource {owner[dc]}")
+                elif counter in counters[dc]:
                     raise ValueError(
-                        f"deviceClassMappings[{i}].deviceClassNames[{j}]: device class {dc!r} "
-                        f"already mapped to resource {owner[dc]}"
+                        f"{where} already has a counter source for counter {counter!r}"
                     )
-                owner[dc] = m.name
+                else:
+                    counters[dc].add(counter)
         return self
 
     def device_classes(self) -> dict[str, str]:
         """Each mapped DeviceClass's quota resource name."""
-        return {dc: m.name for m in self.device_class_mappings for dc in m.device_class_names}
+        out: dict[str, str] = {}
+        for m in self.device_class_mappings:
+            for dc in m.device_class_names:
+                out.setdefault(dc, m.name)  # Kueue's mapper: the first mapping names it
+        return out
 
 
 class Configuration(_Model):
@@ -677,7 +748,9 @@ class Configuration(_Model):
     ``TopologyAwareScheduling`` (false: topology requests and flavors' ``topologyName`` are
     ignored), ``PartialAdmission`` (false: pod sets' ``minCount`` is ignored) and
     ``ElasticJobsViaWorkloadSlices`` (false: a slice is admitted as a new workload, not as a
-    replacement). The gates whose behaviour kqueue always has are accepted at that value; every
+    replacement), ``TASFailedNodeReplacement`` (false: a failed node under a topology-placed
+    workload is only reported, not replaced) and ``TASReplaceNodeOnNodeTaints`` (false: a
+    node's taints do not make it lost). The gates whose behaviour kqueue always has are accepted at that value; every
     other gate is logged as a warning at start-up (and by simulate and convert), naming it. The
     lists are in kqueue/api/feature_gates.py."""
 

@@ -185,7 +185,14 @@ VALIDATOR_RULES: Final[Mapping[str, ValidatorRule]] = {
         _unchanged,
         controller_only=(
             "resources.deviceClassMappings: at most 16, no name twice, a DeviceClass in one "
-            "mapping only"
+            "mapping only (or in several that each count their own counter)"
+        ),
+    ),
+    "DeviceClassCounterSource._check": ValidatorRule(
+        _unchanged,
+        controller_only=(
+            "resources.deviceClassMappings[].sources[].counter: name a DNS label, driver a "
+            "DNS subdomain of at most 63 characters, a deviceSelector CEL expression"
         ),
     ),
     "RequeuingStrategy._check_backoff": ValidatorRule(

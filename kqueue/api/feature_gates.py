@@ -21,6 +21,8 @@ ADMISSION_FAIR_SHARING: Final = "AdmissionFairSharing"
 TOPOLOGY_AWARE_SCHEDULING: Final = "TopologyAwareScheduling"
 PARTIAL_ADMISSION: Final = "PartialAdmission"
 ELASTIC_JOBS_VIA_WORKLOAD_SLICES: Final = "ElasticJobsViaWorkloadSlices"
+TAS_FAILED_NODE_REPLACEMENT: Final = "TASFailedNodeReplacement"
+TAS_REPLACE_NODE_ON_NODE_TAINTS: Final = "TASReplaceNodeOnNodeTaints"
 
 # Gates kqueue switches, with Kueue v0.19's default (all beta, on).
 HONOURED: Final[Mapping[str, bool]] = {
@@ -28,6 +30,9 @@ HONOURED: Final[Mapping[str, bool]] = {
     TOPOLOGY_AWARE_SCHEDULING: True,
     PARTIAL_ADMISSION: True,
     ELASTIC_JOBS_VIA_WORKLOAD_SLICES: True,
+    # Failed-node replacement and tainted nodes (kqueue/controller/node_health.py).
+    TAS_FAILED_NODE_REPLACEMENT: True,
+    TAS_REPLACE_NODE_ON_NODE_TAINTS: True,
 }
 
 # Gates whose behaviour kqueue always has: the value kqueue behaves as. Setting one to it is
@@ -45,8 +50,7 @@ FIXED: Final[Mapping[str, bool]] = {
     "TASRecomputeAssignmentWithinSchedulingCycle": True,
     "TASMultiLayerTopology": True,
     "TASHandleOverlappingFlavors": True,
-    # Failed-node replacement (kqueue/controller/node_health.py), always on.
-    "TASFailedNodeReplacement": True,
+    # Failed-node replacement (kqueue/controller/node_health.py): how it is done.
     "TASFailedNodeReplacementFailFast": True,
     "TASReplaceNodeOnPodTermination": True,
     "TASReplaceNodeDueToNotReadyOverFixedTime": False,
@@ -54,6 +58,11 @@ FIXED: Final[Mapping[str, bool]] = {
     "TASRespectNodeAffinityPreferred": False,
     "ElasticJobsViaWorkloadSlicesWithTAS": False,
     "SchedulerLibraryIntegration": False,
+    # DRA quota (docs/dra.md): on whenever resources.deviceClassMappings is configured.
+    "KueueDRAIntegration": True,
+    "KueueDRAIntegrationExtendedResource": True,
+    "KueueDRAIntegrationPartitionableDevices": True,
+    "KueueDRAIntegrationConsumableCapacity": False,
 }
 
 

@@ -5,8 +5,8 @@ an equivalent for carries over to ``config.kqueue.io/v1alpha1``: the namespace, 
 managed, waitForPodsReady, fair sharing, admission fair sharing, preemption protection (KEP-9876's
 ``preemptionProtection``, and its first revision's ``fairSharing.minAdmitDuration`` and
 ``reclaimMinAdmitDuration``), the frameworks kqueue
-integrates, ``resources.deviceClassMappings`` (DRA quota; a mapping's counter or capacity
-``sources`` are dropped), client throttling, leader election and the health, metrics and webhook
+integrates, ``resources.deviceClassMappings`` (DRA quota; a mapping's capacity ``sources`` are
+dropped), client throttling, leader election and the health, metrics and webhook
 servers.
 ``featureGates`` carries over as it is: kqueue honours the gates it has a switch for and warns
 about each other one by name (kqueue/api/feature_gates.py). Everything else (MultiKueue,
@@ -202,13 +202,26 @@ def _integrations(
         _drop(warnings, f"integrations.{k}")
 
 
-_MAPPING_KEYS: Final = frozenset({"name", "deviceClassNames"})
+_MAPPING_KEYS: Final = frozenset({"name", "deviceClassNames", "sources"})
+
+
+def _counter_sources(sources: list[Any], i: int, warnings: list[ConversionWarning]) -> list[Any]:
+    """A mapping's ``sources``: counters carry over (partitionable devices); capacity sources
+    (KueueDRAIntegrationConsumableCapacity, alpha) are dropped with a warning, and such a
+    DeviceClass is counted by device."""
+    kept: list[Any] = []
+    for j, src in enumerate(sources):
+        if isinstance(src, dict) and "capacity" in src and "counter" not in src:
+            _drop(warnings, f"resources.deviceClassMappings[{i}].sources[{j}].capacity")
+            continue
+        kept.append(src)
+    return kept
 
 
 def _resources(value: Any, out: dict[str, Any], warnings: list[ConversionWarning]) -> None:
-    """Kueue's ``resources``: its DRA ``deviceClassMappings`` carry over (kqueue counts
-    devices, not a partitionable device's counters or a device's capacity: a mapping's
-    ``sources`` are dropped); transformations and excluded prefixes are dropped."""
+    """Kueue's ``resources``: its DRA ``deviceClassMappings`` carry over with their counter
+    ``sources`` (a device's consumable capacity is not counted: capacity sources are
+    dropped); transformations and excluded prefixes are dropped."""
     if not isinstance(value, dict):
         out["resources"] = value  # kqueue's model names what is wrong with it
         return
@@ -226,5 +239,7 @@ def _resources(value: Any, out: dict[str, Any], warnings: list[ConversionWarning
             for k in sorted(set(m) - _MAPPING_KEYS):
                 _drop(warnings, f"resources.deviceClassMappings[{i}].{k}")
             m = {k: v for k, v in m.items() if k in _MAPPING_KEYS}
+            if isinstance(m.get("sources"), list):
+                m["sources"] = _counter_sources(m["sources"], i, warnings)
         kept.append(m)
     out["resources"] = {"deviceClassMappings": kept}

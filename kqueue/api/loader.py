@@ -64,6 +64,10 @@ PASSTHROUGH_KINDS: Final = frozenset(
         ("batch/v1", "CronJob"),
         # Their device requests take quota under resources.deviceClassMappings (docs/dra.md).
         ("resource.k8s.io/v1", "ResourceClaimTemplate"),
+        # Partitionable devices are counted by the counters their drivers publish, and
+        # DeviceClasses narrow which devices a request can get (docs/dra.md).
+        ("resource.k8s.io/v1", "ResourceSlice"),
+        ("resource.k8s.io/v1", "DeviceClass"),
         *registry.read_kinds(),
     }
 )

@@ -38,8 +38,18 @@ ENGINE_KINDS: tuple[tuple[Resource, str], ...] = (
     (r.CLUSTER_QUEUES, "ClusterQueue"),
     (r.LOCAL_QUEUES, "LocalQueue"),
     (r.WORKLOAD_PRIORITY_CLASSES, "WorkloadPriorityClass"),
+    # DRA quota (docs/dra.md): what sizes device claims, when the Configuration maps classes.
+    (r.RESOURCE_CLAIM_TEMPLATES, "ResourceClaimTemplate"),
+    (r.DEVICE_CLASSES, "DeviceClass"),
+    (r.RESOURCE_SLICES, "ResourceSlice"),
     (r.WORKLOADS, "Workload"),
 )
+# Kinds read only to size DRA claims: a user who may not list them still gets an answer, with
+# claims counted as far as what could be read allows.
+_OPTIONAL: frozenset[Resource] = frozenset(
+    {r.RESOURCE_CLAIM_TEMPLATES, r.DEVICE_CLASSES, r.RESOURCE_SLICES}
+)
+_FORBIDDEN = 403
 
 
 async def _api_client(kubeconfig: str | None, context: str | None) -> ApiClient:
@@ -108,6 +118,11 @@ async def fetch_engine_objects(client: k.Kube) -> list[dict[str, Any]]:
                 items = await list_retrying(client, resource)
             except k.NotFound:
                 continue  # that kind is not installed: nothing of it to take into account
+            except k.KubeError as err:
+                if err.status == _FORBIDDEN and resource in _OPTIONAL:
+                    click.echo(f"warning: cannot list {resource}: {err}", err=True)
+                    continue
+                raise
             for item in items:
                 # List items from the API server do not always repeat their kind.
                 item.setdefault("apiVersion", resource.api_version)

@@ -6,19 +6,32 @@ Workload's device claims from them when it feeds the Workload to the engine, as 
 them when it processes the Workload (``pkg/controller/core/workload_controller.go``,
 ``handleDRA``). A template created, changed or deleted after the Workload re-feeds the pending
 Workloads that name it: a claim refused as missing is counted once its template exists.
+
+The DeviceClasses are watched too: a container's extended resource that a class serves
+(``spec.extendedResourceName``) counts under the class's quota name, and the classes' selectors
+pick a partitionable device's partitions. With counter ``sources``, the ResourceSlices are
+watched (their spec): a request is counted by the counters its devices consume
+(kqueue/engine/dra.py). A slice or class that changes re-sizes the pending Workloads (a claim
+refused for want of devices is counted once a driver publishes them).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from kqueue.api.v1alpha1 import Workload
 from kqueue.controller.informer import Store
-from kqueue.engine.dra import DeviceClaims, claim_template_spec
+from kqueue.engine.dra import CounterSource, DeviceClaims, claim_template_spec
 
-__all__ = ["BY_CLAIM_TEMPLATE", "ClaimTemplates", "claim_template_keys", "template_spec"]
+__all__ = [
+    "BY_CLAIM_TEMPLATE",
+    "ClaimTemplates",
+    "claim_template_keys",
+    "object_spec",
+    "template_spec",
+]
 
 # Workload index: the ``namespace/name`` of each ResourceClaimTemplate its pods name.
 BY_CLAIM_TEMPLATE = "by-claim-template"
@@ -29,6 +42,12 @@ Spec = Mapping[str, Any]
 def template_spec(obj: Mapping[str, Any]) -> Spec:
     """What the informer keeps of a ResourceClaimTemplate: its ResourceClaimSpec."""
     return claim_template_spec(obj)
+
+
+def object_spec(obj: Mapping[str, Any]) -> Spec:
+    """What the informer keeps of a ResourceSlice: its spec."""
+    spec = obj.get("spec")
+    return spec if isinstance(spec, Mapping) else {}
 
 
 def claim_template_keys(wl: Workload) -> list[str]:
@@ -44,18 +63,21 @@ def claim_template_keys(wl: Workload) -> list[str]:
 
 @dataclass(frozen=True)
 class _Namespace(Mapping[str, Spec]):
-    """One namespace's templates by name, read from the informer's store when asked."""
+    """One namespace's templates (or, with namespace None, cluster-scoped objects) by name,
+    read from the informer's store when asked."""
 
     store: Store[Spec]
-    namespace: str
+    namespace: str | None
 
     def __getitem__(self, name: str) -> Spec:
-        spec = self.store.get(f"{self.namespace}/{name}")
+        spec = self.store.get_by_name(name, self.namespace)
         if spec is None:
             raise KeyError(name)
         return spec
 
     def __iter__(self) -> Iterator[str]:
+        if self.namespace is None:
+            return iter(self.store)
         prefix = f"{self.namespace}/"
         return (k[len(prefix) :] for k in self.store if k.startswith(prefix))
 
@@ -69,6 +91,15 @@ class ClaimTemplates:
 
     store: Store[Spec]
     classes: Mapping[str, str]
+    counters: Mapping[str, Sequence[CounterSource]] = field(default_factory=dict)
+    slices: Store[Spec] | None = None
+    device_classes: Store[Spec] | None = None
 
     def __call__(self, namespace: str) -> DeviceClaims:
-        return DeviceClaims(_Namespace(self.store, namespace), self.classes)
+        return DeviceClaims(
+            _Namespace(self.store, namespace),
+            self.classes,
+            self.counters,
+            self.slices.objects() if self.slices is not None else (),
+            _Namespace(self.device_classes, None) if self.device_classes is not None else {},
+        )

@@ -26,6 +26,7 @@ from typing import Any, TypeVar
 from aiohttp import web
 from kubernetes_asyncio.client import ApiClient
 
+from kqueue.api import feature_gates as fg
 from kqueue.api.config import Configuration
 from kqueue.api.integrations import PriorityClasses, PriorityResolver
 from kqueue.api.v1alpha1 import (
@@ -46,6 +47,7 @@ from kqueue.controller.claim_templates import (
     BY_CLAIM_TEMPLATE,
     ClaimTemplates,
     claim_template_keys,
+    object_spec,
     template_spec,
 )
 from kqueue.controller.clock import Now, utc_now
@@ -77,6 +79,7 @@ from kqueue.controller.resources import (
     ADMISSION_CHECKS,
     CLUSTER_QUEUES,
     COHORTS,
+    DEVICE_CLASSES,
     LIMIT_RANGES,
     LOCAL_QUEUES,
     NAMESPACES,
@@ -85,6 +88,7 @@ from kqueue.controller.resources import (
     PROVISIONING_REQUEST_CONFIGS,
     RESOURCE_CLAIM_TEMPLATES,
     RESOURCE_FLAVORS,
+    RESOURCE_SLICES,
     WORKLOAD_PRIORITY_CLASSES,
     WORKLOADS,
     Resource,
@@ -104,6 +108,7 @@ from kqueue.controller.workload_feed import Repair, WorkloadFeed
 from kqueue.controller.workload_reader import WorkloadReader
 from kqueue.controller.workqueue import WorkQueue, run_workers
 from kqueue.engine import from_api
+from kqueue.engine.dra import counter_sources, device_class_view
 from kqueue.engine.engine import Engine
 from kqueue.engine.preemption.seam import Preemptor
 from kqueue.engine.readiness import PodsReadyConfig
@@ -203,16 +208,30 @@ class Manager:
         # DRA quota (claim_templates.py): with DeviceClass mappings, the ResourceClaimTemplates
         # that size the Workloads' device claims.
         classes = config.resources.device_classes()
+        counters = counter_sources(config.resources)
         self.claim_templates: Informer[Mapping[str, Any]] | None = None
+        # Partitionable devices: the counters drivers publish, the classes' selectors.
+        self.resource_slices: Informer[Mapping[str, Any]] | None = None
+        self.device_classes: Informer[Mapping[str, Any]] | None = None
         if classes:
             self.claim_templates = informer(RESOURCE_CLAIM_TEMPLATES, template_spec)
             self.workloads.store.add_index(BY_CLAIM_TEMPLATE, claim_template_keys)
+            # The extended resources DeviceClasses serve, and their selectors.
+            self.device_classes = informer(DEVICE_CLASSES, device_class_view)
+        if counters:
+            self.resource_slices = informer(RESOURCE_SLICES, object_spec)
         # Workload events into the engine, kept converged with the API (workload_feed.py).
         self.workload_feed = WorkloadFeed(
             lambda: self.engine,
             self.workloads.store,
             claims=(
-                ClaimTemplates(self.claim_templates.store, classes)
+                ClaimTemplates(
+                    self.claim_templates.store,
+                    classes,
+                    counters,
+                    self.resource_slices.store if self.resource_slices else None,
+                    self.device_classes.store if self.device_classes else None,
+                )
                 if self.claim_templates is not None
                 else None
             ),
@@ -306,6 +325,10 @@ class Manager:
             now=now,
             engine=lambda: self.engine,
             pods=self.topology.pods.store,
+            # Kueue's TASFailedNodeReplacement: off, a lost node is only reported.
+            replace=fg.gate(config.feature_gates, fg.TAS_FAILED_NODE_REPLACEMENT),
+            taints=fg.gate(config.feature_gates, fg.TAS_REPLACE_NODE_ON_NODE_TAINTS),
+            flavors=self.flavors.store,
         )
         self.releaser = PodReleaser(kube=self.kube, metrics=self.metrics, now=now)
         # Whole-gang placement by kube-scheduler, when the cluster serves it (run() discovers).
@@ -651,6 +674,31 @@ class Manager:
             self.claim_templates.add_handler(
                 on_add=on_claim_template, on_update=on_claim_template, on_delete=on_claim_template
             )
+
+        def resize_pending(keys: list[str]) -> None:
+            # An admitted Workload keeps the quota it was admitted with, as in Kueue.
+            for wl_key in keys:
+                wl = self.workloads.store.get(wl_key)
+                if wl is not None and wl.status.admission is None:
+                    self.workload_feed.reapply(wl_key)
+            self.scheduler.trigger()
+
+        def on_slice(*_: Any) -> None:
+            # Published counters size the claims of the Workloads that name a template.
+            templates = self.claim_templates.store if self.claim_templates else ()
+            resize_pending(self.workloads.store.keys_by_index(BY_CLAIM_TEMPLATE, templates))
+
+        def on_device_class(*_: Any) -> None:
+            # Selectors size claims, and the extended resources a class serves any container's
+            # requests: every pending Workload (DeviceClasses seldom change).
+            resize_pending(list(self.workloads.store))
+
+        if self.resource_slices is not None:
+            self.resource_slices.add_handler(on_add=on_slice, on_update=on_slice, on_delete=on_slice)
+        if self.device_classes is not None:
+            self.device_classes.add_handler(
+                on_add=on_device_class, on_update=on_device_class, on_delete=on_device_class
+            )
         self.priority_classes.add_handler(
             on_add=lambda *_: self._enqueue_all_jobs(),
             on_update=lambda *_: self._enqueue_all_jobs(),
@@ -799,6 +847,8 @@ class Manager:
             **self.topology.informers(),
             **self.admission_checks.informers(),
             **({"resourceclaimtemplates": self.claim_templates} if self.claim_templates else {}),
+            **({"resourceslices": self.resource_slices} if self.resource_slices else {}),
+            **({"deviceclasses": self.device_classes} if self.device_classes else {}),
             # Workloads last: the queues they name are known when they arrive.
             "workloads": self.workloads,
         }

@@ -15,6 +15,14 @@ its pods on other nodes of the same domain; the new topology assignment is writt
 the workload's owner creates again are released onto the new nodes (integrations/release.py pins
 each to a domain with room). With no room, or two failed nodes, the workload is evicted with
 Kueue's reason ``NodeFailures``. A cordoned node is only reported: its pods keep running.
+
+A Ready node given a NoSchedule or NoExecute taint that a pod set placed on it does not tolerate
+(its own tolerations and its flavors') is lost too (Kueue's TASReplaceNodeOnNodeTaints, on by
+default in v0.19): reported at once, and replaced, as a NotReady node is, once its
+topology-placed pods have stopped (a NoExecute taint evicts them; under a NoSchedule one they
+keep running and the node is only reported). The Configuration's featureGates
+``TASFailedNodeReplacement: false`` turns replacement off (lost nodes are only reported) and
+``TASReplaceNodeOnNodeTaints: false`` leaves taints out.
 """
 
 from __future__ import annotations
@@ -24,7 +32,13 @@ from collections.abc import Callable, Iterable
 from datetime import datetime
 from typing import Any
 
-from kqueue.api.v1alpha1 import UnhealthyNode, Workload, encode_assignment, set_condition
+from kqueue.api.v1alpha1 import (
+    ResourceFlavor,
+    UnhealthyNode,
+    Workload,
+    encode_assignment,
+    set_condition,
+)
 from kqueue.api.v1alpha1 import constants as c
 from kqueue.controller.events import EventRecorder
 from kqueue.controller.informer import Store
@@ -36,7 +50,8 @@ from kqueue.controller.workqueue import Requeue
 from kqueue.engine import from_api
 from kqueue.engine.engine import Engine
 from kqueue.engine.tas.replacement import EVICTED_BY_NODE_FAILURES, NotReplaced, Replaced
-from kqueue.engine.types import WorkloadKey
+from kqueue.engine.tas.topology import tolerated
+from kqueue.engine.types import Toleration, WorkloadKey
 
 logger = logging.getLogger(__name__)
 
@@ -49,8 +64,14 @@ NOT_READY = "is not Ready"
 WAIT_FOR_PODS_S = 5.0
 
 
-def node_problem(node: Obj | None) -> str | None:
-    """What keeps ``node`` from running pods placed on it (None: nothing)."""
+TAINTED = "has the taint"
+
+
+def node_problem(
+    node: Obj | None, tolerations: Iterable[Iterable[Toleration]] | None = None
+) -> str | None:
+    """What keeps ``node`` from running pods placed on it (None: nothing). ``tolerations``: of
+    each pod set placed on it, to look at its taints (None: taints are not looked at)."""
     if node is None:
         return "was deleted"
     view = from_api.node(node)
@@ -58,6 +79,10 @@ def node_problem(node: Obj | None) -> str | None:
         return NOT_READY
     if view.unschedulable:
         return "is cordoned (spec.unschedulable)"
+    for tols in tolerations or ():
+        taint = tolerated(view.taints, tols)
+        if taint is not None:
+            return f"{TAINTED} {taint}, which its pods do not tolerate"
     return None
 
 
@@ -81,25 +106,27 @@ def placed_nodes(wl: Workload) -> dict[str, list[tuple[str, int]]]:
 def lost_message(node: str, problem: str, pod_sets: Iterable[tuple[str, int]]) -> str:
     placed = ", ".join(f"{n} pod(s) of pod set {ps}" for ps, n in pod_sets)
     return (
-        f"Node {node} {problem}; the topology assignment places {placed} there. A deleted or "
-        f"NotReady node is replaced by another node of the same domain once its pods have "
+        f"Node {node} {problem}; the topology assignment places {placed} there. A deleted, "
+        f"NotReady or tainted node is replaced by another node of the same domain once its pods "
+        f"have "
         f"stopped (the Workload is evicted, reason NodeFailures, when none has room); a "
         f"cordoned node is not: wait for it to be schedulable, or deactivate the Workload and "
         f"queue it again (spec.active false, then true)"
     )
 
 
-def node_failed(node: Obj | None, pods_running: int) -> bool:
+def node_failed(node: Obj | None, pods_running: int, tainted: bool = False) -> bool:
     """Whether ``node`` has failed for replacement (Kueue's node controller): deleted or with no
-    Ready condition at once; NotReady once ``pods_running`` (topology-placed pods still running
-    on it) is 0. A cordoned, Ready node has not failed."""
+    Ready condition at once; NotReady, or ``tainted`` (an untolerated NoSchedule/NoExecute
+    taint), once ``pods_running`` (topology-placed pods still running on it) is 0. A cordoned,
+    Ready node has not failed."""
     if node is None:
         return True
     conds = [x for x in (node.get("status") or {}).get("conditions") or []
              if x.get("type") == "Ready"]
     if not conds:
         return True
-    return conds[0].get("status") != "True" and pods_running == 0
+    return (conds[0].get("status") != "True" or tainted) and pods_running == 0
 
 
 def replaced_message(node: str, problem: str, got: dict[str, Replaced]) -> str:
@@ -127,9 +154,14 @@ class NodeHealth:
         now: Callable[[], datetime],
         engine: Callable[[], Engine] | None = None,
         pods: Store[Obj] | None = None,
+        replace: bool = True,
+        taints: bool = False,
+        flavors: Store[ResourceFlavor] | None = None,
     ) -> None:
-        """``engine`` and ``pods`` (the bound pods) turn on failed-node replacement; without
-        them a lost node is only reported."""
+        """``engine`` and ``pods`` (the bound pods) turn on failed-node replacement, unless
+        ``replace`` is False (TASFailedNodeReplacement off); without them a lost node is only
+        reported. ``taints``: an untolerated taint loses a node (TASReplaceNodeOnNodeTaints);
+        what a pod set tolerates includes its ResourceFlavors' tolerations (``flavors``)."""
         self._workloads = workloads
         self._nodes = nodes
         self._kube = kube
@@ -137,6 +169,27 @@ class NodeHealth:
         self._now = now
         self._engine = engine
         self._pods = pods
+        self._replacing = replace and engine is not None
+        self._taints = taints
+        self._flavors = flavors
+
+    def _tolerations(self, wl: Workload) -> dict[str, tuple[Toleration, ...]]:
+        """Per pod set: what its pods tolerate, its own tolerations and its flavors'."""
+        own = {
+            ps.name: tuple(from_api.toleration(x) for x in ps.template.spec.tolerations)
+            for ps in wl.spec.pod_sets
+        }
+        adm = wl.status.admission
+        out: dict[str, tuple[Toleration, ...]] = {}
+        for psa in adm.pod_set_assignments if adm is not None else ():
+            added = [
+                from_api.toleration(tol)
+                for name in sorted(set(psa.flavors.values()))
+                if self._flavors is not None and (rf := self._flavors.get(name)) is not None
+                for tol in rf.spec.tolerations
+            ]
+            out[psa.name] = (*own.get(psa.name, ()), *added)
+        return out
 
     def _running_on(self, node: str) -> int:
         """Topology-placed pods bound to ``node`` that have not ended nor are being deleted."""
@@ -154,16 +207,24 @@ class NodeHealth:
         if wl is None or wl.status.admission is None or wl.is_finished:
             return None
         placed = placed_nodes(wl)
-        lost = {
-            node: problem
-            for node in placed
-            if (problem := node_problem(self._nodes.get(node))) is not None
-        }
+        tolerations = self._tolerations(wl) if self._taints else None
+
+        def problem_of(node: str) -> str | None:
+            tols = None
+            if tolerations is not None:
+                tols = [tolerations.get(ps, ()) for ps, _ in placed[node]]
+            return node_problem(self._nodes.get(node), tols)
+
+        lost = {node: problem for node in placed if (problem := problem_of(node)) is not None}
         had = {n.name for n in wl.status.unhealthy_nodes}
         failed = sorted(
-            n for n in lost if node_failed(self._nodes.get(n), self._running_on(n))
+            n
+            for n in lost
+            if node_failed(
+                self._nodes.get(n), self._running_on(n), lost[n].startswith(TAINTED)
+            )
         )
-        if failed and self._engine is not None and not wl.is_true(c.EVICTED):
+        if failed and self._engine is not None and self._replacing and not wl.is_true(c.EVICTED):
             got = self._engine().replace_failed_nodes(WorkloadKey(key), failed)
             if isinstance(got, NotReplaced):
                 return await self._evict(wl, got.reason)
@@ -172,8 +233,11 @@ class NodeHealth:
         # A NotReady node whose pods still run: look again (Kueue waits for them to end).
         wait = (
             Requeue(after=WAIT_FOR_PODS_S)
-            if self._engine is not None
-            and any(n not in failed and lost[n] == NOT_READY for n in lost)
+            if self._replacing
+            and any(
+                n not in failed and (lost[n] == NOT_READY or lost[n].startswith(TAINTED))
+                for n in lost
+            )
             else None
         )
         return await self._report(wl, key, placed, lost, had) or wait

@@ -155,6 +155,10 @@ class TopologyFeed:
                     self._node_lost(new.name, what)
             elif (old is None or not _usable(old)) and _usable(new) and self._node_back:
                 self._node_back(new.name)
+            elif old is not None and _blocking(old) != _blocking(new) and self._node_lost:
+                # A NoSchedule/NoExecute taint added or removed: the workloads on the node
+                # look at it again (node_health.py, Kueue's TASReplaceNodeOnNodeTaints).
+                self._node_lost(new.name, "changed its NoSchedule/NoExecute taints")
             self._changed()
 
         def on_node_delete(_: str, node: Obj) -> None:
@@ -184,6 +188,11 @@ class TopologyFeed:
             engine.delete_pod(_pod_key(pod))
         else:
             engine.upsert_pod(bound)
+
+
+def _blocking(node: TopologyNode) -> set[str]:
+    """The node's taints that keep pods off it or evict them."""
+    return {str(x) for x in node.taints if x.effect in ("NoSchedule", "NoExecute")}
 
 
 def _usable(node: TopologyNode) -> bool:

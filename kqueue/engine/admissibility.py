@@ -49,7 +49,12 @@ def adjust(wl: Workload, summary: Summary) -> Workload:
         replace(
             ps,
             requests=with_devices(
-                pod_requests(effective_containers(ps, summary), ps.overhead), ps.devices
+                {
+                    r: n
+                    for r, n in pod_requests(effective_containers(ps, summary), ps.overhead).items()
+                    if r not in ps.dra_extended
+                },
+                ps.devices,
             ),
         )
         if ps.containers

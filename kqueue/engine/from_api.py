@@ -62,8 +62,9 @@ def _taint(taint: ApiTaint) -> t.Taint:
     return t.Taint(taint.key, taint.value or "", taint.effect)
 
 
-def _toleration(tol: ApiToleration) -> t.Toleration:
+def toleration(tol: ApiToleration) -> t.Toleration:
     return t.Toleration(tol.key or "", tol.operator or "Equal", tol.value or "", tol.effect or "")
+
 
 
 def _selector(sel: ApiLabelSelector | None) -> t.LabelSelector | None:
@@ -100,7 +101,7 @@ def flavor(rf: ResourceFlavor) -> t.ResourceFlavor:
         name=t.FlavorName(rf.name),
         node_labels=dict(rf.spec.node_labels),
         node_taints=tuple(_taint(x) for x in rf.spec.node_taints),
-        tolerations=tuple(_toleration(x) for x in rf.spec.tolerations),
+        tolerations=tuple(toleration(x) for x in rf.spec.tolerations),
         topology_name=rf.spec.topology_name,
     )
 
@@ -399,7 +400,7 @@ def _devices(
     if claims is None or not resource_claims:
         return {}, None
     try:
-        return dra.pod_devices(resource_claims, claims.templates, claims.classes), None
+        return dra.pod_devices(resource_claims, claims.templates, claims.classes, claims), None
     except dra.ClaimError as e:
         return {}, str(e)
 
@@ -407,6 +408,16 @@ def _devices(
 def _pod_set(ps: ApiPodSet, claims: dra.DeviceClaims | None = None) -> t.PodSet:
     pod = ps.template.spec
     devices, device_error = _devices(pod, claims)
+    requests = {t.ResourceName(r): v for r, v in ps.pod_requests().items()}
+    kept = requests
+    if claims is not None:
+        # DRA-backed extended resources move to the devices, under their quota name.
+        try:
+            kept, backed = dra.extended_resource_devices(requests, claims)
+        except dra.ClaimError as e:
+            device_error = device_error or str(e)
+        else:
+            devices = dra.with_devices(devices, backed)
     affinity: tuple[tuple[t.SelectorRequirement, ...], ...] | None = None
     na = pod.affinity.node_affinity if pod.affinity is not None else None
     required = na.required_during_scheduling_ignored_during_execution if na is not None else None
@@ -421,18 +432,17 @@ def _pod_set(ps: ApiPodSet, claims: dra.DeviceClaims | None = None) -> t.PodSet:
     return t.PodSet(
         name=t.PodSetName(ps.name),
         count=ps.count,
-        requests=dra.with_devices(
-            {t.ResourceName(r): v for r, v in ps.pod_requests().items()}, devices
-        ),
+        requests=dra.with_devices(kept, devices),
         min_count=ps.min_count,
         node_selector=dict(pod.node_selector),
         required_affinity=affinity,
-        tolerations=tuple(_toleration(x) for x in pod.tolerations),
+        tolerations=tuple(toleration(x) for x in pod.tolerations),
         containers=_containers(pod),
         overhead=_amounts(pod.overhead),
         topology=_topology_request(ps.topology_request),
         devices=devices,
         device_error=device_error,
+        dra_extended=frozenset(requests.keys() - kept.keys()),
     )
 
 

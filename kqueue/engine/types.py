@@ -407,6 +407,9 @@ class PodSet:
     # Why the pod's device claims cannot be counted (dra.ClaimError); the workload is
     # Misconfigured while it is set.
     device_error: str | None = None
+    # Extended resources DRA serves (DeviceClass extendedResourceName): counted in ``devices``
+    # under their quota name instead of as container requests (dra.extended_resource_devices).
+    dra_extended: frozenset[ResourceName] = frozenset()
 
 
 class LimitType(StrEnum):

@@ -411,7 +411,14 @@ class Simulation:
         classes = config.resources.device_classes() if config is not None else {}
         if not classes:
             return None
-        return dra.DeviceClaims(self.scenario.claim_templates.get(namespace, {}), classes)
+        assert config is not None
+        return dra.DeviceClaims(
+            self.scenario.claim_templates.get(namespace, {}),
+            classes,
+            dra.counter_sources(config.resources),
+            self.scenario.resource_slices,
+            self.scenario.device_classes,
+        )
 
     def _arrive(self, rec: WorkloadRecord) -> bool:
         sw = rec.sw

@@ -132,6 +132,10 @@ class Scenario:
     # ResourceClaimTemplates (their ResourceClaimSpec) by namespace and name: they size the
     # DRA device claims of the namespace's pods (kqueue/engine/dra.py).
     claim_templates: dict[str, dict[str, Mapping[str, Any]]] = field(default_factory=dict)
+    # ResourceSlices (their spec) and DeviceClasses (by name): partitionable devices' counters,
+    # the classes' selectors and the extended resources they serve (kqueue/engine/dra.py).
+    resource_slices: list[Mapping[str, Any]] = field(default_factory=list)
+    device_classes: dict[str, Mapping[str, Any]] = field(default_factory=dict)
     workloads: list[SimWorkload] = field(default_factory=list)
     priorities: PriorityClasses = field(default_factory=PriorityClasses)
     warnings: list[str] = field(default_factory=list)
@@ -312,6 +316,10 @@ def build_scenario(
             sc.claim_templates.setdefault(namespace, {})[obj.name] = dra.claim_template_spec(
                 obj.raw
             )
+        elif obj.kind == "ResourceSlice":
+            sc.resource_slices.append(obj.raw.get("spec") or {})
+        elif obj.kind == "DeviceClass":
+            sc.device_classes[obj.name] = dra.device_class_view(obj.raw)
         elif obj.kind == "PriorityClass":
             pod_classes.append(obj.raw)
         elif (obj.api_version, obj.kind) == (cronjob.API_VERSION, cronjob.KIND):

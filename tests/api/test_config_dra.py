@@ -1,8 +1,8 @@
 """``resources.deviceClassMappings`` (DRA quota): kqueue's Configuration and Kueue's.
 
 Ported from Kueue's ``TestValidate`` (``pkg/config/validation_test.go``) where it checks
-``validateDeviceClassMappings``; the counter-source cases are not ported (counter sources are
-dropped on import, see docs/dra.md).
+``validateDeviceClassMappings``, with its counter-source cases (partitionable devices); the
+capacity-source cases are not (capacity sources are dropped on import, see docs/dra.md).
 """
 
 from __future__ import annotations
@@ -33,7 +33,86 @@ def test_mapping_maps_each_device_class_to_its_resource() -> None:
     assert Configuration().resources.device_classes() == {}
 
 
+def counter(name: str, driver: str = "gpu.nvidia.com", **extra: Any) -> dict[str, Any]:
+    """Kueue's DeviceClassCounterSource as its tests write it."""
+    selector = {"cel": {"expression": "device.driver == 'gpu.nvidia.com'"}}
+    return {"name": name, "driver": driver, "deviceSelector": selector, **extra}
+
+
+def counted(name: str, device_class: str, *counters: dict[str, Any]) -> dict[str, Any]:
+    return {"name": name, "deviceClassNames": [device_class],
+            "sources": [{"counter": c} for c in counters]}
+
+
+GOOD_SOURCES = {
+    "valid counter source on deviceClassMapping": [
+        counted("gpu.memory", "mig.nvidia.com", counter("memory"))
+    ],
+    "multi-counter: same DeviceClass with different counter names allowed": [
+        counted("gpu.memory", "mig.nvidia.com", counter("memory")),
+        counted("gpu.compute", "mig.nvidia.com", counter("multiprocessors")),
+    ],
+    "sources: multiple counter entries valid": [
+        counted("gpu.memory", "mig.nvidia.com", counter("memory"), counter("memory-2")),
+    ],
+}
+
+
+@pytest.mark.parametrize("mappings", GOOD_SOURCES.values(), ids=GOOD_SOURCES.keys())
+def test_counter_sources_are_accepted(mappings: list[dict[str, Any]]) -> None:
+    c = config(*mappings)
+    assert c.resources.device_classes() == {"mig.nvidia.com": "gpu.memory"}
+    assert [s.counter.name for m in c.resources.device_class_mappings for s in m.sources] == [
+        s["counter"]["name"] for m in mappings for s in m["sources"]
+    ]
+
+
 BAD = {
+    "multi-counter: same DeviceClass with same counter name rejected": (
+        [counted("gpu.memory", "mig.nvidia.com", counter("memory")),
+         counted("gpu.memory2", "mig.nvidia.com", counter("memory"))],
+        "deviceClassMappings[1].deviceClassNames[0]: device class 'mig.nvidia.com' already has "
+        "a counter source for counter 'memory'",
+    ),
+    "multi-counter: whole-device and counter for same DeviceClass rejected": (
+        [{"name": "gpu", "deviceClassNames": ["gpu.nvidia.com"]},
+         counted("gpu.memory", "gpu.nvidia.com", counter("memory"))],
+        "deviceClassMappings[1].deviceClassNames[0]: device class 'gpu.nvidia.com' already "
+        "mapped to resource gpu",
+    ),
+    "multi-counter: counter then whole-device for same DeviceClass rejected": (
+        [counted("gpu.memory", "gpu.nvidia.com", counter("memory")),
+         {"name": "gpu", "deviceClassNames": ["gpu.nvidia.com"]}],
+        "deviceClassMappings[1].deviceClassNames[0]: device class 'gpu.nvidia.com' already "
+        "mapped to resource gpu.memory",
+    ),
+    "sources: missing driver": (
+        [counted("gpu.memory", "mig.nvidia.com",
+                 {k: v for k, v in counter("memory").items() if k != "driver"})],
+        "sources.0.counter.driver\n  Field required",
+    ),
+    "sources: missing name": (
+        [counted("gpu.memory", "mig.nvidia.com",
+                 {k: v for k, v in counter("memory").items() if k != "name"})],
+        "sources.0.counter.name\n  Field required",
+    ),
+    "sources: invalid counter name format": (
+        [counted("gpu.memory", "mig.nvidia.com", counter("Memory_1"))],
+        "name: 'Memory_1' is not a DNS label",
+    ),
+    "sources: invalid driver name format": (
+        [counted("gpu.memory", "mig.nvidia.com", counter("memory", driver="GPU_driver"))],
+        "driver: 'GPU_driver' is not a DNS subdomain of at most 63 characters",
+    ),
+    "sources: driver name exceeds max length": (
+        [counted("gpu.memory", "mig.nvidia.com", counter("memory", driver="a" * 64))],
+        "is not a DNS subdomain of at most 63 characters",
+    ),
+    "sources: missing deviceSelector": (
+        [counted("gpu.memory", "mig.nvidia.com",
+                 {k: v for k, v in counter("memory").items() if k != "deviceSelector"})],
+        "sources.0.counter.deviceSelector\n  Field required",
+    ),
     "invalid resource name": (
         [{"name": "not a name", "deviceClassNames": ["gpu.nvidia.com"]}],
         "name: 'not a name' is not a qualified name",
@@ -85,17 +164,37 @@ def test_kueue_configuration_keeps_device_class_mappings_and_drops_the_rest() ->
             "deviceClassMappings": [
                 {"name": "nvidia.com/gpu", "deviceClassNames": ["gpu.nvidia.com"]},
                 {"name": "nvidia.com/mig", "deviceClassNames": ["mig.nvidia.com"],
-                 "sources": [{"counter": {"driver": "gpu.nvidia.com", "name": "memory"}}]},
+                 "sources": [{"counter": counter("memory")},
+                             {"capacity": {"name": "gpu.nvidia.com/memory",
+                                           "driver": "gpu.nvidia.com"}}]},
             ],
         },
     }
     out, warnings = from_kueue_configuration(doc, ("batch/job",))
     assert out["resources"] == {"deviceClassMappings": [
         {"name": "nvidia.com/gpu", "deviceClassNames": ["gpu.nvidia.com"]},
-        {"name": "nvidia.com/mig", "deviceClassNames": ["mig.nvidia.com"]},
+        {"name": "nvidia.com/mig", "deviceClassNames": ["mig.nvidia.com"],
+         "sources": [{"counter": counter("memory")}]},
     ]}
     assert sorted(w.path for w in warnings) == [
-        "resources.deviceClassMappings[1].sources", "resources.excludeResourcePrefixes"
+        "resources.deviceClassMappings[1].sources[1].capacity",
+        "resources.excludeResourcePrefixes",
     ]
     cfg = Configuration.model_validate(out)
     assert cfg.resources.device_classes()["mig.nvidia.com"] == "nvidia.com/mig"
+
+
+def test_kueue_dra_gates_on_are_kqueue_s_behaviour_and_off_is_warned_about() -> None:
+    from kqueue.api import feature_gates
+
+    on = {"KueueDRAIntegration": True, "KueueDRAIntegrationPartitionableDevices": True,
+          "KueueDRAIntegrationExtendedResource": True}
+    assert feature_gates.warnings(on) == []
+    assert feature_gates.warnings({"KueueDRAIntegrationExtendedResource": False}) == [
+        "featureGates.KueueDRAIntegrationExtendedResource: kqueue always behaves as if it were "
+        "true; false ignored"
+    ]
+    assert feature_gates.warnings({"KueueDRAIntegrationConsumableCapacity": True}) == [
+        "featureGates.KueueDRAIntegrationConsumableCapacity: kqueue always behaves as if it "
+        "were false; true ignored"
+    ]

@@ -92,3 +92,81 @@ def test_a_template_of_another_namespace_does_not_count(manager: Callable[..., M
     m.workloads._apply("ADDED", workload())
     assert pod_set(m).device_error is not None
     assert ResourceName("nvidia.com/gpu") not in pod_set(m).requests
+
+
+COUNTERS = {"resources": {"deviceClassMappings": [{
+    "name": "gpu.memory", "deviceClassNames": ["gpu.example.com"],
+    "sources": [{"counter": {"name": "memory", "driver": "gpu.example.com", "deviceSelector": {
+        "cel": {"expression": "device.driver == 'gpu.example.com'"}}}}],
+}]}}
+
+
+def device_class(version: str = "1") -> Obj:
+    return {
+        "apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass",
+        "metadata": {"name": "gpu.example.com", "resourceVersion": version},
+        "spec": {"selectors": [{"cel": {"expression": "device.driver == 'gpu.example.com'"}}]},
+    }
+
+
+def resource_slice(memory: str, version: str = "1") -> Obj:
+    part = {"name": "part-0", "consumesCounters": [
+        {"counterSet": "gpu-0", "counters": {"memory": {"value": memory}}}]}
+    return {
+        "apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice",
+        "metadata": {"name": "node-1-gpu", "resourceVersion": version},
+        "spec": {"driver": "gpu.example.com", "nodeName": "node-1",
+                 "pool": {"name": "node-1", "generation": 1, "resourceSliceCount": 1},
+                 "devices": [part]},
+    }
+
+
+def test_counter_sources_read_slices_and_classes_and_their_changes_reach_the_engine(
+    manager: Callable[..., Manager],
+) -> None:
+    m = manager(["batch/job"], **COUNTERS)
+    informers = list(m.informers())
+    assert informers.index("resourceslices") < informers.index("workloads")
+    assert informers.index("deviceclasses") < informers.index("workloads")
+    assert m.claim_templates is not None and m.resource_slices is not None
+    assert m.device_classes is not None
+    m.claim_templates._apply("ADDED", template(1))
+    m.workloads._apply("ADDED", workload())
+    assert "DeviceClass gpu.example.com not found" in (pod_set(m).device_error or "")
+
+    m.device_classes._apply("ADDED", device_class())
+    assert "0 device(s) match but 1 requested" in (pod_set(m).device_error or "")
+
+    m.resource_slices._apply("ADDED", resource_slice("20Gi"))
+    assert pod_set(m).device_error is None
+    assert pod_set(m).requests == {"cpu": 1000, "gpu.memory": 20 * 2**30}
+
+    m.resource_slices._apply("MODIFIED", resource_slice("40Gi", version="2"))
+    assert pod_set(m).requests == {"cpu": 1000, "gpu.memory": 40 * 2**30}
+
+
+def test_without_counter_sources_slices_are_not_read(manager: Callable[..., Manager]) -> None:
+    m = manager(["batch/job"], **MAPPINGS)
+    assert "resourceslices" not in m.informers()
+    assert "deviceclasses" in m.informers()  # extended resources they serve
+
+
+def test_extended_resource_served_by_a_device_class_counts_under_its_mapping(
+    manager: Callable[..., Manager],
+) -> None:
+    """A container's ``example.com/gpu`` counts as the mapped ``nvidia.com/gpu`` once a
+    DeviceClass serving it arrives (Kueue's KueueDRAIntegrationExtendedResource)."""
+    m = manager(["batch/job"], **MAPPINGS)
+    assert m.device_classes is not None
+    obj = workload()
+    pod = obj["spec"]["podSets"][0]["template"]["spec"]
+    del pod["resourceClaims"]
+    pod["containers"][0]["resources"]["requests"]["example.com/gpu"] = "2"
+    m.workloads._apply("ADDED", obj)
+    assert pod_set(m).requests == {"cpu": 1000, "example.com/gpu": 2}
+
+    served = device_class()
+    served["spec"]["extendedResourceName"] = "example.com/gpu"
+    m.device_classes._apply("ADDED", served)
+    assert pod_set(m).requests == {"cpu": 1000, "nvidia.com/gpu": 2}
+    assert pod_set(m).devices == {"nvidia.com/gpu": 2}

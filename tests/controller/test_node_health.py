@@ -75,7 +75,7 @@ class _Setup:
 
 
 async def _setup(
-    cluster: FakeCluster, nodes: list[Obj], workloads: list[Obj], engine: Any = None
+    cluster: FakeCluster, nodes: list[Obj], workloads: list[Obj], engine: Any = None, **kw: Any
 ) -> _Setup:
     for n in nodes:
         cluster.server.add(NODES, n)
@@ -88,7 +88,7 @@ async def _setup(
     health = NodeHealth(workloads=wl_informer.store, nodes=node_informer.store,
                         kube=cluster.kube, events=events, now=lambda: NOW,
                         engine=None if engine is None else (lambda: engine),
-                        pods=pod_informer.store)
+                        pods=pod_informer.store, **kw)
     return _Setup(cluster, events, health)
 
 
@@ -151,10 +151,15 @@ async def test_no_room_for_the_pods_of_a_failed_node_evicts(cluster: FakeCluster
 async def test_a_not_ready_node_is_replaced_once_its_pods_stopped(cluster: FakeCluster) -> None:
     """Kueue's TASReplaceNodeOnPodTermination: "Node NotReady, pod running, not marked as
     unavailable, requeued", then "Node NotReady, pod terminating, marked as unavailable"."""
+    await replaced_once_its_pods_stopped(cluster, _node("n1", ready=False), _setup)
+
+
+async def replaced_once_its_pods_stopped(cluster: FakeCluster, n1: Obj, setup: Any) -> None:
+    """A lost ``n1`` whose pod still runs is waited on, then replaced once the pod is gone."""
     engine = _Engine(MOVED_TO_N3)
     cluster.server.add(PODS, _tas_pod("train-0", "n1"))
-    s = await _setup(cluster, [_node("n1", ready=False), _node("n2"), _node("n3")],
-                     [_tas_workload("train", [("n1", 2), ("n2", 1)])], engine)
+    s = await setup(cluster, [n1, _node("n2"), _node("n3")],
+                    [_tas_workload("train", [("n1", 2), ("n2", 1)])], engine)
     await cluster.synced()
     got = await s.health("team-a/train")
     assert isinstance(got, Requeue), "the pod still runs on n1: look again"

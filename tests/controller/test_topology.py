@@ -154,3 +154,31 @@ def test_a_node_lost_under_admitted_workloads_is_reported() -> None:
     assert engine.topology_nodes() == (0, 0, 0)
     ta = encode_assignment([HOST], [(["n1"], 2), (["n2"], 1)])
     assert placed_on(ta, "n1") == 2 and placed_on(ta, "n3") == 0
+
+
+def test_a_node_whose_blocking_taints_change_is_looked_at_again() -> None:
+    """Kueue's node controller reconciles on a taint change (TASReplaceNodeOnNodeTaints);
+    a PreferNoSchedule taint keeps no pod off and is left alone."""
+    from kqueue.controller.topology import TopologyFeed
+    from kqueue.engine.engine import Engine
+
+    informers: list[_FakeInformer] = []
+
+    def factory(*_: Any, **__: Any) -> _FakeInformer:
+        informers.append(_FakeInformer())
+        return informers[-1]
+
+    lost: list[tuple[str, str]] = []
+    engine = Engine()
+    feed = TopologyFeed(factory, lambda: engine, lambda: None,  # type: ignore[arg-type]
+                        lambda n, w: lost.append((n, w)), lambda _: None)
+    feed.wire()
+    nodes = informers[1].handlers
+    plain = _node_obj("n1", True)
+    prefer = plain | {"spec": {"taints": [{"key": "k", "effect": "PreferNoSchedule"}]}}
+    evicting = plain | {"spec": {"taints": [{"key": "k", "effect": "NoExecute"}]}}
+    nodes["on_add"]("n1", plain)
+    nodes["on_update"]("n1", plain, prefer)
+    nodes["on_update"]("n1", prefer, evicting)
+    nodes["on_update"]("n1", evicting, plain)
+    assert lost == [("n1", "changed its NoSchedule/NoExecute taints")] * 2

@@ -2,7 +2,11 @@
 publishes a DeviceClass and ResourceSlices (4 devices) for two kwok nodes; kube-scheduler
 allocates the devices. A Job whose pods take 2 devices each through a ResourceClaimTemplate is
 admitted against quota mapped to ``nvidia.com/gpu`` and its pods bind; a second one waits with
-``WaitingForQuota`` naming the mapped resource."""
+``WaitingForQuota`` naming the mapped resource. Then the same through an extended resource
+(Kubernetes' DRAExtendedResource, Kueue's KueueDRAIntegrationExtendedResource): a DeviceClass
+serving ``example.com/gpu``, mapped to ``nvidia.com/gpu``; containers request
+``example.com/gpu: 2`` with no claim, kqueue counts them as ``nvidia.com/gpu`` and
+kube-scheduler allocates them from the ResourceSlices."""
 
 from __future__ import annotations
 
@@ -35,6 +39,8 @@ pytestmark = pytest.mark.cluster
 Obj = dict[str, Any]
 DRIVER = "gpu.example.com"
 DEVICE_CLASS = "gpu.example.com"
+EXTENDED_CLASS = "gpu-extended.example.com"
+EXTENDED = "example.com/gpu"
 GPU = "nvidia.com/gpu"
 DEVICES_PER_NODE = 4
 RESOURCE = "/apis/resource.k8s.io/v1"
@@ -44,7 +50,8 @@ RESOURCE = "/apis/resource.k8s.io/v1"
 def kqueue(
     cluster: LocalCluster, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[ConfiguredKqueue]:
-    mappings = {"deviceClassMappings": [{"name": GPU, "deviceClassNames": [DEVICE_CLASS]}]}
+    mappings = {"deviceClassMappings": [
+        {"name": GPU, "deviceClassNames": [DEVICE_CLASS, EXTENDED_CLASS]}]}
     yield from configured_kqueue(
         cluster, Path(tmp_path_factory.mktemp("kqueue-dra")), {"resources": mappings}
     )
@@ -55,13 +62,15 @@ def _create(cluster: LocalCluster, path: str, obj: Obj) -> None:
     assert status == 201, f"creating {obj['kind']} {obj['metadata']['name']}: {status} {body}"
 
 
-def publish_devices(cluster: LocalCluster, nodes: list[str]) -> None:
+def publish_devices(
+    cluster: LocalCluster, nodes: list[str], device_class: str = DEVICE_CLASS, **spec: str
+) -> None:
     """What a DRA driver's kubelet plugin would publish: a DeviceClass selecting the driver's
-    devices, and one ResourceSlice per node."""
+    devices (with ``spec``: the extended resource it serves), and one ResourceSlice per node."""
     _create(cluster, f"{RESOURCE}/deviceclasses", {
         "apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass",
-        "metadata": {"name": DEVICE_CLASS},
-        "spec": {"selectors": [{"cel": {"expression": f'device.driver == "{DRIVER}"'}}]},
+        "metadata": {"name": device_class},
+        "spec": {"selectors": [{"cel": {"expression": f'device.driver == "{DRIVER}"'}}], **spec},
     })
     for node in nodes:
         _create(cluster, f"{RESOURCE}/resourceslices", {
@@ -75,11 +84,13 @@ def publish_devices(cluster: LocalCluster, nodes: list[str]) -> None:
         })
 
 
-def unpublish_devices(cluster: LocalCluster, nodes: list[str]) -> None:
+def unpublish_devices(
+    cluster: LocalCluster, nodes: list[str], device_class: str = DEVICE_CLASS
+) -> None:
     for node in nodes:
         cluster.request("DELETE", f"{RESOURCE}/resourceslices/{node}-{DRIVER}")
         cluster.request("DELETE", f"/api/v1/nodes/{node}")
-    cluster.request("DELETE", f"{RESOURCE}/deviceclasses/{DEVICE_CLASS}")
+    cluster.request("DELETE", f"{RESOURCE}/deviceclasses/{device_class}")
 
 
 def gpu_job(name: str, namespace: str, count: int) -> Obj:
@@ -87,6 +98,15 @@ def gpu_job(name: str, namespace: str, count: int) -> Obj:
     pod = obj["spec"]["template"]["spec"]
     pod["resourceClaims"] = [{"name": "gpu", "resourceClaimTemplateName": "two-gpus"}]
     pod["containers"][0]["resources"]["claims"] = [{"name": "gpu"}]
+    return obj
+
+
+def extended_job(name: str, namespace: str, count: int) -> Obj:
+    """Each pod asks for 2 devices as an extended resource: no claim of its own."""
+    obj = job(name, namespace, "q", count=count, cpu="100m")
+    resources = obj["spec"]["template"]["spec"]["containers"][0]["resources"]
+    resources.setdefault("requests", {})[EXTENDED] = "2"
+    resources.setdefault("limits", {})[EXTENDED] = "2"
     return obj
 
 
@@ -126,7 +146,25 @@ async def test_dra_gpu_claims_take_mapped_quota_and_bind(
         await asyncio.to_thread(unpublish_devices, cluster, nodes)
 
 
-async def _run(api: Api, cluster: LocalCluster, namespace: str, instance_type: str) -> None:
+async def test_dra_extended_resource_takes_mapped_quota_and_binds(
+    api: Api, kqueue: KqueueProcess, cluster: LocalCluster, namespace: str
+) -> None:
+    instance_type = unique("dra-er")
+    nodes = [f"{instance_type}-a", f"{instance_type}-b"]
+    for node in nodes:
+        await add_node(cluster, instance_type, node, "4")
+    await asyncio.to_thread(
+        publish_devices, cluster, nodes, EXTENDED_CLASS, extendedResourceName=EXTENDED
+    )
+    try:
+        await _run(api, cluster, namespace, instance_type, extended_job)
+    finally:
+        await asyncio.to_thread(unpublish_devices, cluster, nodes, EXTENDED_CLASS)
+
+
+async def _run(
+    api: Api, cluster: LocalCluster, namespace: str, instance_type: str, make_job: Any = gpu_job
+) -> None:
     fl, cq = unique("dra"), unique("cq")
     await api.apply(flavor(fl, instance_type))
     await api.apply({
@@ -148,7 +186,7 @@ async def _run(api: Api, cluster: LocalCluster, namespace: str, instance_type: s
     })
 
     # 2 pods x 2 devices: the whole quota of 4.
-    await api.apply(gpu_job("first", namespace, 2))
+    await api.apply(make_job("first", namespace, 2))
     try:
         wl = await api.wait_workload(
             namespace, "first", lambda w: is_true(w, c.ADMITTED), what="admitted"
@@ -186,7 +224,7 @@ async def _run(api: Api, cluster: LocalCluster, namespace: str, instance_type: s
     assert {p["spec"]["nodeName"] for p in pods} <= {f"{instance_type}-a", f"{instance_type}-b"}
 
     # 1 pod x 2 more devices: over the quota.
-    await api.apply(gpu_job("second", namespace, 1))
+    await api.apply(make_job("second", namespace, 1))
     wl = await api.wait_workload(
         namespace, "second", lambda w: pending_reason(w) == c.WAITING_FOR_QUOTA,
         what="pending, WaitingForQuota",

@@ -337,10 +337,8 @@ async def _idle_tas_queue(api: Api, namespace: str) -> dict[str, str | None]:
     return racks
 
 
-async def _fail_node(api: Api, node: str) -> None:
-    """Delete ``node`` and, at once, its pods (what kube-controller-manager's pod GC does to
-    the pods of a deleted node after its 40 s quarantine)."""
-    await api.kube.delete(NODES, node)
+async def _delete_pods_of(api: Api, node: str) -> None:
+    """Delete the pods bound to ``node`` at once (no grace period)."""
     for p in await api.kube.list(PODS):
         if (p.get("spec") or {}).get("nodeName") == node:
             meta = p["metadata"]
@@ -348,6 +346,13 @@ async def _fail_node(api: Api, node: str) -> None:
                 "DELETE", PODS.object_path(meta["name"], meta["namespace"]),
                 {"kind": "DeleteOptions", "apiVersion": "v1", "gracePeriodSeconds": 0},
             )
+
+
+async def _fail_node(api: Api, node: str) -> None:
+    """Delete ``node`` and, at once, its pods (what kube-controller-manager's pod GC does to
+    the pods of a deleted node after its 40 s quarantine)."""
+    await api.kube.delete(NODES, node)
+    await _delete_pods_of(api, node)
 
 
 async def _restore_node(api: Api, node: str) -> None:
@@ -364,12 +369,43 @@ async def _admitted_nodes(api: Api, namespace: str, name: str) -> list[str]:
     return sorted(v[-1] for v, _ in TopologyAssignment.model_validate(ta).domains())
 
 
-async def test_a_deleted_node_under_a_rack_job_is_replaced_in_the_same_rack(
-    api: Api, kqueue: KqueueProcess, namespace: str
+async def _taint_node(api: Api, node: str) -> None:
+    """Taint ``node`` NoExecute and, at once, delete its pods (what kube-controller-manager's
+    taint-eviction controller, not run by the local cluster, does to pods not tolerating it)."""
+    await api.kube.request(
+        "PATCH", NODES.object_path(node),
+        {"spec": {"taints": [{"key": "maintenance", "value": "true", "effect": "NoExecute"}]}},
+        content_type="application/merge-patch+json",
+    )
+    await _delete_pods_of(api, node)
+
+
+async def _untaint_node(api: Api, node: str) -> None:
+    await api.kube.request(
+        "PATCH", NODES.object_path(node), {"spec": {"taints": None}},
+        content_type="application/merge-patch+json",
+    )
+
+
+# How a node of the rack is lost: (fail it, restore it, what TopologyNodesReady says).
+NODE_LOSSES = {
+    "deleted": (_fail_node, _restore_node, "was deleted"),
+    # Kueue's TASReplaceNodeOnNodeTaints.
+    "tainted NoExecute": (
+        _taint_node, _untaint_node,
+        "has the taint maintenance=true:NoExecute, which its pods do not tolerate",
+    ),
+}
+
+
+@pytest.mark.parametrize("loss", NODE_LOSSES.values(), ids=NODE_LOSSES.keys())
+async def test_a_lost_node_under_a_rack_job_is_replaced_in_the_same_rack(
+    api: Api, kqueue: KqueueProcess, namespace: str, loss: tuple[Any, Any, str]
 ) -> None:
     """Kueue's TASFailedNodeReplacement: a Job of 3 pods requiring a rack (one 3-cpu pod per
     4-cpu host) loses a node; the topology assignment names the rack's fourth node instead,
     and the pod the Job controller creates again is bound there."""
+    fail, restore, what = loss
     racks = await _idle_tas_queue(api, namespace)
     spec = job("three", namespace, "lq", count=3, cpu="3")
     spec["spec"]["backoffLimit"] = 3  # the lost pod counts as failed: the Job creates another
@@ -395,7 +431,7 @@ async def test_a_deleted_node_under_a_rack_job_is_replaced_in_the_same_rack(
 
     await eventually(bound(placed), within=60, what="three's 3 pods running")
     victim = placed[0]
-    await _fail_node(api, victim)
+    await fail(api, victim)
     try:
         def replaced(w: Obj) -> bool:
             adm = w["status"].get("admission")
@@ -410,11 +446,11 @@ async def test_a_deleted_node_under_a_rack_job_is_replaced_in_the_same_rack(
         assert is_true(wl, c.ADMITTED) and not wl["status"].get("unhealthyNodes")
         cond = next(x for x in wl["status"]["conditions"]
                     if x["type"] == c.TOPOLOGY_NODES_READY)
-        assert cond["status"] == "True" and f"Node {victim} was deleted" in cond["message"]
+        assert cond["status"] == "True" and f"Node {victim} {what}" in cond["message"]
         want = sorted((set(placed) - {victim}) | set(spare))
         await eventually(bound(want), within=90, what=f"the new pod running on {spare[0]}")
     finally:
-        await _restore_node(api, victim)
+        await restore(api, victim)
 
 
 async def test_a_deleted_node_under_a_whole_rack_job_evicts_it_with_node_failures(

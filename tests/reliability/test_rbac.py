@@ -62,6 +62,14 @@ NOT_REQUESTED: dict[tuple[str, str], str] = {
         )
         for verb in ("list", "watch")
     },
+    **{
+        (verb, f"resource.k8s.io/{kind}"): (
+            "read only with resources.deviceClassMappings configured (DeviceClasses) and counter "
+            "sources in them (ResourceSlices), docs/dra.md; the RBAC run configures none"
+        )
+        for verb in ("list", "watch")
+        for kind in ("resourceslices", "deviceclasses")
+    },
     ("update", "kqueue.io/cohorts/status"): (
         "a Cohort's status is its fair-sharing weightedShare, written only with fair sharing on; "
         "the RBAC run does not configure fair sharing"

@@ -146,3 +146,50 @@ async def test_explain_reads_the_live_cluster(
             f"clusterqueues.kqueue.io/cq-{suffix}",
             f"resourceflavors.kqueue.io/rf-{suffix}",
         )
+
+
+async def test_explain_sizes_dra_claims_read_from_the_cluster(
+    cluster: LocalCluster, kubeconfig: Path, namespace: str, tmp_path: Path
+) -> None:
+    """With a Configuration mapping the DeviceClass, explain reads the ResourceClaimTemplates
+    from the cluster: 3 pods of one device each exceed a quota of 2 (docs/dra.md)."""
+    await asyncio.to_thread(_install_crds, cluster)
+    suffix = uuid.uuid4().hex[:6]
+    objects = _objects(suffix, namespace)
+    gpu = "example.com/gpu"
+    objects[1]["spec"]["resourceGroups"] = [{
+        "coveredResources": ["cpu", gpu],
+        "flavors": [{"name": f"rf-{suffix}", "resources": [
+            {"name": "cpu", "nominalQuota": "8"}, {"name": gpu, "nominalQuota": "2"}]}],
+    }]
+    pod = objects[3]["spec"]["podSets"][0]["template"]["spec"]
+    pod["resourceClaims"] = [{"name": "gpu", "resourceClaimTemplateName": "one-gpu"}]
+    objects.append({
+        "apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate",
+        "metadata": {"name": "one-gpu", "namespace": namespace},
+        "spec": {"spec": {"devices": {"requests": [
+            {"name": "gpu", "exactly": {"deviceClassName": "gpu.example.com"}}]}}},
+    })
+    config = tmp_path / "config.yaml"
+    config.write_text(yaml.safe_dump({
+        "apiVersion": "config.kueue.x-k8s.io/v1beta2", "kind": "Configuration",
+        "resources": {"deviceClassMappings": [
+            {"name": gpu, "deviceClassNames": ["gpu.example.com"]}]},
+    }))
+    manifest = yaml.safe_dump_all(objects[:4] + objects[5:])
+    await asyncio.to_thread(cluster.kubectl, "apply", "-f", "-", input=manifest)
+    try:
+        result = await asyncio.to_thread(
+            run_cli, "explain", f"{namespace}/too-big", "--kubeconfig", str(kubeconfig),
+            "--config", str(config), "-o", "json",
+        )
+        assert result.exit_code == 0, result.stdout + result.stderr
+        out = json.loads(result.stdout)
+        assert out["pending"]["reason"] == "ExceedsMaxQuota", out
+        [short] = out["pending"]["podSets"][0]["shortfalls"]
+        assert (short["resource"], short["requested"], short["maxCapacity"]) == (gpu, "3", "2")
+    finally:
+        await asyncio.to_thread(
+            cluster.kubectl, "delete", "--ignore-not-found", "--wait=false",
+            f"clusterqueues.kqueue.io/cq-{suffix}", f"resourceflavors.kqueue.io/rf-{suffix}",
+        )
