@@ -79,6 +79,7 @@ KEY_MAP: Final[dict[str, str]] = {
     "kueue.x-k8s.io/managed": "kqueue.io/managed",
     "kueue.x-k8s.io/admission": "kqueue.io/admission",
     "kueue.x-k8s.io/multikueue-origin": "kqueue.io/multikueue-origin",
+    "kueue.x-k8s.io/prebuilt-workload-name": "kqueue.io/prebuilt-workload-name",
     # Topology requests of a pod set, on pod templates (Kueue's TAS annotations).
     **{
         f"kueue.x-k8s.io/podset-{name}": f"kqueue.io/podset-{name}"

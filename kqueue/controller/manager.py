@@ -33,6 +33,8 @@ from kqueue.api.v1alpha1 import (
     ClusterQueue,
     Cohort,
     LocalQueue,
+    MultiKueueCluster,
+    MultiKueueConfig,
     ProvisioningRequestConfig,
     ResourceFlavor,
     Workload,
@@ -79,6 +81,8 @@ from kqueue.controller.resources import (
     COHORTS,
     LIMIT_RANGES,
     LOCAL_QUEUES,
+    MULTIKUEUE_CLUSTERS,
+    MULTIKUEUE_CONFIGS,
     NAMESPACES,
     PODS,
     PRIORITY_CLASSES,
@@ -442,6 +446,14 @@ class Manager:
             trigger=self.scheduler.trigger,
             now=self._now,
             metrics=self.metrics,
+            mk_configs=Informer(
+                self.kube, MULTIKUEUE_CONFIGS, converter=_converter(MultiKueueConfig)
+            ),
+            mk_clusters=Informer(
+                self.kube, MULTIKUEUE_CLUSTERS, converter=_converter(MultiKueueCluster)
+            ),
+            multikueue=self.config.multi_kueue,
+            namespace=self.config.namespace,
         )
         self.leader_tasks.append(self.admission_checks.run)
 

@@ -14,8 +14,10 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Literal
 
-from kqueue.api.config import DISPATCHER_ALL_AT_ONCE as ALL_AT_ONCE
-from kqueue.api.config import DISPATCHER_INCREMENTAL as INCREMENTAL
+from kqueue.api.config import DISPATCHER_ALL_AT_ONCE, DISPATCHER_INCREMENTAL
+
+ALL_AT_ONCE = DISPATCHER_ALL_AT_ONCE
+INCREMENTAL = DISPATCHER_INCREMENTAL
 
 CheckValue = Literal["Pending", "Ready", "Retry", "Rejected"]
 
