@@ -633,11 +633,11 @@ class MultiKueue(_Model):
     then it is evicted here and dispatched again (its copy on the lost worker is garbage
     collected when the worker comes back)."""
     dispatcher_name: str = DISPATCHER_ALL_AT_ONCE
-    """Who nominates the workers a workload is copied to: ``kqueue.io/multikueue-dispatcher-
-    all-at-once`` (every active worker of the config), ``kqueue.io/multikueue-dispatcher-
-    incremental`` (``incrementalDispatcherConfig.stepSize`` more per round, in the config's
-    order) or any other name: an external controller writes the Workload's
-    ``status.nominatedClusterNames``."""
+    """Who nominates the workers a workload is copied to:
+    ``kqueue.io/multikueue-dispatcher-all-at-once`` (every active worker of the config),
+    ``kqueue.io/multikueue-dispatcher-incremental`` (``incrementalDispatcherConfig.stepSize``
+    more per round, in the config's order) or any other name: an external controller writes
+    the Workload's ``status.nominatedClusterNames``."""
     incremental_dispatcher_config: IncrementalDispatcherConfig = IncrementalDispatcherConfig()
     """The Incremental dispatcher's step size and round timeout."""
 

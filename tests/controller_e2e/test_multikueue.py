@@ -287,16 +287,21 @@ async def test_one_job_runs_on_a_worker_and_the_manager_status_matches(setup: Se
         return wl if wl is not None and is_true(wl, c.FINISHED) else None
 
     wl = await eventually(finished, within=90, what="the manager's Workload to finish")
-    winner = wl["status"].get("clusterName")
+    winner = (wl.get("status") or {}).get("clusterName")
     assert winner in WORKERS
     assert condition(wl, c.FINISHED)["reason"] == "Succeeded"  # type: ignore[index]
-    assert not wl["status"].get("nominatedClusterNames")
+    assert not (wl.get("status") or {}).get("nominatedClusterNames")
     local = await setup.manager.get(JOBS, name, ns)
     assert local["status"].get("succeeded") == 1
     assert any(cd["type"] == "Complete" and cd["status"] == "True"
                for cd in local["status"].get("conditions") or [])
     # No pod ran on the manager: the Job is managed by MultiKueue.
     assert not local["status"].get("active")
+    proc = setup.manager_proc
+    assert proc.metric("kqueue_multikueue_workloads_admitted_total", cluster_queue=CQ,
+                       cluster=winner) >= 1
+    assert proc.metric("kqueue_multikueue_workloads_dispatched_total", cluster_queue=CQ,
+                       cluster=winner) >= 1
 
     async def remote_gone() -> bool:
         return (await _get(setup.workers[winner], WORKLOADS, wl["metadata"]["name"], ns) is None
@@ -313,7 +318,7 @@ async def test_a_full_worker_is_passed_over(setup: Setup, ns: str) -> None:
 
     async def placed() -> Obj | None:
         wl = await _workload(setup.manager, ns, name)
-        return wl if wl is not None and wl["status"].get("clusterName") else None
+        return wl if wl is not None and (wl.get("status") or {}).get("clusterName") else None
 
     wl = await eventually(placed, within=90, what="the Workload to be placed on a worker")
     assert wl["status"]["clusterName"] == "worker2"
@@ -408,7 +413,7 @@ async def test_incremental_dispatcher_nominates_in_config_order(setup: Setup, ns
 
         async def nominated() -> Obj | None:
             wl = await _workload(setup.manager, ns, name)
-            return wl if wl is not None and wl["status"].get("nominatedClusterNames") else None
+            return wl if wl is not None and (wl.get("status") or {}).get("nominatedClusterNames") else None
 
         wl = await eventually(nominated, within=60, what="a nomination")
         assert wl["status"]["nominatedClusterNames"] == ["worker1"]
@@ -421,7 +426,7 @@ async def test_incremental_dispatcher_nominates_in_config_order(setup: Setup, ns
 
         async def placed() -> Obj | None:
             w = await _workload(setup.manager, ns, name)
-            return w if w is not None and w["status"].get("clusterName") else None
+            return w if w is not None and (w.get("status") or {}).get("clusterName") else None
 
         wl = await eventually(placed, within=60, what="the second round to place it")
         assert wl["status"]["clusterName"] == "worker2"
@@ -439,7 +444,7 @@ async def test_worker_lost_requeues_elsewhere_and_its_orphans_are_removed(
 
     async def placed() -> Obj | None:
         wl = await _workload(setup.manager, ns, name)
-        return wl if wl is not None and wl["status"].get("clusterName") else None
+        return wl if wl is not None and (wl.get("status") or {}).get("clusterName") else None
 
     wl = await eventually(placed, within=90, what="the Workload to be placed")
     lost = wl["status"]["clusterName"]
@@ -458,7 +463,7 @@ async def test_worker_lost_requeues_elsewhere_and_its_orphans_are_removed(
 
         async def moved() -> Obj | None:
             w = await _workload(setup.manager, ns, name)
-            return w if w is not None and w["status"].get("clusterName") == other else None
+            return w if w is not None and (w.get("status") or {}).get("clusterName") == other else None
 
         await eventually(moved, within=LOST_TIMEOUT_S + 60, what=f"the Workload to move to {other}")
     finally:

@@ -89,6 +89,7 @@ class AdmissionChecks:
             mkc = MultiKueueController(
                 configs=mk_configs.store, clusters=mk_clusters.store, checks=checks.store,
                 remotes=self.remote_clusters, kube=kube, events=events, settings=settings,
+                metrics=metrics,
             )
             self.controllers[mkc.controller_name] = mkc
             self._gc = GarbageCollector(

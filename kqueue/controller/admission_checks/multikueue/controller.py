@@ -44,6 +44,7 @@ from kqueue.controller.admission_checks.multikueue.clusters import RemoteCluster
 from kqueue.controller.events import EventRecorder
 from kqueue.controller.informer import Store
 from kqueue.controller.kube import Conflict, Kube, KubeError, NotFound
+from kqueue.controller.metrics import Metrics
 from kqueue.controller.resources import WORKLOADS
 from kqueue.engine import multikueue as mk
 
@@ -72,7 +73,9 @@ class MultiKueueController:
         kube: Kube,
         events: EventRecorder,
         settings: cfgmod.MultiKueue,
+        metrics: Metrics | None = None,
     ) -> None:
+        self._metrics = metrics
         self._configs = configs
         self._clusters = clusters
         self._checks = checks
@@ -180,6 +183,8 @@ class MultiKueueController:
             value, message = plan.check
             new = _with(state, value, message, now)
             self._events.record(wl.to_dict(), "Normal", "MultiKueue", message)
+            if value == "Ready" and plan.winner is not None and self._metrics is not None:
+                self._metrics.multikueue_admitted(_cluster_queue(wl), plan.winner)
         if plan.finish is not None:
             return Synced(new)
         poll = RUNNING_POLL_SECONDS if new.state == "Ready" else PENDING_POLL_SECONDS
@@ -268,6 +273,8 @@ class MultiKueueController:
             self._events.record(
                 wl.to_dict(), "Normal", "MultiKueue", f"Dispatched to worker cluster {name!r}"
             )
+            if self._metrics is not None:
+                self._metrics.multikueue_dispatched(_cluster_queue(wl), name)
         if plan.winner is not None:
             await self._ensure_remote_job(plan.winner, adapter, local, wl.name, job_name)
         if plan.sync_from is not None:
@@ -411,6 +418,10 @@ def _remote_view(remote: Workload) -> mk.Remote:
         if finished is not None and finished.is_true else None,
         evicted=evicted.message if evicted is not None and evicted.is_true else None,
     )
+
+
+def _cluster_queue(wl: Workload) -> str:
+    return wl.status.admission.cluster_queue if wl.status.admission is not None else ""
 
 
 def _controller_owner(wl: Workload) -> tuple[str, str, str] | None:
