@@ -298,6 +298,8 @@ async def test_one_job_runs_on_a_worker_and_the_manager_status_matches(setup: Se
     # No pod ran on the manager: the Job is managed by MultiKueue.
     assert not local["status"].get("active")
     proc = setup.manager_proc
+    wide = proc.cluster.kubectl("get", "workloads.kqueue.io", "-n", ns, "-o", "wide").stdout
+    assert "CLUSTER" in wide.splitlines()[0] and winner in wide, wide
     assert proc.metric("kqueue_multikueue_workloads_admitted_total", cluster_queue=CQ,
                        cluster=winner) >= 1
     assert proc.metric("kqueue_multikueue_workloads_dispatched_total", cluster_queue=CQ,

@@ -459,7 +459,10 @@ class JobReconciler:
             if self._gang is not None:
                 await self._gang.forget(wl, self._pods_of(obj))
             return None  # the Job's update (and its pods' deletion) brings us back
-        if self.job.is_active(obj) or self._running_pods(obj):
+        # A MultiKueue job's pods run on a worker: its status (copied from there, and no longer
+        # if the worker is lost) says nothing of pods here, and there are none to wait for.
+        remote = (obj.get("spec") or {}).get("managedBy") == MULTIKUEUE
+        if not remote and (self.job.is_active(obj) or self._running_pods(obj)):
             return None  # pods still terminating; their events bring us back
         await self._requeue(wl, now)
         return None
