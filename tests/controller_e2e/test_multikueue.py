@@ -484,3 +484,37 @@ async def test_worker_lost_requeues_elsewhere_and_its_orphans_are_removed(
     done = await eventually(finished, within=90, what="the Workload to finish on the other worker")
     assert done["status"]["clusterName"] == other
 
+
+
+async def test_restarts_of_the_manager_and_of_a_workers_kqueue_lose_nothing(
+    setup: Setup, ns: str
+) -> None:
+    await _active(setup)
+    name = unique("restart")
+    await setup.manager.create(JOBS, mk_job(name, ns, complete_after="45s"), namespace=ns)
+
+    async def placed() -> Obj | None:
+        wl = await _workload(setup.manager, ns, name)
+        return wl if wl is not None and (wl.get("status") or {}).get("clusterName") else None
+
+    wl = await eventually(placed, within=90, what="the Workload to be placed")
+    winner = wl["status"]["clusterName"]
+    remote = await eventually(lambda: _get(setup.workers[winner], JOBS, name, ns), within=30,
+                              what=f"the Job on {winner}")
+    setup.manager_proc.restart(kill=True)
+    setup.procs[winner].kqueue.restart(kill=True)
+    # The same copy runs on: not made again on the winner, none on the other worker.
+    again = await _get(setup.workers[winner], JOBS, name, ns)
+    assert again is not None and again["metadata"]["uid"] == remote["metadata"]["uid"]
+    other = next(w for w in WORKERS if w != winner)
+    assert await _get(setup.workers[other], WORKLOADS, wl["metadata"]["name"], ns) is None
+
+    async def finished() -> Obj | None:
+        w = await _workload(setup.manager, ns, name)
+        return w if w is not None and is_true(w, c.FINISHED) else None
+
+    done = await eventually(finished, within=120, what="the Workload to finish after restarts")
+    assert done["status"]["clusterName"] == winner
+    assert condition(done, c.FINISHED)["reason"] == "Succeeded"  # type: ignore[index]
+    local = await setup.manager.get(JOBS, name, ns)
+    assert local["status"].get("succeeded") == 1
