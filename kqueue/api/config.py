@@ -95,6 +95,7 @@ class _Model(BaseModel):
     )
 
 
+_LABEL_VALUE: Final = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
 _BIND_ADDRESS: Final = re.compile(r"^(?P<host>\[[0-9a-fA-F:.]+\]|[^:\[\]]*):(?P<port>\d{1,5})$")
 
 
@@ -666,6 +667,69 @@ class Resources(_Model):
         return out
 
 
+class IncrementalDispatcherConfig(_Model):
+    """The Incremental dispatcher of MultiKueue (Kueue's ``incrementalDispatcherConfig``)."""
+
+    step_size: int = Field(default=3, ge=1)
+    """Worker clusters nominated per round, in the MultiKueueConfig's order (Kueue's
+    ``stepSize``, default 3)."""
+    round_timeout: Duration = timedelta(minutes=5)
+    """How long a round waits for a nominated worker to admit the workload before the next
+    ``stepSize`` clusters are nominated too (Kueue's fixed 5 minutes; kqueue's extension)."""
+
+    @field_validator("round_timeout")
+    @classmethod
+    def _positive(cls, value: timedelta) -> timedelta:
+        if value <= timedelta(0):
+            raise ValueError(f"must be positive, got {format_duration(value)}")
+        return value
+
+
+DISPATCHER_ALL_AT_ONCE: Final = "kqueue.io/multikueue-dispatcher-all-at-once"
+DISPATCHER_INCREMENTAL: Final = "kqueue.io/multikueue-dispatcher-incremental"
+
+
+class MultiKueue(_Model):
+    """MultiKueue: dispatching workloads to worker clusters (docs/multikueue.md)."""
+
+    gc_interval: Duration = timedelta(minutes=1)
+    """Time between two runs of the garbage collector, which deletes the objects this manager
+    created on workers (label ``kqueue.io/multikueue-origin``) whose Workload is gone here.
+    ``0s`` switches it off."""
+    origin: str = Field(default="multikueue", min_length=1, max_length=63)
+    """Value of the ``kqueue.io/multikueue-origin`` label on the objects this manager creates
+    on workers: give each manager that shares a worker its own."""
+    worker_lost_timeout: Duration = timedelta(minutes=15)
+    """How long a workload admitted on a worker that can no longer be reached keeps its place;
+    then it is evicted here and dispatched again (its copy on the lost worker is garbage
+    collected when the worker comes back)."""
+    dispatcher_name: str = DISPATCHER_ALL_AT_ONCE
+    """Who nominates the workers a workload is copied to:
+    ``kqueue.io/multikueue-dispatcher-all-at-once`` (every active worker of the config),
+    ``kqueue.io/multikueue-dispatcher-incremental`` (``incrementalDispatcherConfig.stepSize``
+    more per round, in the config's order) or any other name: an external controller writes
+    the Workload's ``status.nominatedClusterNames``."""
+    incremental_dispatcher_config: IncrementalDispatcherConfig = IncrementalDispatcherConfig()
+    """The Incremental dispatcher's step size and round timeout."""
+
+    @field_validator("origin")
+    @classmethod
+    def _label_value(cls, value: str) -> str:
+        if not _LABEL_VALUE.match(value):
+            raise ValueError(
+                f"{value!r} is not a valid label value (letters, digits, '-', '_' and '.', at "
+                "most 63 characters, starting and ending with a letter or digit)"
+            )
+        return value
+
+    @field_validator("gc_interval", "worker_lost_timeout")
+    @classmethod
+    def _not_negative(cls, value: timedelta) -> timedelta:
+        if value < timedelta(0):
+            raise ValueError(f"must not be negative, got {format_duration(value)}")
+        return value
+
+
 class Configuration(_Model):
     """Configuration of the kqueue controller manager."""
 
@@ -741,6 +805,9 @@ class Configuration(_Model):
 
     resources: Resources = Resources()
     """How resources are counted against quota: DRA DeviceClasses as quota resources."""
+    multi_kueue: MultiKueue = MultiKueue()
+    """MultiKueue (the ``kqueue.io/multikueue`` admission check): garbage collection, origin
+    label, worker-lost timeout and dispatcher."""
 
     feature_gates: dict[str, bool] = Field(default_factory=dict)
     """Kueue's feature gates by name (Kueue v0.19 defaults when unset). kqueue honours

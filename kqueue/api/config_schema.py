@@ -210,6 +210,11 @@ VALIDATOR_RULES: Final[Mapping[str, ValidatorRule]] = {
     "MinAdmitDuration._not_negative": ValidatorRule(_non_negative_duration),
     "LabelSelectorRequirement._check_values": ValidatorRule(_selector_values),
     "PredictedStart._positive": ValidatorRule(_positive_duration),
+    "IncrementalDispatcherConfig._positive": ValidatorRule(_positive_duration),
+    "MultiKueue._not_negative": ValidatorRule(_non_negative_duration),
+    "MultiKueue._label_value": ValidatorRule(
+        _pattern(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
+    ),
 }
 
 

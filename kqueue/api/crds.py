@@ -105,6 +105,13 @@ PRINTER_COLUMNS: Final[dict[str, list[dict[str, Any]]]] = {
             "description": "Workload finished",
         },
         {
+            "name": "Cluster",
+            "type": "string",
+            "jsonPath": ".status.clusterName",
+            "description": "MultiKueue: the worker cluster the workload runs on",
+            "priority": 1,
+        },
+        {
             "name": "Age",
             "type": "date",
             "jsonPath": ".metadata.creationTimestamp",
@@ -118,6 +125,27 @@ PRINTER_COLUMNS: Final[dict[str, list[dict[str, Any]]]] = {
             "jsonPath": ".value",
             "description": "Value of workloadPriorityClass's Priority",
         }
+    ],
+    "MultiKueueCluster": [
+        {
+            "name": "Active",
+            "type": "string",
+            "jsonPath": ".status.conditions[?(@.type=='Active')].status",
+            "description": "Whether the manager is connected to the worker cluster",
+        },
+        {
+            "name": "Reason",
+            "type": "string",
+            "jsonPath": ".status.conditions[?(@.type=='Active')].reason",
+            "description": "Why it is (not) active",
+            "priority": 1,
+        },
+        {
+            "name": "Age",
+            "type": "date",
+            "jsonPath": ".metadata.creationTimestamp",
+            "description": "Time this cluster was created",
+        },
     ],
 }
 

@@ -21,8 +21,11 @@ the result:
   kqueue's, ``parameters.apiGroup`` kqueue.io), ProvisioningRequestConfig, ClusterQueue
   ``admissionChecksStrategy`` (v1beta1's plain ``admissionChecks`` list becomes a strategy on
   all flavors) and Workload ``status.admissionChecks``;
-* features kqueue does not implement (MultiKueue...) are dropped with a warning that names the
-  field, never silently.
+* MultiKueue carries over: MultiKueueConfig, MultiKueueCluster (v1beta1's ``spec.kubeConfig``
+  becomes v1beta2's ``spec.clusterSource.kubeConfig``), the ``kueue.x-k8s.io/multikueue``
+  controller and Workload ``status.clusterName``/``nominatedClusterNames``;
+* features kqueue does not implement (concurrent admission, MultiKueue's Automated quota
+  management...) are dropped with a warning that names the field, never silently.
   ClusterQueue and Cohort ``fairSharing`` (weight, weightedShare) carry over; of their status
   ``fairSharing`` only ``weightedShare`` does. Admission fair sharing carries over whole:
   ClusterQueue ``spec.admissionScope``, LocalQueue ``spec.fairSharing`` (weight) and
@@ -51,6 +54,8 @@ KUEUE_KINDS: Final = frozenset(
         "Workload",
         "AdmissionCheck",
         "ProvisioningRequestConfig",
+        "MultiKueueConfig",
+        "MultiKueueCluster",
     }
 )
 
@@ -73,6 +78,8 @@ KEY_MAP: Final[dict[str, str]] = {
     "kueue.x-k8s.io/max-exec-time-seconds": "kqueue.io/max-exec-time-seconds",
     "kueue.x-k8s.io/managed": "kqueue.io/managed",
     "kueue.x-k8s.io/admission": "kqueue.io/admission",
+    "kueue.x-k8s.io/multikueue-origin": "kqueue.io/multikueue-origin",
+    "kueue.x-k8s.io/prebuilt-workload-name": "kqueue.io/prebuilt-workload-name",
     # Topology requests of a pod set, on pod templates (Kueue's TAS annotations).
     **{
         f"kueue.x-k8s.io/podset-{name}": f"kqueue.io/podset-{name}"
@@ -122,8 +129,6 @@ _UNSUPPORTED: Final[dict[str, tuple[tuple[str, ...], ...]]] = {
     "AdmissionCheck": (("spec", "retryDelayMinutes"),),
     "Workload": (
         ("status", "resourceRequests"),
-        ("status", "nominatedClusterNames"),
-        ("status", "clusterName"),
         ("status", "schedulingStats"),
     ),
 }
@@ -366,6 +371,20 @@ def _convert_spec(kind: str, spec: dict[str, Any], warnings: list[ConversionWarn
         params = spec.get("parameters")
         if isinstance(params, dict) and params.get("apiGroup") == KUEUE_GROUP:
             params["apiGroup"] = "kqueue.io"
+    if kind == "MultiKueueCluster" and "clusterSource" not in spec:
+        # v1beta1 has kubeConfig (and clusterProfileRef) in the spec; v1beta2 under
+        # clusterSource.
+        source = {k: spec.pop(k) for k in ("kubeConfig", "clusterProfileRef") if k in spec}
+        if source:
+            spec["clusterSource"] = source
+    if kind == "MultiKueueConfig" and spec.get("quotaManagement") == "Automated":
+        spec.pop("quotaManagement")
+        warnings.append(
+            ConversionWarning(
+                "spec.quotaManagement",
+                "Automated quota management is not supported by kqueue; Manual is used",
+            )
+        )
     if kind == "ClusterQueue":
         rename_key(spec, "cohort", "cohortName")
         # v1beta1's plain list of check names is v1beta2's strategy on all flavors.

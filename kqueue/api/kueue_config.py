@@ -6,11 +6,12 @@ managed, waitForPodsReady, fair sharing, admission fair sharing, preemption prot
 ``preemptionProtection``, and its first revision's ``fairSharing.minAdmitDuration`` and
 ``reclaimMinAdmitDuration``), the frameworks kqueue
 integrates, ``resources.deviceClassMappings`` (DRA quota; a mapping's capacity ``sources`` are
-dropped), client throttling, leader election and the health, metrics and webhook
-servers.
+dropped), client throttling, leader election and the health, metrics and webhook servers, and
+``multiKueue`` (gcInterval, origin, workerLostTimeout, dispatcherName with Kueue's built-in
+dispatchers renamed, incrementalDispatcherConfig).
 ``featureGates`` carries over as it is: kqueue honours the gates it has a switch for and warns
-about each other one by name (kqueue/api/feature_gates.py). Everything else (MultiKueue,
-resource transformations...) is dropped with a warning that names the field. Differences of
+about each other one by name (kqueue/api/feature_gates.py). Everything else (MultiKueue's
+externalFrameworks and clusterProfile, resource transformations...) is dropped with a warning that names the field. Differences of
 shape:
 
 * v1beta2 turns fairSharing and waitForPodsReady on by their presence; v1beta1 by ``enable``
@@ -51,6 +52,14 @@ _LEADER_KEYS: Final = frozenset(
     {"leaderElect", "leaseDuration", "renewDeadline", "retryPeriod", "resourceName",
      "resourceNamespace"}
 )
+_MULTIKUEUE_KEYS: Final = frozenset(
+    {"gcInterval", "origin", "workerLostTimeout", "dispatcherName", "incrementalDispatcherConfig"}
+)
+# Kueue's built-in MultiKueue dispatchers -> kqueue's; any other name is an external one.
+_DISPATCHERS: Final = {
+    "kueue.x-k8s.io/multikueue-dispatcher-all-at-once": "kqueue.io/multikueue-dispatcher-all-at-once",
+    "kueue.x-k8s.io/multikueue-dispatcher-incremental": "kqueue.io/multikueue-dispatcher-incremental",
+}
 _WAIT_KEYS: Final = frozenset(
     {"enable", "timeout", "blockAdmission", "requeuingStrategy", "recoveryTimeout"}
 )
@@ -96,6 +105,8 @@ def from_kueue_configuration(
             _resources(value, out, warnings)
         elif key == "integrations":
             _integrations(value, supported_frameworks, out, warnings)
+        elif key == "multiKueue":
+            _multikueue(value, out, warnings)
         elif key == "leaderElection" and isinstance(value, dict):
             out[key] = {k: v for k, v in value.items() if k in _LEADER_KEYS}
             for k in sorted(set(value) - _LEADER_KEYS):
@@ -180,6 +191,19 @@ def _wait_for_pods_ready(
     if version == "v1beta2":
         section.setdefault("enable", True)  # v1beta2: present means on
     out["waitForPodsReady"] = section
+
+
+def _multikueue(value: Any, out: dict[str, Any], warnings: list[ConversionWarning]) -> None:
+    if not isinstance(value, dict):
+        out["multiKueue"] = value  # kqueue's model names what is wrong with it
+        return
+    section = {k: v for k, v in value.items() if k in _MULTIKUEUE_KEYS}
+    for k in sorted(set(value) - _MULTIKUEUE_KEYS):
+        _drop(warnings, f"multiKueue.{k}")
+    name = section.get("dispatcherName")
+    if isinstance(name, str) and name in _DISPATCHERS:
+        section["dispatcherName"] = _DISPATCHERS[name]
+    out["multiKueue"] = section
 
 
 def _integrations(

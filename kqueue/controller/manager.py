@@ -34,6 +34,8 @@ from kqueue.api.v1alpha1 import (
     ClusterQueue,
     Cohort,
     LocalQueue,
+    MultiKueueCluster,
+    MultiKueueConfig,
     ProvisioningRequestConfig,
     ResourceFlavor,
     Workload,
@@ -82,6 +84,8 @@ from kqueue.controller.resources import (
     DEVICE_CLASSES,
     LIMIT_RANGES,
     LOCAL_QUEUES,
+    MULTIKUEUE_CLUSTERS,
+    MULTIKUEUE_CONFIGS,
     NAMESPACES,
     PODS,
     PRIORITY_CLASSES,
@@ -465,6 +469,14 @@ class Manager:
             trigger=self.scheduler.trigger,
             now=self._now,
             metrics=self.metrics,
+            mk_configs=Informer(
+                self.kube, MULTIKUEUE_CONFIGS, converter=_converter(MultiKueueConfig)
+            ),
+            mk_clusters=Informer(
+                self.kube, MULTIKUEUE_CLUSTERS, converter=_converter(MultiKueueCluster)
+            ),
+            multikueue=self.config.multi_kueue,
+            namespace=self.config.namespace,
         )
         self.leader_tasks.append(self.admission_checks.run)
 

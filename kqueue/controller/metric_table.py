@@ -183,6 +183,16 @@ METRICS: tuple[MetricSpec, ...] = (
         "Workload slices finished because a scaled-up replacement was admitted.",
     ),
     MetricSpec(
+        Counter, "multikueue_workloads_dispatched", ("cluster_queue", "cluster"),
+        "MultiKueue: copies of workloads sent to a worker cluster, per ClusterQueue (of the "
+        "manager) and worker.",
+    ),
+    MetricSpec(
+        Counter, "multikueue_workloads_admitted", ("cluster_queue", "cluster"),
+        "MultiKueue: workloads admitted on a worker cluster (their first copy admitted there), "
+        "per ClusterQueue (of the manager) and worker.",
+    ),
+    MetricSpec(
         Histogram, "pod_scheduling_gate_removal_seconds", ("name", "cluster_queue", "is_group"),
         "Time from a workload's admission until the scheduling gate of one of its pods was "
         "removed, per gate name (kqueue.io/admission), ClusterQueue and whether the pod is "

@@ -394,6 +394,14 @@ class Metrics:
     def slice_replaced(self, cluster_queue: str) -> None:
         self._counter["replaced_workload_slices"].labels(cluster_queue).inc()
 
+    def multikueue_dispatched(self, cluster_queue: str, cluster: str) -> None:
+        counter = self._counter["multikueue_workloads_dispatched"]
+        self._child(("cq", cluster_queue), counter, cluster_queue, cluster).inc()
+
+    def multikueue_admitted(self, cluster_queue: str, cluster: str) -> None:
+        counter = self._counter["multikueue_workloads_admitted"]
+        self._child(("cq", cluster_queue), counter, cluster_queue, cluster).inc()
+
     def gate_removal(
         self, duration_s: float, *, cluster_queue: str = "", is_group: bool = False
     ) -> None:

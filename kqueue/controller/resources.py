@@ -73,6 +73,10 @@ WORKLOAD_PRIORITY_CLASSES: Final = Resource(
 LOCAL_QUEUES: Final = Resource(c.GROUP, c.VERSION, "localqueues")
 WORKLOADS: Final = Resource(c.GROUP, c.VERSION, "workloads")
 ADMISSION_CHECKS: Final = Resource(c.GROUP, c.VERSION, "admissionchecks", namespaced=False)
+MULTIKUEUE_CONFIGS: Final = Resource(c.GROUP, c.VERSION, "multikueueconfigs", namespaced=False)
+MULTIKUEUE_CLUSTERS: Final = Resource(
+    c.GROUP, c.VERSION, "multikueueclusters", namespaced=False
+)
 PROVISIONING_REQUEST_CONFIGS: Final = Resource(
     c.GROUP, c.VERSION, "provisioningrequestconfigs", namespaced=False
 )

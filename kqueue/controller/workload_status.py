@@ -212,6 +212,9 @@ def release(wl: Workload, now: datetime) -> Workload | None:
     )
     # Kueue's resetChecksOnEviction: the next reservation starts every check over.
     out.status.admission_checks = checks_of.reset_on_eviction(out.status.admission_checks, now)
+    # MultiKueue (Kueue: reset after the Workload is evicted): dispatched afresh next time.
+    out.status.cluster_name = None
+    out.status.nominated_cluster_names = []
     admitted = wl.condition(c.ADMITTED)
     if why == c.EVICTED_BY_MAXIMUM_EXECUTION_TIME:
         out.status.accumulated_past_execution_time_seconds = None

@@ -134,7 +134,10 @@ def test_printer_columns() -> None:
         version = crds.crd(KINDS[kind])["spec"]["versions"][0]
         return [c["name"] for c in version.get("additionalPrinterColumns", [])]
 
-    assert columns("Workload") == ["Queue", "Reserved in", "Admitted", "Finished", "Age"]
+    assert columns("Workload") == [
+        "Queue", "Reserved in", "Admitted", "Finished", "Cluster", "Age"
+    ]
+    assert columns("MultiKueueCluster") == ["Active", "Reason", "Age"]
     assert columns("ClusterQueue") == [
         "Cohort",
         "Strategy",

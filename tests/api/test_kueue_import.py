@@ -212,7 +212,7 @@ def test_v1alpha1_cohort_parent() -> None:
     ("doc", "needle"),
     [
         (
-            {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "MultiKueueConfig"},
+            {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "WorkloadSlice"},
             "no kqueue equivalent",
         ),
         ({"apiVersion": "kueue.x-k8s.io/v9", "kind": "ClusterQueue"}, "unsupported Kueue version"),
@@ -341,12 +341,15 @@ def test_admission_fair_sharing_fields_carry_over(version: str) -> None:
     assert afs is not None and str(afs.consumed_resources["cpu"]) == "1500m"
 
 
-def test_unhealthy_nodes_carry_over_others_are_dropped() -> None:
+def test_unhealthy_nodes_and_multikueue_fields_carry_over_others_are_dropped() -> None:
     doc = _by_kind("v1beta1.yaml", "Workload", "job-train-3f2a1")
     doc["status"]["unhealthyNodes"] = [{"name": "node-7"}]
     doc["status"]["nominatedClusterNames"] = ["worker-1"]
+    doc["status"]["schedulingStats"] = {"evictions": []}
     out, warnings = from_kueue(doc)
     assert out["status"]["unhealthyNodes"] == [{"name": "node-7"}]
-    assert "nominatedClusterNames" not in out["status"]
-    assert "status.unhealthyNodes" not in [w.path for w in warnings]
-    assert "status.nominatedClusterNames" in [w.path for w in warnings]
+    assert out["status"]["nominatedClusterNames"] == ["worker-1"]
+    paths = [w.path for w in warnings]
+    assert "status.unhealthyNodes" not in paths
+    assert "status.nominatedClusterNames" not in paths
+    assert "status.schedulingStats" in paths

@@ -90,8 +90,8 @@ def test_kubernetes_kinds_kept_and_others_skipped() -> None:
             id="yaml syntax error names the document",
         ),
         pytest.param(
-            "apiVersion: kueue.x-k8s.io/v1beta2\nkind: MultiKueueConfig\nmetadata: {name: mk}\n",
-            "bad.yaml: document 1 (MultiKueueConfig mk): kind 'MultiKueueConfig'",
+            "apiVersion: kueue.x-k8s.io/v1beta2\nkind: WorkloadSlice\nmetadata: {name: mk}\n",
+            "bad.yaml: document 1 (WorkloadSlice mk): kind 'WorkloadSlice'",
             id="kueue kind without an equivalent",
         ),
     ],

@@ -122,12 +122,13 @@ def test_migrate_renames_kueue_keys_and_keeps_other_kinds() -> None:
         "metadata: {name: js, labels: {kueue.x-k8s.io/queue-name: q}}\n"
     )
     # Kueue's Configuration is the other kind of document read (converted, kueue_config.py).
-    config = "apiVersion: config.kueue.x-k8s.io/v1beta1\nkind: Configuration\nmultiKueue: {}\n"
+    config = "apiVersion: config.kueue.x-k8s.io/v1beta1\nkind: Configuration\nmultiKueue: {externalFrameworks: []}\n"
     result = load_text(KUEUE_JOB + "---\n" + other + "---\n" + config, migrate=True)
     job, jobset, converted = result.objects
     assert converted.config is not None and converted.raw["apiVersion"] == "config.kqueue.io/v1alpha1"
     assert converted.warnings == (
-        "multiKueue: not supported by kqueue; ignored (from config.kueue.x-k8s.io/v1beta1)",
+        "multiKueue.externalFrameworks: not supported by kqueue; ignored (from "
+        "config.kueue.x-k8s.io/v1beta1)",
     )
     assert list(job.raw["metadata"]["labels"]) == ["kqueue.io/queue-name", "app"]
     assert job.raw["spec"]["template"]["spec"]["schedulingGates"] == [

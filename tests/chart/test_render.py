@@ -234,10 +234,13 @@ def test_rbac_secrets_and_webhook_configurations_only_with_internal_certificates
     role = _rules(default, "Role")
     assert _grants(role, "coordination.k8s.io", "leases") == {"get", "create", "update"}
     assert _grants(role, "", "secrets") == {"get", "create", "update"}
-    # get/update are limited to the one Secret; create cannot be (the name is not known yet).
+    # update is limited to the one Secret; create cannot be (the name is not known yet). get
+    # is also MultiKueue's, on the kubeconfig Secrets of MultiKueueClusters (any name, read only).
     for rule in role:
-        if "secrets" in rule["resources"] and set(rule["verbs"]) & {"get", "update"}:
+        if "secrets" in rule["resources"] and "update" in rule["verbs"]:
             assert rule["resourceNames"] == ["kqueue-webhook-server-cert"]
+        elif "secrets" in rule["resources"] and "resourceNames" not in rule:
+            assert rule["verbs"] in (["create"], ["get"])
     cluster = _rules(default, "ClusterRole")
     for rule in cluster:
         if "validatingwebhookconfigurations" in rule["resources"]:
@@ -261,7 +264,8 @@ def test_rbac_secrets_and_webhook_configurations_only_with_internal_certificates
         {"webhook": {"devUrl": DEV_URL, "caBundle": DEV_CA}},
     ):
         objs = helm.template(values)
-        assert not _grants(_rules(objs, "Role"), "", "secrets")
+        # Only MultiKueue's read of kubeconfig Secrets is left.
+        assert _grants(_rules(objs, "Role"), "", "secrets") == {"get"}
         assert not _grants(
             _rules(objs, "ClusterRole"),
             "admissionregistration.k8s.io",

@@ -218,7 +218,8 @@ admissionFairSharing:
   resourceWeights: {cpu: 1.5, nvidia.com/gpu: 10}
 integrations:
   frameworks: [batch/job, sparkoperator.k8s.io/sparkapplication]
-multiKueue: {gcInterval: 1m}
+multiKueue: {gcInterval: 1m, dispatcherName: kueue.x-k8s.io/multikueue-dispatcher-incremental,
+  externalFrameworks: [{name: foo.v1.example.com}]}
 """
 
 
@@ -238,9 +239,13 @@ def test_kueue_configuration_is_converted_and_strict_refuses_what_is_dropped() -
             "resourceWeights": {"cpu": 1.5, "nvidia.com/gpu": 10},
         },
         "integrations": {"frameworks": ["batch/job"]},
+        "multiKueue": {
+            "gcInterval": "1m",
+            "dispatcherName": "kqueue.io/multikueue-dispatcher-incremental",
+        },
     }
     assert "integrations.frameworks[1]: 'sparkoperator.k8s.io/sparkapplication' is not integrated by kqueue" in res.stderr
-    assert "multiKueue: not supported by kqueue; ignored" in res.stderr
+    assert "multiKueue.externalFrameworks: not supported by kqueue; ignored" in res.stderr
     assert _invoke("--strict", "-", input=KUEUE_CONFIG).exit_code == 2
     ok = "apiVersion: config.kueue.x-k8s.io/v1beta2\nkind: Configuration\nnamespace: k\n"
     assert _invoke("--strict", "-", input=ok).exit_code == 0
@@ -446,3 +451,55 @@ def test_kqueue_manifests_convert_to_themselves(path: Path) -> None:
     got = list(yaml.safe_load_all(res.stdout))
     assert got == want
     assert [_keys(d) for d in got] == [_keys(d) for d in want]
+
+
+MULTIKUEUE_SAMPLES = sorted((SAMPLES / "multikueue").glob("*.yaml"))
+
+
+@pytest.mark.parametrize("sample", MULTIKUEUE_SAMPLES, ids=lambda p: p.name)
+def test_kueue_multikueue_samples_convert_strict(sample: Path) -> None:
+    """Kueue's site/static/examples/multikueue/ (multikueue-setup.yaml, tas/*-setup.yaml,
+    dev/sample-tas-job.yaml), copied verbatim."""
+    res = _invoke("--strict", str(sample))
+    assert res.exit_code == 0, res.stderr
+    for doc in yaml.safe_load_all(res.stdout):
+        assert not str(doc["apiVersion"]).startswith("kueue.x-k8s.io"), doc["kind"]
+        if doc["kind"] == "AdmissionCheck":
+            assert doc["spec"]["controllerName"] == "kqueue.io/multikueue"
+            assert doc["spec"]["parameters"]["apiGroup"] == "kqueue.io"
+
+
+def test_multikueue_setup_converts_to_valid_kqueue_objects() -> None:
+    from kqueue.api.v1alpha1 import MultiKueueCluster, MultiKueueConfig, parse_object
+
+    res = _invoke("--strict", str(SAMPLES / "multikueue" / "tas-manager-setup.yaml"))
+    objs = [parse_object(d) for d in yaml.safe_load_all(res.stdout)]
+    configs = [o for o in objs if isinstance(o, MultiKueueConfig)]
+    clusters = [o for o in objs if isinstance(o, MultiKueueCluster)]
+    assert [c.spec.clusters for c in configs] == [["worker1", "worker2"]]
+    assert [
+        (c.name, c.spec.cluster_source.kube_config.location_type, c.spec.cluster_source.kube_config.location)
+        for c in clusters if c.spec.cluster_source.kube_config is not None
+    ] == [("worker1", "Secret", "worker1-secret"), ("worker2", "Secret", "worker2-secret")]
+
+
+def test_v1beta1_multikueue_cluster_moves_kube_config_under_cluster_source() -> None:
+    v1beta1 = (
+        "apiVersion: kueue.x-k8s.io/v1beta1\nkind: MultiKueueCluster\nmetadata: {name: w1}\n"
+        "spec:\n  kubeConfig: {locationType: Path, location: /etc/w1.kubeconfig}\n"
+    )
+    res = _invoke("--strict", "-", input=v1beta1)
+    assert res.exit_code == 0, res.stderr
+    assert yaml.safe_load(res.stdout)["spec"] == {
+        "clusterSource": {"kubeConfig": {"locationType": "Path", "location": "/etc/w1.kubeconfig"}}
+    }
+
+
+def test_automated_quota_management_is_dropped_with_a_warning() -> None:
+    cfg = (
+        "apiVersion: kueue.x-k8s.io/v1beta2\nkind: MultiKueueConfig\nmetadata: {name: c}\n"
+        "spec: {clusters: [w1], quotaManagement: Automated}\n"
+    )
+    res = _invoke("--strict", "-", input=cfg)
+    assert res.exit_code == 2
+    assert "spec.quotaManagement: Automated quota management is not supported" in res.stderr

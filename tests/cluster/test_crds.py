@@ -26,6 +26,8 @@ KINDS = {
     "Topology": "Cluster",
     "AdmissionCheck": "Cluster",
     "ProvisioningRequestConfig": "Cluster",
+    "MultiKueueConfig": "Cluster",
+    "MultiKueueCluster": "Cluster",
     "LocalQueue": "Namespaced",
     "Workload": "Namespaced",
 }

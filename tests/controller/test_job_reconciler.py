@@ -677,3 +677,84 @@ async def test_started_counts_every_admitted_pod_when_they_come_in_batches(clust
     assert len(world.pod_patches()) == 3
     [started] = [e for e in world.events.recorded if e[2] == "Started"]
     assert "all 3 admitted pod(s) released" in started[3]
+
+
+# -- MultiKueue (docs/multikueue.md) -------------------------------------------------------------
+
+
+def _evicted(wl: Workload) -> Workload:
+    doc = wl.to_dict()
+    doc["status"]["conditions"].append({
+        "type": c.EVICTED, "status": "True", "reason": "AdmissionCheck",
+        "message": "Evicted due to mk: Worker cluster 'w1' was unreachable",
+        "lastTransitionTime": NOW.strftime("%Y-%m-%dT%H:%M:%SZ"),
+    })
+    out = parse_object(doc, validate=False)
+    assert isinstance(out, Workload)
+    return out
+
+
+async def test_a_multikueue_job_is_requeued_although_its_copied_status_says_active(
+    cluster: FakeCluster,
+) -> None:
+    # Its status came from a worker that is now lost: no pod of it runs here to wait for.
+    world = await World.start(cluster)
+    j = job("remote", started=True)
+    j["spec"]["managedBy"] = "kqueue.io/multikueue"
+    j["spec"]["suspend"] = True
+    key = await world.add_job(j, _evicted(workload(j, admitted=2)))
+    await world.reconciler(key)
+    stored = world.server.get(WORKLOADS, world.workloads.store.objects()[0].name, "team-a")
+    assert stored is not None and stored["status"].get("admission") is None
+    assert any(cd["type"] == c.REQUEUED and cd["status"] == "True"
+               for cd in stored["status"]["conditions"])
+
+
+async def test_an_admitted_multikueue_job_is_resumed_and_no_pod_is_released_here(
+    cluster: FakeCluster,
+) -> None:
+    world = await World.start(cluster)
+    j = job("remote", held=True)
+    j["spec"]["managedBy"] = "kqueue.io/multikueue"
+    wl = workload(j, admitted=2)
+    doc = wl.to_dict()
+    doc["status"]["conditions"].append({
+        "type": c.ADMITTED, "status": "True", "reason": "Admitted", "message": "",
+        "lastTransitionTime": ADMITTED_AT.strftime("%Y-%m-%dT%H:%M:%SZ"),
+    })
+    admitted = parse_object(doc, validate=False)
+    assert isinstance(admitted, Workload)
+    key = await world.add_job(j, admitted, gated_pods(j, 2))
+    await world.reconciler(key)
+    assert any(plural == "jobs" and patch["spec"].get("suspend") is False
+               for plural, _, patch in world.patched())
+    assert not [p for p in world.patched() if p[0] == "pods"]
+
+
+async def test_a_job_adopts_its_prebuilt_workload(cluster: FakeCluster) -> None:
+    # A MultiKueue worker: the manager made the Workload; the Job names it.
+    world = await World.start(cluster)
+    j = job("copy", held=True)
+    j["metadata"]["labels"][c.PREBUILT_WORKLOAD_LABEL] = "job-copy-from-manager"
+    doc = workload(j, admitted=2).to_dict()
+    doc["metadata"]["name"] = "job-copy-from-manager"
+    doc["metadata"].pop("ownerReferences", None)
+    prebuilt = parse_object(doc, validate=False)
+    assert isinstance(prebuilt, Workload)
+    key = await world.add_job(j, prebuilt)
+    await world.reconciler(key)
+    assert world.created() == []
+    stored = world.server.get(WORKLOADS, "job-copy-from-manager", "team-a")
+    assert stored is not None
+    assert [(r["kind"], r["name"], r.get("controller")) for r in stored["metadata"]["ownerReferences"]] == [
+        ("Job", "copy", True)
+    ]
+
+
+async def test_a_job_waits_for_its_missing_prebuilt_workload(cluster: FakeCluster) -> None:
+    world = await World.start(cluster)
+    j = job("early", held=True)
+    j["metadata"]["labels"][c.PREBUILT_WORKLOAD_LABEL] = "not-yet"
+    key = await world.add_job(j)
+    assert await world.reconciler(key) == Requeue(after=2.0)
+    assert world.created() == []

@@ -111,8 +111,6 @@ UNADMITTED = (
 # kqueue names of Kueue metrics kqueue does not export, and why. docs/observability.md lists
 # the same names with the same reasons.
 NOT_EXPORTED: dict[str, str] = {
-    "kqueue_multikueue_workloads_dispatched_total": "MultiKueue: kqueue does not dispatch to other clusters",
-    "kqueue_multikueue_workloads_admitted_total": "MultiKueue: kqueue does not dispatch to other clusters",
     "kqueue_pending_scheduling_hashes": (
         "Kueue's SchedulingEquivalenceHashing feature: kqueue parks equivalent workloads "
         "together (docs/engine.md, cycle step 6) but does not export how many pending workloads "

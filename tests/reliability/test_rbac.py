@@ -115,6 +115,25 @@ NOT_REQUESTED: dict[tuple[str, str], str] = {
     ("get", "kqueue.io/admissionchecks"): (
         "the get-modify-write of a built-in AdmissionCheck's status; the RBAC run has none"
     ),
+    ("get", "kqueue.io/multikueueclusters"): (
+        "the get-modify-write of a MultiKueueCluster's Active condition; the RBAC run has no "
+        "MultiKueueCluster (tests/controller_e2e/test_multikueue.py exercises it)"
+    ),
+    ("update", "kqueue.io/multikueueclusters/status"): (
+        "a MultiKueueCluster's Active condition; the RBAC run has none"
+    ),
+    ("get", "secrets"): (
+        "a MultiKueueCluster's kubeconfig Secret (and, with internal certificates, the webhook "
+        "certificate Secret); the RBAC run has no MultiKueueCluster"
+    ),
+    ("update", "batch/jobs/status"): (
+        "MultiKueue copies a dispatched Job's status back from its worker; the RBAC run "
+        "dispatches nothing"
+    ),
+    ("update", "jobset.x-k8s.io/jobsets/status"): (
+        "MultiKueue copies a dispatched JobSet's status back from its worker; the RBAC run "
+        "dispatches nothing"
+    ),
     ("update", "pods/finalizers"): (
         "checked by the OwnerReferencesPermissionEnforcement admission plugin when kqueue creates "
         "a Workload owned by a plain Pod (blockOwnerDeletion); the RBAC run has no plain Pods"

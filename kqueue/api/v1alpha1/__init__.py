@@ -83,6 +83,15 @@ from kqueue.api.v1alpha1.meta import (
     is_condition_true,
     set_condition,
 )
+from kqueue.api.v1alpha1.multikueue import (
+    ClusterSource,
+    KubeConfig,
+    MultiKueueCluster,
+    MultiKueueClusterSpec,
+    MultiKueueClusterStatus,
+    MultiKueueConfig,
+    MultiKueueConfigSpec,
+)
 from kqueue.api.v1alpha1.objects import KINDS, KQueueObject, object_ref, parse_object, to_dict
 from kqueue.api.v1alpha1.podtemplate import (
     Affinity,
@@ -146,6 +155,7 @@ __all__ = [
     "ClusterQueuePreemption",
     "ClusterQueueSpec",
     "ClusterQueueStatus",
+    "ClusterSource",
     "Cohort",
     "CohortSpec",
     "CohortStatus",
@@ -161,6 +171,7 @@ __all__ = [
     "KBase",
     "KObject",
     "KQueueObject",
+    "KubeConfig",
     "LabelSelector",
     "LabelSelectorRequirement",
     "LocalQueue",
@@ -171,6 +182,11 @@ __all__ = [
     "LocalQueueResourceUsage",
     "LocalQueueSpec",
     "LocalQueueStatus",
+    "MultiKueueCluster",
+    "MultiKueueClusterSpec",
+    "MultiKueueClusterStatus",
+    "MultiKueueConfig",
+    "MultiKueueConfigSpec",
     "NodeAffinity",
     "NodeSelector",
     "NodeSelectorRequirement",

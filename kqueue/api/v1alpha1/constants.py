@@ -40,6 +40,10 @@ MANAGED_LABEL: Final = "kqueue.io/managed"
 # although a controller (the ReplicaSet) owns them.
 SUSPENDED_BY_PARENT_ANNOTATION: Final = "kqueue.io/suspended-by-parent"
 ADMISSION_GATE: Final = "kqueue.io/admission"
+# On a job: the Workload it belongs to already exists under this name (Kueue's
+# kueue.x-k8s.io/prebuilt-workload-name); kqueue adopts it instead of making one. MultiKueue's
+# jobs on a worker carry it, naming the copy of the manager's Workload.
+PREBUILT_WORKLOAD_LABEL: Final = "kqueue.io/prebuilt-workload-name"
 # On a pod (template): "false" keeps the pod out of gang scheduling (kqueue.controller.gang).
 GANG_SCHEDULING_ANNOTATION: Final = "kqueue.io/gang-scheduling"
 # Topology requests of a pod set, on its pod template (Kueue's kueue.x-k8s.io/podset-* TAS

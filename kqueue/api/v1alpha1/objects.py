@@ -13,6 +13,7 @@ from kqueue.api.v1alpha1.constants import API_VERSION
 from kqueue.api.v1alpha1.errors import FieldError, ValidationFailed, from_pydantic
 from kqueue.api.v1alpha1.localqueue import LocalQueue
 from kqueue.api.v1alpha1.meta import KObject
+from kqueue.api.v1alpha1.multikueue import MultiKueueCluster, MultiKueueConfig
 from kqueue.api.v1alpha1.priorityclass import WorkloadPriorityClass
 from kqueue.api.v1alpha1.resourceflavor import ResourceFlavor
 from kqueue.api.v1alpha1.topology import Topology
@@ -29,6 +30,8 @@ KQueueObject = (
     | Workload
     | AdmissionCheck
     | ProvisioningRequestConfig
+    | MultiKueueConfig
+    | MultiKueueCluster
 )
 
 # In dependency order: what a manifest should create first.
@@ -38,6 +41,8 @@ KINDS: Final[dict[str, type[KObject]]] = {
         Topology,
         ResourceFlavor,
         ProvisioningRequestConfig,
+        MultiKueueCluster,
+        MultiKueueConfig,
         AdmissionCheck,
         Cohort,
         ClusterQueue,
@@ -97,7 +102,9 @@ def parse_object(doc: Any, *, validate: bool = True) -> KQueueObject:
         | WorkloadPriorityClass
         | Workload
         | AdmissionCheck
-        | ProvisioningRequestConfig,
+        | ProvisioningRequestConfig
+        | MultiKueueConfig
+        | MultiKueueCluster,
     )
     if validate:
         errors = validate_rules(obj)

@@ -32,6 +32,7 @@ from kqueue.api.v1alpha1.cohort import Cohort
 from kqueue.api.v1alpha1.errors import FieldError, ValidationFailed, from_pydantic
 from kqueue.api.v1alpha1.localqueue import LocalQueue, LocalQueueFairSharing
 from kqueue.api.v1alpha1.meta import Condition, KObject, LabelSelector, Toleration
+from kqueue.api.v1alpha1.multikueue import MultiKueueCluster, MultiKueueConfig
 from kqueue.api.v1alpha1.podtemplate import Container
 from kqueue.api.v1alpha1.resourceflavor import ResourceFlavor
 from kqueue.api.v1alpha1.topology import (
@@ -42,9 +43,12 @@ from kqueue.api.v1alpha1.topology import (
 )
 from kqueue.api.v1alpha1.validation_checks import (
     validate_admission_check_update,
+    validate_multikueue_cluster,
+    validate_multikueue_config,
     validate_provisioning_config,
     validate_strategy,
     validate_workload_checks,
+    validate_workload_cluster_update,
 )
 from kqueue.api.v1alpha1.workload import Admission, PodSet, PriorityClassRef, Workload
 
@@ -119,6 +123,11 @@ def validate_rules(obj: KObject) -> list[FieldError]:
         _validate_conditions(obj.status.conditions, "status.conditions", errs)
     elif isinstance(obj, ProvisioningRequestConfig):
         validate_provisioning_config(obj, errs.add)
+    elif isinstance(obj, MultiKueueConfig):
+        validate_multikueue_config(obj, errs.add)
+    elif isinstance(obj, MultiKueueCluster):
+        _validate_conditions(obj.status.conditions, "status.conditions", errs)
+        validate_multikueue_cluster(obj, errs.add)
     return errs.items
 
 
@@ -140,6 +149,7 @@ def validate_update(old: KObject, new: KObject, *, fresh: bool = False) -> list[
             _validate_local_queue_update(old, new, errs)
         elif isinstance(old, Workload) and isinstance(new, Workload):
             _validate_workload_update(old, new, errs)
+            validate_workload_cluster_update(old, new, errs.add)
         elif isinstance(old, AdmissionCheck) and isinstance(new, AdmissionCheck):
             validate_admission_check_update(old, new, errs.add)
     return items + errs.items

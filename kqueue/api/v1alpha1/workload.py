@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import ClassVar, Literal
+from typing import Annotated, ClassVar, Literal
 
 from pydantic import ConfigDict, Field, model_validator
 
@@ -271,6 +271,23 @@ class UnhealthyNode(KBase):
 class WorkloadStatus(KBase):
     """Observed state of a Workload."""
 
+    model_config = ConfigDict(
+        json_schema_extra={
+            "x-kubernetes-validations": [
+                {
+                    "rule": "!has(self.clusterName) || !has(self.nominatedClusterNames) || "
+                    "size(self.nominatedClusterNames) == 0",
+                    "message": "clusterName and nominatedClusterNames are mutually exclusive",
+                },
+                {
+                    "rule": "!has(oldSelf.clusterName) || !has(self.clusterName) || "
+                    "oldSelf.clusterName == self.clusterName",
+                    "message": "clusterName is immutable once set",
+                },
+            ]
+        }
+    )
+
     conditions: list[Condition] = Field(
         default_factory=list,
         max_length=16,
@@ -314,6 +331,19 @@ class WorkloadStatus(KBase):
         description="State of each AdmissionCheck of the workload's ClusterQueue that applies "
         "to its flavors, while it holds quota; the workload is Admitted once all are Ready.",
         json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name"]},
+    )
+    nominated_cluster_names: list[Annotated[str, Field(max_length=256)]] = Field(
+        default_factory=list,
+        max_length=20,
+        description="MultiKueue: the worker clusters the workload is offered to (set by the "
+        "dispatcher, or by an external one). Cleared when status.clusterName is set.",
+        json_schema_extra={"x-kubernetes-list-type": "atomic"},
+    )
+    cluster_name: str | None = Field(
+        default=None,
+        max_length=256,
+        description="MultiKueue: the worker cluster the workload runs on (the first that "
+        "admitted it). Cleared when the workload is evicted; cannot change while set.",
     )
 
 

@@ -2,7 +2,7 @@
 (docs/admission-checks.md).
 
 :class:`AdmissionChecks` wires them into the manager: the AdmissionCheck and
-ProvisioningRequestConfig informers' events, the engine's view of each check, and the
+ProvisioningRequestConfig (and MultiKueueConfig, MultiKueueCluster) informers' events, the engine's view of each check, and the
 leader's two work queues (workloads' check states, built-in checks' Active condition).
 """
 
@@ -12,14 +12,21 @@ import asyncio
 from collections.abc import Callable
 from typing import Any
 
+from kqueue.api import config as cfgmod
 from kqueue.api.v1alpha1 import (
     AdmissionCheck,
     ClusterQueue,
+    MultiKueueCluster,
+    MultiKueueConfig,
     ProvisioningRequestConfig,
     ResourceFlavor,
     Workload,
 )
+from kqueue.api.v1alpha1.multikueue import CONTROLLER_NAME as MULTIKUEUE
 from kqueue.controller.admission_checks.framework import CheckController
+from kqueue.controller.admission_checks.multikueue.clusters import RemoteClusters
+from kqueue.controller.admission_checks.multikueue.controller import MultiKueueController
+from kqueue.controller.admission_checks.multikueue.gc import GarbageCollector
 from kqueue.controller.admission_checks.provisioning.controller import ProvisioningController
 from kqueue.controller.admission_checks.status import CheckStatus, feed
 from kqueue.controller.admission_checks.workload_checks import WorkloadChecks
@@ -53,6 +60,10 @@ class AdmissionChecks:
         trigger: Callable[[], None],
         now: Now,
         metrics: Metrics | None = None,
+        mk_configs: Informer[MultiKueueConfig] | None = None,
+        mk_clusters: Informer[MultiKueueCluster] | None = None,
+        multikueue: cfgmod.MultiKueue | None = None,
+        namespace: str = cfgmod.DEFAULT_NAMESPACE,
     ) -> None:
         self._engine = engine
         self._checks = checks
@@ -65,6 +76,31 @@ class AdmissionChecks:
         self.controllers: dict[str, CheckController] = {
             provisioning.controller_name: provisioning
         }
+        self._mk_configs = mk_configs
+        self._mk_clusters = mk_clusters
+        self.remote_clusters: RemoteClusters | None = None
+        self._gc: GarbageCollector | None = None
+        if mk_configs is not None and mk_clusters is not None:
+            settings = multikueue or cfgmod.MultiKueue()
+            self.remote_clusters = RemoteClusters(
+                clusters=mk_clusters.store, kube=kube, namespace=namespace, now=now,
+                on_change=lambda _name: self._on_multikueue(),
+            )
+            mkc = MultiKueueController(
+                configs=mk_configs.store, clusters=mk_clusters.store, checks=checks.store,
+                remotes=self.remote_clusters, kube=kube, events=events, settings=settings,
+                metrics=metrics,
+            )
+            self.controllers[mkc.controller_name] = mkc
+            self._gc = GarbageCollector(
+                remotes=self.remote_clusters, workloads=workloads.store, origin=settings.origin,
+                interval=settings.gc_interval.total_seconds(),
+            )
+            for inf in (mk_configs, mk_clusters):
+                inf.add_handler(
+                    on_add=self._on_multikueue_object, on_update=self._on_multikueue_object,
+                    on_delete=self._on_multikueue_object,
+                )
         self.workload_queue: WorkQueue[str] = WorkQueue("admission-checks")
         self.status_queue: WorkQueue[str] = WorkQueue("admission-check-status")
         self.workload_checks = WorkloadChecks(
@@ -112,6 +148,17 @@ class AdmissionChecks:
                 self.status_queue.add(ac.name)
                 self._enqueue_workloads(ac.name)
 
+    def _on_multikueue_object(self, *_: Any) -> None:
+        self._on_multikueue()
+
+    def _on_multikueue(self) -> None:
+        """A MultiKueueConfig or MultiKueueCluster changed (or a worker connected or was
+        lost): the MultiKueue checks' Active condition, and their workloads."""
+        for ac in self._checks.store.objects():
+            if ac.spec.controller_name == MULTIKUEUE:
+                self.status_queue.add(ac.name)
+                self._enqueue_workloads(ac.name)
+
     def _on_workload(self, key: str, wl: Workload, *rest: Workload) -> None:
         new = rest[-1] if rest else wl
         if new.status.admission is not None or new.status.admission_checks:
@@ -128,7 +175,13 @@ class AdmissionChecks:
         feed(engine, self._checks.store)
 
     def informers(self) -> dict[str, Informer[Any]]:
-        return {"admissionchecks": self._checks, "provisioningrequestconfigs": self._configs}
+        out: dict[str, Informer[Any]] = {
+            "admissionchecks": self._checks, "provisioningrequestconfigs": self._configs
+        }
+        if self._mk_configs is not None and self._mk_clusters is not None:
+            out["multikueueconfigs"] = self._mk_configs
+            out["multikueueclusters"] = self._mk_clusters
+        return out
 
     async def run(self) -> None:
         """The leader's work: every check's status, every workload's checks, then events."""
@@ -139,3 +192,7 @@ class AdmissionChecks:
         async with asyncio.TaskGroup() as tasks:
             tasks.create_task(run_workers(self.status_queue, self.status, workers=1))
             tasks.create_task(run_workers(self.workload_queue, self.workload_checks, workers=4))
+            if self.remote_clusters is not None:
+                tasks.create_task(self.remote_clusters.run())
+            if self._gc is not None:
+                tasks.create_task(self._gc.run())

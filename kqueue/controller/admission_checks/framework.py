@@ -1,7 +1,7 @@
 """The interface of an admission-check controller (docs/admission-checks.md).
 
 A check controller owns the AdmissionChecks whose ``spec.controllerName`` is its name. kqueue
-runs its built-in ones (``kqueue.io/provisioning-request``; MultiKueue's later); checks of any
+runs its built-in ones (``kqueue.io/provisioning-request``, ``kqueue.io/multikueue``); checks of any
 other controller name belong to an external controller, which sets the check's ``Active``
 condition and writes the workloads' check states itself. kqueue's part for every check,
 whoever owns it, is in :mod:`.workload_checks`: the states listed on quota reservation,
@@ -53,3 +53,14 @@ class CheckController(Protocol):
     async def cleanup(self, wl: Workload) -> None:
         """``wl`` finished or is being evicted: delete what was created for it."""
         ...
+
+
+def with_state(
+    state: AdmissionCheckState, value: str, message: str, now: datetime
+) -> AdmissionCheckState:
+    """``state`` with a new value and message; its transition time moves only when the value
+    changes."""
+    update: dict[str, object] = {"state": value, "message": message}
+    if value != state.state:
+        update["last_transition_time"] = now
+    return state.model_copy(update=update)

@@ -41,8 +41,10 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from kqueue.api.integrations import IntegrationError, PriorityResolver, queue_name
+from kqueue.api.integrations.common import owner_reference
 from kqueue.api.v1alpha1 import LocalQueue, ResourceFlavor, Workload
 from kqueue.api.v1alpha1 import constants as c
+from kqueue.api.v1alpha1.multikueue import CONTROLLER_NAME as MULTIKUEUE
 from kqueue.controller import workload_status
 from kqueue.controller.clock import Now
 from kqueue.controller.events import EventRecorder
@@ -76,6 +78,9 @@ Obj = dict[str, Any]
 # How often an object without a queue is looked at again, so a LocalQueue named "default"
 # created later is found (LocalQueue events do not reach the job reconcilers).
 NO_QUEUE_RECHECK_S = 10.0
+# How often a job whose prebuilt Workload does not exist yet looks for it again (Workload
+# events reach the reconciler through owner references, which it does not have yet).
+PREBUILT_RECHECK_S = 2.0
 
 STOPPED_BEFORE_ADMISSION = (
     "{kind} started before kqueue admitted it (its pods are not held by the {gate} scheduling "
@@ -162,6 +167,11 @@ class JobReconciler:
         for hook in self.workload_hooks:
             owned = await hook(obj, owned)
         finished = self.job.finished(obj)
+        if not owned and c.PREBUILT_WORKLOAD_LABEL in (meta.get("labels") or {}):
+            prebuilt = await self._adopt_prebuilt(obj)
+            if prebuilt is None:
+                return Requeue(after=PREBUILT_RECHECK_S)  # waits for its Workload
+            owned = [prebuilt]
         if not owned:
             if finished is not None:
                 return None
@@ -190,6 +200,28 @@ class JobReconciler:
         if self._queue_name(obj) is None:
             return Requeue(after=NO_QUEUE_RECHECK_S)
         return None
+
+    async def _adopt_prebuilt(self, obj: Obj) -> Workload | None:
+        """The Workload the object's ``kqueue.io/prebuilt-workload-name`` names, made its
+        controlled child (Kueue's prebuilt workloads: a MultiKueue worker's copy of the
+        manager's Workload, docs/multikueue.md); None while it does not exist."""
+        meta = obj.get("metadata") or {}
+        name = str((meta.get("labels") or {})[c.PREBUILT_WORKLOAD_LABEL])
+        ns = _namespace(obj) or "default"
+        wl = self._workloads.get(f"{ns}/{name}")
+        if wl is None or wl.metadata.deletion_timestamp:
+            return None
+        if any(ref.controller for ref in wl.metadata.owner_references):
+            return None  # another object's Workload: never taken over
+        ref = owner_reference(
+            obj, api_version=self.job.api_version, kind=self.job.kind, controller=True
+        )
+        patch = {"metadata": {"ownerReferences": [ref]}}
+        try:
+            written = await self._kube.patch(WORKLOADS, name, patch, namespace=ns)
+        except NotFound:
+            return None
+        return Workload.model_validate(written)
 
     async def _reconcile_composed(self, job: ComposableJob, key: str) -> Requeue | None:
         """The same steps for a job made of several objects (:class:`ComposableJob`): created
@@ -427,7 +459,10 @@ class JobReconciler:
             if self._gang is not None:
                 await self._gang.forget(wl, self._pods_of(obj))
             return None  # the Job's update (and its pods' deletion) brings us back
-        if self.job.is_active(obj) or self._running_pods(obj):
+        # A MultiKueue job's pods run on a worker: its status (copied from there, and no longer
+        # if the worker is lost) says nothing of pods here, and there are none to wait for.
+        remote = (obj.get("spec") or {}).get("managedBy") == MULTIKUEUE
+        if not remote and (self.job.is_active(obj) or self._running_pods(obj)):
             return None  # pods still terminating; their events bring us back
         await self._requeue(wl, now)
         return None
@@ -462,6 +497,8 @@ class JobReconciler:
                 f"Admitted by clusterQueue {cq}: resumed with the assigned flavors' node labels "
                 f"and tolerations; its pods are released as they are created",
             )
+        if (obj.get("spec") or {}).get("managedBy") == MULTIKUEUE:
+            return None  # runs on a worker cluster: no pods here to release or fit
         by_set: dict[str, list[Obj]] = {}
         for pod in self._pods_of(obj):
             if (pod.get("metadata") or {}).get("deletionTimestamp") or is_terminal(pod):

@@ -33,6 +33,8 @@ KQUEUE_PLURALS: Final = (
     "workloads",
     "admissionchecks",
     "provisioningrequestconfigs",
+    "multikueueconfigs",
+    "multikueueclusters",
 )
 
 

@@ -26,6 +26,7 @@ from kqueue.api.v1alpha1 import (
 )
 from kqueue.api.v1alpha1 import constants as c
 from kqueue.controller.admission_checks.framework import Inactive, Synced
+from kqueue.controller.admission_checks.framework import with_state as _with
 from kqueue.controller.admission_checks.provisioning import requests as pr
 from kqueue.controller.events import EventRecorder
 from kqueue.controller.informer import Store
@@ -164,14 +165,6 @@ class ProvisioningController:
                 await self._kube.delete(resource, item["metadata"]["name"], namespace=namespace)
 
 
-def _with(state: AdmissionCheckState, value: str, message: str, now: datetime) -> AdmissionCheckState:
-    update: dict[str, object] = {"state": value, "message": message}
-    if value != state.state:
-        update["last_transition_time"] = now
-    return state.model_copy(update=update)
-
-
 async def _create_once(kube: Kube, resource: Resource, obj: dict[str, object], namespace: str) -> None:
     with contextlib.suppress(Conflict):  # 409 AlreadyExists: an earlier reconcile created it
         await kube.create(resource, obj, namespace)
-

@@ -1,0 +1,86 @@
+"""MultiKueue's garbage collector (Kueue's ``runGC``): every ``multiKueue.gcInterval``, on each
+reachable worker, the Workloads and jobs this manager made there (label
+``kqueue.io/multikueue-origin`` = ``multiKueue.origin``) whose Workload on the manager is gone,
+is another incarnation (another UID), finished, or now runs on another worker are deleted. So a
+worker that was lost and comes back runs nothing twice."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from kqueue.api.v1alpha1 import Workload
+from kqueue.api.v1alpha1 import constants as c
+from kqueue.api.v1alpha1.multikueue import ORIGIN_LABEL, ORIGIN_UID_ANNOTATION
+from kqueue.controller.admission_checks.multikueue import adapters
+from kqueue.controller.admission_checks.multikueue.clusters import RemoteClusters
+from kqueue.controller.informer import Store
+from kqueue.controller.kube import Kube, KubeError, NotFound
+from kqueue.controller.resources import WORKLOADS
+
+logger = logging.getLogger(__name__)
+
+
+def is_orphan(local: Workload | None, uid: str | None, cluster: str) -> bool:
+    """Whether a worker's copy (of manager UID ``uid``, on ``cluster``) is no longer wanted."""
+    if local is None or local.is_finished:
+        return True
+    if uid is not None and local.metadata.uid and uid != local.metadata.uid:
+        return True
+    return local.status.cluster_name is not None and local.status.cluster_name != cluster
+
+
+class GarbageCollector:
+    def __init__(
+        self, *, remotes: RemoteClusters, workloads: Store[Workload], origin: str, interval: float
+    ) -> None:
+        self._remotes = remotes
+        self._workloads = workloads
+        self._origin = origin
+        self._interval = interval
+
+    async def run(self) -> None:
+        if self._interval <= 0:
+            return  # gcInterval 0s: switched off
+        while True:
+            await asyncio.sleep(self._interval)
+            for cluster in self._remotes.reachable():
+                kube = self._remotes.client(cluster)
+                if kube is None:
+                    continue
+                try:
+                    await self.collect(cluster, kube)
+                except KubeError as exc:
+                    logger.info("MultiKueue GC on %s: %s", cluster, exc)
+
+    async def collect(self, cluster: str, kube: Kube) -> int:
+        """Delete this manager's orphans on one worker; how many Workloads went."""
+        selector = f"{ORIGIN_LABEL}={self._origin}"
+        deleted = 0
+        wanted: set[tuple[str, str]] = set()
+        for obj in await kube.list(WORKLOADS, label_selector=selector):
+            meta = obj.get("metadata") or {}
+            ns, name = str(meta.get("namespace") or "default"), str(meta.get("name"))
+            uid = (meta.get("annotations") or {}).get(ORIGIN_UID_ANNOTATION)
+            if is_orphan(self._workloads.get(f"{ns}/{name}"), uid, cluster):
+                logger.info("MultiKueue GC: deleting Workload %s/%s on %s", ns, name, cluster)
+                await kube.delete(WORKLOADS, name, namespace=ns)
+                deleted += 1
+            else:
+                wanted.add((ns, name))
+        for adapter in adapters.ADAPTERS.values():
+            try:
+                jobs = await kube.list(adapter.resource, label_selector=selector)
+            except NotFound:
+                continue  # the kind is not served on this worker
+            for obj in jobs:
+                meta = obj.get("metadata") or {}
+                ns = str(meta.get("namespace") or "default")
+                workload = (meta.get("labels") or {}).get(c.PREBUILT_WORKLOAD_LABEL)
+                if (ns, workload) not in wanted:
+                    logger.info(
+                        "MultiKueue GC: deleting %s %s/%s on %s",
+                        adapter.kind, ns, meta.get("name"), cluster,
+                    )
+                    await kube.delete(adapter.resource, str(meta.get("name")), namespace=ns)
+        return deleted
