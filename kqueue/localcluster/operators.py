@@ -39,6 +39,10 @@ TRAINING_OPERATOR_VERSION = os.environ.get("KQUEUE_TRAINING_OPERATOR_VERSION", "
 # The training-operator v1 kinds kqueue integrates; its MPIJob v1 is left to mpi-operator
 # (kubeflow.org/v2beta1), whose CRD has the same name and would be replaced by v1's.
 TRAINING_OPERATOR_SCHEMES = ("pytorchjob", "tfjob", "xgboostjob", "paddlejob", "jaxjob")
+APPWRAPPER_VERSION = os.environ.get("KQUEUE_APPWRAPPER_VERSION", "v1.1.2")
+# The namespace the AppWrapper operator reads its configuration ConfigMap from (NAMESPACE).
+APPWRAPPER_NAMESPACE = "kube-system"
+APPWRAPPER_CONFIG = "appwrapper-operator-config"
 
 
 class OperatorError(RuntimeError):
@@ -91,6 +95,8 @@ class Operator:
     # directories its code reads a serving certificate from whatever its flags say; filled
     # from the local CA when empty
     fixed_cert_dirs: tuple[str, ...] = ()
+    # objects made from the run's ports and directories (its configuration), applied before start
+    run_objects: Callable[[RunContext], tuple[dict[str, Any], ...]] | None = None
 
     @property
     def label(self) -> str:
@@ -214,6 +220,37 @@ def _training_operator_command(ctx: RunContext) -> tuple[list[str], dict[str, st
         "--zap-devel=false",
         *(f"--enable-scheme={s}" for s in TRAINING_OPERATOR_SCHEMES),
     ], {"MY_POD_NAMESPACE": "kube-system"}
+
+
+def _appwrapper_config(ctx: RunContext) -> tuple[dict[str, Any], ...]:
+    # The operator reads its whole configuration from a ConfigMap (creating one with its
+    # defaults, webhooks on, when absent). Its webhooks are switched off there: they would need
+    # its own certificate rotator (a Secret and a Service in its namespace); with them off it
+    # neither defaults podSets nor suspends, which kqueue's webhook does for a queued
+    # AppWrapper.
+    config = {
+        "webhooksEnabled": False,
+        "controllerManager": {
+            "metrics": {"bindAddress": "0"},
+            "health": {"bindAddress": f"127.0.0.1:{ctx.health_port}"},
+            "leaderElection": False,
+        },
+    }
+    return (
+        {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {"name": APPWRAPPER_CONFIG, "namespace": APPWRAPPER_NAMESPACE},
+            "data": {"config.yaml": yaml.safe_dump(config, sort_keys=False)},
+        },
+    )
+
+
+def _appwrapper_command(ctx: RunContext) -> tuple[list[str], dict[str, str]]:
+    return [f"--config={APPWRAPPER_CONFIG}", "--zap-devel=false"], {
+        "NAMESPACE": APPWRAPPER_NAMESPACE,
+        "TMPDIR": str(ctx.cert_dir.parent.parent),
+    }
 
 
 def _jobset_requires() -> tuple[str, ...]:
@@ -364,6 +401,21 @@ OPERATORS: dict[str, Operator] = {
                     "metadata": {"name": "training-operator-webhook-cert", "namespace": "kube-system"},
                 },
             ),
+        ),
+        Operator(
+            name="appwrapper",
+            component=build.Component(
+                name="appwrapper",
+                module="github.com/project-codeflare/appwrapper",
+                version=APPWRAPPER_VERSION,
+                binaries=(("github.com/project-codeflare/appwrapper/cmd", "appwrapper-controller"),),
+                ldflags=lambda: [f"-X main.BuildVersion={APPWRAPPER_VERSION}"],
+            ),
+            crds=("config/crd/bases/workload.codeflare.dev_appwrappers.yaml",),
+            # switched off in its configuration ConfigMap (run_objects)
+            webhooks=None,
+            command=_appwrapper_command,
+            run_objects=_appwrapper_config,
         ),
     )
 }

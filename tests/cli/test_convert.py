@@ -387,6 +387,18 @@ LABEL_CASES: dict[str, tuple[dict[str, object], tuple[object, ...], str]] = {
         ("spec", "rayClusterConfig", "workerGroupSpecs", 0, "template", "metadata", "annotations"),
         "kqueue.io/podset-required-topology",
     ),
+    "appwrapper queue-name label": (
+        _obj("workload.codeflare.dev/v1beta2", "AppWrapper", {"components": [{"template": {
+            "apiVersion": "batch/v1", "kind": "Job", "spec": {"template": _pod_template()}}}]},
+             **_label("kueue.x-k8s.io/queue-name")),
+        ("metadata", "labels"), "kqueue.io/queue-name",
+    ),
+    "appwrapper wrapped job template topology annotation": (
+        _obj("workload.codeflare.dev/v1beta2", "AppWrapper", {"components": [{"template": {
+            "apiVersion": "batch/v1", "kind": "Job", "spec": {"template": _pod_template({TAS: "rack"})}}}]}),
+        ("spec", "components", 0, "template", "spec", "template", "metadata", "annotations"),
+        "kqueue.io/podset-required-topology",
+    ),
     "leaderworkerset queue-name label": (
         _obj("leaderworkerset.x-k8s.io/v1", "LeaderWorkerSet",
              {"leaderWorkerTemplate": {"size": 2, "workerTemplate": _pod_template()}},
