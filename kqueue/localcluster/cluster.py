@@ -529,8 +529,9 @@ class LocalCluster:
             webhook_port=_free_port(),
             cert_dir=cert_dir,
         )
-        if op.webhooks is not None:
+        if op.webhooks is not None or op.serving_cert:
             self.ca.serving(cert_dir, "tls")
+        if op.webhooks is not None:
             hooks = operators.webhook_documents(
                 op,
                 root,

@@ -97,6 +97,9 @@ class Operator:
     fixed_cert_dirs: tuple[str, ...] = ()
     # objects made from the run's ports and directories (its configuration), applied before start
     run_objects: Callable[[RunContext], tuple[dict[str, Any], ...]] | None = None
+    # its webhook server starts (and its readiness waits on it) even with no webhook registered:
+    # it gets a serving certificate in cert_dir all the same
+    serving_cert: bool = False
 
     @property
     def label(self) -> str:
@@ -416,6 +419,10 @@ OPERATORS: dict[str, Operator] = {
             webhooks=None,
             command=_appwrapper_command,
             run_objects=_appwrapper_config,
+            # controller-runtime's webhook server still listens (on :9443, not configurable in
+            # v1.1.2) and its /readyz waits for it; it needs a certificate to start
+            serving_cert=True,
+            fixed_ports=(9443,),
         ),
     )
 }
