@@ -39,6 +39,8 @@ TRAINING_OPERATOR_VERSION = os.environ.get("KQUEUE_TRAINING_OPERATOR_VERSION", "
 # The training-operator v1 kinds kqueue integrates; its MPIJob v1 is left to mpi-operator
 # (kubeflow.org/v2beta1), whose CRD has the same name and would be replaced by v1's.
 TRAINING_OPERATOR_SCHEMES = ("pytorchjob", "tfjob", "xgboostjob", "paddlejob", "jaxjob")
+# v2.5.2 (Kueue's): v2.3.0's SparkApplication has no spec.suspend, which holds a queued one.
+SPARK_OPERATOR_VERSION = os.environ.get("KQUEUE_SPARK_OPERATOR_VERSION", "v2.5.2")
 APPWRAPPER_VERSION = os.environ.get("KQUEUE_APPWRAPPER_VERSION", "v1.1.2")
 # The namespace the AppWrapper operator reads its configuration ConfigMap from (NAMESPACE).
 APPWRAPPER_NAMESPACE = "kube-system"
@@ -256,6 +258,20 @@ def _appwrapper_command(ctx: RunContext) -> tuple[list[str], dict[str, str]]:
     }
 
 
+def _spark_operator_command(ctx: RunContext) -> tuple[list[str], dict[str, str]]:
+    # Its webhook (a pod defaulter) is a separate `webhook start` command: not run, so off.
+    # It submits through spark-submit, which needs Spark on the PATH (docs/integrations.md). It
+    # has no --kubeconfig flag: KUBECONFIG, which the cluster sets for every operator.
+    return [
+        "controller",
+        "start",
+        f"--health-probe-bind-address=127.0.0.1:{ctx.health_port}",
+        "--metrics-bind-address=0",
+        "--leader-election=false",
+        "--enable-ui-service=false",
+    ], {}
+
+
 def _jobset_requires() -> tuple[str, ...]:
     if (JOBSET_VERSION, TRAINER_VERSION) == ("v0.12.0", "v2.3.0"):
         return (f"github.com/kubeflow/trainer/v2 {TRAINER_VERSION}",)
@@ -404,6 +420,19 @@ OPERATORS: dict[str, Operator] = {
                     "metadata": {"name": "training-operator-webhook-cert", "namespace": "kube-system"},
                 },
             ),
+        ),
+        Operator(
+            name="spark-operator",
+            component=_component(
+                "spark-operator",
+                "github.com/kubeflow/spark-operator/v2",
+                SPARK_OPERATOR_VERSION,
+                "github.com/kubeflow/spark-operator/v2/cmd/operator",
+                "spark-operator",
+            ),
+            crds=("config/crd/bases/sparkoperator.k8s.io_sparkapplications.yaml",),
+            webhooks=None,
+            command=_spark_operator_command,
         ),
         Operator(
             name="appwrapper",

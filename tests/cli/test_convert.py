@@ -217,7 +217,7 @@ admissionFairSharing:
   usageSamplingInterval: 5m
   resourceWeights: {cpu: 1.5, nvidia.com/gpu: 10}
 integrations:
-  frameworks: [batch/job, sparkoperator.k8s.io/sparkapplication]
+  frameworks: [batch/job, kubeflow.org/mxjob]
 multiKueue: {gcInterval: 1m}
 """
 
@@ -239,7 +239,7 @@ def test_kueue_configuration_is_converted_and_strict_refuses_what_is_dropped() -
         },
         "integrations": {"frameworks": ["batch/job"]},
     }
-    assert "integrations.frameworks[1]: 'sparkoperator.k8s.io/sparkapplication' is not integrated by kqueue" in res.stderr
+    assert "integrations.frameworks[1]: 'kubeflow.org/mxjob' is not integrated by kqueue" in res.stderr
     assert "multiKueue: not supported by kqueue; ignored" in res.stderr
     assert _invoke("--strict", "-", input=KUEUE_CONFIG).exit_code == 2
     ok = "apiVersion: config.kueue.x-k8s.io/v1beta2\nkind: Configuration\nnamespace: k\n"
@@ -398,6 +398,11 @@ LABEL_CASES: dict[str, tuple[dict[str, object], tuple[object, ...], str]] = {
             "apiVersion": "batch/v1", "kind": "Job", "spec": {"template": _pod_template({TAS: "rack"})}}}]}),
         ("spec", "components", 0, "template", "spec", "template", "metadata", "annotations"),
         "kqueue.io/podset-required-topology",
+    ),
+    "sparkapplication queue-name label": (
+        _obj("sparkoperator.k8s.io/v1beta2", "SparkApplication", {"driver": {"coreRequest": "1"}},
+             **_label("kueue.x-k8s.io/queue-name")),
+        ("metadata", "labels"), "kqueue.io/queue-name",
     ),
     "leaderworkerset queue-name label": (
         _obj("leaderworkerset.x-k8s.io/v1", "LeaderWorkerSet",

@@ -21,6 +21,7 @@ from kqueue.api.integrations import (
     mpijob,
     pod,
     ray,
+    sparkapplication,
     statefulset,
     trainjob,
 )
@@ -40,6 +41,7 @@ INTEGRATIONS: Final[tuple[Integration, ...]] = (
     leaderworkerset.INTEGRATION,
     *kubeflow.INTEGRATIONS,
     appwrapper.INTEGRATION,
+    sparkapplication.INTEGRATION,
 )
 BY_FRAMEWORK: Final[dict[str, Integration]] = {i.framework: i for i in INTEGRATIONS}
 BY_KIND: Final[dict[tuple[str, str], Integration]] = {(i.api_version, i.kind): i for i in INTEGRATIONS}

@@ -2,7 +2,8 @@
 
 ``job`` (batch/v1 Job), ``pod`` (plain Pods and pod groups), ``jobset``, ``mpijob``,
 ``trainjob``, ``statefulset``, ``deployment``, ``leaderworkerset``, ``ray`` (RayJob, RayCluster,
-RayService), ``kubeflow`` (the training-operator v1 jobs) and ``appwrapper`` are imported here so that importing this
+RayService), ``kubeflow`` (the training-operator v1 jobs), ``appwrapper`` and ``sparkapplication``
+are imported here so that importing this
 package registers every integration. See :mod:`.framework` for what an
 integration supplies, :mod:`.reconciler` for the generic reconciler and :mod:`.release` for the
 one pod-release path.
@@ -21,7 +22,7 @@ from kqueue.controller.integrations import deployment, leaderworkerset, ray, sta
 from kqueue.controller.integrations import kubeflow
 
 # isort: split
-from kqueue.controller.integrations import appwrapper
+from kqueue.controller.integrations import appwrapper, sparkapplication
 from kqueue.controller.integrations.framework import (
     ComposableJob,
     Composed,
@@ -56,6 +57,7 @@ __all__ = [
     "mpijob",
     "pod",
     "ray",
+    "sparkapplication",
     "statefulset",
     "trainjob",
 ]
