@@ -30,7 +30,7 @@ test-k136: venv
 # operator), which `make test` deselects; their operators are built on first use
 # (docs/local-cluster.md).
 test-extra-operators: venv
-	KQUEUE_EXTRA_OPERATORS=1 $(VENV)/bin/pytest -m cluster tests/controller_e2e/test_kubeflow.py tests/controller_e2e/test_kubeflow_framework_off.py tests/controller_e2e/test_appwrapper.py
+	KQUEUE_EXTRA_OPERATORS=1 $(VENV)/bin/pytest -m cluster tests/controller_e2e/test_kubeflow.py tests/controller_e2e/test_kubeflow_framework_off.py tests/controller_e2e/test_kubeflow_readiness.py tests/controller_e2e/test_appwrapper.py
 
 lint: venv
 	$(VENV)/bin/ruff check kqueue tests bench hack
