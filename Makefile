@@ -27,10 +27,10 @@ test-k136: venv
 	KQUEUE_KUBERNETES_VERSION=v1.36.4 $(VENV)/bin/pytest -m cluster tests/gang_e2e
 
 # The tests of opt-in operators (the training-operator: kubeflow.org/v1 jobs; the AppWrapper
-# operator), which `make test` deselects; their operators are built on first use
+# and Spark operators), which `make test` deselects; their operators are built on first use
 # (docs/local-cluster.md).
 test-extra-operators: venv
-	KQUEUE_EXTRA_OPERATORS=1 $(VENV)/bin/pytest -m cluster tests/controller_e2e/test_kubeflow.py tests/controller_e2e/test_kubeflow_framework_off.py tests/controller_e2e/test_kubeflow_readiness.py tests/controller_e2e/test_appwrapper.py
+	KQUEUE_EXTRA_OPERATORS=1 $(VENV)/bin/pytest -m cluster tests/controller_e2e/test_kubeflow.py tests/controller_e2e/test_kubeflow_framework_off.py tests/controller_e2e/test_kubeflow_readiness.py tests/controller_e2e/test_appwrapper.py tests/controller_e2e/test_spark_operator.py
 
 lint: venv
 	$(VENV)/bin/ruff check kqueue tests bench hack

@@ -23,6 +23,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
+from urllib.parse import urlsplit
 
 import yaml
 
@@ -261,7 +262,10 @@ def _appwrapper_command(ctx: RunContext) -> tuple[list[str], dict[str, str]]:
 def _spark_operator_command(ctx: RunContext) -> tuple[list[str], dict[str, str]]:
     # Its webhook (a pod defaulter) is a separate `webhook start` command: not run, so off.
     # It submits through spark-submit, which needs Spark on the PATH (docs/integrations.md). It
-    # has no --kubeconfig flag: KUBECONFIG, which the cluster sets for every operator.
+    # has no --kubeconfig flag: KUBECONFIG, which the cluster sets for every operator. The
+    # master URL it gives spark-submit is read from the in-cluster variables: the local API server.
+    server = urlsplit(yaml.safe_load(ctx.kubeconfig.read_text())["clusters"][0]["cluster"]["server"])
+    env = {"KUBERNETES_SERVICE_HOST": str(server.hostname), "KUBERNETES_SERVICE_PORT": str(server.port or 443)}
     return [
         "controller",
         "start",
@@ -269,7 +273,7 @@ def _spark_operator_command(ctx: RunContext) -> tuple[list[str], dict[str, str]]
         "--metrics-bind-address=0",
         "--leader-election=false",
         "--enable-ui-service=false",
-    ], {}
+    ], env
 
 
 def _jobset_requires() -> tuple[str, ...]:
@@ -430,7 +434,11 @@ OPERATORS: dict[str, Operator] = {
                 "github.com/kubeflow/spark-operator/v2/cmd/operator",
                 "spark-operator",
             ),
-            crds=("config/crd/bases/sparkoperator.k8s.io_sparkapplications.yaml",),
+            # the controller watches all of its kinds
+            crds=tuple(
+                f"config/crd/bases/sparkoperator.k8s.io_{plural}.yaml"
+                for plural in ("sparkapplications", "scheduledsparkapplications", "sparkconnects")
+            ),
             webhooks=None,
             command=_spark_operator_command,
         ),

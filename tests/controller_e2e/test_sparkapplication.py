@@ -47,6 +47,10 @@ SPARKAPPLICATIONS = Resource(spark.GROUP, "v1beta2", spark.PLURAL)
 @pytest.fixture(scope="module")
 def kqueue(cluster: LocalCluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ConfiguredKqueue]:
     op = operators.get("spark-operator")
+    # Without the operator (an opt-in test of the same session may have started it): it would
+    # submit the admitted application, fail without Spark, and finish it.
+    if cluster.operator_running(op.name):
+        cluster.stop_operator(op.name)
     operators.install_crds(cluster, op, operators.module_dir(op))
     work_dir = Path(tmp_path_factory.mktemp("kqueue-spark"))
     frameworks = ["batch/job", "pod", spark.INTEGRATION.framework]
