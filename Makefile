@@ -28,7 +28,8 @@ test-fast: venv
 test-k136: venv
 	KQUEUE_KUBERNETES_VERSION=v1.36.4 $(VENV)/bin/pytest -m cluster tests/gang_e2e
 
-# The tests of the opt-in operators (MPI operator, KubeRay, LeaderWorkerSet, the training-operator),
+# The tests of the opt-in operators (MPI operator, KubeRay, LeaderWorkerSet, the training-operator,
+# the AppWrapper and Spark operators),
 # which `make test` deselects to keep a cold CI run in budget; built on first use
 # (docs/local-cluster.md, "CI budget").
 test-operators: venv

@@ -529,8 +529,9 @@ class LocalCluster:
             webhook_port=_free_port(),
             cert_dir=cert_dir,
         )
-        if op.webhooks is not None:
+        if op.webhooks is not None or op.serving_cert:
             self.ca.serving(cert_dir, "tls")
+        if op.webhooks is not None:
             hooks = operators.webhook_documents(
                 op,
                 root,
@@ -551,10 +552,13 @@ class LocalCluster:
             # the operator is registered; another cluster's is as good).
             if not (Path(fixed) / "tls.crt").exists():
                 self.ca.serving(Path(fixed), "tls")
-        if op.objects:
+        objects = [*op.objects, *(op.run_objects(ctx) if op.run_objects is not None else ())]
+        if objects:
             # What the operator's own manifests would have created for it (an empty Secret
-            # its certificate rotator fills).
-            self.kubectl("apply", "--server-side", "-f", "-", input=yaml.safe_dump_all(list(op.objects)))
+            # its certificate rotator fills, its configuration).
+            self.kubectl(
+                "apply", "--server-side", "--force-conflicts", "-f", "-", input=yaml.safe_dump_all(objects)
+            )
         if op.lease is not None:
             # Readiness is "holds the lease", so a lease left by an earlier run must go.
             ns, lease = op.lease

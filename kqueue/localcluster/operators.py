@@ -23,6 +23,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
+from urllib.parse import urlsplit
 
 import yaml
 
@@ -39,6 +40,12 @@ TRAINING_OPERATOR_VERSION = os.environ.get("KQUEUE_TRAINING_OPERATOR_VERSION", "
 # The training-operator v1 kinds kqueue integrates; its MPIJob v1 is left to mpi-operator
 # (kubeflow.org/v2beta1), whose CRD has the same name and would be replaced by v1's.
 TRAINING_OPERATOR_SCHEMES = ("pytorchjob", "tfjob", "xgboostjob", "paddlejob", "jaxjob")
+# v2.5.2 (Kueue's): v2.3.0's SparkApplication has no spec.suspend, which holds a queued one.
+SPARK_OPERATOR_VERSION = os.environ.get("KQUEUE_SPARK_OPERATOR_VERSION", "v2.5.2")
+APPWRAPPER_VERSION = os.environ.get("KQUEUE_APPWRAPPER_VERSION", "v1.1.2")
+# The namespace the AppWrapper operator reads its configuration ConfigMap from (NAMESPACE).
+APPWRAPPER_NAMESPACE = "kube-system"
+APPWRAPPER_CONFIG = "appwrapper-operator-config"
 
 
 class OperatorError(RuntimeError):
@@ -94,6 +101,11 @@ class Operator:
     # Left out of `make test` (their tests run under `make test-operators`): the cold CI budget
     # pays for the control plane, JobSet and Trainer only (docs/local-cluster.md, "CI budget").
     opt_in: bool = False
+    # objects made from the run's ports and directories (its configuration), applied before start
+    run_objects: Callable[[RunContext], tuple[dict[str, Any], ...]] | None = None
+    # its webhook server starts (and its readiness waits on it) even with no webhook registered:
+    # it gets a serving certificate in cert_dir all the same
+    serving_cert: bool = False
 
     @property
     def label(self) -> str:
@@ -217,6 +229,54 @@ def _training_operator_command(ctx: RunContext) -> tuple[list[str], dict[str, st
         "--zap-devel=false",
         *(f"--enable-scheme={s}" for s in TRAINING_OPERATOR_SCHEMES),
     ], {"MY_POD_NAMESPACE": "kube-system"}
+
+
+def _appwrapper_config(ctx: RunContext) -> tuple[dict[str, Any], ...]:
+    # The operator reads its whole configuration from a ConfigMap (creating one with its
+    # defaults, webhooks on, when absent). Its webhooks are switched off there: they would need
+    # its own certificate rotator (a Secret and a Service in its namespace); with them off it
+    # neither defaults podSets nor suspends, which kqueue's webhook does for a queued
+    # AppWrapper.
+    config = {
+        "webhooksEnabled": False,
+        "controllerManager": {
+            "metrics": {"bindAddress": "0"},
+            "health": {"bindAddress": f"127.0.0.1:{ctx.health_port}"},
+            "leaderElection": False,
+        },
+    }
+    return (
+        {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {"name": APPWRAPPER_CONFIG, "namespace": APPWRAPPER_NAMESPACE},
+            "data": {"config.yaml": yaml.safe_dump(config, sort_keys=False)},
+        },
+    )
+
+
+def _appwrapper_command(ctx: RunContext) -> tuple[list[str], dict[str, str]]:
+    return [f"--config={APPWRAPPER_CONFIG}", "--zap-devel=false"], {
+        "NAMESPACE": APPWRAPPER_NAMESPACE,
+        "TMPDIR": str(ctx.cert_dir.parent.parent),
+    }
+
+
+def _spark_operator_command(ctx: RunContext) -> tuple[list[str], dict[str, str]]:
+    # Its webhook (a pod defaulter) is a separate `webhook start` command: not run, so off.
+    # It submits through spark-submit, which needs Spark on the PATH (docs/integrations.md). It
+    # has no --kubeconfig flag: KUBECONFIG, which the cluster sets for every operator. The
+    # master URL it gives spark-submit is read from the in-cluster variables: the local API server.
+    server = urlsplit(yaml.safe_load(ctx.kubeconfig.read_text())["clusters"][0]["cluster"]["server"])
+    env = {"KUBERNETES_SERVICE_HOST": str(server.hostname), "KUBERNETES_SERVICE_PORT": str(server.port or 443)}
+    return [
+        "controller",
+        "start",
+        f"--health-probe-bind-address=127.0.0.1:{ctx.health_port}",
+        "--metrics-bind-address=0",
+        "--leader-election=false",
+        "--enable-ui-service=false",
+    ], env
 
 
 def _jobset_requires() -> tuple[str, ...]:
@@ -370,6 +430,44 @@ OPERATORS: dict[str, Operator] = {
                     "metadata": {"name": "training-operator-webhook-cert", "namespace": "kube-system"},
                 },
             ),
+            opt_in=True,
+        ),
+        Operator(
+            name="spark-operator",
+            component=_component(
+                "spark-operator",
+                "github.com/kubeflow/spark-operator/v2",
+                SPARK_OPERATOR_VERSION,
+                "github.com/kubeflow/spark-operator/v2/cmd/operator",
+                "spark-operator",
+            ),
+            # the controller watches all of its kinds
+            crds=tuple(
+                f"config/crd/bases/sparkoperator.k8s.io_{plural}.yaml"
+                for plural in ("sparkapplications", "scheduledsparkapplications", "sparkconnects")
+            ),
+            webhooks=None,
+            command=_spark_operator_command,
+            opt_in=True,
+        ),
+        Operator(
+            name="appwrapper",
+            component=build.Component(
+                name="appwrapper",
+                module="github.com/project-codeflare/appwrapper",
+                version=APPWRAPPER_VERSION,
+                binaries=(("github.com/project-codeflare/appwrapper/cmd", "appwrapper-controller"),),
+                ldflags=lambda: [f"-X main.BuildVersion={APPWRAPPER_VERSION}"],
+            ),
+            crds=("config/crd/bases/workload.codeflare.dev_appwrappers.yaml",),
+            # switched off in its configuration ConfigMap (run_objects)
+            webhooks=None,
+            command=_appwrapper_command,
+            run_objects=_appwrapper_config,
+            # controller-runtime's webhook server still listens (on :9443, not configurable in
+            # v1.1.2) and its /readyz waits for it; it needs a certificate to start
+            serving_cert=True,
+            fixed_ports=(9443,),
             opt_in=True,
         ),
     )

@@ -52,6 +52,12 @@ OWNED_BY_OTHERS = {
     "pytorchjob.yaml", "tfjob.yaml", "xgboostjob.yaml", "paddlejob.yaml", "jaxjob.yaml",
     # simulated and explained by tests/simulate/test_cronjob.py
     "cronjob.yaml",
+    # tests/controller_e2e/test_appwrapper.py runs appwrapper.yaml with the AppWrapper operator;
+    # all three are simulated by tests/simulate/test_appwrapper_samples.py
+    "appwrapper.yaml", "appwrapper-deployment.yaml", "appwrapper-leaderworkerset.yaml",
+    # simulated by tests/simulate/test_sparkapplication_sample.py, created against the real CRD
+    # by tests/controller_e2e/test_sparkapplication.py
+    "sparkapplication.yaml",
 }
 # Samples of opt-in integrations (statefulset, deployment): run under kqueue with those
 # frameworks enabled by tests/controller_e2e/test_apps.py, simulated by

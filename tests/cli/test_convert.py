@@ -217,7 +217,7 @@ admissionFairSharing:
   usageSamplingInterval: 5m
   resourceWeights: {cpu: 1.5, nvidia.com/gpu: 10}
 integrations:
-  frameworks: [batch/job, sparkoperator.k8s.io/sparkapplication]
+  frameworks: [batch/job, kubeflow.org/mxjob]
 multiKueue: {gcInterval: 1m, dispatcherName: kueue.x-k8s.io/multikueue-dispatcher-incremental,
   externalFrameworks: [{name: foo.v1.example.com}]}
 """
@@ -244,7 +244,7 @@ def test_kueue_configuration_is_converted_and_strict_refuses_what_is_dropped() -
             "dispatcherName": "kqueue.io/multikueue-dispatcher-incremental",
         },
     }
-    assert "integrations.frameworks[1]: 'sparkoperator.k8s.io/sparkapplication' is not integrated by kqueue" in res.stderr
+    assert "integrations.frameworks[1]: 'kubeflow.org/mxjob' is not integrated by kqueue" in res.stderr
     assert "multiKueue.externalFrameworks: not supported by kqueue; ignored" in res.stderr
     assert _invoke("--strict", "-", input=KUEUE_CONFIG).exit_code == 2
     ok = "apiVersion: config.kueue.x-k8s.io/v1beta2\nkind: Configuration\nnamespace: k\n"
@@ -391,6 +391,23 @@ LABEL_CASES: dict[str, tuple[dict[str, object], tuple[object, ...], str]] = {
             {"groupName": "w", "template": _pod_template({TAS: "rack"})}]}}),
         ("spec", "rayClusterConfig", "workerGroupSpecs", 0, "template", "metadata", "annotations"),
         "kqueue.io/podset-required-topology",
+    ),
+    "appwrapper queue-name label": (
+        _obj("workload.codeflare.dev/v1beta2", "AppWrapper", {"components": [{"template": {
+            "apiVersion": "batch/v1", "kind": "Job", "spec": {"template": _pod_template()}}}]},
+             **_label("kueue.x-k8s.io/queue-name")),
+        ("metadata", "labels"), "kqueue.io/queue-name",
+    ),
+    "appwrapper wrapped job template topology annotation": (
+        _obj("workload.codeflare.dev/v1beta2", "AppWrapper", {"components": [{"template": {
+            "apiVersion": "batch/v1", "kind": "Job", "spec": {"template": _pod_template({TAS: "rack"})}}}]}),
+        ("spec", "components", 0, "template", "spec", "template", "metadata", "annotations"),
+        "kqueue.io/podset-required-topology",
+    ),
+    "sparkapplication queue-name label": (
+        _obj("sparkoperator.k8s.io/v1beta2", "SparkApplication", {"driver": {"coreRequest": "1"}},
+             **_label("kueue.x-k8s.io/queue-name")),
+        ("metadata", "labels"), "kqueue.io/queue-name",
     ),
     "leaderworkerset queue-name label": (
         _obj("leaderworkerset.x-k8s.io/v1", "LeaderWorkerSet",

@@ -185,6 +185,8 @@ def test_jobset_is_built_with_trainers_build_list(tmp_path: Path) -> None:
             id="training-operator: the five kubeflow.org/v1 jobs",
         ),
         pytest.param(["kuberay"], ["batch/job", "pod", "ray.io/rayjob", "ray.io/raycluster", "ray.io/rayservice"], id="kuberay"),
+        pytest.param(["spark-operator"], ["batch/job", "pod", "sparkoperator.k8s.io/sparkapplication"], id="spark-operator"),
+        pytest.param(["appwrapper"], ["batch/job", "pod", "workload.codeflare.dev/appwrapper"], id="appwrapper"),
     ],
 )
 def test_make_run_turns_on_the_integrations_its_operators_serve(names: list[str], expected: list[str]) -> None:

@@ -162,6 +162,26 @@ only when it is in config.integrations.frameworks (all registered defaults when 
   resources: [jaxjobs/finalizers]
   verbs: [update]
 {{- end }}
+{{- if has "workload.codeflare.dev/appwrapper" $on }}
+# workload.codeflare.dev/appwrapper: AppWrappers naming a queue are watched, suspended while queued or evicted, and resumed with the admission's node labels and tolerations (in its components' podSetInfos)
+- apiGroups: ["workload.codeflare.dev"]
+  resources: [appwrappers]
+  verbs: [list, watch, patch]
+# workload.codeflare.dev/appwrapper: a Workload's owner reference to its AppWrapper blocks the AppWrapper's deletion, which OwnerReferencesPermissionEnforcement allows only with update on its finalizers
+- apiGroups: ["workload.codeflare.dev"]
+  resources: [appwrappers/finalizers]
+  verbs: [update]
+{{- end }}
+{{- if has "sparkoperator.k8s.io/sparkapplication" $on }}
+# sparkoperator.k8s.io/sparkapplication: SparkApplications naming a queue are watched, suspended while queued or evicted, and resumed with the admission's node labels and tolerations (in its driver and executor)
+- apiGroups: ["sparkoperator.k8s.io"]
+  resources: [sparkapplications]
+  verbs: [list, watch, patch]
+# sparkoperator.k8s.io/sparkapplication: a Workload's owner reference to its SparkApplication blocks the SparkApplication's deletion, which OwnerReferencesPermissionEnforcement allows only with update on its finalizers
+- apiGroups: ["sparkoperator.k8s.io"]
+  resources: [sparkapplications/finalizers]
+  verbs: [update]
+{{- end }}
 {{- end -}}
 {{- define "kqueue.integrationWebhooks" -}}
 {{- $integrations := default dict (default dict .Values.config).integrations -}}
@@ -335,6 +355,30 @@ only when it is in config.integrations.frameworks (all registered defaults when 
   {{- end }}
   reinvocationPolicy: Never
 {{- end }}
+{{- if has "workload.codeflare.dev/appwrapper" $on }}
+- type: mutating
+  name: mappwrapper.kqueue.io
+  path: /mutate-workload-codeflare-dev-v1beta2-appwrapper
+  rules: [{"apiGroups": ["workload.codeflare.dev"], "apiVersions": ["v1beta2"], "operations": ["CREATE", "UPDATE"], "resources": ["appwrappers"]}]
+  {{- if $all }}
+  objectSelector: {}
+  {{- else }}
+  objectSelector: {"matchExpressions": [{"key": "kqueue.io/queue-name", "operator": "Exists"}]}
+  {{- end }}
+  reinvocationPolicy: Never
+{{- end }}
+{{- if has "sparkoperator.k8s.io/sparkapplication" $on }}
+- type: mutating
+  name: msparkapplication.kqueue.io
+  path: /mutate-sparkoperator-k8s-io-v1beta2-sparkapplication
+  rules: [{"apiGroups": ["sparkoperator.k8s.io"], "apiVersions": ["v1beta2"], "operations": ["CREATE", "UPDATE"], "resources": ["sparkapplications"]}]
+  {{- if $all }}
+  objectSelector: {}
+  {{- else }}
+  objectSelector: {"matchExpressions": [{"key": "kqueue.io/queue-name", "operator": "Exists"}]}
+  {{- end }}
+  reinvocationPolicy: Never
+{{- end }}
 {{- if has "pod" $on }}
 - type: mutating
   name: mplainpod.kqueue.io
@@ -496,6 +540,28 @@ only when it is in config.integrations.frameworks (all registered defaults when 
   objectSelector: {"matchExpressions": [{"key": "kqueue.io/queue-name", "operator": "Exists"}]}
   {{- end }}
 {{- end }}
+{{- if has "workload.codeflare.dev/appwrapper" $on }}
+- type: validating
+  name: vappwrapper.kqueue.io
+  path: /validate-workload-codeflare-dev-v1beta2-appwrapper
+  rules: [{"apiGroups": ["workload.codeflare.dev"], "apiVersions": ["v1beta2"], "operations": ["CREATE", "UPDATE"], "resources": ["appwrappers"]}]
+  {{- if $all }}
+  objectSelector: {}
+  {{- else }}
+  objectSelector: {"matchExpressions": [{"key": "kqueue.io/queue-name", "operator": "Exists"}]}
+  {{- end }}
+{{- end }}
+{{- if has "sparkoperator.k8s.io/sparkapplication" $on }}
+- type: validating
+  name: vsparkapplication.kqueue.io
+  path: /validate-sparkoperator-k8s-io-v1beta2-sparkapplication
+  rules: [{"apiGroups": ["sparkoperator.k8s.io"], "apiVersions": ["v1beta2"], "operations": ["CREATE", "UPDATE"], "resources": ["sparkapplications"]}]
+  {{- if $all }}
+  objectSelector: {}
+  {{- else }}
+  objectSelector: {"matchExpressions": [{"key": "kqueue.io/queue-name", "operator": "Exists"}]}
+  {{- end }}
+{{- end }}
 {{- $off := list }}
 {{- if not (has "batch/job" $on) }}{{- $off = append $off "{\"apiGroups\": [\"batch\"], \"apiVersions\": [\"v1\"], \"operations\": [\"CREATE\", \"UPDATE\"], \"resources\": [\"jobs\"]}" }}{{- end }}
 {{- if not (has "jobset.x-k8s.io/jobset" $on) }}{{- $off = append $off "{\"apiGroups\": [\"jobset.x-k8s.io\"], \"apiVersions\": [\"v1alpha2\"], \"operations\": [\"CREATE\", \"UPDATE\"], \"resources\": [\"jobsets\"]}" }}{{- end }}
@@ -512,6 +578,8 @@ only when it is in config.integrations.frameworks (all registered defaults when 
 {{- if not (has "kubeflow.org/xgboostjob" $on) }}{{- $off = append $off "{\"apiGroups\": [\"kubeflow.org\"], \"apiVersions\": [\"v1\"], \"operations\": [\"CREATE\", \"UPDATE\"], \"resources\": [\"xgboostjobs\"]}" }}{{- end }}
 {{- if not (has "kubeflow.org/paddlejob" $on) }}{{- $off = append $off "{\"apiGroups\": [\"kubeflow.org\"], \"apiVersions\": [\"v1\"], \"operations\": [\"CREATE\", \"UPDATE\"], \"resources\": [\"paddlejobs\"]}" }}{{- end }}
 {{- if not (has "kubeflow.org/jaxjob" $on) }}{{- $off = append $off "{\"apiGroups\": [\"kubeflow.org\"], \"apiVersions\": [\"v1\"], \"operations\": [\"CREATE\", \"UPDATE\"], \"resources\": [\"jaxjobs\"]}" }}{{- end }}
+{{- if not (has "workload.codeflare.dev/appwrapper" $on) }}{{- $off = append $off "{\"apiGroups\": [\"workload.codeflare.dev\"], \"apiVersions\": [\"v1beta2\"], \"operations\": [\"CREATE\", \"UPDATE\"], \"resources\": [\"appwrappers\"]}" }}{{- end }}
+{{- if not (has "sparkoperator.k8s.io/sparkapplication" $on) }}{{- $off = append $off "{\"apiGroups\": [\"sparkoperator.k8s.io\"], \"apiVersions\": [\"v1beta2\"], \"operations\": [\"CREATE\", \"UPDATE\"], \"resources\": [\"sparkapplications\"]}" }}{{- end }}
 {{- if $off }}
 - type: validating
   name: vintegrationoff.kqueue.io

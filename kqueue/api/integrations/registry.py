@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Final
 
 from kqueue.api.integrations import (
+    appwrapper,
     deployment,
     job,
     jobset,
@@ -20,6 +21,7 @@ from kqueue.api.integrations import (
     mpijob,
     pod,
     ray,
+    sparkapplication,
     statefulset,
     trainjob,
 )
@@ -38,6 +40,8 @@ INTEGRATIONS: Final[tuple[Integration, ...]] = (
     ray.RAYSERVICE,
     leaderworkerset.INTEGRATION,
     *kubeflow.INTEGRATIONS,
+    appwrapper.INTEGRATION,
+    sparkapplication.INTEGRATION,
 )
 BY_FRAMEWORK: Final[dict[str, Integration]] = {i.framework: i for i in INTEGRATIONS}
 BY_KIND: Final[dict[tuple[str, str], Integration]] = {(i.api_version, i.kind): i for i in INTEGRATIONS}

@@ -1,8 +1,9 @@
 """Integrations: each managed kind in its own package, registered in :mod:`.registry`.
 
 ``job`` (batch/v1 Job), ``pod`` (plain Pods and pod groups), ``jobset``, ``mpijob``,
-``trainjob``, ``statefulset``, ``deployment``, ``leaderworkerset``, ``ray`` (RayJob, RayCluster) and ``kubeflow`` (the training-operator v1
-jobs) are imported here so that importing this
+``trainjob``, ``statefulset``, ``deployment``, ``leaderworkerset``, ``ray`` (RayJob, RayCluster,
+RayService), ``kubeflow`` (the training-operator v1 jobs), ``appwrapper`` and ``sparkapplication``
+are imported here so that importing this
 package registers every integration. See :mod:`.framework` for what an
 integration supplies, :mod:`.reconciler` for the generic reconciler and :mod:`.release` for the
 one pod-release path.
@@ -19,6 +20,9 @@ from kqueue.controller.integrations import deployment, leaderworkerset, ray, sta
 
 # isort: split
 from kqueue.controller.integrations import kubeflow
+
+# isort: split
+from kqueue.controller.integrations import appwrapper, sparkapplication
 from kqueue.controller.integrations.framework import (
     ComposableJob,
     Composed,
@@ -41,6 +45,7 @@ __all__ = [
     "PolicyRule",
     "Webhook",
     "WebhookContext",
+    "appwrapper",
     "deployment",
     "enabled",
     "frameworks",
@@ -52,6 +57,7 @@ __all__ = [
     "mpijob",
     "pod",
     "ray",
+    "sparkapplication",
     "statefulset",
     "trainjob",
 ]
