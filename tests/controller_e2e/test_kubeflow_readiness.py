@@ -15,7 +15,7 @@ from kqueue.api.v1alpha1 import constants as c
 from kqueue.localcluster.cluster import LocalCluster
 from tests.controller_e2e.harness import Api, condition, eventually, is_true
 from tests.controller_e2e.support_extra import ConfiguredKqueue, configured_kqueue
-from tests.controller_e2e.test_jobset_mpijob import _setup, _wait_workload
+from tests.controller_e2e.test_jobset import _setup, _wait_workload
 from tests.controller_e2e.test_kubeflow import FRAMEWORKS, _pods, pytorchjob, resource
 
 pytestmark = pytest.mark.cluster

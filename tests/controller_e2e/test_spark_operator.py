@@ -17,7 +17,7 @@ from kqueue.controller.resources import CLUSTER_QUEUES
 from kqueue.localcluster.cluster import LocalCluster
 from tests.controller_e2e.harness import Api, condition, eventually, is_true
 from tests.controller_e2e.support_extra import ConfiguredKqueue, configured_kqueue
-from tests.controller_e2e.test_jobset_mpijob import _setup, _wait_workload
+from tests.controller_e2e.test_jobset import _setup, _wait_workload
 from tests.controller_e2e.test_sparkapplication import SPARKAPPLICATIONS, sample
 
 pytestmark = pytest.mark.cluster

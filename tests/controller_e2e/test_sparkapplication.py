@@ -35,7 +35,7 @@ from tests.controller_e2e.harness import (
     unique,
 )
 from tests.controller_e2e.support_extra import ConfiguredKqueue, configured_kqueue
-from tests.controller_e2e.test_jobset_mpijob import _setup, _wait_workload
+from tests.controller_e2e.test_jobset import _setup, _wait_workload
 
 pytestmark = pytest.mark.cluster
 
