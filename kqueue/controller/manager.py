@@ -310,7 +310,8 @@ class Manager:
         self.releaser = PodReleaser(kube=self.kube, metrics=self.metrics, now=now)
         # Whole-gang placement by kube-scheduler, when the cluster serves it (run() discovers).
         self.gang = GangPlacement(
-            kube=self.kube, events=self.events, now=now, mode=config.gang_scheduling
+            kube=self.kube, events=self.events, now=now, mode=config.gang_scheduling,
+            topology=config.topology_hand_off,
         )
         # The node-fit guard: gangs held until their pods fit on the nodes (node_fit.py).
         self.node_fit = NodeFitHold(

@@ -1,0 +1,182 @@
+"""The topology hand-off (``topologyHandOff``), without a cluster: which workloads' PodGroups
+get ``schedulingConstraints.topology``, what is learnt when the API server refuses or drops the
+field, and when the pods go without their TAS domain's node selector."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from kqueue.api.v1alpha1 import Workload
+from kqueue.controller.gang import PODGROUPS, PODGROUPS_V1BETA1, GangPlacement
+from kqueue.controller.gang_topology import TopologyHandOff, constraint_key
+from tests.controller.fake_apiserver import FakeCluster, Refused
+from tests.controller.fakes import Events
+from tests.controller.test_gang import NOW, _with_group
+from tests.controller.test_job_reconciler import gated_pods, job, workload
+
+Obj = dict[str, Any]
+
+RACK = "cloud.example.com/rack"
+HOST = "kubernetes.io/hostname"
+
+
+def _assignment(hosts: list[str]) -> Obj:
+    return {
+        "levels": [HOST],
+        "slices": [{
+            "domainCount": len(hosts),
+            "valuesPerLevel": [{"individual": {"roots": hosts}}] if len(hosts) > 1
+            else [{"universal": hosts[0]}],
+            "podCounts": {"universal": 1},
+        }],
+    }
+
+
+def _tas_workload(requests: list[Obj | None], *, assigned: bool = True) -> Workload:
+    """A Job's Workload admitted with one pod set per entry of ``requests`` (its
+    ``topologyRequest``, None: none), each of 2 pods, TAS-assigned unless ``assigned`` is
+    False."""
+    j = job("train", count=2)
+    doc = workload(j, admitted=2).to_dict()
+    base_set = doc["spec"]["podSets"][0]
+    base_psa = doc["status"]["admission"]["podSetAssignments"][0]
+    doc["spec"]["podSets"], doc["status"]["admission"]["podSetAssignments"] = [], []
+    for i, request in enumerate(requests):
+        name = base_set["name"] if i == 0 else f"set-{i}"
+        pod_set = {**base_set, "name": name}
+        if request is not None:
+            pod_set["topologyRequest"] = request
+        psa = {**base_psa, "name": name}
+        if assigned:
+            psa["topologyAssignment"] = _assignment([f"n{i}a", f"n{i}b"])
+        doc["spec"]["podSets"].append(pod_set)
+        doc["status"]["admission"]["podSetAssignments"].append(psa)
+    return Workload.model_validate(doc)
+
+
+KEY_CASES = [
+    # (name, pod sets' topology requests, TAS-assigned, expected key)
+    ("required rack: the rack level", [{"required": RACK}], True, RACK),
+    ("preferred rack: may spread, none", [{"preferred": RACK}], True, None),
+    ("unconstrained: none", [{"unconstrained": True}], True, None),
+    ("no request (not TAS): none", [None], False, None),
+    ("required but no assignment: none", [{"required": RACK}], False, None),
+    (
+        "two pod sets of one group, same level: the level",
+        [{"required": RACK, "podSetGroupName": "g"}, {"required": RACK, "podSetGroupName": "g"}],
+        True,
+        RACK,
+    ),
+    (
+        "two pod sets, no group: each its own rack, none",
+        [{"required": RACK}, {"required": RACK}],
+        True,
+        None,
+    ),
+    (
+        "two pod sets of one group, different levels: none",
+        [{"required": RACK, "podSetGroupName": "g"}, {"required": HOST, "podSetGroupName": "g"}],
+        True,
+        None,
+    ),
+    (
+        "one required pod set, one without a request: none",
+        [{"required": RACK}, None],
+        True,
+        None,
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("requests", "assigned", "want"), [pytest.param(*case[1:], id=case[0]) for case in KEY_CASES]
+)
+def test_constraint_key_only_where_the_admission_keeps_the_gang_in_one_domain(
+    requests: list[Obj | None], assigned: bool, want: str | None
+) -> None:
+    assert constraint_key(_tas_workload(requests, assigned=assigned)) == want
+
+
+def test_no_constraint_without_an_admission() -> None:
+    j = job("train", count=2)
+    assert constraint_key(workload(j)) is None
+
+
+def _placement(
+    cluster: FakeCluster, mode: TopologyHandOff, *, v1beta1: bool = True
+) -> GangPlacement:
+    placement = GangPlacement(
+        kube=cluster.kube, events=Events(), now=lambda: NOW, topology=mode
+    )
+    placement.enabled = True
+    placement.pod_groups = PODGROUPS_V1BETA1 if v1beta1 else PODGROUPS
+    placement.workload_preemption = True
+    return placement
+
+
+HAND_OFF_CASES = [
+    # (name, mode, v1beta1 served, expected key on the group, pods unpinned)
+    ("NodeSelector: no constraint, pinned", "NodeSelector", True, None, False),
+    ("NodeSelectorAndConstraint: key, pinned", "NodeSelectorAndConstraint", True, RACK, False),
+    ("Constraint: key, unpinned", "Constraint", True, RACK, True),
+    ("Constraint on v1alpha2: no field there, pinned", "Constraint", False, None, False),
+]
+
+
+@pytest.mark.parametrize(
+    ("mode", "v1beta1", "want_key", "unpinned"),
+    [pytest.param(*case[1:], id=case[0]) for case in HAND_OFF_CASES],
+)
+async def test_pod_group_carries_the_topology_constraint_as_configured(
+    cluster: FakeCluster, mode: TopologyHandOff, v1beta1: bool, want_key: str | None,
+    unpinned: bool,
+) -> None:
+    placement = _placement(cluster, mode, v1beta1=v1beta1)
+    wl = _tas_workload([{"required": RACK}])
+    pods = _with_group(gated_pods(job("train", count=2), 2), "job-train")
+    assert (await placement.prepare(wl, pods, 2)).ready
+    [pg] = cluster.server.objects(placement.pod_groups)
+    got = ((pg["spec"].get("schedulingConstraints") or {}).get("topology") or [{}])[0].get("key")
+    assert got == want_key
+    assert placement.unpinned(wl) is unpinned
+    # A workload that may spread is never unpinned, whatever the mode.
+    assert not placement.unpinned(_tas_workload([{"preferred": RACK}]))
+
+
+@pytest.mark.parametrize("answer", ["refuse", "drop"])
+async def test_gate_off_groups_go_without_the_constraint_and_pods_stay_pinned(
+    cluster: FakeCluster, answer: str
+) -> None:
+    """Without ``TopologyAwareWorkloadScheduling`` the API server refuses the field (its
+    declarative validation: forbidden) or drops it: learnt once, the group is created without
+    it, and the pods keep their domain's node selector."""
+
+    def admit(body: Obj) -> Obj:
+        if "schedulingConstraints" in body["spec"]:
+            if answer == "refuse":
+                raise Refused(
+                    422,
+                    "Invalid",
+                    f'PodGroup.scheduling.k8s.io "{body["metadata"]["name"]}" is invalid: '
+                    "spec.schedulingConstraints: Forbidden: disabled by feature-gate",
+                )
+            del body["spec"]["schedulingConstraints"]
+        return body
+
+    cluster.server.admission[PODGROUPS_V1BETA1.plural] = admit
+    placement = _placement(cluster, "Constraint")
+    wl = _tas_workload([{"required": RACK}])
+    pods = _with_group(gated_pods(job("train", count=2), 2), "job-train")
+    assert (await placement.prepare(wl, pods, 2)).ready
+    assert placement.topology_constraints is False
+    assert not placement.unpinned(wl)
+    [pg] = cluster.server.objects(PODGROUPS_V1BETA1)
+    assert "schedulingConstraints" not in pg["spec"]
+    posts = len(cluster.server.requests_to("POST", PODGROUPS_V1BETA1))
+    assert posts == (2 if answer == "refuse" else 1)
+    # Learnt: the next group is created in one request, without the field.
+    other = _with_group(gated_pods(job("train", count=2), 2), "job-other")
+    assert (await placement.prepare(wl, other, 2)).ready
+    assert len(cluster.server.requests_to("POST", PODGROUPS_V1BETA1)) == posts + 1
