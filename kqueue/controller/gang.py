@@ -66,16 +66,17 @@ from __future__ import annotations
 
 import hashlib
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from kqueue.api.v1alpha1 import Workload, set_condition
+from kqueue.api.v1alpha1 import Workload, encode_assignment, set_condition
 from kqueue.api.v1alpha1 import constants as c
 from kqueue.controller.clock import Now
 from kqueue.controller.events import EventRecorder
 from kqueue.controller.gang_topology import (
     TopologyHandOff,
+    bound_domains,
     constraint_key,
     refuses_constraints,
     scheduling_constraints,
@@ -574,6 +575,41 @@ class GangPlacement:
             and self.topology_constraints is True
             and self.constraint(wl) is not None
         )
+
+    async def follow_binding(self, wl: Workload, pods_by_set: Mapping[str, Sequence[Obj]]) -> None:
+        """``topologyHandOff: Constraint``: once kube-scheduler has bound every pod of a pod set,
+        its topology assignment is rewritten to the hosts they are bound on, so kqueue's books
+        (quota placement, the node-fit guard, failed-node replacement) name where the gang runs,
+        not the domain kqueue would have pinned it to."""
+        adm = wl.status.admission
+        if adm is None or not self.unpinned(wl):
+            return
+        out = wl.model_copy(deep=True)
+        assert out.status.admission is not None
+        moved: list[str] = []
+        for psa in out.status.admission.pod_set_assignments:
+            ta = psa.topology_assignment
+            count = psa.count if psa.count is not None else 0
+            bound = (
+                bound_domains(ta, count, pods_by_set.get(psa.name, ())) if ta is not None else None
+            )
+            if ta is None or bound is None:
+                continue
+            psa.topology_assignment = encode_assignment(list(ta.levels), bound)
+            moved.append(f"{psa.name}: {', '.join(f'{v[0]} {n}' for v, n in bound)}")
+        if not moved:
+            return
+        try:
+            await self._kube.replace_status(WORKLOADS, out.to_dict(), namespace=out.namespace)
+        except KubeError as exc:
+            logger.debug("following the binding of %s: %s", wl.key, exc)
+            return
+        message = (
+            "kube-scheduler placed the gang inside the PodGroup's topology constraint; the "
+            f"topology assignment now names the hosts it is bound on ({'; '.join(moved)})"
+        )
+        self._events.record(wl.to_dict(), "Normal", "TopologyAssignmentFollowed", message)
+        logger.info("Workload %s: %s", wl.key, message)
 
     def _learn_topology(self, on: bool, why: str) -> None:
         self.topology_constraints = on

@@ -13,9 +13,11 @@ the two can disagree. ``topologyHandOff`` in the configuration says how they are
   pod set's required level. Both agree by construction (the pinned nodes lie in one domain of
   that level); kube-scheduler's topology plugin then also checks it.
 * ``Constraint``: the constraint only; the pods keep the flavor's node labels but not the
-  domain's, and kube-scheduler picks the domain. kqueue still accounts the domain it assigned
-  (the pods carry ``kqueue.io/tas`` and count through the assignment), so its books and the
-  real placement may name different domains until the workload ends.
+  domain's, and kube-scheduler picks the domain. The pods carry ``kqueue.io/tas`` and count
+  through the assignment, so once kube-scheduler has bound them all kqueue rewrites the
+  assignment to the hosts they are bound to (:func:`bound_domains`; Topologies ending with the
+  hostname level): its books then name the domain the gang really runs in. Between admission
+  and binding they name the domain kqueue chose; without the hostname level they keep it.
 
 The constraint is set only where it says what the admission says: every admitted pod set of
 the workload (its one PodGroup) has a ``required`` level, the same one, and either there is
@@ -25,9 +27,11 @@ one such pod set or all are of one ``podSetGroupName`` (placed in one domain tog
 
 from __future__ import annotations
 
+from collections import Counter
+from collections.abc import Sequence
 from typing import Any, Literal
 
-from kqueue.api.v1alpha1 import Workload
+from kqueue.api.v1alpha1 import TopologyAssignment, Workload
 from kqueue.api.v1alpha1 import constants as c
 from kqueue.controller.kube import KubeError
 
@@ -79,3 +83,26 @@ def refuses_constraints(exc: KubeError) -> bool:
     """The API server's answer when ``TopologyAwareWorkloadScheduling`` is off: invalid,
     naming the field."""
     return exc.status == 422 and CONSTRAINTS_FIELD in exc.message
+
+
+HOSTNAME = "kubernetes.io/hostname"
+
+
+def bound_domains(
+    ta: TopologyAssignment, count: int, pods: Sequence[Obj]
+) -> list[tuple[list[str], int]] | None:
+    """Per host, the pods of a pod set bound there, when that differs from ``ta`` and all
+    ``count`` of them are bound; None otherwise (not all bound yet, already the same, or an
+    assignment that does not name hosts)."""
+    if list(ta.levels) != [HOSTNAME]:
+        return None
+    hosts = Counter(
+        str(node)
+        for p in pods
+        if (node := (p.get("spec") or {}).get("nodeName"))
+        and not (p.get("metadata") or {}).get("deletionTimestamp")
+    )
+    if sum(hosts.values()) != count:
+        return None
+    bound = sorted(([host], n) for host, n in hosts.items())
+    return None if bound == sorted(ta.domains()) else bound

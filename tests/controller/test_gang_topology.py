@@ -11,6 +11,7 @@ import pytest
 from kqueue.api.v1alpha1 import Workload
 from kqueue.controller.gang import PODGROUPS, PODGROUPS_V1BETA1, GangPlacement
 from kqueue.controller.gang_topology import TopologyHandOff, constraint_key
+from kqueue.controller.resources import WORKLOADS
 from tests.controller.fake_apiserver import FakeCluster, Refused
 from tests.controller.fakes import Events
 from tests.controller.test_gang import NOW, _with_group
@@ -105,10 +106,11 @@ def test_no_constraint_without_an_admission() -> None:
 
 
 def _placement(
-    cluster: FakeCluster, mode: TopologyHandOff, *, v1beta1: bool = True
+    cluster: FakeCluster, mode: TopologyHandOff, *, v1beta1: bool = True,
+    events: Events | None = None,
 ) -> GangPlacement:
     placement = GangPlacement(
-        kube=cluster.kube, events=Events(), now=lambda: NOW, topology=mode
+        kube=cluster.kube, events=events or Events(), now=lambda: NOW, topology=mode
     )
     placement.enabled = True
     placement.pod_groups = PODGROUPS_V1BETA1 if v1beta1 else PODGROUPS
@@ -180,3 +182,50 @@ async def test_gate_off_groups_go_without_the_constraint_and_pods_stay_pinned(
     other = _with_group(gated_pods(job("train", count=2), 2), "job-other")
     assert (await placement.prepare(wl, other, 2)).ready
     assert len(cluster.server.requests_to("POST", PODGROUPS_V1BETA1)) == posts + 1
+
+
+def _bound(pods: list[Obj], hosts: list[str | None]) -> list[Obj]:
+    for pod, host in zip(pods, hosts, strict=True):
+        pod["spec"]["schedulingGates"] = []
+        if host is not None:
+            pod["spec"]["nodeName"] = host
+    return pods
+
+
+FOLLOW_CASES = [
+    # (name, mode, hosts the 2 pods are bound on, expected hosts written or None: unchanged)
+    ("Constraint, bound elsewhere: the assignment follows", "Constraint", ["h1", "h2"],
+     [(["h1"], 1), (["h2"], 1)]),
+    ("Constraint, both on one host", "Constraint", ["h1", "h1"], [(["h1"], 2)]),
+    ("Constraint, bound where assigned: nothing written", "Constraint", ["n0a", "n0b"], None),
+    ("Constraint, one pod not bound yet: nothing written", "Constraint", ["h1", None], None),
+    ("NodeSelectorAndConstraint: pinned, never rewritten", "NodeSelectorAndConstraint",
+     ["h1", "h2"], None),
+]
+
+
+@pytest.mark.parametrize(
+    ("mode", "hosts", "want"), [pytest.param(*case[1:], id=case[0]) for case in FOLLOW_CASES]
+)
+async def test_assignment_follows_where_kube_scheduler_bound_the_gang(
+    cluster: FakeCluster, mode: TopologyHandOff, hosts: list[str | None],
+    want: list[tuple[list[str], int]] | None,
+) -> None:
+    events = Events()
+    placement = _placement(cluster, mode, events=events)
+    placement.topology_constraints = True
+    wl = _tas_workload([{"required": RACK}])
+    stored = cluster.server.add(WORKLOADS, wl.to_dict())
+    wl.metadata.resource_version = stored["metadata"]["resourceVersion"]
+    pods = _bound(gated_pods(job("train", count=2), 2), hosts)
+    await placement.follow_binding(wl, {wl.spec.pod_sets[0].name: pods})
+    written = Workload.model_validate(cluster.server.get(WORKLOADS, wl.name, wl.namespace))
+    assert written.status.admission is not None
+    ta = written.status.admission.pod_set_assignments[0].topology_assignment
+    assert ta is not None
+    if want is None:
+        assert ta.domains() == [(["n0a"], 1), (["n0b"], 1)]
+        assert not events.recorded
+    else:
+        assert ta.domains() == want
+        assert events.reasons(wl.name) == ["TopologyAssignmentFollowed"]

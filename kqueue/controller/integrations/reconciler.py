@@ -530,6 +530,7 @@ class JobReconciler:
             recheck = await self._gang.report(wl, [p for ps in by_set.values() for p in ps])
             if recheck is not None:
                 return Requeue(after=recheck)
+            await self._gang.follow_binding(wl, by_set)
         return None
 
     async def _nodes_fit(
