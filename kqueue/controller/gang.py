@@ -78,6 +78,7 @@ from kqueue.controller.gang_topology import (
     TopologyHandOff,
     bound_domains,
     constraint_key,
+    followable,
     refuses_constraints,
     scheduling_constraints,
     stored_key,
@@ -568,12 +569,15 @@ class GangPlacement:
     def unpinned(self, wl: Workload) -> bool:
         """Whether ``wl``'s pods are released without their TAS domain's node selector:
         ``topologyHandOff: Constraint``, and the API server keeps the constraint that takes its
-        place. Otherwise (gate off, no group, a spread request) they are pinned as always."""
+        place, and the assignment can follow the binding (``followable``). Otherwise (gate off,
+        no group, a spread request, slices, a Topology without the hostname level) they are
+        pinned as always."""
         return (
             self.enabled
             and self.topology == "Constraint"
             and self.topology_constraints is True
             and self.constraint(wl) is not None
+            and followable(wl)
         )
 
     async def follow_binding(self, wl: Workload, pods_by_set: Mapping[str, Sequence[Obj]]) -> None:

@@ -19,6 +19,10 @@ the two can disagree. ``topologyHandOff`` in the configuration says how they are
   hostname level): its books then name the domain the gang really runs in. Between admission
   and binding they name the domain kqueue chose; without the hostname level they keep it.
 
+``Constraint`` unpins only workloads whose assignments can follow the binding
+(:func:`followable`: no pod set slices, a Topology ending with the hostname level); the others
+get the constraint and stay pinned.
+
 The constraint is set only where it says what the admission says: every admitted pod set of
 the workload (its one PodGroup) has a ``required`` level, the same one, and either there is
 one such pod set or all are of one ``podSetGroupName`` (placed in one domain together).
@@ -39,6 +43,7 @@ Obj = dict[str, Any]
 
 TopologyHandOff = Literal["NodeSelector", "NodeSelectorAndConstraint", "Constraint"]
 CONSTRAINTS_FIELD = "spec.schedulingConstraints"
+HOSTNAME = "kubernetes.io/hostname"
 
 
 def constraint_key(wl: Workload) -> str | None:
@@ -68,6 +73,28 @@ def constraint_key(wl: Workload) -> str | None:
     return levels.pop()
 
 
+def followable(wl: Workload) -> bool:
+    """Whether ``wl``'s pods may go without their domain's node selector (``Constraint``): the
+    constraint says all of the request (no slices: kube-scheduler knows nothing of them), and
+    every assignment names hosts, so it can follow where kube-scheduler binds the pods
+    (:func:`bound_domains`). Otherwise they stay pinned, and kqueue's books stay true."""
+    adm = wl.status.admission
+    if adm is None or constraint_key(wl) is None:
+        return False
+    for psa in adm.pod_set_assignments:
+        pod_set = wl.pod_set(psa.name)
+        request = pod_set.topology_request if pod_set is not None else None
+        if request is None or psa.topology_assignment is None:
+            continue  # kept out of the gang (checked by constraint_key)
+        if (
+            request.pod_set_slice_required_topology
+            or request.podset_slice_required_topology_constraints
+            or list(psa.topology_assignment.levels) != [HOSTNAME]
+        ):
+            return False
+    return True
+
+
 def scheduling_constraints(key: str) -> Obj:
     return {"topology": [{"key": key}]}
 
@@ -83,9 +110,6 @@ def refuses_constraints(exc: KubeError) -> bool:
     """The API server's answer when ``TopologyAwareWorkloadScheduling`` is off: invalid,
     naming the field."""
     return exc.status == 422 and CONSTRAINTS_FIELD in exc.message
-
-
-HOSTNAME = "kubernetes.io/hostname"
 
 
 def bound_domains(

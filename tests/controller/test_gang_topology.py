@@ -35,7 +35,9 @@ def _assignment(hosts: list[str]) -> Obj:
     }
 
 
-def _tas_workload(requests: list[Obj | None], *, assigned: bool = True) -> Workload:
+def _tas_workload(
+    requests: list[Obj | None], *, assigned: bool = True, levels: list[str] | None = None
+) -> Workload:
     """A Job's Workload admitted with one pod set per entry of ``requests`` (its
     ``topologyRequest``, None: none), each of 2 pods, TAS-assigned unless ``assigned`` is
     False."""
@@ -50,7 +52,14 @@ def _tas_workload(requests: list[Obj | None], *, assigned: bool = True) -> Workl
         if request is not None:
             pod_set["topologyRequest"] = request
         psa = {**base_psa, "name": name}
-        if assigned:
+        if assigned and levels:
+            psa["topologyAssignment"] = {
+                "levels": levels,
+                "slices": [{"domainCount": 1,
+                            "valuesPerLevel": [{"universal": f"v{k}"} for k in range(len(levels))],
+                            "podCounts": {"universal": 2}}],
+            }
+        elif assigned:
             psa["topologyAssignment"] = _assignment([f"n{i}a", f"n{i}b"])
         doc["spec"]["podSets"].append(pod_set)
         doc["status"]["admission"]["podSetAssignments"].append(psa)
@@ -229,3 +238,26 @@ async def test_assignment_follows_where_kube_scheduler_bound_the_gang(
     else:
         assert ta.domains() == want
         assert events.reasons(wl.name) == ["TopologyAssignmentFollowed"]
+
+
+PINNED_CASES = [
+    # (name, topology request, assignment levels (None: hosts)): Constraint keeps them pinned
+    ("slices: kube-scheduler knows nothing of them",
+     {"required": RACK, "podSetSliceRequiredTopology": HOST, "podSetSliceSize": 1}, None),
+    ("a Topology without the hostname level: the assignment cannot follow",
+     {"required": RACK}, ["cloud.example.com/block", RACK]),
+]
+
+
+@pytest.mark.parametrize(
+    ("request_", "levels"), [pytest.param(*case[1:], id=case[0]) for case in PINNED_CASES]
+)
+def test_constraint_mode_keeps_pinned_what_cannot_follow_the_binding(
+    cluster: FakeCluster, request_: Obj, levels: list[str] | None
+) -> None:
+    placement = _placement(cluster, "Constraint")
+    placement.topology_constraints = True
+    wl = _tas_workload([request_], levels=levels)
+    assert placement.constraint(wl) == RACK  # the group still gets the constraint
+    assert not placement.unpinned(wl)
+    assert placement.unpinned(_tas_workload([{"required": RACK}]))
