@@ -661,6 +661,8 @@ class Manager:
             new = rest[-1] if rest else wl
             old = wl if rest else None
             self.workload_feed.apply(key, new)
+            # A topology assignment taken or given back changes what the node-fit guard reads.
+            self.node_fit.wake()
             if self.leading:
                 self.metrics.workload_changed(old, new)
             self._forecast_observed(old, new)
@@ -669,6 +671,7 @@ class Manager:
         def on_wl_delete(key: str, wl: Workload) -> None:
             self.workload_reader.forget(key)
             self.workload_feed.delete(key)
+            self.node_fit.wake()
             self.start_forecast.observe(wl, None)
             self._workload_changed(wl, None)
 

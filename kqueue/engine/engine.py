@@ -188,10 +188,15 @@ class Engine:
         """The pod was bound (now a bound pod), ended or is gone; whether it was counted."""
         return self.node_fit_guard.released.delete(key)
 
-    def node_fit_generation(self) -> tuple[int, int]:
-        """Changes whenever what the guard reads changes (nodes, bound pods, released pods): a
-        workload held at one generation needs no new check until it moves."""
-        return self.cache.nodes.generation, self.node_fit_guard.released.generation
+    def node_fit_generation(self) -> tuple[int, int, int]:
+        """Changes whenever what the guard reads changes (nodes, bound pods, released pods,
+        workloads holding topology assignments): a workload held at one generation needs no new
+        check until it moves."""
+        return (
+            self.cache.nodes.generation,
+            self.node_fit_guard.released.generation,
+            self.cache.topology_usage_generation,
+        )
 
     def node_fit(self, key: WorkloadKey, pending: Mapping[PodSetName, int]) -> Verdict | None:
         """Whether the ``pending`` pods (per pod set: admitted, not released yet) of the admitted

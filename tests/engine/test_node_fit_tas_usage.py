@@ -17,7 +17,14 @@ from hypothesis import strategies as st
 
 from kqueue.engine.engine import Engine
 from kqueue.engine.tas.topology import Node
-from kqueue.engine.types import FlavorName, PodSetName, ResourceFlavor, ResourceName, Workload
+from kqueue.engine.types import (
+    FlavorName,
+    PodSetName,
+    ResourceFlavor,
+    ResourceName,
+    Workload,
+    WorkloadKey,
+)
 
 from .builders import make_cq, make_lq
 from .node_fit_support import CQ, FLAVOR, admitted, check
@@ -117,3 +124,19 @@ def test_guard_fits_exactly_when_the_gang_fits_beside_tas_pods(
         for name, k in verdict.nodes[PodSetName("main")].items():
             free = next(n for n in nodes if n.name == name).allocatable[CPU]
             assert k * millis <= free - 1000 * held.get(name, 0)
+
+
+def test_a_gang_held_by_tas_pods_is_checked_again_when_they_leave() -> None:
+    """The held gang's generation moves when the TAS workload gives its assignment back (its
+    pods were never among the bound pods, so no node or pod event would say so), and it fits."""
+    engine = _engine([node("kwok-1"), node("kwok-2")])
+    engine.upsert_workload(_tas_holding("tas", {"kwok-1": 1, "kwok-2": 1}))
+    w = admitted("gang", pset("main", 2, cpu="1"))
+    engine.upsert_workload(w)
+    held = check(engine, w)
+    assert held is not None and not held.fits
+    seen = engine.node_fit_generation()
+    engine.delete_workload(WorkloadKey("default/tas"))
+    assert engine.node_fit_generation() != seen
+    verdict = check(engine, w)
+    assert verdict is not None and verdict.fits
