@@ -766,6 +766,16 @@ class Configuration(_Model):
     kqueue workload name one PodGroup, which kqueue sizes to the admitted pods before releasing
     them, and kube-scheduler binds them all or none. ``Disabled``: admitted pods are placed one
     by one, as on clusters without the API."""
+    topology_hand_off: Literal["NodeSelector", "NodeSelectorAndConstraint", "Constraint"] = (
+        "NodeSelector"
+    )
+    """What the PodGroup of a topology-placed gang tells kube-scheduler
+    (``scheduling.k8s.io/v1beta1`` with the ``TopologyAwareWorkloadScheduling`` gate).
+    ``NodeSelector``: nothing; each pod carries its assigned domain's node selector. ``NodeSelectorAndConstraint``: the same, and
+    the group's ``schedulingConstraints.topology`` key is the pod set's required level.
+    ``Constraint``: the key only; the pods keep the flavor's node labels, kube-scheduler picks the
+    domain, and kqueue's books keep the domain it assigned. Only for workloads whose every pod set
+    requires one level (docs/topology.md); where the cluster refuses the field, pods are pinned."""
     node_fit_guard: Literal["Gangs", "Disabled"] = "Gangs"
     """The node-fit guard, for ClusterQueues that do not set ``spec.nodeFitGuard``. ``Gangs``:
     kqueue releases an admitted workload's pods (2 or more at a time) only when all of them fit

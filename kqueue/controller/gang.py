@@ -38,8 +38,8 @@ What the 1.36 API does not allow, and what kqueue does instead:
   ``Forbidden`` naming them, the group is created again without them. Either way later groups
   are created without them. ``priority`` itself is never written: the API server's priority
   admission resolves it from ``priorityClassName`` and refuses any other value.
-* ``schedulingConstraints`` needs the ``TopologyAwareWorkloadScheduling`` gate; kqueue does not
-  set it.
+* ``schedulingConstraints`` needs the ``TopologyAwareWorkloadScheduling`` gate; kqueue sets
+  it only on v1beta1, and only as ``topologyHandOff`` asks (:mod:`kqueue.controller.gang_topology`).
 
 Kubernetes 1.37 drops ``v1alpha2`` for ``scheduling.k8s.io/v1beta1`` (gate ``GenericWorkload``,
 beta, default off; ``GangScheduling`` and ``WorkloadAwarePreemption`` are folded into it).
@@ -66,14 +66,23 @@ from __future__ import annotations
 
 import hashlib
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from kqueue.api.v1alpha1 import Workload, set_condition
+from kqueue.api.v1alpha1 import Workload, encode_assignment, set_condition
 from kqueue.api.v1alpha1 import constants as c
 from kqueue.controller.clock import Now
 from kqueue.controller.events import EventRecorder
+from kqueue.controller.gang_topology import (
+    TopologyHandOff,
+    bound_domains,
+    constraint_key,
+    followable,
+    refuses_constraints,
+    scheduling_constraints,
+    stored_key,
+)
 from kqueue.controller.gate import is_gated
 from kqueue.controller.kube import Conflict, Kube, KubeError, NotFound
 from kqueue.controller.resources import WORKLOADS, Resource
@@ -360,12 +369,22 @@ class GangPlacement:
     """Discovery, PodGroups and verdicts; :attr:`enabled` once the cluster serves the API."""
 
     def __init__(
-        self, *, kube: Kube, events: EventRecorder, now: Now, mode: GangMode = "Auto"
+        self,
+        *,
+        kube: Kube,
+        events: EventRecorder,
+        now: Now,
+        mode: GangMode = "Auto",
+        topology: TopologyHandOff = "NodeSelector",
     ) -> None:
         self._kube = kube
         self._events = events
         self._now = now
         self.mode: GangMode = mode
+        self.topology: TopologyHandOff = topology
+        # Whether the API server keeps schedulingConstraints (gate TopologyAwareWorkloadScheduling;
+        # None: not known yet, learnt from the first PodGroup kqueue gives one).
+        self.topology_constraints: bool | None = None
         self.enabled = False
         # The PodGroup version the cluster serves (the preferred one, see PODGROUP_VERSIONS).
         self.pod_groups: Resource = PODGROUPS
@@ -486,11 +505,17 @@ class GangPlacement:
             doc["spec"].update(preemption_fields(wl, self.pod_groups))
             if not with_class:
                 doc["spec"].pop("priorityClassName", None)
+        key = self.constraint(wl)
+        if key is not None:
+            doc["spec"]["schedulingConstraints"] = scheduling_constraints(key)
         try:
             created = await self._kube.create(self.pod_groups, doc, namespace=ns)
         except Conflict:
             return Prepared(False, f"PodGroup {ns}/{name} was created meanwhile")
         except KubeError as exc:
+            if key is not None and refuses_constraints(exc):
+                self._learn_topology(False, f"the API server refuses it: {exc.message}")
+                return await self._create(wl, name, count, admitted, with_class=with_class)
             if with_class and "priorityClassName" in doc["spec"] and (
                 "priorityclass" in exc.message.lower()
             ):
@@ -502,6 +527,14 @@ class GangPlacement:
                 raise
             self._learn_preemption(False, f"the API server refuses them: {exc.message}")
             return await self._create(wl, name, count, admitted, with_class=with_class)
+        if key is not None and self.topology_constraints is None:
+            kept_key = stored_key(created)
+            self._learn_topology(
+                kept_key == key,
+                "the API server keeps it"
+                if kept_key == key
+                else f"the API server dropped it (stored key {kept_key!r})",
+            )
         if self.workload_preemption is None and "disruptionMode" in doc["spec"]:
             # With the gate off, v1.36.4 drops the fields it does not serve and defaults
             # disruptionMode to Pod: what it stored says whether it took them.
@@ -522,6 +555,76 @@ class GangPlacement:
             admitted,
         )
         return Prepared(True)
+
+    def constraint(self, wl: Workload) -> str | None:
+        """The ``schedulingConstraints.topology`` key ``wl``'s new PodGroup gets (None: none)."""
+        if (
+            self.topology == "NodeSelector"
+            or not mutable_min_count(self.pod_groups)
+            or self.topology_constraints is False
+        ):
+            return None
+        return constraint_key(wl)
+
+    def unpinned(self, wl: Workload) -> bool:
+        """Whether ``wl``'s pods are released without their TAS domain's node selector:
+        ``topologyHandOff: Constraint``, and the API server keeps the constraint that takes its
+        place, and the assignment can follow the binding (``followable``). Otherwise (gate off,
+        no group, a spread request, slices, a Topology without the hostname level) they are
+        pinned as always."""
+        return (
+            self.enabled
+            and self.topology == "Constraint"
+            and self.topology_constraints is True
+            and self.constraint(wl) is not None
+            and followable(wl)
+        )
+
+    async def follow_binding(self, wl: Workload, pods_by_set: Mapping[str, Sequence[Obj]]) -> None:
+        """``topologyHandOff: Constraint``: once kube-scheduler has bound every pod of a pod set,
+        its topology assignment is rewritten to the hosts they are bound on, so kqueue's books
+        (quota placement, the node-fit guard, failed-node replacement) name where the gang runs,
+        not the domain kqueue would have pinned it to."""
+        adm = wl.status.admission
+        if adm is None or not self.unpinned(wl):
+            return
+        out = wl.model_copy(deep=True)
+        assert out.status.admission is not None
+        moved: list[str] = []
+        for psa in out.status.admission.pod_set_assignments:
+            ta = psa.topology_assignment
+            count = psa.count if psa.count is not None else 0
+            bound = (
+                bound_domains(ta, count, pods_by_set.get(psa.name, ())) if ta is not None else None
+            )
+            if ta is None or bound is None:
+                continue
+            psa.topology_assignment = encode_assignment(list(ta.levels), bound)
+            moved.append(f"{psa.name}: {', '.join(f'{v[0]} {n}' for v, n in bound)}")
+        if not moved:
+            return
+        try:
+            await self._kube.replace_status(WORKLOADS, out.to_dict(), namespace=out.namespace)
+        except KubeError as exc:
+            logger.debug("following the binding of %s: %s", wl.key, exc)
+            return
+        message = (
+            "kube-scheduler placed the gang inside the PodGroup's topology constraint; the "
+            f"topology assignment now names the hosts it is bound on ({'; '.join(moved)})"
+        )
+        self._events.record(wl.to_dict(), "Normal", "TopologyAssignmentFollowed", message)
+        logger.info("Workload %s: %s", wl.key, message)
+
+    def _learn_topology(self, on: bool, why: str) -> None:
+        self.topology_constraints = on
+        logger.info(
+            "topology hand-off: %s (topologyHandOff: %s; PodGroup schedulingConstraints: %s%s)",
+            "on" if on else "off",
+            self.topology,
+            why,
+            "" if on else "; it needs the TopologyAwareWorkloadScheduling feature gate: "
+            "TAS pods are pinned by node selector only",
+        )
 
     def _learn_preemption(self, on: bool, why: str) -> None:
         self.workload_preemption = on

@@ -337,7 +337,8 @@ class Manager:
         self.releaser = PodReleaser(kube=self.kube, metrics=self.metrics, now=now)
         # Whole-gang placement by kube-scheduler, when the cluster serves it (run() discovers).
         self.gang = GangPlacement(
-            kube=self.kube, events=self.events, now=now, mode=config.gang_scheduling
+            kube=self.kube, events=self.events, now=now, mode=config.gang_scheduling,
+            topology=config.topology_hand_off,
         )
         # The node-fit guard: gangs held until their pods fit on the nodes (node_fit.py).
         self.node_fit = NodeFitHold(
@@ -720,6 +721,8 @@ class Manager:
             new = rest[-1] if rest else wl
             old = wl if rest else None
             self.workload_feed.apply(key, new)
+            # A topology assignment taken or given back changes what the node-fit guard reads.
+            self.node_fit.wake()
             if self.leading:
                 self.metrics.workload_changed(old, new)
             self._forecast_observed(old, new)
@@ -728,6 +731,7 @@ class Manager:
         def on_wl_delete(key: str, wl: Workload) -> None:
             self.workload_reader.forget(key)
             self.workload_feed.delete(key)
+            self.node_fit.wake()
             self.start_forecast.observe(wl, None)
             self._workload_changed(wl, None)
 

@@ -58,7 +58,7 @@ class NodeFitHold:
         self._now = now
         # Held workloads: Workload key -> what reconciles its object again, and the guard's
         # generation it was checked at.
-        self._held: dict[str, tuple[Callable[[], None], tuple[int, int]]] = {}
+        self._held: dict[str, tuple[Callable[[], None], tuple[int, int, int]]] = {}
 
     @property
     def held(self) -> frozenset[str]:

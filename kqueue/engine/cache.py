@@ -74,6 +74,9 @@ class Cache:
         # workloads come and go so a cycle's snapshot copies it instead of summing every
         # admitted workload's assignment again. Rebuilt when the trees are.
         self._topology_usage: TopologyUsage | None = None
+        # Bumped whenever a workload holding a topology assignment comes or goes: the node-fit
+        # guard reads what assignments hold on each host.
+        self.topology_usage_generation = 0
 
     # -- objects -----------------------------------------------------------------------------
 
@@ -133,6 +136,8 @@ class Cache:
         self.workloads[wl.key] = wl
         if self._topology_usage is not None:
             self._topology_usage.add_workload(wl)
+        if any(psa.topology is not None for psa in wl.admission.pod_sets):
+            self.topology_usage_generation += 1
         self._by_cq.setdefault(wl.cluster_queue, {})[wl.key] = wl
         add_into(self._cq_usage.setdefault(wl.cluster_queue, {}), wl.usage)
         node = None if self._dirty else self._cq_nodes.get(wl.cluster_queue)
@@ -146,6 +151,8 @@ class Cache:
             return None
         if self._topology_usage is not None:
             self._topology_usage.add_workload(wl, -1)
+        if any(psa.topology is not None for psa in wl.admission.pod_sets):
+            self.topology_usage_generation += 1
         if freed:
             node = self.cluster_queue_node(wl.cluster_queue)
             root = node.root().name if node is not None else wl.cluster_queue

@@ -37,7 +37,7 @@ from .queue import QueueManager
 from .readiness import PodsReadyConfig, Readiness
 from .slice import scaled_down
 from .snapshot import Inactive
-from .tas.node_fit import Demand, NodeFitGuard, ReleasedPod, Verdict, merged_flavor
+from .tas.node_fit import Demand, NodeFitGuard, ReleasedPod, Verdict, host_usage, merged_flavor
 from .tas.replacement import NotReplaced, Replaced, placed_on_nodes, replace_all
 from .tas.topology import BoundPod, Node, Topology
 from .types import (
@@ -188,10 +188,15 @@ class Engine:
         """The pod was bound (now a bound pod), ended or is gone; whether it was counted."""
         return self.node_fit_guard.released.delete(key)
 
-    def node_fit_generation(self) -> tuple[int, int]:
-        """Changes whenever what the guard reads changes (nodes, bound pods, released pods): a
-        workload held at one generation needs no new check until it moves."""
-        return self.cache.nodes.generation, self.node_fit_guard.released.generation
+    def node_fit_generation(self) -> tuple[int, int, int]:
+        """Changes whenever what the guard reads changes (nodes, bound pods, released pods,
+        workloads holding topology assignments): a workload held at one generation needs no new
+        check until it moves."""
+        return (
+            self.cache.nodes.generation,
+            self.node_fit_guard.released.generation,
+            self.cache.topology_usage_generation,
+        )
 
     def node_fit(self, key: WorkloadKey, pending: Mapping[PodSetName, int]) -> Verdict | None:
         """Whether the ``pending`` pods (per pod set: admitted, not released yet) of the admitted
@@ -219,7 +224,9 @@ class Engine:
             demands.append(Demand(ps, n, merged_flavor(flavors)))
         if sum(d.count for d in demands) < 2:
             return None
-        return self.node_fit_guard.check(self.cache.nodes, demands)
+        # TAS-placed pods are counted through their assignments, not as bound pods.
+        assigned = host_usage(self.cache.topology_usage()) if self.cache.topology_trees() else {}
+        return self.node_fit_guard.check(self.cache.nodes, demands, assigned)
 
     def replace_failed_nodes(
         self, key: WorkloadKey, failed: Iterable[str]

@@ -37,6 +37,7 @@ from __future__ import annotations
 import contextlib
 import logging
 from collections.abc import Awaitable, Callable
+from dataclasses import replace
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -541,6 +542,10 @@ class JobReconciler:
             if not prepared.ready:
                 logger.info("%s %s: pods held: %s", self.job.kind, object_key(obj), prepared.why)
                 return Requeue(after=1.0)
+            if self._gang.unpinned(wl):
+                # topologyHandOff: Constraint: the PodGroup's topology key keeps the gang in one
+                # domain, and kube-scheduler picks which (kqueue/controller/gang_topology.py).
+                releases = {n: replace(r, domains=()) for n, r in releases.items()}
         result = await self._releaser.release(
             by_set, releases, admitted_at=wl.quota_reserved_at,
             cluster_queue=wl.status.admission.cluster_queue if wl.status.admission else "",
@@ -562,6 +567,7 @@ class JobReconciler:
             recheck = await self._gang.report(wl, [p for ps in by_set.values() for p in ps])
             if recheck is not None:
                 return Requeue(after=recheck)
+            await self._gang.follow_binding(wl, by_set)
         return None
 
     async def _nodes_fit(

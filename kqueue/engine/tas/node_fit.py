@@ -8,8 +8,9 @@ a workload whose pods do not all fit keeps its quota but stays held, with the nu
 It is the topology placement (``placement.place``) on an implicit Topology of one level,
 ``kubernetes.io/hostname``, as Kueue's TAS places an unconstrained pod set: every node that
 carries the admitted flavors' node labels is a domain of its own, its free capacity its
-allocatable less the bound pods the cluster reports (``ClusterNodes``), less what is placed
-first on it here:
+allocatable less the bound pods the cluster reports (``ClusterNodes``), less what the topology
+assignments of admitted workloads hold on it (:func:`host_usage`: TAS-placed pods are not among
+the bound pods), less what is placed first on it here:
 
 1. the pods kqueue released that kube-scheduler has not bound yet (:class:`ReleasedPods`, fed by
    the controller): each with its own node selector, affinity and tolerations, placed where
@@ -59,6 +60,7 @@ from .topology import (
     Node,
     Requests,
     Topology,
+    TopologyUsage,
     add,
     count_in,
     eligibility_key,
@@ -204,8 +206,14 @@ class NodeFitGuard:
             self._trees[key] = tree
         return tree
 
-    def check(self, cluster: ClusterNodes, demands: Sequence[Demand]) -> Verdict:
-        """Whether ``demands`` fit on ``cluster``'s free capacity after the released pods."""
+    def check(
+        self,
+        cluster: ClusterNodes,
+        demands: Sequence[Demand],
+        assigned: Mapping[str, Requests] | None = None,
+    ) -> Verdict:
+        """Whether ``demands`` fit on ``cluster``'s free capacity after the released pods and
+        ``assigned`` (per host, what topology assignments hold there: see :func:`host_usage`)."""
         needed = sum(d.count for d in demands)
         key = (cluster.generation, self.released.generation)
         if key != self._released_key:
@@ -213,6 +221,10 @@ class NodeFitGuard:
             self._released_placed = self._place_released(cluster, self._released_taken)
             self._released_key = key
         taken = self._released_taken
+        if assigned:
+            taken = _copy(taken)
+            for host, amounts in assigned.items():
+                add(taken.setdefault((host,), {}), amounts)
         others = self._released_placed
         first = self._place(cluster, demands, _copy(taken))
         if isinstance(first, dict):
@@ -353,6 +365,27 @@ def _short(
             totals[r] += have // per_pod[r] if have > 0 else 0
     short = [r for r in requested if totals[r] < d.count]
     return short or [r for r in requested if r != PODS] or [PODS]
+
+
+def host_usage(usage: TopologyUsage) -> dict[str, Requests]:
+    """Per host, what the topology assignments of workloads holding quota take there: the pods
+    TAS placed (label ``kqueue.io/tas``) are not among the cluster's bound pods, so without
+    this a non-TAS gang would be counted into room they hold. Only Topologies ending with the
+    hostname level name hosts; with overlapping flavors every flavor holding a host already
+    counts all of its usage (``TopologyUsage.sharing``), so the largest is taken, not the sum.
+    A Topology whose lowest level is above the host (a rack) cannot say which node is used:
+    not counted here."""
+    out: dict[str, Requests] = {}
+    for flavor, per_leaf in usage.usage.items():
+        tree = usage.trees.get(flavor)
+        if tree is None or not tree.lowest_is_node:
+            continue
+        for leaf_id, amounts in per_leaf.items():
+            have = out.setdefault(leaf_id[-1], {})
+            for r, v in amounts.items():
+                if v > have.get(r, 0):
+                    have[r] = v
+    return {h: a for h, a in out.items() if any(a.values())}
 
 
 def _copy(taken: Mapping[DomainId, Requests]) -> dict[DomainId, Requests]:

@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from kqueue.controller.kube import KubeError
 from kqueue.controller.resources import PODS, PRIORITY_CLASSES
 from kqueue.localcluster.cluster import LocalCluster
 from kqueue.localcluster.nodes import INSTANCE_TYPE_LABEL
@@ -62,21 +63,30 @@ async def test_scheduler_preemption_never_leaves_a_gang_half_running(
         )
         api.created.append((PRIORITY_CLASSES, pc, None))
         # 2 cpu on the gang's nodes, where 1 is free: kube-scheduler must preempt.
-        await api.kube.create(
-            PODS,
-            {
-                "apiVersion": "v1",
-                "kind": "Pod",
-                "metadata": {"name": "urgent", "namespace": namespace},
-                "spec": {
-                    "priorityClassName": pc,
-                    "nodeSelector": {INSTANCE_TYPE_LABEL: frag.instance_type},
-                    "terminationGracePeriodSeconds": 0,
-                    "containers": [pause_container("2")],
-                },
+        urgent = {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": "urgent", "namespace": namespace},
+            "spec": {
+                "priorityClassName": pc,
+                "nodeSelector": {INSTANCE_TYPE_LABEL: frag.instance_type},
+                "terminationGracePeriodSeconds": 0,
+                "containers": [pause_container("2")],
             },
-            namespace=namespace,
-        )
+        }
+
+        async def urgent_created() -> bool:
+            # The API server's priority admission reads PriorityClasses from its own cache: a
+            # class created a moment ago may not be there yet (403 "no PriorityClass ... found").
+            try:
+                await api.kube.create(PODS, urgent, namespace=namespace)
+            except KubeError as exc:
+                if exc.status == 403 and "PriorityClass" in exc.message:
+                    return False
+                raise
+            return True
+
+        await eventually(urgent_created, within=30, what="the high-priority pod created")
 
         async def urgent_bound() -> bool:
             pod = await api.kube.get(PODS, "urgent", namespace)
