@@ -123,7 +123,6 @@ async def test_jobs_requiring_a_rack_land_each_in_one_rack(
 
     async def bound_racks(name: str) -> set[str] | None:
         pods = await api.pods_of(namespace, name)
-        print(name, [((p.get("spec") or {}).get("nodeName"), (p.get("spec") or {}).get("nodeSelector"), (p.get("spec") or {}).get("schedulingGates"), [x.get("message") for x in (p.get("status") or {}).get("conditions") or []]) for p in pods])
         nodes = [(p.get("spec") or {}).get("nodeName") for p in pods]
         if len(nodes) != 4 or not all(nodes):
             return None
