@@ -308,6 +308,31 @@ KNOWN_DIFFERENCES: list[tuple[str, Obj, bool, bool, str]] = [
         "DeviceClassMapping._check_names",
     ),
     (
+        "device-class-counter-name-not-a-dns-label",
+        {
+            "resources": {
+                "deviceClassMappings": [
+                    {
+                        "name": "gpu.memory",
+                        "deviceClassNames": ["mig.example.com"],
+                        "sources": [
+                            {
+                                "counter": {
+                                    "name": "Memory Slices",
+                                    "driver": "gpu.example.com",
+                                    "deviceSelector": {"cel": {"expression": "true"}},
+                                }
+                            }
+                        ],
+                    }
+                ]
+            }
+        },
+        False,
+        True,
+        "DeviceClassCounterSource._check",
+    ),
+    (
         "device-class-mapped-twice",
         {"resources": {"deviceClassMappings": [{"name": "r1", "deviceClassNames": ["g"]},
                                                {"name": "r2", "deviceClassNames": ["g"]}]}},
