@@ -58,6 +58,7 @@ from kqueue.controller.delegated_auth import DelegatedAuth
 from kqueue.controller.engine_feed import LimitRangeDoc
 from kqueue.controller.events import EventRecorder
 from kqueue.controller.gang import GangPlacement
+from kqueue.controller.gang_disruption import GangDisruptionWatcher
 from kqueue.controller.informer import Informer, Obj, as_dict
 from kqueue.controller.integrations import (
     ComposableJob,
@@ -450,6 +451,17 @@ class Manager:
         self.pods.add_handler(on_add=readiness.on_pod, on_update=readiness.on_pod)
         self.scheduler.after_cycle.append(readiness.after_cycle)
         self.leader_tasks.append(readiness.run)
+        # A gang kube-scheduler preempted a pod of is evicted whole (gang_disruption.py).
+        disruption = GangDisruptionWatcher(
+            workloads=self.workloads.store,
+            workloads_of_pod=readiness.workloads_of,
+            pods_of=readiness.pods_of,
+            kube=self.kube,
+            events=self.events,
+            now=self._now,
+        )
+        self.pods.add_handler(on_add=disruption.on_pod, on_update=disruption.on_pod)
+        self.leader_tasks.append(disruption.run)
 
     def _install_admission_checks(self) -> None:
         """Two-phase admission: AdmissionChecks, ProvisioningRequestConfigs, the built-in

@@ -133,16 +133,23 @@ class ReadinessWatcher:
         self.queue.add(key)
 
     def on_pod(self, _key: str, pod: Obj, *rest: Obj) -> None:
-        new = rest[-1] if rest else pod
-        meta = new.get("metadata") or {}
+        for wl in self.workloads_of(rest[-1] if rest else pod):
+            self.queue.add(wl.key)
+
+    def workloads_of(self, pod: Obj) -> list[Workload]:
+        """The Workloads ``pod`` counts for (in its namespace)."""
+        meta = pod.get("metadata") or {}
         namespace = meta.get("namespace") or "default"
         # The pod's Job owns the Workload; a plain pod (or each pod of a group) owns it itself.
         uids = {str(r.get("uid")) for r in meta.get("ownerReferences") or [] if r.get("uid")}
         uids.add(str(meta.get("uid") or ""))
-        uids.update(self._pod_owner_keys(new))
+        uids.update(self._pod_owner_keys(pod))
+        found: dict[str, Workload] = {}
         for uid in sorted(uids):
             for wl in self._workloads.by_index(BY_ANY_OWNER, uid):
-                self.queue.add(f"{namespace}/{wl.name}")
+                if (wl.namespace or "default") == namespace:
+                    found[wl.key] = wl
+        return list(found.values())
 
     # -- the leader's task -------------------------------------------------------------------
 
