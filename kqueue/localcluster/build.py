@@ -449,6 +449,12 @@ def build_lock(name: str = "build.lock") -> Iterator[None]:
             fcntl.flock(fh, fcntl.LOCK_UN)
 
 
+def ensure_component(component: Component, *, force: bool = False) -> Path:
+    """Build one component under its own lock (two processes never build it at once)."""
+    with build_lock(f"build-{component.dir_name}.lock"):
+        return build_component(component, force=force)
+
+
 def ensure_binaries(*, force: bool = False, only: list[str] | None = None) -> Path:
     """Build what is missing and return a directory holding every binary (as symlinks).
 
@@ -466,7 +472,7 @@ def ensure_binaries(*, force: bool = False, only: list[str] | None = None) -> Pa
             raise BuildError(f"unknown component(s): {', '.join(sorted(unknown))}")
         wanted = [c for c in wanted if c.name in only]
     with build_lock():
-        dirs = {c.name: build_component(c, force=force) for c in wanted}
+        dirs = {c.name: ensure_component(c, force=force) for c in wanted}
         if only:
             return next(iter(dirs.values()))
         set_dir = cache_dir() / "bin" / set_dir_name()

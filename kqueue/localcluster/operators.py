@@ -526,8 +526,7 @@ def built(op: Operator) -> Path | None:
 
 def ensure_built(op: Operator, *, force: bool = False) -> Path:
     """Build the operator's binary if needed (its own lock) and return its path."""
-    with build.build_lock(f"build-{op.component.dir_name}.lock"):
-        out_dir = build.build_component(op.component, force=force)
+    out_dir = build.ensure_component(op.component, force=force)
     return out_dir / op.component.binaries[0][1]
 
 

@@ -65,10 +65,7 @@ def ensure_built(*, force: bool = False) -> Path:
     Raises :class:`build.BuildError` saying why when it cannot be built (no Go toolchain, the
     module proxy refuses the version, a compile error).
     """
-    c = component()
-    with build.build_lock(f"build-{c.dir_name}.lock"):
-        out_dir = build.build_component(c, force=force)
-    return out_dir / "promtool"
+    return build.ensure_component(component(), force=force) / "promtool"
 
 
 def main() -> int:
