@@ -13,9 +13,9 @@ $(VENV)/.installed: pyproject.toml
 	$(PY) -m pip install --quiet -e '.[dev]'
 	touch $@
 
-# Everything: static checks, unit and property tests, and the cluster tests on real control
-# planes, on two pytest-xdist workers, with the Go builds overlapped with the unit tests
-# (hack/test.sh; KQUEUE_TEST_WORKERS=1 for one worker). Plain `pytest` runs the same tests serially.
+# Everything: static checks, unit and property tests (two pytest-xdist workers, beside the Go
+# builds), then the cluster tests on real control planes (one worker; hack/test.sh says how to
+# change both). Plain `pytest` runs the same tests serially.
 test: venv
 	VENV=$(VENV) hack/test.sh
 

@@ -176,7 +176,10 @@ def _check_permissions(cluster: LocalCluster, release: str, namespace: str) -> N
         ("get", secret, namespace): True,
         ("update", secret, namespace): True,
         ("create", "secrets", namespace): True,
-        ("get", "secrets/other", namespace): False,
+        # MultiKueue reads the kubeconfig Secrets its MultiKueueClusters name (any name, in
+        # the release namespace only), as Kueue's role does.
+        ("get", "secrets/other", namespace): True,
+        ("update", "secrets/other", namespace): False,
         ("list", "secrets", namespace): False,
         ("get", secret, "default"): False,
         ("create", "secrets", "default"): False,

@@ -467,7 +467,7 @@ async def test_worker_lost_requeues_elsewhere_and_its_orphans_are_removed(
             w = await _workload(setup.manager, ns, name)
             return w if w is not None and (w.get("status") or {}).get("clusterName") == other else None
 
-        await eventually(moved, within=LOST_TIMEOUT_S + 60, what=f"the Workload to move to {other}")
+        await eventually(moved, within=LOST_TIMEOUT_S + 150, what=f"the Workload to move to {other}")
     finally:
         lost_cluster.start_component("kube-apiserver")
 
