@@ -56,6 +56,20 @@ def _set(obj: Obj, path: SuspendPath, value: bool) -> None:
     obj[path[-1]] = value
 
 
+class SpecSuspendKind:
+    """What every kind held through its own ``spec.suspend`` answers alike: which objects are
+    watched, whether one is suspended, and whether its user (not kqueue) suspended it."""
+
+    def label_selector(self, *, without_queue_name: bool = False) -> str | None:
+        return None if without_queue_name else c.QUEUE_NAME_LABEL
+
+    def is_suspended(self, obj: Obj) -> bool:
+        return suspended(obj)
+
+    def user_suspended(self, obj: Obj) -> bool:
+        return self.is_suspended(obj) and c.SUSPENDED_BY_KQUEUE_ANNOTATION not in _annotations(obj)
+
+
 def gate_templates(templates: Iterable[Obj]) -> bool:
     """The gate and the managed label in each pod template (in place); whether any changed."""
     changed = False

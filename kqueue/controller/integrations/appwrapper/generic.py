@@ -35,7 +35,7 @@ from kqueue.api.integrations.common import IntegrationError
 from kqueue.api.v1alpha1 import Workload
 from kqueue.api.v1alpha1 import constants as c
 from kqueue.controller.gate import PodSetRelease, is_gated
-from kqueue.controller.integrations.suspension import gate_templates
+from kqueue.controller.integrations.suspension import SpecSuspendKind, gate_templates
 from kqueue.controller.resources import Resource
 
 Obj = dict[str, Any]
@@ -82,23 +82,13 @@ def templates_in(components: list[Obj], sets: list[WrappedPodSet]) -> list[Obj]:
     return out
 
 
-class AppWrapperIntegration:
+class AppWrapperIntegration(SpecSuspendKind):
     resource = APPWRAPPERS
     api_version = API_VERSION
     kind = KIND
 
-    def label_selector(self, *, without_queue_name: bool = False) -> str | None:
-        return None if without_queue_name else c.QUEUE_NAME_LABEL
-
     def workload_for(self, obj: Obj, priorities: PriorityResolver) -> Workload:
         return workload_for_appwrapper(obj, priorities)
-
-    def is_suspended(self, obj: Obj) -> bool:
-        return bool((obj.get("spec") or {}).get("suspend"))
-
-    def user_suspended(self, obj: Obj) -> bool:
-        annotations = (obj.get("metadata") or {}).get("annotations") or {}
-        return self.is_suspended(obj) and c.SUSPENDED_BY_KQUEUE_ANNOTATION not in annotations
 
     def is_active(self, obj: Obj) -> bool:
         return quota_reserved(obj)

@@ -33,6 +33,7 @@ from kqueue.controller.integrations.podtemplate import (
     merge,
     restored_template_patch,
 )
+from kqueue.controller.integrations.suspension import SpecSuspendKind
 from kqueue.controller.resources import Resource
 
 Obj = dict[str, Any]
@@ -46,10 +47,6 @@ def _rjobs(obj: Obj) -> list[Obj]:
 
 def _pod_template(rjob: Obj) -> Obj:
     return ((rjob.get("template") or {}).get("spec") or {}).get("template") or {}
-
-
-def _annotations(obj: Obj) -> dict[str, str]:
-    return dict((obj.get("metadata") or {}).get("annotations") or {})
 
 
 def _template_patches(obj: Obj, per_rjob: Mapping[str, Obj | None]) -> list[Obj] | None:
@@ -78,22 +75,13 @@ def _drop_nulls(value: Any) -> Any:
     return value
 
 
-class JobSetIntegration:
+class JobSetIntegration(SpecSuspendKind):
     resource: Resource = JOBSETS
     api_version = JOBSET_API_VERSION
     kind = JOBSET_KIND
 
-    def label_selector(self, *, without_queue_name: bool = False) -> str | None:
-        return None if without_queue_name else c.QUEUE_NAME_LABEL
-
     def workload_for(self, obj: Obj, priorities: PriorityResolver) -> Workload:
         return workload_for_jobset(obj, priorities)
-
-    def is_suspended(self, obj: Obj) -> bool:
-        return bool((obj.get("spec") or {}).get("suspend"))
-
-    def user_suspended(self, obj: Obj) -> bool:
-        return self.is_suspended(obj) and c.SUSPENDED_BY_KQUEUE_ANNOTATION not in _annotations(obj)
 
     def is_active(self, obj: Obj) -> bool:
         for status in (obj.get("status") or {}).get("replicatedJobsStatus") or []:

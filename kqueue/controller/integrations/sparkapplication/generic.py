@@ -37,6 +37,7 @@ from kqueue.controller.integrations.podtemplate import (
     admitted_template_patch,
     restored_template_patch,
 )
+from kqueue.controller.integrations.suspension import SpecSuspendKind
 from kqueue.controller.resources import Resource
 
 Obj = dict[str, Any]
@@ -67,23 +68,13 @@ def restored_role_patch(spec: Mapping[str, Any], recorded: Mapping[str, Any] | N
     return patch["spec"] if patch is not None else None
 
 
-class SparkApplicationIntegration:
+class SparkApplicationIntegration(SpecSuspendKind):
     resource = SPARKAPPLICATIONS
     api_version = API_VERSION
     kind = KIND
 
-    def label_selector(self, *, without_queue_name: bool = False) -> str | None:
-        return None if without_queue_name else c.QUEUE_NAME_LABEL
-
     def workload_for(self, obj: Obj, priorities: PriorityResolver) -> Workload:
         return workload_for_sparkapplication(obj, priorities)
-
-    def is_suspended(self, obj: Obj) -> bool:
-        return bool((obj.get("spec") or {}).get("suspend"))
-
-    def user_suspended(self, obj: Obj) -> bool:
-        annotations = (obj.get("metadata") or {}).get("annotations") or {}
-        return self.is_suspended(obj) and c.SUSPENDED_BY_KQUEUE_ANNOTATION not in annotations
 
     def is_active(self, obj: Obj) -> bool:
         """Kueue's ``IsActive`` (RUNNING), and the states in which its driver may still run
