@@ -130,7 +130,9 @@ class EventRecorder:
             try:
                 await self._post(event)
             except KubeError as exc:
-                logger.info("could not post event %s on %s: %s", event.reason, event.ref.name, exc)
+                # An object in a namespace being deleted: the event would go with it.
+                log = logger.debug if exc.namespace_terminating else logger.info
+                log("could not post event %s on %s: %s", event.reason, event.ref.name, exc)
 
     async def drain(self) -> None:
         """Post what is queued (at shutdown); bound it with ``asyncio.timeout``."""

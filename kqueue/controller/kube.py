@@ -205,10 +205,24 @@ class KubeError(Exception):
         self.status = status
         self.reason = str(body.get("reason", ""))
         self.message = str(body.get("message", ""))
+        details = body.get("details")
+        causes = details.get("causes") if isinstance(details, dict) else None
+        self.causes = tuple(
+            str(c.get("reason", "")) for c in causes or () if isinstance(c, dict)
+        )
         if status:
             super().__init__(f"{what}: HTTP {status} {self.reason}: {self.message}")
         else:
             super().__init__(f"{what}: {self.reason}: {self.message}")
+
+    @property
+    def namespace_terminating(self) -> bool:
+        """The API server refused to create something in a namespace being deleted (403 with
+        the NamespaceTerminating cause; older servers say so only in the message). Expected
+        while a namespace goes: its objects' deletions follow, and a retry is refused again."""
+        return self.status == 403 and (
+            "NamespaceTerminating" in self.causes or "being terminated" in self.message
+        )
 
     @staticmethod
     def of(what: str, status: int, body: Obj) -> KubeError:

@@ -243,9 +243,9 @@ async def run_workers(
 
 
 def namespace_terminating(exc: BaseException) -> bool:
-    """The API server refused to create something in a namespace being deleted (403 with the
-    NamespaceTerminating cause)."""
-    return getattr(exc, "status", None) == 403 and "being terminated" in str(exc)
+    """``exc`` is the API server refusing to create something in a namespace being deleted
+    (:attr:`KubeError.namespace_terminating`)."""
+    return bool(getattr(exc, "namespace_terminating", False))
 
 
 async def _worker(*, queue: WorkQueue[K], reconcile: Reconciler[K]) -> None:

@@ -235,6 +235,8 @@ class DevRelease:
             for line in self.log().splitlines()
             # Not a "403" inside a timestamp's milliseconds ("17:40:14,403 INFO").
             if re.search(r"(?<![,.:\d])\b403\b|forbidden", line, re.IGNORECASE)
+            # Nor a namespace being deleted refusing new content: no permission is missing.
+            and "because it is being terminated" not in line
         ]
 
     def uninstall(self) -> None:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gzip
 import inspect
 import json
 import os
@@ -536,6 +537,7 @@ class FaultProxy:
     forwarded: int = 0
     calls: Counter[tuple[str, str]] = field(default_factory=Counter)
     statuses: Counter[tuple[str, str, int]] = field(default_factory=Counter)
+    namespace_terminating: int = 0
     # Seconds to hold requests while the API server is unreachable (0: answer 503 at once).
     hold_while_down: float = 0.0
     held: int = 0
@@ -626,11 +628,21 @@ class FaultProxy:
                 await asyncio.sleep(0.2)
         resp = web.StreamResponse(status=up.status)
         try:
-            self.statuses[(verb, resource, up.status)] += 1
+            refusal = await up.read() if up.status == 403 else None
+            if refusal is not None and _namespace_terminating(refusal, up.headers):
+                # Not a permission missing: a namespace being deleted refuses new content
+                # (another test's namespace, whose objects kqueue still saw).
+                self.namespace_terminating += 1
+            else:
+                self.statuses[(verb, resource, up.status)] += 1
             for k, v in up.headers.items():
                 if k.lower() not in ("content-length", "transfer-encoding", "connection"):
                     resp.headers[k] = v
             await resp.prepare(request)
+            if refusal is not None:
+                await resp.write(refusal)
+                await resp.write_eof()
+                return resp
             try:
                 async for chunk in up.content.iter_any():
                     await resp.write(chunk)
@@ -644,6 +656,13 @@ class FaultProxy:
             return resp
         finally:
             await up_cm.__aexit__(None, None, None)
+
+
+def _namespace_terminating(body: bytes, headers: Any) -> bool:
+    """A 403 whose Status carries the NamespaceTerminating cause."""
+    if headers.get("Content-Encoding", "") == "gzip":
+        body = gzip.decompress(body)
+    return b"NamespaceTerminating" in body or b"being terminated" in body
 
 
 @contextlib.asynccontextmanager

@@ -304,6 +304,8 @@ def _forbidden_in_log(log: str) -> list[str]:
         line
         for line in log.splitlines()
         if re.search(r"\b403\b|forbidden", stamp.sub("", line), re.IGNORECASE)
+        # A namespace being deleted refusing new content is no permission missing.
+        and "because it is being terminated" not in line
     ]
 
 
