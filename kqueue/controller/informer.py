@@ -566,7 +566,7 @@ def _resumable(exc: KubeError) -> bool:
     """Whether a watch that failed with ``exc`` may be resumed at its resourceVersion: no
     answer (a cut connection, a timeout) or a passing refusal (429, 5xx). Other refusals
     (403, 404: RBAC or a CRD changed) are not cured by watching again."""
-    return exc.status == 0 or exc.status == 429 or exc.status >= 500
+    return exc.transient
 
 
 def _rv(obj: Obj) -> str:

@@ -216,6 +216,13 @@ class KubeError(Exception):
             super().__init__(f"{what}: {self.reason}: {self.message}")
 
     @property
+    def transient(self) -> bool:
+        """No answer (a cut connection, a timeout, a write held back at the end of a
+        leadership) or a passing refusal (429, 5xx): the same request may succeed later.
+        Other refusals (400, 403, 404, 422) are not cured by sending it again."""
+        return self.status == 0 or self.status == 429 or self.status >= 500
+
+    @property
     def namespace_terminating(self) -> bool:
         """The API server refused to create something in a namespace being deleted (403 with
         the NamespaceTerminating cause; older servers say so only in the message). Expected
@@ -276,6 +283,8 @@ class WriteDeadlinePassed(KubeError):
 # What a request raises when no answer arrives: aiohttp's own errors (ServerDisconnectedError
 # and ClientPayloadError are not OSErrors), socket errors and timeouts. Wrapped in Unreachable.
 _TRANSPORT_ERRORS: Final = (aiohttp.ClientError, OSError, TimeoutError)
+# Requests are bounded by asyncio.timeout (Kube.send); a connection attempt by its own limit.
+_NO_TOTAL: Final = aiohttp.ClientTimeout(total=None, sock_connect=30)
 
 
 def _raise_for(what: str, status: int, body: Obj) -> None:
@@ -402,18 +411,26 @@ class Kube:
         """``(HTTP status, the answer's body undecoded)``: for callers that decode the answer
         only when they need it."""
         total = self._timeout(method, path, time_limit)
-        response = await self._call(
-            method,
-            path,
-            body=body,
-            content_type=content_type,
-            query=query,
-            client_timeout=aiohttp.ClientTimeout(total=total),
-        )
+        # The call's time limit is asyncio's, not aiohttp's ``ClientTimeout(total=...)``: on
+        # Python 3.11 aiohttp's turns a cancellation that meets its own timeout into a
+        # TimeoutError about once in four, and a task cancelled then (a term's workers at the
+        # end of a leadership) carried on as if never cancelled (docs/reliability.md).
         try:
-            async with response:
-                raw = await response.read()
-        except _TRANSPORT_ERRORS as exc:
+            async with asyncio.timeout(total):
+                response = await self._call(
+                    method,
+                    path,
+                    body=body,
+                    content_type=content_type,
+                    query=query,
+                    client_timeout=_NO_TOTAL,
+                )
+                try:
+                    async with response:
+                        raw = await response.read()
+                except _TRANSPORT_ERRORS as exc:
+                    raise Unreachable(what=f"{method} {path}", cause=exc) from exc
+        except TimeoutError as exc:
             raise Unreachable(what=f"{method} {path}", cause=exc) from exc
         return response.status, raw
 

@@ -254,9 +254,11 @@ class LeaderElector:
     async def _keep_renewing(self) -> None:
         """Renew every ``retry_period``; after a failure retry (jittered) until it works. Only
         the watchdog decides that leadership is lost, so a hung request cannot delay that."""
-        while True:
+        # Leading is checked besides cancellation: a cancellation lost in a library would
+        # otherwise keep renewing the lease of a replica that no longer leads.
+        while self._is_leader:
             await self._clock.sleep(self._retry_period)
-            while not await self._try_acquire_or_renew():
+            while self._is_leader and not await self._try_acquire_or_renew():
                 await self._clock.sleep(self._retry_period * (1 + random.random() * _JITTER))
 
     async def _watch_deadline(self) -> None:

@@ -20,7 +20,7 @@ from kqueue.controller.integrations.management import Management
 from kqueue.controller.integrations.owners import BY_OWNER, owner_uids
 from kqueue.controller.integrations.reconciler import JobReconciler
 from kqueue.controller.integrations.release import PodReleaser
-from kqueue.controller.kube import Kube
+from kqueue.controller.kube import Kube, KubeError
 from kqueue.controller.metrics import Metrics
 from kqueue.controller.resources import (
     JOBS,
@@ -534,6 +534,36 @@ async def test_the_suspended_job_gets_the_gate_once_reset(cluster: FakeCluster) 
     assert template["metadata"]["labels"] == {c.MANAGED_LABEL: "true"}
     assert patch["metadata"]["resourceVersion"] == read
 
+
+
+@pytest.mark.parametrize(
+    ("code", "retried"),
+    [pytest.param(503, True, id="unavailable-is-retried"),
+     pytest.param(429, True, id="throttled-is-retried"),
+     pytest.param(422, False, id="invalid-is-reported")],
+)
+async def test_a_failed_gate_template_write_is_retried_unless_refused_for_good(
+    cluster: FakeCluster, code: int, retried: bool
+) -> None:
+    # Holding the template (the gate in) while queued: a passing failure (no answer, 429,
+    # 5xx) goes back to the work queue; only a refusal the same write cannot overcome ends in
+    # the ErrGateTemplate event. Under dropped connections the first gave up for good.
+    world = await World.start(cluster)
+    j = job("held", gated=False, suspend=True, started=False)
+    key = await world.add_job(j, workload(j))
+    world.server.fail("PATCH", JOBS, "held", code=code, times=1)
+    if retried:
+        with pytest.raises(KubeError) as raised:
+            await world.reconciler(key)
+        assert raised.value.status == code
+        assert [e for e in world.events.reasons("held") if e == "ErrGateTemplate"] == []
+        await world.reconciler(key)  # the retry
+        [patch] = world.job_patches()
+        assert {"name": c.ADMISSION_GATE} in patch["spec"]["template"]["spec"]["schedulingGates"]
+    else:
+        await world.reconciler(key)
+        assert world.job_patches() == []
+        assert "ErrGateTemplate" in world.events.reasons("held")
 
 
 async def test_a_released_pod_the_informer_still_shows_gated_counts_as_released(cluster: FakeCluster) -> None:

@@ -11,6 +11,7 @@ exceptions. Then ``modify_status`` (conflicts and lost answers read again; given
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import socket
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -335,3 +336,38 @@ async def test_idempotent_gives_up_after_its_attempts() -> None:
     with pytest.raises(Unreachable):
         await idempotent(call, attempts=3)
     assert count == [3]
+
+
+async def test_a_cancellation_meeting_the_time_limit_is_never_swallowed(flaky: str) -> None:
+    """A task cancelled just as its call's time limit passes ends cancelled, every time.
+
+    With aiohttp's own total timeout (``ClientTimeout(total=...)``) on Python 3.11 about one
+    such cancellation in four came back as a TimeoutError instead: the leader's renewal loop,
+    cancelled at the end of a term as its call timed out, carried on renewing the lease of a
+    replica that no longer led (a dropped-connections run held the lease for minutes with
+    nothing scheduled). The call now runs under ``asyncio.timeout``, which counts the
+    cancellations it did not make."""
+    kube = _kube(flaky, timeout=0.1)
+    swallowed = 0
+
+    async def renew_forever() -> None:
+        while True:
+            with contextlib.suppress(KubeError):
+                await kube.get(CONFIGMAPS, "slow", NS)
+
+    try:
+        for i in range(40):
+            task = asyncio.create_task(renew_forever())
+            # Around the limit: before, at and after the call's timer.
+            await asyncio.sleep(0.1 + (i % 5 - 2) * 0.001)
+            task.cancel()
+            done, _ = await asyncio.wait({task}, timeout=1.0)
+            if not done:
+                swallowed += 1
+                task.cancel()
+                await asyncio.gather(task, return_exceptions=True)
+            else:
+                assert task.cancelled()
+    finally:
+        await kube.api.close()
+    assert swallowed == 0, f"{swallowed} of 40 cancellations swallowed"

@@ -623,6 +623,8 @@ class JobReconciler:
         except Conflict:
             return  # changed meanwhile: its update brings us back
         except KubeError as exc:
+            if exc.transient:
+                raise  # no answer or a passing refusal: the work queue retries
             # Admission still works: its pods then start ungated (without the flavor's node
             # labels and tolerations), or with an earlier flavor's node labels.
             self._events.record(
