@@ -48,13 +48,16 @@ OFFERED = _on_workers(
     "Dispatched to worker clusters 'worker-1', 'worker-2'; the first to admit the workload runs it",
     nominatedClusterNames=["worker-1", "worker-2"],
 )
+FINISHED = _on_workers("done", "Ready", "The workload was admitted on 'worker-1'",
+                       clusterName="worker-1")
+FINISHED["status"]["conditions"].append(_cond("Finished", "True", "Succeeded"))
 WAITING = _on_workers("waiting", "Pending",
                       "Not dispatched yet: waiting for admission checks prov to be Ready")
 
 
 def _board() -> Board:
     objs = [load_object(d, Location("<test>", i))
-            for i, d in enumerate([*yaml.safe_load_all(MANIFESTS), RUNNING, OFFERED, WAITING], 1)]
+            for i, d in enumerate([*yaml.safe_load_all(MANIFESTS), RUNNING, OFFERED, WAITING, FINISHED], 1)]
     return Board.of([o for o in objs if o is not None], NOW)
 
 
@@ -68,6 +71,8 @@ def _board() -> Board:
                      "none has admitted it yet",
                      {"nominatedClusterNames": ["worker-1", "worker-2"]},
                      id="copies offered, none admitted"),
+        pytest.param("done", "MultiKueue: ran on worker cluster worker-1",
+                     {"clusterName": "worker-1"}, id="finished on a worker"),
     ],
 )
 def test_explain_says_which_worker_cluster(name: str, line: str, json_fields: Obj) -> None:
