@@ -269,6 +269,20 @@ def _expected_start_line(e: Explanation) -> str:
     return estimates.describe(p, local=lambda at: _clock(at, e.predicted_at or at))
 
 
+def cluster_line(e: Explanation) -> str | None:
+    """MultiKueue: the worker cluster the workload runs (ran) on, else the ones its copies are
+    offered to (the Workload's status.clusterName, status.nominatedClusterNames)."""
+    if e.cluster_name:
+        verb = "ran" if e.state == "Finished" else "runs"
+        return f"MultiKueue: {verb} on worker cluster {e.cluster_name}"
+    if e.nominated_clusters:
+        return (
+            "MultiKueue: dispatched to worker clusters " + ", ".join(e.nominated_clusters)
+            + "; none has admitted it yet"
+        )
+    return None
+
+
 def format_text(e: Explanation, hints: Sequence[str] = ()) -> str:
     if not e.found:
         return f"workload {e.key} not found" + "".join(f"; {h}" for h in hints)
@@ -312,6 +326,9 @@ def format_text(e: Explanation, hints: Sequence[str] = ()) -> str:
                 f"ClusterQueue usage {flavor}/{resource}: {_q(used, resource)} of nominal "
                 f"{_q(nominal, resource)} ({state})"
             )
+    where = cluster_line(e)
+    if where is not None:
+        lines.append(where)
     if e.admitted_now:
         lines.append("the controller would first admit: " + ", ".join(e.admitted_now))
     for victim, preemptor, reason, message in e.preempting_now:
@@ -329,6 +346,10 @@ def to_json(e: Explanation, hints: Sequence[str] = ()) -> dict[str, Any]:
     }
     if hints:
         out["hints"] = list(hints)
+    if e.cluster_name:
+        out["clusterName"] = e.cluster_name
+    if e.nominated_clusters:
+        out["nominatedClusterNames"] = list(e.nominated_clusters)
     if e.waiting_checks:
         out["admissionChecks"] = [
             {"name": n, "state": st, "message": m} for n, st, m in e.waiting_checks

@@ -109,6 +109,7 @@ from kqueue.controller.webhook_server import WebhookServer
 from kqueue.controller.webhook_server.certs import CertRotator
 from kqueue.controller.webhooks import register as register_webhooks
 from kqueue.controller.webhooks.config import MUTATING_NAME, VALIDATING_NAME
+from kqueue.controller.webhooks.multikueue import uses_multikueue
 from kqueue.controller.workload_feed import Repair, WorkloadFeed
 from kqueue.controller.workload_reader import WorkloadReader
 from kqueue.controller.workqueue import WorkQueue, run_workers
@@ -390,6 +391,7 @@ class Manager:
             read_group=self.gang.read_group,
             kube=self.kube,
             events=self.events,
+            multikueue_queue=self._multikueue_queue,
         )
         self._runners: list[web.AppRunner] = []
         self.health_port: int | None = None
@@ -529,6 +531,15 @@ class Manager:
         if not self.local_queues.has_synced:
             return None
         return [lq.name for lq in self.local_queues.store.objects() if lq.namespace == namespace]
+
+    def _multikueue_queue(self, namespace: str, queue: str) -> bool:
+        """For the job webhooks' managedBy defaulting (controller/webhooks/multikueue.py)."""
+        return uses_multikueue(
+            namespace, queue,
+            local_queues=self.local_queues.store,
+            cluster_queues=self.cluster_queues.store,
+            checks=self.admission_checks.informers()["admissionchecks"].store,
+        )
 
     def _pod_owner_uids(self, pod: Obj) -> list[str]:
         keys = owner_uids(pod)

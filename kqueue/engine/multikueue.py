@@ -210,6 +210,32 @@ def plan(
     return out
 
 
+def pending_message(
+    group: Group, out: Plan, *, dispatcher: str, waiting_for: Sequence[str] = ()
+) -> str:
+    """The check's message while it stays Pending: where the workload was offered, or why it
+    was not dispatched yet (``waiting_for``: the other admission checks not Ready yet). Kueue
+    leaves the message as it was; kqueue says it, so that ``kqueue explain``, ``kubectl kqueue
+    list -o wide`` and the web view, which show the check's message, say it too."""
+    if waiting_for:
+        return (
+            "Not dispatched yet: waiting for admission checks "
+            + ", ".join(waiting_for) + " to be Ready"
+        )
+    nominated = list(group.nominated) if out.nominate is None else out.nominate
+    if nominated:
+        names = ", ".join(repr(n) for n in nominated)
+        return f"Dispatched to worker clusters {names}; the first to admit the workload runs it"
+    if dispatcher not in (ALL_AT_ONCE, INCREMENTAL):
+        return (
+            f"Not dispatched yet: waiting for the dispatcher {dispatcher!r} to nominate worker "
+            "clusters (status.nominatedClusterNames)"
+        )
+    if not any(n in group.active for n in group.clusters):
+        return "Not dispatched yet: no worker cluster is active: " + ", ".join(group.clusters)
+    return ""
+
+
 def cleanup(remotes: Mapping[str, Remote | None]) -> list[str]:
     """The workers whose copy goes when the workload finished or is evicted here."""
     return [name for name, r in remotes.items() if r is not None]

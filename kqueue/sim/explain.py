@@ -77,6 +77,10 @@ class Explanation:
     predicted_at: datetime | None = None
     # Quota reserved, not admitted: the admission checks it waits for (name, state, message).
     waiting_checks: list[tuple[str, str, str]] = field(default_factory=list)
+    # MultiKueue (the Workload's status): the worker cluster it runs (ran) on, else the workers
+    # its copies are offered to.
+    cluster_name: str | None = None
+    nominated_clusters: list[str] = field(default_factory=list)
 
 
 def _expected_start(
@@ -124,6 +128,8 @@ def explain(
         key,
         found=True,
         local_queue=f"{rec.sw.api.namespace or 'default'}/{rec.sw.api.spec.queue_name or ''}",
+        cluster_name=rec.sw.api.status.cluster_name,
+        nominated_clusters=list(rec.sw.api.status.nominated_cluster_names),
     )
     # Enough cycles for every head ahead of it to be considered once.
     limit = max_cycles or (len(sim.records) + len(scenario.cluster_queues) + 2)

@@ -144,7 +144,7 @@ async def test_list_shows_the_queues_and_workloads(
 
     wide = rows_of(await ok(cluster, "list", "wl", "-n", namespace, "-o", "wide"))
     assert wide[waiting["metadata"]["name"]][9:12] == ["0", "0", "job/waiting"]
-    assert "insufficient unused quota for cpu" in wide[waiting["metadata"]["name"]][12]
+    assert "insufficient unused quota for cpu" in wide[waiting["metadata"]["name"]][-1]
 
     everywhere = await ok(cluster, "list", "workloads", "-A", "--status", "pending")
     assert header_of(everywhere)[0] == "NAMESPACE"

@@ -8,6 +8,7 @@ change the shared setup (the dispatcher, a worker's API server) put it back when
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import contextlib
 import time
@@ -16,11 +17,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import click
 import pytest
 import yaml
+from click.testing import CliRunner
 
 from kqueue.api.v1alpha1 import constants as c
 from kqueue.api.v1alpha1.multikueue import CONTROLLER_NAME
+from kqueue.cli.kubectl.main import cli as plugin
+from kqueue.cli.main import cli as kqueue_cli
 from kqueue.controller.kube import Kube, KubeError, NotFound
 from kqueue.controller.resources import (
     ADMISSION_CHECKS,
@@ -256,6 +261,13 @@ def mk_job(name: str, namespace: str, *, cpu: str = "1", complete_after: str = "
     return j
 
 
+async def _cli(command: click.Command, *args: str) -> str:
+    """A kqueue command in-process (its own event loop, in a thread); its output."""
+    result = await asyncio.to_thread(lambda: CliRunner().invoke(command, list(args)))
+    assert result.exit_code == 0, f"{' '.join(args)}:\n{result.output}"
+    return result.stdout
+
+
 async def _workload(kube: Kube, namespace: str, job_name: str) -> Obj | None:
     return await Api(kube).workload_of(namespace, job_name)
 
@@ -280,7 +292,12 @@ async def _active(setup: Setup) -> None:
 async def test_one_job_runs_on_a_worker_and_the_manager_status_matches(setup: Setup, ns: str) -> None:
     await _active(setup)
     name = unique("one")
-    await setup.manager.create(JOBS, mk_job(name, ns), namespace=ns)
+    # Created without managedBy: the Job webhook sets it (the ClusterQueue has the MultiKueue
+    # check, kqueue/controller/webhooks/multikueue.py).
+    plain = job(name, ns, QUEUE, complete_after="4s")
+    assert "managedBy" not in plain["spec"]
+    created = await setup.manager.create(JOBS, plain, namespace=ns)
+    assert created["spec"]["managedBy"] == CONTROLLER_NAME
 
     async def finished() -> Obj | None:
         wl = await _workload(setup.manager, ns, name)
@@ -300,6 +317,14 @@ async def test_one_job_runs_on_a_worker_and_the_manager_status_matches(setup: Se
     proc = setup.manager_proc
     wide = proc.cluster.kubectl("get", "workloads.kqueue.io", "-n", ns, "-o", "wide").stdout
     assert "CLUSTER" in wide.splitlines()[0] and winner in wide, wide
+    # kubectl kqueue list -o wide and kqueue explain name the worker too.
+    kubeconfig = str(proc.cluster.kubeconfig_path)
+    listed = await _cli(plugin, "list", "workloads", "-n", ns, "-o", "wide",
+                        "--kubeconfig", kubeconfig)
+    row = next(ln for ln in listed.splitlines() if ln.startswith(wl["metadata"]["name"]))
+    assert f" {winner} " in row, listed
+    explained = await _cli(kqueue_cli, "explain", f"{ns}/{name}", "--kubeconfig", kubeconfig)
+    assert f"MultiKueue: ran on worker cluster {winner}" in explained.splitlines(), explained
     assert proc.metric("kqueue_multikueue_workloads_admitted_total", cluster_queue=CQ,
                        cluster=winner) >= 1
     assert proc.metric("kqueue_multikueue_workloads_dispatched_total", cluster_queue=CQ,

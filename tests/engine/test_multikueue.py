@@ -187,3 +187,31 @@ def test_no_nomination_while_the_check_is_decided() -> None:
 
 def test_cleanup_deletes_every_copy() -> None:
     assert mk.cleanup({"w1": Remote(), "w2": None, "w3": _admitted(1)}) == ["w1", "w3"]
+
+
+@pytest.mark.parametrize(
+    ("group", "dispatcher", "waiting_for", "want"),
+    [
+        pytest.param(_group(), ALL_AT_ONCE, (), "Dispatched to worker clusters 'w1', 'w2'; "
+                     "the first to admit the workload runs it", id="nominated by this plan"),
+        pytest.param(_group(nominated=("w2",), remotes={"w1": None, "w2": Remote()}),
+                     "example.com/my-dispatcher", (),
+                     "Dispatched to worker clusters 'w2'; the first to admit the workload runs it",
+                     id="nominated by an external dispatcher"),
+        pytest.param(_group(others_ready=False), ALL_AT_ONCE, ("prov",),
+                     "Not dispatched yet: waiting for admission checks prov to be Ready",
+                     id="the other checks first"),
+        pytest.param(_group(), "example.com/my-dispatcher", (),
+                     "Not dispatched yet: waiting for the dispatcher 'example.com/my-dispatcher' "
+                     "to nominate worker clusters (status.nominatedClusterNames)",
+                     id="external dispatcher has not nominated"),
+        pytest.param(_group(active=frozenset(), remotes={}), ALL_AT_ONCE, (),
+                     "Not dispatched yet: no worker cluster is active: w1, w2",
+                     id="no active worker"),
+    ],
+)
+def test_pending_message_says_where_or_why_not(
+    group: Group, dispatcher: str, waiting_for: tuple[str, ...], want: str
+) -> None:
+    p = mk.plan(group, dispatcher=dispatcher, worker_lost_timeout=LOST)
+    assert mk.pending_message(group, p, dispatcher=dispatcher, waiting_for=waiting_for) == want

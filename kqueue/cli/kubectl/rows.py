@@ -104,6 +104,20 @@ def workload_cluster_queue(wl: Obj, lq_targets: Mapping[str, str]) -> str:
     return lq_targets.get(f"{ns}/{_spec(wl).get('queueName', '')}", "")
 
 
+def cluster_cell(cluster_name: str | None, nominated: Sequence[str]) -> str:
+    """MultiKueue: the worker cluster a workload runs on (``status.clusterName``), else the
+    workers its copies are offered to (``nominated:a,b``), else nothing (shared with the web
+    view)."""
+    if cluster_name:
+        return cluster_name
+    return "nominated:" + ",".join(nominated) if nominated else ""
+
+
+def workload_cluster(wl: Obj) -> str:
+    status = _status(wl)
+    return cluster_cell(status.get("clusterName"), status.get("nominatedClusterNames") or [])
+
+
 def _owner(wl: Obj) -> str:
     refs = _meta(wl).get("ownerReferences") or []
     return ", ".join(f"{r.get('kind', '').lower()}/{r.get('name', '')}" for r in refs)
@@ -139,7 +153,9 @@ def workloads_table(
         "NAME", "QUEUE", "CLUSTERQUEUE", "STATUS", "POSITION", "REASON", "FLAVORS", "AGE", "ETA"
     ]
     if wide:
-        headers += ["CQ POSITION", "PRIORITY", "OWNER", "MESSAGE"]
+        # CLUSTER in the wide view, as the Workload CRD's Cluster column (priority 1); the
+        # message stays last, it is the long one.
+        headers += ["CQ POSITION", "PRIORITY", "OWNER", "CLUSTER", "MESSAGE"]
     if all_namespaces:
         headers.insert(0, "NAMESPACE")
     rows = []
@@ -175,6 +191,7 @@ def workloads_table(
                 str(item.position_in_cluster_queue) if item is not None else "",
                 str(priority if priority is not None else ""),
                 _owner(wl),
+                workload_cluster(wl),
                 message,
             ]
         rows.append(_with_namespace(all_namespaces, wl, cells))

@@ -28,6 +28,7 @@ from functools import cached_property
 from kqueue.api.loader import LoadedObject
 from kqueue.api.v1alpha1 import ClusterQueue, Workload
 from kqueue.cli.explain import explain_with_hints, format_text
+from kqueue.cli.kubectl.rows import cluster_cell
 from kqueue.engine.engine import Engine
 from kqueue.engine.types import (
     ClusterQueueName,
@@ -94,6 +95,8 @@ class WorkloadRow:
     position: int | None = None
     reason: str = ""
     message: str = ""
+    # MultiKueue: the worker cluster it runs on, else "nominated:a,b" (as kubectl kqueue list).
+    cluster: str = ""
 
     @property
     def key(self) -> str:
@@ -265,6 +268,9 @@ class Board:
                     position=p.position_in_cluster_queue if p is not None else None,
                     reason=reason,
                     message=message,
+                    cluster=cluster_cell(
+                        wl.status.cluster_name, wl.status.nominated_cluster_names
+                    ),
                 )
             )
         order = {"Pending": 0, "Admitted": 1, "Finished": 2}

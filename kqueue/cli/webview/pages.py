@@ -16,6 +16,7 @@ from urllib.parse import quote
 from kqueue import __version__
 from kqueue.api.quantity import format_quantity
 from kqueue.api.v1alpha1 import format_time
+from kqueue.cli.kubectl.rows import cluster_cell
 from kqueue.cli.webview.board import Bar, Node, WorkloadRow
 from kqueue.sim.explain import Explanation
 from kqueue.visibility.pending import PendingWorkload
@@ -177,14 +178,16 @@ def _workload_table(rows: Iterable[WorkloadRow], now: datetime, table_id: str) -
         f"<td>{_wl_link(r.namespace, r.name)}</td><td>{escape(r.local_queue)}</td>"
         f"<td>{escape(r.cluster_queue)}</td><td class=\"status-{r.status}\">{r.status}</td>"
         f"<td>{'' if r.position is None else r.position}</td><td>{escape(r.reason)}</td>"
-        f"<td>{r.priority}</td><td>{_age(r.created, now)}</td></tr>"
+        f"<td>{r.priority}</td><td>{_age(r.created, now)}</td>"
+        f'<td class="cluster" data-cluster="{escape(r.cluster)}">{escape(r.cluster)}</td></tr>'
         for r in rows
     )
     if not body:
-        body = '<tr><td colspan="8">No workloads.</td></tr>'
+        body = '<tr><td colspan="9">No workloads.</td></tr>'
     return (
         f'<table id="{table_id}"><tr><th>Workload</th><th>LocalQueue</th><th>ClusterQueue</th>'
-        "<th>Status</th><th>CQ position</th><th>Reason</th><th>Priority</th><th>Age</th></tr>"
+        "<th>Status</th><th>CQ position</th><th>Reason</th><th>Priority</th><th>Age</th>"
+        "<th>Worker cluster</th></tr>"
         f"{body}</table>"
     )
 
@@ -239,6 +242,9 @@ def workload(key: str, result: Explanation, text: str, now: datetime) -> str:
     d = result.pending
     if d is not None:
         facts += [("Reason", str(d.reason)), ("Message", d.message)]
+    where = cluster_cell(result.cluster_name, result.nominated_clusters)
+    if where:
+        facts.append(("Worker cluster", where))
     dl = "".join(f"<dt>{escape(k)}</dt><dd>{escape(v)}</dd>" for k, v in facts)
     body = (
         f"<h1>Workload {escape(result.key)}</h1>"

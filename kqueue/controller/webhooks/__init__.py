@@ -21,7 +21,7 @@ from kqueue.controller.integrations import registry
 from kqueue.controller.integrations.framework import ComposableJob, WebhookContext
 from kqueue.controller.kube import Kube
 from kqueue.controller.webhook_server import AdmissionRequest, Verdict, WebhookServer
-from kqueue.controller.webhooks import framework_off, kinds, pod
+from kqueue.controller.webhooks import framework_off, kinds, multikueue, pod
 
 
 async def _allow(_req: AdmissionRequest) -> Verdict:
@@ -38,7 +38,10 @@ def register(
     read_group: Callable[[str, str], Awaitable[dict[str, Any] | None]] = pod.no_group,
     kube: Kube | None = None,
     events: EventRecorder | None = None,
+    multikueue_queue: multikueue.MultiKueueQueue = lambda _namespace, _queue: False,
 ) -> None:
+    """``multikueue_queue``: whether a LocalQueue's ClusterQueue uses a MultiKueue check (the
+    kinds MultiKueue dispatches get ``spec.managedBy`` defaulted there: :mod:`.multikueue`)."""
     config = config if config is not None else Configuration()
     ctx = WebhookContext(config=config, local_queues=local_queues)
     on = set(config.integrations.frameworks)
@@ -60,6 +63,9 @@ def register(
     for framework in registry.frameworks():
         for hook in framework.webhooks:
             handler = hook.handler(ctx) if framework.name in on else _allow
+            managed_by = multikueue.defaulted_kind(framework.api_version, framework.kind)
+            if hook.type == "mutating" and framework.name in on and managed_by is not None:
+                handler = multikueue.defaulting(handler, managed_by, multikueue_queue)
             if hook.type == "mutating":
                 server.add_mutating(hook.path, handler)
             else:

@@ -139,9 +139,34 @@ def test_workload_rows_wide_and_all_namespaces() -> None:
         wide=True,
     )
     assert table.headers[0] == "NAMESPACE"
-    assert table.headers[-4:] == ("CQ POSITION", "PRIORITY", "OWNER", "MESSAGE")
+    assert table.headers[-5:] == ("CQ POSITION", "PRIORITY", "OWNER", "CLUSTER", "MESSAGE")
     assert table.rows[0][0] == "team"
-    assert table.rows[0][-4:] == ["3", "0", "job/b", QUEUED.message]
+    assert table.rows[0][-5:] == ["3", "0", "job/b", "", QUEUED.message]
+
+
+def _on_clusters(wl: dict[str, Any], **status: Any) -> dict[str, Any]:
+    return {**wl, "status": {**wl["status"], **status}}
+
+
+@pytest.mark.parametrize(
+    ("wl", "want"),
+    [
+        pytest.param(
+            _on_clusters(ADMITTED, clusterName="worker-1"), "worker-1",
+            id="MultiKueue: dispatched, the worker it runs on",
+        ),
+        pytest.param(
+            _on_clusters(ADMITTED, nominatedClusterNames=["worker-1", "worker-2"]),
+            "nominated:worker-1,worker-2",
+            id="MultiKueue: copies offered to workers, none admitted yet",
+        ),
+        pytest.param(ADMITTED, "", id="not MultiKueue: none"),
+    ],
+)
+def test_workload_cluster_in_the_wide_view(wl: dict[str, Any], want: str) -> None:
+    table = rows.workloads_table([wl], now=NOW, lq_targets={}, queued={}, wide=True)
+    assert rows.workload_cluster(wl) == want
+    assert table.rows[0][table.headers.index("CLUSTER")] == want
 
 
 def test_workload_reason_for_a_workload_waiting_aside() -> None:

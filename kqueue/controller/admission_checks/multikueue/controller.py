@@ -159,6 +159,9 @@ class MultiKueueController:
                 wl, check, state, now, "Rejected", f"The owner is not managed by MultiKueue: {problem}"
             )
         remotes = await self._read_remotes(wl, cfg.spec.clusters)
+        waiting_for = [
+            s.name for s in wl.status.admission_checks if s.name != check.name and s.state != "Ready"
+        ]
         group = mk.Group(
             check=state.state,
             cluster_name=wl.status.cluster_name,
@@ -166,9 +169,7 @@ class MultiKueueController:
             clusters=tuple(cfg.spec.clusters),
             active=frozenset(n for n in cfg.spec.clusters if self._remotes.client(n) is not None),
             remotes={n: r for n, (r, _) in remotes.items()},
-            others_ready=all(
-                s.state == "Ready" for s in wl.status.admission_checks if s.name != check.name
-            ),
+            others_ready=not waiting_for,
             lost_for=self._lost_for(wl.status.cluster_name),
         )
         plan = mk.plan(
@@ -185,6 +186,11 @@ class MultiKueueController:
             self._events.record(wl.to_dict(), "Normal", "MultiKueue", message)
             if value == "Ready" and plan.winner is not None and self._metrics is not None:
                 self._metrics.multikueue_admitted(_cluster_queue(wl), plan.winner)
+        elif new.state == "Pending":
+            message = mk.pending_message(
+                group, plan, dispatcher=self._settings.dispatcher_name, waiting_for=waiting_for
+            )
+            new = _with(state, "Pending", message, now)
         if plan.finish is not None:
             return Synced(new)
         poll = RUNNING_POLL_SECONDS if new.state == "Ready" else PENDING_POLL_SECONDS
