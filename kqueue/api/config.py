@@ -824,8 +824,9 @@ class Configuration(_Model):
     ``AdmissionFairSharing`` (false: ``admissionFairSharing`` is ignored),
     ``TopologyAwareScheduling`` (false: topology requests and flavors' ``topologyName`` are
     ignored), ``PartialAdmission`` (false: pod sets' ``minCount`` is ignored) and
-    ``ElasticJobsViaWorkloadSlices`` (false: a slice is admitted as a new workload, not as a
-    replacement), ``TASFailedNodeReplacement`` (false: a failed node under a topology-placed
+    ``ElasticJobsViaWorkloadSlices`` (false: the elastic-job annotation has no effect: the Job
+    webhook and reconciler treat such a Job as any other, and a slice is admitted as a new
+    workload, not as a replacement), ``TASFailedNodeReplacement`` (false: a failed node under a topology-placed
     workload is only reported, not replaced) and ``TASReplaceNodeOnNodeTaints`` (false: a
     node's taints do not make it lost). The gates whose behaviour kqueue always has are accepted at that value; every
     other gate is logged as a warning at start-up (and by simulate and convert), naming it. The

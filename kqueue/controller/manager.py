@@ -264,7 +264,7 @@ class Manager:
         # their kind (listing only objects that name a queue, unless unlabelled ones count).
         self.frameworks: list[Framework] = registry.enabled(config.integrations.frameworks)
         self.generic_jobs: dict[str, GenericJob] = {
-            fw.name: fw.job() for fw in self.frameworks if fw.job is not None
+            fw.name: job for fw in self.frameworks if (job := fw.job_for(config)) is not None
         }
         # Pods by the UID of every object they belong to: their controller, and the top-level
         # object of each integration that claims them (pods of a child Job).
