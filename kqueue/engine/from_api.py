@@ -63,7 +63,10 @@ def _taint(taint: ApiTaint) -> t.Taint:
 
 
 def toleration(tol: ApiToleration) -> t.Toleration:
-    return t.Toleration(tol.key or "", tol.operator or "Equal", tol.value or "", tol.effect or "")
+    return t.Toleration(
+        tol.key or "", tol.operator or "Equal", tol.value or "", tol.effect or "",
+        tol.toleration_seconds,
+    )
 
 
 
