@@ -249,6 +249,8 @@ class NodeHealth:
             if isinstance(got, NotReplaced):
                 return await self._evict(wl, got.reason)
             if got:
+                # Held in the engine before the write: a cycle meanwhile must not take them.
+                self._engine().claim_replacement(WorkloadKey(key), got)
                 return await self._replace(wl, failed[0], lost[failed[0]], got)
         # A NotReady node whose pods still run: look again (Kueue waits for them to end).
         wait = (
