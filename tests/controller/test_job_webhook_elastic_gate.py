@@ -18,6 +18,9 @@ from kqueue.api.v1alpha1 import constants as c
 from kqueue.controller.integrations.framework import WebhookContext
 from kqueue.controller.integrations.job import FRAMEWORK
 from kqueue.controller.integrations.job.webhook import JobWebhooks
+from kqueue.controller.resources import JOBS
+from kqueue.controller.webhooks import identities
+from tests.controller.fake_apiserver import FakeCluster
 from tests.controller.test_job_webhook import ELASTIC, ELASTIC_PATH, MIN, MIN_PATH, _job, _request
 
 Obj = dict[str, Any]
@@ -131,3 +134,19 @@ async def test_with_the_gate_off_an_elastic_annotation_is_accepted_with_a_warnin
     # With the gate on the same Job is elastic: no such warning.
     on = await JobWebhooks(slices=True).validate(_request(_job({ELASTIC: "true"}), None))
     assert not [w for w in on.warnings if ELASTIC in w]
+
+
+@pytest.mark.parametrize(
+    ("slices", "want_epoch"), [(True, "g4"), (False, None)], ids=["gate-on", "gate-off"]
+)
+async def test_an_annotated_job_s_pods_name_a_group_per_size_only_with_the_gate_on(
+    cluster: FakeCluster, slices: bool, want_epoch: str | None
+) -> None:
+    # The pod webhook's size epoch (one PodGroup per size of a resizable object): a Job
+    # annotated elastic does not resize with the gate off, so its pods name one group.
+    job = _job({ELASTIC: "true"})
+    job["metadata"].update(uid="u1", generation=4)
+    cluster.server.add(JOBS, job)
+    config = Configuration(feature_gates={"ElasticJobsViaWorkloadSlices": slices})
+    identity = identities({"batch/job"}, cluster.kube, config=config)
+    assert await identity("Job", "ns", "j", "u1") == ("u1", want_epoch)

@@ -266,6 +266,8 @@ class Framework:
     """Whether an object of the kind changes size while it runs (WorkloadSlices): with gang
     scheduling its pods then name one PodGroup per size (the object's generation at the pod's
     creation), so the pods a scale-up adds are placed all or nothing on their own."""
+    configured_resizable: Callable[[Configuration], Callable[[Obj], bool]] | None = None
+    """:attr:`resizable` when it depends on the Configuration (a feature gate)."""
     watches: tuple[Resource, ...] = ()
     """Other kinds the kind's Workloads are built from (runtimes an object names). The manager lists
     and watches each (their stores are in :attr:`IntegrationContext.watched`) and reconciles every
@@ -276,6 +278,12 @@ class Framework:
         if self.configured_job is not None:
             return self.configured_job(config)
         return self.job() if self.job is not None else None
+
+    def resizable_for(self, config: Configuration) -> Callable[[Obj], bool] | None:
+        """Whether an object of the kind changes size under ``config`` (:attr:`resizable`)."""
+        if self.configured_resizable is not None:
+            return self.configured_resizable(config)
+        return self.resizable
 
     @property
     def name(self) -> str:

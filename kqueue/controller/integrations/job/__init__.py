@@ -3,9 +3,11 @@ released from the gate; elastic Jobs grow and shrink through WorkloadSlices (:mo
 
 from __future__ import annotations
 
+from functools import partial
+
 from kqueue.api import feature_gates as fg
 from kqueue.api.config import Configuration
-from kqueue.api.integrations.job import INTEGRATION
+from kqueue.api.integrations.job import INTEGRATION, is_elastic
 from kqueue.controller.integrations import registry
 from kqueue.controller.integrations.framework import (
     Framework,
@@ -80,6 +82,7 @@ FRAMEWORK = register(
         configured_job=lambda config: JobIntegration(slices=_slices(config)),
         install=_install,
         resizable=JOB_SIZING.elastic,
+        configured_resizable=lambda config: partial(is_elastic, slices=_slices(config)),
         webhooks=queue_label_webhooks(
             short="batch-job",
             rule={"apiGroups": ["batch"], "apiVersions": ["v1"], "resources": ["jobs"]},
