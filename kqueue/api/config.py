@@ -824,12 +824,32 @@ class Configuration(_Model):
     ``AdmissionFairSharing`` (false: ``admissionFairSharing`` is ignored),
     ``TopologyAwareScheduling`` (false: topology requests and flavors' ``topologyName`` are
     ignored), ``PartialAdmission`` (false: pod sets' ``minCount`` is ignored) and
-    ``ElasticJobsViaWorkloadSlices`` (false: a slice is admitted as a new workload, not as a
-    replacement), ``TASFailedNodeReplacement`` (false: a failed node under a topology-placed
+    ``ElasticJobsViaWorkloadSlices`` (false: the elastic-job annotation has no effect: the Job
+    webhook and reconciler treat such a Job as any other, and a slice is admitted as a new
+    workload, not as a replacement), ``TASFailedNodeReplacement`` (false: a failed node under a topology-placed
     workload is only reported, not replaced) and ``TASReplaceNodeOnNodeTaints`` (false: a
-    node's taints do not make it lost). The gates whose behaviour kqueue always has are accepted at that value; every
+    node's taints do not make it lost), ``KueueDRAIntegration`` (false: device claims take no quota;
+    a workload with claims is ``Misconfigured`` unless ``KueueDRARejectWorkloadsWhenDRADisabled``
+    is false too), ``KueueDRAIntegrationExtendedResource`` (false: a DRA-backed extended
+    resource is a container request) and ``KueueDRAIntegrationPartitionableDevices`` (false:
+    counter sources are refused); each set to false is noted with what it changes at start-up
+    and by simulate and convert (docs/dra.md). The gates whose behaviour kqueue always has are accepted at that value; every
     other gate is logged as a warning at start-up (and by simulate and convert), naming it. The
     lists are in kqueue/api/feature_gates.py."""
+
+    @model_validator(mode="after")
+    def _counter_sources_gated(self) -> Configuration:
+        # Kueue's config validation: counter sources need KueueDRAIntegrationPartitionableDevices.
+        if feature_gates.gate(self.feature_gates, feature_gates.KUEUE_DRA_PARTITIONABLE_DEVICES):
+            return self
+        for i, m in enumerate(self.resources.device_class_mappings):
+            if m.sources:
+                raise ValueError(
+                    f"resources.deviceClassMappings[{i}].sources[0].counter: counter sources "
+                    "require KueueDRAIntegrationPartitionableDevices to be enabled "
+                    "(featureGates.KueueDRAIntegrationPartitionableDevices is false)"
+                )
+        return self
 
     @model_validator(mode="after")
     def _gated_sections(self) -> Configuration:

@@ -166,6 +166,13 @@ VALIDATOR_RULES: Final[Mapping[str, ValidatorRule]] = {
     "Configuration._namespace_defaults": ValidatorRule(_unchanged),
     # Drops admissionFairSharing when its feature gate is off; checks nothing.
     "Configuration._gated_sections": ValidatorRule(_unchanged),
+    "Configuration._counter_sources_gated": ValidatorRule(
+        _unchanged,
+        controller_only=(
+            "resources.deviceClassMappings[].sources: none while featureGates."
+            "KueueDRAIntegrationPartitionableDevices is false"
+        ),
+    ),
     "LeaderElection._check_timings": ValidatorRule(
         _unchanged,
         controller_only=(

@@ -8,8 +8,9 @@ the Configuration's ``featureGates`` map with Kueue's names and:
 * warns, naming the gate, about every other one: a gate kqueue has no equivalent for, or a
   ``FIXED`` one set against kqueue's behaviour.
 
-The warnings are logged at controller start-up and printed by ``kqueue simulate`` and
-``kqueue convert`` (docs/configuration.md).
+The warnings, and what an honoured gate set against its default changes (:func:`honoured`), are
+logged at controller start-up and printed by ``kqueue simulate`` and ``kqueue convert``
+(docs/configuration.md).
 """
 
 from __future__ import annotations
@@ -23,6 +24,10 @@ PARTIAL_ADMISSION: Final = "PartialAdmission"
 ELASTIC_JOBS_VIA_WORKLOAD_SLICES: Final = "ElasticJobsViaWorkloadSlices"
 TAS_FAILED_NODE_REPLACEMENT: Final = "TASFailedNodeReplacement"
 TAS_REPLACE_NODE_ON_NODE_TAINTS: Final = "TASReplaceNodeOnNodeTaints"
+KUEUE_DRA_INTEGRATION: Final = "KueueDRAIntegration"
+KUEUE_DRA_EXTENDED_RESOURCE: Final = "KueueDRAIntegrationExtendedResource"
+KUEUE_DRA_PARTITIONABLE_DEVICES: Final = "KueueDRAIntegrationPartitionableDevices"
+KUEUE_DRA_REJECT_WHEN_DISABLED: Final = "KueueDRARejectWorkloadsWhenDRADisabled"
 
 # Gates kqueue switches, with Kueue v0.19's default (all beta, on).
 HONOURED: Final[Mapping[str, bool]] = {
@@ -33,6 +38,13 @@ HONOURED: Final[Mapping[str, bool]] = {
     # Failed-node replacement and tainted nodes (kqueue/controller/node_health.py).
     TAS_FAILED_NODE_REPLACEMENT: True,
     TAS_REPLACE_NODE_ON_NODE_TAINTS: True,
+    # DRA quota (docs/dra.md), with resources.deviceClassMappings: claims counted; DRA-backed
+    # extended resources counted by their class's mapping; counter sources allowed; with the
+    # first off, a workload with claims refused (else its claims take no quota).
+    KUEUE_DRA_INTEGRATION: True,
+    KUEUE_DRA_EXTENDED_RESOURCE: True,
+    KUEUE_DRA_PARTITIONABLE_DEVICES: True,
+    KUEUE_DRA_REJECT_WHEN_DISABLED: True,
 }
 
 # Gates whose behaviour kqueue always has: the value kqueue behaves as. Setting one to it is
@@ -58,11 +70,34 @@ FIXED: Final[Mapping[str, bool]] = {
     "TASRespectNodeAffinityPreferred": False,
     "ElasticJobsViaWorkloadSlicesWithTAS": False,
     "SchedulerLibraryIntegration": False,
-    # DRA quota (docs/dra.md): on whenever resources.deviceClassMappings is configured.
-    "KueueDRAIntegration": True,
-    "KueueDRAIntegrationExtendedResource": True,
-    "KueueDRAIntegrationPartitionableDevices": True,
     "KueueDRAIntegrationConsumableCapacity": False,
+}
+
+
+# What an honoured gate turned off (against its default) does in kqueue.
+OFF_EFFECT: Final[Mapping[str, str]] = {
+    ADMISSION_FAIR_SHARING: "admissionFairSharing is ignored",
+    TOPOLOGY_AWARE_SCHEDULING: "topology requests and flavors' topologyName are ignored",
+    PARTIAL_ADMISSION: "pod sets' minCount is ignored",
+    ELASTIC_JOBS_VIA_WORKLOAD_SLICES: (
+        "the elastic-job annotation has no effect (a Job is not resized through slices)"
+    ),
+    TAS_FAILED_NODE_REPLACEMENT: (
+        "a failed node under a topology-placed workload is only reported, not replaced"
+    ),
+    TAS_REPLACE_NODE_ON_NODE_TAINTS: "a node's NoExecute taints do not make it lost",
+    KUEUE_DRA_INTEGRATION: "DRA device claims take no quota",
+    KUEUE_DRA_EXTENDED_RESOURCE: (
+        "an extended resource a DeviceClass serves is counted as a container request under "
+        "its own name"
+    ),
+    KUEUE_DRA_PARTITIONABLE_DEVICES: (
+        "counter sources in resources.deviceClassMappings are refused"
+    ),
+    KUEUE_DRA_REJECT_WHEN_DISABLED: (
+        "with KueueDRAIntegration off, a workload's device claims are ignored instead of "
+        "making it Misconfigured"
+    ),
 }
 
 
@@ -86,4 +121,22 @@ def warnings(gates: Mapping[str, bool]) -> list[str]:
                 f"featureGates.{name}: kqueue always behaves as if it were "
                 f"{str(fixed).lower()}; {str(value).lower()} ignored"
             )
+    return out
+
+
+def honoured(gates: Mapping[str, bool]) -> list[str]:
+    """One line per honoured gate set against Kueue's default, saying what kqueue then does;
+    in the order given."""
+    out: list[str] = []
+    for name, value in gates.items():
+        if name not in HONOURED or value == HONOURED[name]:
+            continue
+        effect = OFF_EFFECT[name]
+        if name == KUEUE_DRA_INTEGRATION:
+            effect += (
+                "; a workload with ResourceClaims is Misconfigured"
+                if gate(gates, KUEUE_DRA_REJECT_WHEN_DISABLED)
+                else "; a workload's ResourceClaims are ignored"
+            )
+        out.append(f"featureGates.{name}: {str(value).lower()}, honoured: {effect}")
     return out

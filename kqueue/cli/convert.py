@@ -15,6 +15,7 @@ from typing import Any
 import click
 import yaml
 
+from kqueue.api import feature_gates
 from kqueue.api.loader import LoadedObject
 from kqueue.cli.manifests import InvalidInput, read_manifests
 
@@ -92,6 +93,10 @@ def convert(
             f"--strict: {len(loaded.warnings)} field(s) or document(s) would be dropped:\n  "
             + "\n  ".join(loaded.warnings)
         )
+    for obj in loaded.objects:
+        # Not a warning (nothing is dropped): what the honoured gates set off change.
+        for line in feature_gates.honoured(obj.config.feature_gates if obj.config else {}):
+            click.echo(f"note: {obj.location} ({obj.ref}): {line}", err=True)
     docs = [
         _output(obj, with_defaults=with_defaults, keep_status=keep_status)
         for obj in loaded.objects

@@ -34,7 +34,10 @@ class _JsonFormatter(logging.Formatter):
 
 
 def warn_feature_gates(config: Configuration, source: str) -> None:
-    """Log, at start-up, each Kueue feature gate of the Configuration kqueue does not honour."""
+    """Log, at start-up, each Kueue feature gate of the Configuration kqueue does not honour,
+    and what each honoured one set against its default changes."""
+    for line in feature_gates.honoured(config.feature_gates):
+        logging.getLogger("kqueue").info("%s: %s", source, line)
     for line in feature_gates.warnings(config.feature_gates):
         logging.getLogger("kqueue").warning("%s: %s", source, line)
 

@@ -94,6 +94,8 @@ class ClaimTemplates:
     counters: Mapping[str, Sequence[CounterSource]] = field(default_factory=dict)
     slices: Store[Spec] | None = None
     device_classes: Store[Spec] | None = None
+    extended_resources: bool = True
+    """KueueDRAIntegrationExtendedResource (dra.DeviceClaims)."""
 
     def __call__(self, namespace: str) -> DeviceClaims:
         return DeviceClaims(
@@ -102,4 +104,5 @@ class ClaimTemplates:
             self.counters,
             self.slices.objects() if self.slices is not None else (),
             _Namespace(self.device_classes, None) if self.device_classes is not None else {},
+            extended_resources=self.extended_resources,
         )

@@ -114,7 +114,7 @@ from kqueue.controller.workload_feed import Repair, WorkloadFeed
 from kqueue.controller.workload_reader import WorkloadReader
 from kqueue.controller.workqueue import WorkQueue, run_workers
 from kqueue.engine import from_api
-from kqueue.engine.dra import counter_sources, device_class_view
+from kqueue.engine.dra import DeviceClaims, counter_sources, device_class_view
 from kqueue.engine.engine import Engine
 from kqueue.engine.preemption.seam import Preemptor
 from kqueue.engine.readiness import PodsReadyConfig
@@ -152,6 +152,11 @@ def _converter(cls: type[M]) -> Callable[[Obj], M]:
         return obj
 
     return convert
+
+
+def _constant(claims: DeviceClaims | None) -> Callable[[str], DeviceClaims] | None:
+    """The same claims for every namespace (DRA off: refusing), or None (claims ignored)."""
+    return None if claims is None else lambda _namespace: claims
 
 
 def _owner_job_key(obj: Obj | Workload, kind: str) -> str | None:
@@ -213,8 +218,10 @@ class Manager:
         self.workloads = informer(WORKLOADS, self.workload_reader)
         # DRA quota (claim_templates.py): with DeviceClass mappings, the ResourceClaimTemplates
         # that size the Workloads' device claims.
-        classes = config.resources.device_classes()
-        counters = counter_sources(config.resources)
+        # KueueDRAIntegration off: nothing is read, and claims are refused or ignored.
+        dra_on = from_api.dra_on(config)
+        classes = config.resources.device_classes() if dra_on else {}
+        counters = counter_sources(config.resources) if dra_on else {}
         self.claim_templates: Informer[Mapping[str, Any]] | None = None
         # Partitionable devices: the counters drivers publish, the classes' selectors.
         self.resource_slices: Informer[Mapping[str, Any]] | None = None
@@ -237,9 +244,12 @@ class Manager:
                     counters,
                     self.resource_slices.store if self.resource_slices else None,
                     self.device_classes.store if self.device_classes else None,
+                    extended_resources=fg.gate(
+                        config.feature_gates, fg.KUEUE_DRA_EXTENDED_RESOURCE
+                    ),
                 )
                 if self.claim_templates is not None
-                else None
+                else _constant(from_api.dra_off_claims(config))
             ),
         )
         # Predicted start times, recomputed off the admission path (start_forecast.py).
@@ -265,7 +275,7 @@ class Manager:
         # their kind (listing only objects that name a queue, unless unlabelled ones count).
         self.frameworks: list[Framework] = registry.enabled(config.integrations.frameworks)
         self.generic_jobs: dict[str, GenericJob] = {
-            fw.name: fw.job() for fw in self.frameworks if fw.job is not None
+            fw.name: job for fw in self.frameworks if (job := fw.job_for(config)) is not None
         }
         # Pods by the UID of every object they belong to: their controller, and the top-level
         # object of each integration that claims them (pods of a child Job).

@@ -20,7 +20,9 @@ A Ready node given a NoSchedule or NoExecute taint that a pod set placed on it d
 (its own tolerations and its flavors') is lost too (Kueue's TASReplaceNodeOnNodeTaints, on by
 default in v0.19): reported at once, and replaced, as a NotReady node is, once its
 topology-placed pods have stopped (a NoExecute taint evicts them; under a NoSchedule one they
-keep running and the node is only reported). The Configuration's featureGates
+keep running and the node is only reported). A NoExecute taint the pods tolerate only for
+their ``tolerationSeconds`` leaves the node healthy while they run; once the taint has evicted
+them the node is lost and replaced (Kueue's toleratedTemporarily). The Configuration's featureGates
 ``TASFailedNodeReplacement: false`` turns replacement off (lost nodes are only reported) and
 ``TASReplaceNodeOnNodeTaints: false`` leaves taints out.
 """
@@ -50,7 +52,7 @@ from kqueue.controller.workqueue import Requeue
 from kqueue.engine import from_api
 from kqueue.engine.engine import Engine
 from kqueue.engine.tas.replacement import EVICTED_BY_NODE_FAILURES, NotReplaced, Replaced
-from kqueue.engine.tas.topology import tolerated
+from kqueue.engine.tas.topology import tolerated, tolerated_for_now
 from kqueue.engine.types import Toleration, WorkloadKey
 
 logger = logging.getLogger(__name__)
@@ -65,6 +67,8 @@ WAIT_FOR_PODS_S = 5.0
 
 
 TAINTED = "has the taint"
+# A taint the pods tolerate only for their tolerationSeconds: lost once they are evicted.
+TAINTED_FOR_NOW = "has the NoExecute taint"
 
 
 def node_problem(
@@ -79,10 +83,18 @@ def node_problem(
         return NOT_READY
     if view.unschedulable:
         return "is cordoned (spec.unschedulable)"
-    for tols in tolerations or ():
+    tols_per_pod_set = [tuple(tols) for tols in tolerations or ()]
+    for tols in tols_per_pod_set:
         taint = tolerated(view.taints, tols)
         if taint is not None:
             return f"{TAINTED} {taint}, which its pods do not tolerate"
+    for tols in tols_per_pod_set:
+        taint = tolerated_for_now(view.taints, tols)
+        if taint is not None:
+            return (
+                f"{TAINTED_FOR_NOW} {taint}, which its pods tolerate only for their "
+                f"tolerationSeconds, and they were evicted"
+            )
     return None
 
 
@@ -215,13 +227,21 @@ class NodeHealth:
                 tols = [tolerations.get(ps, ()) for ps, _ in placed[node]]
             return node_problem(self._nodes.get(node), tols)
 
-        lost = {node: problem for node in placed if (problem := problem_of(node)) is not None}
+        problems = {node: p for node in placed if (p := problem_of(node)) is not None}
+        # Tolerated for tolerationSeconds (Kueue's toleratedTemporarily): healthy while the
+        # pods run, lost once the taint has evicted them.
+        evicting = {
+            n for n, p in problems.items()
+            if p.startswith(TAINTED_FOR_NOW) and self._running_on(n) > 0
+        }
+        lost = {n: p for n, p in problems.items() if n not in evicting}
         had = {n.name for n in wl.status.unhealthy_nodes}
         failed = sorted(
             n
             for n in lost
             if node_failed(
-                self._nodes.get(n), self._running_on(n), lost[n].startswith(TAINTED)
+                self._nodes.get(n), self._running_on(n),
+                lost[n].startswith((TAINTED, TAINTED_FOR_NOW)),
             )
         )
         if failed and self._engine is not None and self._replacing and not wl.is_true(c.EVICTED):
@@ -229,14 +249,19 @@ class NodeHealth:
             if isinstance(got, NotReplaced):
                 return await self._evict(wl, got.reason)
             if got:
+                # Held in the engine before the write: a cycle meanwhile must not take them.
+                self._engine().claim_replacement(WorkloadKey(key), got)
                 return await self._replace(wl, failed[0], lost[failed[0]], got)
         # A NotReady node whose pods still run: look again (Kueue waits for them to end).
         wait = (
             Requeue(after=WAIT_FOR_PODS_S)
-            if self._replacing
-            and any(
-                n not in failed and (lost[n] == NOT_READY or lost[n].startswith(TAINTED))
-                for n in lost
+            if evicting
+            or (
+                self._replacing
+                and any(
+                    n not in failed and (lost[n] == NOT_READY or lost[n].startswith(TAINTED))
+                    for n in lost
+                )
             )
             else None
         )

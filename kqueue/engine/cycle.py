@@ -19,7 +19,7 @@ from datetime import datetime
 from .cache import Cache
 from .explain import PendingDetails, details_of
 from .fairness.tournament import FairOrder
-from .nominate import Entry, Status, nominate
+from .nominate import Entry, Status, assignments, nominate
 from .preemption.preemptor import ClassicalPreemptor
 from .preemption.protection import Protection
 from .preemption.seam import Preemptor, preemption_message
@@ -239,6 +239,7 @@ class _Cycle:
     def process(self, e: Entry) -> None:
         assert e.assignment is not None
         cq = self.snapshot.cluster_queues[e.cluster_queue]
+        self._recompute_if_placement_is_stale(e, cq)
         mode = e.mode()
         self.preemption_skips.setdefault(e.cluster_queue, 0)
         if mode == Mode.NO_FIT:
@@ -265,10 +266,7 @@ class _Cycle:
             self._skip(e, "Workload has overlapping preemption targets with another workload")
             self.preemption_skips[e.cluster_queue] += 1
             return
-        victims = [*self.preempted.values(), *(t.workload for t in e.targets)]
-        if e.replaces is not None:
-            victims.append(e.replaces)
-        restore = self.snapshot.simulate_removal(victims)
+        restore = self.snapshot.simulate_removal(self._victims(e))
         fits = cq.fits(e.assignment.usage, within_nominal=e.non_preemptible)
         # Topology-aware pod sets are placed again on the snapshot as this cycle left it
         # (victims gone): an earlier entry may have taken the domain nomination chose.
@@ -299,6 +297,40 @@ class _Cycle:
             return
         e.status = Status.NOMINATED
         self._admit(e)
+
+    def _victims(self, e: Entry) -> list[AdmittedWorkload]:
+        """What is gone once ``e`` runs: this cycle's victims, its own, the slice it replaces."""
+        victims = [*self.preempted.values(), *(t.workload for t in e.targets)]
+        if e.replaces is not None:
+            victims.append(e.replaces)
+        return victims
+
+    def _recompute_if_placement_is_stale(self, e: Entry, cq: ClusterQueueSnapshot) -> None:
+        """Kueue's updateAssignmentIfNeeded with TASRecomputeAssignmentWithinSchedulingCycle:
+        an entry whose quota still fits but whose topology placement no longer does (an earlier
+        entry of the cycle took its domain) gets its assignment, and preemption targets,
+        computed again on the snapshot as the cycle left it, keeping the flavors it was
+        nominated with (Kueue's NominationMapping). It may then preempt where nomination saw a
+        free domain."""
+        assert e.assignment is not None
+        if e.mode() == Mode.NO_FIT or not any(ps.topology for ps in e.assignment.pod_sets):
+            return
+        restore = self.snapshot.simulate_removal(self._victims(e))
+        quota_fits = cq.fits(e.assignment.usage, within_nominal=e.non_preemptible)
+        _, no_room = place_topology(e.info, e.assignment, cq, self.snapshot.topology)
+        restore()
+        if not quota_fits or no_room is None:
+            return
+        sticky = tuple(
+            {r: choice.flavor for r, choice in ps.flavors.items()} for ps in e.assignment.pod_sets
+        )
+        restore = self.snapshot.simulate_removal([e.replaces] if e.replaces else [])
+        e.assignment, e.targets = assignments(
+            e.info, cq, self.snapshot, self.preemptor, self.preemptor.oracle(self.snapshot),
+            non_preemptible=e.non_preemptible, sticky=sticky,
+        )
+        restore()
+        e.message = e.assignment.message()
 
     def _waits_for_protection(self, e: Entry) -> bool:
         """Whether ``e`` found no victims because the ones it needs are protected: then even

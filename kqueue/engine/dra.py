@@ -35,7 +35,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Final
 
 from kqueue.api.config import Resources
 from kqueue.api.quantity import QuantityError, parse_quantity
@@ -92,6 +92,25 @@ class DeviceClaims:
     slices: Sequence[Mapping[str, Any]] = ()
     # DeviceClasses by name, as device_class_view keeps them.
     device_classes: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    # KueueDRAIntegrationExtendedResource: DRA-backed extended resources counted by their
+    # class's mapping (extended_resource_devices); off, they stay container requests.
+    extended_resources: bool = True
+    # KueueDRAIntegration off with KueueDRARejectWorkloadsWhenDRADisabled: why a pod with
+    # claims is refused (nothing is counted); None: DRA on.
+    refused: str | None = None
+
+
+# Kueue's message (pkg/controller/core/workload_controller.go) for a workload with claims while
+# KueueDRAIntegration is off and KueueDRARejectWorkloadsWhenDRADisabled on.
+DRA_DISABLED: Final = (
+    "Workload uses DRA resources but the KueueDRAIntegration feature gate is not enabled"
+)
+
+
+def refusing_claims() -> DeviceClaims:
+    """Claims with KueueDRAIntegration off and KueueDRARejectWorkloadsWhenDRADisabled on: a
+    pod with any ResourceClaim or template makes its workload ``Misconfigured``."""
+    return DeviceClaims({}, {}, extended_resources=False, refused=DRA_DISABLED)
 
 
 def device_class_view(obj: Mapping[str, Any]) -> dict[str, Any]:

@@ -243,6 +243,20 @@ class Engine:
             return None
         return replace_all(trees, self.cache.topology_usage(), placed, sorted(set(failed)))
 
+    def claim_replacement(self, key: WorkloadKey, got: Mapping[str, Replaced]) -> None:
+        """Hold ``got``'s new domains for the admitted workload ``key`` at once, before its new
+        topology assignment reaches the API and comes back: a cycle that runs meanwhile must not
+        place another workload there (Kueue records the second pass's claim in the cycle's
+        snapshot). The Workload as written replaces this when it is fed again."""
+        aw = self.cache.get(key)
+        if aw is None:
+            return
+        pod_sets = tuple(
+            replace(psa, topology=got[psa.name].assignment) if psa.name in got else psa
+            for psa in aw.admission.pod_sets
+        )
+        self.cache.add_workload(replace(aw, admission=replace(aw.admission, pod_sets=pod_sets)))
+
     def topology_nodes(self) -> tuple[int, int, int]:
         """(Topologies, nodes, bound pods) known, for status and metrics."""
         n = self.cache.nodes

@@ -63,7 +63,10 @@ def _taint(taint: ApiTaint) -> t.Taint:
 
 
 def toleration(tol: ApiToleration) -> t.Toleration:
-    return t.Toleration(tol.key or "", tol.operator or "Equal", tol.value or "", tol.effect or "")
+    return t.Toleration(
+        tol.key or "", tol.operator or "Equal", tol.value or "", tol.effect or "",
+        tol.toleration_seconds,
+    )
 
 
 
@@ -354,6 +357,22 @@ def feature_gates(cfg: config.Configuration | None) -> FeatureGates:
     )
 
 
+def dra_on(cfg: config.Configuration | None) -> bool:
+    """Whether DRA claims are counted (KueueDRAIntegration, Kueue's default on) under the
+    Configuration's resources.deviceClassMappings."""
+    return fg.gate(cfg.feature_gates if cfg is not None else {}, fg.KUEUE_DRA_INTEGRATION)
+
+
+def dra_off_claims(cfg: config.Configuration | None) -> dra.DeviceClaims | None:
+    """With KueueDRAIntegration off: claims that refuse a pod with ResourceClaims
+    (KueueDRARejectWorkloadsWhenDRADisabled, on by default), or None (claims ignored, as when
+    no DeviceClass is mapped)."""
+    gates = cfg.feature_gates if cfg is not None else {}
+    if dra_on(cfg) or not fg.gate(gates, fg.KUEUE_DRA_REJECT_WHEN_DISABLED):
+        return None
+    return dra.refusing_claims()
+
+
 def local_queue_usage(
     lq: LocalQueue,
 ) -> tuple[dict[t.ResourceName, int], datetime | None] | None:
@@ -399,6 +418,8 @@ def _devices(
     resource_claims = (pod.model_extra or {}).get("resourceClaims") or []
     if claims is None or not resource_claims:
         return {}, None
+    if claims.refused is not None:
+        return {}, claims.refused
     try:
         return dra.pod_devices(resource_claims, claims.templates, claims.classes, claims), None
     except dra.ClaimError as e:
@@ -410,7 +431,7 @@ def _pod_set(ps: ApiPodSet, claims: dra.DeviceClaims | None = None) -> t.PodSet:
     devices, device_error = _devices(pod, claims)
     requests = {t.ResourceName(r): v for r, v in ps.pod_requests().items()}
     kept = requests
-    if claims is not None:
+    if claims is not None and claims.extended_resources:
         # DRA-backed extended resources move to the devices, under their quota name.
         try:
             kept, backed = dra.extended_resource_devices(requests, claims)

@@ -138,6 +138,9 @@ class Toleration:
     operator: str = "Equal"  # Equal | Exists
     value: str = ""
     effect: str = ""  # empty tolerates every effect
+    # tolerationSeconds (NoExecute only): the pod is evicted that long after the taint appears,
+    # so the toleration is temporary; None: for as long as the taint stays.
+    seconds: int | None = None
 
     def tolerates(self, taint: Taint) -> bool:
         """core/v1 Toleration.ToleratesTaint."""

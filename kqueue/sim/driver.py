@@ -30,6 +30,7 @@ from datetime import datetime, timedelta
 from enum import IntEnum
 from typing import Final
 
+from kqueue.api import feature_gates as fg
 from kqueue.api.durations import format_duration
 from kqueue.api.integrations import is_elastic, workload_for_job
 from kqueue.api.v1alpha1 import AdmissionCheckState
@@ -408,6 +409,8 @@ class Simulation:
         """What sizes the namespace's DRA device claims, as in the controller: only with
         resources.deviceClassMappings configured (docs/dra.md)."""
         config = self.scenario.config
+        if not from_api.dra_on(config):
+            return from_api.dra_off_claims(config)
         classes = config.resources.device_classes() if config is not None else {}
         if not classes:
             return None
@@ -418,6 +421,7 @@ class Simulation:
             dra.counter_sources(config.resources),
             self.scenario.resource_slices,
             self.scenario.device_classes,
+            extended_resources=fg.gate(config.feature_gates, fg.KUEUE_DRA_EXTENDED_RESOURCE),
         )
 
     def _arrive(self, rec: WorkloadRecord) -> bool:

@@ -184,17 +184,61 @@ def test_kueue_configuration_keeps_device_class_mappings_and_drops_the_rest() ->
     assert cfg.resources.device_classes()["mig.nvidia.com"] == "nvidia.com/mig"
 
 
-def test_kueue_dra_gates_on_are_kqueue_s_behaviour_and_off_is_warned_about() -> None:
+def test_kueue_dra_gates_are_honoured_and_said_so() -> None:
     from kqueue.api import feature_gates
 
     on = {"KueueDRAIntegration": True, "KueueDRAIntegrationPartitionableDevices": True,
           "KueueDRAIntegrationExtendedResource": True}
     assert feature_gates.warnings(on) == []
-    assert feature_gates.warnings({"KueueDRAIntegrationExtendedResource": False}) == [
-        "featureGates.KueueDRAIntegrationExtendedResource: kqueue always behaves as if it were "
-        "true; false ignored"
+    assert feature_gates.honoured(on) == []
+    # Off: honoured (docs/dra.md), so no warning, and the note says what kqueue then does.
+    off = {"KueueDRAIntegrationExtendedResource": False}
+    assert feature_gates.warnings(off) == []
+    assert feature_gates.honoured(off) == [
+        "featureGates.KueueDRAIntegrationExtendedResource: false, honoured: an extended "
+        "resource a DeviceClass serves is counted as a container request under its own name"
+    ]
+    assert feature_gates.honoured(
+        {"KueueDRAIntegration": False, "KueueDRARejectWorkloadsWhenDRADisabled": False}
+    ) == [
+        "featureGates.KueueDRAIntegration: false, honoured: DRA device claims take no quota; "
+        "a workload's ResourceClaims are ignored",
+        "featureGates.KueueDRARejectWorkloadsWhenDRADisabled: false, honoured: with "
+        "KueueDRAIntegration off, a workload's device claims are ignored instead of making it "
+        "Misconfigured",
     ]
     assert feature_gates.warnings({"KueueDRAIntegrationConsumableCapacity": True}) == [
         "featureGates.KueueDRAIntegrationConsumableCapacity: kqueue always behaves as if it "
         "were false; true ignored"
     ]
+
+
+def test_every_honoured_gate_says_what_turning_it_off_does() -> None:
+    from kqueue.api import feature_gates
+
+    assert set(feature_gates.OFF_EFFECT) == set(feature_gates.HONOURED)
+    assert all(feature_gates.HONOURED.values())  # so "off" is always against the default
+
+
+def test_counter_sources_need_the_partitionable_devices_gate() -> None:
+    from kqueue.api.config import ConfigurationError, parse_configuration
+
+    mapping = {
+        "name": "gpu.memory",
+        "deviceClassNames": ["gpu.example.com"],
+        "sources": [{"counter": {
+            "name": "memory", "driver": "gpu.example.com",
+            "deviceSelector": {"cel": {"expression": "device.driver == 'gpu.example.com'"}},
+        }}],
+    }
+    doc = {"resources": {"deviceClassMappings": [{"name": "nvidia.com/gpu",
+                                                  "deviceClassNames": ["a.example.com"]},
+                                                 mapping]}}
+    assert parse_configuration(doc).resources.device_class_mappings[1].sources
+    with pytest.raises(ConfigurationError, match=(
+        r"resources\.deviceClassMappings\[1\]\.sources\[0\]\.counter: counter sources "
+        r"require KueueDRAIntegrationPartitionableDevices to be enabled"
+    )):
+        parse_configuration(
+            {**doc, "featureGates": {"KueueDRAIntegrationPartitionableDevices": False}}
+        )

@@ -77,7 +77,10 @@ def test_convert_keeps_the_gates_and_warns_by_name() -> None:
     }
     assert "featureGates.TASBalancedPlacement: kqueue always behaves as if" in res.stderr
     assert "featureGates.MultiKueueClusterProfile: kqueue has no equivalent" in res.stderr
-    assert "featureGates.PartialAdmission" not in res.stderr
+    # Honoured: not a warning, but a note of what it changes.
+    [partial] = [line for line in res.stderr.splitlines() if "featureGates.PartialAdmission" in line]
+    assert partial.startswith("note: ")
+    assert partial.endswith("featureGates.PartialAdmission: false, honoured: pod sets' minCount is ignored")
     assert "featureGates.HierarchicalCohorts" not in res.stderr
 
 
@@ -96,6 +99,9 @@ def test_simulate_warns_by_name(tmp_path: Path, kueue: bool) -> None:
     assert res.exit_code == 0, res.output
     assert res.stderr.count("featureGates.MultiKueueClusterProfile: kqueue has no equivalent") == 1
     assert "featureGates.TASBalancedPlacement" in res.stderr
+    assert res.stderr.count(
+        "note: featureGates.AdmissionFairSharing: false, honoured: admissionFairSharing is ignored"
+    ) == 1
 
 
 def test_controller_start_up_logs_each_gate(caplog: pytest.LogCaptureFixture) -> None:

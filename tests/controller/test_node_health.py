@@ -99,10 +99,15 @@ class _Engine:
     def __init__(self, answer: dict[str, Replaced] | NotReplaced) -> None:
         self.answer = answer
         self.asked: list[tuple[str, list[str]]] = []
+        self.claimed: list[str] = []
 
     def replace_failed_nodes(self, key: str, failed: list[str]) -> object:
         self.asked.append((key, list(failed)))
         return self.answer
+
+    def claim_replacement(self, key: str, got: dict[str, Replaced]) -> None:
+        assert got is self.answer
+        self.claimed.append(key)
 
 
 MOVED_TO_N3 = {"main": Replaced(
@@ -127,6 +132,8 @@ async def test_a_deleted_node_is_replaced(cluster: FakeCluster) -> None:
     cluster.server.remove(NODES, "n1")
     await s.reconcile("train")
     assert engine.asked == [("team-a/train", ["n1"])]
+    # Held in the engine before it is written (no cycle meanwhile takes n3).
+    assert engine.claimed == ["team-a/train"]
     assert _domains(s, "train") == [(["n2"], 1), (["n3"], 2)]
     assert not s.status("train").get("unhealthyNodes")
     cond = s.condition("train")

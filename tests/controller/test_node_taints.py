@@ -4,10 +4,10 @@ kqueue/controller/node_health.py), and failed-node replacement switched off.
 Ported from Kueue's ``TestNodeFailureReconciler`` and ``TestGetWorkloadStatus``
 (``pkg/controller/tas/node_controller_test.go``) by name: Kueue's "Unhealthy" is a node kqueue
 replaces (``node_failed``), "Healthy (wait)" one it waits on. Every lost node is listed in
-``status.unhealthyNodes`` at once in kqueue (docs/topology.md). Not ported: the
-``tolerationSeconds`` cases (kqueue reads a toleration without its seconds, so a NoExecute taint
-tolerated for a while is tolerated), the cases with ReplaceNodeOnPodTermination off (always on
-in kqueue) and those marking pending pods Failed (kqueue does not patch pods).
+``status.unhealthyNodes`` at once in kqueue (docs/topology.md), except one whose taint the pods
+tolerate for their ``tolerationSeconds``: as in Kueue it is healthy until the taint has evicted
+them. Not ported: the cases with ReplaceNodeOnPodTermination off (always on in kqueue) and those
+marking pending pods Failed (kqueue does not patch pods).
 """
 
 from __future__ import annotations
@@ -20,7 +20,8 @@ import pytest
 from kqueue.api.v1alpha1 import ResourceFlavor
 from kqueue.controller.manager import Manager
 from kqueue.controller.node_health import node_failed, node_problem
-from kqueue.controller.resources import RESOURCE_FLAVORS
+from kqueue.controller.resources import PODS, RESOURCE_FLAVORS
+from kqueue.controller.workqueue import Requeue
 from kqueue.engine.types import Toleration
 from tests.controller.fake_apiserver import FakeCluster
 from tests.controller.fakes import model
@@ -31,6 +32,7 @@ from tests.controller.test_node_health import (
     _Engine,
     _node,
     _Setup,
+    _tas_pod,
     _tas_workload,
     replaced_once_its_pods_stopped,
 )
@@ -42,6 +44,10 @@ Obj = dict[str, Any]
 NO_EXECUTE = {"key": "maintenance", "value": "true", "effect": "NoExecute"}
 NO_SCHEDULE = {"key": "maintenance", "value": "true", "effect": "NoSchedule"}
 TOLERATES = Toleration("maintenance", "Equal", "true", "")
+# Kueue's TolerationSeconds cases: the NoExecute taint tolerated for 300 s.
+FOR_300_S = {"key": "maintenance", "operator": "Equal", "value": "true", "effect": "NoExecute",
+             "tolerationSeconds": 300}
+TOLERATES_300_S = Toleration("maintenance", "Equal", "true", "NoExecute", 300)
 
 
 def tainted(name: str, *taints: Obj) -> Obj:
@@ -162,3 +168,72 @@ def test_the_configuration_s_gates_switch_replacement_and_taints(
     off = manager(["batch/job"], featureGates={
         "TASFailedNodeReplacement": False, "TASReplaceNodeOnNodeTaints": False})
     assert not off.node_health._replacing and not off.node_health._taints
+
+
+FOR_NOW = (
+    "has the NoExecute taint maintenance=true:NoExecute, which its pods tolerate only for their "
+    "tolerationSeconds, and they were evicted"
+)
+
+
+@pytest.mark.parametrize(
+    ("tolerations", "want"),
+    [
+        pytest.param([(TOLERATES_300_S,)], FOR_NOW, id="tolerated for 300 s: watched"),
+        pytest.param([(TOLERATES_300_S, TOLERATES)], None,
+                     id="kqueue: also tolerated for good (no seconds) -> Healthy"),
+        pytest.param([(TOLERATES,), (TOLERATES_300_S,)], FOR_NOW,
+                     id="kqueue: one pod set of two tolerates it for a while only"),
+        pytest.param([(TOLERATES_300_S,), ()], "has the taint maintenance=true:NoExecute, which "
+                     "its pods do not tolerate", id="kqueue: untolerated by one pod set wins"),
+    ],
+)
+def test_a_taint_tolerated_for_a_while(
+    tolerations: list[tuple[Toleration, ...]], want: str | None
+) -> None:
+    assert node_problem(tainted("n", NO_EXECUTE), tolerations) == want
+
+
+def _tolerating_workload(name: str) -> Obj:
+    wl = _tas_workload(name, [("n1", 2), ("n2", 1)])
+    wl["spec"]["podSets"][0]["template"]["spec"]["tolerations"] = [dict(FOR_300_S)]
+    return wl
+
+
+async def test_node_has_noexecute_taint_with_toleration_seconds_healthy_wait_for_eviction(
+    cluster: FakeCluster,
+) -> None:
+    """Kueue's "Node has NoExecute taint with TolerationSeconds -> Healthy (wait for
+    eviction)", then "Node has NoExecute taint with TolerationSeconds, pod terminating ->
+    Unhealthy": the node is not reported while the pod runs, and is replaced once the taint
+    has evicted it."""
+    engine = _Engine(MOVED_TO_N3)
+    cluster.server.add(PODS, _tas_pod("train-0", "n1"))
+    s = await _setup(cluster, [tainted("n1", NO_EXECUTE), _node("n2"), _node("n3")],
+                     [_tolerating_workload("train")], engine, taints=True)
+    await cluster.synced()
+    got = await s.health("team-a/train")
+    assert isinstance(got, Requeue), "the pod still runs on n1 within its 300 s: look again"
+    await cluster.synced()
+    assert engine.asked == []
+    assert not s.status("train").get("unhealthyNodes")
+    assert s.condition("train") is None
+    cluster.server.remove(PODS, "train-0", "team-a")  # evicted by the taint after 300 s
+    await s.reconcile("train")
+    assert engine.asked == [("team-a/train", ["n1"])]
+    assert _domains(s, "train") == [(["n2"], 1), (["n3"], 2)]
+
+
+async def test_node_has_noexecute_taint_with_toleration_seconds_pod_terminating_unhealthy(
+    cluster: FakeCluster,
+) -> None:
+    """Kueue's "Node has NoExecute taint with TolerationSeconds, pod terminating -> Unhealthy",
+    with replacement off: the node is reported once its pods are gone."""
+    engine = _Engine(MOVED_TO_N3)
+    s = await _setup(cluster, [tainted("n1", NO_EXECUTE), _node("n2"), _node("n3")],
+                     [_tolerating_workload("train")], engine, taints=True, replace=False)
+    await s.reconcile("train")
+    assert engine.asked == []
+    assert s.status("train")["unhealthyNodes"] == [{"name": "n1"}]
+    cond = s.condition("train")
+    assert cond is not None and "tolerationSeconds" in cond["message"]

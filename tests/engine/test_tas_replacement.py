@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 import pytest
 
+from kqueue.engine.engine import Engine
 from kqueue.engine.tas.replacement import (
     NotReplaced,
     Replaced,
@@ -15,9 +16,23 @@ from kqueue.engine.tas.replacement import (
     replace_all,
 )
 from kqueue.engine.tas.topology import ClusterNodes, TopologyUsage, build_trees, per_pod_requests
-from kqueue.engine.types import FlavorName, PodSet, TopologyAssignment
+from kqueue.engine.types import FlavorName, PodSet, TopologyAssignment, WorkloadKey
 
-from .tas_support import BLOCK, HOST, RACK, THREE, node, pset, tas_flavor
+from .builders import make_cq, t
+from .tas_support import (
+    BLOCK,
+    HOST,
+    RACK,
+    SINGLE,
+    THREE,
+    Cluster,
+    Held,
+    node,
+    placements,
+    pset,
+    tas_flavor,
+    wl,
+)
 
 FLAVOR = FlavorName("tas-default")
 
@@ -98,6 +113,13 @@ CASES = {
         "x0, x1",
         lost=("x1", "x0"),
     ),
+    "workload with unhealthyNode annotation; second pass; preferred; no fit when using slices; "
+    "FailFast": Case(
+        ((pset("one", 2, preferred=BLOCK, slice_level=RACK, slice_size=2, cpu="1"),
+          (("x0", 1), ("x1", 1))),),
+        None,
+        "Workload was evicted as there was no replacement for unhealthy node(s): x0",
+    ),
     # kqueue does not re-form slices: it evicts rather than break one.
     "slices are not re-placed (kqueue)": Case(
         ((pset("one", 2, required=BLOCK, slice_level=RACK, slice_size=2, cpu="1"),
@@ -153,3 +175,40 @@ TIMING = {
 def test_node_failure_timing(name: str) -> None:
     exists, ready, running, want = TIMING[name]
     assert node_failed(exists=exists, ready=ready, pods_running_on_node=running) is want
+
+
+
+def _replacement_race() -> tuple[Engine, WorkloadKey, dict[str, Replaced]]:
+    """``replaced`` on x1, which failed (NotReady: kqueue replaces only a failed node), and
+    ``contender`` pending; the replacement of x1 computed."""
+    engine = Cluster(
+        [node("x1", cpu="1", ready=False), node("x2", cpu="1"), node("x3", cpu="1")],
+        [SINGLE], [tas_flavor()], [make_cq("tas-main").quota("tas-default", cpu="50").obj()],
+        [
+            wl("replaced", pset("one", 1, required=HOST, cpu="1"), held_in="tas-main",
+               held=[Held("one", "tas-default", [(["x1"], 1)])]),
+            wl("contender", pset("one", 1, required=HOST, cpu="1"), created=1),
+        ],
+    ).engine()
+    key = WorkloadKey("default/replaced")
+    got = engine.replace_failed_nodes(key, ["x1"])
+    assert isinstance(got, dict)
+    assert got["one"].assignment.domains == ((("x2",), 1),)
+    return engine, key, got
+
+
+def test_second_pass_replacement_must_not_take_a_domain_claimed_by_another_workload_in_the_same_cycle() -> None:
+    """Kueue's "second pass replacement must not take a domain claimed by another workload in
+    the same cycle": the replacement of ``replaced``'s failed node takes x2, and ``contender``
+    then lands on x3. kqueue replaces outside the cycle (node_health.py): the claim is held in
+    the engine (``claim_replacement``) before the new assignment is written, so a cycle that
+    runs before it comes back sees x2 taken."""
+    engine, key, got = _replacement_race()
+    engine.claim_replacement(key, got)
+    assert placements(engine.schedule(t(1))) == {"contender": {"one": [(("x3",), 1)]}}
+
+
+def test_without_the_claim_the_contender_would_take_the_replacement_s_node() -> None:
+    # What the claim prevents: both pinned to x2, which holds one pod.
+    engine, _, _ = _replacement_race()
+    assert placements(engine.schedule(t(1))) == {"contender": {"one": [(("x2",), 1)]}}

@@ -83,16 +83,19 @@ def finished_condition(job: Mapping[str, Any]) -> str | None:
     return None
 
 
-def is_elastic(job: Mapping[str, Any]) -> bool:
-    return annotations_of(job).get(c.ELASTIC_JOB_ANNOTATION) == "true"
+def is_elastic(job: Mapping[str, Any], *, slices: bool = True) -> bool:
+    """Whether the Job grows and shrinks through WorkloadSlices. ``slices`` is the
+    Configuration's ElasticJobsViaWorkloadSlices gate: off, the annotation has no effect
+    (Kueue's ``workloadslicing.Enabled``), and the Job is sized as any other."""
+    return slices and annotations_of(job).get(c.ELASTIC_JOB_ANNOTATION) == "true"
 
 
-def workload_name_for_job(job: Mapping[str, Any]) -> str:
+def workload_name_for_job(job: Mapping[str, Any], *, slices: bool = True) -> str:
     """The Workload's name; an elastic job's slices differ by the Job's generation."""
     meta = job.get("metadata") or {}
     name = str(meta.get("name", ""))
     uid = str(meta.get("uid") or "")
-    extra = str(int(meta.get("generation") or 0)) if is_elastic(job) else ""
+    extra = str(int(meta.get("generation") or 0)) if is_elastic(job, slices=slices) else ""
     return workload_name(name, uid, JOB_KIND, JOB_GROUP, extra=extra)
 
 
@@ -102,13 +105,15 @@ def workload_for_job(
     *,
     label_keys_to_copy: Iterable[str] = (),
     replacement_for: str | None = None,
+    slices: bool = True,
 ) -> Workload:
     """The Workload kqueue creates for ``job`` (a decoded batch/v1 Job).
 
     ``priorities`` resolves the ``kqueue.io/priority-class`` and
     ``kqueue.io/preemption-priority-class`` labels and the template's ``priorityClassName``.
     ``replacement_for`` (``namespace/name``) marks a WorkloadSlice that replaces an admitted one
-    after a scale-up of an elastic job. Raises :class:`IntegrationError` naming the Job's field.
+    after a scale-up of an elastic job; ``slices`` is the ElasticJobsViaWorkloadSlices gate
+    (:func:`is_elastic`). Raises :class:`IntegrationError` naming the Job's field.
     """
     if job.get("kind") != JOB_KIND:
         raise IntegrationError("kind", f"expected a Job, got {job.get('kind')!r}")
@@ -133,7 +138,7 @@ def workload_for_job(
         job,
         api_version=JOB_API_VERSION,
         kind=JOB_KIND,
-        name=workload_name_for_job(job),
+        name=workload_name_for_job(job, slices=slices),
         pod_sets=[pod_set],
         pod_specs=[template["spec"]],
         priorities=priorities,

@@ -176,6 +176,10 @@ def simulate(
         config = _read_config(config_file)
         # The simulation reads it too (resources.deviceClassMappings size DRA claims).
         scenario.config = config
+    # Not warnings: what the honoured gates set against their defaults change (both kinds of
+    # Configuration, given by --config or among the inputs).
+    for line in feature_gates.honoured(config.feature_gates if config is not None else {}):
+        click.echo(f"note: {line}", err=True)
     sim = Simulation(
         scenario,
         decision_time=decision_time or timedelta(0),

@@ -251,6 +251,9 @@ class Framework:
     job: Callable[[], GenericJob] | None = None
     """The generic reconciler's view of the kind (a :class:`ComposableJob` for a kind whose
     objects act as one job, plain pod groups); None for a kind kqueue does not reconcile."""
+    configured_job: Callable[[Configuration], GenericJob] | None = None
+    """The generic reconciler's view when it depends on the Configuration (a feature gate);
+    :attr:`job` otherwise."""
     install: Callable[[IntegrationContext, JobReconciler | None], None] | None = None
     """Extra wiring (indexes, hooks), given the generic reconciler if it has one."""
     webhooks: tuple[Webhook, ...] = ()
@@ -263,10 +266,24 @@ class Framework:
     """Whether an object of the kind changes size while it runs (WorkloadSlices): with gang
     scheduling its pods then name one PodGroup per size (the object's generation at the pod's
     creation), so the pods a scale-up adds are placed all or nothing on their own."""
+    configured_resizable: Callable[[Configuration], Callable[[Obj], bool]] | None = None
+    """:attr:`resizable` when it depends on the Configuration (a feature gate)."""
     watches: tuple[Resource, ...] = ()
     """Other kinds the kind's Workloads are built from (runtimes an object names). The manager lists
     and watches each (their stores are in :attr:`IntegrationContext.watched`) and reconciles every
     object of the kind again when one of them changes; their RBAC goes in :attr:`rbac`."""
+
+    def job_for(self, config: Configuration) -> GenericJob | None:
+        """The generic reconciler's view of the kind under ``config``; None if not reconciled."""
+        if self.configured_job is not None:
+            return self.configured_job(config)
+        return self.job() if self.job is not None else None
+
+    def resizable_for(self, config: Configuration) -> Callable[[Obj], bool] | None:
+        """Whether an object of the kind changes size under ``config`` (:attr:`resizable`)."""
+        if self.configured_resizable is not None:
+            return self.configured_resizable(config)
+        return self.resizable
 
     @property
     def name(self) -> str:

@@ -50,7 +50,7 @@ def register(
         pod.pod_mutator(
             gang,
             claimant(on),
-            identities(on, kube, per_size_groups) if kube is not None else pod.as_claimed,
+            identities(on, kube, per_size_groups, config) if kube is not None else pod.as_claimed,
             read_group,
         ),
     )
@@ -111,16 +111,21 @@ def claimant(enabled: set[str]) -> pod.Claimant:
 
 
 def identities(
-    enabled: set[str], kube: Kube, per_size_groups: Callable[[], bool] = lambda: True
+    enabled: set[str],
+    kube: Kube,
+    per_size_groups: Callable[[], bool] = lambda: True,
+    config: Configuration | None = None,
 ) -> pod.Identity:
     """The UID (when the pod does not carry it) and size epoch (:attr:`Framework.resizable`)
     of an enabled kind's object, read from the API server when its pod is created (only with
     gang scheduling on); no read for a pod whose controller is the object when its kind never
     resizes. A Job's pods are read: whether it is elastic is the Job's annotation. No epoch
     when ``per_size_groups`` says the served PodGroup can change its minCount (v1beta1): every
-    size of the object shares one group."""
+    size of the object shares one group. Whether a kind resizes follows ``config``'s gates (a
+    Job annotated elastic does not with ElasticJobsViaWorkloadSlices off)."""
+    config = config if config is not None else Configuration()
     kinds = {
-        fw.kind: (job.resource, fw.resizable)
+        fw.kind: (job.resource, fw.resizable_for(config))
         for fw in registry.frameworks()
         if fw.name in enabled and fw.job is not None
         and not isinstance(job := fw.job(), ComposableJob)

@@ -222,6 +222,13 @@ def tolerated(taints: Iterable[Taint], tolerations: Iterable[Toleration]) -> Tai
     return None
 
 
+def tolerated_for_now(taints: Iterable[Taint], tolerations: Iterable[Toleration]) -> Taint | None:
+    """Of taints ``tolerations`` all tolerate (:func:`tolerated` is None), the first they
+    tolerate only through ones with ``tolerationSeconds`` (Kueue's toleratedTemporarily: the
+    pods are evicted once the seconds pass), or None."""
+    return tolerated(taints, (t for t in tolerations if t.seconds is None))
+
+
 def node_mismatch(node: Node, pod_set: PodSet, flavor: ResourceFlavor) -> str | None:
     """Why pods of ``pod_set`` admitted with ``flavor`` cannot run on ``node``, or None.
 

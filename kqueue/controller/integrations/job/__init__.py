@@ -3,7 +3,11 @@ released from the gate; elastic Jobs grow and shrink through WorkloadSlices (:mo
 
 from __future__ import annotations
 
-from kqueue.api.integrations.job import INTEGRATION
+from functools import partial
+
+from kqueue.api import feature_gates as fg
+from kqueue.api.config import Configuration
+from kqueue.api.integrations.job import INTEGRATION, is_elastic
 from kqueue.controller.integrations import registry
 from kqueue.controller.integrations.framework import (
     Framework,
@@ -13,7 +17,7 @@ from kqueue.controller.integrations.framework import (
     queue_label_webhooks,
 )
 from kqueue.controller.integrations.job import webhook
-from kqueue.controller.integrations.job.elastic import JOB_SIZING
+from kqueue.controller.integrations.job.elastic import JOB_SIZING, MismatchedWorkload
 from kqueue.controller.integrations.job.generic import JobIntegration
 from kqueue.controller.integrations.reconciler import JobReconciler
 from kqueue.controller.integrations.registry import register
@@ -30,10 +34,24 @@ def _hooks(ctx: WebhookContext) -> webhook.JobWebhooks:
         manage_jobs_without_queue_name=ctx.config.manage_jobs_without_queue_name,
         local_queues=ctx.local_queues,
         parent_kinds=parents,
+        slices=_slices(ctx.config),
+        topology=fg.gate(ctx.config.feature_gates, fg.TOPOLOGY_AWARE_SCHEDULING),
     )
 
 
+def _slices(config: Configuration) -> bool:
+    return fg.gate(config.feature_gates, fg.ELASTIC_JOBS_VIA_WORKLOAD_SLICES)
+
+
 def _install(ctx: IntegrationContext, reconciler: JobReconciler | None) -> None:
+    if not _slices(ctx.config):
+        # Kueue with the gate off: no slices; a Job whose size changed under its Workload
+        # gets a new one (the only rule then, also for an annotated Job).
+        if reconciler is not None:
+            reconciler.workload_hooks.append(
+                MismatchedWorkload(kube=ctx.kube, events=ctx.events, slices=False).select
+            )
+        return
     elastic = ElasticSlices(
         engine=ctx.engine,
         workloads=ctx.workloads.store,
@@ -46,6 +64,9 @@ def _install(ctx: IntegrationContext, reconciler: JobReconciler | None) -> None:
     )
     if reconciler is not None:
         reconciler.workload_hooks.append(elastic.select)
+        reconciler.workload_hooks.append(
+            MismatchedWorkload(kube=ctx.kube, events=ctx.events, slices=True).select
+        )
     ctx.after_cycle.append(elastic.after_cycle)
 
 
@@ -58,8 +79,10 @@ FRAMEWORK = register(
         ),
         suspendable=True,
         job=JobIntegration,
+        configured_job=lambda config: JobIntegration(slices=_slices(config)),
         install=_install,
         resizable=JOB_SIZING.elastic,
+        configured_resizable=lambda config: partial(is_elastic, slices=_slices(config)),
         webhooks=queue_label_webhooks(
             short="batch-job",
             rule={"apiGroups": ["batch"], "apiVersions": ["v1"], "resources": ["jobs"]},

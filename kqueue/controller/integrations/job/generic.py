@@ -58,12 +58,17 @@ class JobIntegration:
     api_version = "batch/v1"
     kind = "Job"
 
+    def __init__(self, *, slices: bool = True) -> None:
+        # The Configuration's ElasticJobsViaWorkloadSlices gate: off, an elastic-job annotation
+        # has no effect and the Workload is named as any Job's (no generation).
+        self.slices = slices
+
     def label_selector(self, *, without_queue_name: bool = False) -> str | None:
         # Listing every Job costs memory in big clusters: only when unlabelled ones count.
         return None if without_queue_name else c.QUEUE_NAME_LABEL
 
     def workload_for(self, obj: Obj, priorities: PriorityResolver) -> Workload:
-        return workload_for_job(obj, priorities)
+        return workload_for_job(obj, priorities, slices=self.slices)
 
     def is_suspended(self, obj: Obj) -> bool:
         return bool((obj.get("spec") or {}).get("suspend"))

@@ -129,6 +129,24 @@ def _gang_opt_out(job: Obj, verdict: Verdict) -> Verdict:
     return Verdict.patch(out, *verdict.warnings)
 
 
+def _elastic_topology_errors(job: Obj) -> list[FieldError]:
+    """Kueue's rule: an elastic Job's slices may be placed only ``unconstrained`` (its
+    ElasticJobsViaWorkloadSlicesWithTAS is off), so a required or preferred level is refused."""
+    meta = ((job.get("spec") or {}).get("template") or {}).get("metadata") or {}
+    annotations = meta.get("annotations") or {}
+    return [
+        FieldError(
+            f"spec.template.metadata.annotations[{key}]",
+            f"{mode} topology is not supported with elastic jobs",
+        )
+        for key, mode in (
+            (c.PODSET_REQUIRED_TOPOLOGY_ANNOTATION, "required"),
+            (c.PODSET_PREFERRED_TOPOLOGY_ANNOTATION, "preferred"),
+        )
+        if key in annotations
+    ][:1]  # Kueue reports the first only
+
+
 # A batch Job is suspendable as the other kinds are; its own checks (partial admission, elastic
 # Jobs, gang opt-out) are added by :class:`JobWebhooks`.
 SUSPENDABLE: Final = SuspendableKind(kind="Job", pod_templates=_template, started=_started)
@@ -141,7 +159,13 @@ class JobWebhooks(SuspendableWebhooks):
         manage_jobs_without_queue_name: bool = False,
         local_queues: LocalQueueNames = lambda _namespace: None,
         parent_kinds: frozenset[tuple[str, str]] = frozenset(),
+        slices: bool = True,
+        topology: bool = True,
     ) -> None:
+        # The ElasticJobsViaWorkloadSlices gate: off, the elastic annotation has no effect, so
+        # none of its rules apply (Kueue's workloadslicing.Enabled in its Job webhook).
+        self._slices = slices
+        self._topology = topology
         super().__init__(
             SUSPENDABLE,
             manage_jobs_without_queue_name=manage_jobs_without_queue_name,
@@ -176,14 +200,15 @@ class JobWebhooks(SuspendableWebhooks):
         creating = req.operation == "CREATE" or req.old_object is None
         old = req.old_object or {}
         min_changed = creating or _annotations(old).get(min_key) != annotations.get(min_key)
-        elastic_changed = not creating and is_elastic(old) != is_elastic(job)
+        elastic = is_elastic(job, slices=self._slices)
+        elastic_changed = not creating and is_elastic(old, slices=self._slices) != elastic
         if min_key in annotations and min_changed:
             try:
                 min_pods_count(job, pods_count(job))
             except IntegrationError as exc:
                 errors.append(FieldError(exc.path, exc.detail))
         # Either annotation may be the one added: the pair is refused whichever came last.
-        if min_key in annotations and is_elastic(job) and (min_changed or elastic_changed):
+        if min_key in annotations and elastic and (min_changed or elastic_changed):
             errors.append(
                 FieldError(
                     min_path,
@@ -191,6 +216,8 @@ class JobWebhooks(SuspendableWebhooks):
                     f'({c.ELASTIC_JOB_ANNOTATION}: "true"): remove one of the two',
                 )
             )
+        if elastic and self._topology:
+            errors += _elastic_topology_errors(job)
         if elastic_changed:
             errors.append(
                 FieldError(
@@ -210,12 +237,18 @@ class JobWebhooks(SuspendableWebhooks):
                 max_exec_time_seconds(labels)
             except IntegrationError as exc:
                 errors.append(FieldError(exc.path, exc.detail))
-        elastic = annotations.get(c.ELASTIC_JOB_ANNOTATION)
-        if creating and elastic is not None and elastic != "true":
+        elastic_value = annotations.get(c.ELASTIC_JOB_ANNOTATION)
+        if creating and elastic_value == "true" and not self._slices:
+            warnings.append(
+                f"metadata.annotations[{c.ELASTIC_JOB_ANNOTATION}]: ignored, the Configuration's "
+                "featureGates.ElasticJobsViaWorkloadSlices is false: the Job is not elastic (a "
+                "change of its parallelism while it runs stops it and queues it again)"
+            )
+        if creating and self._slices and elastic_value is not None and elastic_value != "true":
             # Kueue reads any value but "true" as "not elastic"; so does kqueue, but a typo
             # ("True", "yes") would silently give a Job that cannot be resized.
             warnings.append(
-                f"metadata.annotations[{c.ELASTIC_JOB_ANNOTATION}]: {elastic!r} is not \"true\", "
+                f"metadata.annotations[{c.ELASTIC_JOB_ANNOTATION}]: {elastic_value!r} is not \"true\", "
                 'so the Job is not elastic (any value but "true" is read as not elastic); '
                 'set it to "true" for WorkloadSlices, or remove it'
             )
