@@ -35,7 +35,7 @@ echo "== builds: exit $built after $(((SECONDS - started) / 60)) min"
 
 # A failed build is not a reason to stop here: the cluster tests then fail, each naming it.
 echo "== cluster tests ($CLUSTER_WORKERS worker(s), one control plane each)"
-"$VENV/bin/pytest" -m cluster -n "$CLUSTER_WORKERS" "$@"
+"$VENV/bin/pytest" -m cluster -n "$CLUSTER_WORKERS" --durations=40 "$@"
 cluster=$?
 echo "== cluster tests: exit $cluster; whole run $(((SECONDS - started) / 60)) min"
 
