@@ -153,7 +153,7 @@ class MultiKueueController:
             local = await self._kube.get(adapter.resource, owner[2], namespace)
         except NotFound:
             return Synced(state, again_after=PENDING_POLL_SECONDS)
-        problem = adapters.managed_problem(local)
+        problem = adapters.managed_problem(adapter, local)
         if problem is not None:
             return self._decided(
                 wl, check, state, now, "Rejected", f"The owner is not managed by MultiKueue: {problem}"

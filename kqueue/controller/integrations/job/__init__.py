@@ -15,6 +15,7 @@ from kqueue.controller.integrations.framework import (
 from kqueue.controller.integrations.job import webhook
 from kqueue.controller.integrations.job.elastic import JOB_SIZING
 from kqueue.controller.integrations.job.generic import JobIntegration
+from kqueue.controller.integrations.job.multikueue import ADAPTER as MULTIKUEUE
 from kqueue.controller.integrations.reconciler import JobReconciler
 from kqueue.controller.integrations.registry import register
 from kqueue.controller.integrations.slices import ElasticSlices
@@ -60,6 +61,7 @@ FRAMEWORK = register(
         job=JobIntegration,
         install=_install,
         resizable=JOB_SIZING.elastic,
+        multikueue=MULTIKUEUE,
         webhooks=queue_label_webhooks(
             short="batch-job",
             rule={"apiGroups": ["batch"], "apiVersions": ["v1"], "resources": ["jobs"]},
