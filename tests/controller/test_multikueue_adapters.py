@@ -11,6 +11,7 @@ always written. "remote X is deleted" runs the controller's delete against a rec
 from __future__ import annotations
 
 import copy
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -354,3 +355,32 @@ def test_kinds_that_are_not_dispatched(api_version: str, kind: str) -> None:
     assert not multikueue_rbac(next(
         f for f in integrations.frameworks() if (f.api_version, f.kind) == (api_version, kind)
     ))
+
+
+def test_a_pod_groups_rejection_names_the_pod_kind() -> None:
+    from kqueue.api.v1alpha1 import Workload
+    from kqueue.controller.admission_checks.multikueue.controller import _controller_owner
+
+    wl = Workload.model_validate({
+        "apiVersion": c.API_VERSION, "kind": "Workload",
+        "metadata": {"name": "g", "namespace": NS, "ownerReferences": [
+            {"apiVersion": "v1", "kind": "Pod", "name": p, "uid": f"u-{p}", "controller": False}
+            for p in ("p1", "p2")
+        ]},
+        "spec": {"queueName": "q", "podSets": [{"name": "main", "count": 2, "template": {
+            "spec": {"containers": [{"name": "c", "image": "i"}]}}}]},
+    })
+    assert _controller_owner(wl) == ("v1", "Pod", "p1")
+    assert adapters.adapter_for("v1", "Pod") is None
+
+
+def test_docs_list_every_dispatchable_kind_with_its_managed_by() -> None:
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[2] / "docs" / "multikueue.md").read_text()
+    rows = [line for line in text.splitlines() if line.strip().startswith("| ")]
+    for a in adapters.ADAPTERS.values():
+        field = ".".join(a.managed_by_path)
+        row = [r for r in rows if re.search(rf"\b{a.kind}\b", r) and f"({a.api_version})" in r]
+        assert row, f"docs/multikueue.md: no row for {a.kind} ({a.api_version})"
+        assert f"`{field}: {a.managed_by}`" in row[0], row[0]

@@ -425,8 +425,12 @@ def _cluster_queue(wl: Workload) -> str:
 
 
 def _controller_owner(wl: Workload) -> tuple[str, str, str] | None:
-    """``(apiVersion, kind, name)`` of the object that controls ``wl``."""
+    """``(apiVersion, kind, name)`` of the object that controls ``wl``; else of its first owner
+    (a pod group's Workload is owned by its pods, none controlling), so that a Rejected check
+    names the kind."""
     for ref in wl.metadata.owner_references:
         if ref.controller:
             return ref.api_version, ref.kind, ref.name
+    for ref in wl.metadata.owner_references:
+        return ref.api_version, ref.kind, ref.name
     return None
