@@ -1,10 +1,10 @@
-"""MultiKueue with an operator on the worker (docs/multikueue.md, "Operators on a worker"): the
+"""MultiKueue with operators on the worker (docs/multikueue.md, "Operators on a worker"): the
 session's cluster is the manager, one more local cluster the worker, each with its own kqueue
 and the JobSet and Trainer operators. A TrainJob on the manager (``spec.managedBy:
 kueue.x-k8s.io/multikueue``, the only MultiKueue value Trainer's CRD takes, so the manager's
-Trainer leaves it alone) is copied to the worker once its Workload is admitted there, runs there
-under the worker's Trainer, and its status comes back; the manager's Workload finishes and the
-copies go. The setup mirrors tests/controller_e2e/test_multikueue.py (kubeconfig in a Secret,
+Trainer leaves it alone) or a JobSet (``kqueue.io/multikueue``) is copied to the worker once its
+Workload is admitted there, runs there under the worker's operator, and its status comes back;
+the manager's Workload finishes and the copies go. The setup mirrors tests/controller_e2e/test_multikueue.py (kubeconfig in a Secret,
 one MultiKueueCluster, config, check and ClusterQueue), with names of its own.
 """
 
@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from kqueue.api.v1alpha1 import constants as c
-from kqueue.api.v1alpha1.multikueue import ORIGIN_LABEL
+from kqueue.api.v1alpha1.multikueue import CONTROLLER_NAME, ORIGIN_LABEL
 from kqueue.controller.admission_checks.multikueue.adapters import KUEUE_MULTIKUEUE
 from kqueue.controller.integrations.jobset.generic import JOBSETS
 from kqueue.controller.integrations.trainjob.generic import TRAINJOBS
@@ -28,6 +28,7 @@ from kqueue.controller.resources import ADMISSION_CHECKS, LOCAL_QUEUES, NAMESPAC
 from kqueue.localcluster.cluster import LocalCluster
 from tests.controller_e2e.harness import Api, condition, eventually, is_true, unique
 from tests.controller_e2e.support_extra import ConfiguredKqueue, configured_kqueue
+from tests.controller_e2e.test_jobset import jobset
 from tests.controller_e2e.test_multikueue import (
     _apply,
     _create,
@@ -164,5 +165,36 @@ async def test_a_trainjob_runs_on_a_worker_with_the_trainer(setup: Setup, namesp
     async def remote_gone() -> bool:
         return (await _get(setup.worker, WORKLOADS, done["metadata"]["name"], namespace) is None
                 and await _get(setup.worker, TRAINJOBS, name, namespace) is None)
+
+    await eventually(remote_gone, within=60, what="the copies on the worker to be deleted")
+
+
+async def test_a_jobset_runs_on_a_worker_with_the_jobset_operator(
+    setup: Setup, namespace: str
+) -> None:
+    name = unique("js")
+    js = jobset(name, namespace, QUEUE, workers=1, complete_after="4s")
+    js["spec"]["managedBy"] = CONTROLLER_NAME
+    await setup.manager.create(JOBSETS, js, namespace=namespace)
+    manager_api = Api(setup.manager)
+    remote = await eventually(lambda: _get(setup.worker, JOBSETS, name, namespace), within=120,
+                              what="the JobSet copied to the worker")
+    assert remote["spec"].get("managedBy") in (None, "jobset.sigs.k8s.io/jobset-controller")
+    assert remote["metadata"]["labels"][ORIGIN_LABEL] == "multikueue"
+
+    async def finished() -> Obj | None:
+        w = await manager_api.workload_of(namespace, name, kind="JobSet")
+        return w if w is not None and is_true(w, c.FINISHED) else None
+
+    done = await eventually(finished, within=180, what="the manager's Workload to finish")
+    assert done["status"]["clusterName"] == WORKER
+    assert condition(done, c.FINISHED)["reason"] == c.FINISHED_SUCCEEDED  # type: ignore[index]
+    local = await setup.manager.get(JOBSETS, name, namespace)
+    assert any(cd["type"] == "Completed" and cd["status"] == "True"
+               for cd in (local.get("status") or {}).get("conditions") or []), local.get("status")
+
+    async def remote_gone() -> bool:
+        return (await _get(setup.worker, WORKLOADS, done["metadata"]["name"], namespace) is None
+                and await _get(setup.worker, JOBSETS, name, namespace) is None)
 
     await eventually(remote_gone, within=60, what="the copies on the worker to be deleted")
