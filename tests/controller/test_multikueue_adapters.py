@@ -384,3 +384,39 @@ def test_docs_list_every_dispatchable_kind_with_its_managed_by() -> None:
         row = [r for r in rows if re.search(rf"\b{a.kind}\b", r) and f"({a.api_version})" in r]
         assert row, f"docs/multikueue.md: no row for {a.kind} ({a.api_version})"
         assert f"`{field}: {a.managed_by}`" in row[0], row[0]
+
+
+class _Worker:
+    """A worker's API client for the garbage collector: every kind lists one orphan of this
+    manager, but MPIJobs are not served and TrainJobs may not be listed."""
+
+    def __init__(self) -> None:
+        self.deleted: list[str] = []
+
+    async def list(self, resource: Resource, *, label_selector: str) -> list[Obj]:
+        from kqueue.controller.kube import KubeError, NotFound
+
+        assert label_selector == f"{ORIGIN_LABEL}=origin1"
+        if resource.plural == "mpijobs":
+            raise NotFound(what="list mpijobs", status=404, body={})
+        if resource.plural == "trainjobs":
+            raise KubeError(what="list trainjobs", status=403, body={"reason": "Forbidden"})
+        if resource.plural == WORKLOADS.plural:
+            return []
+        return [{"metadata": {"name": f"gone-{resource.plural}", "namespace": NS,
+                              "labels": {c.PREBUILT_WORKLOAD_LABEL: "wl-gone"}}}]
+
+    async def delete(self, resource: Resource, name: str, *, namespace: str | None = None) -> None:
+        self.deleted.append(resource.plural)
+
+
+async def test_the_garbage_collector_lists_every_dispatchable_kind() -> None:
+    from kqueue.controller.admission_checks.multikueue.gc import GarbageCollector
+    from kqueue.controller.informer import Store
+
+    worker = _Worker()
+    gc = GarbageCollector(remotes=None, workloads=Store(), origin="origin1", interval=0)  # type: ignore[arg-type]
+    await gc.collect("worker1", worker)  # type: ignore[arg-type]
+    want = [a.resource.plural for a in adapters.ADAPTERS.values()
+            if a.resource.plural not in ("mpijobs", "trainjobs")]
+    assert worker.deleted == want and "appwrappers" in want

@@ -51,7 +51,7 @@ only when it is in config.integrations.frameworks (all registered defaults when 
 - apiGroups: ["kubeflow.org"]
   resources: [mpijobs/finalizers]
   verbs: [update]
-# kubeflow.org/mpijob: MultiKueue reads a dispatched MPIJob (spec.managedBy) by name
+# kubeflow.org/mpijob: MultiKueue reads a dispatched MPIJob (spec.runPolicy.managedBy) by name
 - apiGroups: ["kubeflow.org"]
   resources: [mpijobs]
   verbs: [get]
@@ -169,7 +169,7 @@ only when it is in config.integrations.frameworks (all registered defaults when 
 - apiGroups: ["kubeflow.org"]
   resources: [pytorchjobs/finalizers]
   verbs: [update]
-# kubeflow.org/pytorchjob: MultiKueue reads a dispatched PyTorchJob (spec.managedBy) by name
+# kubeflow.org/pytorchjob: MultiKueue reads a dispatched PyTorchJob (spec.runPolicy.managedBy) by name
 - apiGroups: ["kubeflow.org"]
   resources: [pytorchjobs]
   verbs: [get]
@@ -187,7 +187,7 @@ only when it is in config.integrations.frameworks (all registered defaults when 
 - apiGroups: ["kubeflow.org"]
   resources: [tfjobs/finalizers]
   verbs: [update]
-# kubeflow.org/tfjob: MultiKueue reads a dispatched TFJob (spec.managedBy) by name
+# kubeflow.org/tfjob: MultiKueue reads a dispatched TFJob (spec.runPolicy.managedBy) by name
 - apiGroups: ["kubeflow.org"]
   resources: [tfjobs]
   verbs: [get]
@@ -205,7 +205,7 @@ only when it is in config.integrations.frameworks (all registered defaults when 
 - apiGroups: ["kubeflow.org"]
   resources: [xgboostjobs/finalizers]
   verbs: [update]
-# kubeflow.org/xgboostjob: MultiKueue reads a dispatched XGBoostJob (spec.managedBy) by name
+# kubeflow.org/xgboostjob: MultiKueue reads a dispatched XGBoostJob (spec.runPolicy.managedBy) by name
 - apiGroups: ["kubeflow.org"]
   resources: [xgboostjobs]
   verbs: [get]
@@ -223,7 +223,7 @@ only when it is in config.integrations.frameworks (all registered defaults when 
 - apiGroups: ["kubeflow.org"]
   resources: [paddlejobs/finalizers]
   verbs: [update]
-# kubeflow.org/paddlejob: MultiKueue reads a dispatched PaddleJob (spec.managedBy) by name
+# kubeflow.org/paddlejob: MultiKueue reads a dispatched PaddleJob (spec.runPolicy.managedBy) by name
 - apiGroups: ["kubeflow.org"]
   resources: [paddlejobs]
   verbs: [get]
@@ -241,7 +241,7 @@ only when it is in config.integrations.frameworks (all registered defaults when 
 - apiGroups: ["kubeflow.org"]
   resources: [jaxjobs/finalizers]
   verbs: [update]
-# kubeflow.org/jaxjob: MultiKueue reads a dispatched JAXJob (spec.managedBy) by name
+# kubeflow.org/jaxjob: MultiKueue reads a dispatched JAXJob (spec.runPolicy.managedBy) by name
 - apiGroups: ["kubeflow.org"]
   resources: [jaxjobs]
   verbs: [get]

@@ -37,7 +37,8 @@ def multikueue_rbac(fw: Framework) -> tuple[PolicyRule, ...]:
     return (
         PolicyRule(
             (group,), (plural,), ("get",),
-            f"MultiKueue reads a dispatched {fw.kind} (spec.managedBy) by name",
+            f"MultiKueue reads a dispatched {fw.kind} ({'.'.join(adapter.managed_by_path)}) "
+            "by name",
         ),
         PolicyRule(
             (group,), (f"{plural}/status",), ("update",),
