@@ -195,6 +195,26 @@ async def test_a_kind_multikueue_cannot_dispatch_is_left_alone() -> None:
     assert "managedBy" not in out["spec"]
 
 
+@pytest.mark.parametrize(
+    ("api_version", "kind", "path", "value"),
+    [
+        pytest.param("batch/v1", "Job", ("spec", "managedBy"), MK, id="job-kqueue-value"),
+        pytest.param("trainer.kubeflow.org/v1alpha1", "TrainJob", ("spec", "managedBy"),
+                     "kueue.x-k8s.io/multikueue", id="trainjob-kueue-value"),
+        pytest.param("kubeflow.org/v1", "PyTorchJob", ("spec", "runPolicy", "managedBy"),
+                     "kueue.x-k8s.io/multikueue", id="pytorchjob-run-policy"),
+    ],
+)
+def test_the_defaulted_value_and_place_are_the_adapters(
+    api_version: str, kind: str, path: tuple[str, ...], value: str
+) -> None:
+    # Trainer, KubeRay, the MPI and training operators accept only Kueue's value, some under
+    # spec.runPolicy: the webhook writes what the kind's adapter reads.
+    field = defaulted_kind(api_version, kind)
+    assert field is not None
+    assert (field.path, field.multikueue) == (path, value)
+
+
 async def test_the_manager_defaults_from_its_caches(cluster: FakeCluster) -> None:
     """The Manager's lookup reads its LocalQueue, ClusterQueue and AdmissionCheck informers."""
     m = Manager(cluster.api, Configuration.model_validate({

@@ -166,12 +166,14 @@ def mk_check(name: str, config: str) -> Obj:
     }
 
 
-def queue_objects(cpu: str, checks: list[str]) -> list[tuple[Any, Obj]]:
+def queue_objects(
+    cpu: str, checks: list[str], *, flavor: str = FLAVOR, cq: str = CQ
+) -> list[tuple[Any, Obj]]:
     cq_spec: Obj = {
         "namespaceSelector": {},
         "resourceGroups": [{
             "coveredResources": ["cpu", "memory"],
-            "flavors": [{"name": FLAVOR, "resources": [
+            "flavors": [{"name": flavor, "resources": [
                 {"name": "cpu", "nominalQuota": cpu}, {"name": "memory", "nominalQuota": "64Gi"}
             ]}],
         }],
@@ -180,9 +182,9 @@ def queue_objects(cpu: str, checks: list[str]) -> list[tuple[Any, Obj]]:
         cq_spec["admissionChecksStrategy"] = {"admissionChecks": [{"name": n} for n in checks]}
     return [
         (RESOURCE_FLAVORS, {"apiVersion": c.API_VERSION, "kind": "ResourceFlavor",
-                            "metadata": {"name": FLAVOR}, "spec": {}}),
+                            "metadata": {"name": flavor}, "spec": {}}),
         (CLUSTER_QUEUES, {"apiVersion": c.API_VERSION, "kind": "ClusterQueue",
-                          "metadata": {"name": CQ}, "spec": cq_spec}),
+                          "metadata": {"name": cq}, "spec": cq_spec}),
     ]
 
 

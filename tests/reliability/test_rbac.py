@@ -130,9 +130,8 @@ NOT_REQUESTED: dict[tuple[str, str], str] = {
         "MultiKueue copies a dispatched Job's status back from its worker; the RBAC run "
         "dispatches nothing"
     ),
-    ("update", "jobset.x-k8s.io/jobsets/status"): (
-        "MultiKueue copies a dispatched JobSet's status back from its worker; the RBAC run "
-        "dispatches nothing"
+    ("get", "batch/jobs"): (
+        "MultiKueue reads a dispatched Job by name; the RBAC run dispatches nothing"
     ),
     ("update", "pods/finalizers"): (
         "checked by the OwnerReferencesPermissionEnforcement admission plugin when kqueue creates "

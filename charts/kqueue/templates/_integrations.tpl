@@ -15,6 +15,14 @@ only when it is in config.integrations.frameworks (all registered defaults when 
 - apiGroups: ["batch"]
   resources: [jobs/finalizers]
   verbs: [update]
+# batch/job: MultiKueue reads a dispatched Job (spec.managedBy) by name
+- apiGroups: ["batch"]
+  resources: [jobs]
+  verbs: [get]
+# batch/job: MultiKueue copies a dispatched Job's status back from its worker
+- apiGroups: ["batch"]
+  resources: [jobs/status]
+  verbs: [update]
 {{- end }}
 {{- if has "jobset.x-k8s.io/jobset" $on }}
 # jobset.x-k8s.io/jobset: JobSets naming a queue are watched, suspended while queued or evicted, and resumed with the admission's node labels and tolerations
@@ -25,6 +33,14 @@ only when it is in config.integrations.frameworks (all registered defaults when 
 - apiGroups: ["jobset.x-k8s.io"]
   resources: [jobsets/finalizers]
   verbs: [update]
+# jobset.x-k8s.io/jobset: MultiKueue reads a dispatched JobSet (spec.managedBy) by name
+- apiGroups: ["jobset.x-k8s.io"]
+  resources: [jobsets]
+  verbs: [get]
+# jobset.x-k8s.io/jobset: MultiKueue copies a dispatched JobSet's status back from its worker
+- apiGroups: ["jobset.x-k8s.io"]
+  resources: [jobsets/status]
+  verbs: [update]
 {{- end }}
 {{- if has "kubeflow.org/mpijob" $on }}
 # kubeflow.org/mpijob: MPIJobs naming a queue are watched, suspended while queued or evicted, and resumed with the admission's node labels and tolerations
@@ -34,6 +50,14 @@ only when it is in config.integrations.frameworks (all registered defaults when 
 # kubeflow.org/mpijob: a Workload's owner reference to its MPIJob blocks the MPIJob's deletion, which OwnerReferencesPermissionEnforcement allows only with update on its finalizers
 - apiGroups: ["kubeflow.org"]
   resources: [mpijobs/finalizers]
+  verbs: [update]
+# kubeflow.org/mpijob: MultiKueue reads a dispatched MPIJob (spec.runPolicy.managedBy) by name
+- apiGroups: ["kubeflow.org"]
+  resources: [mpijobs]
+  verbs: [get]
+# kubeflow.org/mpijob: MultiKueue copies a dispatched MPIJob's status back from its worker
+- apiGroups: ["kubeflow.org"]
+  resources: [mpijobs/status]
   verbs: [update]
 {{- end }}
 {{- if has "pod" $on }}
@@ -63,6 +87,14 @@ only when it is in config.integrations.frameworks (all registered defaults when 
 - apiGroups: ["trainer.kubeflow.org"]
   resources: [clustertrainingruntimes, trainingruntimes]
   verbs: [list, watch]
+# trainer.kubeflow.org/trainjob: MultiKueue reads a dispatched TrainJob (spec.managedBy) by name
+- apiGroups: ["trainer.kubeflow.org"]
+  resources: [trainjobs]
+  verbs: [get]
+# trainer.kubeflow.org/trainjob: MultiKueue copies a dispatched TrainJob's status back from its worker
+- apiGroups: ["trainer.kubeflow.org"]
+  resources: [trainjobs/status]
+  verbs: [update]
 {{- end }}
 {{- if has "deployment" $on }}
 {{- end }}
@@ -77,6 +109,14 @@ only when it is in config.integrations.frameworks (all registered defaults when 
 - apiGroups: ["ray.io"]
   resources: [rayjobs/finalizers]
   verbs: [update]
+# ray.io/rayjob: MultiKueue reads a dispatched RayJob (spec.managedBy) by name
+- apiGroups: ["ray.io"]
+  resources: [rayjobs]
+  verbs: [get]
+# ray.io/rayjob: MultiKueue copies a dispatched RayJob's status back from its worker
+- apiGroups: ["ray.io"]
+  resources: [rayjobs/status]
+  verbs: [update]
 {{- end }}
 {{- if has "ray.io/raycluster" $on }}
 # ray.io/raycluster: RayClusters naming a queue are watched, suspended while queued or evicted, and resumed with the admission's node labels and tolerations
@@ -86,6 +126,14 @@ only when it is in config.integrations.frameworks (all registered defaults when 
 # ray.io/raycluster: a Workload's owner reference to its RayCluster blocks the RayCluster's deletion, which OwnerReferencesPermissionEnforcement allows only with update on its finalizers
 - apiGroups: ["ray.io"]
   resources: [rayclusters/finalizers]
+  verbs: [update]
+# ray.io/raycluster: MultiKueue reads a dispatched RayCluster (spec.managedBy) by name
+- apiGroups: ["ray.io"]
+  resources: [rayclusters]
+  verbs: [get]
+# ray.io/raycluster: MultiKueue copies a dispatched RayCluster's status back from its worker
+- apiGroups: ["ray.io"]
+  resources: [rayclusters/status]
   verbs: [update]
 {{- end }}
 {{- if has "ray.io/rayservice" $on }}
@@ -121,6 +169,14 @@ only when it is in config.integrations.frameworks (all registered defaults when 
 - apiGroups: ["kubeflow.org"]
   resources: [pytorchjobs/finalizers]
   verbs: [update]
+# kubeflow.org/pytorchjob: MultiKueue reads a dispatched PyTorchJob (spec.runPolicy.managedBy) by name
+- apiGroups: ["kubeflow.org"]
+  resources: [pytorchjobs]
+  verbs: [get]
+# kubeflow.org/pytorchjob: MultiKueue copies a dispatched PyTorchJob's status back from its worker
+- apiGroups: ["kubeflow.org"]
+  resources: [pytorchjobs/status]
+  verbs: [update]
 {{- end }}
 {{- if has "kubeflow.org/tfjob" $on }}
 # kubeflow.org/tfjob: TFJobs naming a queue are watched, suspended while queued or evicted, and resumed with the admission's node labels and tolerations
@@ -130,6 +186,14 @@ only when it is in config.integrations.frameworks (all registered defaults when 
 # kubeflow.org/tfjob: a Workload's owner reference to its TFJob blocks the TFJob's deletion, which OwnerReferencesPermissionEnforcement allows only with update on its finalizers
 - apiGroups: ["kubeflow.org"]
   resources: [tfjobs/finalizers]
+  verbs: [update]
+# kubeflow.org/tfjob: MultiKueue reads a dispatched TFJob (spec.runPolicy.managedBy) by name
+- apiGroups: ["kubeflow.org"]
+  resources: [tfjobs]
+  verbs: [get]
+# kubeflow.org/tfjob: MultiKueue copies a dispatched TFJob's status back from its worker
+- apiGroups: ["kubeflow.org"]
+  resources: [tfjobs/status]
   verbs: [update]
 {{- end }}
 {{- if has "kubeflow.org/xgboostjob" $on }}
@@ -141,6 +205,14 @@ only when it is in config.integrations.frameworks (all registered defaults when 
 - apiGroups: ["kubeflow.org"]
   resources: [xgboostjobs/finalizers]
   verbs: [update]
+# kubeflow.org/xgboostjob: MultiKueue reads a dispatched XGBoostJob (spec.runPolicy.managedBy) by name
+- apiGroups: ["kubeflow.org"]
+  resources: [xgboostjobs]
+  verbs: [get]
+# kubeflow.org/xgboostjob: MultiKueue copies a dispatched XGBoostJob's status back from its worker
+- apiGroups: ["kubeflow.org"]
+  resources: [xgboostjobs/status]
+  verbs: [update]
 {{- end }}
 {{- if has "kubeflow.org/paddlejob" $on }}
 # kubeflow.org/paddlejob: PaddleJobs naming a queue are watched, suspended while queued or evicted, and resumed with the admission's node labels and tolerations
@@ -150,6 +222,14 @@ only when it is in config.integrations.frameworks (all registered defaults when 
 # kubeflow.org/paddlejob: a Workload's owner reference to its PaddleJob blocks the PaddleJob's deletion, which OwnerReferencesPermissionEnforcement allows only with update on its finalizers
 - apiGroups: ["kubeflow.org"]
   resources: [paddlejobs/finalizers]
+  verbs: [update]
+# kubeflow.org/paddlejob: MultiKueue reads a dispatched PaddleJob (spec.runPolicy.managedBy) by name
+- apiGroups: ["kubeflow.org"]
+  resources: [paddlejobs]
+  verbs: [get]
+# kubeflow.org/paddlejob: MultiKueue copies a dispatched PaddleJob's status back from its worker
+- apiGroups: ["kubeflow.org"]
+  resources: [paddlejobs/status]
   verbs: [update]
 {{- end }}
 {{- if has "kubeflow.org/jaxjob" $on }}
@@ -161,6 +241,14 @@ only when it is in config.integrations.frameworks (all registered defaults when 
 - apiGroups: ["kubeflow.org"]
   resources: [jaxjobs/finalizers]
   verbs: [update]
+# kubeflow.org/jaxjob: MultiKueue reads a dispatched JAXJob (spec.runPolicy.managedBy) by name
+- apiGroups: ["kubeflow.org"]
+  resources: [jaxjobs]
+  verbs: [get]
+# kubeflow.org/jaxjob: MultiKueue copies a dispatched JAXJob's status back from its worker
+- apiGroups: ["kubeflow.org"]
+  resources: [jaxjobs/status]
+  verbs: [update]
 {{- end }}
 {{- if has "workload.codeflare.dev/appwrapper" $on }}
 # workload.codeflare.dev/appwrapper: AppWrappers naming a queue are watched, suspended while queued or evicted, and resumed with the admission's node labels and tolerations (in its components' podSetInfos)
@@ -170,6 +258,14 @@ only when it is in config.integrations.frameworks (all registered defaults when 
 # workload.codeflare.dev/appwrapper: a Workload's owner reference to its AppWrapper blocks the AppWrapper's deletion, which OwnerReferencesPermissionEnforcement allows only with update on its finalizers
 - apiGroups: ["workload.codeflare.dev"]
   resources: [appwrappers/finalizers]
+  verbs: [update]
+# workload.codeflare.dev/appwrapper: MultiKueue reads a dispatched AppWrapper (spec.managedBy) by name
+- apiGroups: ["workload.codeflare.dev"]
+  resources: [appwrappers]
+  verbs: [get]
+# workload.codeflare.dev/appwrapper: MultiKueue copies a dispatched AppWrapper's status back from its worker
+- apiGroups: ["workload.codeflare.dev"]
+  resources: [appwrappers/status]
   verbs: [update]
 {{- end }}
 {{- if has "sparkoperator.k8s.io/sparkapplication" $on }}

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 
 from kqueue.api.v1alpha1.constants import QUEUE_NAME_LABEL
-from kqueue.controller.integrations.framework import Framework
+from kqueue.controller.integrations.framework import Framework, PolicyRule
 from kqueue.controller.integrations.registry import frameworks
 
 # The off-integration report webhook (kqueue.controller.webhooks.framework_off, which imports
@@ -26,6 +26,27 @@ only when it is in config.integrations.frameworks (all registered defaults when 
 """
 
 
+def multikueue_rbac(fw: Framework) -> tuple[PolicyRule, ...]:
+    """What MultiKueue needs on a dispatchable kind's manager-side objects
+    (kqueue/controller/admission_checks/multikueue/controller.py): read one by name, and write
+    the status of its copy on the worker back onto it."""
+    adapter = fw.multikueue
+    if adapter is None:
+        return ()
+    group, plural = adapter.resource.group, adapter.resource.plural
+    return (
+        PolicyRule(
+            (group,), (plural,), ("get",),
+            f"MultiKueue reads a dispatched {fw.kind} ({'.'.join(adapter.managed_by_path)}) "
+            "by name",
+        ),
+        PolicyRule(
+            (group,), (f"{plural}/status",), ("update",),
+            f"MultiKueue copies a dispatched {fw.kind}'s status back from its worker",
+        ),
+    )
+
+
 def chart_rbac_template() -> str:
     lines = [CHART_TEMPLATE_HEADER.rstrip("\n")]
     lines.append('{{- define "kqueue.integrationRules" -}}')
@@ -37,7 +58,7 @@ def chart_rbac_template() -> str:
     )
     for fw in frameworks():
         lines.append(f'{{{{- if has "{fw.name}" $on }}}}')
-        for rule in fw.rbac:
+        for rule in (*fw.rbac, *multikueue_rbac(fw)):
             lines.append(f"# {fw.name}: {rule.why}")
             lines.append("- apiGroups: [" + ", ".join(f'"{g}"' for g in rule.api_groups) + "]")
             lines.append("  resources: [" + ", ".join(rule.resources) + "]")

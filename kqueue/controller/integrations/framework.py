@@ -41,6 +41,7 @@ from kqueue.engine.engine import Engine
 from kqueue.engine.types import WorkloadKey
 
 if TYPE_CHECKING:
+    from kqueue.controller.admission_checks.multikueue.adapters import Adapter
     from kqueue.controller.gang import GangPlacement
     from kqueue.controller.integrations.reconciler import JobReconciler
     from kqueue.controller.integrations.release import PodReleaser
@@ -272,6 +273,10 @@ class Framework:
     """Other kinds the kind's Workloads are built from (runtimes an object names). The manager lists
     and watches each (their stores are in :attr:`IntegrationContext.watched`) and reconciles every
     object of the kind again when one of them changes; their RBAC goes in :attr:`rbac`."""
+    multikueue: Adapter | None = None
+    """How MultiKueue dispatches an object of the kind to a worker cluster (the kind's
+    ``multikueue.py``, docs/multikueue.md); None: the kind cannot be dispatched (its workloads'
+    MultiKueue check is Rejected, naming the kind)."""
 
     def job_for(self, config: Configuration) -> GenericJob | None:
         """The generic reconciler's view of the kind under ``config``; None if not reconciled."""

@@ -45,8 +45,8 @@ from kqueue.api.integrations import IntegrationError, PriorityResolver, queue_na
 from kqueue.api.integrations.common import owner_reference
 from kqueue.api.v1alpha1 import LocalQueue, ResourceFlavor, Workload
 from kqueue.api.v1alpha1 import constants as c
-from kqueue.api.v1alpha1.multikueue import CONTROLLER_NAME as MULTIKUEUE
 from kqueue.controller import workload_status
+from kqueue.controller.admission_checks.multikueue import adapters as multikueue
 from kqueue.controller.clock import Now
 from kqueue.controller.events import EventRecorder
 from kqueue.controller.gate import PodSetRelease, is_terminal
@@ -123,6 +123,8 @@ class JobReconciler:
     ) -> None:
         self._metrics = metrics if metrics is not None else Metrics()
         self.job = job
+        # How MultiKueue dispatches the kind, if it can: a manager-side object runs on a worker.
+        self._multikueue = multikueue.adapter_for(job.api_version, job.kind)
         # A composable kind (pod groups): ``objects`` is the store of its members.
         self.composable = job if isinstance(job, ComposableJob) else None
         if self.composable is not None and engine is None:
@@ -462,11 +464,15 @@ class JobReconciler:
             return None  # the Job's update (and its pods' deletion) brings us back
         # A MultiKueue job's pods run on a worker: its status (copied from there, and no longer
         # if the worker is lost) says nothing of pods here, and there are none to wait for.
-        remote = (obj.get("spec") or {}).get("managedBy") == MULTIKUEUE
-        if not remote and (self.job.is_active(obj) or self._running_pods(obj)):
+        if not self._dispatched(obj) and (self.job.is_active(obj) or self._running_pods(obj)):
             return None  # pods still terminating; their events bring us back
         await self._requeue(wl, now)
         return None
+
+    def _dispatched(self, obj: Obj) -> bool:
+        """A MultiKueue manager-side object (the kind's ``managedBy`` value): it runs on a
+        worker cluster, so it has no pods here."""
+        return self._multikueue is not None and multikueue.is_dispatched(self._multikueue, obj)
 
     async def _requeue(self, wl: Workload, now: datetime, *, note: str = "") -> None:
         """The stopped object's quota released, its Workload requeued (``note`` for the user)."""
@@ -498,7 +504,7 @@ class JobReconciler:
                 f"Admitted by clusterQueue {cq}: resumed with the assigned flavors' node labels "
                 f"and tolerations; its pods are released as they are created",
             )
-        if (obj.get("spec") or {}).get("managedBy") == MULTIKUEUE:
+        if self._dispatched(obj):
             return None  # runs on a worker cluster: no pods here to release or fit
         by_set: dict[str, list[Obj]] = {}
         for pod in self._pods_of(obj):

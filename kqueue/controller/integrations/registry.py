@@ -27,6 +27,14 @@ def register(framework: Framework) -> Framework:
         raise ValueError(
             f"integration {framework.name!r} is not declared in kqueue.api.integrations.registry"
         )
+    adapter = framework.multikueue
+    if adapter is not None and (adapter.api_version, adapter.kind) != (
+        framework.api_version, framework.kind
+    ):
+        raise ValueError(
+            f"integration {framework.name!r}: its MultiKueue adapter is for {adapter.kind} "
+            f"({adapter.api_version}), not {framework.kind} ({framework.api_version})"
+        )
     if framework.name in _FRAMEWORKS and _FRAMEWORKS[framework.name] is not framework:
         raise ValueError(f"integration {framework.name!r} is registered twice")
     _FRAMEWORKS[framework.name] = framework

@@ -36,10 +36,12 @@ MultiKueueQueue = Callable[[str, str], bool]
 
 @dataclass(frozen=True)
 class ManagedByField:
-    """Where a kind keeps its managedBy and the value its own controller answers to."""
+    """Where a kind keeps its managedBy, the value its own controller answers to, and the value
+    MultiKueue sets (the kind's adapter's: some operators accept only Kueue's)."""
 
     path: tuple[str, ...]
     own_controller: str
+    multikueue: str = CONTROLLER_NAME
 
 
 # Kueue's CanDefaultManagedBy of each kind (the controller names are the operators' constants).
@@ -65,9 +67,14 @@ MANAGED_BY: Final[dict[str, ManagedByField]] = {
 
 def defaulted_kind(api_version: str, kind: str) -> ManagedByField | None:
     """The managedBy field of a kind that MultiKueue can dispatch; None for the others."""
-    if adapter_for(api_version, kind) is None:
+    adapter = adapter_for(api_version, kind)
+    field = MANAGED_BY.get(kind)
+    if adapter is None or field is None:
         return None
-    return MANAGED_BY.get(kind)
+    # The adapter says where the manager's object carries the value and which value it is.
+    return ManagedByField(
+        tuple(adapter.managed_by_path), field.own_controller, adapter.managed_by
+    )
 
 
 def uses_multikueue(
@@ -95,7 +102,7 @@ def uses_multikueue(
 def default_managed_by(
     obj: Obj, field: ManagedByField, namespace: str, multikueue_queue: MultiKueueQueue
 ) -> Obj | None:
-    """``obj`` with managedBy set to ``kqueue.io/multikueue``; None when it stays as it is."""
+    """``obj`` with managedBy set to MultiKueue's value for its kind; None when it stays."""
     queue = queue_name(obj)
     if queue is None or not multikueue_queue(namespace, queue):
         return None
@@ -112,7 +119,7 @@ def default_managed_by(
         if not isinstance(holder.get(key), dict):
             holder[key] = {}
         holder = holder[key]
-    holder[leaf] = CONTROLLER_NAME
+    holder[leaf] = field.multikueue
     return out
 
 

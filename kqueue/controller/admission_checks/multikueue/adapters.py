@@ -1,42 +1,70 @@
-"""How a job kind is dispatched to a worker: one small adapter per kind (Kueue's
-``pkg/controller/jobs/*/*_multikueue_adapter.go``).
+"""How a job kind is dispatched to a worker: the protocol every kind's adapter follows and the
+helpers they share (Kueue's ``pkg/controller/jobs/*/*_multikueue_adapter.go``).
 
-The manager's job carries ``spec.managedBy: kqueue.io/multikueue``, so no controller on the
-manager runs it; its copy on the worker is the same object without ``managedBy``, labelled with
-the manager's origin and with the Workload it belongs to (``kqueue.io/prebuilt-workload-name``:
-the worker's kqueue adopts that Workload, already admitted there, instead of making one). The
-copy's status comes back to the manager's job. Kinds without an adapter (or without
-``spec.managedBy``) cannot be dispatched: their workloads' check is Rejected, naming the kind.
+Each kind declares its adapter in its own integration package
+(``kqueue/controller/integrations/<kind>/multikueue.py``), on its registered
+:class:`~kqueue.controller.integrations.framework.Framework` (``multikueue``); :data:`ADAPTERS`,
+:func:`adapter_for` and :func:`dispatchable_kinds` are derived from the registered frameworks,
+so no list of kinds lives here.
+
+The manager's object carries the kind's MultiKueue ``managedBy`` value (:attr:`Adapter.managed_by`
+at :attr:`Adapter.managed_by_path`), so no controller on the manager runs it; its copy on the
+worker is the same object without ``managedBy``, suspended as kqueue's, labelled with the
+manager's origin and with the Workload it belongs to (``kqueue.io/prebuilt-workload-name``: the
+worker's kqueue adopts that Workload, already admitted there, instead of making one). The copy's
+status comes back to the manager's object. Kinds without an adapter (none registered, or the
+kind's served version has no ``managedBy``) cannot be dispatched: their workloads' check is
+Rejected, naming the kind.
 """
 
 from __future__ import annotations
 
 import copy
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
 from typing import Any, Final, Protocol
 
 from kqueue.api.v1alpha1 import constants as c
 from kqueue.api.v1alpha1.multikueue import CONTROLLER_NAME, ORIGIN_LABEL, ORIGIN_UID_ANNOTATION
-from kqueue.controller.resources import JOBS, Resource
+from kqueue.controller.resources import Resource
 
 Obj = dict[str, Any]
+Path = tuple[str, ...]
 
-JOBSETS: Final = Resource("jobset.x-k8s.io", "v1alpha2", "jobsets")
-# Labels the Job controller writes into a Job's selector and pod template; the worker's Job
-# controller writes its own.
-_JOB_GENERATED_LABELS: Final = (
-    "controller-uid",
-    "batch.kubernetes.io/controller-uid",
-    "job-name",
-    "batch.kubernetes.io/job-name",
-)
+SPEC_MANAGED_BY: Final[Path] = ("spec", "managedBy")
+RUN_POLICY_MANAGED_BY: Final[Path] = ("spec", "runPolicy", "managedBy")
+SPEC_SUSPEND: Final[Path] = ("spec", "suspend")
+RUN_POLICY_SUSPEND: Final[Path] = ("spec", "runPolicy", "suspend")
+# The only MultiKueue value the CRDs (or webhooks) of Trainer, KubeRay, the MPI operator and the
+# training-operator accept in managedBy, and the one their controllers leave alone: their
+# MultiKueue manager-side objects carry it instead of kqueue's (docs/multikueue.md).
+KUEUE_MULTIKUEUE: Final = "kueue.x-k8s.io/multikueue"
+
+StatusRule = Callable[[Obj, Obj, bool], "Obj | None"]
 
 
 class Adapter(Protocol):
     """One dispatchable kind."""
 
-    api_version: str
-    kind: str
-    resource: Resource
+    @property
+    def api_version(self) -> str: ...
+
+    @property
+    def kind(self) -> str: ...
+
+    @property
+    def resource(self) -> Resource: ...
+
+    @property
+    def managed_by(self) -> str:
+        """The ``managedBy`` value a manager-side object must carry to be dispatched."""
+        ...
+
+    @property
+    def managed_by_path(self) -> Path:
+        """Where the kind keeps ``managedBy`` (``spec.managedBy``, or
+        ``spec.runPolicy.managedBy``)."""
+        ...
 
     def remote_object(self, local: Obj, workload: str, origin: str) -> Obj:
         """The worker's copy of the manager's ``local`` object."""
@@ -44,34 +72,62 @@ class Adapter(Protocol):
 
     def status_update(self, local: Obj, remote: Obj, remote_finished: bool) -> Obj | None:
         """The status to write on the manager's object from the worker's copy; None: keep it
-        (it is suspended here, and a status of a running job would not be valid on it)."""
+        (unchanged, or a status the suspended object here may not carry yet)."""
         ...
 
 
-def managed_problem(local: Obj) -> str | None:
+def _get(obj: Obj, path: Path) -> Any:
+    value: Any = obj
+    for part in path:
+        value = value.get(part) if isinstance(value, dict) else None
+    return value
+
+
+def _set(obj: Obj, path: Path, value: Any) -> None:
+    for part in path[:-1]:
+        obj = obj.setdefault(part, {})
+    obj[path[-1]] = value
+
+
+def _pop(obj: Obj, path: Path) -> None:
+    parent = _get(obj, path[:-1])
+    if isinstance(parent, dict):
+        parent.pop(path[-1], None)
+
+
+def managed_by(adapter: Adapter, obj: Obj) -> Any:
+    return _get(obj, adapter.managed_by_path)
+
+
+def is_dispatched(adapter: Adapter, obj: Obj) -> bool:
+    """Whether ``obj`` is a manager-side object of MultiKueue (it runs on a worker)."""
+    return bool(managed_by(adapter, obj) == adapter.managed_by)
+
+
+def managed_problem(adapter: Adapter, local: Obj) -> str | None:
     """Why the manager's object cannot be dispatched (Kueue's IsJobManagedByKueue); None if
     it can."""
+    if is_dispatched(adapter, local):
+        return None
     meta = local.get("metadata") or {}
-    managed_by = (local.get("spec") or {}).get("managedBy")
-    if managed_by != CONTROLLER_NAME:
-        return (
-            f"{local.get('kind')} {meta.get('namespace')}/{meta.get('name')}: spec.managedBy is "
-            f"{managed_by!r}; set it to {CONTROLLER_NAME!r} so that no controller of the manager "
-            "cluster runs it"
-        )
-    return None
+    field = ".".join(adapter.managed_by_path)
+    return (
+        f"{local.get('kind')} {meta.get('namespace')}/{meta.get('name')}: {field} is "
+        f"{managed_by(adapter, local)!r}; set it to {adapter.managed_by!r} so that no controller "
+        "of the manager cluster runs it"
+    )
 
 
-def _remote_meta(local: Obj, workload: str, origin: str) -> Obj:
+def remote_meta(local: Obj, workload: str, origin: str) -> Obj:
+    """The copy's metadata (Kueue's CloneObjectMetaForCreation and SetMultiKueueMeta): name,
+    namespace, labels and annotations, plus the origin, the Workload to adopt and the UID of the
+    manager's object."""
     meta = local.get("metadata") or {}
     labels = dict(meta.get("labels") or {})
     labels[ORIGIN_LABEL] = origin
     labels[c.PREBUILT_WORKLOAD_LABEL] = workload
     annotations = dict(meta.get("annotations") or {})
     annotations[ORIGIN_UID_ANNOTATION] = str(meta.get("uid") or "")
-    # Queued on the worker as kqueue's suspension, so the worker's kqueue resumes it once its
-    # Workload is admitted there (a user's suspension would be left alone).
-    annotations[c.SUSPENDED_BY_KQUEUE_ANNOTATION] = "true"
     return {
         "name": meta.get("name"),
         "namespace": meta.get("namespace"),
@@ -80,63 +136,74 @@ def _remote_meta(local: Obj, workload: str, origin: str) -> Obj:
     }
 
 
-def _suspended(obj: Obj) -> bool:
-    return bool((obj.get("spec") or {}).get("suspend"))
+def copy_status(local: Obj, remote: Obj, remote_finished: bool) -> Obj | None:
+    """Kueue's SyncJob for every kind but the batch Job: once the copy exists, its status is the
+    manager object's, suspended here or not."""
+    status = remote.get("status") or {}
+    return status if status != (local.get("status") or {}) else None
 
 
-class BatchJobAdapter:
-    api_version = "batch/v1"
-    kind = "Job"
-    resource = JOBS
+@dataclass(frozen=True)
+class CopyAdapter:
+    """An adapter whose copy is the manager's object (its spec deep-copied) with ``managedBy``
+    removed, suspended as kqueue's (queued on the worker until its kqueue resumes it with the
+    adopted Workload's admission; a user's suspension would be left alone there), and with the
+    kind's own ``clean`` applied (in place: what the manager's controllers wrote that the worker's
+    write again)."""
 
-    def remote_object(self, local: Obj, workload: str, origin: str) -> Obj:
-        spec = copy.deepcopy(local.get("spec") or {})
-        spec.pop("managedBy", None)
-        spec.pop("selector", None)
-        spec["suspend"] = True
-        tmeta = (spec.get("template") or {}).get("metadata") or {}
-        for key in _JOB_GENERATED_LABELS:
-            (tmeta.get("labels") or {}).pop(key, None)
-        return {
-            "apiVersion": self.api_version,
-            "kind": self.kind,
-            "metadata": _remote_meta(local, workload, origin),
-            "spec": spec,
-        }
-
-    def status_update(self, local: Obj, remote: Obj, remote_finished: bool) -> Obj | None:
-        # Kueue's determineStatusUpdate: the remote status while the local Job runs, or once
-        # the remote one finished.
-        if _suspended(local) and not remote_finished:
-            return None
-        status = remote.get("status") or {}
-        return status if status != (local.get("status") or {}) else None
-
-
-class JobSetAdapter:
-    api_version = "jobset.x-k8s.io/v1alpha2"
-    kind = "JobSet"
-    resource = JOBSETS
+    api_version: str
+    kind: str
+    resource: Resource
+    managed_by: str = CONTROLLER_NAME
+    managed_by_path: Path = SPEC_MANAGED_BY
+    suspend_path: Path = SPEC_SUSPEND
+    clean: Callable[[Obj], None] | None = None
+    status: StatusRule = copy_status
 
     def remote_object(self, local: Obj, workload: str, origin: str) -> Obj:
-        spec = copy.deepcopy(local.get("spec") or {})
-        spec.pop("managedBy", None)
-        spec["suspend"] = True
-        return {
+        meta = remote_meta(local, workload, origin)
+        meta["annotations"][c.SUSPENDED_BY_KQUEUE_ANNOTATION] = "true"
+        out: Obj = {
             "apiVersion": self.api_version,
             "kind": self.kind,
-            "metadata": _remote_meta(local, workload, origin),
-            "spec": spec,
+            "metadata": meta,
+            "spec": copy.deepcopy(local.get("spec") or {}),
         }
+        _pop(out, self.managed_by_path)
+        _set(out, self.suspend_path, True)
+        if self.clean is not None:
+            self.clean(out)
+        return out
 
     def status_update(self, local: Obj, remote: Obj, remote_finished: bool) -> Obj | None:
-        status = remote.get("status") or {}
-        return status if status != (local.get("status") or {}) else None
+        return self.status(local, remote, remote_finished)
 
 
-ADAPTERS: Final[dict[tuple[str, str], Adapter]] = {
-    (a.api_version, a.kind): a for a in (BatchJobAdapter(), JobSetAdapter())
-}
+class _Registered(Mapping[tuple[str, str], Adapter]):
+    """The registered frameworks' adapters by ``(apiVersion, kind)``, in registration order."""
+
+    def _all(self) -> dict[tuple[str, str], Adapter]:
+        # Imported here: the kinds' packages import this module for the protocol and helpers,
+        # and importing the registry imports the integrations package, which registers them all.
+        from kqueue.controller.integrations import registry
+
+        return {
+            (f.api_version, f.kind): f.multikueue
+            for f in registry.frameworks()
+            if f.multikueue is not None
+        }
+
+    def __getitem__(self, key: tuple[str, str]) -> Adapter:
+        return self._all()[key]
+
+    def __iter__(self) -> Iterator[tuple[str, str]]:
+        return iter(self._all())
+
+    def __len__(self) -> int:
+        return len(self._all())
+
+
+ADAPTERS: Final[Mapping[tuple[str, str], Adapter]] = _Registered()
 
 
 def adapter_for(api_version: str, kind: str) -> Adapter | None:

@@ -153,7 +153,7 @@ class MultiKueueController:
             local = await self._kube.get(adapter.resource, owner[2], namespace)
         except NotFound:
             return Synced(state, again_after=PENDING_POLL_SECONDS)
-        problem = adapters.managed_problem(local)
+        problem = adapters.managed_problem(adapter, local)
         if problem is not None:
             return self._decided(
                 wl, check, state, now, "Rejected", f"The owner is not managed by MultiKueue: {problem}"
@@ -431,8 +431,12 @@ def _cluster_queue(wl: Workload) -> str:
 
 
 def _controller_owner(wl: Workload) -> tuple[str, str, str] | None:
-    """``(apiVersion, kind, name)`` of the object that controls ``wl``."""
+    """``(apiVersion, kind, name)`` of the object that controls ``wl``; else of its first owner
+    (a pod group's Workload is owned by its pods, none controlling), so that a Rejected check
+    names the kind."""
     for ref in wl.metadata.owner_references:
         if ref.controller:
             return ref.api_version, ref.kind, ref.name
+    for ref in wl.metadata.owner_references:
+        return ref.api_version, ref.kind, ref.name
     return None

@@ -73,6 +73,10 @@ class GarbageCollector:
                 jobs = await kube.list(adapter.resource, label_selector=selector)
             except NotFound:
                 continue  # the kind is not served on this worker
+            except KubeError as exc:
+                # One kind the worker will not list (not granted) keeps the others collected.
+                logger.info("MultiKueue GC on %s: %s not listed: %s", cluster, adapter.kind, exc)
+                continue
             for obj in jobs:
                 meta = obj.get("metadata") or {}
                 ns = str(meta.get("namespace") or "default")

@@ -9,6 +9,7 @@ from __future__ import annotations
 from kqueue.api.integrations.appwrapper import GROUP, INTEGRATION, PLURAL
 from kqueue.controller.integrations.appwrapper import webhook
 from kqueue.controller.integrations.appwrapper.generic import AppWrapperIntegration
+from kqueue.controller.integrations.appwrapper.multikueue import ADAPTER as MULTIKUEUE
 from kqueue.controller.integrations.framework import (
     Framework,
     queue_label_webhooks,
@@ -29,6 +30,7 @@ FRAMEWORK = register(
         ),
         suspendable=True,
         job=AppWrapperIntegration,
+        multikueue=MULTIKUEUE,
         webhooks=queue_label_webhooks(
             short="appwrapper",
             rule={"apiGroups": [GROUP], "apiVersions": ["v1beta2"], "resources": [PLURAL]},

@@ -19,6 +19,7 @@ from kqueue.controller.integrations.framework import (
 from kqueue.controller.integrations.job import webhook
 from kqueue.controller.integrations.job.elastic import JOB_SIZING, MismatchedWorkload
 from kqueue.controller.integrations.job.generic import JobIntegration
+from kqueue.controller.integrations.job.multikueue import ADAPTER as MULTIKUEUE
 from kqueue.controller.integrations.reconciler import JobReconciler
 from kqueue.controller.integrations.registry import register
 from kqueue.controller.integrations.slices import ElasticSlices
@@ -83,6 +84,7 @@ FRAMEWORK = register(
         install=_install,
         resizable=JOB_SIZING.elastic,
         configured_resizable=lambda config: partial(is_elastic, slices=_slices(config)),
+        multikueue=MULTIKUEUE,
         webhooks=queue_label_webhooks(
             short="batch-job",
             rule={"apiGroups": ["batch"], "apiVersions": ["v1"], "resources": ["jobs"]},

@@ -11,6 +11,7 @@ from kqueue.controller.integrations.framework import (
 )
 from kqueue.controller.integrations.jobset import webhook
 from kqueue.controller.integrations.jobset.generic import JobSetIntegration
+from kqueue.controller.integrations.jobset.multikueue import ADAPTER as MULTIKUEUE
 from kqueue.controller.integrations.registry import register
 from kqueue.controller.integrations.suspension import suspendable_hooks
 
@@ -26,6 +27,7 @@ FRAMEWORK = register(
         ),
         suspendable=True,
         job=JobSetIntegration,
+        multikueue=MULTIKUEUE,
         webhooks=queue_label_webhooks(
             short="jobset",
             rule={"apiGroups": ["jobset.x-k8s.io"], "apiVersions": ["v1alpha2"], "resources": ["jobsets"]},

@@ -16,6 +16,7 @@ from kqueue.controller.integrations.framework import (
 )
 from kqueue.controller.integrations.kubeflow import webhook
 from kqueue.controller.integrations.kubeflow.generic import KubeflowJobIntegration
+from kqueue.controller.integrations.kubeflow.multikueue import adapter
 from kqueue.controller.integrations.registry import register
 from kqueue.controller.integrations.suspension import suspendable_hooks
 
@@ -42,6 +43,7 @@ def _register(kind: api.KubeflowKind, declares: Integration) -> Framework:
                 hooks=suspendable_hooks(webhook.suspendable(kind), declares.framework),
             ),
             rbac=suspendable_kind_rbac(api.GROUP, kind.plural, kind.kind),
+            multikueue=adapter(kind),
         )
     )
 

@@ -12,6 +12,7 @@ from kqueue.controller.integrations.framework import (
 )
 from kqueue.controller.integrations.mpijob import webhook
 from kqueue.controller.integrations.mpijob.generic import MPIJobIntegration
+from kqueue.controller.integrations.mpijob.multikueue import ADAPTER as MULTIKUEUE
 from kqueue.controller.integrations.registry import register
 from kqueue.controller.integrations.suspension import suspendable_hooks
 
@@ -27,6 +28,7 @@ FRAMEWORK = register(
         ),
         suspendable=True,
         job=MPIJobIntegration,
+        multikueue=MULTIKUEUE,
         webhooks=queue_label_webhooks(
             short="mpijob",
             rule={"apiGroups": ["kubeflow.org"], "apiVersions": ["v2beta1"], "resources": ["mpijobs"]},

@@ -21,6 +21,7 @@ from kqueue.controller.integrations.ray.generic import (
     RayJobIntegration,
     RayServiceIntegration,
 )
+from kqueue.controller.integrations.ray.multikueue import RAYCLUSTER_ADAPTER, RAYJOB_ADAPTER
 from kqueue.controller.integrations.registry import register
 from kqueue.controller.integrations.suspension import suspendable_hooks
 
@@ -43,6 +44,7 @@ RAYJOB = register(
         ),
         suspendable=True,
         job=RayJobIntegration,
+        multikueue=RAYJOB_ADAPTER,
         webhooks=queue_label_webhooks(
             short="rayjob",
             rule=_rule("rayjobs"),
@@ -66,6 +68,7 @@ RAYCLUSTER = register(
         ),
         suspendable=True,
         job=RayClusterIntegration,
+        multikueue=RAYCLUSTER_ADAPTER,
         webhooks=queue_label_webhooks(
             short="raycluster",
             rule=_rule("rayclusters"),

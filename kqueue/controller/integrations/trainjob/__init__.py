@@ -23,6 +23,7 @@ from kqueue.controller.integrations.trainjob.generic import (
     RuntimeStores,
     TrainJobIntegration,
 )
+from kqueue.controller.integrations.trainjob.multikueue import ADAPTER as MULTIKUEUE
 
 NAME = INTEGRATION.framework
 
@@ -50,6 +51,7 @@ FRAMEWORK = register(
         ),
         suspendable=True,
         job=TrainJobIntegration,
+        multikueue=MULTIKUEUE,
         install=_install,
         watches=(CLUSTER_TRAINING_RUNTIMES, TRAINING_RUNTIMES),
         webhooks=queue_label_webhooks(
