@@ -28,7 +28,7 @@ from urllib.parse import urlsplit
 import yaml
 
 from kqueue.api.integrations.registry import DEFAULT_FRAMEWORKS, FRAMEWORK_NEEDS, INTEGRATIONS
-from kqueue.localcluster import build
+from kqueue.localcluster import build, spark_dist
 
 JOBSET_VERSION = os.environ.get("KQUEUE_JOBSET_VERSION", "v0.12.0")
 TRAINER_VERSION = os.environ.get("KQUEUE_TRAINER_VERSION", "v2.3.0")
@@ -264,11 +264,20 @@ def _appwrapper_command(ctx: RunContext) -> tuple[list[str], dict[str, str]]:
 
 def _spark_operator_command(ctx: RunContext) -> tuple[list[str], dict[str, str]]:
     # Its webhook (a pod defaulter) is a separate `webhook start` command: not run, so off.
-    # It submits through spark-submit, which needs Spark on the PATH (docs/integrations.md). It
-    # has no --kubeconfig flag: KUBECONFIG, which the cluster sets for every operator. The
-    # master URL it gives spark-submit is read from the in-cluster variables: the local API server.
+    # It submits through $SPARK_HOME/bin/spark-submit: a distribution assembled from Maven
+    # Central (spark_dist; a SparkDistError fails the start, saying which step). The master URL
+    # it gives spark-submit is read from the in-cluster variables: the local API server. Its
+    # KUBECONFIG (read by the operator and by spark-submit's client) has the client key in SEC1
+    # form, the one form of an EC key that client reads.
+    spark_home = spark_dist.ensure()
     server = urlsplit(yaml.safe_load(ctx.kubeconfig.read_text())["clusters"][0]["cluster"]["server"])
-    env = {"KUBERNETES_SERVICE_HOST": str(server.hostname), "KUBERNETES_SERVICE_PORT": str(server.port or 443)}
+    env = {
+        "KUBERNETES_SERVICE_HOST": str(server.hostname),
+        "KUBERNETES_SERVICE_PORT": str(server.port or 443),
+        "SPARK_HOME": str(spark_home),
+        "PATH": f"{spark_home / 'bin'}{os.pathsep}{os.environ.get('PATH', '')}",
+        "KUBECONFIG": str(spark_dist.sec1_kubeconfig(ctx.kubeconfig, ctx.work_dir)),
+    }
     return [
         "controller",
         "start",

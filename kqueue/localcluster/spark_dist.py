@@ -12,11 +12,10 @@ Service through the API server; nothing Spark runs here beyond that.
 It lands in ``$KQUEUE_CACHE_DIR/spark/spark-<version>/`` with a stamp, built once under its own
 lock. Run: ``python -m kqueue.localcluster.spark_dist [--print-home]``.
 
-Not yet wired into the spark-operator's start (operators.py): by hand, with SPARK_HOME set to
-``ensure()`` and KUBECONFIG to ``sec1_kubeconfig(...)``, the operator's spark-submit creates the
-driver pod (application SUBMITTED), but the driver pod was not bound within 120 s; why is not
-yet diagnosed (a likely cause: the admitted workload's gang, driver and executors in one
-PodGroup, cannot bind a driver alone, and on kwok no driver runs to ask for executors).
+The Spark operator's start (``spark-operator`` in operators.py) puts ``ensure()`` on its PATH
+as SPARK_HOME and gives it ``sec1_kubeconfig(...)``: its spark-submit then creates the driver's
+pod, which kqueue releases and kube-scheduler binds on a kwok node. kwok runs no container, so
+no driver asks for executors: tests create them as the driver would (docs/integrations.md).
 """
 
 from __future__ import annotations
@@ -187,9 +186,6 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-if __name__ == "__main__":
-    raise SystemExit(main())
-
 
 def sec1_kubeconfig(kubeconfig: Path, out_dir: Path) -> Path:
     """A copy of ``kubeconfig`` whose client key is in SEC1 ("EC PRIVATE KEY") form.
@@ -214,3 +210,7 @@ def sec1_kubeconfig(kubeconfig: Path, out_dir: Path) -> Path:
     out = out_dir / "spark-submit.kubeconfig"
     out.write_text(yaml.safe_dump(config, sort_keys=False))
     return out
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
