@@ -21,11 +21,11 @@ import pytest
 
 from kqueue.api.integrations import sparkapplication as spark
 from kqueue.api.v1alpha1 import constants as c
-from kqueue.controller.resources import CLUSTER_QUEUES, PODS, Resource
+from kqueue.controller.resources import PODS, Resource
 from kqueue.localcluster.cluster import LocalCluster
 from kqueue.localcluster.nodes import COMPLETE_AFTER_ANNOTATION, INSTANCE_TYPE_LABEL
 from tests.controller_e2e.harness import Api, condition, eventually, is_true, stays
-from tests.controller_e2e.support_extra import ConfiguredKqueue, configured_kqueue
+from tests.controller_e2e.support_extra import ConfiguredKqueue, configured_kqueue, quota_freed
 from tests.controller_e2e.test_appwrapper import _setup_quota
 from tests.controller_e2e.test_jobset import _setup, _wait_workload
 from tests.controller_e2e.test_sparkapplication import SPARKAPPLICATIONS, sample
@@ -90,15 +90,6 @@ async def _role_pods(api: Api, namespace: str, name: str, role: str) -> list[Obj
     ]
 
 
-async def _freed(api: Api, cq: str) -> None:
-    async def freed() -> bool:
-        st = (await api.kube.get(CLUSTER_QUEUES, cq)).get("status") or {}
-        used = [r.get("total") for f in st.get("flavorsUsage") or [] for r in f["resources"]]
-        return st.get("admittedWorkloads", 0) == 0 and all(u in (0, "0") for u in used)
-
-    await eventually(freed, within=60, what=f"ClusterQueue {cq}'s quota freed")
-
-
 async def test_kueue_s_sample_full_life_with_spark_submit(api: Api, kqueue: ConfiguredKqueue, namespace: str) -> None:
     cq = await _setup(api, namespace, "2")
     await api.kube.create(SERVICE_ACCOUNTS, {"metadata": {"name": "spark"}}, namespace=namespace)
@@ -152,7 +143,7 @@ async def test_kueue_s_sample_full_life_with_spark_submit(api: Api, kqueue: Conf
     assert condition(finished, c.FINISHED)["reason"] == c.FINISHED_SUCCEEDED  # type: ignore[index]
     app = await api.kube.get(SPARKAPPLICATIONS, "spark-pi", namespace)
     assert app["status"]["applicationState"]["state"] == "COMPLETED"
-    await _freed(api, cq)
+    await quota_freed(api, cq)
 
 
 async def test_a_failed_submission_is_reported_and_frees_the_quota(
@@ -169,4 +160,4 @@ async def test_a_failed_submission_is_reported_and_frees_the_quota(
     # SUBMISSION_FAILED, then FAILED once the operator gives up retrying: both finish it.
     assert obj["status"]["applicationState"]["state"] in ("SUBMISSION_FAILED", "FAILED")
     assert "serviceaccount" in finished["message"].lower()
-    await _freed(api, cq)
+    await quota_freed(api, cq)
