@@ -39,6 +39,8 @@ SERVICE_ACCOUNTS = Resource("", "v1", "serviceaccounts")
 SPARK_APP_ID_LABEL = "spark-app-selector"
 SPARK_EXEC_ID_LABEL = "spark-exec-id"
 OPERATOR_LABEL_PREFIX = "sparkoperator.k8s.io/"
+# spark-submit is a JVM: on a loaded 2-core machine one submission took 75 to 105 s.
+SUBMIT_S = 300
 
 
 @pytest.fixture(scope="module")
@@ -90,6 +92,14 @@ async def _role_pods(api: Api, namespace: str, name: str, role: str) -> list[Obj
     ]
 
 
+async def _finished(api: Api, namespace: str, *, within: float) -> Obj:
+    async def probe() -> Obj | None:
+        wl = await api.workload_of(namespace, "spark-pi", kind=spark.KIND)
+        return wl if wl is not None and is_true(wl, c.FINISHED) else None
+
+    return await eventually(probe, within=within, what="the SparkApplication's Workload finished")
+
+
 async def test_kueue_s_sample_full_life_with_spark_submit(api: Api, kqueue: ConfiguredKqueue, namespace: str) -> None:
     cq = await _setup(api, namespace, "2")
     await api.kube.create(SERVICE_ACCOUNTS, {"metadata": {"name": "spark"}}, namespace=namespace)
@@ -119,7 +129,7 @@ async def test_kueue_s_sample_full_life_with_spark_submit(api: Api, kqueue: Conf
 
     # spark-submit made the driver pod (behind the gate, from the template the operator wrote);
     # kqueue released it alone: Spark's executors exist only once it runs.
-    driver = await eventually(driver_bound, within=180, what="the driver pod spark-submit created bound to a kwok node")
+    driver = await eventually(driver_bound, within=SUBMIT_S, what="the driver pod spark-submit created bound to a kwok node")
     assert driver["spec"]["nodeSelector"][INSTANCE_TYPE_LABEL] == "on-demand"
     assert not driver["spec"].get("schedulingGates")
     assert driver["metadata"]["annotations"][c.GANG_SCHEDULING_ANNOTATION] == "false"
@@ -139,7 +149,7 @@ async def test_kueue_s_sample_full_life_with_spark_submit(api: Api, kqueue: Conf
         assert pod["spec"]["nodeSelector"][INSTANCE_TYPE_LABEL] == "on-demand"
         assert not pod["spec"].get("schedulingGates")
 
-    finished = await _wait_workload(api, namespace, spark.KIND, "spark-pi", lambda w: is_true(w, c.FINISHED), "finished")
+    finished = await _finished(api, namespace, within=120)
     assert condition(finished, c.FINISHED)["reason"] == c.FINISHED_SUCCEEDED  # type: ignore[index]
     app = await api.kube.get(SPARKAPPLICATIONS, "spark-pi", namespace)
     assert app["status"]["applicationState"]["state"] == "COMPLETED"
@@ -153,7 +163,7 @@ async def test_a_failed_submission_is_reported_and_frees_the_quota(
     cq = await _setup(api, namespace, "4")
     await api.kube.create(SPARKAPPLICATIONS, sample(namespace), namespace=namespace)
     await _wait_workload(api, namespace, spark.KIND, "spark-pi", lambda w: is_true(w, c.ADMITTED), "admitted")
-    wl = await _wait_workload(api, namespace, spark.KIND, "spark-pi", lambda w: is_true(w, c.FINISHED), "finished")
+    wl = await _finished(api, namespace, within=SUBMIT_S)
     finished = condition(wl, c.FINISHED)
     assert finished is not None and finished["reason"] == c.FINISHED_FAILED
     obj = await api.kube.get(SPARKAPPLICATIONS, "spark-pi", namespace)
