@@ -6,7 +6,8 @@ nothing), admitted, its wrapped object created by the operator and its pods rele
 flavor's node selector and bound by kube-scheduler on kwok nodes, with only the AppWrapper
 holding a Workload (the deployment and leaderworkerset integrations are on, and leave the
 wrapped objects alone); neither finishes (they serve), so the AppWrapper is deleted and its
-quota is freed."""
+quota is freed. The LeaderWorkerSet sample's worker count is corrected (3 declared, 4 made; see
+the test)."""
 
 from __future__ import annotations
 
@@ -67,9 +68,8 @@ def _sample(file: str, namespace: str) -> Obj:
     return obj
 
 
-async def _life(api: Api, namespace: str, file: str, wrapped: Resource) -> None:
+async def _life(api: Api, namespace: str, obj: Obj, wrapped: Resource) -> None:
     cq = await _setup(api, namespace, "100m")
-    obj = _sample(file, namespace)
     name = obj["metadata"]["name"]
     declared = [(f"{name}-{i}", e.get("replicas", 1)) for i, e in enumerate(obj["spec"]["components"][0]["podSets"])]
     created = await api.kube.create(APPWRAPPERS, obj, namespace=namespace)
@@ -102,8 +102,7 @@ async def _life(api: Api, namespace: str, file: str, wrapped: Resource) -> None:
     for pod in pods:
         assert pod["spec"]["nodeSelector"][INSTANCE_TYPE_LABEL] == "on-demand"
         assert not pod["spec"].get("schedulingGates")
-    # Released per pod set as admitted. Kueue's LeaderWorkerSet sample declares 3 workers where
-    # its 2 groups of size 3 make 4: the pod no quota was admitted for stays behind the gate.
+    # Released per pod set as admitted, none held back.
     every = await _pods(api, namespace, name)
     released = Counter(p["metadata"]["labels"][aw.POD_SET_LABEL] for p in every if not gated(p))
     assert released == Counter(dict(declared))
@@ -123,8 +122,17 @@ async def _life(api: Api, namespace: str, file: str, wrapped: Resource) -> None:
 
 
 async def test_kueue_s_deployment_sample(api: Api, kqueue: ConfiguredKqueue, namespace: str) -> None:
-    await _life(api, namespace, "appwrapper-deployment.yaml", DEPLOYMENTS)
+    await _life(api, namespace, _sample("appwrapper-deployment.yaml", namespace), DEPLOYMENTS)
 
 
 async def test_kueue_s_leaderworkerset_sample(api: Api, kqueue: ConfiguredKqueue, namespace: str) -> None:
-    await _life(api, namespace, "appwrapper-leaderworkerset.yaml", LWS)
+    obj = _sample("appwrapper-leaderworkerset.yaml", namespace)
+    # Kueue's sample declares 3 workers, but its 2 groups of size 3 make 4. The 4th would be born
+    # in the gang's PodGroup and stay gated (no quota was admitted for it), and kube-scheduler
+    # (v1.37.2) places no pod of a PodGroup while one of its pods is gated: the gang would run
+    # only if placed before LeaderWorkerSet created that pod (docs/integrations.md, AppWrapper).
+    lws = obj["spec"]["components"][0]["template"]["spec"]
+    workers = obj["spec"]["components"][0]["podSets"][1]
+    assert workers["path"].endswith(".workerTemplate") and workers["replicas"] == 3
+    workers["replicas"] = lws["replicas"] * (lws["leaderWorkerTemplate"]["size"] - 1)
+    await _life(api, namespace, obj, LWS)
