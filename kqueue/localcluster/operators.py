@@ -106,6 +106,10 @@ class Operator:
     # its webhook server starts (and its readiness waits on it) even with no webhook registered:
     # it gets a serving certificate in cert_dir all the same
     serving_cert: bool = False
+    # What its start needs besides the binary, built with it (at the end of test collection,
+    # outside the tests' timeouts): (whether it is there, build it; raises BuildError). The
+    # Spark operator's spark-submit.
+    assets: tuple[Callable[[], bool], Callable[[], object]] | None = None
 
     @property
     def label(self) -> str:
@@ -265,7 +269,8 @@ def _appwrapper_command(ctx: RunContext) -> tuple[list[str], dict[str, str]]:
 def _spark_operator_command(ctx: RunContext) -> tuple[list[str], dict[str, str]]:
     # Its webhook (a pod defaulter) is a separate `webhook start` command: not run, so off.
     # It submits through $SPARK_HOME/bin/spark-submit: a distribution assembled from Maven
-    # Central (spark_dist; a SparkDistError fails the start, saying which step). The master URL
+    # Central (spark_dist, built with the binary: `assets`; a SparkDistError, a BuildError,
+    # fails the build or the start, saying which step). The master URL
     # it gives spark-submit is read from the in-cluster variables: the local API server. Its
     # KUBECONFIG (read by the operator and by spark-submit's client) has the client key in SEC1
     # form, the one form of an EC key that client reads.
@@ -458,6 +463,7 @@ OPERATORS: dict[str, Operator] = {
             webhooks=None,
             command=_spark_operator_command,
             opt_in=True,
+            assets=(spark_dist.stamp_ok, spark_dist.ensure),
         ),
         Operator(
             name="appwrapper",
@@ -526,16 +532,21 @@ def integrations_for(names: list[str]) -> list[str]:
 
 
 def built(op: Operator) -> Path | None:
-    """The operator's binary if it is already built (no build, no lock)."""
+    """The operator's binary if it and its assets are already built (no build, no lock)."""
     out_dir = build.cache_dir() / "bin" / op.component.dir_name
     if not build.stamp_ok(op.component, out_dir):
+        return None
+    if op.assets is not None and not op.assets[0]():
         return None
     return out_dir / op.component.binaries[0][1]
 
 
 def ensure_built(op: Operator, *, force: bool = False) -> Path:
-    """Build the operator's binary if needed (its own lock) and return its path."""
+    """Build the operator's binary and assets if needed (each under its own lock) and return
+    the binary's path."""
     out_dir = build.ensure_component(op.component, force=force)
+    if op.assets is not None:
+        op.assets[1]()
     return out_dir / op.component.binaries[0][1]
 
 

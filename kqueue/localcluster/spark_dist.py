@@ -62,7 +62,7 @@ JAVA_OPTIONS = (
 )
 
 
-class SparkDistError(RuntimeError):
+class SparkDistError(build.BuildError):
     """The distribution could not be assembled; the message names the step and its output."""
 
 

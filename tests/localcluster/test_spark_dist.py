@@ -3,6 +3,7 @@ a cluster."""
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pytest
@@ -10,7 +11,7 @@ import yaml
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 
-from kqueue.localcluster import operators, spark_dist
+from kqueue.localcluster import build, operators, spark_dist
 
 
 def _kubeconfig(tmp_path: Path) -> Path:
@@ -81,3 +82,25 @@ def test_a_missing_maven_is_named(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr("shutil.which", lambda _name: None)
     with pytest.raises(spark_dist.SparkDistError, match="`mvn` \\(Maven\\) is not on PATH"):
         spark_dist._mvn()
+
+
+def test_the_distribution_is_built_with_the_operator(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Built at the end of collection with the binary (outside the tests' timeouts): an
+    operator whose distribution is missing is not built yet."""
+    op = operators.get("spark-operator")
+    made: list[str] = []
+    monkeypatch.setattr(build, "stamp_ok", lambda _component, _dir: True)
+    monkeypatch.setattr(build, "ensure_component", lambda _component, force=False: tmp_path)
+
+    def assemble() -> Path:
+        made.append("spark")
+        return tmp_path
+
+    op = dataclasses.replace(op, assets=(lambda: bool(made), assemble))
+    assert operators.built(op) is None
+    assert operators.ensure_built(op) == tmp_path / "spark-operator"
+    assert made == ["spark"]
+    assert operators.built(op) is not None
+    # Its failure is a build failure: the tests needing the operator fail with it.
+    assert issubclass(spark_dist.SparkDistError, build.BuildError)
+    assert operators.get("spark-operator").assets is not None
