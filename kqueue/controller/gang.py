@@ -463,7 +463,11 @@ class GangPlacement:
         ``pods`` are the object's live pods, ``admitted`` the count admitted (partial admission:
         the admitted count, which is what kube-scheduler then places together). Groups that
         exist are handed to ``wl`` (an elastic Job's new slice now holds the running pods);
-        a group no PodGroup exists for yet is created for the gated pods about to join it."""
+        a group no PodGroup exists for yet is created for the gated pods about to join it.
+        Pods kept out of the gang (:func:`opted_out`, e.g. a Spark driver, which must run before
+        its executors exist) are not looked at: ``admitted`` does not count them either, and a
+        released one is in no other group of the object's."""
+        pods = [p for p in pods if not opted_out(p)]
         names = sorted({n for p in pods if (n := pod_group_of(p)) is not None})
         if not self.enabled or not names or admitted < 1 or not any(is_gated(p) for p in pods):
             return Prepared(True)  # no group, or nothing left to release into it

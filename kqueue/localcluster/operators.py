@@ -28,7 +28,7 @@ from urllib.parse import urlsplit
 import yaml
 
 from kqueue.api.integrations.registry import DEFAULT_FRAMEWORKS, FRAMEWORK_NEEDS, INTEGRATIONS
-from kqueue.localcluster import build
+from kqueue.localcluster import build, spark_dist
 
 JOBSET_VERSION = os.environ.get("KQUEUE_JOBSET_VERSION", "v0.12.0")
 TRAINER_VERSION = os.environ.get("KQUEUE_TRAINER_VERSION", "v2.3.0")
@@ -106,6 +106,10 @@ class Operator:
     # its webhook server starts (and its readiness waits on it) even with no webhook registered:
     # it gets a serving certificate in cert_dir all the same
     serving_cert: bool = False
+    # What its start needs besides the binary, built with it (at the end of test collection,
+    # outside the tests' timeouts): (whether it is there, build it; raises BuildError). The
+    # Spark operator's spark-submit.
+    assets: tuple[Callable[[], bool], Callable[[], object]] | None = None
 
     @property
     def label(self) -> str:
@@ -264,11 +268,21 @@ def _appwrapper_command(ctx: RunContext) -> tuple[list[str], dict[str, str]]:
 
 def _spark_operator_command(ctx: RunContext) -> tuple[list[str], dict[str, str]]:
     # Its webhook (a pod defaulter) is a separate `webhook start` command: not run, so off.
-    # It submits through spark-submit, which needs Spark on the PATH (docs/integrations.md). It
-    # has no --kubeconfig flag: KUBECONFIG, which the cluster sets for every operator. The
-    # master URL it gives spark-submit is read from the in-cluster variables: the local API server.
+    # It submits through $SPARK_HOME/bin/spark-submit: a distribution assembled from Maven
+    # Central (spark_dist, built with the binary: `assets`; a SparkDistError, a BuildError,
+    # fails the build or the start, saying which step). The master URL
+    # it gives spark-submit is read from the in-cluster variables: the local API server. Its
+    # KUBECONFIG (read by the operator and by spark-submit's client) has the client key in SEC1
+    # form, the one form of an EC key that client reads.
+    spark_home = spark_dist.ensure()
     server = urlsplit(yaml.safe_load(ctx.kubeconfig.read_text())["clusters"][0]["cluster"]["server"])
-    env = {"KUBERNETES_SERVICE_HOST": str(server.hostname), "KUBERNETES_SERVICE_PORT": str(server.port or 443)}
+    env = {
+        "KUBERNETES_SERVICE_HOST": str(server.hostname),
+        "KUBERNETES_SERVICE_PORT": str(server.port or 443),
+        "SPARK_HOME": str(spark_home),
+        "PATH": f"{spark_home / 'bin'}{os.pathsep}{os.environ.get('PATH', '')}",
+        "KUBECONFIG": str(spark_dist.sec1_kubeconfig(ctx.kubeconfig, ctx.work_dir)),
+    }
     return [
         "controller",
         "start",
@@ -449,6 +463,7 @@ OPERATORS: dict[str, Operator] = {
             webhooks=None,
             command=_spark_operator_command,
             opt_in=True,
+            assets=(spark_dist.stamp_ok, spark_dist.ensure),
         ),
         Operator(
             name="appwrapper",
@@ -517,16 +532,21 @@ def integrations_for(names: list[str]) -> list[str]:
 
 
 def built(op: Operator) -> Path | None:
-    """The operator's binary if it is already built (no build, no lock)."""
+    """The operator's binary if it and its assets are already built (no build, no lock)."""
     out_dir = build.cache_dir() / "bin" / op.component.dir_name
     if not build.stamp_ok(op.component, out_dir):
+        return None
+    if op.assets is not None and not op.assets[0]():
         return None
     return out_dir / op.component.binaries[0][1]
 
 
 def ensure_built(op: Operator, *, force: bool = False) -> Path:
-    """Build the operator's binary if needed (its own lock) and return its path."""
+    """Build the operator's binary and assets if needed (each under its own lock) and return
+    the binary's path."""
     out_dir = build.ensure_component(op.component, force=force)
+    if op.assets is not None:
+        op.assets[1]()
     return out_dir / op.component.binaries[0][1]
 
 

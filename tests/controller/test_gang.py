@@ -369,6 +369,20 @@ async def test_prepare_creates_the_group_for_the_admitted_count(
     assert pg["metadata"]["annotations"][gang.ADMITTED_COUNT_ANNOTATION] == str(want)
 
 
+async def test_a_released_pod_out_of_the_gang_does_not_shrink_its_group(cluster: FakeCluster) -> None:
+    """A Spark driver (``kqueue.io/gang-scheduling: "false"``) runs before its executors
+    exist: released and in no group, it is not one of the gang's pods placed elsewhere."""
+    j = job("spark", count=3)
+    wl = workload(j, admitted=3)
+    driver, *executors = gated_pods(j, 3)
+    del driver["spec"]["schedulingGates"]
+    driver["metadata"].setdefault("annotations", {})[gang.GANG_SCHEDULING_ANNOTATION] = "false"
+    prepared = await _placement(cluster).prepare(wl, [driver, *_with_group(executors, "spark")], 2)
+    assert prepared.ready
+    pg = cluster.server.get(gang.PODGROUPS, "spark", "team-a")
+    assert pg is not None and pg["spec"]["schedulingPolicy"] == {"gang": {"minCount": 2}}
+
+
 async def test_prepare_without_groups_or_when_off_does_nothing(cluster: FakeCluster) -> None:
     j = job("train", count=2)
     wl = workload(j, admitted=2)

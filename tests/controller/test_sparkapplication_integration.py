@@ -165,6 +165,13 @@ async def test_default_suspends_and_gates_the_driver_and_executors() -> None:
         assert {"name": c.ADMISSION_GATE} in template["spec"]["schedulingGates"]
         assert template["spec"]["containers"] == [{"name": container}]
     assert SparkApplicationIntegration().holds_pods(out)
+    # The driver creates the executors once it runs: it is kept out of their gang, and its pod
+    # set is not counted in the gang's size.
+    assert out["spec"]["driver"]["template"]["metadata"]["annotations"] == {c.GANG_SCHEDULING_ANNOTATION: "false"}
+    assert "annotations" not in out["spec"]["executor"]["template"].get("metadata", {})
+    wl = workload_for_sparkapplication(out, NO_CLASSES)
+    gang = {ps.name: (ps.template.metadata.annotations or {}).get(c.GANG_SCHEDULING_ANNOTATION) for ps in wl.spec.pod_sets}
+    assert gang == {"driver": "false", "executor": None}
 
 
 @pytest.mark.parametrize(

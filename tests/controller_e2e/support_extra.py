@@ -11,9 +11,15 @@ from typing import Any
 import yaml
 
 from kqueue.api.v1alpha1 import constants as c
-from kqueue.controller.resources import PODS, WORKLOADS
+from kqueue.controller.resources import CLUSTER_QUEUES, PODS, WORKLOADS
 from kqueue.localcluster.cluster import LocalCluster
-from tests.controller_e2e.harness import Api, KqueueProcess, kqueue_running, pause_container
+from tests.controller_e2e.harness import (
+    Api,
+    KqueueProcess,
+    eventually,
+    kqueue_running,
+    pause_container,
+)
 
 Obj = dict[str, Any]
 
@@ -129,3 +135,14 @@ def pod(
             ],
         },
     }
+
+
+async def quota_freed(api: Api, cq: str) -> None:
+    """Wait until ClusterQueue ``cq`` admits nothing and every resource's usage is back to 0."""
+
+    async def freed() -> bool:
+        st = (await api.kube.get(CLUSTER_QUEUES, cq)).get("status") or {}
+        used = [r.get("total") for f in st.get("flavorsUsage") or [] for r in f["resources"]]
+        return st.get("admittedWorkloads", 0) == 0 and all(u in (0, "0") for u in used)
+
+    await eventually(freed, within=60, what=f"ClusterQueue {cq}'s quota freed")

@@ -31,7 +31,7 @@ from tests.controller_e2e.harness import (
     stays,
     unique,
 )
-from tests.controller_e2e.support_extra import ConfiguredKqueue, configured_kqueue
+from tests.controller_e2e.support_extra import ConfiguredKqueue, configured_kqueue, quota_freed
 from tests.controller_e2e.test_jobset import _setup, _wait_workload
 
 pytestmark = pytest.mark.cluster
@@ -135,12 +135,7 @@ async def test_kueue_s_sample_full_life(api: Api, kqueue: ConfiguredKqueue, name
     finished = await _wait_workload(api, namespace, aw.KIND, name, lambda w: is_true(w, c.FINISHED), "finished")
     assert condition(finished, c.FINISHED)["reason"] == c.FINISHED_SUCCEEDED  # type: ignore[index]
 
-    async def freed() -> bool:
-        st = (await api.kube.get(CLUSTER_QUEUES, cq)).get("status") or {}
-        used = [r.get("total") for f in st.get("flavorsUsage") or [] for r in f["resources"]]
-        return st.get("admittedWorkloads", 0) == 0 and all(u in (0, "0") for u in used)
-
-    await eventually(freed, within=60, what=f"ClusterQueue {cq}'s quota freed")
+    await quota_freed(api, cq)
 
 
 async def _setup_quota(api: Api, cq: str, cpu: str) -> None:

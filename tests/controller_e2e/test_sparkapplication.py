@@ -34,7 +34,7 @@ from tests.controller_e2e.harness import (
     stays,
     unique,
 )
-from tests.controller_e2e.support_extra import ConfiguredKqueue, configured_kqueue
+from tests.controller_e2e.support_extra import ConfiguredKqueue, configured_kqueue, quota_freed
 from tests.controller_e2e.test_jobset import _setup, _wait_workload
 
 pytestmark = pytest.mark.cluster
@@ -122,12 +122,7 @@ async def test_kueue_s_sample_held_admitted_resumed_preempted_and_freed(
 
     await api.kube.delete(SPARKAPPLICATIONS, "spark-pi", namespace=namespace)
 
-    async def freed() -> bool:
-        st = (await api.kube.get(CLUSTER_QUEUES, cq)).get("status") or {}
-        used = [r.get("total") for f in st.get("flavorsUsage") or [] for r in f["resources"]]
-        return st.get("admittedWorkloads", 0) == 0 and all(u in (0, "0") for u in used)
-
-    await eventually(freed, within=60, what=f"ClusterQueue {cq}'s quota freed")
+    await quota_freed(api, cq)
 
 
 async def test_dynamic_allocation_is_refused_naming_the_field(api: Api, kqueue: ConfiguredKqueue, namespace: str) -> None:

@@ -2,7 +2,8 @@
 
 Mutating: suspended while queued (``spec.suspend``), the driver's and the executors' pod
 templates (``spec.driver.template``, ``spec.executor.template``; made with the role's container
-when absent, as Kueue does) gated (:mod:`kqueue.controller.integrations.suspension`). Validating,
+when absent, as Kueue does) gated (:mod:`kqueue.controller.integrations.suspension`), the
+driver's kept out of the gang (``kqueue.io/gang-scheduling: "false"``): its executors are. Validating,
 as Kueue's: only cluster mode, no dynamic allocation, refused naming the field; the queue and
 priority-class labels cannot change while it runs; annotations it cannot honour are refused.
 """
@@ -18,6 +19,7 @@ from kqueue.api.integrations.sparkapplication import (
     spec_errors,
     state,
 )
+from kqueue.api.v1alpha1 import constants as c
 from kqueue.controller.integrations.suspension import SuspendableKind
 from kqueue.controller.webhook_server import FieldError
 
@@ -36,6 +38,12 @@ def pod_templates(app: Obj) -> list[Obj]:
         pod = template.setdefault("spec", {})
         if not pod.get("containers"):
             pod["containers"] = [{"name": CONTAINER_NAMES[role]}]
+        if role == DRIVER:
+            # Spark's driver creates the executors once it runs: in their gang it would be
+            # waited for by the pods it creates. The executors are the gang.
+            template.setdefault("metadata", {}).setdefault("annotations", {}).setdefault(
+                c.GANG_SCHEDULING_ANNOTATION, "false"
+            )
         out.append(template)
     return out
 
