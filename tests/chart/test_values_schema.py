@@ -333,6 +333,32 @@ KNOWN_DIFFERENCES: list[tuple[str, Obj, bool, bool, str]] = [
         "DeviceClassCounterSource._check",
     ),
     (
+        "counter-sources-with-partitionable-devices-off",
+        {
+            "featureGates": {"KueueDRAIntegrationPartitionableDevices": False},
+            "resources": {
+                "deviceClassMappings": [
+                    {
+                        "name": "gpu.memory",
+                        "deviceClassNames": ["mig.example.com"],
+                        "sources": [
+                            {
+                                "counter": {
+                                    "name": "memory-slices",
+                                    "driver": "gpu.example.com",
+                                    "deviceSelector": {"cel": {"expression": "true"}},
+                                }
+                            }
+                        ],
+                    }
+                ]
+            },
+        },
+        False,
+        True,
+        "Configuration._counter_sources_gated",
+    ),
+    (
         "device-class-mapped-twice",
         {"resources": {"deviceClassMappings": [{"name": "r1", "deviceClassNames": ["g"]},
                                                {"name": "r2", "deviceClassNames": ["g"]}]}},
