@@ -559,6 +559,8 @@ class Simulation:
         current = rec.admission.pod_sets[0].count
         if count == current:
             return False
+        if not self._slices_on():
+            return self._recreate(rec, count)
         if count < current:
             # Scale-down: counts change in place and the quota of the removed pods is freed.
             admission = self.engine.scale_down(
@@ -572,29 +574,55 @@ class Simulation:
             return True
         return self._scale_up(rec, count)
 
-    def _scale_up(self, rec: WorkloadRecord, count: int) -> bool:
-        """A scale-up of an admitted elastic Job: a new WorkloadSlice replacing this one."""
+    def _slices_on(self) -> bool:
+        config = self.scenario.config
+        return config is None or fg.gate(config.feature_gates, fg.ELASTIC_JOBS_VIA_WORKLOAD_SLICES)
+
+    def _recreate(self, rec: WorkloadRecord, count: int) -> bool:
+        """ElasticJobsViaWorkloadSlices off: the annotation has no effect, and a parallelism
+        change under an admitted Workload is any Job's (Kueue's and the controller's
+        MismatchedWorkload): the Workload is deleted, the Job suspended, and a new Workload of
+        the new size queued; its run starts over."""
         job = rec.sw.job
-        if job is None or not is_elastic(job):
+        if job is None:
             return False
-        job = copy.deepcopy(job)
+        self._finish(
+            rec,
+            DELETED_REASON,
+            f"The workload was deleted: its Job's parallelism changed to {count} "
+            "(ElasticJobsViaWorkloadSlices is off: no WorkloadSlice)",
+        )
+        return self._follow_job(rec, count, replaces=None, run_until=None)
+
+    def _follow_job(
+        self, rec: WorkloadRecord, count: int, *, replaces: str | None, run_until: datetime | None
+    ) -> bool:
+        """The Workload of ``rec``'s Job at parallelism ``count`` (its next generation)."""
+        job = copy.deepcopy(rec.sw.job or {})
         job.setdefault("spec", {})["parallelism"] = count
         meta = job.setdefault("metadata", {})
         meta["generation"] = int(meta.get("generation") or 1) + 1
-        api = workload_for_job(job, self.scenario.priorities, replacement_for=rec.key)
+        api = workload_for_job(job, self.scenario.priorities, replacement_for=replaces)
         api.metadata.uid = f"{rec.sw.api.metadata.uid}-g{meta['generation']}"
         api.metadata.creation_timestamp = rec.sw.api.metadata.creation_timestamp
         sw = SimWorkload(
             api, rec.sw.timing, rec.sw.location, rec.sw.source, rec.sw.owner_labels, job, self.now
         )
-        new = WorkloadRecord(sw, counts=(count,), replaces=rec.key, run_until=rec.run_until)
-        # Later scale events of the Job apply to the newest slice.
+        new = WorkloadRecord(sw, counts=(count,), replaces=replaces, run_until=run_until)
+        # Later scale events of the Job apply to the newest Workload.
         for i, (at, action, seq, key, arg) in enumerate(self._timeline):
             if key == rec.key and action in (_Action.SCALE, _Action.DELETE, _Action.DEACTIVATE):
                 self._timeline[i] = (at, action, seq, sw.key, arg)
         heapq.heapify(self._timeline)
         self.records[sw.key] = new
         return self._arrive(new)
+
+    def _scale_up(self, rec: WorkloadRecord, count: int) -> bool:
+        """A scale-up of an admitted elastic Job: a new WorkloadSlice replacing this one."""
+        job = rec.sw.job
+        if job is None or not is_elastic(job):
+            return False
+        return self._follow_job(rec, count, replaces=rec.key, run_until=rec.run_until)
 
     # -- decisions ---------------------------------------------------------------------------
 

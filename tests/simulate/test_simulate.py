@@ -476,3 +476,17 @@ def test_local_queue_status_usage_decays_from_start(tmp_path: Path) -> None:
     assert order[:4] == [("00", "team-a")] * 4  # team-b arrives at 1m
     assert order[4:8] == [("05", "team-b")] * 4
     assert order[8:10] == [("10", "team-b")] * 2
+
+
+def test_elastic_job_with_slices_off_is_requeued_whole() -> None:
+    """ElasticJobsViaWorkloadSlices false: the scale-up deletes the Workload and queues a new
+    one of the new size (no WorkloadSliceReplaced, no quota kept for the old pods)."""
+    out = simulate_json(str(SCENARIOS / "elastic-gate-off.yaml"))
+    finished = sorted(e["reason"] for e in events(out, "Finished"))
+    assert "WorkloadSliceReplaced" not in finished
+    assert finished == ["Deleted", "Succeeded"], finished
+    admitted = [e for e in events(out, "Admitted")]
+    assert [e["time"] for e in admitted] == ["2024-01-01T00:00:00Z", "2024-01-01T00:00:10Z"]
+    # The new Workload runs its whole 60 s again from its admission.
+    [succeeded] = [e for e in events(out, "Finished") if e["reason"] == "Succeeded"]
+    assert succeeded["time"] == "2024-01-01T00:01:10Z"
