@@ -2,9 +2,9 @@
 called by every job webhook's Default).
 
 On the manager cluster, a job created in a LocalQueue whose ClusterQueue uses an admission
-check of controller ``kqueue.io/multikueue`` gets ``spec.managedBy: kqueue.io/multikueue``, so
+check of controller ``kqueue.io/multikueue`` gets its kind's MultiKueue ``managedBy``, so
 that no controller of the manager runs it (its copy runs on a worker; docs/multikueue.md).
-Only for kinds that have a ``managedBy`` field (:data:`MANAGED_BY`) and a MultiKueue adapter
+Only for kinds that have a MultiKueue adapter
 (:func:`kqueue.controller.admission_checks.multikueue.adapters.adapter_for`): the others cannot
 be dispatched, and their check says so. A ``managedBy`` the user set is kept, unless it names
 the kind's own controller (the field's default): as in Kueue's ``CanDefaultManagedBy``, that
@@ -19,7 +19,7 @@ from __future__ import annotations
 import copy
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any
 
 from kqueue.api.integrations.common import queue_name
 from kqueue.api.v1alpha1 import AdmissionCheck, ClusterQueue, LocalQueue
@@ -44,36 +44,15 @@ class ManagedByField:
     multikueue: str = CONTROLLER_NAME
 
 
-# Kueue's CanDefaultManagedBy of each kind (the controller names are the operators' constants).
-MANAGED_BY: Final[dict[str, ManagedByField]] = {
-    "Job": ManagedByField(("spec", "managedBy"), "kubernetes.io/job-controller"),
-    "JobSet": ManagedByField(("spec", "managedBy"), "jobset.sigs.k8s.io/jobset-controller"),
-    "RayJob": ManagedByField(("spec", "managedBy"), "ray.io/kuberay-operator"),
-    "RayCluster": ManagedByField(("spec", "managedBy"), "ray.io/kuberay-operator"),
-    "RayService": ManagedByField(("spec", "managedBy"), "ray.io/kuberay-operator"),
-    "TrainJob": ManagedByField(
-        ("spec", "managedBy"), "trainer.kubeflow.org/trainjob-controller"
-    ),
-    "AppWrapper": ManagedByField(
-        ("spec", "managedBy"), "workload.codeflare.dev/appwrapper-controller"
-    ),
-    "MPIJob": ManagedByField(("spec", "runPolicy", "managedBy"), "kubeflow.org/mpi-operator"),
-    **{
-        kind: ManagedByField(("spec", "runPolicy", "managedBy"), "kubeflow.org/training-operator")
-        for kind in ("PyTorchJob", "TFJob", "XGBoostJob", "PaddleJob", "JAXJob")
-    },
-}
-
-
 def defaulted_kind(api_version: str, kind: str) -> ManagedByField | None:
     """The managedBy field of a kind that MultiKueue can dispatch; None for the others."""
     adapter = adapter_for(api_version, kind)
-    field = MANAGED_BY.get(kind)
-    if adapter is None or field is None:
+    if adapter is None:
         return None
-    # The adapter says where the manager's object carries the value and which value it is.
+    # The kind's adapter declares where the manager's object carries the value, which value
+    # it is, and its own controller's name.
     return ManagedByField(
-        tuple(adapter.managed_by_path), field.own_controller, adapter.managed_by
+        tuple(adapter.managed_by_path), adapter.own_controller, adapter.managed_by
     )
 
 

@@ -66,6 +66,13 @@ class Adapter(Protocol):
         ``spec.runPolicy.managedBy``)."""
         ...
 
+    @property
+    def own_controller(self) -> str:
+        """The ``managedBy`` value of the kind's own controller (the field's default): the job
+        webhooks replace it with :attr:`managed_by` on a MultiKueue queue (Kueue's
+        ``CanDefaultManagedBy``)."""
+        ...
+
     def remote_object(self, local: Obj, workload: str, origin: str) -> Obj:
         """The worker's copy of the manager's ``local`` object."""
         ...
@@ -154,6 +161,7 @@ class CopyAdapter:
     api_version: str
     kind: str
     resource: Resource
+    own_controller: str
     managed_by: str = CONTROLLER_NAME
     managed_by_path: Path = SPEC_MANAGED_BY
     suspend_path: Path = SPEC_SUSPEND

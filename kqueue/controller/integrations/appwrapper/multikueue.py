@@ -9,4 +9,6 @@ from kqueue.api.integrations.appwrapper import API_VERSION
 from kqueue.controller.admission_checks.multikueue.adapters import CopyAdapter
 from kqueue.controller.integrations.appwrapper.generic import APPWRAPPERS
 
-ADAPTER: Final = CopyAdapter(API_VERSION, "AppWrapper", APPWRAPPERS)
+ADAPTER: Final = CopyAdapter(
+    API_VERSION, "AppWrapper", APPWRAPPERS, "workload.codeflare.dev/appwrapper-controller"
+)

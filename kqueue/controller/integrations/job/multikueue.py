@@ -71,4 +71,6 @@ def _status(local: Obj, remote: Obj, remote_finished: bool) -> Obj | None:
     return status if status != (local.get("status") or {}) else None
 
 
-ADAPTER: Final = CopyAdapter("batch/v1", "Job", JOBS, clean=_clean, status=_status)
+ADAPTER: Final = CopyAdapter(
+    "batch/v1", "Job", JOBS, "kubernetes.io/job-controller", clean=_clean, status=_status
+)

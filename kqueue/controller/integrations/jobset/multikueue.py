@@ -8,4 +8,6 @@ from typing import Final
 from kqueue.controller.admission_checks.multikueue.adapters import CopyAdapter
 from kqueue.controller.integrations.jobset.generic import JOBSETS
 
-ADAPTER: Final = CopyAdapter("jobset.x-k8s.io/v1alpha2", "JobSet", JOBSETS)
+ADAPTER: Final = CopyAdapter(
+    "jobset.x-k8s.io/v1alpha2", "JobSet", JOBSETS, "jobset.sigs.k8s.io/jobset-controller"
+)

@@ -19,6 +19,7 @@ from kqueue.controller.resources import Resource
 def adapter(kind: api.KubeflowKind) -> CopyAdapter:
     return CopyAdapter(
         api.API_VERSION, kind.kind, Resource(api.GROUP, "v1", kind.plural),
+        "kubeflow.org/training-operator",
         managed_by=KUEUE_MULTIKUEUE,
         managed_by_path=RUN_POLICY_MANAGED_BY,
         suspend_path=RUN_POLICY_SUSPEND,

@@ -16,7 +16,7 @@ from kqueue.controller.admission_checks.multikueue.adapters import (
 from kqueue.controller.integrations.mpijob.generic import MPIJOBS
 
 ADAPTER: Final = CopyAdapter(
-    "kubeflow.org/v2beta1", "MPIJob", MPIJOBS,
+    "kubeflow.org/v2beta1", "MPIJob", MPIJOBS, "kubeflow.org/mpi-operator",
     managed_by=KUEUE_MULTIKUEUE,
     managed_by_path=RUN_POLICY_MANAGED_BY,
     suspend_path=RUN_POLICY_SUSPEND,

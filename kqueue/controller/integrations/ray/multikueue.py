@@ -12,7 +12,11 @@ from typing import Final
 from kqueue.controller.admission_checks.multikueue.adapters import KUEUE_MULTIKUEUE, CopyAdapter
 from kqueue.controller.integrations.ray.generic import RAYCLUSTERS, RAYJOBS
 
-RAYJOB_ADAPTER: Final = CopyAdapter("ray.io/v1", "RayJob", RAYJOBS, managed_by=KUEUE_MULTIKUEUE)
+# KubeRay's own controller name (the field's default).
+KUBERAY: Final = "ray.io/kuberay-operator"
+RAYJOB_ADAPTER: Final = CopyAdapter(
+    "ray.io/v1", "RayJob", RAYJOBS, KUBERAY, managed_by=KUEUE_MULTIKUEUE
+)
 RAYCLUSTER_ADAPTER: Final = CopyAdapter(
-    "ray.io/v1", "RayCluster", RAYCLUSTERS, managed_by=KUEUE_MULTIKUEUE
+    "ray.io/v1", "RayCluster", RAYCLUSTERS, KUBERAY, managed_by=KUEUE_MULTIKUEUE
 )

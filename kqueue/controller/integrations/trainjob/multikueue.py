@@ -25,5 +25,6 @@ def _clean(remote: Obj) -> None:
 
 ADAPTER: Final = CopyAdapter(
     "trainer.kubeflow.org/v1alpha1", "TrainJob", TRAINJOBS,
+    "trainer.kubeflow.org/trainjob-controller",
     managed_by=KUEUE_MULTIKUEUE, clean=_clean,
 )
