@@ -62,6 +62,31 @@ def _create(cluster: LocalCluster, path: str, obj: Obj) -> None:
     assert status == 201, f"creating {obj['kind']} {obj['metadata']['name']}: {status} {body}"
 
 
+async def admitted_usage(api: Api, namespace: str, name: str) -> tuple[Obj, dict[str, str]]:
+    """The Workload of Job ``name`` once admitted, and its admission's resource usage."""
+    try:
+        wl = await api.wait_workload(
+            namespace, name, lambda w: is_true(w, c.ADMITTED), what="admitted"
+        )
+    except BaseException:
+        pending = await api.workload_of(namespace, name)
+        raise AssertionError(f"not admitted: {(pending or {}).get('status')}") from None
+    usage = {
+        r: q
+        for ps in wl["status"]["admission"]["podSetAssignments"]
+        for r, q in (ps.get("resourceUsage") or {}).items()
+    }
+    return wl, usage
+
+
+async def resource_claims(cluster: LocalCluster, namespace: str) -> tuple[int, list[Obj]]:
+    """The namespace's ResourceClaims (the HTTP status and the items)."""
+    status, claims = await asyncio.to_thread(
+        cluster.request, "GET", f"{RESOURCE}/namespaces/{namespace}/resourceclaims"
+    )
+    return status, list((claims or {}).get("items") or [])
+
+
 def publish_devices(
     cluster: LocalCluster, nodes: list[str], device_class: str = DEVICE_CLASS, **spec: str
 ) -> None:
@@ -187,31 +212,15 @@ async def _run(
 
     # 2 pods x 2 devices: the whole quota of 4.
     await api.apply(make_job("first", namespace, 2))
-    try:
-        wl = await api.wait_workload(
-            namespace, "first", lambda w: is_true(w, c.ADMITTED), what="admitted"
-        )
-    except BaseException:
-        pending = await api.workload_of(namespace, "first")
-        raise AssertionError(f"not admitted: {(pending or {}).get('status')}") from None
-    usage = {
-        r: q
-        for ps in wl["status"]["admission"]["podSetAssignments"]
-        for r, q in (ps.get("resourceUsage") or {}).items()
-    }
+    wl, usage = await admitted_usage(api, namespace, "first")
     assert usage.get(GPU) == "4", wl["status"]["admission"]
 
     async def bound_with_devices() -> list[Obj] | None:
         pods = [p for p in await api.pods_of(namespace, "first") if p["spec"].get("nodeName")]
         if len(pods) != 2:
             return None
-        status, claims = await asyncio.to_thread(
-            cluster.request, "GET", f"{RESOURCE}/namespaces/{namespace}/resourceclaims"
-        )
-        allocated = [
-            cl for cl in (claims or {}).get("items", [])
-            if (cl.get("status") or {}).get("allocation")
-        ]
+        status, claims = await resource_claims(cluster, namespace)
+        allocated = [cl for cl in claims if (cl.get("status") or {}).get("allocation")]
         return pods if status == 200 and len(allocated) == 2 else None
 
     try:

@@ -23,14 +23,13 @@ from tests.controller_e2e.harness import (
     condition,
     eventually,
     flavor,
-    is_true,
     job,
     local_queue,
     pending_reason,
     unique,
 )
 from tests.controller_e2e.support_extra import ConfiguredKqueue, configured_kqueue
-from tests.controller_e2e.test_dra import RESOURCE, _create
+from tests.controller_e2e.test_dra import RESOURCE, _create, admitted_usage, resource_claims
 from tests.gang_e2e.fragment import add_node
 
 pytestmark = pytest.mark.cluster
@@ -141,30 +140,17 @@ async def _run(api: Api, cluster: LocalCluster, namespace: str, instance_type: s
 
     # 2 pods x one 10Gi partition: 20Gi of gpu.memory, the whole quota.
     await api.apply(partition_job("first", namespace, 2))
-    try:
-        wl = await api.wait_workload(
-            namespace, "first", lambda w: is_true(w, c.ADMITTED), what="admitted"
-        )
-    except BaseException:
-        pending = await api.workload_of(namespace, "first")
-        raise AssertionError(f"not admitted: {(pending or {}).get('status')}") from None
-    usage = {
-        r: q
-        for ps in wl["status"]["admission"]["podSetAssignments"]
-        for r, q in (ps.get("resourceUsage") or {}).items()
-    }
+    wl, usage = await admitted_usage(api, namespace, "first")
     assert usage.get(MEMORY) == "20Gi", wl["status"]["admission"]
 
     async def bound_with_partitions() -> list[Obj] | None:
         pods = [p for p in await api.pods_of(namespace, "first") if p["spec"].get("nodeName")]
         if len(pods) != 2:
             return None
-        status, claims = await asyncio.to_thread(
-            cluster.request, "GET", f"{RESOURCE}/namespaces/{namespace}/resourceclaims"
-        )
+        status, claims = await resource_claims(cluster, namespace)
         allocated = [
             result["device"]
-            for cl in (claims or {}).get("items", [])
+            for cl in claims
             for result in ((cl.get("status") or {}).get("allocation") or {})
             .get("devices", {}).get("results", [])
         ]
@@ -173,10 +159,8 @@ async def _run(api: Api, cluster: LocalCluster, namespace: str, instance_type: s
     async def state() -> str:
         pods = [(p["metadata"]["name"], p["spec"].get("nodeName"), condition(p, "PodScheduled"))
                 for p in await api.pods_of(namespace, "first")]
-        _, claims = await asyncio.to_thread(
-            cluster.request, "GET", f"{RESOURCE}/namespaces/{namespace}/resourceclaims"
-        )
-        return f"pods: {pods}; claims: {(claims or {}).get('items')}"
+        _, claims = await resource_claims(cluster, namespace)
+        return f"pods: {pods}; claims: {claims}"
 
     try:
         await eventually(
