@@ -221,9 +221,10 @@ def start_clusters(n: int, bin_dir: Path) -> dict[str, LocalCluster]:
     return clusters
 
 
-def start_kqueues(clusters: dict[str, LocalCluster], work: Path, args: argparse.Namespace
-                  ) -> dict[str, BenchKqueue]:
-    kqs = {
+def start_kqueues(clusters: dict[str, LocalCluster], work: Path, args: argparse.Namespace,
+                  kqs: dict[str, BenchKqueue]) -> None:
+    """Into ``kqs`` (so the caller stops them, even those started before one fails)."""
+    kqs |= {
         name: BenchKqueue(
             cluster=lc, work_dir=work / name,
             multi_kueue={} if name == "manager" else None,
@@ -234,14 +235,17 @@ def start_kqueues(clusters: dict[str, LocalCluster], work: Path, args: argparse.
     for kq in kqs.values():
         kq.work_dir.mkdir(parents=True, exist_ok=True)
 
-    def up(kq: BenchKqueue) -> None:
+    # One at a time, and a second try: each start waits at most 60 s to be ready, and eleven
+    # starting together on a loaded 2-core machine missed that.
+    for kq in kqs.values():
         kq.setup()
-        kq.start()
-
-    # A few at a time: each waits at most 60 s to be ready, on a machine all of them share.
-    with concurrent.futures.ThreadPoolExecutor(3) as pool:
-        list(pool.map(up, kqs.values()))
-    return kqs
+        try:
+            kq.start()
+        except RuntimeError as exc:
+            print(f"kqueue on {kq.cluster.server_url}: {str(exc).splitlines()[0]}; again",
+                  file=sys.stderr, flush=True)
+            kq.stop(kill=True)
+            kq.start()
 
 
 async def wait_active(kube: Kube, n: int, within: float) -> None:
@@ -429,7 +433,7 @@ def main() -> None:
               file=sys.stderr, flush=True)
         manager = clusters["manager"]
         assert manager.work_dir is not None
-        kqs = start_kqueues(clusters, manager.work_dir / "kqueue", args)
+        start_kqueues(clusters, manager.work_dir / "kqueue", args, kqs)
         print(f"{len(kqs)} kqueues up after {time.monotonic() - started:.0f}s",
               file=sys.stderr, flush=True)
         result = asyncio.run(bench(args, clusters, kqs))
