@@ -35,6 +35,7 @@ import argparse
 import asyncio
 import concurrent.futures
 import json
+import signal
 import sys
 import time
 from dataclasses import dataclass, field
@@ -423,6 +424,10 @@ def main() -> None:
     if args.workers < 1 or args.workers > 20:
         parser.error(f"--workers: {args.workers}; allowed: 1 to 20 (a MultiKueueConfig's limit)")
 
+    # SIGTERM (and SIGINT, ignored in a background job) stop it through the clean-up below:
+    # the kqueues are not children that die with it.
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     bin_dir = build.ensure_binaries()
     started = time.monotonic()
     clusters: dict[str, LocalCluster] = {}
