@@ -3,7 +3,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PYTHON ?= python3
 
-.PHONY: venv test test-fast test-k136 test-operators test-extra-operators lint crds chart-crds config-docs run bench clean
+.PHONY: venv test test-fast test-k136 test-operators test-extra-operators lint crds chart-crds config-docs run run-multikueue bench clean
 
 venv: $(VENV)/.installed
 
@@ -50,6 +50,13 @@ OPERATORS ?=
 STOCK ?=
 run: venv
 	hack/run-local.sh $(if $(OPERATORS),--operators=$(OPERATORS)) $(if $(STOCK),--stock)
+
+# MultiKueue (docs/multikueue.md): a manager and WORKERS worker control planes, each with its
+# own kqueue, the workers' kubeconfigs as Secrets on the manager and sample queues on each;
+# prints the kubectl contexts and a Job to submit on the manager.
+WORKERS ?= 2
+run-multikueue: venv
+	hack/run-local.sh --multikueue-workers=$(WORKERS) $(if $(STOCK),--stock)
 
 # Regenerate everything derived from the models: CRDs and API reference, the chart's copy of the
 # CRDs, and the configuration reference. Tests fail when the committed files drift.

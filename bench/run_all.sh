@@ -17,6 +17,9 @@ $PY bench/memory.py --out bench/results/memory.json
 # Section 9: accuracy of predicted start times (about 7 CPU minutes).
 $PY bench/eta_accuracy.py --scale 0.1 --out bench/results/eta_accuracy.json \
     --plot docs/img/eta_accuracy.png
+# MultiKueue: a manager, 10 workers, 50 Jobs (docs/benchmarks.md section 12: 1,000 did not finish here).
+nice $PY bench/multikueue_scale.py --workers 10 --workloads 50 --timeout 1500 \
+    --out bench/results/multikueue_scale_w10_n50.json
 $PY bench/plots.py
 for n in x0.2_qps50 x0.2_unthrottled full_unthrottled; do
     if [ -f bench/results/profile_e2e_$n.txt ]; then

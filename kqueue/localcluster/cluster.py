@@ -336,6 +336,14 @@ class LocalCluster:
     # Jobs the Job controller syncs at once (its pods are created in slow-start batches within
     # one sync, each batch waiting for the last); None keeps its default (5).
     concurrent_job_syncs: int | None = None
+    # Only kube-apiserver (and etcd): no controller manager, scheduler, kwok or nodes, so no
+    # pod ever runs; for controllers that need none, e.g. the MultiKueue scale benchmark's
+    # workers (bench/multikueue_scale.py), where ten whole clusters do not fit on 2 cores.
+    apiserver_only: bool = False
+    # Store in this etcd (another LocalCluster's etcd_url) instead of one of its own, under
+    # etcd_prefix: several API servers on one etcd, each seeing only its own objects.
+    etcd_servers: str | None = None
+    etcd_prefix: str = "/registry"
 
     kubeconfig_path: Path = field(init=False)
     ca_path: Path = field(init=False)
@@ -695,9 +703,11 @@ class LocalCluster:
         self._write_kubeconfigs()
         self._components = self._define_components()
         deadline = time.monotonic() + self.start_timeout
-        for name in ("etcd", "kube-apiserver"):
+        for name in ("kube-apiserver",) if self.etcd_servers else ("etcd", "kube-apiserver"):
             self._components[name].start()
             self._wait_ready(name, deadline - time.monotonic())
+        if self.apiserver_only:
+            return
         # These three only need the API server; starting them together saves seconds.
         rest = ("kube-controller-manager", "kube-scheduler", "kwok")
         for name in rest:
@@ -877,7 +887,8 @@ class LocalCluster:
                 "kube-apiserver",
                 [
                     str(b / "kube-apiserver"),
-                    f"--etcd-servers=http://{LOOPBACK}:{p.etcd_client}",
+                    f"--etcd-servers={self.etcd_servers or self.etcd_url}",
+                    f"--etcd-prefix={self.etcd_prefix}",
                     f"--bind-address={LOOPBACK}",
                     f"--secure-port={p.apiserver}",
                     # Without this the API server derives its address from the default route,

@@ -9,7 +9,6 @@ change the shared setup (the dispatcher, a worker's API server) put it back when
 from __future__ import annotations
 
 import asyncio
-import base64
 import contextlib
 import time
 from collections.abc import AsyncIterator, Iterator
@@ -29,16 +28,15 @@ from kqueue.cli.main import cli as kqueue_cli
 from kqueue.controller.kube import Kube, KubeError, NotFound
 from kqueue.controller.resources import (
     ADMISSION_CHECKS,
-    CLUSTER_QUEUES,
     JOBS,
     LOCAL_QUEUES,
     MULTIKUEUE_CLUSTERS,
     MULTIKUEUE_CONFIGS,
     NAMESPACES,
-    RESOURCE_FLAVORS,
     SECRETS,
     WORKLOADS,
 )
+from kqueue.localcluster import multikueue as mk
 from kqueue.localcluster.cluster import LocalCluster
 from tests.controller_e2e.harness import (
     KQUEUE_NAMESPACE,
@@ -117,75 +115,13 @@ def manager(cluster: LocalCluster, tmp_path_factory: pytest.TempPathFactory) -> 
     print(f"\nMultiKueue module: {time.monotonic() - STARTED:.0f}s with cluster starts")
 
 
-def embedded_kubeconfig(lc: LocalCluster) -> str:
-    """``lc``'s admin kubeconfig with its files inlined (as a Secret must carry it)."""
-    cfg = yaml.safe_load(lc.kubeconfig_path.read_text())
-    for entry in cfg["clusters"]:
-        ca = entry["cluster"].pop("certificate-authority")
-        entry["cluster"]["certificate-authority-data"] = _b64(Path(ca).read_bytes())
-    for entry in cfg["users"]:
-        user = entry["user"]
-        user["client-certificate-data"] = _b64(Path(user.pop("client-certificate")).read_bytes())
-        user["client-key-data"] = _b64(Path(user.pop("client-key")).read_bytes())
-    return str(yaml.safe_dump(cfg))
-
-
-def _b64(data: bytes) -> str:
-    return base64.b64encode(data).decode()
-
-
 def secret(name: str, data: dict[str, str]) -> Obj:
-    return {
-        "apiVersion": "v1", "kind": "Secret",
-        "metadata": {"name": name, "namespace": KQUEUE_NAMESPACE},
-        "data": {k: _b64(v.encode()) for k, v in data.items()},
-    }
+    return mk.secret(name, KQUEUE_NAMESPACE, data)
 
 
-def mk_cluster(name: str, location: str, location_type: str = "Secret") -> Obj:
-    return {
-        "apiVersion": c.API_VERSION, "kind": "MultiKueueCluster", "metadata": {"name": name},
-        "spec": {"clusterSource": {"kubeConfig": {"locationType": location_type, "location": location}}},
-    }
-
-
-def mk_config(name: str, clusters: list[str]) -> Obj:
-    return {
-        "apiVersion": c.API_VERSION, "kind": "MultiKueueConfig", "metadata": {"name": name},
-        "spec": {"clusters": clusters},
-    }
-
-
-def mk_check(name: str, config: str) -> Obj:
-    return {
-        "apiVersion": c.API_VERSION, "kind": "AdmissionCheck", "metadata": {"name": name},
-        "spec": {
-            "controllerName": CONTROLLER_NAME,
-            "parameters": {"apiGroup": c.GROUP, "kind": "MultiKueueConfig", "name": config},
-        },
-    }
-
-
-def queue_objects(
-    cpu: str, checks: list[str], *, flavor: str = FLAVOR, cq: str = CQ
-) -> list[tuple[Any, Obj]]:
-    cq_spec: Obj = {
-        "namespaceSelector": {},
-        "resourceGroups": [{
-            "coveredResources": ["cpu", "memory"],
-            "flavors": [{"name": flavor, "resources": [
-                {"name": "cpu", "nominalQuota": cpu}, {"name": "memory", "nominalQuota": "64Gi"}
-            ]}],
-        }],
-    }
-    if checks:
-        cq_spec["admissionChecksStrategy"] = {"admissionChecks": [{"name": n} for n in checks]}
-    return [
-        (RESOURCE_FLAVORS, {"apiVersion": c.API_VERSION, "kind": "ResourceFlavor",
-                            "metadata": {"name": flavor}, "spec": {}}),
-        (CLUSTER_QUEUES, {"apiVersion": c.API_VERSION, "kind": "ClusterQueue",
-                          "metadata": {"name": cq}, "spec": cq_spec}),
-    ]
+mk_cluster = mk.multikueue_cluster
+mk_config = mk.multikueue_config
+mk_check = mk.multikueue_check
 
 
 async def _create(kube: Kube, resource: Any, obj: Obj) -> None:
@@ -212,14 +148,11 @@ def _apply(lc: LocalCluster, objs: list[Obj]) -> None:
 def objects(manager: ManagerProcess, worker1: Worker, worker2: Worker) -> dict[str, Worker]:
     """The shared setup: on the manager the Secrets, MultiKueueClusters, MultiKueueConfig,
     check and ClusterQueue; on each worker its flavor and ClusterQueue."""
-    mgr: list[Obj] = []
     for w in (worker1, worker2):
-        mgr += [secret(f"{w.name}-kubeconfig", {"kubeconfig": embedded_kubeconfig(w.cluster)}),
-                mk_cluster(w.name, f"{w.name}-kubeconfig")]
-        _apply(w.cluster, [obj for _, obj in queue_objects(WORKER_CPU[w.name], [])])
-    mgr += [mk_config(CONFIG, list(WORKERS)), mk_check(CHECK, CONFIG)]
-    mgr += [obj for _, obj in queue_objects("8", [CHECK])]
-    _apply(manager.cluster, mgr)
+        _apply(w.cluster, mk.queue_objects(FLAVOR, CQ, WORKER_CPU[w.name], []))
+    mgr = mk.manager_objects({w.name: w.cluster.kubeconfig_path for w in (worker1, worker2)},
+                             KQUEUE_NAMESPACE, config=CONFIG, check=CHECK)
+    _apply(manager.cluster, mgr + mk.queue_objects(FLAVOR, CQ, "8", [CHECK]))
     return {"worker1": worker1, "worker2": worker2}
 
 
@@ -244,8 +177,7 @@ async def setup(manager: ManagerProcess, objects: dict[str, Worker]) -> AsyncIte
 @pytest.fixture
 async def ns(setup: Setup, namespace: str) -> AsyncIterator[str]:
     """The test's namespace, with the LocalQueue, on the manager and on both workers."""
-    lq = {"apiVersion": c.API_VERSION, "kind": "LocalQueue",
-          "metadata": {"name": QUEUE, "namespace": namespace}, "spec": {"clusterQueue": CQ}}
+    lq = mk.local_queue(QUEUE, namespace, CQ)
     for kube in setup.workers.values():
         await _create(kube, NAMESPACES, {"apiVersion": "v1", "kind": "Namespace",
                                          "metadata": {"name": namespace}})

@@ -25,6 +25,7 @@ from kqueue.controller.integrations.jobset.generic import JOBSETS
 from kqueue.controller.integrations.trainjob.generic import TRAINJOBS
 from kqueue.controller.kube import Kube, KubeError
 from kqueue.controller.resources import ADMISSION_CHECKS, LOCAL_QUEUES, NAMESPACES, WORKLOADS
+from kqueue.localcluster import multikueue as mk
 from kqueue.localcluster.cluster import LocalCluster
 from tests.controller_e2e.harness import Api, condition, eventually, is_true, unique
 from tests.controller_e2e.support_extra import ConfiguredKqueue, configured_kqueue
@@ -33,11 +34,9 @@ from tests.controller_e2e.test_multikueue import (
     _apply,
     _create,
     _get,
-    embedded_kubeconfig,
     mk_check,
     mk_cluster,
     mk_config,
-    queue_objects,
     secret,
 )
 from tests.controller_e2e.test_trainjob import runtime, trainjob
@@ -80,13 +79,13 @@ def objects(manager: ConfiguredKqueue, worker: ConfiguredKqueue) -> None:
     """On the manager the Secret, MultiKueueCluster, config, check, ClusterQueue and the
     runtime; on the worker its flavor, ClusterQueue and the same runtime."""
     rt = runtime(RUNTIME, complete_after="5s")
-    _apply(worker.cluster, [o for _, o in queue_objects("4", [], flavor=FLAVOR, cq=CQ)] + [rt])
+    _apply(worker.cluster, [*mk.queue_objects(FLAVOR, CQ, "4", []), rt])
     _apply(manager.cluster, [
-        secret(f"{WORKER}-kubeconfig", {"kubeconfig": embedded_kubeconfig(worker.cluster)}),
+        secret(f"{WORKER}-kubeconfig", {"kubeconfig": mk.embedded_kubeconfig(worker.cluster.kubeconfig_path)}),
         mk_cluster(WORKER, f"{WORKER}-kubeconfig"),
         mk_config(CONFIG, [WORKER]),
         mk_check(CHECK, CONFIG),
-        *[o for _, o in queue_objects("8", [CHECK], flavor=FLAVOR, cq=CQ)],
+        *mk.queue_objects(FLAVOR, CQ, "8", [CHECK]),
         rt,
     ])
 

@@ -56,3 +56,21 @@ def test_client_limits_reach_the_command_line(
 def test_scheduler_limits_do_not_touch_the_controller_manager(tmp_path: Path) -> None:
     args = argv(tmp_path, "kube-controller-manager", scheduler_qps=500, scheduler_burst=1000)
     assert (flag(args, "--kube-api-qps"), flag(args, "--kube-api-burst")) == ("100", "200")
+
+
+def test_api_server_stores_in_its_own_etcd_by_default(tmp_path: Path) -> None:
+    cluster = LocalCluster(work_dir=tmp_path, bin_dir=tmp_path)
+    cluster.ports.allocate()
+    cluster._prepare_pki()
+    cluster._write_kubeconfigs()
+    args = cluster._define_components()["kube-apiserver"].argv
+    assert flag(args, "--etcd-servers") == f"http://127.0.0.1:{cluster.ports.etcd_client}"
+    assert flag(args, "--etcd-prefix") == "/registry"
+
+
+def test_api_server_on_a_shared_etcd_uses_its_prefix(tmp_path: Path) -> None:
+    # The MultiKueue scale benchmark's workers: one etcd, each API server under its prefix.
+    args = argv(tmp_path, "kube-apiserver", etcd_servers="http://127.0.0.1:2379",
+                etcd_prefix="/worker3")
+    assert flag(args, "--etcd-servers") == "http://127.0.0.1:2379"
+    assert flag(args, "--etcd-prefix") == "/worker3"
