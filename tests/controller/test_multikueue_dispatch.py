@@ -6,6 +6,7 @@ message on the way. The real thing across control planes: tests/controller_e2e/t
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from typing import Any
@@ -179,3 +180,33 @@ async def test_dispatched_per_copy_and_admitted_once_per_admission(
     assert w1.server.objects(WORKLOADS) == []
     assert (await w2.kube.get(JOBS, "j", "ns"))["spec"].get("managedBy") is None
     assert "Dispatched to worker cluster 'w2'" in events.messages
+
+
+async def test_copies_go_to_every_worker_at_once(
+    manager: FakeCluster, w1: FakeCluster, w2: FakeCluster
+) -> None:
+    """A worker slow to answer does not hold back the copy to the next one: the copies of one
+    workload go out together (one after another, ten workers cost ten round trips)."""
+    metrics, events = Metrics(), _Events()
+    mkc = _controller(manager, {"w1": w1.kube, "w2": w2.kube}, metrics, events)
+    wl, check = await _setup(manager)
+    state = AdmissionCheckState(name="mk", state="Pending", message="", last_transition_time=NOW)
+    w1.server.hold("POST", WORKLOADS)
+    syncing = asyncio.create_task(mkc.sync(wl, check, state, NOW))
+    try:
+        copied: list[Obj] = []
+
+        async def on_w2() -> bool:
+            copied[:] = await w2.kube.list(WORKLOADS, namespace="ns")
+            return bool(copied)
+
+        for _ in range(200):
+            if await on_w2():
+                break
+            await asyncio.sleep(0.01)
+        assert copied, "the copy to w2 waited for w1's answer"
+        assert not syncing.done()
+    finally:
+        w1.server.release()
+    await asyncio.wait_for(syncing, 5)
+    assert (await w1.kube.get(WORKLOADS, "job-j", "ns"))["spec"]["queueName"] == "q"

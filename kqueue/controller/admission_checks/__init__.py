@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Final
 
 from kqueue.api import config as cfgmod
 from kqueue.api.v1alpha1 import (
@@ -40,6 +40,12 @@ from kqueue.engine.engine import Engine
 from kqueue.engine.from_api import admission_check_inactive
 
 __all__ = ["AdmissionChecks", "CheckController"]
+
+# Workloads whose checks are synced at once. A sync waits on other clusters (MultiKueue's
+# workers, a ProvisioningRequest) far more than it computes: with 4, a 10-worker MultiKueue run
+# placed 26 of 1,000 workloads in 12 minutes while the manager used 5% of a core
+# (docs/benchmarks.md section 12).
+WORKLOAD_CHECK_WORKERS: Final = 16
 
 
 class AdmissionChecks:
@@ -191,7 +197,9 @@ class AdmissionChecks:
             self._on_workload(wl.key, wl)
         async with asyncio.TaskGroup() as tasks:
             tasks.create_task(run_workers(self.status_queue, self.status, workers=1))
-            tasks.create_task(run_workers(self.workload_queue, self.workload_checks, workers=4))
+            tasks.create_task(run_workers(
+                self.workload_queue, self.workload_checks, workers=WORKLOAD_CHECK_WORKERS
+            ))
             if self.remote_clusters is not None:
                 tasks.create_task(self.remote_clusters.run())
             if self._gc is not None:

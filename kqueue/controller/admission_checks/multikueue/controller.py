@@ -263,24 +263,14 @@ class MultiKueueController:
         plan: mk.Plan, remotes: dict[str, tuple[mk.Remote | None, Obj | None]], now: datetime,
     ) -> None:
         namespace = wl.namespace or "default"
-        for name in plan.delete:
-            await self._delete_remote(name, wl.name, namespace, adapter, job_name)
-        for name in plan.create:
-            kube = self._remotes.client(name)
-            if kube is None:
-                continue
-            try:
-                await kube.create(WORKLOADS, remote_workload(wl, self.origin), namespace=namespace)
-            except Conflict:
-                pass
-            except KubeError as exc:
-                logger.warning("MultiKueue: Workload %s not copied to %s: %s", wl.key, name, exc)
-                continue
-            self._events.record(
-                wl.to_dict(), "Normal", "MultiKueue", f"Dispatched to worker cluster {name!r}"
-            )
-            if self._metrics is not None:
-                self._metrics.multikueue_dispatched(_cluster_queue(wl), name)
+        # One worker after another, a workload's dispatch took the sum of its workers' round
+        # trips (ten workers at a 5 s timeout each: 50 s for one unreachable set); the workers
+        # are independent, so their deletions, then their copies, go out together.
+        await asyncio.gather(*(
+            self._delete_remote(name, wl.name, namespace, adapter, job_name)
+            for name in plan.delete
+        ))
+        await asyncio.gather(*(self._copy_to(name, wl, namespace) for name in plan.create))
         if plan.winner is not None:
             await self._ensure_remote_job(plan.winner, adapter, local, wl.name, job_name)
         if plan.sync_from is not None:
@@ -295,6 +285,24 @@ class MultiKueueController:
                 return out.to_dict() if out is not None else None
 
             await self._kube.modify_status(WORKLOADS, wl.name, finish, namespace=namespace)
+
+    async def _copy_to(self, name: str, wl: Workload, namespace: str) -> None:
+        """The Workload's copy on worker ``name`` (one there already counts as made)."""
+        kube = self._remotes.client(name)
+        if kube is None:
+            return
+        try:
+            await kube.create(WORKLOADS, remote_workload(wl, self.origin), namespace=namespace)
+        except Conflict:
+            pass
+        except KubeError as exc:
+            logger.warning("MultiKueue: Workload %s not copied to %s: %s", wl.key, name, exc)
+            return
+        self._events.record(
+            wl.to_dict(), "Normal", "MultiKueue", f"Dispatched to worker cluster {name!r}"
+        )
+        if self._metrics is not None:
+            self._metrics.multikueue_dispatched(_cluster_queue(wl), name)
 
     async def _ensure_remote_job(
         self, cluster: str, adapter: adapters.Adapter, local: Obj, workload: str, job_name: str
