@@ -103,7 +103,11 @@ class RemoteClusters:
                 await self.probe_all()
                 await asyncio.sleep(PROBE_SECONDS)
         finally:
-            for conn in self.connections.values():
+            # The clients close with the term; the connections go with them, so the next term
+            # connects afresh (a closed client kept here failed every probe with "Session is
+            # closed", which ended each later term of the leader at once).
+            connections, self.connections = self.connections, {}
+            for conn in connections.values():
                 if conn.api is not None:
                     with contextlib.suppress(Exception):
                         await conn.api.close()
