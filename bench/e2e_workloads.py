@@ -39,6 +39,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -422,34 +423,42 @@ class Runner:
         rv = resource_version
         while not (self.cqs_idle.is_set() if cq else self.done.is_set()):
             self.requests += 1
-            response: aiohttp.ClientResponse = await self.kube.api.call_api(
-                resource.collection_path(None),
-                "GET",
-                query_params=[
-                    ("watch", "1"),
-                    ("resourceVersion", rv),
-                    ("allowWatchBookmarks", "true"),
-                    ("timeoutSeconds", "3600"),
-                ],
-                header_params={"Accept": "application/json"},
-                auth_settings=["BearerToken"],
-                _preload_content=False,
-                _request_timeout=aiohttp.ClientTimeout(total=None, sock_read=None),
-            )
-            async with response:
-                async for line in response.content:
-                    if not line.strip():
-                        continue
-                    ev = json.loads(line)
-                    obj = ev.get("object") or {}
-                    if ev.get("type") == "ERROR":
-                        raise RuntimeError(f"watch error: {obj}")
-                    rv = obj.get("metadata", {}).get("resourceVersion", rv)
-                    if ev.get("type") in ("ADDED", "MODIFIED"):
-                        if cq:
-                            self.observe_cq(obj)
-                        else:
-                            self.observe(obj)
+            async for obj, seen in watch_round(self.kube, resource.collection_path(None), rv):
+                rv = seen
+                if cq:
+                    self.observe_cq(obj)
+                else:
+                    self.observe(obj)
+
+
+async def watch_round(kube: Kube, path: str, rv: str) -> AsyncIterator[tuple[Obj, str]]:
+    """One watch request of the collection at ``path`` from ``rv``: each object added or
+    modified, with the resourceVersion to resume from, until the server ends the stream."""
+    response: aiohttp.ClientResponse = await kube.api.call_api(
+        path,
+        "GET",
+        query_params=[
+            ("watch", "1"),
+            ("resourceVersion", rv),
+            ("allowWatchBookmarks", "true"),
+            ("timeoutSeconds", "3600"),
+        ],
+        header_params={"Accept": "application/json"},
+        auth_settings=["BearerToken"],
+        _preload_content=False,
+        _request_timeout=aiohttp.ClientTimeout(total=None, sock_read=None),
+    )
+    async with response:
+        async for line in response.content:
+            if not line.strip():
+                continue
+            ev = json.loads(line)
+            obj = ev.get("object") or {}
+            if ev.get("type") == "ERROR":
+                raise RuntimeError(f"watch error: {obj}")
+            rv = obj.get("metadata", {}).get("resourceVersion", rv)
+            if ev.get("type") in ("ADDED", "MODIFIED"):
+                yield obj, rv
 
 
 async def profile(pid: int, seconds: float, delay: float, out: Path) -> None:

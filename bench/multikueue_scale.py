@@ -44,7 +44,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import aiohttp
 import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -58,6 +57,7 @@ from bench.e2e_workloads import (  # noqa: E402
     proc_cpu_seconds,
     proc_memory,
     run_info,
+    watch_round,
 )
 from kqueue.api.v1alpha1 import constants as c  # noqa: E402
 from kqueue.api.v1alpha1.multikueue import CONTROLLER_NAME  # noqa: E402
@@ -145,25 +145,9 @@ class Runner:
         rv = (await kube.request("GET", resource.collection_path(NAMESPACE)))[1]["metadata"][
             "resourceVersion"]
         while not stop.is_set():
-            response: aiohttp.ClientResponse = await kube.api.call_api(
-                resource.collection_path(NAMESPACE), "GET",
-                query_params=[("watch", "1"), ("resourceVersion", rv),
-                              ("allowWatchBookmarks", "true"), ("timeoutSeconds", "3600")],
-                header_params={"Accept": "application/json"}, auth_settings=["BearerToken"],
-                _preload_content=False,
-                _request_timeout=aiohttp.ClientTimeout(total=None, sock_read=None),
-            )
-            async with response:
-                async for line in response.content:
-                    if not line.strip():
-                        continue
-                    ev = json.loads(line)
-                    obj = ev.get("object") or {}
-                    if ev.get("type") == "ERROR":
-                        raise RuntimeError(f"watch error: {obj}")
-                    rv = obj.get("metadata", {}).get("resourceVersion", rv)
-                    if ev.get("type") in ("ADDED", "MODIFIED"):
-                        on(obj, time.monotonic())
+            async for obj, seen in watch_round(kube, resource.collection_path(NAMESPACE), rv):
+                rv = seen
+                on(obj, time.monotonic())
 
 
 def job(i: int) -> Obj:
