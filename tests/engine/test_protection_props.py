@@ -12,6 +12,8 @@ of prod itself. The protection comes from the Configuration or from the victims'
 * **No late admission**: urgent is admitted at the first instant ``T >= arrival`` at which the
   free quota plus the victims whose protection ended by ``T`` make room for it: the first expiry
   that frees enough, not later (it is retried then, with no other event).
+* **No partial set**: every victim goes at that instant, none before it (an unprotected victim
+  is not evicted while urgent still waits for a protected one).
 """
 
 from __future__ import annotations
@@ -176,7 +178,13 @@ def test_no_preemption_before_protection_ends_and_no_admission_after_it(case: Ca
         assert admitted == arrival, (victim, sim.events)
         for preempted in _seconds(sim, PREEMPTED, victim):
             assert preempted >= admitted + case.protection_s, (victim, preempted)
-    assert _seconds(sim, ADMITTED, "prod/urgent")[:1] == [case.expected_admission()]
+    at = case.expected_admission()
+    assert _seconds(sim, ADMITTED, "prod/urgent")[:1] == [at]
+    preemptions = [
+        s for i in range(len(case.victims))
+        for s in _seconds(sim, PREEMPTED, f"{case.victim_cq}/v{i}")
+    ]
+    assert all(s == at for s in preemptions), (at, preemptions)
 
 
 def test_a_deferred_preemption_is_reported_and_counted() -> None:

@@ -238,3 +238,43 @@ def test_waiting_preemptor_holds_its_quota_against_borrowers_of_the_same_cycle()
     assert _preempted(out) == [(_clock(10), "dev/batch", "InCohortReclamation")]
     assert _times(out, "Admitted", "prod/urgent") == [_clock(10)]
     assert all(at >= _clock(15) for at in _times(out, "Admitted", "dev/late"))
+
+
+def test_protection_counts_from_the_current_admission_after_a_requeue() -> None:
+    """batch is reclaimed at 10m, admitted again once urgent (5m) is done, then reclaimed by
+    urgent-2 (arriving at 17m): its protection counts from the second Admitted condition, so it
+    goes 10m after that admission, not at 17m (10m after its first would be long over)."""
+    docs = _docs("reclaim.yaml")
+    urgent = next(d for d in docs if d["metadata"]["name"] == "urgent")
+    second = yaml.safe_load(yaml.safe_dump(urgent))
+    second["metadata"]["name"] = "urgent-2"
+    second["metadata"]["annotations"]["simulate.kqueue.io/arrival"] = "17m"
+    out = _run([*docs, second], _config(reclaimWithinCohort="10m"))
+    # Admitted again at 15m, when urgent is done.
+    assert _times(out, "Admitted", "dev/batch")[:2] == [_clock(0), _clock(15)]
+    assert _preempted(out) == [
+        (_clock(10), "dev/batch", "InCohortReclamation"),
+        (_clock(25), "dev/batch", "InCohortReclamation"),
+    ]
+    assert _times(out, "Admitted", "prod/urgent-2") == [_clock(25)]
+
+
+def test_no_partial_set_is_evicted_while_the_preemptor_waits() -> None:
+    """urgent (6 cpu) needs both of dev's borrowers gone: batch (3 cpu, admitted at 0) is past
+    its 10m at 12m, late (3 cpu, admitted at 5m) is protected until 15m. Evicting batch alone at
+    12m would not make room: nothing is evicted until 15m, then both go and urgent starts."""
+    docs = _docs("reclaim.yaml")
+    batch = next(d for d in docs if d["metadata"]["name"] == "batch")
+    batch["spec"]["podSets"][0]["count"] = 3
+    late = yaml.safe_load(yaml.safe_dump(batch))
+    late["metadata"]["name"] = "late"
+    late["metadata"]["annotations"]["simulate.kqueue.io/arrival"] = "5m"
+    urgent = next(d for d in docs if d["metadata"]["name"] == "urgent")
+    urgent["metadata"]["annotations"]["simulate.kqueue.io/arrival"] = "12m"
+    out = _run([*docs, late], _config(reclaimWithinCohort="10m"))
+    assert _times(out, "Admitted", "dev/late")[:1] == [_clock(5)]
+    assert sorted(_preempted(out)) == [
+        (_clock(15), "dev/batch", "InCohortReclamation"),
+        (_clock(15), "dev/late", "InCohortReclamation"),
+    ]
+    assert _times(out, "Admitted", "prod/urgent") == [_clock(15)]
