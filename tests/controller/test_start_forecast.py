@@ -9,6 +9,7 @@ from typing import Any
 
 from kqueue.api.config import PredictedStart
 from kqueue.api.v1alpha1 import Workload, format_time, parse_object
+from kqueue.controller.metrics import Metrics
 from kqueue.controller.start_forecast import LARGE_CHANGE, StartForecaster
 from kqueue.engine.types import WorkloadKey, local_queue_key
 from tests.engine.builders import make_cq, make_engine, make_flavor, make_workload, t
@@ -129,3 +130,18 @@ async def test_a_budget_of_zero_keeps_what_it_made() -> None:
     result = await f.recompute()
     assert result.considered == 1
     assert f.recomputations == 1
+
+
+def test_the_error_at_admission_is_a_histogram_per_cluster_queue_and_direction() -> None:
+    metrics = Metrics()
+    for error_s in (30.0, 90.0, -45.0):
+        metrics.start_prediction_error("cq", error_s)
+    text = metrics.exposition().decode()
+    name = "kqueue_start_prediction_error_seconds"
+    assert f'{name}_count{{cluster_queue="cq",direction="late"}} 2.0' in text
+    assert f'{name}_sum{{cluster_queue="cq",direction="late"}} 120.0' in text
+    # Early errors are observed by their size.
+    assert f'{name}_sum{{cluster_queue="cq",direction="early"}} 45.0' in text
+    # A deleted ClusterQueue's series go with it.
+    metrics.forget_cluster_queue("cq")
+    assert f'{name}_count{{cluster_queue="cq"' not in metrics.exposition().decode()

@@ -1,6 +1,7 @@
 """Preemption protection on the real control plane (docs/concepts.md, "Preemption protection"):
 a Job is preempted only once its ClusterQueue's minimum admitted time is over, and the preemptor
-is admitted then without any other event."""
+is admitted then without any other event; a bad duration is refused by the API server, naming
+the field."""
 
 from __future__ import annotations
 
@@ -9,6 +10,8 @@ from datetime import datetime
 import pytest
 
 from kqueue.api.v1alpha1 import constants as c
+from kqueue.controller.kube import KubeError
+from kqueue.controller.resources import CLUSTER_QUEUES
 from tests.controller_e2e.harness import (
     Api,
     KqueueProcess,
@@ -84,3 +87,28 @@ async def test_job_is_preempted_only_after_its_protection(
     assert kqueue.metric(
         "kqueue_preemptions_deferred_by_protection_total", cluster_queue=cq
     ) >= 1
+
+
+@pytest.mark.parametrize(
+    ("path", "value", "want_words"),
+    [
+        pytest.param("reclaimWithinCohort", "-5m", "is negative", id="negative"),
+        pytest.param("fairSharing", "10 minutes", "is not a duration", id="not a Go duration"),
+    ],
+)
+async def test_a_bad_duration_is_refused_naming_the_field(
+    api: Api, path: str, value: str, want_words: str
+) -> None:
+    od, cq = unique("od"), unique("cq")
+    await api.apply(flavor(od, "on-demand"))
+    bad = cluster_queue(cq, [(od, "2")], preemption={
+        "protection": {path: {"minAdmitDuration": value}},
+    })
+    with pytest.raises(KubeError) as info:
+        await api.apply(bad)
+    assert info.value.status == 422, info.value.message
+    field = f"spec.preemption.protection.{path}.minAdmitDuration"
+    assert field in info.value.message and want_words in info.value.message, info.value.message
+    with pytest.raises(KubeError) as missing:
+        await api.kube.get(CLUSTER_QUEUES, cq)
+    assert missing.value.status == 404
