@@ -5,15 +5,19 @@ The scenario: ClusterQueue ``prod`` (quota ``P``) and its victims, admitted one 
 ``prod/urgent`` (high priority, ``X`` cpu) arrives, each protected for ``d`` on the path it would
 be preempted on. On the reclaim path the victims are in ``dev`` (no quota of its own: everything
 it holds is borrowed from prod); on the within-ClusterQueue path they are low-priority workloads
-of prod itself. The protection comes from the Configuration or from the victims' ClusterQueue
+of prod itself; on the fair-sharing path, with fair sharing on, the quota ``P`` is the cohort's
+and both ClusterQueues borrow all they use (urgent too, so its preemptions are fair-sharing
+ones, which the shares decide). The protection comes from the Configuration or from the victims' ClusterQueue
 (which then overrides a different Configuration value).
 
 * **No early preemption**: no victim is preempted before its admission plus ``d``.
 * **No late admission**: urgent is admitted at the first instant ``T >= arrival`` at which the
   free quota plus the victims whose protection ended by ``T`` make room for it: the first expiry
   that frees enough, not later (it is retried then, with no other event).
-* **No partial set**: every victim goes at that instant, none before it (an unprotected victim
-  is not evicted while urgent still waits for a protected one).
+  (On the fair-sharing path the shares decide whether the free quota and the victims make
+  room; the instants are pinned by tests/simulate/test_protection.py.)
+* **No partial set**: every victim goes at urgent's admission, none before it (an unprotected
+  victim is not evicted while urgent still waits for a protected one).
 """
 
 from __future__ import annotations
@@ -27,7 +31,7 @@ from hypothesis import strategies as st
 from kqueue.api.loader import load_text
 from kqueue.controller.metrics import Metrics
 from kqueue.engine.preemption.preemptor import ClassicalPreemptor
-from kqueue.engine.types import ProtectionConfig
+from kqueue.engine.types import FairSharingConfig, ProtectionConfig
 from kqueue.sim.driver import ADMITTED, PREEMPTED, Simulation
 from kqueue.sim.scenario import build_scenario
 
@@ -52,6 +56,17 @@ metadata: {name: q, namespace: %(name)s}
 spec: {clusterQueue: %(name)s}
 """
 
+_COHORT = """
+---
+apiVersion: kqueue.io/v1alpha1
+kind: Cohort
+metadata: {name: org}
+spec:
+  resourceGroups:
+  - coveredResources: [cpu]
+    flavors: [{name: default, resources: [{name: cpu, nominalQuota: %(quota)d}]}]
+"""
+
 _WL = """
 ---
 apiVersion: kqueue.io/v1alpha1
@@ -70,7 +85,7 @@ spec:
 
 @dataclass(frozen=True)
 class Case:
-    path: str  # "reclaim" or "within"
+    path: str  # "reclaim", "fair" or "within"
     quota: int
     # (cpu, arrival second) of each victim; they all fit in ``quota``.
     victims: tuple[tuple[int, int], ...]
@@ -83,10 +98,18 @@ class Case:
 
     @property
     def victim_cq(self) -> str:
-        return "dev" if self.path == "reclaim" else "prod"
+        return "prod" if self.path == "within" else "dev"
 
     def field(self) -> str:
-        return "reclaimWithinCohort" if self.path == "reclaim" else "withinClusterQueue"
+        return {
+            "reclaim": "reclaimWithinCohort", "fair": "fairSharing", "within": "withinClusterQueue",
+        }[self.path]
+
+    def reason(self) -> str:
+        return {
+            "reclaim": "InCohortReclamation", "fair": "InCohortFairSharing",
+            "within": "InClusterQueue",
+        }[self.path]
 
     def config(self) -> ProtectionConfig:
         own = timedelta(seconds=self.protection_s)
@@ -94,6 +117,8 @@ class Case:
         value = timedelta(hours=2) if self.on_cluster_queue else own
         if self.path == "reclaim":
             return ProtectionConfig(reclaim_within_cohort=value)
+        if self.path == "fair":
+            return ProtectionConfig(fair_sharing=value)
         return ProtectionConfig(within_cluster_queue=value)
 
     def yaml(self) -> str:
@@ -103,7 +128,11 @@ class Case:
             return f", protection: {{{self.field()}: {{minAdmitDuration: {self.protection_s}s}}}}"
 
         docs = ["apiVersion: kqueue.io/v1alpha1\nkind: ResourceFlavor\nmetadata: {name: default}\n"]
-        docs.append(_CQ % {"name": "prod", "quota": self.quota, "protection": protection("prod")})
+        prod_quota = self.quota
+        if self.path == "fair":
+            docs.append(_COHORT % {"quota": self.quota})
+            prod_quota = 0
+        docs.append(_CQ % {"name": "prod", "quota": prod_quota, "protection": protection("prod")})
         docs.append(_CQ % {"name": "dev", "quota": 0, "protection": protection("dev")})
         for i, (cpu, arrival) in enumerate(self.victims):
             docs.append(_WL % {
@@ -139,7 +168,7 @@ def cases(draw: st.DrawFn) -> Case:
     used = sum(cpu for cpu, _ in victims)
     quota = used + draw(st.integers(0, 2))
     return Case(
-        path=draw(st.sampled_from(["reclaim", "within"])),
+        path=draw(st.sampled_from(["reclaim", "fair", "within"])),
         quota=quota,
         victims=victims,
         urgent_cpu=draw(st.integers(quota - used + 1, quota)),
@@ -151,9 +180,14 @@ def cases(draw: st.DrawFn) -> Case:
 
 def _simulate(case: Case) -> Simulation:
     scenario = build_scenario(load_text(case.yaml(), "protection.yaml").objects, start=t(0))
-    sim = Simulation(
-        scenario, preemptor=ClassicalPreemptor(), preemption_protection=case.config()
-    )
+    if case.path == "fair":
+        sim = Simulation(
+            scenario, fair_sharing=FairSharingConfig(), preemption_protection=case.config()
+        )
+    else:
+        sim = Simulation(
+            scenario, preemptor=ClassicalPreemptor(), preemption_protection=case.config()
+        )
     sim.run(until=timedelta(hours=1))
     return sim
 
@@ -170,6 +204,7 @@ def _seconds(sim: Simulation, kind: str, workload: str) -> list[int]:
 @given(case=cases())
 @example(case=Case("reclaim", 4, ((2, 0), (2, 100)), 3, 301, 600, False))
 @example(case=Case("within", 5, ((2, 0), (2, 200)), 3, 350, 300, True))
+@example(case=Case("fair", 6, ((3, 0), (3, 250)), 2, 320, 600, True))
 def test_no_preemption_before_protection_ends_and_no_admission_after_it(case: Case) -> None:
     sim = _simulate(case)
     for i, (_, arrival) in enumerate(case.victims):
@@ -178,13 +213,17 @@ def test_no_preemption_before_protection_ends_and_no_admission_after_it(case: Ca
         assert admitted == arrival, (victim, sim.events)
         for preempted in _seconds(sim, PREEMPTED, victim):
             assert preempted >= admitted + case.protection_s, (victim, preempted)
-    at = case.expected_admission()
-    assert _seconds(sim, ADMITTED, "prod/urgent")[:1] == [at]
+    admitted_at = _seconds(sim, ADMITTED, "prod/urgent")[:1]
+    if case.path != "fair":
+        assert admitted_at == [case.expected_admission()]
     preemptions = [
         s for i in range(len(case.victims))
         for s in _seconds(sim, PREEMPTED, f"{case.victim_cq}/v{i}")
     ]
-    assert all(s == at for s in preemptions), (at, preemptions)
+    assert all([s] == admitted_at for s in preemptions), (admitted_at, preemptions)
+    # Each on the path the case protects.
+    reasons = {e.reason for e in sim.events if e.type == PREEMPTED}
+    assert reasons <= {case.reason()}, reasons
 
 
 def test_a_deferred_preemption_is_reported_and_counted() -> None:
@@ -213,5 +252,16 @@ def test_a_deferred_preemption_is_reported_and_counted() -> None:
     assert 'kqueue_preemptions_deferred_by_protection_total{cluster_queue="prod"} 1.0' in text
     # Retried at 10m without any other event: dev/v0 goes, urgent follows.
     sim.run(until=timedelta(minutes=11))
+    assert _seconds(sim, PREEMPTED, "dev/v0") == [600]
+    assert _seconds(sim, ADMITTED, "prod/urgent") == [600]
+
+
+def test_fair_sharing_path_waits_for_the_victims_protection() -> None:
+    """The fair-sharing example above: dev/v0 (admitted at 0) is the one fair sharing takes, at
+    600 s when its protection ends, not at urgent's arrival (320 s)."""
+    sim = _simulate(Case("fair", 6, ((3, 0), (3, 250)), 2, 320, 600, True))
+    assert [(e.workload, e.reason) for e in sim.events if e.type == PREEMPTED] == [
+        ("dev/v0", "InCohortFairSharing")
+    ]
     assert _seconds(sim, PREEMPTED, "dev/v0") == [600]
     assert _seconds(sim, ADMITTED, "prod/urgent") == [600]
