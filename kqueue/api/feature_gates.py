@@ -71,6 +71,9 @@ FIXED: Final[Mapping[str, bool]] = {
     "ElasticJobsViaWorkloadSlicesWithTAS": False,
     "SchedulerLibraryIntegration": False,
     "KueueDRAIntegrationConsumableCapacity": False,
+    # KEP-9876's gate (alpha and off in Kueue's implementation, kubernetes-sigs/kueue#12996):
+    # kqueue always reads preemptionProtection (docs/concepts.md, "Preemption protection").
+    "PreemptionProtection": True,
 }
 
 

@@ -69,3 +69,22 @@ def test_bad_duration_is_refused_naming_the_field(bad: str) -> None:
     res = _convert(HEAD + f"reclaimMinAdmitDuration: {bad}\n")
     assert res.exit_code == 2
     assert "preemptionProtection.reclaimWithinCohort.minAdmitDuration" in res.stderr
+
+
+def test_kep_9876_feature_gate_on_is_kqueues_behaviour_off_is_warned_about() -> None:
+    """Kueue's implementation of KEP-9876 reads preemptionProtection only with its alpha gate
+    PreemptionProtection; kqueue always reads it: the gate set true converts silently, set false
+    is warned about by name (kqueue would protect where that Kueue does not)."""
+    body = "preemptionProtection: {reclaimWithinCohort: {minAdmitDuration: 10m}}\n"
+    on = _convert(HEAD + "featureGates: {PreemptionProtection: true}\n" + body, "--strict")
+    assert on.exit_code == 0, on.stderr
+    assert yaml.safe_load(on.stdout)["featureGates"] == {"PreemptionProtection": True}
+    off = _convert(HEAD + "featureGates: {PreemptionProtection: false}\n" + body)
+    assert off.exit_code == 0, off.stderr
+    assert (
+        "featureGates.PreemptionProtection: kqueue always behaves as if it were true; false "
+        "ignored"
+    ) in off.stderr
+    assert yaml.safe_load(off.stdout)["preemptionProtection"] == {
+        "reclaimWithinCohort": {"minAdmitDuration": "10m"}
+    }
