@@ -6,6 +6,7 @@ ClusterQueue) and checks when the victim is preempted and when the preemptor is 
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -278,3 +279,25 @@ def test_no_partial_set_is_evicted_while_the_preemptor_waits() -> None:
         (_clock(15), "dev/late", "InCohortReclamation"),
     ]
     assert _times(out, "Admitted", "prod/urgent") == [_clock(15)]
+
+
+def test_simulate_text_output_shows_the_wait_and_the_preemption_at_its_end() -> None:
+    """``kqueue simulate``'s tables: at 14:05 urgent is pending with the protected workload and
+    when its protection ends; by 14:15 batch was preempted at 14:10 (+10m)."""
+    files = [str(HERE / "reclaim.yaml"), str(HERE / "config-10m.yaml")]
+
+    def text(until: str) -> str:
+        res = run_cli("simulate", *files, "--start", "2024-01-01T14:00:00Z", "--until", until)
+        assert res.exit_code == 0, res.stdout + res.stderr
+        # One line per table row: the cells' wrapped lines joined, box drawing dropped.
+        return " ".join(re.sub(r"[│┃┏┓┗┛┡┩└┘━─┳┻╇┼┬┴]", " ", res.stdout).split())
+
+    waiting = text("5m")
+    assert "Preempted (0 preemptions)" in waiting
+    assert "dev/batch protected until 14:10:00 (reclaimWithinCohort.minAdmitDuration 10m0s" in (
+        waiting
+    )
+    assert "retrying at 14:10:00" in waiting
+    done = text("15m")
+    assert "Preempted (1 preemptions)" in done
+    assert re.search(r"dev/batch \+10m0s prod/urgent InCohortReclamation", done), done
