@@ -49,6 +49,7 @@ from tests.controller_e2e.harness import (
     unique,
 )
 from tests.controller_e2e.support_extra import ConfiguredKqueue, configured_kqueue
+from tests.controller_e2e.test_kubectl_plugin import header_of, table_rows
 
 pytestmark = pytest.mark.cluster
 
@@ -491,6 +492,28 @@ async def test_an_eta_is_served_and_moves_earlier_when_a_job_finishes_early(
     # kubectl's human durations: "9m56s" under 10 minutes, whole minutes above.
     assert etas[names["second"]].startswith("9m") or etas[names["second"]] == "10m", result.stdout
     assert etas[names["third"]] in {"19m", "20m"}, result.stdout
+
+    # kubectl kqueue list workloads (the plugin's own forecast from the cluster's objects), and
+    # kqueue explain saying when and after what.
+    listed = await asyncio.to_thread(
+        CliRunner().invoke,
+        plugin,
+        ["list", "workloads", "-n", namespace, "--kubeconfig", str(cluster.kubeconfig_path)],
+        prog_name="kubectl-kqueue",
+    )
+    assert listed.exit_code == 0, listed.output
+    eta_column = header_of(listed.stdout).index("ETA")
+    listed_etas = {row[0]: row[eta_column] for row in table_rows(listed.stdout)}
+    assert listed_etas[names["second"]].startswith("9m") or listed_etas[names["second"]] == "10m"
+    assert listed_etas[names["third"]] in {"19m", "20m"}, listed.stdout
+    explained = await asyncio.to_thread(
+        CliRunner().invoke,
+        kqueue_cli,
+        ["explain", f"{namespace}/{names['third']}", "--kubeconfig", str(cluster.kubeconfig_path)],
+    )
+    assert explained.exit_code == 0, explained.output
+    assert f"when {namespace}/{names['second']} finishes" in explained.stdout, explained.stdout
+    assert "expected to start around" in explained.stdout
 
     # The first Job finishes early: the second starts, the third's ETA moves earlier.
     await api.wait_workload(
