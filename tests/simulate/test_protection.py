@@ -186,6 +186,27 @@ def test_non_preemptible_workload_stays_non_preemptible_after_its_protection() -
     assert _times(out, "Admitted", "prod/urgent") == ["2024-01-01T01:00:00Z"]
 
 
+@pytest.mark.parametrize(
+    ("preemption_priority", "preempted", "urgent_at"),
+    [
+        pytest.param(50, [(_clock(5), "prod/steady", "InClusterQueue")], _clock(5),
+                     id="below the preemptor's priority: preempted when its protection ends"),
+        pytest.param(1000, [], "2024-01-01T01:00:00Z",
+                     id="above it: never a candidate, the preemptor waits for its end"),
+    ],
+)
+def test_preemption_priority_decides_as_before(
+    preemption_priority: int, preempted: list[tuple[str, str, str]], urgent_at: str
+) -> None:
+    docs = _within_queue()
+    for d in docs:
+        if d["kind"] == "Workload" and d["metadata"]["name"] == "steady":
+            d["spec"]["preemptionPriority"] = preemption_priority
+    out = _run(docs, _config(withinClusterQueue="5m"))
+    assert _preempted(out) == preempted
+    assert _times(out, "Admitted", "prod/urgent") == [urgent_at]
+
+
 def test_explain_shows_the_protected_workload_and_when_it_ends(tmp_path: Path) -> None:
     """``kqueue explain`` on the cluster as given: batch admitted at 13:55, protected for 10m,
     urgent created at 14:00."""
