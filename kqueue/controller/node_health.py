@@ -387,7 +387,10 @@ class NodeHealth:
             out.status.conditions, c.TOPOLOGY_NODES_READY, "True", c.NODES_READY, message,
             self._now(), wl.metadata.generation,
         )
-        if not await self._write(out):
+        written = await self._write(out)
+        if written is None:
+            return None  # the Workload is gone: nothing to tell
+        if not written:
             return Requeue(after=0.2)
         self._events.record(wl.to_dict(), "Normal", NODE_REPLACED_REASON, message)
         logger.info("Workload %s: %s", wl.key, message)
@@ -402,19 +405,24 @@ class NodeHealth:
         out = evict(wl, EVICTED_BY_NODE_FAILURES, message, self._now())
         if out is None:
             return None
-        if not await self._write(out):
+        written = await self._write(out)
+        if written is None:
+            return None  # the Workload is gone: nothing to evict (Kueue: not found on patch)
+        if not written:
             return Requeue(after=0.2)
         self._events.record(wl.to_dict(), "Warning", c.EVICTED,
                             f"{EVICTED_BY_NODE_FAILURES}: {message}")
         logger.info("Workload %s evicted: %s", wl.key, message)
         return None
 
-    async def _write(self, out: Workload) -> bool:
-        """Write ``out``'s status; False on a conflict (the informer brings the newer one)."""
+    async def _write(self, out: Workload) -> bool | None:
+        """Write ``out``'s status; False on a conflict (the informer brings the newer one, and
+        the change is computed again on it), None when the Workload is gone. Any other error
+        is raised: the work queue retries with backoff, the Workload left as it was."""
         try:
             await self._kube.replace_status(WORKLOADS, out.to_dict(), namespace=out.namespace)
         except NotFound:
-            return True
+            return None
         except Conflict:
             return False
         return True
