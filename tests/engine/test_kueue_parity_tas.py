@@ -18,10 +18,11 @@ TASRecomputeAssignmentWithinSchedulingCycle gate being disabled (kqueue always r
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import pytest
 
+from kqueue.engine.checks import CheckRule
 from kqueue.engine.gates import FeatureGates
 from kqueue.engine.types import (
     FlavorName,
@@ -62,6 +63,8 @@ class Case:
     # Where kqueue's message starts differently (the cycle's own re-check) but says the same.
     want_pending_contains: dict[str, str] = field(default_factory=dict)
     want_preempted: set[str] = field(default_factory=set)
+    # Per admitted workload and pod set, the flavor it got (where the case tells flavors apart).
+    want_flavors: dict[str, dict[str, str]] = field(default_factory=dict)
 
 
 def _cq(*flavors: str, cpu: str = "50", memory: str | None = "50Gi", name: str = "tas-main"):
@@ -99,6 +102,11 @@ def _tolerates(value: str) -> list[Toleration]:
 
 
 SIBLINGS = [_sibling("flavor-a", "a"), _sibling("flavor-b", "b")]
+
+
+def _grouped(name: str, group: str) -> ResourceFlavor:
+    """A flavor over the nodes labelled ``tas-group: <group>`` (Kueue's case's NodeLabel)."""
+    return ResourceFlavor(FlavorName(name), {"tas-group": group}, topology_name="tas-single-level")
 
 
 def _simple(nodes, flavors, cq, *workloads, pods=(), topos=(SINGLE,)) -> Cluster:
@@ -340,6 +348,34 @@ SCHEDULE_FOR_TAS: dict[str, Case] = {
         _simple(SINGLE_NODE, [TAS], MAIN,
                 wl("foo", pset("one", 1, cpu="0", memory="10Mi"))),
         want={"foo": {"one": [(("x1",), 1)]}},
+    ),
+    # Admission checks: a check that does not provision (a custom one, or a ProvisioningRequest
+    # check on another flavor) leaves the placement to the first pass.
+    "workload with a custom AdmissionCheck gets TAS assigned": Case(
+        Cluster(SINGLE_NODE, [SINGLE], [TAS],
+                [replace(MAIN, admission_checks=(CheckRule("custom-check"),))],
+                [wl("foo", pset("one", 1, required=HOST, cpu="1"))], checks=["custom-check"]),
+        want={"foo": {"one": [(("x1",), 1)]}},
+    ),
+    "workload in CQ with two TAS flavors, only the second is using Provisioning Admission Check":
+    Case(
+        Cluster(
+            [node("x1", cpu="1", labels={"tas-group": "reservation"}, tas=False)],
+            [SINGLE],
+            [_grouped("tas-reservation", "reservation"),
+             _grouped("tas-provisioning", "provisioning")],
+            [replace(
+                make_cq("tas-main").quota("tas-reservation", cpu="1")
+                .quota("tas-provisioning", cpu="1").obj(),
+                admission_checks=(
+                    CheckRule("prov-check", frozenset({"tas-provisioning"})),
+                ),
+            )],
+            [wl("foo", pset("one", 1, required=HOST, cpu="1"))],
+            checks=["prov-check"],
+        ),
+        want={"foo": {"one": [(("x1",), 1)]}},
+        want_flavors={"foo": {"one": "tas-reservation"}},
     ),
 }
 
@@ -629,6 +665,12 @@ def _check(case: Case, name: str = "", reasons: dict[str, str] | None = None) ->
     result = run(case.cluster)
     got = placements(result)
     assert got == case.want
+    for a in result.admitted:
+        wl_name = a.workload.split("/", 1)[1]
+        for ps in a.pod_sets:
+            want_flavor = case.want_flavors.get(wl_name, {}).get(ps.name)
+            if want_flavor is not None:
+                assert set(ps.flavors.values()) == {want_flavor}, (wl_name, ps.flavors)
     pending = {p.workload.split("/", 1)[1]: p.message for p in result.pending}
     for name, prefix in case.want_pending.items():
         assert name in pending, f"{name} not pending: {sorted(pending)}"
