@@ -5,10 +5,12 @@ failure timing of node_controller_test.go, ported by name."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import timedelta
 
 import pytest
 
 from kqueue.engine.engine import Engine
+from kqueue.engine.readiness import PodsReadyConfig, Readiness
 from kqueue.engine.tas.replacement import (
     NotReplaced,
     Replaced,
@@ -212,3 +214,29 @@ def test_without_the_claim_the_contender_would_take_the_replacement_s_node() -> 
     # What the claim prevents: both pinned to x2, which holds one pod.
     engine, _, _ = _replacement_race()
     assert placements(engine.schedule(t(1))) == {"contender": {"one": [(("x2",), 1)]}}
+
+
+def test_second_pass_skips_wait_for_pods_ready_block_failed_node_replacement() -> None:
+    """Kueue's TestSecondPassSkipsWaitForPodsReadyBlock, "failed node replacement": with
+    waitForPodsReady blocking admissions and the workload itself not ready (its pod on the
+    failed node never ran), the replacement is still made, off the failed node, and the
+    workload keeps its admission. kqueue replaces outside the cycle, so the block, which holds
+    the cycle's new admissions, never applies to it."""
+    engine = Cluster(
+        [node("x1", cpu="1", ready=False), node("x2", cpu="1")],
+        [SINGLE], [tas_flavor()], [make_cq("tas-main").quota("tas-default", cpu="50").obj()],
+        [wl("wl", pset("one", 1, required=HOST, cpu="1"), held_in="tas-main",
+            held=[Held("one", "tas-default", [(["x1"], 1)])]),
+         wl("blocked", pset("one", 1, required=HOST, cpu="1"), created=1)],
+    ).engine()
+    engine.readiness = Readiness(PodsReadyConfig(timeout=timedelta(minutes=5),
+                                                 block_admission=True))
+    key = WorkloadKey("default/wl")
+    engine.pods_ready(key, False, t(1))
+    # The block holds: the other pending workload is not admitted while wl is not ready.
+    assert placements(engine.schedule(t(2))) == {}
+    got = engine.replace_failed_nodes(key, ["x1"])
+    assert isinstance(got, dict)
+    assert got["one"].assignment.domains == ((("x2",), 1),)
+    engine.claim_replacement(key, got)
+    assert engine.holds_quota(key)
