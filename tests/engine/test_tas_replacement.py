@@ -122,12 +122,53 @@ CASES = {
         None,
         "Workload was evicted as there was no replacement for unhealthy node(s): x0",
     ),
-    # kqueue does not re-form slices: it evicts rather than break one.
-    "slices are not re-placed (kqueue)": Case(
+    # Slices re-formed (Kueue's findReplacementAssignment): the unhealthy node is still in
+    # the snapshot, its pods counted, except x7, which is gone.
+    "workload with unhealthyNode; second pass; slices; baseline": Case(
+        ((pset("one", 2, preferred=BLOCK, slice_level=RACK, slice_size=2, cpu="1"),
+          (("x2", 1), ("x3", 1))),),
+        {"one": (("x3", 1), ("x4", 1))}, lost=("x2",),
+    ),
+    "workload with unhealthyNode; second pass; slices; unhealthy node hosts incomplete slice":
+    Case(
+        ((pset("one", 8, preferred=BLOCK, slice_level=RACK, slice_size=8, cpu="250m"),
+          (("x2", 4), ("x3", 4))),),
+        {"one": (("x3", 4), ("x4", 4))}, lost=("x2",),
+    ),
+    "workload with unhealthyNode; second pass; slices; unhealthy node hosts whole slices": Case(
+        ((pset("one", 12, required=BLOCK, slice_level=RACK, slice_size=4, cpu="250m"),
+          (("x2", 4), ("x3", 4), ("x4", 4))),),
+        {"one": (("x1", 4), ("x2", 4), ("x4", 4))}, lost=("x3",),
+    ),
+    "workload with unhealthyNode; second pass; slices; unhealthy node hosts whole slice and "
+    "incomplete slice": Case(
+        ((pset("one", 8, required=BLOCK, slice_level=RACK, slice_size=2, cpu="200m"),
+          (("x1", 3), ("x2", 5))),),
+        {"one": (("x2", 5), ("x3", 3))}, lost=("x1",),
+    ),
+    "workload with unhealthyNode; second pass; slices; unhealthy node hosts the whole workload":
+    Case(
+        ((pset("one", 4, required=RACK, slice_level=HOST, slice_size=2, cpu="250m"),
+          (("x1", 4),)),),
+        {"one": (("x5", 4),)}, lost=("x1",),
+    ),
+    "workload with unhealthyNode; second pass; slices; finds correct slice domain": Case(
+        ((pset("one", 8, preferred=BLOCK, slice_level=BLOCK, slice_size=4, cpu="500m"),
+          (("x1", 2), ("x3", 2), ("x5", 2), ("x7", 2))),),
+        {"one": (("x1", 2), ("x3", 2), ("x5", 2), ("x6", 2))}, lost=("x7",),
+    ),
+    # kqueue's own: a broken slice whose domain has no room evicts, naming the domain.
+    "slices: no room in the broken slice's rack (kqueue)": Case(
         ((pset("one", 2, required=BLOCK, slice_level=RACK, slice_size=2, cpu="1"),
-          (("x0", 1), ("x2", 1))),),
-        None,
-        "has slice constraints",
+          (("x1", 1), ("x2", 1))),),
+        None, "no room in b1/r1 for 1 pod(s) of pod set one", lost=("x2",),
+    ),
+    # Two slice layers: the broken rack slice is completed in its rack, by a whole host slice
+    # of 2 (the innermost layer dividing the 2 missing pods), on the tightest host (x2).
+    "multi-layer slices: the broken rack slice is completed in its rack (kqueue)": Case(
+        ((pset("one", 4, required=BLOCK, layers=[(RACK, 4), (HOST, 2)], cpu="250m"),
+          (("x2", 2), ("x3", 2))),),
+        {"one": (("x2", 4),)}, lost=("x3",),
     ),
 }
 
