@@ -349,6 +349,18 @@ SCHEDULE_FOR_TAS: dict[str, Case] = {
                 wl("foo", pset("one", 1, cpu="0", memory="10Mi"))),
         want={"foo": {"one": [(("x1",), 1)]}},
     ),
+    "initial scheduling; one-byte memory request fits on a 2Gi node with vectorized requests "
+    "disabled": Case(
+        _simple([node("x1", cpu="0", memory="2Gi")], [TAS], MAIN,
+                wl("tiny-memory", pset("one", 1, required=HOST, memory="1"))),
+        want={"tiny-memory": {"one": [(("x1",), 1)]}},
+    ),
+    # Placement reads each pod's requests (1.5Gi), not the pod set's quota: one pod per node.
+    "initial scheduling; TAS uses podspec memory for placement": Case(
+        _simple([node("x1", cpu="4", memory="2Gi"), node("x2", cpu="4", memory="2Gi")], [TAS],
+                MAIN, wl("foo", pset("one", 2, preferred=HOST, cpu="1", memory="1536Mi"))),
+        want={"foo": {"one": [(("x1",), 1), (("x2",), 1)]}},
+    ),
     # Admission checks: a check that does not provision (a custom one, or a ProvisioningRequest
     # check on another flavor) leaves the placement to the first pass.
     "workload with a custom AdmissionCheck gets TAS assigned": Case(
@@ -385,6 +397,20 @@ MAIN_PREEMPT = make_cq("tas-main").quota("tas-default", cpu="50", memory="50Gi")
 ).obj()
 
 SCHEDULE_FOR_TAS_PREEMPTION: dict[str, Case] = {
+    # A deliberate difference: the preemptor (4Gi) does not fit x1 (1Gi) even empty, so kqueue
+    # preempts nothing and says TopologyPlacementFailed; Kueue evicts the lower-priority
+    # workload anyway (WaitingForPreemptedWorkloads) and the preemptor still does not fit.
+    "preemption; TAS uses podspec memory for fit": Case(
+        _simple(SINGLE_NODE, [TAS], MAIN_PREEMPT,
+                wl("foo", pset("one", 1, preferred=HOST, cpu="1", memory="4Gi"), priority=3),
+                wl("low-priority-admitted", pset("one", 1, required=HOST, cpu="1", memory="2Gi"),
+                   priority=1, held_in="tas-main",
+                   held=[Held("one", "tas-default", [(["x1"], 1)])])),
+        want_pending={
+            "foo": 'couldn\'t assign flavors to pod set one: topology "tas-single-level" doesn\'t '
+            "allow to fit any of 1 pod(s)"
+        },
+    ),
     "only low priority workload is preempted": Case(
         _simple([node("x1", cpu="5", memory="5Gi")], [TAS], MAIN_PREEMPT,
                 wl("foo", pset("one", 1, preferred=HOST, cpu="2"), priority=3),
@@ -614,6 +640,8 @@ SCHEDULE_FOR_TAS_COHORTS: dict[str, Case] = {
 
 # Kueue's wantEvents reason per pending workload (the QuotaReserved=False reason), by case name.
 KUEUE_REASONS: dict[str, dict[str, str]] = {
+    # Kueue: WaitingForPreemptedWorkloads (the case's comment above).
+    "preemption; TAS uses podspec memory for fit": {"foo": "TopologyPlacementFailed"},
     "workload requests topology level which is not present in topology": {
         "foo": "NoMatchingFlavor"},
     "workload does not get scheduled as it does not fit within the node capacity": {
