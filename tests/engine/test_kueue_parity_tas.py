@@ -7,13 +7,11 @@ set, ``want_pending`` the start of the pending message (Kueue's event or conditi
 kqueue appends the per-domain numbers after it), ``want_preempted`` the victims, and
 ``KUEUE_REASONS`` the pending reasons of Kueue's events.
 
-Not ported (features kqueue does not implement): ProvisioningRequest and other admission-check
-second passes, node replacement for unhealthy nodes (``unhealthyNode`` cases), resource
-transformations, the scheduler-library integration,
-elastic workload slices with TAS,
-vectorized-request and pod-spec-memory variants, exclusion statistics in messages ("Total nodes:
-...; excluded: ..."), and the cases whose only difference is the
-TASRecomputeAssignmentWithinSchedulingCycle gate being disabled (kqueue always recomputes).
+Not ported (docs/topology.md, "Kueue's TAS scheduler cases", says why per group): the
+ProvisioningRequest second passes (delayed topology requests), resource transformations, the
+scheduler-library integration, RecomputeAssignmentUponPreemptionTargetsOverlap, and the cases
+whose only difference is the TASRecomputeAssignmentWithinSchedulingCycle gate being disabled
+(kqueue always recomputes). The node-replacement second passes are in test_tas_replacement.py.
 """
 
 from __future__ import annotations
