@@ -76,6 +76,7 @@ from kqueue.controller.leader import LeaderElector
 from kqueue.controller.metrics import Metrics, Probes, health_app, serve_app
 from kqueue.controller.node_fit import NodeFitHold
 from kqueue.controller.node_health import NodeHealth, placed_nodes
+from kqueue.controller.pinned_pods import pinned_node
 from kqueue.controller.ratelimit import background
 from kqueue.controller.readiness import BY_ANY_OWNER, ReadinessWatcher, any_owner_uids
 from kqueue.controller.resources import (
@@ -345,6 +346,8 @@ class Manager:
             replace=fg.gate(config.feature_gates, fg.TAS_FAILED_NODE_REPLACEMENT),
             taints=fg.gate(config.feature_gates, fg.TAS_REPLACE_NODE_ON_NODE_TAINTS),
             flavors=self.flavors.store,
+            # A Workload's pods, to fail those pinned to a node they cannot get.
+            pods_of=lambda wl: self._readiness.pods_of(wl),
         )
         self.releaser = PodReleaser(kube=self.kube, metrics=self.metrics, now=now)
         # Whole-gang placement by kube-scheduler, when the cluster serves it (run() discovers).
@@ -455,6 +458,7 @@ class Manager:
             pod_owner_keys=self._pod_owner_uids,
             metrics=self.metrics,
         )
+        self._readiness = readiness
         self.workloads.add_handler(
             on_add=readiness.on_workload,
             on_update=readiness.on_workload,
@@ -798,6 +802,16 @@ class Manager:
                     self.job_queues[name].add(owner)
 
         self.pods.add_handler(on_add=on_pod, on_update=on_pod, on_delete=on_pod)
+
+        def on_pinned_pod(_: str, pod: Obj, *rest: Obj) -> None:
+            # A released pod waiting for its node: node_health looks whether it can get it
+            # (Kueue's node controller is queued by such pods too).
+            new = rest[-1] if rest else pod
+            if self.leading and pinned_node(new) is not None:
+                for wl in self._readiness.workloads_of(new):
+                    self.node_health_queue.add(wl.key)
+
+        self.pods.add_handler(on_add=on_pinned_pod, on_update=on_pinned_pod)
         self.pods.add_handler(
             on_add=self.node_fit.on_pod,
             on_update=self.node_fit.on_pod,

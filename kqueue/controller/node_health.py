@@ -25,6 +25,10 @@ their ``tolerationSeconds`` leaves the node healthy while they run; once the tai
 them the node is lost and replaced (Kueue's toleratedTemporarily). The Configuration's featureGates
 ``TASFailedNodeReplacement: false`` turns replacement off (lost nodes are only reported) and
 ``TASReplaceNodeOnNodeTaints: false`` leaves taints out.
+
+While replacement is on, a released pod that waits unbound for a NotReady or tainted node of
+the assignment, or for a node the assignment no longer names, is marked Failed at once
+(pinned_pods.py, Kueue's markPodsFailed), unless the workload is evicted.
 """
 
 from __future__ import annotations
@@ -45,6 +49,13 @@ from kqueue.api.v1alpha1 import constants as c
 from kqueue.controller.events import EventRecorder
 from kqueue.controller.informer import Store
 from kqueue.controller.kube import Conflict, Kube, NotFound
+from kqueue.controller.pinned_pods import (
+    NOT_ASSIGNED,
+    fail_pod,
+    has_ready_condition,
+    pinned_node,
+    terminated_message,
+)
 from kqueue.controller.resources import WORKLOADS
 from kqueue.controller.topology import NODE_UNAVAILABLE_REASON
 from kqueue.controller.workload_status import evict
@@ -169,11 +180,14 @@ class NodeHealth:
         replace: bool = True,
         taints: bool = False,
         flavors: Store[ResourceFlavor] | None = None,
+        pods_of: Callable[[Workload], Iterable[Obj]] | None = None,
     ) -> None:
         """``engine`` and ``pods`` (the bound pods) turn on failed-node replacement, unless
         ``replace`` is False (TASFailedNodeReplacement off); without them a lost node is only
         reported. ``taints``: an untolerated taint loses a node (TASReplaceNodeOnNodeTaints);
-        what a pod set tolerates includes its ResourceFlavors' tolerations (``flavors``)."""
+        what a pod set tolerates includes its ResourceFlavors' tolerations (``flavors``).
+        ``pods_of``: a Workload's pods, whole, to fail those pinned to a node they cannot get
+        (with replacement on; without it they are left to the owner)."""
         self._workloads = workloads
         self._nodes = nodes
         self._kube = kube
@@ -184,6 +198,7 @@ class NodeHealth:
         self._replacing = replace and engine is not None
         self._taints = taints
         self._flavors = flavors
+        self._pods_of = pods_of
 
     def _tolerations(self, wl: Workload) -> dict[str, tuple[Toleration, ...]]:
         """Per pod set: what its pods tolerate, its own tolerations and its flavors'."""
@@ -214,9 +229,47 @@ class NodeHealth:
             and not (p.get("metadata") or {}).get("deletionTimestamp")
         )
 
+    def _pinned_to_fail(
+        self, wl: Workload, placed: dict[str, list[tuple[str, int]]], problems: dict[str, str]
+    ) -> list[tuple[Obj, str]]:
+        """``wl``'s pods pinned to a node they cannot get, with why (Kueue's podsToTerminate):
+        the node is NotReady or tainted against them, or the assignment no longer names it.
+        Only a node that exists with a Ready condition (Kueue: a deleted node's pinned pods are
+        left to the owner), never a cordoned one (kqueue keeps its pods), and not for an
+        evicted workload (its owner stops every pod) nor one placed on racks (its pods are not
+        pinned to nodes)."""
+        if self._pods_of is None or not self._replacing or wl.is_true(c.EVICTED):
+            return []
+        if wl.status.admission is not None and not placed:
+            return []
+        out: list[tuple[Obj, str]] = []
+        for pod in self._pods_of(wl):
+            node = pinned_node(pod)
+            if node is None or not has_ready_condition(self._nodes.get(node)):
+                continue
+            problem = problems.get(node) if node in placed else NOT_ASSIGNED
+            if problem is None:
+                continue
+            if problem.startswith(TAINTED_FOR_NOW):
+                problem = problem.split(", which")[0] + (
+                    ", which its pods tolerate only for their tolerationSeconds"
+                )
+            elif problem != NOT_ASSIGNED and not problem.startswith((NOT_READY, TAINTED)):
+                continue  # cordoned: its pods keep their node
+            out.append((pod, terminated_message(node, problem)))
+        return out
+
+    async def _fail_pinned(self, pods: list[tuple[Obj, str]]) -> None:
+        for pod, message in pods:
+            await fail_pod(pod, message, kube=self._kube, events=self._events, now=self._now())
+
     async def __call__(self, key: str) -> Requeue | None:
         wl = self._workloads.get(key)
-        if wl is None or wl.status.admission is None or wl.is_finished:
+        if wl is None or wl.is_finished:
+            return None
+        if wl.status.admission is None:
+            # Kueue's "late pod" of a workload without admission: it waits for nothing.
+            await self._fail_pinned(self._pinned_to_fail(wl, {}, {}))
             return None
         placed = placed_nodes(wl)
         tolerations = self._tolerations(wl) if self._taints else None
@@ -235,6 +288,7 @@ class NodeHealth:
             if p.startswith(TAINTED_FOR_NOW) and self._running_on(n) > 0
         }
         lost = {n: p for n, p in problems.items() if n not in evicting}
+        to_fail = self._pinned_to_fail(wl, placed, problems)
         had = {n.name for n in wl.status.unhealthy_nodes}
         failed = sorted(
             n
@@ -247,11 +301,14 @@ class NodeHealth:
         if failed and self._engine is not None and self._replacing and not wl.is_true(c.EVICTED):
             got = self._engine().replace_failed_nodes(WorkloadKey(key), failed)
             if isinstance(got, NotReplaced):
+                # Evicted: its owner stops every pod, pinned ones too (Kueue fails none).
                 return await self._evict(wl, got.reason)
             if got:
                 # Held in the engine before the write: a cycle meanwhile must not take them.
                 self._engine().claim_replacement(WorkloadKey(key), got)
+                await self._fail_pinned(to_fail)
                 return await self._replace(wl, failed[0], lost[failed[0]], got)
+        await self._fail_pinned(to_fail)
         # A NotReady node whose pods still run: look again (Kueue waits for them to end).
         wait = (
             Requeue(after=WAIT_FOR_PODS_S)
@@ -330,7 +387,10 @@ class NodeHealth:
             out.status.conditions, c.TOPOLOGY_NODES_READY, "True", c.NODES_READY, message,
             self._now(), wl.metadata.generation,
         )
-        if not await self._write(out):
+        written = await self._write(out)
+        if written is None:
+            return None  # the Workload is gone: nothing to tell
+        if not written:
             return Requeue(after=0.2)
         self._events.record(wl.to_dict(), "Normal", NODE_REPLACED_REASON, message)
         logger.info("Workload %s: %s", wl.key, message)
@@ -345,19 +405,24 @@ class NodeHealth:
         out = evict(wl, EVICTED_BY_NODE_FAILURES, message, self._now())
         if out is None:
             return None
-        if not await self._write(out):
+        written = await self._write(out)
+        if written is None:
+            return None  # the Workload is gone: nothing to evict (Kueue: not found on patch)
+        if not written:
             return Requeue(after=0.2)
         self._events.record(wl.to_dict(), "Warning", c.EVICTED,
                             f"{EVICTED_BY_NODE_FAILURES}: {message}")
         logger.info("Workload %s evicted: %s", wl.key, message)
         return None
 
-    async def _write(self, out: Workload) -> bool:
-        """Write ``out``'s status; False on a conflict (the informer brings the newer one)."""
+    async def _write(self, out: Workload) -> bool | None:
+        """Write ``out``'s status; False on a conflict (the informer brings the newer one, and
+        the change is computed again on it), None when the Workload is gone. Any other error
+        is raised: the work queue retries with backoff, the Workload left as it was."""
         try:
             await self._kube.replace_status(WORKLOADS, out.to_dict(), namespace=out.namespace)
         except NotFound:
-            return True
+            return None
         except Conflict:
             return False
         return True

@@ -12,7 +12,7 @@ and bound Pods, and how released pods are pinned to their assigned domain.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final
 
 from kqueue.api.v1alpha1 import Topology, TopologyAssignment
@@ -205,6 +205,40 @@ def placed_on(ta: TopologyAssignment | None, node: str) -> int:
     if ta is None or not ta.levels or ta.levels[-1] != "kubernetes.io/hostname":
         return 0
     return sum(n for values, n in ta.domains() if values and values[-1] == node)
+
+
+# The rank of a Job's pod (an Indexed Job's completion index), Kueue's podIndexLabel for Jobs.
+POD_INDEX_LABEL: Final = "batch.kubernetes.io/job-completion-index"
+
+
+def ranked_domains(
+    domains: Sequence[tuple[Mapping[str, str], int]],
+    running: Sequence[Obj],
+    gated: Sequence[Obj],
+    selector_of: Callable[[Obj], Mapping[str, str]],
+) -> list[int] | None:
+    """Per pod of ``gated``, the index in ``domains`` its rank gives it (Kueue's rank-based
+    ungating, topology_ungater.go: the domains, in order, take ranks 0, 1, ... as many as they
+    hold pods, so consecutive ranks share a domain); None, to pin oldest first, unless every pod
+    has a rank (``POD_INDEX_LABEL``), the ranks are distinct and within the assignment, and
+    every running pod sits in its rank's domain (Kueue's readRanksIfAvailable)."""
+    slots = [i for i, (_, n) in enumerate(domains) for _ in range(n)]
+
+    def rank(pod: Obj) -> int | None:
+        value = ((pod.get("metadata") or {}).get("labels") or {}).get(POD_INDEX_LABEL)
+        if value is None or not str(value).isdigit() or int(value) >= len(slots):
+            return None
+        return int(value)
+
+    ranks = [rank(p) for p in (*running, *gated)]
+    known = [r for r in ranks if r is not None]
+    if len(known) != len(ranks) or len(set(known)) != len(known):
+        return None
+    for pod, r in zip(running, known, strict=False):
+        have = selector_of(pod)
+        if any(have.get(k) != v for k, v in domains[slots[r]][0].items()):
+            return None
+    return [slots[r] for r in known[len(running):]]
 
 
 def pin(ta: TopologyAssignment | None) -> tuple[tuple[Mapping[str, str], int], ...]:

@@ -12,6 +12,7 @@ import pytest
 from kqueue.api.v1alpha1 import TopologyAssignment as TopologyAssignmentApi
 from kqueue.api.v1alpha1 import Workload, encode_assignment
 from kqueue.api.v1alpha1 import constants as c
+from kqueue.controller.kube import KubeError
 from kqueue.controller.node_health import (
     NODE_REPLACED_REASON,
     NodeHealth,
@@ -298,3 +299,73 @@ def test_placed_nodes_only_for_hostname_level_assignments() -> None:
         ["rack"], [(["r1"], 1)]
     ).to_dict()
     assert placed_nodes(Workload.model_validate(doc)) == {}
+
+
+# Kueue's scheduler_tas_test.go cases about writing the eviction when no replacement fits
+# (FailFast): the write's errors, and a Workload changed meanwhile.
+NO_ROOM = NotReplaced("Workload was evicted as there was no replacement for unhealthy node(s): n1")
+
+
+async def _no_room(cluster: FakeCluster) -> _Setup:
+    return await _setup(cluster, [_node("n2")], [_tas_workload("foo", [("n1", 1)])],
+                        _Engine(NO_ROOM))
+
+
+def _evicted(s: _Setup, name: str) -> list[tuple[str, str, str]]:
+    return [(x["status"], x["reason"], x["message"]) for x in s.status(name)["conditions"]
+            if x["type"] == c.EVICTED]
+
+
+async def test_workload_with_unhealthy_node_second_pass_failfast_not_found_error_on_patch(
+    cluster: FakeCluster,
+) -> None:
+    """Kueue's "workload with unhealthyNode annotation; second pass; preferred; no fit;
+    FailFast (not found error on patch)": the Workload is gone when the eviction is written;
+    nothing is told and nothing retried."""
+    s = await _no_room(cluster)
+    cluster.server.fail("PUT", WORKLOADS, "foo", code=404)
+    await s.reconcile("foo")
+    assert _evicted(s, "foo") == []
+    assert s.events.recorded == []
+
+
+async def test_workload_with_unhealthy_node_second_pass_failfast_test_error_on_patch(
+    cluster: FakeCluster,
+) -> None:
+    """Kueue's "workload with unhealthyNode annotation; second pass; preferred; no fit;
+    FailFast (test error on patch)": the write fails; the Workload keeps its admission and the
+    error goes to the work queue, which retries; the retry evicts it."""
+    s = await _no_room(cluster)
+    cluster.server.fail("PUT", WORKLOADS, "foo", code=500, times=1)
+    await cluster.synced()
+    with pytest.raises(KubeError) as raised:
+        await s.health("team-a/foo")
+    assert raised.value.status == 500
+    assert _evicted(s, "foo") == []
+    assert _domains(s, "foo") == [(["n1"], 1)]
+    await s.reconcile("foo")
+    assert [(st, r) for st, r, _ in _evicted(s, "foo")] == [("True", "NodeFailures")]
+
+
+async def test_use_patch_in_evict_workload_after_failed_tas_replacement(
+    cluster: FakeCluster,
+) -> None:
+    """Kueue's "use patch in evictWorkloadAfterFailedTASReplacement": someone changes the
+    Workload just before the eviction is written; the eviction still lands (kqueue: the write
+    conflicts, the reconciler is called again on the newer Workload), keeping their change."""
+    s = await _no_room(cluster)
+    await cluster.synced()
+    changed = copy.deepcopy(cluster.server.get(WORKLOADS, "foo", "team-a"))
+    assert changed is not None
+    changed["metadata"].setdefault("labels", {})["test.kqueue.io/timestamp"] = "now"
+    stale = s.health._workloads.get("team-a/foo")  # what the reconciler reads first
+    cluster.server.add(WORKLOADS, changed)
+    got = await s.health._evict(stale, NO_ROOM.reason) if stale is not None else None
+    assert isinstance(got, Requeue), "the stale write conflicts"
+    await s.reconcile("foo")
+    evicted = _evicted(s, "foo")
+    assert [(st, r) for st, r, _ in evicted] == [("True", "NodeFailures")]
+    assert NO_ROOM.reason in evicted[0][2]
+    doc = cluster.server.get(WORKLOADS, "foo", "team-a")
+    assert doc is not None and doc["metadata"]["labels"]["test.kqueue.io/timestamp"] == "now"
+    assert s.events.reasons("foo") == [c.EVICTED]

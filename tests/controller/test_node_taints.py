@@ -6,8 +6,8 @@ Ported from Kueue's ``TestNodeFailureReconciler`` and ``TestGetWorkloadStatus``
 replaces (``node_failed``), "Healthy (wait)" one it waits on. Every lost node is listed in
 ``status.unhealthyNodes`` at once in kqueue (docs/topology.md), except one whose taint the pods
 tolerate for their ``tolerationSeconds``: as in Kueue it is healthy until the taint has evicted
-them. Not ported: the cases with ReplaceNodeOnPodTermination off (always on in kqueue) and those
-marking pending pods Failed (kqueue does not patch pods).
+them. Not ported: the cases with ReplaceNodeOnPodTermination off (always on in kqueue). Those
+marking pending pods Failed are in tests/controller/test_pinned_pods.py.
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ from kqueue.api.v1alpha1 import ResourceFlavor, Workload, encode_assignment, par
 from kqueue.controller.gate import PodSetRelease, release_ops, ungate
 from kqueue.controller.informer import Store
 from kqueue.controller.integrations.release import pinned, pod_set_releases
-from kqueue.controller.topology import pin, slim_node, slim_pod
+from kqueue.controller.topology import POD_INDEX_LABEL, pin, slim_node, slim_pod
 from kqueue.engine import from_api
 
 HOST = "kubernetes.io/hostname"
@@ -182,3 +182,77 @@ def test_a_node_whose_blocking_taints_change_is_looked_at_again() -> None:
     nodes["on_update"]("n1", prefer, evicting)
     nodes["on_update"]("n1", evicting, plain)
     assert lost == [("n1", "changed its NoSchedule/NoExecute taints")] * 2
+
+
+# Kueue's rank-based ungating (topology_ungater_test.go "ranks: ..." cases for batch/Job).
+B1R1, B1R2, B2R1 = {"block": "b1", "rack": "r1"}, {"block": "b1", "rack": "r2"}, {
+    "block": "b2", "rack": "r1"}
+RANKED = PodSetRelease("main", 5, {}, domains=((B1R1, 2), (B1R2, 1), (B2R1, 2)))
+
+
+def _ranked(name: str, rank: int | str, selector: dict[str, str] | None = None) -> dict[str, Any]:
+    pod = _pod(name, selector, gated=selector is None)
+    pod["metadata"]["labels"][POD_INDEX_LABEL] = str(rank)
+    return pod
+
+
+def _where(got: list[tuple[dict[str, Any], PodSetRelease]]) -> dict[str, tuple[str, str]]:
+    return {p["metadata"]["name"]: (r.node_selector["block"], r.node_selector["rack"])
+            for p, r in got}
+
+
+def test_ranks_ungate_pods_according_to_their_ranks_for_batch_job_for_all_pods() -> None:
+    """Kueue's "ranks: ungate pods according to their ranks for batch/Job - for all Pods":
+    the oldest pods are not the lowest ranks; each goes to its rank's domain."""
+    gated = [_ranked(f"p{r}", r) for r in (4, 2, 0, 3, 1)]
+    assert _where(pinned(RANKED, [], gated)) == {
+        "p0": ("b1", "r1"), "p1": ("b1", "r1"), "p2": ("b1", "r2"),
+        "p3": ("b2", "r1"), "p4": ("b2", "r1"),
+    }
+
+
+def test_ranks_ungate_pods_according_to_their_ranks_for_batch_job_some_pods_already_scheduled(
+) -> None:
+    """Kueue's "ranks: ungate pods according to their ranks for batch/Job - some Pods already
+    scheduled": p0 and p3 run in their ranks' domains; p1, p2 and p4 follow their ranks."""
+    running = [_ranked("p0", 0, B1R1), _ranked("p3", 3, B2R1)]
+    gated = [_ranked("p4", 4), _ranked("p2", 2), _ranked("p1", 1)]
+    assert _where(pinned(RANKED, running, gated)) == {
+        "p1": ("b1", "r1"), "p2": ("b1", "r2"), "p4": ("b2", "r1"),
+    }
+
+
+GREEDY = {"p0": ("b1", "r1"), "p1": ("b1", "r1"), "p2": ("b1", "r2")}
+
+
+def test_ranks_gracefully_handle_situation_with_repeated_ranks() -> None:
+    """Kueue's "ranks: gracefully handle situation with repeated ranks": oldest first."""
+    gated = [_ranked("p0", 2), _ranked("p1", 2), _ranked("p2", 0)]
+    assert _where(pinned(RANKED, [], gated)) == GREEDY
+
+
+def test_ranks_out_of_range_pod_index_falls_back_to_greedy_assignment() -> None:
+    """Kueue's "ranks: out-of-range pod index falls back to greedy assignment"."""
+    gated = [_ranked("p0", 7), _ranked("p1", 1), _ranked("p2", 0)]
+    assert _where(pinned(RANKED, [], gated)) == GREEDY
+
+
+def test_ranks_topology_assignment_shorter_than_the_pod_set_count_falls_back_to_greedy() -> None:
+    """Kueue's "ranks: TopologyAssignment shorter than the PodSet count falls back to greedy
+    assignment": rank 3 has no domain when the assignment holds 3 pods."""
+    short = PodSetRelease("main", 4, {}, domains=((B1R1, 2), (B1R2, 1)))
+    gated = [_ranked("p0", 3), _ranked("p1", 1), _ranked("p2", 0)]
+    assert _where(pinned(short, [], gated)) == GREEDY
+
+
+def test_ranks_a_running_pod_outside_its_ranks_domain_falls_back_to_greedy() -> None:
+    """Kueue's readRanksIfAvailable: a running pod must sit in its rank's domain (after a node
+    replacement the domains are renumbered); else oldest first, around the running pods."""
+    running = [_ranked("p3", 3, B1R1)]
+    gated = [_ranked("p0", 0), _ranked("p1", 1)]
+    assert _where(pinned(RANKED, running, gated)) == {"p0": ("b1", "r1"), "p1": ("b1", "r2")}
+
+
+def test_pods_without_ranks_are_pinned_oldest_first() -> None:
+    gated = [_pod(f"p{i}") for i in range(3)]
+    assert _where(pinned(RANKED, [], gated)) == GREEDY

@@ -476,3 +476,126 @@ async def test_a_deleted_node_under_a_whole_rack_job_evicts_it_with_node_failure
                 and racks[victim] in cond["message"])
     finally:
         await _restore_node(api, victim)
+
+
+# Nodes of a rack of their own that kwok does not manage (no kwok annotation): the test sets
+# their Ready condition, and kwok does not turn it back. Pods of the Job there name a scheduler
+# that does not exist, so kube-scheduler never binds them: released, they wait pinned.
+PINNED_NODES = ("e2e-pin-n1", "e2e-pin-n2", "e2e-pin-n3")
+NO_SCHEDULER = "e2e-no-scheduler"
+
+
+async def _set_ready(api: Api, node: str, ready: bool) -> None:
+    cond = {"type": "Ready", "status": "True" if ready else "False",
+            "reason": "KubeletReady" if ready else "KubeletNotReady",
+            "message": "set by the test"}
+    await api.kube.request(
+        "PATCH", NODES.object_path(node) + "/status", {"status": {"conditions": [cond]}},
+        content_type="application/merge-patch+json",
+    )
+
+
+async def _unmanaged_rack(api: Api) -> None:
+    template = TOPOLOGY_NODES[0].manifest()
+    for name in PINNED_NODES:
+        node = {
+            **template,
+            "metadata": {
+                "name": name,
+                "labels": {**template["metadata"]["labels"], "kubernetes.io/hostname": name,
+                           TAS_BLOCK_LABEL: "e2e-pin-b", TAS_RACK_LABEL: "e2e-pin-r"},
+            },
+        }
+        with contextlib.suppress(Conflict):  # left by an interrupted run
+            await api.kube.create(NODES, node)
+        await api.kube.request(
+            "PATCH", NODES.object_path(name) + "/status",
+            {"status": {"allocatable": template["status"]["allocatable"],
+                        "capacity": template["status"]["capacity"]}},
+            content_type="application/merge-patch+json",
+        )
+        await _set_ready(api, name, True)
+
+
+def _pinned_to(pod: Obj) -> str | None:
+    spec = pod.get("spec") or {}
+    if spec.get("nodeName") or spec.get("schedulingGates"):
+        return None
+    if (pod.get("status") or {}).get("phase") != "Pending" or pod["metadata"].get(
+        "deletionTimestamp"
+    ):
+        return None
+    return (spec.get("nodeSelector") or {}).get("kubernetes.io/hostname")
+
+
+async def test_a_pod_pinned_to_a_node_that_turns_not_ready_is_failed_and_replaced(
+    api: Api, kqueue: KqueueProcess, namespace: str
+) -> None:
+    """Kueue's node controller (TASFailedNodeReplacement, TASReplaceNodeOnPodTermination): a
+    released pod waiting, unbound, for a node that turns NotReady is marked Failed at once
+    (condition TerminatedByKqueue, reason UnschedulableOnAssignedNode); no pod runs there, so
+    the node has failed and the rack's spare node replaces it; the pod the Job controller
+    creates again is released pinned to the spare."""
+    await _idle_tas_queue(api, namespace)
+    await _unmanaged_rack(api)
+    try:
+        spec = job("pinned", namespace, "lq", count=2, cpu="3")
+        spec["spec"]["backoffLimit"] = 3  # the failed pod counts: the Job creates another
+        spec["spec"]["template"]["spec"]["schedulerName"] = NO_SCHEDULER
+        spec["spec"]["template"]["metadata"]["annotations"][
+            "kqueue.io/podset-required-topology"
+        ] = TAS_RACK_LABEL
+        await api.apply(spec)
+        # Best fit: the 3-node rack fits 3 such pods, a kwok-tas rack 4.
+        placed = await _admitted_nodes(api, namespace, "pinned")
+        assert len(placed) == 2 and set(placed) <= set(PINNED_NODES), placed
+        spare = next(n for n in PINNED_NODES if n not in placed)
+
+        async def pinned() -> dict[str, list[Obj]]:
+            out: dict[str, list[Obj]] = {}
+            for p in await api.pods_of(namespace, "pinned"):
+                node = _pinned_to(p)
+                if node is not None:
+                    out.setdefault(node, []).append(p)
+            return out
+
+        async def both_pinned() -> dict[str, list[Obj]] | None:
+            got = await pinned()
+            return got if sorted(got) == placed else None
+
+        before = await eventually(both_pinned, within=60, what=f"pods pinned to {placed}")
+        victim = placed[0]
+        victim_pod = before[victim][0]["metadata"]["name"]
+        await _set_ready(api, victim, False)
+
+        async def failed_pod() -> Obj | None:
+            pod = await api.kube.get(PODS, victim_pod, namespace)
+            return pod if (pod.get("status") or {}).get("phase") == "Failed" else None
+
+        pod = await eventually(failed_pod, within=30, what=f"{victim_pod} marked Failed")
+        cond = next(x for x in pod["status"]["conditions"] if x["type"] == "TerminatedByKqueue")
+        assert (cond["status"], cond["reason"]) == ("True", "UnschedulableOnAssignedNode")
+        assert f"node {victim}" in cond["message"] and "is not Ready" in cond["message"]
+
+        def replaced(w: Obj) -> bool:
+            adm = w["status"].get("admission")
+            if adm is None:
+                return False
+            ta = adm["podSetAssignments"][0]["topologyAssignment"]
+            nodes = {v[-1] for v, _ in TopologyAssignment.model_validate(ta).domains()}
+            return nodes == {placed[1], spare}
+
+        wl = await api.wait_workload(namespace, "pinned", replaced, within=60,
+                                     what=f"{victim} replaced by {spare}")
+        ready = next(x for x in wl["status"]["conditions"] if x["type"] == c.TOPOLOGY_NODES_READY)
+        assert ready["status"] == "True" and f"Node {victim} is not Ready" in ready["message"]
+
+        async def repinned() -> dict[str, list[Obj]] | None:
+            got = await pinned()
+            return got if sorted(got) == sorted([placed[1], spare]) else None
+
+        await eventually(repinned, within=60, what=f"the new pod pinned to {spare}")
+    finally:
+        for name in PINNED_NODES:
+            with contextlib.suppress(Exception):
+                await api.kube.delete(NODES, name)

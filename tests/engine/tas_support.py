@@ -188,12 +188,17 @@ class Cluster:
     cohorts: Sequence[CohortSpec] = ()
     lqs: Sequence[LocalQueueSpec] = field(default_factory=list)
     gates: FeatureGates | None = None
+    # AdmissionChecks known to the engine, all active (a ClusterQueue naming an unknown one is
+    # inactive).
+    checks: Sequence[str] = ()
 
     def engine(self) -> Engine:
         e = make_engine(
             *self.flavors, *self.cohorts, *self.cqs, *self.lqs,
             preemptor=ClassicalPreemptor(), gates=self.gates,
         )
+        for check in self.checks:
+            e.upsert_admission_check(check, None)
         for topo in self.topologies:
             e.upsert_topology(topo)
         for n in self.nodes:

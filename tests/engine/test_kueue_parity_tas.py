@@ -7,21 +7,20 @@ set, ``want_pending`` the start of the pending message (Kueue's event or conditi
 kqueue appends the per-domain numbers after it), ``want_preempted`` the victims, and
 ``KUEUE_REASONS`` the pending reasons of Kueue's events.
 
-Not ported (features kqueue does not implement): ProvisioningRequest and other admission-check
-second passes, node replacement for unhealthy nodes (``unhealthyNode`` cases), resource
-transformations, the scheduler-library integration,
-elastic workload slices with TAS,
-vectorized-request and pod-spec-memory variants, exclusion statistics in messages ("Total nodes:
-...; excluded: ..."), and the cases whose only difference is the
-TASRecomputeAssignmentWithinSchedulingCycle gate being disabled (kqueue always recomputes).
+Not ported (docs/topology.md, "Kueue's TAS scheduler cases", says why per group): the
+ProvisioningRequest second passes (delayed topology requests), resource transformations, the
+scheduler-library integration, RecomputeAssignmentUponPreemptionTargetsOverlap, and the cases
+whose only difference is the TASRecomputeAssignmentWithinSchedulingCycle gate being disabled
+(kqueue always recomputes). The node-replacement second passes are in test_tas_replacement.py.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import pytest
 
+from kqueue.engine.checks import CheckRule
 from kqueue.engine.gates import FeatureGates
 from kqueue.engine.types import (
     FlavorName,
@@ -62,6 +61,8 @@ class Case:
     # Where kqueue's message starts differently (the cycle's own re-check) but says the same.
     want_pending_contains: dict[str, str] = field(default_factory=dict)
     want_preempted: set[str] = field(default_factory=set)
+    # Per admitted workload and pod set, the flavor it got (where the case tells flavors apart).
+    want_flavors: dict[str, dict[str, str]] = field(default_factory=dict)
 
 
 def _cq(*flavors: str, cpu: str = "50", memory: str | None = "50Gi", name: str = "tas-main"):
@@ -99,6 +100,11 @@ def _tolerates(value: str) -> list[Toleration]:
 
 
 SIBLINGS = [_sibling("flavor-a", "a"), _sibling("flavor-b", "b")]
+
+
+def _grouped(name: str, group: str) -> ResourceFlavor:
+    """A flavor over the nodes labelled ``tas-group: <group>`` (Kueue's case's NodeLabel)."""
+    return ResourceFlavor(FlavorName(name), {"tas-group": group}, topology_name="tas-single-level")
 
 
 def _simple(nodes, flavors, cq, *workloads, pods=(), topos=(SINGLE,)) -> Cluster:
@@ -341,6 +347,46 @@ SCHEDULE_FOR_TAS: dict[str, Case] = {
                 wl("foo", pset("one", 1, cpu="0", memory="10Mi"))),
         want={"foo": {"one": [(("x1",), 1)]}},
     ),
+    "initial scheduling; one-byte memory request fits on a 2Gi node with vectorized requests "
+    "disabled": Case(
+        _simple([node("x1", cpu="0", memory="2Gi")], [TAS], MAIN,
+                wl("tiny-memory", pset("one", 1, required=HOST, memory="1"))),
+        want={"tiny-memory": {"one": [(("x1",), 1)]}},
+    ),
+    # Placement reads each pod's requests (1.5Gi), not the pod set's quota: one pod per node.
+    "initial scheduling; TAS uses podspec memory for placement": Case(
+        _simple([node("x1", cpu="4", memory="2Gi"), node("x2", cpu="4", memory="2Gi")], [TAS],
+                MAIN, wl("foo", pset("one", 2, preferred=HOST, cpu="1", memory="1536Mi"))),
+        want={"foo": {"one": [(("x1",), 1), (("x2",), 1)]}},
+    ),
+    # Admission checks: a check that does not provision (a custom one, or a ProvisioningRequest
+    # check on another flavor) leaves the placement to the first pass.
+    "workload with a custom AdmissionCheck gets TAS assigned": Case(
+        Cluster(SINGLE_NODE, [SINGLE], [TAS],
+                [replace(MAIN, admission_checks=(CheckRule("custom-check"),))],
+                [wl("foo", pset("one", 1, required=HOST, cpu="1"))], checks=["custom-check"]),
+        want={"foo": {"one": [(("x1",), 1)]}},
+    ),
+    "workload in CQ with two TAS flavors, only the second is using Provisioning Admission Check":
+    Case(
+        Cluster(
+            [node("x1", cpu="1", labels={"tas-group": "reservation"}, tas=False)],
+            [SINGLE],
+            [_grouped("tas-reservation", "reservation"),
+             _grouped("tas-provisioning", "provisioning")],
+            [replace(
+                make_cq("tas-main").quota("tas-reservation", cpu="1")
+                .quota("tas-provisioning", cpu="1").obj(),
+                admission_checks=(
+                    CheckRule("prov-check", frozenset({"tas-provisioning"})),
+                ),
+            )],
+            [wl("foo", pset("one", 1, required=HOST, cpu="1"))],
+            checks=["prov-check"],
+        ),
+        want={"foo": {"one": [(("x1",), 1)]}},
+        want_flavors={"foo": {"one": "tas-reservation"}},
+    ),
 }
 
 TWO_NODES = [node("x1", cpu="5", memory="5Gi"), node("y1", cpu="5", memory="5Gi")]
@@ -349,6 +395,20 @@ MAIN_PREEMPT = make_cq("tas-main").quota("tas-default", cpu="50", memory="50Gi")
 ).obj()
 
 SCHEDULE_FOR_TAS_PREEMPTION: dict[str, Case] = {
+    # A deliberate difference: the preemptor (4Gi) does not fit x1 (1Gi) even empty, so kqueue
+    # preempts nothing and says TopologyPlacementFailed; Kueue evicts the lower-priority
+    # workload anyway (WaitingForPreemptedWorkloads) and the preemptor still does not fit.
+    "preemption; TAS uses podspec memory for fit": Case(
+        _simple(SINGLE_NODE, [TAS], MAIN_PREEMPT,
+                wl("foo", pset("one", 1, preferred=HOST, cpu="1", memory="4Gi"), priority=3),
+                wl("low-priority-admitted", pset("one", 1, required=HOST, cpu="1", memory="2Gi"),
+                   priority=1, held_in="tas-main",
+                   held=[Held("one", "tas-default", [(["x1"], 1)])])),
+        want_pending={
+            "foo": 'couldn\'t assign flavors to pod set one: topology "tas-single-level" doesn\'t '
+            "allow to fit any of 1 pod(s)"
+        },
+    ),
     "only low priority workload is preempted": Case(
         _simple([node("x1", cpu="5", memory="5Gi")], [TAS], MAIN_PREEMPT,
                 wl("foo", pset("one", 1, preferred=HOST, cpu="2"), priority=3),
@@ -578,6 +638,8 @@ SCHEDULE_FOR_TAS_COHORTS: dict[str, Case] = {
 
 # Kueue's wantEvents reason per pending workload (the QuotaReserved=False reason), by case name.
 KUEUE_REASONS: dict[str, dict[str, str]] = {
+    # Kueue: WaitingForPreemptedWorkloads (the case's comment above).
+    "preemption; TAS uses podspec memory for fit": {"foo": "TopologyPlacementFailed"},
     "workload requests topology level which is not present in topology": {
         "foo": "NoMatchingFlavor"},
     "workload does not get scheduled as it does not fit within the node capacity": {
@@ -629,6 +691,12 @@ def _check(case: Case, name: str = "", reasons: dict[str, str] | None = None) ->
     result = run(case.cluster)
     got = placements(result)
     assert got == case.want
+    for a in result.admitted:
+        wl_name = a.workload.split("/", 1)[1]
+        for ps in a.pod_sets:
+            want_flavor = case.want_flavors.get(wl_name, {}).get(ps.name)
+            if want_flavor is not None:
+                assert set(ps.flavors.values()) == {want_flavor}, (wl_name, ps.flavors)
     pending = {p.workload.split("/", 1)[1]: p.message for p in result.pending}
     for name, prefix in case.want_pending.items():
         assert name in pending, f"{name} not pending: {sorted(pending)}"

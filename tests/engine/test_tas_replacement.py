@@ -5,10 +5,12 @@ failure timing of node_controller_test.go, ported by name."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import timedelta
 
 import pytest
 
 from kqueue.engine.engine import Engine
+from kqueue.engine.readiness import PodsReadyConfig, Readiness
 from kqueue.engine.tas.replacement import (
     NotReplaced,
     Replaced,
@@ -120,12 +122,53 @@ CASES = {
         None,
         "Workload was evicted as there was no replacement for unhealthy node(s): x0",
     ),
-    # kqueue does not re-form slices: it evicts rather than break one.
-    "slices are not re-placed (kqueue)": Case(
+    # Slices re-formed (Kueue's findReplacementAssignment): the unhealthy node is still in
+    # the snapshot, its pods counted, except x7, which is gone.
+    "workload with unhealthyNode; second pass; slices; baseline": Case(
+        ((pset("one", 2, preferred=BLOCK, slice_level=RACK, slice_size=2, cpu="1"),
+          (("x2", 1), ("x3", 1))),),
+        {"one": (("x3", 1), ("x4", 1))}, lost=("x2",),
+    ),
+    "workload with unhealthyNode; second pass; slices; unhealthy node hosts incomplete slice":
+    Case(
+        ((pset("one", 8, preferred=BLOCK, slice_level=RACK, slice_size=8, cpu="250m"),
+          (("x2", 4), ("x3", 4))),),
+        {"one": (("x3", 4), ("x4", 4))}, lost=("x2",),
+    ),
+    "workload with unhealthyNode; second pass; slices; unhealthy node hosts whole slices": Case(
+        ((pset("one", 12, required=BLOCK, slice_level=RACK, slice_size=4, cpu="250m"),
+          (("x2", 4), ("x3", 4), ("x4", 4))),),
+        {"one": (("x1", 4), ("x2", 4), ("x4", 4))}, lost=("x3",),
+    ),
+    "workload with unhealthyNode; second pass; slices; unhealthy node hosts whole slice and "
+    "incomplete slice": Case(
+        ((pset("one", 8, required=BLOCK, slice_level=RACK, slice_size=2, cpu="200m"),
+          (("x1", 3), ("x2", 5))),),
+        {"one": (("x2", 5), ("x3", 3))}, lost=("x1",),
+    ),
+    "workload with unhealthyNode; second pass; slices; unhealthy node hosts the whole workload":
+    Case(
+        ((pset("one", 4, required=RACK, slice_level=HOST, slice_size=2, cpu="250m"),
+          (("x1", 4),)),),
+        {"one": (("x5", 4),)}, lost=("x1",),
+    ),
+    "workload with unhealthyNode; second pass; slices; finds correct slice domain": Case(
+        ((pset("one", 8, preferred=BLOCK, slice_level=BLOCK, slice_size=4, cpu="500m"),
+          (("x1", 2), ("x3", 2), ("x5", 2), ("x7", 2))),),
+        {"one": (("x1", 2), ("x3", 2), ("x5", 2), ("x6", 2))}, lost=("x7",),
+    ),
+    # kqueue's own: a broken slice whose domain has no room evicts, naming the domain.
+    "slices: no room in the broken slice's rack (kqueue)": Case(
         ((pset("one", 2, required=BLOCK, slice_level=RACK, slice_size=2, cpu="1"),
-          (("x0", 1), ("x2", 1))),),
-        None,
-        "has slice constraints",
+          (("x1", 1), ("x2", 1))),),
+        None, "no room in b1/r1 for 1 pod(s) of pod set one", lost=("x2",),
+    ),
+    # Two slice layers: the broken rack slice is completed in its rack, by a whole host slice
+    # of 2 (the innermost layer dividing the 2 missing pods), on the tightest host (x2).
+    "multi-layer slices: the broken rack slice is completed in its rack (kqueue)": Case(
+        ((pset("one", 4, required=BLOCK, layers=[(RACK, 4), (HOST, 2)], cpu="250m"),
+          (("x2", 2), ("x3", 2))),),
+        {"one": (("x2", 4),)}, lost=("x3",),
     ),
 }
 
@@ -212,3 +255,29 @@ def test_without_the_claim_the_contender_would_take_the_replacement_s_node() -> 
     # What the claim prevents: both pinned to x2, which holds one pod.
     engine, _, _ = _replacement_race()
     assert placements(engine.schedule(t(1))) == {"contender": {"one": [(("x2",), 1)]}}
+
+
+def test_second_pass_skips_wait_for_pods_ready_block_failed_node_replacement() -> None:
+    """Kueue's TestSecondPassSkipsWaitForPodsReadyBlock, "failed node replacement": with
+    waitForPodsReady blocking admissions and the workload itself not ready (its pod on the
+    failed node never ran), the replacement is still made, off the failed node, and the
+    workload keeps its admission. kqueue replaces outside the cycle, so the block, which holds
+    the cycle's new admissions, never applies to it."""
+    engine = Cluster(
+        [node("x1", cpu="1", ready=False), node("x2", cpu="1")],
+        [SINGLE], [tas_flavor()], [make_cq("tas-main").quota("tas-default", cpu="50").obj()],
+        [wl("wl", pset("one", 1, required=HOST, cpu="1"), held_in="tas-main",
+            held=[Held("one", "tas-default", [(["x1"], 1)])]),
+         wl("blocked", pset("one", 1, required=HOST, cpu="1"), created=1)],
+    ).engine()
+    engine.readiness = Readiness(PodsReadyConfig(timeout=timedelta(minutes=5),
+                                                 block_admission=True))
+    key = WorkloadKey("default/wl")
+    engine.pods_ready(key, False, t(1))
+    # The block holds: the other pending workload is not admitted while wl is not ready.
+    assert placements(engine.schedule(t(2))) == {}
+    got = engine.replace_failed_nodes(key, ["x1"])
+    assert isinstance(got, dict)
+    assert got["one"].assignment.domains == ((("x2",), 1),)
+    engine.claim_replacement(key, got)
+    assert engine.holds_quota(key)

@@ -92,8 +92,9 @@ NOT_REQUESTED: dict[tuple[str, str], str] = {
         "once marked DisruptionTarget); the RBAC run evicts Jobs only"
     ),
     ("patch", "pods/status"): (
-        "the DisruptionTarget condition written on a plain Pod before it is deleted on eviction; "
-        "the RBAC run evicts Jobs only"
+        "the DisruptionTarget condition written on a plain Pod before it is deleted on eviction, "
+        "and a topology-placed pod pinned to a lost node marked Failed "
+        "(kqueue/controller/pinned_pods.py); the RBAC run evicts Jobs only and loses no node"
     ),
     **{
         (verb, "autoscaling.x-k8s.io/provisioningrequests"): (

@@ -61,14 +61,10 @@ only when it is in config.integrations.frameworks (all registered defaults when 
   verbs: [update]
 {{- end }}
 {{- if has "pod" $on }}
-# pod: an evicted plain pod or pod group is stopped by deleting its pods
+# pod: an evicted plain pod or pod group is stopped by deleting its pods (marked DisruptionTarget first: pods/status, a core grant)
 - apiGroups: [""]
   resources: [pods]
   verbs: [delete]
-# pod: an evicted pod is marked DisruptionTarget before it is deleted
-- apiGroups: [""]
-  resources: [pods/status]
-  verbs: [patch]
 # pod: a Workload's owner reference blocks its pods' deletion (blockOwnerDeletion), which OwnerReferencesPermissionEnforcement allows only with update on the owner's finalizers
 - apiGroups: [""]
   resources: [pods/finalizers]

@@ -33,7 +33,7 @@ from kqueue.controller.informer import Store
 from kqueue.controller.kube import JSON_PATCH, Kube, KubeError, NotFound
 from kqueue.controller.metrics import Metrics
 from kqueue.controller.resources import PODS, object_key
-from kqueue.controller.topology import pin
+from kqueue.controller.topology import pin, ranked_domains
 
 logger = logging.getLogger(__name__)
 
@@ -104,10 +104,20 @@ def pinned(
     gated: Sequence[Obj],
     selector_of: Callable[[Obj], Mapping[str, str]] = _node_selector,
 ) -> list[tuple[Obj, PodSetRelease]]:
-    """Each gated pod with the release pinning it to a domain that has room left: the
-    domain's pod count minus the running pods already pinned there (Kueue's TAS ungater).
+    """Each gated pod with the release pinning it to a domain: its rank's, when the pods have
+    ranks (:func:`~kqueue.controller.topology.ranked_domains`), else one that has room left:
+    the domain's pod count minus the running pods already pinned there (Kueue's TAS ungater).
     ``selector_of`` gives a running pod's node selector (for a pod whose release is in flight,
     the one it was released with: the informer's copy does not show it yet)."""
+
+    def pinned_to(pod: Obj, i: int) -> tuple[Obj, PodSetRelease]:
+        selector = {**release.node_selector, **release.domains[i][0]}
+        return pod, replace(release, node_selector=selector)
+
+    # Pods with ranks (an Indexed Job's) go to their rank's domain, as Kueue's ungater does.
+    by_rank = ranked_domains(release.domains, running, gated, selector_of)
+    if by_rank is not None:
+        return [pinned_to(pod, i) for pod, i in zip(gated, by_rank, strict=True)]
 
     def within(pod: Obj, selector: Mapping[str, str]) -> bool:
         have = selector_of(pod)
@@ -120,8 +130,7 @@ def pinned(
         if i is None:
             break
         left[i] -= 1
-        selector = {**release.node_selector, **release.domains[i][0]}
-        out.append((pod, replace(release, node_selector=selector)))
+        out.append(pinned_to(pod, i))
     return out
 
 

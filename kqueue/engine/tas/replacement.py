@@ -4,7 +4,9 @@ TASFailedNodeReplacementFailFast and TASReplaceNodeOnPodTermination.
 When a node of an admitted workload's topology assignment (hostname level) has failed, its
 pods are placed again on other nodes of the same domain of the pod set's required level (any
 node for a preferred or unconstrained request, as Kueue's second scheduling pass), on what is
-free there; the rest of the assignment stays. With no room, the workload is evicted with
+free there; the rest of the assignment stays. A pod set in slices has its broken slice
+re-formed in the slice's domain, and whole lost slices placed again as slices (Kueue's
+findReplacementAssignment, :func:`_replace_slices`). With no room, the workload is evicted with
 Kueue's reason ``NodeFailures`` (FailFast). A second failed node evicts it too (Kueue's node
 controller keeps one node to replace at a time).
 
@@ -18,7 +20,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from dataclasses import replace as dataclass_replace
 
+from kqueue.engine.tas.placement import PlacementRequest, place
 from kqueue.engine.tas.topology import (
     HOSTNAME,
     DomainId,
@@ -34,6 +38,8 @@ from kqueue.engine.workload import AdmittedWorkload
 
 # Kueue's WorkloadEvictedDueToNodeFailures.
 EVICTED_BY_NODE_FAILURES = "NodeFailures"
+# More than any node holds: a leaf given this much assumed usage fits no pod.
+_FULL = 10**30
 
 
 def node_failed(*, exists: bool, ready: bool | None, pods_running_on_node: int) -> bool:
@@ -110,16 +116,12 @@ def find_replacement(
     """
     if not tree.lowest_is_node or assignment.levels[-1:] != (HOSTNAME,):
         return NotReplaced(f"pod set {pod_set.name} is not placed on nodes")
-    if pod_set.topology is not None and pod_set.topology.layers():
-        # Kueue re-forms the broken slice; kqueue does not: evicting keeps the slice whole.
-        return NotReplaced(
-            f"pod set {pod_set.name} has slice constraints (podSetSliceRequiredTopology), "
-            f"which kqueue does not re-place"
-        )
     missing = sum(n for values, n in assignment.domains if values[-1] == lost)
     kept = [(values, n) for values, n in assignment.domains if values[-1] != lost]
     if missing == 0:
         return Replaced(assignment, ())
+    if pod_set.topology is not None and pod_set.topology.layers():
+        return _replace_slices(tree, usage, pod_set, kept, missing, lost)
     within = _required_domain(tree, pod_set, kept)
     per_pod = per_pod_requests(pod_set)
     fits: list[tuple[int, str]] = []
@@ -156,6 +158,76 @@ def find_replacement(
         counts[name] = counts.get(name, 0) + n
     domains = tuple(((name,), counts[name]) for name in sorted(counts))
     return Replaced(TopologyAssignment(levels=(HOSTNAME,), domains=domains), tuple(moved))
+
+
+def _incomplete_slice_domain(
+    tree: FlavorTopology, kept: list[tuple[tuple[str, ...], int]], missing: int, level: str,
+    size: int,
+) -> DomainId | None:
+    """The domain of ``level`` whose kept pods, with the ``missing`` ones, make whole slices of
+    ``size`` again: where the broken slice was (Kueue's findIncompleteSliceDomain; first by
+    name where Kueue takes any)."""
+    idx = tree.level_index(level)
+    if idx is None:
+        return None
+    counts: dict[DomainId, int] = {}
+    for values, n in kept:
+        leaf = tree.by_host.get(values[-1])
+        if leaf is not None:
+            counts[leaf.id[: idx + 1]] = counts.get(leaf.id[: idx + 1], 0) + n
+    return next((d for d in sorted(counts) if (counts[d] + missing) % size == 0), None)
+
+
+def _replace_slices(
+    tree: FlavorTopology,
+    usage: TopologyUsage,
+    pod_set: PodSet,
+    kept: list[tuple[tuple[str, ...], int]],
+    missing: int,
+    lost: str,
+) -> Replaced | NotReplaced:
+    """Re-form the slices the lost node broke (Kueue's findReplacementAssignment): when the
+    missing pods are not whole outer slices, they complete the incomplete slice in its domain
+    (the innermost broken layer's), placed in the innermost layer whose size divides their
+    count, else pod by pod; whole slices go, as slices, anywhere in the pod set's required
+    domain; with nothing kept, the pod set is placed anew. The placement is Kueue's, on what
+    is free now; the lost node takes nothing."""
+    req = pod_set.topology
+    assert req is not None  # the caller checked its layers
+    layers = req.layers()
+    within: DomainId | None = None
+    if kept and missing % layers[0][1] != 0:
+        level, size = next((lv, sz) for lv, sz in reversed(layers) if missing % sz != 0)
+        within = _incomplete_slice_domain(tree, kept, missing, level, size)
+        whole = next(((lv, sz) for lv, sz in reversed(layers) if missing % sz == 0), None)
+        req = dataclass_replace(
+            req, slice_layers=(),
+            pod_set_slice_required_topology=whole[0] if whole else None,
+            pod_set_slice_size=whole[1] if whole else None,
+        )
+    elif kept:
+        within = _required_domain(tree, pod_set, kept)
+    per_pod = per_pod_requests(pod_set)
+    # Leaves outside the domain, and the lost node, fit nothing.
+    blocked = {
+        leaf.id: dict.fromkeys(per_pod, _FULL)
+        for leaf in tree.leaves.values()
+        if leaf.id[-1] == lost or (within is not None and leaf.id[: len(within)] != within)
+    }
+    got = place(tree, usage, PlacementRequest(dataclass_replace(pod_set, topology=req), missing),
+                assumed=blocked)
+    ta = got.assignments.get(pod_set.name)
+    if got.reason or ta is None:
+        where = f" in {'/'.join(within)}" if within is not None else ""
+        return NotReplaced(
+            f"no room{where} for {missing} pod(s) of pod set {pod_set.name}: {got.reason}"
+        )
+    moved = tuple((values[-1], n) for values, n in ta.domains)
+    counts: dict[str, int] = {values[-1]: n for values, n in kept}
+    for name, n in moved:
+        counts[name] = counts.get(name, 0) + n
+    domains = tuple(((name,), counts[name]) for name in sorted(counts))
+    return Replaced(TopologyAssignment(levels=(HOSTNAME,), domains=domains), moved)
 
 
 def placed_on_nodes(

@@ -98,13 +98,8 @@ FRAMEWORK = register(
                 ("",),
                 ("pods",),
                 ("delete",),
-                "an evicted plain pod or pod group is stopped by deleting its pods",
-            ),
-            PolicyRule(
-                ("",),
-                ("pods/status",),
-                ("patch",),
-                "an evicted pod is marked DisruptionTarget before it is deleted",
+                "an evicted plain pod or pod group is stopped by deleting its pods (marked "
+                "DisruptionTarget first: pods/status, a core grant)",
             ),
             PolicyRule(
                 ("",),
