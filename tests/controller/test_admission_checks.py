@@ -403,3 +403,145 @@ def test_provreq_annotations_of_a_job_reach_its_workload() -> None:
     assert kept_annotations({"provreq.kqueue.io/x": "1", "unrelated": "2"}) == {
         "provreq.kqueue.io/x": "1"
     }
+
+
+# -- Kueue scheduler_test: the reservation's Admitted condition from the check states ---------
+
+
+def _reserve(checks: list[Any]) -> Workload:
+    from kqueue.controller import workload_status
+    from kqueue.engine import types as t
+
+    doc = workload(checks=checks).to_dict()
+    doc["status"] = {"admissionChecks": checks}
+    wl = Workload.model_validate(doc)
+    admission = t.Admission(
+        t.ClusterQueueName("sales"),
+        (t.PodSetAssignment(t.PodSetName("main"), {t.ResourceName("cpu"): t.FlavorName("default")},
+                            {t.ResourceName("cpu"): 4000}, 4),),
+        reserved_at=NOW, awaiting_checks=True,
+    )
+    return workload_status.admit(wl, admission, NOW, checks=["check"])
+
+
+def test_workload_fits_in_single_cluster_queue_with_check_state_ready() -> None:
+    out = _reserve([{"name": "check", "state": "Ready", "message": ""}])
+    admitted = out.condition(c.ADMITTED)
+    assert admitted is not None and admitted.is_true
+    assert (admitted.reason, admitted.message) == ("Admitted", "The workload is admitted")
+    reserved = out.condition(c.QUOTA_RESERVED)
+    assert reserved is not None and reserved.message == "Quota reserved in ClusterQueue sales"
+
+
+def test_workload_fits_in_single_cluster_queue_with_check_state_pending() -> None:
+    out = _reserve([{"name": "check", "state": "Pending", "message": ""}])
+    admitted = out.condition(c.ADMITTED)
+    assert admitted is not None and not admitted.is_true
+    assert (admitted.reason, admitted.message) == (
+        "UnsatisfiedAdmissionChecks", "The workload has not all checks ready"
+    )
+    assert out.condition(c.QUOTA_RESERVED) is not None
+    assert [(s.name, s.state) for s in out.status.admission_checks] == [("check", "Pending")]
+
+
+# -- Kueue TestMergePodSetsSkipsZeroCounts / TestReqIsNeeded ------------------------------------
+
+
+def _counted(spec_counts: list[int], admitted: list[int | None] | None) -> Workload:
+    doc = workload().to_dict()
+    doc["spec"]["podSets"] = [
+        {"name": f"ps{i}", "count": n, "template": {"spec": {"containers": [
+            {"name": "c", "image": "x", "resources": {"requests": {"cpu": "1"}}}]}}}
+        for i, n in enumerate(spec_counts)
+    ]
+    if admitted is None:
+        doc["status"]["admission"]["podSetAssignments"] = []
+    else:
+        doc["status"]["admission"]["podSetAssignments"] = [
+            {"name": f"ps{i}", "flavors": {"cpu": "f"}, **({"count": n} if n is not None else {})}
+            for i, n in enumerate(admitted)
+        ]
+    return Workload.model_validate(doc)
+
+
+@pytest.mark.parametrize(
+    ("name", "spec_counts", "admitted", "policy", "want"),
+    [
+        ("zero spec count", [0, 2], [0, 2], None, [("ps1", 2)]),
+        ("zero admission count override", [1, 2], [0, 2], None, [("ps1", 2)]),
+        ("zero count does not block compatible merging", [1, 2, 3], [0, 2, 3],
+         "IdenticalPodTemplates", [("ps1", 5)]),
+    ],
+)
+def test_merge_pod_sets_skips_zero_counts(
+    name: str, spec_counts: list[int], admitted: list[int | None], policy: str | None,
+    want: list[tuple[str, int]],
+) -> None:
+    prc = config(**({"podSetMergePolicy": policy} if policy else {}))
+    got = pr.merged_pod_sets(_counted(spec_counts, admitted), prc)
+    assert [(ps.name, n) for ps, n in got] == want
+
+
+@pytest.mark.parametrize(
+    ("name", "spec_counts", "admitted", "want"),
+    [
+        ("positive admitted count needs request", [1], [1], True),
+        ("missing admitted count falls back to spec count", [1], [None], True),
+        ("zero admitted count does not need request", [1], [0], False),
+        ("zero spec count does not require assignment", [0], None, False),
+        # Kueue errors (errInconsistentPodSetAssignments); kqueue takes the spec count, as for
+        # an assignment without a count.
+        ("missing assignment returns inconsistency error", [1], None, True),
+        ("needed podset short circuits later missing assignment", [1, 1], [1], True),
+    ],
+)
+def test_req_is_needed(
+    name: str, spec_counts: list[int], admitted: list[int | None] | None, want: bool
+) -> None:
+    wl = _counted(spec_counts, admitted)
+    assert bool(pr.required_pod_sets(wl, ["cpu"])) is want
+
+
+# -- Kueue TestUpdateCheckMessage (framework.with_state) ----------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("name", "message", "new", "want_changed"),
+    [
+        ("sets a message on a check that has none", "", "provisioned", True),
+        ("replaces an existing message", "waiting for capacity", "provisioned", True),
+        ("clears an existing message when the new one is empty",
+         'Error creating ProvisioningRequest "wl-check1-1": already exists', "", True),
+        ("reports no change when the message is unchanged", "provisioned", "provisioned", False),
+        ("reports no change when both messages are empty", "", "", False),
+    ],
+)
+def test_update_check_message(name: str, message: str, new: str, want_changed: bool) -> None:
+    from kqueue.controller.admission_checks.framework import with_state
+
+    before = AdmissionCheckState(name="check1", state="Pending", message=message,
+                                 last_transition_time=NOW)
+    after = with_state(before, "Pending", new, NOW + timedelta(minutes=1))
+    assert after.message == new
+    assert (after != before) is want_changed
+    assert after.last_transition_time == NOW  # the state did not change
+
+
+# -- TestReconcileAdmissionCheck "unrelated check" ----------------------------------------------
+
+
+def test_unrelated_check_gets_no_active_condition_from_kqueue() -> None:
+    from kqueue.controller.admission_checks.status import CheckStatus
+
+    configs: Store[ProvisioningRequestConfig] = Store()
+    ctrl = ProvisioningController(configs=configs, flavors=Store(), kube=None, events=None)  # type: ignore[arg-type]
+    status = CheckStatus(checks=Store(), controllers={ctrl.controller_name: ctrl},
+                         kube=None, now=lambda: NOW)  # type: ignore[arg-type]
+    other = _check(None).model_copy(deep=True)
+    other.spec.controller_name = "example.com/other"
+    assert status.wanted(other) is None
+    assert status.wanted(_check(None)) == (
+        "False", "BadParametersRef",
+        "spec.parameters is not set; the check needs a ProvisioningRequestConfig "
+        "(apiGroup kqueue.io, kind ProvisioningRequestConfig)",
+    )
