@@ -545,3 +545,155 @@ def test_unrelated_check_gets_no_active_condition_from_kqueue() -> None:
         "spec.parameters is not set; the check needs a ProvisioningRequestConfig "
         "(apiGroup kqueue.io, kind ProvisioningRequestConfig)",
     )
+
+
+# -- Kueue workload_controller_test.go: TestSyncCheckStates ------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("name", "states", "required", "want", "want_change"),
+    [
+        ("nil conditions, nil list", [], [], [], False),
+        ("add to nil conditions", [], ["ac1", "ac2"],
+         [("ac1", "Pending", ""), ("ac2", "Pending", "")], True),
+        ("add and remove", [("ac0", "Pending", ""), ("ac1", "Pending", "")], ["ac1", "ac2"],
+         [("ac1", "Pending", ""), ("ac2", "Pending", "")], True),
+        ("cleanup", [("ac0", "Pending", ""), ("ac1", "Pending", "")], [], [], True),
+        ("preserve conditions data", [("ac0", "Ready", "Message one"), ("ac1", "Pending", "")],
+         ["ac0", "ac1"], [("ac0", "Ready", "Message one"), ("ac1", "Pending", "")], False),
+    ],
+)
+def test_sync_check_states(
+    name: str, states: list[tuple[str, str, str]], required: list[str],
+    want: list[tuple[str, str, str]], want_change: bool,
+) -> None:
+    from kqueue.engine import checks as ck
+
+    given = [AdmissionCheckState(name=n, state=s, message=m, last_transition_time=NOW)  # type: ignore[arg-type]
+             for n, s, m in states]
+    got, changed = ck.sync(given, required, NOW + timedelta(minutes=1))
+    assert [(s.name, s.state, s.message) for s in got] == want
+    assert changed is want_change
+    kept = {s.name for s in given}
+    for s in got:  # kept states keep their transition time; added ones get now
+        assert s.last_transition_time == (NOW if s.name in kept else NOW + timedelta(minutes=1))
+
+
+# -- Kueue TestReconcileSyncAdmissionChecks and TestReconcile's check cases ---------------------
+
+
+def _strategy_cq(*rules: tuple[str, list[str]]) -> ClusterQueue:
+    out = parse_object({
+        "apiVersion": "kqueue.io/v1alpha1", "kind": "ClusterQueue", "metadata": {"name": "cq"},
+        "spec": {"admissionChecksStrategy": {"admissionChecks": [
+            {"name": n, **({"onFlavors": f} if f else {})} for n, f in rules]}} if rules else {},
+    }, validate=False)
+    assert isinstance(out, ClusterQueue)
+    return out
+
+
+def _reserved_on(flavor: str, checks: list[Any] | None = None) -> Workload:
+    doc = workload(gpu=False, checks=checks if checks is not None else []).to_dict()
+    doc["status"]["admission"]["podSetAssignments"][0]["flavors"] = {"cpu": flavor}
+    if checks is None:
+        doc["status"]["admissionChecks"] = []
+    return Workload.model_validate(doc)
+
+
+@pytest.mark.parametrize(
+    ("name", "wl_flavor", "rules", "given", "want"),
+    [
+        ("no checks in cq", "flavor1", [], [], []),
+        ("add checks from cq", "flavor1", [("ac1", []), ("ac2", [])], [],
+         [("ac1", "Pending"), ("ac2", "Pending")]),
+        # Kueue lists the checks on a workload before it reserves quota too (then only those
+        # for every flavor); kqueue lists them at the reservation, for the flavors assigned.
+        ("add only checks covering all flavors to unadmitted wl from cq with strategy",
+         "flavor2", [("ac1", ["flavor1"]), ("ac2", [])], [], [("ac2", "Pending")]),
+        ("add checks to admitted wl from cq with strategy", "flavor1",
+         [("ac1", ["flavor1"]), ("ac2", ["flavor2"]), ("ac3", [])], [],
+         [("ac1", "Pending"), ("ac3", "Pending")]),
+        ("keep only existing valid checks", "flavor1", [("ac1", []), ("ac2", [])],
+         [{"name": "ac1", "state": "Ready", "message": ""},
+          {"name": "ac3", "state": "Ready", "message": ""}],
+         [("ac1", "Ready"), ("ac2", "Pending")]),
+        ("assign Admission Checks from ClusterQueue.spec.AdmissionCheckStrategy", "flavor1",
+         [("ac1", ["flavor1"]), ("ac2", [])], [], [("ac1", "Pending"), ("ac2", "Pending")]),
+    ],
+)
+def test_reconcile_sync_admission_checks(
+    name: str, wl_flavor: str, rules: list[tuple[str, list[str]]], given: list[Any],
+    want: list[tuple[str, str]],
+) -> None:
+    wl = _reserved_on(wl_flavor, given)
+    required = required_checks(wl, _strategy_cq(*rules))
+    out, verdict = apply_checks(wl, required, {}, NOW)
+    states = out.status.admission_checks if out is not None else wl.status.admission_checks
+    assert [(s.name, s.state) for s in states] == want
+    assert verdict == (Verdict.ADMIT if not want else Verdict.WAIT)
+
+
+def test_admit() -> None:
+    from kqueue.controller.admission_checks.workload_checks import admitted_message
+
+    wl = workload(checks=[{"name": "check", "state": "Ready", "message": ""}])
+    out, verdict = apply_checks(wl, ["check"], {}, NOW)
+    assert verdict == Verdict.ADMIT and out is not None
+    admitted = out.condition(c.ADMITTED)
+    assert admitted is not None and admitted.is_true
+    assert (admitted.reason, admitted.message) == ("Admitted", "The workload is admitted")
+    # Reserved at 11:00, admitted at 12:00 (Kueue's event).
+    assert admitted_message(out, NOW) == (
+        "Admitted by ClusterQueue cq, wait time since reservation was 3600s"
+    )
+
+
+def test_already_admitted() -> None:
+    wl = workload(admitted=True, checks=[{"name": "check", "state": "Ready", "message": ""}])
+    out, verdict = apply_checks(wl, ["check"], {}, NOW)
+    assert verdict == Verdict.ADMIT and out is None  # nothing to write
+
+
+# -- Kueue indexer_test.go TestIndexAdmissionChecks: the checks a config change concerns -------
+
+
+def _ac(name: str, controller: str, group: str, kind: str, config_name: str) -> AdmissionCheck:
+    out = parse_object({"apiVersion": "kqueue.io/v1alpha1", "kind": "AdmissionCheck",
+                        "metadata": {"name": name},
+                        "spec": {"controllerName": controller, "parameters": {
+                            "apiGroup": group, "kind": kind, "name": config_name or "x"}}},
+                       validate=False)
+    assert isinstance(out, AdmissionCheck) and out.spec.parameters is not None
+    if not config_name:  # the API refuses an empty name; the function must not match it either
+        params = out.spec.parameters.model_copy(update={"name": ""})
+        out = out.model_copy(update={"spec": out.spec.model_copy(update={"parameters": params})})
+    return out
+
+
+PROV = "kqueue.io/provisioning-request"
+
+
+@pytest.mark.parametrize(
+    ("name", "checks", "config_name", "want"),
+    [
+        ("different controller",
+         [("check1", "other", "kqueue.io", "ProvisioningRequestConfig", "config1")], "config1", []),
+        ("bad ref group",
+         [("check1", PROV, "core", "ProvisioningRequestConfig", "config1")], "config1", []),
+        ("bad ref kind", [("check1", PROV, "kqueue.io", "kind", "config1")], "config1", []),
+        ("empty name", [("check1", PROV, "kqueue.io", "ProvisioningRequestConfig", "")], "", []),
+        ("match", [("check1", PROV, "kqueue.io", "ProvisioningRequestConfig", "config1")],
+         "config1", ["check1"]),
+        ("multiple checks, partial match",
+         [("check1", PROV, "kqueue.io", "ProvisioningRequestConfig", "config1"),
+          ("check2", PROV, "kqueue.io", "ProvisioningRequestConfig", "config1"),
+          ("check3", PROV, "kqueue.io", "ProvisioningRequestConfig", "config2")],
+         "config1", ["check1", "check2"]),
+    ],
+)
+def test_index_admission_checks(
+    name: str, checks: list[tuple[str, str, str, str, str]], config_name: str, want: list[str]
+) -> None:
+    from kqueue.controller.admission_checks.provisioning.controller import checks_using
+
+    assert checks_using(config_name, [_ac(*x) for x in checks]) == want

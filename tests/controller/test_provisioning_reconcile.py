@@ -716,3 +716,40 @@ async def test_active_or_last_pr_for_checks(
     assert "wl-check1-2" in _requests_of(cluster)
     created = [m for _, _, r, m in events.recorded if r == "ProvisioningRequestCreated"]
     assert created == ([] if requests else ['Created ProvisioningRequest: "wl-check1-2"'])
+
+
+# -- indexer_test.go TestIndexProvisioningRequests: a workload's requests ----------------------
+
+
+def _labelled(name: str, uid: str | None) -> Obj:
+    out = request(name=name)
+    if uid is None:
+        del out["metadata"]["labels"][pr.WORKLOAD_UID_LABEL]
+    else:
+        out["metadata"]["labels"][pr.WORKLOAD_UID_LABEL] = uid
+    return out
+
+
+@pytest.mark.parametrize(
+    ("name", "requests", "want_left"),
+    [
+        ("no owner", [("name", None)], ["name"]),
+        ("single owner, single match", [("name", None), ("name2", UID)], ["name"]),
+        # kqueue's requests name their workload by a UID label, one per request (Kueue's
+        # index reads ownerReferences, which may name several).
+        ("multiple owners, multiple matches",
+         [("name", None), ("name2", UID), ("name3", UID), ("name4", "other-uid")],
+         ["name", "name4"]),
+    ],
+)
+async def test_index_provisioning_requests(
+    cluster: FakeCluster, name: str, requests: list[tuple[str, str | None]], want_left: list[str]
+) -> None:
+    """The requests cleaned up with a workload are exactly those made for it."""
+    for req_name, uid in requests:
+        cluster.server.add(PROVISIONING_REQUESTS, _labelled(req_name, uid))
+    ctrl = ProvisioningController(configs=Store(), flavors=Store(), kube=cluster.kube,
+                                  events=Events())
+    await ctrl.cleanup(Workload.model_validate(base_workload()))
+    left = sorted(o["metadata"]["name"] for o in cluster.server.objects(PROVISIONING_REQUESTS))
+    assert left == want_left

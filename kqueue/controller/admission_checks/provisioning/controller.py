@@ -12,7 +12,7 @@ workload's requests and templates are deleted.
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from datetime import datetime
 from typing import Final
 
@@ -40,6 +40,22 @@ PROVISIONING_REQUESTS: Final = Resource(pr.API_GROUP, "v1", "provisioningrequest
 POD_TEMPLATES: Final = Resource("", "v1", "podtemplates")
 POLL_SECONDS: Final = 2.0
 WATCH_SECONDS: Final = 5.0
+
+
+def checks_using(config: str, checks: Iterable[AdmissionCheck]) -> list[str]:
+    """The ProvisioningRequest checks whose parameters name the ProvisioningRequestConfig
+    ``config``: those to look at again when it changes (Kueue's AdmissionCheckUsingConfigKey
+    index)."""
+    out = []
+    for ac in checks:
+        params = ac.spec.parameters
+        if (
+            config and ac.spec.controller_name == CONTROLLER_NAME and params is not None
+            and params.api_group == c.GROUP and params.kind == CONFIG_KIND
+            and params.name == config
+        ):
+            out.append(ac.name)
+    return sorted(out)
 
 
 class ProvisioningController:
