@@ -232,13 +232,13 @@ async def reconcile(cluster: FakeCluster, case: Case) -> tuple[Obj, Events]:
     configs: list[tuple[str, ProvisioningRequestConfig]] = (
         [("config1", _parse(case.config))] if case.config is not None else []
     )
+    queues: Store[ClusterQueue] = _store([("q1", _parse(cq))])
     provisioning = ProvisioningController(
         configs=_store(configs),
         flavors=_store([(f["metadata"]["name"], _parse(f)) for f in flavors]),
-        kube=cluster.kube, events=events,
+        kube=cluster.kube, events=events, cluster_queues=queues,
     )
     checks_store: Store[AdmissionCheck] = _store([(a["metadata"]["name"], _parse(a)) for a in checks])
-    queues: Store[ClusterQueue] = _store([("q1", _parse(cq))])
     workloads: Store[Workload] = _store([(f"{NS}/wl", Workload.model_validate(stored))])
     reconciler = WorkloadChecks(
         workloads=workloads, cluster_queues=queues, checks=checks_store,
@@ -374,6 +374,31 @@ CASES = [
         config={"apiVersion": c.API_VERSION, "kind": "ProvisioningRequestConfig",
                 "metadata": {"name": "config1"}, "spec": {"provisioningClassName": "class1"}},
         want_requests={REQUEST: ([("ppt-wl-check1-1-main", 1)], {"ValidUntilSeconds": "0"})},
+        want_events=[CREATED],
+    ),
+    Case(
+        # A request of a check the workload no longer has (kqueue's are found by their
+        # workload-UID label; one not made for the workload is never touched).
+        "remove unnecessary requests",
+        requests=[request(name="wl-check2-1", pod_sets=[("ps1", 4)]),
+                  request(name="wl-check3-1", pod_sets=[("ps1", 4)], owned=False)],
+        want_check=("Pending", ""),
+        want_requests={REQUEST: ([("ppt-wl-check1-1-ps1", 4), ("ppt-wl-check1-1-ps2", 3)],
+                                 {"p1": "v1"}),
+                       "wl-check3-1": ([("ppt-wl-check3-1-ps1", 4)], {"p1": "v1"})},
+        want_requests_not_found=["wl-check2-1"],
+        want_events=[CREATED],
+    ),
+    Case(
+        # Not Kueue's: a check the ClusterQueue requires that the workload does not list yet
+        # (added this round) may have made its request already; it is kept.
+        "a request of a required check not listed yet is kept",
+        cq_checks=("check0", "check1", "not-provisioning"),
+        requests=[request(name="wl-check0-1", pod_sets=[("ps1", 4)])],
+        want_check=("Pending", ""),
+        want_requests={REQUEST: ([("ppt-wl-check1-1-ps1", 4), ("ppt-wl-check1-1-ps2", 3)],
+                                 {"p1": "v1"}),
+                       "wl-check0-1": ([("ppt-wl-check0-1-ps1", 4)], {"p1": "v1"})},
         want_events=[CREATED],
     ),
     Case(

@@ -80,7 +80,8 @@ class AdmissionChecks:
         self._workloads = workloads
         self._trigger = trigger
         provisioning = ProvisioningController(
-            configs=configs.store, flavors=flavors.store, kube=kube, events=events
+            configs=configs.store, flavors=flavors.store, kube=kube, events=events,
+            cluster_queues=cluster_queues.store,
         )
         self.controllers: dict[str, CheckController] = {
             provisioning.controller_name: provisioning

@@ -19,6 +19,7 @@ from typing import Final
 from kqueue.api.v1alpha1 import (
     AdmissionCheck,
     AdmissionCheckState,
+    ClusterQueue,
     ProvisioningRequestConfig,
     ResourceFlavor,
     Workload,
@@ -27,6 +28,7 @@ from kqueue.api.v1alpha1 import constants as c
 from kqueue.controller.admission_checks.framework import Inactive, Synced
 from kqueue.controller.admission_checks.framework import with_state as _with
 from kqueue.controller.admission_checks.provisioning import requests as pr
+from kqueue.controller.admission_checks.workload_checks import required_checks
 from kqueue.controller.events import EventRecorder
 from kqueue.controller.informer import Store
 from kqueue.controller.kube import Conflict, Kube, KubeError, NotFound
@@ -70,9 +72,11 @@ class ProvisioningController:
         flavors: Store[ResourceFlavor],
         kube: Kube,
         events: EventRecorder,
+        cluster_queues: Store[ClusterQueue] | None = None,
     ) -> None:
         self._configs = configs
         self._flavors = flavors
+        self._cluster_queues = cluster_queues
         self._kube = kube
         self._events = events
 
@@ -174,6 +178,7 @@ class ProvisioningController:
         )
         namespace = wl.namespace or "default"
         name = request["metadata"]["name"]
+        await self._delete_unused(wl)
         failed: tuple[str, KubeError] | None = None
         for template in templates:
             try:
@@ -211,6 +216,31 @@ class ProvisioningController:
         for ps in request["spec"].get("podSets") or []:
             await self._kube.delete(POD_TEMPLATES, ps["podTemplateRef"]["name"], namespace=namespace)
         await self._kube.delete(PROVISIONING_REQUESTS, name, namespace=namespace)
+
+    async def _delete_unused(self, wl: Workload) -> None:
+        """Before an attempt's request is made: delete the workload's requests that are no
+        check's current attempt (a check dropped from its ClusterQueue while the workload
+        waits), Kueue's ``deleteUnusedProvisioningRequests``. The checks the ClusterQueue
+        requires count too: one added this round has no state in ``wl`` yet, but may have
+        made its request already."""
+        uid = wl.metadata.uid
+        if not uid or self._cluster_queues is None or wl.status.admission is None:
+            return
+        cq = self._cluster_queues.get(wl.status.admission.cluster_queue)
+        attempts = {s.name: pr.attempt(s) for s in wl.status.admission_checks}
+        for check in required_checks(wl, cq):
+            attempts.setdefault(check, 1)
+        current = {pr.request_name(wl.name, check, n) for check, n in attempts.items()}
+        try:
+            items = await self._kube.list(
+                PROVISIONING_REQUESTS, namespace=wl.namespace or "default",
+                label_selector=f"{pr.WORKLOAD_UID_LABEL}={uid}",
+            )
+        except NotFound:
+            return
+        for item in items:
+            if item["metadata"]["name"] not in current:
+                await self._delete_request(wl, item["metadata"]["name"])
 
     async def cleanup(self, wl: Workload) -> None:
         """Delete the workload's ProvisioningRequests and PodTemplates (by its UID label)."""
