@@ -697,3 +697,40 @@ def test_index_admission_checks(
     from kqueue.controller.admission_checks.provisioning.controller import checks_using
 
     assert checks_using(config_name, [_ac(*x) for x in checks]) == want
+
+
+# -- podSetUpdates on release (Kueue's podset.Merge when the job starts) ------------------------
+
+
+def test_pod_set_updates_of_every_check_are_applied_on_release() -> None:
+    from kqueue.controller.integrations.release import pod_set_releases
+
+    flavors: Store[Any] = Store()
+    flavors._put("gpu-flavor", parse_object({
+        "apiVersion": "kqueue.io/v1alpha1", "kind": "ResourceFlavor",
+        "metadata": {"name": "gpu-flavor"},
+        "spec": {"nodeLabels": {"pool": "gpu"},
+                 "tolerations": [{"key": "gpu", "operator": "Exists", "effect": "NoSchedule"}]},
+    }), "1")
+    wl = workload(admitted=True, checks=[
+        {"name": "prov", "state": "Ready", "message": "", "podSetUpdates": [{
+            "name": "main",
+            "annotations": {"autoscaling.x-k8s.io/consume-provisioning-request": "wl-prov-1"},
+            "nodeSelector": {"cloud.example.com/reservation": "r-1"},
+        }]},
+        {"name": "budget", "state": "Ready", "message": "", "podSetUpdates": [{
+            "name": "main", "labels": {"team": "a"},
+            "tolerations": [{"key": "spot", "operator": "Equal", "value": "true",
+                             "effect": "NoSchedule"}],
+        }]},
+    ])
+    release = pod_set_releases(wl, flavors)["main"]
+    assert release.count == 4
+    assert dict(release.labels) == {"team": "a"}
+    assert dict(release.annotations) == {
+        "autoscaling.x-k8s.io/consume-provisioning-request": "wl-prov-1"}
+    assert dict(release.node_selector) == {"pool": "gpu", "cloud.example.com/reservation": "r-1"}
+    assert list(release.tolerations) == [
+        {"key": "gpu", "operator": "Exists", "effect": "NoSchedule"},
+        {"key": "spot", "operator": "Equal", "value": "true", "effect": "NoSchedule"},
+    ]
