@@ -424,7 +424,7 @@ def _reserve(checks: list[Any]) -> Workload:
     return workload_status.admit(wl, admission, NOW, checks=["check"])
 
 
-def test_workload_fits_in_single_cluster_queue_with_check_state_ready() -> None:
+def test_workload_fits_in_single_clusterqueue_with_check_state_ready() -> None:
     out = _reserve([{"name": "check", "state": "Ready", "message": ""}])
     admitted = out.condition(c.ADMITTED)
     assert admitted is not None and admitted.is_true
@@ -433,7 +433,7 @@ def test_workload_fits_in_single_cluster_queue_with_check_state_ready() -> None:
     assert reserved is not None and reserved.message == "Quota reserved in ClusterQueue sales"
 
 
-def test_workload_fits_in_single_cluster_queue_with_check_state_pending() -> None:
+def test_workload_fits_in_single_clusterqueue_with_check_state_pending() -> None:
     out = _reserve([{"name": "check", "state": "Pending", "message": ""}])
     admitted = out.condition(c.ADMITTED)
     assert admitted is not None and not admitted.is_true

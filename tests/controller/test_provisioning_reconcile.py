@@ -522,15 +522,15 @@ CASES = [
     Case(
         # Deliberately Retry, not Kueue's Rejected: the workload is evicted and requeued, and
         # its next attempt asks for new capacity (the "CapacityRevoked after admission").
-        "workload sets AdmissionCheck status to Retry (Kueue: Rejected) when it is not finished "
-        "and receives the provisioning request's CapacityRevoked condition",
+        "workload sets AdmissionCheck status to Rejected when it is not finished and receives "
+        "the provisioning request's CapacityRevoked condition (kqueue: Retry)",
         workload=base_workload(admitted=True), requests=[_revoked()],
         want_check=("Retry", "Capacity revoked: nodes reclaimed"), want_requeue_after=60,
         want_events=[_updated("Retry", "Capacity revoked: nodes reclaimed")],
     ),
     Case(
-        "workload sets AdmissionCheck status to Retry (Kueue: Rejected) when it is not admitted "
-        "and receives the provisioning request's CapacityRevoked condition",
+        "workload sets AdmissionCheck status to Rejected when it is not admitted and receives "
+        "the provisioning request's CapacityRevoked condition (kqueue: Retry)",
         requests=[_revoked()],
         want_check=("Retry", "Capacity revoked: nodes reclaimed"), want_requeue_after=60,
         want_events=[_updated("Retry", "Capacity revoked: nodes reclaimed")],
@@ -649,6 +649,19 @@ CASES = [
         config=config(podSetMergePolicy="IdenticalPodTemplates"),
         want_requests={REQUEST: ([("ppt-wl-check1-1-ps1", 3), ("ppt-wl-check1-1-ps3", 3),
                                   ("ppt-wl-check1-1-ps5", 1)], {"p1": "v1"})},
+        want_events=[CREATED],
+    ),
+    Case(
+        # Kueue errors (errInconsistentPodSetAssignments) when the admission has no assignment
+        # for a pod set; kqueue takes the pod set's own count, as for an assignment without one
+        # (the engine always writes an assignment per pod set).
+        "with podSetMergePolicy but no PodSetAssignments (kqueue: the spec counts)",
+        workload=base_workload(
+            pod_sets=[pod_set("ps11", 2, {"cpu": "1"}, priorityClassName="pc-100"),
+                      pod_set("ps22", 2, {"cpu": "1"}, priorityClassName="pc-200")],
+            assignments=[]),
+        config=config(podSetMergePolicy="IdenticalWorkloadSchedulingRequirements"),
+        want_requests={REQUEST: ([("ppt-wl-check1-1-ps11", 4)], {"p1": "v1"})},
         want_events=[CREATED],
     ),
     Case(
