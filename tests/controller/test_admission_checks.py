@@ -340,6 +340,11 @@ def test_admission_is_counted_when_the_checks_pass_not_at_reservation() -> None:
     assert value(m, "kqueue_admitted_workloads_total", cluster_queue="cq", priority_class="") == 1
     assert value(m, "kqueue_admission_checks_wait_time_seconds_sum", cluster_queue="cq",
                  priority_class="") == 120.0
+    # Its LocalQueue twin (Kueue's local_queue_admission_checks_wait_time_seconds).
+    assert value(m, "kqueue_local_queue_admission_checks_wait_time_seconds_sum", name="lq",
+                 namespace="ns", priority_class="") == 120.0
+    assert value(m, "kqueue_local_queue_admission_checks_wait_time_seconds_count", name="lq",
+                 namespace="ns", priority_class="") == 1
 
 
 # -- Kueue TestReconcile "with podSetMergePolicy ..." / TestMergePodSetsSkipsZeroCounts ---------
