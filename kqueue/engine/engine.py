@@ -506,7 +506,10 @@ class Engine:
             wl = replace(wl, active=False, past_execution_seconds=0)
         elif released_at is not None:
             wl = replace(
-                wl, past_execution_seconds=accumulated(wl, held.reserved_at, released_at)
+                wl,
+                past_execution_seconds=accumulated(
+                    wl, held.admission.admitted_since, released_at
+                ),
             )
         if after is not None:
             wl = replace(

@@ -4,9 +4,10 @@ is Kueue's ``SyncAdmittedCondition``).
 
 1. A workload's budget is ``spec.maximumExecutionTimeSeconds``. It has used
    ``status.accumulatedPastExecutionTimeSeconds`` in earlier admissions, plus the time since its
-   current admission. kqueue has no admission checks, so a workload is admitted when its quota
-   is reserved: the admission's ``reserved_at``.
-2. Its deadline is ``reserved_at + (max - past)`` seconds. From then on (Kueue: remaining time
+   current admission: ``Admission.admitted_since``, when the quota was reserved, or with
+   admission checks (checks.py) when they were all Ready; a workload still waiting for its
+   checks has not started and uses none of its budget (Kueue counts from ``Admitted``).
+2. Its deadline is ``admitted_since + (max - past)`` seconds. From then on (Kueue: remaining time
    <= 0) the engine evicts it with reason ``DeactivatedDueToMaximumExecutionTimeExceeded`` and
    deactivates it (``spec.active`` false); it stays out of its queue until someone reactivates it.
    The check runs in ``Engine.schedule`` with the clock the caller passes, and
@@ -41,10 +42,13 @@ def admitted_seconds(since: datetime, until: datetime) -> int:
     return max((until - since) // timedelta(seconds=1), 0)
 
 
-def accumulated(wl: Workload, reserved_at: datetime, released_at: datetime) -> int:
-    """The accumulated past execution time once the admission from ``reserved_at`` ends at
-    ``released_at`` (Kueue's ``SyncAdmittedCondition``)."""
-    return wl.past_execution_seconds + admitted_seconds(reserved_at, released_at)
+def accumulated(wl: Workload, admitted_since: datetime | None, released_at: datetime) -> int:
+    """The accumulated past execution time once the admission from ``admitted_since`` ends at
+    ``released_at`` (Kueue's ``SyncAdmittedCondition``); a workload never admitted (it waited
+    for its admission checks) adds nothing."""
+    if admitted_since is None:
+        return wl.past_execution_seconds
+    return wl.past_execution_seconds + admitted_seconds(admitted_since, released_at)
 
 
 def deadline(wl: AdmittedWorkload) -> datetime | None:
@@ -52,16 +56,17 @@ def deadline(wl: AdmittedWorkload) -> datetime | None:
     already deactivated)."""
     obj = wl.info.obj
     limit = obj.max_execution_seconds
-    if limit is None or not obj.active:
+    since = wl.admission.admitted_since
+    if limit is None or not obj.active or since is None:
         return None
-    return wl.reserved_at + timedelta(seconds=limit - obj.past_execution_seconds)
+    return since + timedelta(seconds=limit - obj.past_execution_seconds)
 
 
 def exceeded_message(wl: AdmittedWorkload, now: datetime) -> str:
     """The Evicted message: Kueue's, then the numbers and what the owner can do."""
     obj = wl.info.obj
     limit = obj.max_execution_seconds
-    current = admitted_seconds(wl.reserved_at, now)
+    current = admitted_seconds(wl.admission.admitted_since or now, now)
     past = obj.past_execution_seconds
     used = f"admitted for {past + current}s in total"
     if past:

@@ -340,6 +340,11 @@ def test_admission_is_counted_when_the_checks_pass_not_at_reservation() -> None:
     assert value(m, "kqueue_admitted_workloads_total", cluster_queue="cq", priority_class="") == 1
     assert value(m, "kqueue_admission_checks_wait_time_seconds_sum", cluster_queue="cq",
                  priority_class="") == 120.0
+    # Its LocalQueue twin (Kueue's local_queue_admission_checks_wait_time_seconds).
+    assert value(m, "kqueue_local_queue_admission_checks_wait_time_seconds_sum", name="lq",
+                 namespace="ns", priority_class="") == 120.0
+    assert value(m, "kqueue_local_queue_admission_checks_wait_time_seconds_count", name="lq",
+                 namespace="ns", priority_class="") == 1
 
 
 # -- Kueue TestReconcile "with podSetMergePolicy ..." / TestMergePodSetsSkipsZeroCounts ---------
@@ -403,3 +408,334 @@ def test_provreq_annotations_of_a_job_reach_its_workload() -> None:
     assert kept_annotations({"provreq.kqueue.io/x": "1", "unrelated": "2"}) == {
         "provreq.kqueue.io/x": "1"
     }
+
+
+# -- Kueue scheduler_test: the reservation's Admitted condition from the check states ---------
+
+
+def _reserve(checks: list[Any]) -> Workload:
+    from kqueue.controller import workload_status
+    from kqueue.engine import types as t
+
+    doc = workload(checks=checks).to_dict()
+    doc["status"] = {"admissionChecks": checks}
+    wl = Workload.model_validate(doc)
+    admission = t.Admission(
+        t.ClusterQueueName("sales"),
+        (t.PodSetAssignment(t.PodSetName("main"), {t.ResourceName("cpu"): t.FlavorName("default")},
+                            {t.ResourceName("cpu"): 4000}, 4),),
+        reserved_at=NOW, awaiting_checks=True,
+    )
+    return workload_status.admit(wl, admission, NOW, checks=["check"])
+
+
+def test_workload_fits_in_single_clusterqueue_with_check_state_ready() -> None:
+    out = _reserve([{"name": "check", "state": "Ready", "message": ""}])
+    admitted = out.condition(c.ADMITTED)
+    assert admitted is not None and admitted.is_true
+    assert (admitted.reason, admitted.message) == ("Admitted", "The workload is admitted")
+    reserved = out.condition(c.QUOTA_RESERVED)
+    assert reserved is not None and reserved.message == "Quota reserved in ClusterQueue sales"
+
+
+def test_workload_fits_in_single_clusterqueue_with_check_state_pending() -> None:
+    out = _reserve([{"name": "check", "state": "Pending", "message": ""}])
+    admitted = out.condition(c.ADMITTED)
+    assert admitted is not None and not admitted.is_true
+    assert (admitted.reason, admitted.message) == (
+        "UnsatisfiedAdmissionChecks", "The workload has not all checks ready"
+    )
+    assert out.condition(c.QUOTA_RESERVED) is not None
+    assert [(s.name, s.state) for s in out.status.admission_checks] == [("check", "Pending")]
+
+
+# -- Kueue TestMergePodSetsSkipsZeroCounts / TestReqIsNeeded ------------------------------------
+
+
+def _counted(spec_counts: list[int], admitted: list[int | None] | None) -> Workload:
+    doc = workload().to_dict()
+    doc["spec"]["podSets"] = [
+        {"name": f"ps{i}", "count": n, "template": {"spec": {"containers": [
+            {"name": "c", "image": "x", "resources": {"requests": {"cpu": "1"}}}]}}}
+        for i, n in enumerate(spec_counts)
+    ]
+    if admitted is None:
+        doc["status"]["admission"]["podSetAssignments"] = []
+    else:
+        doc["status"]["admission"]["podSetAssignments"] = [
+            {"name": f"ps{i}", "flavors": {"cpu": "f"}, **({"count": n} if n is not None else {})}
+            for i, n in enumerate(admitted)
+        ]
+    return Workload.model_validate(doc)
+
+
+@pytest.mark.parametrize(
+    ("name", "spec_counts", "admitted", "policy", "want"),
+    [
+        ("zero spec count", [0, 2], [0, 2], None, [("ps1", 2)]),
+        ("zero admission count override", [1, 2], [0, 2], None, [("ps1", 2)]),
+        ("zero count does not block compatible merging", [1, 2, 3], [0, 2, 3],
+         "IdenticalPodTemplates", [("ps1", 5)]),
+    ],
+)
+def test_merge_pod_sets_skips_zero_counts(
+    name: str, spec_counts: list[int], admitted: list[int | None], policy: str | None,
+    want: list[tuple[str, int]],
+) -> None:
+    prc = config(**({"podSetMergePolicy": policy} if policy else {}))
+    got = pr.merged_pod_sets(_counted(spec_counts, admitted), prc)
+    assert [(ps.name, n) for ps, n in got] == want
+
+
+@pytest.mark.parametrize(
+    ("name", "spec_counts", "admitted", "want"),
+    [
+        ("positive admitted count needs request", [1], [1], True),
+        ("missing admitted count falls back to spec count", [1], [None], True),
+        ("zero admitted count does not need request", [1], [0], False),
+        ("zero spec count does not require assignment", [0], None, False),
+        # Kueue errors (errInconsistentPodSetAssignments); kqueue takes the spec count, as for
+        # an assignment without a count.
+        ("missing assignment returns inconsistency error", [1], None, True),
+        ("needed podset short circuits later missing assignment", [1, 1], [1], True),
+    ],
+)
+def test_req_is_needed(
+    name: str, spec_counts: list[int], admitted: list[int | None] | None, want: bool
+) -> None:
+    wl = _counted(spec_counts, admitted)
+    assert bool(pr.required_pod_sets(wl, ["cpu"])) is want
+
+
+# -- Kueue TestUpdateCheckMessage (framework.with_state) ----------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("name", "message", "new", "want_changed"),
+    [
+        ("sets a message on a check that has none", "", "provisioned", True),
+        ("replaces an existing message", "waiting for capacity", "provisioned", True),
+        ("clears an existing message when the new one is empty",
+         'Error creating ProvisioningRequest "wl-check1-1": already exists', "", True),
+        ("reports no change when the message is unchanged", "provisioned", "provisioned", False),
+        ("reports no change when both messages are empty", "", "", False),
+    ],
+)
+def test_update_check_message(name: str, message: str, new: str, want_changed: bool) -> None:
+    from kqueue.controller.admission_checks.framework import with_state
+
+    before = AdmissionCheckState(name="check1", state="Pending", message=message,
+                                 last_transition_time=NOW)
+    after = with_state(before, "Pending", new, NOW + timedelta(minutes=1))
+    assert after.message == new
+    assert (after != before) is want_changed
+    assert after.last_transition_time == NOW  # the state did not change
+
+
+# -- TestReconcileAdmissionCheck "unrelated check" ----------------------------------------------
+
+
+def test_unrelated_check_gets_no_active_condition_from_kqueue() -> None:
+    from kqueue.controller.admission_checks.status import CheckStatus
+
+    configs: Store[ProvisioningRequestConfig] = Store()
+    ctrl = ProvisioningController(configs=configs, flavors=Store(), kube=None, events=None)  # type: ignore[arg-type]
+    status = CheckStatus(checks=Store(), controllers={ctrl.controller_name: ctrl},
+                         kube=None, now=lambda: NOW)  # type: ignore[arg-type]
+    other = _check(None).model_copy(deep=True)
+    other.spec.controller_name = "example.com/other"
+    assert status.wanted(other) is None
+    assert status.wanted(_check(None)) == (
+        "False", "BadParametersRef",
+        "spec.parameters is not set; the check needs a ProvisioningRequestConfig "
+        "(apiGroup kqueue.io, kind ProvisioningRequestConfig)",
+    )
+
+
+# -- Kueue workload_controller_test.go: TestSyncCheckStates ------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("name", "states", "required", "want", "want_change"),
+    [
+        ("nil conditions, nil list", [], [], [], False),
+        ("add to nil conditions", [], ["ac1", "ac2"],
+         [("ac1", "Pending", ""), ("ac2", "Pending", "")], True),
+        ("add and remove", [("ac0", "Pending", ""), ("ac1", "Pending", "")], ["ac1", "ac2"],
+         [("ac1", "Pending", ""), ("ac2", "Pending", "")], True),
+        ("cleanup", [("ac0", "Pending", ""), ("ac1", "Pending", "")], [], [], True),
+        ("preserve conditions data", [("ac0", "Ready", "Message one"), ("ac1", "Pending", "")],
+         ["ac0", "ac1"], [("ac0", "Ready", "Message one"), ("ac1", "Pending", "")], False),
+    ],
+)
+def test_sync_check_states(
+    name: str, states: list[tuple[str, str, str]], required: list[str],
+    want: list[tuple[str, str, str]], want_change: bool,
+) -> None:
+    from kqueue.engine import checks as ck
+
+    given = [AdmissionCheckState(name=n, state=s, message=m, last_transition_time=NOW)  # type: ignore[arg-type]
+             for n, s, m in states]
+    got, changed = ck.sync(given, required, NOW + timedelta(minutes=1))
+    assert [(s.name, s.state, s.message) for s in got] == want
+    assert changed is want_change
+    kept = {s.name for s in given}
+    for s in got:  # kept states keep their transition time; added ones get now
+        assert s.last_transition_time == (NOW if s.name in kept else NOW + timedelta(minutes=1))
+
+
+# -- Kueue TestReconcileSyncAdmissionChecks and TestReconcile's check cases ---------------------
+
+
+def _strategy_cq(*rules: tuple[str, list[str]]) -> ClusterQueue:
+    out = parse_object({
+        "apiVersion": "kqueue.io/v1alpha1", "kind": "ClusterQueue", "metadata": {"name": "cq"},
+        "spec": {"admissionChecksStrategy": {"admissionChecks": [
+            {"name": n, **({"onFlavors": f} if f else {})} for n, f in rules]}} if rules else {},
+    }, validate=False)
+    assert isinstance(out, ClusterQueue)
+    return out
+
+
+def _reserved_on(flavor: str, checks: list[Any] | None = None) -> Workload:
+    doc = workload(gpu=False, checks=checks if checks is not None else []).to_dict()
+    doc["status"]["admission"]["podSetAssignments"][0]["flavors"] = {"cpu": flavor}
+    if checks is None:
+        doc["status"]["admissionChecks"] = []
+    return Workload.model_validate(doc)
+
+
+@pytest.mark.parametrize(
+    ("name", "wl_flavor", "rules", "given", "want"),
+    [
+        ("no checks in cq", "flavor1", [], [], []),
+        ("add checks from cq", "flavor1", [("ac1", []), ("ac2", [])], [],
+         [("ac1", "Pending"), ("ac2", "Pending")]),
+        # Kueue lists the checks on a workload before it reserves quota too (then only those
+        # for every flavor); kqueue lists them at the reservation, for the flavors assigned.
+        ("add only checks covering all flavors to unadmitted wl from cq with strategy",
+         "flavor2", [("ac1", ["flavor1"]), ("ac2", [])], [], [("ac2", "Pending")]),
+        ("add checks to admitted wl from cq with strategy", "flavor1",
+         [("ac1", ["flavor1"]), ("ac2", ["flavor2"]), ("ac3", [])], [],
+         [("ac1", "Pending"), ("ac3", "Pending")]),
+        ("keep only existing valid checks", "flavor1", [("ac1", []), ("ac2", [])],
+         [{"name": "ac1", "state": "Ready", "message": ""},
+          {"name": "ac3", "state": "Ready", "message": ""}],
+         [("ac1", "Ready"), ("ac2", "Pending")]),
+        ("assign Admission Checks from ClusterQueue.spec.AdmissionCheckStrategy", "flavor1",
+         [("ac1", ["flavor1"]), ("ac2", [])], [], [("ac1", "Pending"), ("ac2", "Pending")]),
+    ],
+)
+def test_reconcile_sync_admission_checks(
+    name: str, wl_flavor: str, rules: list[tuple[str, list[str]]], given: list[Any],
+    want: list[tuple[str, str]],
+) -> None:
+    wl = _reserved_on(wl_flavor, given)
+    required = required_checks(wl, _strategy_cq(*rules))
+    out, verdict = apply_checks(wl, required, {}, NOW)
+    states = out.status.admission_checks if out is not None else wl.status.admission_checks
+    assert [(s.name, s.state) for s in states] == want
+    assert verdict == (Verdict.ADMIT if not want else Verdict.WAIT)
+
+
+def test_admit() -> None:
+    from kqueue.controller.admission_checks.workload_checks import admitted_message
+
+    wl = workload(checks=[{"name": "check", "state": "Ready", "message": ""}])
+    out, verdict = apply_checks(wl, ["check"], {}, NOW)
+    assert verdict == Verdict.ADMIT and out is not None
+    admitted = out.condition(c.ADMITTED)
+    assert admitted is not None and admitted.is_true
+    assert (admitted.reason, admitted.message) == ("Admitted", "The workload is admitted")
+    # Reserved at 11:00, admitted at 12:00 (Kueue's event).
+    assert admitted_message(out, NOW) == (
+        "Admitted by ClusterQueue cq, wait time since reservation was 3600s"
+    )
+
+
+def test_already_admitted() -> None:
+    wl = workload(admitted=True, checks=[{"name": "check", "state": "Ready", "message": ""}])
+    out, verdict = apply_checks(wl, ["check"], {}, NOW)
+    assert verdict == Verdict.ADMIT and out is None  # nothing to write
+
+
+# -- Kueue indexer_test.go TestIndexAdmissionChecks: the checks a config change concerns -------
+
+
+def _ac(name: str, controller: str, group: str, kind: str, config_name: str) -> AdmissionCheck:
+    out = parse_object({"apiVersion": "kqueue.io/v1alpha1", "kind": "AdmissionCheck",
+                        "metadata": {"name": name},
+                        "spec": {"controllerName": controller, "parameters": {
+                            "apiGroup": group, "kind": kind, "name": config_name or "x"}}},
+                       validate=False)
+    assert isinstance(out, AdmissionCheck) and out.spec.parameters is not None
+    if not config_name:  # the API refuses an empty name; the function must not match it either
+        params = out.spec.parameters.model_copy(update={"name": ""})
+        out = out.model_copy(update={"spec": out.spec.model_copy(update={"parameters": params})})
+    return out
+
+
+PROV = "kqueue.io/provisioning-request"
+
+
+@pytest.mark.parametrize(
+    ("name", "checks", "config_name", "want"),
+    [
+        ("different controller",
+         [("check1", "other", "kqueue.io", "ProvisioningRequestConfig", "config1")], "config1", []),
+        ("bad ref group",
+         [("check1", PROV, "core", "ProvisioningRequestConfig", "config1")], "config1", []),
+        ("bad ref kind", [("check1", PROV, "kqueue.io", "kind", "config1")], "config1", []),
+        ("empty name", [("check1", PROV, "kqueue.io", "ProvisioningRequestConfig", "")], "", []),
+        ("match", [("check1", PROV, "kqueue.io", "ProvisioningRequestConfig", "config1")],
+         "config1", ["check1"]),
+        ("multiple checks, partial match",
+         [("check1", PROV, "kqueue.io", "ProvisioningRequestConfig", "config1"),
+          ("check2", PROV, "kqueue.io", "ProvisioningRequestConfig", "config1"),
+          ("check3", PROV, "kqueue.io", "ProvisioningRequestConfig", "config2")],
+         "config1", ["check1", "check2"]),
+    ],
+)
+def test_index_admission_checks(
+    name: str, checks: list[tuple[str, str, str, str, str]], config_name: str, want: list[str]
+) -> None:
+    from kqueue.controller.admission_checks.provisioning.controller import checks_using
+
+    assert checks_using(config_name, [_ac(*x) for x in checks]) == want
+
+
+# -- podSetUpdates on release (Kueue's podset.Merge when the job starts) ------------------------
+
+
+def test_pod_set_updates_of_every_check_are_applied_on_release() -> None:
+    from kqueue.controller.integrations.release import pod_set_releases
+
+    flavors: Store[Any] = Store()
+    flavors._put("gpu-flavor", parse_object({
+        "apiVersion": "kqueue.io/v1alpha1", "kind": "ResourceFlavor",
+        "metadata": {"name": "gpu-flavor"},
+        "spec": {"nodeLabels": {"pool": "gpu"},
+                 "tolerations": [{"key": "gpu", "operator": "Exists", "effect": "NoSchedule"}]},
+    }), "1")
+    wl = workload(admitted=True, checks=[
+        {"name": "prov", "state": "Ready", "message": "", "podSetUpdates": [{
+            "name": "main",
+            "annotations": {"autoscaling.x-k8s.io/consume-provisioning-request": "wl-prov-1"},
+            "nodeSelector": {"cloud.example.com/reservation": "r-1"},
+        }]},
+        {"name": "budget", "state": "Ready", "message": "", "podSetUpdates": [{
+            "name": "main", "labels": {"team": "a"},
+            "tolerations": [{"key": "spot", "operator": "Equal", "value": "true",
+                             "effect": "NoSchedule"}],
+        }]},
+    ])
+    release = pod_set_releases(wl, flavors)["main"]
+    assert release.count == 4
+    assert dict(release.labels) == {"team": "a"}
+    assert dict(release.annotations) == {
+        "autoscaling.x-k8s.io/consume-provisioning-request": "wl-prov-1"}
+    assert dict(release.node_selector) == {"pool": "gpu", "cloud.example.com/reservation": "r-1"}
+    assert list(release.tolerations) == [
+        {"key": "gpu", "operator": "Exists", "effect": "NoSchedule"},
+        {"key": "spot", "operator": "Equal", "value": "true", "effect": "NoSchedule"},
+    ]

@@ -2,7 +2,8 @@
 (docs/local-cluster.md): for ``best-effort-atomic-scale-up`` it creates the kwok nodes the
 request needs (one per pod, labelled with the pod template's nodeSelector and sized to its
 requests), then sets ``Provisioned``; for ``check-capacity`` it answers from the nodes that
-exist. Tests can make an attempt fail (``fail``) or revoke capacity (``revoke``)."""
+exist (their allocatable less what the pods bound there request; it never adds a node). Tests
+can make an attempt fail (``fail``) or revoke capacity (``revoke``)."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ from kqueue.controller.admission_checks.provisioning.controller import (
     PROVISIONING_REQUESTS,
 )
 from kqueue.controller.kube import Kube, KubeError
-from kqueue.controller.resources import NODES
+from kqueue.controller.resources import NODES, PODS
 from kqueue.localcluster.nodes import FakeNode
 
 Obj = dict[str, Any]
@@ -33,11 +34,15 @@ def _condition(type_: str, status: str, reason: str, message: str) -> Obj:
             "lastTransitionTime": now}
 
 
-def _answered(pr: Obj) -> bool:
+def _has(pr: Obj, type_: str, status: str) -> bool:
     return any(
-        c.get("type") in ("Provisioned", "Failed") and c.get("status") == "True"
+        c.get("type") == type_ and c.get("status") == status
         for c in (pr.get("status") or {}).get("conditions") or []
     )
+
+
+def _answered(pr: Obj) -> bool:
+    return _has(pr, "Provisioned", "True") or _has(pr, "Failed", "True")
 
 
 @dataclass
@@ -88,7 +93,8 @@ class Provisioner:
             if fits:
                 await self._set(pr, _condition("Provisioned", "True", "CapacityIsFound", "fits"))
                 self.answered.append(f"{name}:Provisioned")
-            else:
+            elif not _has(pr, "Provisioned", "False"):
+                # Asked again on every round (capacity may free up); written once.
                 await self._set(pr, _condition("Provisioned", "False", "CapacityIsNotFound",
                                                "not enough capacity"))
             return
@@ -112,7 +118,16 @@ class Provisioner:
         self.answered.append(f"{name}:Provisioned")
 
     async def _fits_existing(self, templates: list[tuple[Obj, int]]) -> bool:
+        """Whether the pods fit on the nodes that exist now (cluster-autoscaler's
+        check-capacity simulation, without scheduling constraints beyond nodeSelector)."""
         nodes = await self.kube.list(NODES)
+        used: dict[str, dict[str, int]] = {}
+        for pod in await self.kube.list(PODS):
+            node_name = (pod.get("spec") or {}).get("nodeName")
+            if node_name and (pod.get("status") or {}).get("phase") not in ("Succeeded", "Failed"):
+                on = used.setdefault(node_name, {})
+                for k, v in _requests(pod.get("spec") or {}).items():
+                    on[k] = on.get(k, 0) + parse_quantity(v, k)
         for template, count in templates:
             spec = template.get("spec") or {}
             selector = spec.get("nodeSelector") or {}
@@ -123,8 +138,12 @@ class Provisioner:
                 if any(labels.get(k) != v for k, v in selector.items()):
                     continue
                 alloc = (node.get("status") or {}).get("allocatable") or {}
-                per = [parse_quantity(alloc.get(k, "0"), k) // v for k, v in need.items() if v]
-                room += min(per) if per else 0
+                taken = used.get(node["metadata"]["name"], {})
+                per = [
+                    (parse_quantity(alloc.get(k, "0"), k) - taken.get(k, 0)) // v
+                    for k, v in need.items() if v
+                ]
+                room += max(min(per), 0) if per else 0
             if room < count:
                 return False
         return True

@@ -18,10 +18,12 @@ from kqueue.controller.kube import KubeError
 from kqueue.controller.resources import (
     ADMISSION_CHECKS,
     CLUSTER_QUEUES,
+    NODES,
     PROVISIONING_REQUEST_CONFIGS,
     WORKLOADS,
 )
 from kqueue.localcluster.cluster import LocalCluster
+from kqueue.localcluster.nodes import FakeNode
 from tests.controller_e2e.harness import (
     E2E_LABEL,
     Api,
@@ -34,7 +36,7 @@ from tests.controller_e2e.harness import (
     stays,
     unique,
 )
-from tests.controller_e2e.provisioner import ATOMIC, Provisioner
+from tests.controller_e2e.provisioner import ATOMIC, CHECK_CAPACITY, Provisioner
 
 pytestmark = pytest.mark.cluster
 
@@ -149,13 +151,16 @@ async def set_check(api: Api, wl: Obj, name: str, state: str, message: str) -> N
     await api.kube.modify_status(WORKLOADS, meta["name"], change, namespace=meta["namespace"])
 
 
-async def gpu_queue(api: Api, namespace: str, *, retry: Obj | None = None) -> tuple[str, str]:
-    """A ClusterQueue whose only flavor is a pool no node has yet, checked by a
-    ProvisioningRequest check; returns (check name, pool)."""
-    pool, rf, cq = unique("pool"), unique("gpu"), unique("cq")
+async def gpu_queue(
+    api: Api, namespace: str, *, retry: Obj | None = None, klass: str = ATOMIC,
+    pool: str | None = None,
+) -> tuple[str, str]:
+    """A ClusterQueue whose only flavor is a pool (by default one no node has yet), checked by
+    a ProvisioningRequest check of class ``klass``; returns (check name, pool)."""
+    pool, rf, cq = pool or unique("pool"), unique("gpu"), unique("cq")
     prc, ac = unique("prc"), unique("prov")
     spec = {"retryStrategy": retry} if retry else {}
-    await create(api, PROVISIONING_REQUEST_CONFIGS, prov_config(prc, **spec))
+    await create(api, PROVISIONING_REQUEST_CONFIGS, prov_config(prc, klass, **spec))
     await create(api, ADMISSION_CHECKS, check(ac, "kqueue.io/provisioning-request", prc_ref(prc)))
     await api.apply(gpu_flavor(rf, pool))
     await api.apply(cq_with_checks(cq, [(rf, {"cpu": "8", "memory": "8Gi", GPU: "8"})],
@@ -202,14 +207,50 @@ async def test_provisioned_gpu_job_binds_to_new_nodes(
         assert p["spec"]["nodeSelector"]["pool"] == pool
 
 
+async def test_check_capacity_answers_from_the_nodes_that_exist(
+    api: Api, namespace: str, provisioner: Provisioner
+) -> None:
+    pool = unique("pool")
+    existing = []
+    for i in range(2):
+        node = FakeNode(name=f"{pool}-{i}", labels={"pool": pool},
+                        allocatable={"cpu": "4", "memory": "16Gi", "pods": "110", GPU: "1"})
+        await api.kube.create(NODES, node.manifest())
+        provisioner.nodes.append(node.name)  # deleted with the provisioner's
+        existing.append(node.name)
+    ac, _ = await gpu_queue(api, namespace, klass=CHECK_CAPACITY, pool=pool)
+    await api.apply(gpu_job("fits", namespace, "q", 2))
+    wl = await api.wait_workload(
+        namespace, "fits", lambda w: is_true(w, c.ADMITTED), what="Admitted", within=90
+    )
+    pods = await bound_pods(api, namespace, "fits", 2)
+    assert sorted(p["spec"]["nodeName"] for p in pods) == existing
+    assert provisioner.answered == [f"{wl['metadata']['name']}-{ac}-1:Provisioned"]
+    # The quota has room for one more GPU pod, the nodes do not: check-capacity never scales
+    # up, so the check stays Pending with the autoscaler's message and nothing is released.
+    await api.apply(gpu_job("no-room", namespace, "q", 1))
+
+    def told(w: Obj) -> bool:
+        state = check_state(w, ac)
+        return state is not None and state.get("message") == "not enough capacity"
+
+    held = await api.wait_workload(namespace, "no-room", told, what="check-capacity's answer")
+    assert is_true(held, c.QUOTA_RESERVED) and not is_true(held, c.ADMITTED)
+    assert check_state(held, ac)["state"] == "Pending"  # type: ignore[index]
+    assert (await api.job(namespace, "no-room"))["spec"]["suspend"] is True
+    assert len(provisioner.nodes) == 2  # no node was added
+
+
 async def test_failed_request_is_retried_with_backoff_and_provisioned_on_second_attempt(
     api: Api, namespace: str, provisioner: Provisioner
 ) -> None:
-    provisioner.fail.add("-1")
     ac, _ = await gpu_queue(
         api, namespace, retry={"backoffLimitCount": 2, "backoffBaseSeconds": 2,
                                "backoffMaxSeconds": 10},
     )
+    # This check's first attempt only: an earlier test's request still pending in its
+    # namespace (being deleted) must not take the failure.
+    provisioner.fail.add(f"-{ac}-1")
     await api.apply(gpu_job("retry", namespace, "q", 2))
     wl = await api.wait_workload(
         namespace, "retry", lambda w: is_true(w, c.ADMITTED), what="Admitted", within=120

@@ -15,7 +15,16 @@ from kqueue.engine.checks import CheckRule, Verdict
 from kqueue.engine.readiness import PodsReadyConfig
 from kqueue.engine.types import EvictionReason, PendingReason
 
-from .builders import admitted_flavors, key, make_cq, make_engine, make_flavor, make_workload, t
+from .builders import (
+    admitted_flavors,
+    key,
+    make_cq,
+    make_engine,
+    make_flavor,
+    make_lq,
+    make_workload,
+    t,
+)
 
 BASE = datetime(2025, 1, 1, 12, 0, 0, tzinfo=UTC)
 
@@ -63,6 +72,32 @@ ADMITTED_CASES = [
     AdmittedCase(
         "check lost", True, [st("check1", "Ready"), st("check2", "Pending")],
         (False, "UnsatisfiedAdmissionChecks"),
+    ),
+    # kqueue's reasons are Kueue's with UnadmittedWorkloadsObservability (always on here): the
+    # lost reservation wins over the checks.
+    AdmittedCase(
+        "reservation and check lost", False, [st("check1", "Ready"), st("check2", "Pending")],
+        (False, "NoReservation"),
+    ),
+    AdmittedCase(
+        "reservation, checks not ready with observability", True,
+        [st("check1", "Pending"), st("check2", "Ready")], (False, "UnsatisfiedAdmissionChecks"),
+    ),
+    AdmittedCase(
+        "reservation lost with observability", False,
+        [st("check1", "Ready"), st("check2", "Ready")], (False, "NoReservation"),
+    ),
+    AdmittedCase(
+        "check lost with observability", True, [st("check1", "Ready"), st("check2", "Pending")],
+        (False, "UnsatisfiedAdmissionChecks"),
+    ),
+    AdmittedCase(
+        "reservation and check lost with observability", False,
+        [st("check1", "Ready"), st("check2", "Pending")], (False, "NoReservation"),
+    ),
+    AdmittedCase(
+        "no reservation, no condition initially", False, [st("check1", "Pending")],
+        (False, "NoReservation"),
     ),
 ]
 
@@ -306,6 +341,49 @@ def test_wait_for_pods_ready_counts_from_admitted() -> None:
     assert [(e.workload, e.reason) for e in result.evicted] == [
         (key("w"), EvictionReason.PODS_READY_TIMEOUT)
     ]
+
+
+def test_max_execution_time_counts_from_admitted() -> None:
+    # Kueue counts a workload's execution from Admitted: the time its checks take (nodes being
+    # provisioned) uses none of its maximumExecutionTimeSeconds.
+    engine = make_engine(make_flavor("default").obj(), make_cq("cq").quota("default", cpu="4").obj())
+    waiting = (
+        make_workload("w").queue("lq").request("cpu", "1").max_exec(300)
+        .reserved_in("cq", "default").obj()
+    )
+    assert waiting.admission is not None
+    waiting = replace(waiting, admission=replace(waiting.admission, awaiting_checks=True))
+    engine.upsert_workload(waiting)
+    assert engine.next_deadline() is None
+    assert not engine.schedule(t(600)).evicted
+    admitted = replace(
+        waiting, admission=replace(waiting.admission, awaiting_checks=False, admitted_at=t(600))
+    )
+    engine.upsert_workload(admitted)
+    assert engine.next_deadline() == t(900)
+    assert not engine.schedule(t(899)).evicted
+    result = engine.schedule(t(900))
+    assert [(e.workload, e.reason) for e in result.evicted] == [
+        (key("w"), EvictionReason.DEACTIVATED_DUE_TO_MAXIMUM_EXECUTION_TIME_EXCEEDED)
+    ]
+
+
+def test_pending_admission_check_with_nofit_and_fit_flavors() -> None:
+    # Kueue scheduler_test "pending admission check with nofit and fit flavors": the first
+    # flavor does not fit, the second does; the reservation there waits for the check.
+    cq = make_cq("eng-beta").quota("on-demand", cpu="60").quota("spot", cpu="100").obj()
+    cq = replace(cq, admission_checks=(CheckRule("check"),))
+    engine = make_engine(
+        make_flavor("on-demand").obj(), make_flavor("spot").obj(), cq,
+        make_lq("main", "eng-beta", namespace="eng-beta"),
+        make_workload("pending-check", "eng-beta").queue("main").request("cpu", "80").obj(),
+    )
+    engine.upsert_admission_check("check", None)
+    result = engine.schedule(t(1))
+    (admitted,) = result.admitted
+    assert admitted.workload == key("pending-check", "eng-beta")
+    assert [dict(ps.flavors) for ps in admitted.admission.pod_sets] == [{"cpu": "spot"}]
+    assert admitted.admission.awaiting_checks and admitted.admission.admitted_since is None
 
 
 def test_rejected_check_deactivation_evicts_with_its_reason() -> None:

@@ -27,7 +27,10 @@ from kqueue.controller.admission_checks.framework import CheckController
 from kqueue.controller.admission_checks.multikueue.clusters import RemoteClusters
 from kqueue.controller.admission_checks.multikueue.controller import MultiKueueController
 from kqueue.controller.admission_checks.multikueue.gc import GarbageCollector
-from kqueue.controller.admission_checks.provisioning.controller import ProvisioningController
+from kqueue.controller.admission_checks.provisioning.controller import (
+    ProvisioningController,
+    checks_using,
+)
 from kqueue.controller.admission_checks.status import CheckStatus, feed
 from kqueue.controller.admission_checks.workload_checks import WorkloadChecks
 from kqueue.controller.clock import Now
@@ -77,7 +80,8 @@ class AdmissionChecks:
         self._workloads = workloads
         self._trigger = trigger
         provisioning = ProvisioningController(
-            configs=configs.store, flavors=flavors.store, kube=kube, events=events
+            configs=configs.store, flavors=flavors.store, kube=kube, events=events,
+            cluster_queues=cluster_queues.store,
         )
         self.controllers: dict[str, CheckController] = {
             provisioning.controller_name: provisioning
@@ -148,11 +152,9 @@ class AdmissionChecks:
         self._trigger()
 
     def _on_config(self, _: str, prc: ProvisioningRequestConfig, *rest: Any) -> None:
-        for ac in self._checks.store.objects():
-            params = ac.spec.parameters
-            if params is not None and params.name == prc.name:
-                self.status_queue.add(ac.name)
-                self._enqueue_workloads(ac.name)
+        for name in checks_using(prc.name, self._checks.store.objects()):
+            self.status_queue.add(name)
+            self._enqueue_workloads(name)
 
     def _on_multikueue_object(self, *_: Any) -> None:
         self._on_multikueue()

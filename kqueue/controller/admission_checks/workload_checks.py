@@ -129,6 +129,14 @@ def apply_checks(
     return (out if changed else None), verdict
 
 
+def admitted_message(wl: Workload, now: datetime) -> str:
+    """The Admitted event once the checks pass (Kueue's workload controller's)."""
+    cq = wl.status.admission.cluster_queue if wl.status.admission else ""
+    reserved = wl.quota_reserved_at or now
+    waited = max((now - reserved).total_seconds(), 0.0)
+    return f"Admitted by ClusterQueue {cq}, wait time since reservation was {waited:.0f}s"
+
+
 class WorkloadChecks:
     """Reconciles the admission checks of one Workload key (see the module docstring)."""
 
@@ -228,11 +236,7 @@ class WorkloadChecks:
         verdict = decided[-1]
         out = Workload.model_validate(written)
         if verdict == Verdict.ADMIT and out.is_admitted and not wl.is_admitted:
-            self._events.record(
-                written, "Normal", c.ADMITTED,
-                f"Admitted by ClusterQueue {out.status.admission.cluster_queue if out.status.admission else ''}: "
-                "all admission checks are Ready",
-            )
+            self._events.record(written, "Normal", c.ADMITTED, admitted_message(out, now))
         if verdict == Verdict.RETRY and self._metrics is not None:
             # A Rejected check's eviction is the engine's, counted where it is written.
             cq = wl.status.admission.cluster_queue if wl.status.admission else ""

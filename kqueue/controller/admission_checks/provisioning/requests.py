@@ -67,6 +67,13 @@ def pod_template_name(request: str, pod_set: str) -> str:
     return limit_name(f"{POD_TEMPLATES_PREFIX}-{request}-{pod_set}")
 
 
+def owned_by(request: Obj, wl: Workload) -> bool:
+    """Whether ``request`` was made for ``wl`` (by its UID label): a request of the same name
+    made by anyone else is never followed."""
+    labels = request.get("metadata", {}).get("labels") or {}
+    return bool(wl.metadata.uid) and labels.get(WORKLOAD_UID_LABEL) == wl.metadata.uid
+
+
 def attempt(state: AdmissionCheckState) -> int:
     """The attempt the check is on: its retries so far, plus one."""
     return (state.retry_count or 0) + 1
@@ -157,17 +164,33 @@ def merged_pod_sets(wl: Workload, prc: ProvisioningRequestConfig) -> list[tuple[
     return out
 
 
+def tolerations_of(
+    wl: Workload, pod_set: str, tolerations: Mapping[str, list[Obj]]
+) -> list[Obj]:
+    """The assigned flavors' tolerations for ``pod_set``, in flavor order, without repeats."""
+    adm = wl.status.admission
+    psa = adm.assignment(pod_set) if adm is not None else None
+    out: list[Obj] = []
+    if psa is not None:
+        for flavor in sorted(set(psa.flavors.values())):
+            out.extend(t for t in tolerations.get(flavor, []) if t not in out)
+    return out
+
+
 def build(
     wl: Workload,
     check: str,
     number: int,
     prc: ProvisioningRequestConfig,
     flavors: Mapping[str, Mapping[str, str]],
+    tolerations: Mapping[str, list[Obj]] | None = None,
 ) -> tuple[Obj, list[Obj]]:
     """The ProvisioningRequest of attempt ``number`` and its PodTemplates (Kueue's
     ``syncOwnedProvisionRequest`` and ``createPodTemplate``): each template is the pod set's
-    with the assigned flavor's node labels as nodeSelector and limits standing in for
-    missing requests. The request is owned by the Workload, the templates by the request's
+    with the assigned flavor's node labels as nodeSelector and its tolerations added (the pods
+    get both on release, and cluster-autoscaler must provision for the pods as they will be:
+    a tainted pool is never chosen for pods that do not tolerate it), and limits standing in
+    for missing requests. The request is owned by the Workload, the templates by the request's
     Workload too (deleted with it; cleaned up explicitly on eviction and finish)."""
     name = request_name(wl.name, check, number)
     namespace = wl.namespace or "default"
@@ -188,6 +211,10 @@ def build(
         selector = node_selector_of(wl, ps.name, flavors)
         if selector:
             spec["nodeSelector"] = {**selector, **(spec.get("nodeSelector") or {})}
+        added = tolerations_of(wl, ps.name, tolerations or {})
+        if added:
+            own = spec.get("tolerations") or []
+            spec["tolerations"] = own + [t for t in added if t not in own]
         for ct in [*spec.get("containers", []), *spec.get("initContainers", [])]:
             res = ct.setdefault("resources", {})
             limits = res.get("limits") or {}
