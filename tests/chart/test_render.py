@@ -249,9 +249,10 @@ def test_rbac_secrets_and_webhook_configurations_only_with_internal_certificates
                 "kqueue-validating-webhook-configuration",
             ]
     assert _grants(cluster, "admissionregistration.k8s.io", "mutatingwebhookconfigurations")
-    # The pod integration evicts plain pods: DisruptionTarget on the status, then delete.
-    assert _grants(cluster, "", "pods") == {"list", "watch", "patch", "delete"}
-    assert _grants(cluster, "", "pods/status") == {"patch"}
+    # The pod integration evicts plain pods: DisruptionTarget on the status, then delete; and
+    # MultiKueue reads a dispatched pod and writes its copy's status back (get, update).
+    assert _grants(cluster, "", "pods") == {"list", "watch", "patch", "delete", "get"}
+    assert _grants(cluster, "", "pods/status") == {"patch", "update"}
     assert _grants(cluster, "", "pods/finalizers") == {"update"}
     jobs_only = _rules(
         helm.template({"config": {"integrations": {"frameworks": ["batch/job"]}}}), "ClusterRole"

@@ -144,16 +144,20 @@ def _apply(lc: LocalCluster, objs: list[Obj]) -> None:
     lc.kubectl("apply", "-f", "-", input=yaml.safe_dump_all(objs))
 
 
-@pytest.fixture(scope="module")
-def objects(manager: ManagerProcess, worker1: Worker, worker2: Worker) -> dict[str, Worker]:
-    """The shared setup: on the manager the Secrets, MultiKueueClusters, MultiKueueConfig,
-    check and ClusterQueue; on each worker its flavor and ClusterQueue."""
-    for w in (worker1, worker2):
+def install(manager: ManagerProcess, workers: list[Worker]) -> dict[str, Worker]:
+    """The shared setup: on the manager the Secrets, MultiKueueClusters, MultiKueueConfig (of
+    ``workers``), check and ClusterQueue; on each worker its flavor and ClusterQueue."""
+    for w in workers:
         _apply(w.cluster, mk.queue_objects(FLAVOR, CQ, WORKER_CPU[w.name], []))
-    mgr = mk.manager_objects({w.name: w.cluster.kubeconfig_path for w in (worker1, worker2)},
+    mgr = mk.manager_objects({w.name: w.cluster.kubeconfig_path for w in workers},
                              KQUEUE_NAMESPACE, config=CONFIG, check=CHECK)
     _apply(manager.cluster, mgr + mk.queue_objects(FLAVOR, CQ, "8", [CHECK]))
-    return {"worker1": worker1, "worker2": worker2}
+    return {w.name: w for w in workers}
+
+
+@pytest.fixture(scope="module")
+def objects(manager: ManagerProcess, worker1: Worker, worker2: Worker) -> dict[str, Worker]:
+    return install(manager, [worker1, worker2])
 
 
 @pytest.fixture

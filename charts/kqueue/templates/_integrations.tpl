@@ -69,6 +69,14 @@ only when it is in config.integrations.frameworks (all registered defaults when 
 - apiGroups: [""]
   resources: [pods/finalizers]
   verbs: [update]
+# pod: MultiKueue reads a dispatched Pod by name
+- apiGroups: [""]
+  resources: [pods]
+  verbs: [get]
+# pod: MultiKueue copies a dispatched Pod's status back from its worker
+- apiGroups: [""]
+  resources: [pods/status]
+  verbs: [update]
 {{- end }}
 {{- if has "trainer.kubeflow.org/trainjob" $on }}
 # trainer.kubeflow.org/trainjob: TrainJobs naming a queue are watched, suspended while queued or evicted, and resumed with the admission's node labels and tolerations in kqueue's spec.runtimePatches entry

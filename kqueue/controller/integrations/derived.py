@@ -34,11 +34,12 @@ def multikueue_rbac(fw: Framework) -> tuple[PolicyRule, ...]:
     if adapter is None:
         return ()
     group, plural = adapter.resource.group, adapter.resource.plural
+    path = adapter.managed_by_path
+    what = f"({'.'.join(path)}) " if path is not None else ""
     return (
         PolicyRule(
             (group,), (plural,), ("get",),
-            f"MultiKueue reads a dispatched {fw.kind} ({'.'.join(adapter.managed_by_path)}) "
-            "by name",
+            f"MultiKueue reads a dispatched {fw.kind} {what}by name",
         ),
         PolicyRule(
             (group,), (f"{plural}/status",), ("update",),

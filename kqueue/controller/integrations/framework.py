@@ -142,6 +142,10 @@ class Composed:
     members; None for a job of one member."""
     invalid: str | None = None
     """Why the members cannot make a job (a malformed count), reported on the first member."""
+    prebuilt: str | None = None
+    """The Workload the members name with ``kqueue.io/prebuilt-workload-name`` (a MultiKueue
+    worker's copy of the manager's, docs/multikueue.md): adopted, never made; while it does
+    not exist (``workload`` None) the members wait for it."""
 
 
 @runtime_checkable

@@ -239,6 +239,17 @@ class JobReconciler:
             return None
         wl = composed.workload
         live = [p for p in members if not is_terminal(p) and not _deleting(p)]
+        if composed.prebuilt is not None:
+            # A MultiKueue worker's copies: they take the manager's Workload, copied here.
+            if wl is None:
+                return Requeue(after=PREBUILT_RECHECK_S)  # waits for its Workload
+            adopted = await self._adopt_members(
+                job, wl, [p for p in members if not _deleting(p)],
+                controller=composed.barrier is None,
+            )
+            if adopted is None:
+                return Requeue(after=PREBUILT_RECHECK_S)  # changed meanwhile: read again
+            wl = adopted
         waits = wl is None or not workload_status.holds_quota(wl)
         if composed.barrier is not None and waits and self._engine is not None:
             # The gang waits for all of its members: the engine's barrier keeps the Workload
@@ -265,6 +276,11 @@ class JobReconciler:
             await self._let_go(job, members)
             return None
         running = [p for p in members if not is_terminal(p)]
+        if workload_status.is_evicting(wl) and _dispatched_away(wl):
+            # MultiKueue's: the copies on the workers go with the eviction; the members here
+            # never ran (gated), so they stay, and are dispatched again once readmitted.
+            await self._requeue(wl, now)
+            return None
         if workload_status.is_evicting(wl):
             for member in running:
                 await evict_pod(member, wl, kube=self._kube, events=self._events, now=self._now)
@@ -282,6 +298,11 @@ class JobReconciler:
                 self._events.record(wl.to_dict(), "Normal", c.FINISHED, message)
             await self._let_go(job, members)
             return None
+        if workload_status.may_run(wl) and wl.status.cluster_name is not None:
+            # MultiKueue placed it on a worker cluster (before its check turned Ready): the
+            # copies run there, and the members here stay gated (Kueue: a composable job with a
+            # MultiKueue check skips local execution).
+            return None
         if workload_status.may_run(wl):
             by_set: dict[str, list[Obj]] = {}
             for member in running:
@@ -294,6 +315,33 @@ class JobReconciler:
             )
         await self._let_go(job, terminated)
         return None
+
+    async def _adopt_members(
+        self, job: ComposableJob, wl: Workload, members: list[Obj], *, controller: bool
+    ) -> Workload | None:
+        """The prebuilt Workload owned by each member too (as the Workload kqueue makes for them
+        would be: a single pod controls it, a group's pods own it together), so its events reach
+        them and it goes with them; None if it changed meanwhile."""
+        have = {ref.uid for ref in wl.metadata.owner_references}
+        new = [
+            owner_reference(m, api_version=job.api_version, kind=job.kind, controller=controller)
+            for m in members
+            if str(_meta(m).get("uid") or "") not in have
+        ]
+        if not new:
+            return wl
+        refs = wl.to_dict()["metadata"].get("ownerReferences") or []
+        patch = {
+            "metadata": {
+                "ownerReferences": [*refs, *new],
+                "resourceVersion": wl.metadata.resource_version,
+            }
+        }
+        try:
+            written = await self._kube.patch(WORKLOADS, wl.name, patch, namespace=wl.namespace)
+        except (NotFound, Conflict):
+            return None
+        return Workload.model_validate(written)
 
     async def _let_go(self, job: ComposableJob, members: list[Obj]) -> None:
         for member in members:
@@ -667,6 +715,11 @@ class JobReconciler:
 
 def _meta(obj: Obj) -> Obj:
     return obj.get("metadata") or {}
+
+
+def _dispatched_away(wl: Workload) -> bool:
+    """Placed, or offered, by MultiKueue to worker clusters (its pods run there, not here)."""
+    return wl.status.cluster_name is not None or bool(wl.status.nominated_cluster_names)
 
 
 def _deleting(obj: Obj) -> bool:

@@ -47,8 +47,8 @@ class ManagedByField:
 def defaulted_kind(api_version: str, kind: str) -> ManagedByField | None:
     """The managedBy field of a kind that MultiKueue can dispatch; None for the others."""
     adapter = adapter_for(api_version, kind)
-    if adapter is None:
-        return None
+    if adapter is None or adapter.managed_by_path is None:
+        return None  # none, or no managedBy (plain pods: held by kqueue's gate instead)
     # The kind's adapter declares where the manager's object carries the value, which value
     # it is, and its own controller's name.
     return ManagedByField(

@@ -15,6 +15,11 @@ worker's kqueue adopts that Workload, already admitted there, instead of making 
 status comes back to the manager's object. Kinds without an adapter (none registered, or the
 kind's served version has no ``managedBy``) cannot be dispatched: their workloads' check is
 Rejected, naming the kind.
+
+A kind without a ``managedBy`` field that kqueue itself holds on the manager (plain pods: gated,
+never released there once MultiKueue places them) has an adapter with ``managed_by_path``
+None; and a job made of several objects (a pod group's pods) is copied, followed and deleted as
+a whole (:meth:`Adapter.members`, :meth:`Adapter.remote_names`).
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ from typing import Any, Final, Protocol
 
 from kqueue.api.v1alpha1 import constants as c
 from kqueue.api.v1alpha1.multikueue import CONTROLLER_NAME, ORIGIN_LABEL, ORIGIN_UID_ANNOTATION
+from kqueue.controller.kube import Kube
 from kqueue.controller.resources import Resource
 
 Obj = dict[str, Any]
@@ -57,13 +63,15 @@ class Adapter(Protocol):
 
     @property
     def managed_by(self) -> str:
-        """The ``managedBy`` value a manager-side object must carry to be dispatched."""
+        """The ``managedBy`` value a manager-side object must carry to be dispatched (unused
+        when :attr:`managed_by_path` is None)."""
         ...
 
     @property
-    def managed_by_path(self) -> Path:
+    def managed_by_path(self) -> Path | None:
         """Where the kind keeps ``managedBy`` (``spec.managedBy``, or
-        ``spec.runPolicy.managedBy``)."""
+        ``spec.runPolicy.managedBy``); None for a kind without one, which kqueue holds on the
+        manager itself (plain pods stay gated there)."""
         ...
 
     @property
@@ -80,6 +88,21 @@ class Adapter(Protocol):
     def status_update(self, local: Obj, remote: Obj, remote_finished: bool) -> Obj | None:
         """The status to write on the manager's object from the worker's copy; None: keep it
         (unchanged, or a status the suspended object here may not carry yet)."""
+        ...
+
+    def dispatch_problem(self, local: Obj) -> str | None:
+        """Why the manager's object cannot be dispatched (Kueue's ``IsJobManagedByKueue``);
+        None if it can."""
+        ...
+
+    async def members(self, kube: Kube, local: Obj) -> list[Obj]:
+        """The manager's objects that make one job with ``local`` (itself included), read with
+        the manager's ``kube``: copied to the worker and followed together."""
+        ...
+
+    async def remote_names(self, kube: Kube, namespace: str, workload: str, name: str) -> list[str]:
+        """The names of the objects on the worker (``kube``) that are the copies of job
+        ``name`` of Workload ``workload``: deleted together."""
         ...
 
 
@@ -103,21 +126,30 @@ def _pop(obj: Obj, path: Path) -> None:
 
 
 def managed_by(adapter: Adapter, obj: Obj) -> Any:
-    return _get(obj, adapter.managed_by_path)
+    path = adapter.managed_by_path
+    return None if path is None else _get(obj, path)
 
 
 def is_dispatched(adapter: Adapter, obj: Obj) -> bool:
-    """Whether ``obj`` is a manager-side object of MultiKueue (it runs on a worker)."""
-    return bool(managed_by(adapter, obj) == adapter.managed_by)
+    """Whether ``obj`` is a manager-side object of MultiKueue (it runs on a worker), as its
+    ``managedBy`` says; a kind without one cannot tell from the object alone."""
+    path = adapter.managed_by_path
+    return path is not None and bool(_get(obj, path) == adapter.managed_by)
 
 
 def managed_problem(adapter: Adapter, local: Obj) -> str | None:
     """Why the manager's object cannot be dispatched (Kueue's IsJobManagedByKueue); None if
     it can."""
-    if is_dispatched(adapter, local):
+    return adapter.dispatch_problem(local)
+
+
+def managed_by_problem(adapter: Adapter, local: Obj) -> str | None:
+    """A kind with ``managedBy``: dispatched only with the kind's MultiKueue value there."""
+    path = adapter.managed_by_path
+    if path is None or is_dispatched(adapter, local):
         return None
     meta = local.get("metadata") or {}
-    field = ".".join(adapter.managed_by_path)
+    field = ".".join(path)
     return (
         f"{local.get('kind')} {meta.get('namespace')}/{meta.get('name')}: {field} is "
         f"{managed_by(adapter, local)!r}; set it to {adapter.managed_by!r} so that no controller "
@@ -185,6 +217,15 @@ class CopyAdapter:
 
     def status_update(self, local: Obj, remote: Obj, remote_finished: bool) -> Obj | None:
         return self.status(local, remote, remote_finished)
+
+    def dispatch_problem(self, local: Obj) -> str | None:
+        return managed_by_problem(self, local)
+
+    async def members(self, kube: Kube, local: Obj) -> list[Obj]:
+        return [local]
+
+    async def remote_names(self, kube: Kube, namespace: str, workload: str, name: str) -> list[str]:
+        return [name]
 
 
 class _Registered(Mapping[tuple[str, str], Adapter]):

@@ -271,10 +271,21 @@ class MultiKueueController:
             for name in plan.delete
         ))
         await asyncio.gather(*(self._copy_to(name, wl, namespace) for name in plan.create))
+        # The objects that make the job (one, or a pod group's pods) go and come back together.
+        members = (
+            await adapter.members(self._kube, local)
+            if plan.winner is not None or plan.sync_from is not None else []
+        )
         if plan.winner is not None:
-            await self._ensure_remote_job(plan.winner, adapter, local, wl.name, job_name)
+            winner = plan.winner
+            await asyncio.gather(*(
+                self._ensure_remote_job(winner, adapter, m, wl.name, _name(m)) for m in members
+            ))
         if plan.sync_from is not None:
-            await self._sync_status(plan.sync_from, adapter, local, job_name, plan.finish is not None)
+            source, done = plan.sync_from, plan.finish is not None
+            await asyncio.gather(*(
+                self._sync_status(source, adapter, m, _name(m), done) for m in members
+            ))
         if plan.nominate is not None or plan.winner is not None:
             await self._write_placement(wl, plan)
         if plan.finish is not None:
@@ -380,7 +391,8 @@ class MultiKueueController:
             return
         try:
             if adapter is not None and job_name is not None:
-                await kube.delete(adapter.resource, job_name, namespace=namespace)
+                for name in await adapter.remote_names(kube, namespace, workload, job_name):
+                    await kube.delete(adapter.resource, name, namespace=namespace)
             await kube.delete(WORKLOADS, workload, namespace=namespace)
         except KubeError as exc:
             logger.warning("MultiKueue: copies of %s/%s on %s not deleted: %s",
@@ -434,14 +446,18 @@ def _remote_view(remote: Workload) -> mk.Remote:
     )
 
 
+def _name(obj: Obj) -> str:
+    return str((obj.get("metadata") or {}).get("name"))
+
+
 def _cluster_queue(wl: Workload) -> str:
     return wl.status.admission.cluster_queue if wl.status.admission is not None else ""
 
 
 def _controller_owner(wl: Workload) -> tuple[str, str, str] | None:
     """``(apiVersion, kind, name)`` of the object that controls ``wl``; else of its first owner
-    (a pod group's Workload is owned by its pods, none controlling), so that a Rejected check
-    names the kind."""
+    (a pod group's Workload is owned by its pods, none controlling: the first stands for the
+    group, whose pods the adapter finds from it)."""
     for ref in wl.metadata.owner_references:
         if ref.controller:
             return ref.api_version, ref.kind, ref.name

@@ -25,6 +25,7 @@ from kqueue.controller.integrations.pod.generic import (
     is_plain,
     reconcile_key,
 )
+from kqueue.controller.integrations.pod.multikueue import ADAPTER as MULTIKUEUE
 from kqueue.controller.integrations.pod.webhook import MUTATE_PATH, WEBHOOK_NAME, mutate_plain_pod
 from kqueue.controller.integrations.reconciler import JobReconciler
 from kqueue.controller.integrations.registry import register
@@ -65,6 +66,7 @@ FRAMEWORK = register(
         job=PodJob,
         install=_install,
         pod_workload=pod_workload,
+        multikueue=MULTIKUEUE,
         webhooks=(
             Webhook(
                 name=webhook.WEBHOOK_NAME,

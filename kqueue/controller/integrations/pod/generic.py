@@ -94,6 +94,27 @@ def reconcile_key(pod: Obj) -> str | None:
     return f"{SINGLE}{namespace}/{_meta(pod).get('name')}"
 
 
+def _prebuilt(pods: list[Obj]) -> str | None:
+    """The Workload the pods name with ``kqueue.io/prebuilt-workload-name`` (MultiKueue's copies
+    on a worker carry it)."""
+    for pod in pods:
+        name = (_meta(pod).get("labels") or {}).get(c.PREBUILT_WORKLOAD_LABEL)
+        if name:
+            return str(name)
+    return None
+
+
+def _adoptable(wl: Workload | None, pods: list[Obj]) -> Workload | None:
+    """A prebuilt Workload the pods may take: not being deleted, and controlled by nothing
+    but one of them (never another object's)."""
+    if wl is None or wl.metadata.deletion_timestamp:
+        return None
+    uids = {str(_meta(p).get("uid") or "") for p in pods}
+    if any(ref.controller and ref.uid not in uids for ref in wl.metadata.owner_references):
+        return None
+    return wl
+
+
 class PodJob:
     """A single Pod or a pod group (its members are pods). As a :class:`GenericJob` a pod is
     never suspended and needs no patch to run or stop: it is held by the gate, released by the
@@ -151,21 +172,29 @@ class PodJob:
             if not pods:
                 return None
             barrier = WorkloadKey(f"{namespace}/{name}")
-            wl = workloads.get(barrier)
-            if wl is not None and wl.metadata.deletion_timestamp:
-                wl = None
+            prebuilt = _prebuilt(pods)
+            if prebuilt is not None:
+                wl = _adoptable(workloads.get(f"{namespace}/{prebuilt}"), pods)
+            else:
+                wl = workloads.get(barrier)
+                if wl is not None and wl.metadata.deletion_timestamp:
+                    wl = None
             try:
                 total = group_total_count(pods[0])
             except IntegrationError as exc:
                 return Composed(f"Pod group {name}", pods, wl, 0, barrier, invalid=str(exc))
-            return Composed(f"Pod group {name}", pods, wl, total, barrier)
+            return Composed(f"Pod group {name}", pods, wl, total, barrier, prebuilt=prebuilt)
         namespace, name = key[len(SINGLE):].split("/", 1)
         pod = members.get(f"{namespace}/{name}")
         if pod is None:
             return None  # gone: its Workload follows it (owner reference)
         uid = str(_meta(pod).get("uid") or "")
         owned = [w for w in workloads.by_index(BY_OWNER, uid) if not w.metadata.deletion_timestamp]
-        return Composed(f"Pod {name}", [pod], owned[-1] if owned else None, 1)
+        prebuilt = _prebuilt([pod])
+        if not owned and prebuilt is not None:
+            found = _adoptable(workloads.get(f"{namespace}/{prebuilt}"), [pod])
+            owned = [found] if found is not None else []
+        return Composed(f"Pod {name}", [pod], owned[-1] if owned else None, 1, prebuilt=prebuilt)
 
     def workload_for_members(self, live: list[Obj], priorities: PriorityResolver) -> Workload:
         if group_name(live[0]) is None:
