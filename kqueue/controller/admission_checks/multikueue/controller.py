@@ -45,17 +45,25 @@ from kqueue.controller.events import EventRecorder
 from kqueue.controller.informer import Store
 from kqueue.controller.kube import Conflict, Kube, KubeError, NotFound
 from kqueue.controller.metrics import Metrics
-from kqueue.controller.resources import WORKLOADS
+from kqueue.controller.resources import WORKLOADS, Resource
 from kqueue.engine import multikueue as mk
 
 logger = logging.getLogger(__name__)
 
 Obj = dict[str, Any]
 
-# How often a workload is looked at again: while its copies wait for a worker to admit one,
-# and while its copy runs (status, finish, a lost worker).
+# How often a workload is looked at again while a worker it may be on is not watched yet (its
+# watch has not listed, clusters.py): while its copies wait for a worker to admit one, and while
+# its copy runs (status, finish, a lost worker).
 PENDING_POLL_SECONDS: Final = 2.0
 RUNNING_POLL_SECONDS: Final = 3.0
+# Once its workers are watched a workload is synced on their events (a copy or its job
+# changed, a worker connected or was lost) and, as a safety net, every RESYNC_SECONDS: a remote
+# write that failed (a timeout: logged, not retried) leaves no event to come back on, nor does
+# a job whose kind the worker would not let this manager watch. Kueue has no such resync; 60 s
+# keeps the net's cost at 1,000 waiting workloads to 17 syncs a second, each one read of the
+# manager's job and none of a worker (the copies are read from the watches).
+RESYNC_SECONDS: Final = 60.0
 
 
 class MultiKueueController:
@@ -194,6 +202,8 @@ class MultiKueueController:
         if plan.finish is not None:
             return Synced(new)
         poll = RUNNING_POLL_SECONDS if new.state == "Ready" else PENDING_POLL_SECONDS
+        if all(self._remotes.watched(n, WORKLOADS) is not None for n in group.active):
+            poll = RESYNC_SECONDS
         again = poll if plan.again_after is None else min(poll, plan.again_after)
         return Synced(new, again_after=again if new.state in ("Pending", "Ready") else None)
 
@@ -233,8 +243,9 @@ class MultiKueueController:
     async def _read_remotes(
         self, wl: Workload, clusters: list[str]
     ) -> dict[str, tuple[mk.Remote | None, Obj | None]]:
-        """Per reachable worker: its copy of ``wl`` (as the plan sees it, and as read). A copy
-        of another incarnation of the workload (another UID) is deleted and counts as none."""
+        """Per reachable worker: its copy of ``wl`` (as the plan sees it, and as read), from
+        the worker's watch once it has listed, else from the worker. A copy of another
+        incarnation of the workload (another UID) is deleted and counts as none."""
         namespace = wl.namespace or "default"
 
         async def one(name: str) -> tuple[str, tuple[mk.Remote | None, Obj | None]] | None:
@@ -242,12 +253,12 @@ class MultiKueueController:
             if kube is None:
                 return None
             try:
-                obj = await kube.get(WORKLOADS, wl.name, namespace)
-            except NotFound:
-                return name, (None, None)
+                obj = await self._remote_object(name, kube, WORKLOADS, wl.name, namespace)
             except KubeError as exc:
                 logger.info("MultiKueue: Workload %s on %s not read: %s", wl.key, name, exc)
                 return None
+            if obj is None:
+                return name, (None, None)
             annotations = (obj.get("metadata") or {}).get("annotations") or {}
             if annotations.get(ORIGIN_UID_ANNOTATION) not in (None, wl.metadata.uid):
                 with contextlib.suppress(KubeError):
@@ -257,6 +268,19 @@ class MultiKueueController:
 
         found = await asyncio.gather(*(one(n) for n in clusters))
         return dict(x for x in found if x is not None)
+
+    async def _remote_object(
+        self, cluster: str, kube: Kube, resource: Resource, name: str, namespace: str
+    ) -> Obj | None:
+        """One of this manager's objects on a worker (None: not there): from the worker's
+        watch of ``resource`` once it has listed, else read from the worker."""
+        store = self._remotes.watched(cluster, resource)
+        if store is not None:
+            return store.get(f"{namespace}/{name}")
+        try:
+            return await kube.get(resource, name, namespace)
+        except NotFound:
+            return None
 
     async def _carry_out(
         self, wl: Workload, adapter: adapters.Adapter, job_name: str, local: Obj,
@@ -294,7 +318,7 @@ class MultiKueueController:
         try:
             await kube.create(WORKLOADS, remote_workload(wl, self.origin), namespace=namespace)
         except Conflict:
-            pass
+            return  # made by an earlier sync, whose watch event has not arrived yet
         except KubeError as exc:
             logger.warning("MultiKueue: Workload %s not copied to %s: %s", wl.key, name, exc)
             return
@@ -311,12 +335,11 @@ class MultiKueueController:
         if kube is None:
             return
         namespace = (local.get("metadata") or {}).get("namespace") or "default"
+        # From now on this kind's changes on the winner sync the workload (its status).
+        self._remotes.watch(cluster, adapter.resource)
+        if await self._remote_object(cluster, kube, adapter.resource, job_name, namespace) is not None:
+            return
         with contextlib.suppress(Conflict):
-            try:
-                await kube.get(adapter.resource, job_name, namespace)
-                return
-            except NotFound:
-                pass
             await kube.create(
                 adapter.resource, adapter.remote_object(local, workload, self.origin),
                 namespace=namespace,
@@ -330,9 +353,8 @@ class MultiKueueController:
         if kube is None:
             return
         namespace = (local.get("metadata") or {}).get("namespace") or "default"
-        try:
-            remote = await kube.get(adapter.resource, job_name, namespace)
-        except NotFound:
+        remote = await self._remote_object(cluster, kube, adapter.resource, job_name, namespace)
+        if remote is None:
             return
         if adapter.status_update(local, remote, finished) is None:
             return
