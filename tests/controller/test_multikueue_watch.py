@@ -32,6 +32,7 @@ from kqueue.controller.admission_checks.multikueue.clusters import (
     RemoteClusters,
 )
 from kqueue.controller.admission_checks.multikueue.controller import (
+    PENDING_POLL_SECONDS,
     RESYNC_SECONDS,
     MultiKueueController,
 )
@@ -230,10 +231,15 @@ async def test_copies_are_read_from_the_watches_and_synced_on_their_events(
         )
         wl, check = await _setup(manager)
         state = AdmissionCheckState(name="mk", state="Pending", message="", last_transition_time=NOW)
+        w1, w2 = (w.server for _, w in servers)
+        # A copy refused leaves no event: the workload comes back soon, not at the resync.
+        w1.fail("POST", WORKLOADS, code=500, times=1)
         synced = await mkc.sync(wl, check, state, NOW)
+        assert synced.again_after == PENDING_POLL_SECONDS
+        assert w1.objects(WORKLOADS) == []
+        synced = await mkc.sync(await _read(manager), check, synced.state, NOW)
         assert synced.state.state == "Pending"
         assert synced.again_after == RESYNC_SECONDS
-        w1, w2 = (w.server for _, w in servers)
         await eventually(lambda: keys.count("ns/job-j") >= 2, what="both copies' events")
         # w2 admits its copy: an event, and the sync that follows it places the workload.
         copy = w2.get(WORKLOADS, "job-j", "ns")

@@ -58,9 +58,10 @@ Obj = dict[str, Any]
 PENDING_POLL_SECONDS: Final = 2.0
 RUNNING_POLL_SECONDS: Final = 3.0
 # Once its workers are watched a workload is synced on their events (a copy or its job
-# changed, a worker connected or was lost) and, as a safety net, every RESYNC_SECONDS: a remote
-# write that failed (a timeout: logged, not retried) leaves no event to come back on, nor does
-# a job whose kind the worker would not let this manager watch. Kueue has no such resync; 60 s
+# changed, a worker connected or was lost), after PENDING_POLL_SECONDS when a copy or deletion
+# on a worker failed (no event comes of it), and, as a safety net, every RESYNC_SECONDS: for
+# what fails without this controller seeing it (a job's status not copied back, a job whose
+# kind the worker would not let this manager watch). Kueue has no such resync; 60 s
 # keeps the net's cost at 1,000 waiting workloads to 17 syncs a second, each one read of the
 # manager's job and none of a worker (the copies are read from the watches).
 RESYNC_SECONDS: Final = 60.0
@@ -186,7 +187,7 @@ class MultiKueueController:
             worker_lost_timeout=self._settings.worker_lost_timeout,
             incremental=self._incremental(wl, group, now),
         )
-        await self._carry_out(wl, adapter, owner[2], local, plan, remotes, now)
+        failed = await self._carry_out(wl, adapter, owner[2], local, plan, remotes, now)
         new = state
         if plan.check is not None:
             value, message = plan.check
@@ -202,7 +203,7 @@ class MultiKueueController:
         if plan.finish is not None:
             return Synced(new)
         poll = RUNNING_POLL_SECONDS if new.state == "Ready" else PENDING_POLL_SECONDS
-        if all(self._remotes.watched(n, WORKLOADS) is not None for n in group.active):
+        if not failed and all(self._remotes.watched(n, WORKLOADS) is not None for n in group.active):
             poll = RESYNC_SECONDS
         again = poll if plan.again_after is None else min(poll, plan.again_after)
         return Synced(new, again_after=again if new.state in ("Pending", "Ready") else None)
@@ -285,16 +286,18 @@ class MultiKueueController:
     async def _carry_out(
         self, wl: Workload, adapter: adapters.Adapter, job_name: str, local: Obj,
         plan: mk.Plan, remotes: dict[str, tuple[mk.Remote | None, Obj | None]], now: datetime,
-    ) -> None:
+    ) -> bool:
+        """Do what ``plan`` says; whether a copy or deletion on a worker failed (no event will
+        come of it: the workload is looked at again soon, not at the resync)."""
         namespace = wl.namespace or "default"
         # One worker after another, a workload's dispatch took the sum of its workers' round
         # trips (ten workers at a 5 s timeout each: 50 s for one unreachable set); the workers
         # are independent, so their deletions, then their copies, go out together.
-        await asyncio.gather(*(
+        deleted = await asyncio.gather(*(
             self._delete_remote(name, wl.name, namespace, adapter, job_name)
             for name in plan.delete
         ))
-        await asyncio.gather(*(self._copy_to(name, wl, namespace) for name in plan.create))
+        copied = await asyncio.gather(*(self._copy_to(name, wl, namespace) for name in plan.create))
         if plan.winner is not None:
             await self._ensure_remote_job(plan.winner, adapter, local, wl.name, job_name)
         if plan.sync_from is not None:
@@ -309,24 +312,27 @@ class MultiKueueController:
                 return out.to_dict() if out is not None else None
 
             await self._kube.modify_status(WORKLOADS, wl.name, finish, namespace=namespace)
+        return not all(deleted) or not all(copied)
 
-    async def _copy_to(self, name: str, wl: Workload, namespace: str) -> None:
-        """The Workload's copy on worker ``name`` (one there already counts as made)."""
+    async def _copy_to(self, name: str, wl: Workload, namespace: str) -> bool:
+        """The Workload's copy on worker ``name`` (one there already counts as made); False
+        when the worker refused or did not answer."""
         kube = self._remotes.client(name)
         if kube is None:
-            return
+            return True  # not connected: the worker's return brings the workload back
         try:
             await kube.create(WORKLOADS, remote_workload(wl, self.origin), namespace=namespace)
         except Conflict:
-            return  # made by an earlier sync, whose watch event has not arrived yet
+            return True  # made by an earlier sync, whose watch event has not arrived yet
         except KubeError as exc:
             logger.warning("MultiKueue: Workload %s not copied to %s: %s", wl.key, name, exc)
-            return
+            return False
         self._events.record(
             wl.to_dict(), "Normal", "MultiKueue", f"Dispatched to worker cluster {name!r}"
         )
         if self._metrics is not None:
             self._metrics.multikueue_dispatched(_cluster_queue(wl), name)
+        return True
 
     async def _ensure_remote_job(
         self, cluster: str, adapter: adapters.Adapter, local: Obj, workload: str, job_name: str
@@ -396,10 +402,11 @@ class MultiKueueController:
     async def _delete_remote(
         self, cluster: str, workload: str, namespace: str, adapter: adapters.Adapter | None,
         job_name: str | None,
-    ) -> None:
+    ) -> bool:
+        """Delete the job and the copy on worker ``cluster``; False when that failed."""
         kube = self._remotes.client(cluster)
         if kube is None:
-            return
+            return True  # not connected: the garbage collector deletes them on its return
         try:
             if adapter is not None and job_name is not None:
                 await kube.delete(adapter.resource, job_name, namespace=namespace)
@@ -407,6 +414,8 @@ class MultiKueueController:
         except KubeError as exc:
             logger.warning("MultiKueue: copies of %s/%s on %s not deleted: %s",
                            namespace, workload, cluster, exc)
+            return False
+        return True
 
     async def cleanup(self, wl: Workload) -> None:
         """The workload finished or is evicted here: its copies go (on reachable workers; the
