@@ -61,7 +61,7 @@ from bench.e2e_workloads import (  # noqa: E402
 )
 from kqueue.api.v1alpha1 import constants as c  # noqa: E402
 from kqueue.api.v1alpha1.multikueue import CONTROLLER_NAME  # noqa: E402
-from kqueue.controller.kube import Kube, KubeError  # noqa: E402
+from kqueue.controller.kube import Conflict, Kube, KubeError  # noqa: E402
 from kqueue.controller.resources import (  # noqa: E402
     ADMISSION_CHECKS,
     JOBS,
@@ -262,14 +262,34 @@ async def wait_active(kube: Kube, n: int, within: float) -> None:
         await asyncio.sleep(1)
 
 
-async def create_jobs(kube: Kube, count: int, concurrency: int) -> None:
+_CREATE_ATTEMPTS = 5
+
+
+async def create_jobs(kube: Kube, count: int, concurrency: int) -> int:
     it = iter(range(count))
 
+    retried = 0
+
     async def worker() -> None:
+        nonlocal retried
         for i in it:
-            await kube.create(JOBS, job(i), namespace=NAMESPACE)
+            # On a loaded machine the manager's webhook can miss the API server's 10 s deadline
+            # (HTTP 500, "context deadline exceeded"): such a create is sent again, as a user
+            # would; one that got through behind a lost answer is there already (409).
+            for attempt in range(_CREATE_ATTEMPTS):
+                try:
+                    await kube.create(JOBS, job(i), namespace=NAMESPACE)
+                    break
+                except Conflict:
+                    break
+                except KubeError as exc:
+                    if not exc.transient or attempt == _CREATE_ATTEMPTS - 1:
+                        raise
+                    retried += 1
+                    await asyncio.sleep(1)
 
     await asyncio.gather(*(worker() for _ in range(concurrency)))
+    return retried
 
 
 async def bench(args: argparse.Namespace, clusters: dict[str, LocalCluster],
@@ -315,9 +335,10 @@ async def bench(args: argparse.Namespace, clusters: dict[str, LocalCluster],
         cpu_before = proc_cpu_seconds(mpid)
         wcpu_before = sum(proc_cpu_seconds(p) for p in wpids)
         t0 = time.monotonic()
-        await create_jobs(kubes["manager"], args.workloads, args.create_concurrency)
+        create_retries = await create_jobs(kubes["manager"], args.workloads, args.create_concurrency)
         created = time.monotonic() - t0
-        print(f"created {args.workloads} Jobs in {created:.1f}s", file=sys.stderr, flush=True)
+        print(f"created {args.workloads} Jobs in {created:.1f}s ({create_retries} creates sent "
+              "again)", file=sys.stderr, flush=True)
 
         async def progress() -> None:
             while True:
@@ -389,6 +410,7 @@ async def bench(args: argparse.Namespace, clusters: dict[str, LocalCluster],
         "managerComponents": "etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok + kqueue",
         "before": info_before, "after": info_after,
         "createSeconds": round(created, 1),
+        "createRetries": create_retries,
         "placedSeconds": round(placed_at, 1), "timedOut": timed_out, "placed": runner.placed,
         "wallSeconds": round(wall, 1),
         "dispatchLatencySeconds": percentiles(latencies),

@@ -221,6 +221,10 @@ class Informer(Generic[T]):
         # request was answered (its stream opened): the resume backoff starts over then.
         self.cuts = 0
         self._opened = False
+        # Why the informer cannot list or watch just now (None while it can): a list that
+        # failed, or a cut watch that could not be opened again. Read by whoever must say so
+        # (a MultiKueue worker's Active condition); cleared once a list or watch succeeds.
+        self.failure: Exception | None = None
         self._where = str(resource) + (f" in namespace {namespace}" if namespace else "")
 
     # -- public API --------------------------------------------------------------------------
@@ -298,6 +302,8 @@ class Informer(Generic[T]):
 
     def _log_retry(self, state: RetryCallState) -> None:
         exc = state.outcome.exception() if state.outcome is not None else None
+        if isinstance(exc, Exception):
+            self.failure = exc
         delay = state.next_action.sleep if state.next_action is not None else 0.0
         logger.warning(
             "informer %s: %s; listing again in %.2fs (attempt %d)",
@@ -345,6 +351,8 @@ class Informer(Generic[T]):
                     raise  # e.g. 403 or 404: listing again (with backoff) says what is wrong
                 cuts = 1 if self._opened else cuts + 1
                 self.cuts += 1
+                if cuts > 1:
+                    self.failure = exc  # the watch was not open again since it was cut
                 logger.info(
                     "informer %s: watch cut (%s); resuming the watch at resourceVersion %s",
                     self._where,
@@ -406,6 +414,7 @@ class Informer(Generic[T]):
                 list_rv = str(metadata.get("resourceVersion", ""))
                 break
         self.lists += 1
+        self.failure = None
         self._replace(listed, fresh)
         self.resource_version = list_rv
         async with self._listed:
@@ -466,6 +475,7 @@ class Informer(Generic[T]):
             read_timeout=server_timeout + 30,
         ) as content:
             self._opened = True
+            self.failure = None
             async for line in _json_lines(content):
                 try:
                     event = loads(line)

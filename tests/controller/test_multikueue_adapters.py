@@ -209,6 +209,12 @@ class _Remotes:
     def client(self, name: str) -> _Recorder | None:
         return self.kube if name == "worker1" else None
 
+    def watched(self, name: str, resource: Resource) -> None:
+        return None  # not watched: read from the worker
+
+    def watch(self, name: str, resource: Resource) -> None:
+        pass
+
 
 @pytest.mark.parametrize("k", _case_ids("remote {kind} is deleted"))
 async def test_remote_is_deleted(k: Kind) -> None:

@@ -27,7 +27,7 @@ from kqueue.controller.admission_checks.multikueue.controller import MultiKueueC
 from kqueue.controller.informer import Store
 from kqueue.controller.kube import Kube
 from kqueue.controller.metrics import Metrics
-from kqueue.controller.resources import JOBS, WORKLOADS
+from kqueue.controller.resources import JOBS, WORKLOADS, Resource
 from tests.controller.fake_apiserver import FakeCluster, fake_cluster
 from tests.controller.test_metrics import value
 
@@ -51,6 +51,12 @@ class _Remotes:
 
     def reachable(self) -> list[str]:
         return sorted(self._kubes)
+
+    def watched(self, name: str, resource: Resource) -> None:
+        return None  # not watched: the copies are read from the workers
+
+    def watch(self, name: str, resource: Resource) -> None:
+        pass
 
 
 class _Events:

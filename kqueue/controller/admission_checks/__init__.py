@@ -95,6 +95,7 @@ class AdmissionChecks:
             self.remote_clusters = RemoteClusters(
                 clusters=mk_clusters.store, kube=kube, namespace=namespace, now=now,
                 on_change=lambda _name: self._on_multikueue(),
+                origin=settings.origin, on_copy=self._on_remote_copy,
             )
             mkc = MultiKueueController(
                 configs=mk_configs.store, clusters=mk_clusters.store, checks=checks.store,
@@ -166,6 +167,11 @@ class AdmissionChecks:
             if ac.spec.controller_name == MULTIKUEUE:
                 self.status_queue.add(ac.name)
                 self._enqueue_workloads(ac.name)
+
+    def _on_remote_copy(self, key: str) -> None:
+        """A worker's copy of Workload ``key`` (or its job there) changed: its checks."""
+        if key in self._workloads.store:
+            self.workload_queue.add(key)
 
     def _on_workload(self, key: str, wl: Workload, *rest: Workload) -> None:
         new = rest[-1] if rest else wl

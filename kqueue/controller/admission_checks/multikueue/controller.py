@@ -45,17 +45,26 @@ from kqueue.controller.events import EventRecorder
 from kqueue.controller.informer import Store
 from kqueue.controller.kube import Conflict, Kube, KubeError, NotFound
 from kqueue.controller.metrics import Metrics
-from kqueue.controller.resources import WORKLOADS
+from kqueue.controller.resources import WORKLOADS, Resource
 from kqueue.engine import multikueue as mk
 
 logger = logging.getLogger(__name__)
 
 Obj = dict[str, Any]
 
-# How often a workload is looked at again: while its copies wait for a worker to admit one,
-# and while its copy runs (status, finish, a lost worker).
+# How often a workload is looked at again while a worker it may be on is not watched yet (its
+# watch has not listed, clusters.py): while its copies wait for a worker to admit one, and while
+# its copy runs (status, finish, a lost worker).
 PENDING_POLL_SECONDS: Final = 2.0
 RUNNING_POLL_SECONDS: Final = 3.0
+# Once its workers are watched a workload is synced on their events (a copy or its job
+# changed, a worker connected or was lost), after PENDING_POLL_SECONDS when a copy or deletion
+# on a worker failed (no event comes of it), and, as a safety net, every RESYNC_SECONDS: for
+# what fails without this controller seeing it (a job's status not copied back, a job whose
+# kind the worker would not let this manager watch). Kueue has no such resync; 60 s
+# keeps the net's cost at 1,000 waiting workloads to 17 syncs a second, each one read of the
+# manager's job and none of a worker (the copies are read from the watches).
+RESYNC_SECONDS: Final = 60.0
 
 
 class MultiKueueController:
@@ -178,7 +187,7 @@ class MultiKueueController:
             worker_lost_timeout=self._settings.worker_lost_timeout,
             incremental=self._incremental(wl, group, now),
         )
-        await self._carry_out(wl, adapter, owner[2], local, plan, remotes, now)
+        failed = await self._carry_out(wl, adapter, owner[2], local, plan, remotes, now)
         new = state
         if plan.check is not None:
             value, message = plan.check
@@ -194,6 +203,8 @@ class MultiKueueController:
         if plan.finish is not None:
             return Synced(new)
         poll = RUNNING_POLL_SECONDS if new.state == "Ready" else PENDING_POLL_SECONDS
+        if not failed and all(self._remotes.watched(n, WORKLOADS) is not None for n in group.active):
+            poll = RESYNC_SECONDS
         again = poll if plan.again_after is None else min(poll, plan.again_after)
         return Synced(new, again_after=again if new.state in ("Pending", "Ready") else None)
 
@@ -233,8 +244,9 @@ class MultiKueueController:
     async def _read_remotes(
         self, wl: Workload, clusters: list[str]
     ) -> dict[str, tuple[mk.Remote | None, Obj | None]]:
-        """Per reachable worker: its copy of ``wl`` (as the plan sees it, and as read). A copy
-        of another incarnation of the workload (another UID) is deleted and counts as none."""
+        """Per reachable worker: its copy of ``wl`` (as the plan sees it, and as read), from
+        the worker's watch once it has listed, else from the worker. A copy of another
+        incarnation of the workload (another UID) is deleted and counts as none."""
         namespace = wl.namespace or "default"
 
         async def one(name: str) -> tuple[str, tuple[mk.Remote | None, Obj | None]] | None:
@@ -242,12 +254,12 @@ class MultiKueueController:
             if kube is None:
                 return None
             try:
-                obj = await kube.get(WORKLOADS, wl.name, namespace)
-            except NotFound:
-                return name, (None, None)
+                obj = await self._remote_object(name, kube, WORKLOADS, wl.name, namespace)
             except KubeError as exc:
                 logger.info("MultiKueue: Workload %s on %s not read: %s", wl.key, name, exc)
                 return None
+            if obj is None:
+                return name, (None, None)
             annotations = (obj.get("metadata") or {}).get("annotations") or {}
             if annotations.get(ORIGIN_UID_ANNOTATION) not in (None, wl.metadata.uid):
                 with contextlib.suppress(KubeError):
@@ -258,19 +270,34 @@ class MultiKueueController:
         found = await asyncio.gather(*(one(n) for n in clusters))
         return dict(x for x in found if x is not None)
 
+    async def _remote_object(
+        self, cluster: str, kube: Kube, resource: Resource, name: str, namespace: str
+    ) -> Obj | None:
+        """One of this manager's objects on a worker (None: not there): from the worker's
+        watch of ``resource`` once it has listed, else read from the worker."""
+        store = self._remotes.watched(cluster, resource)
+        if store is not None:
+            return store.get(f"{namespace}/{name}")
+        try:
+            return await kube.get(resource, name, namespace)
+        except NotFound:
+            return None
+
     async def _carry_out(
         self, wl: Workload, adapter: adapters.Adapter, job_name: str, local: Obj,
         plan: mk.Plan, remotes: dict[str, tuple[mk.Remote | None, Obj | None]], now: datetime,
-    ) -> None:
+    ) -> bool:
+        """Do what ``plan`` says; whether a copy or deletion on a worker failed (no event will
+        come of it: the workload is looked at again soon, not at the resync)."""
         namespace = wl.namespace or "default"
         # One worker after another, a workload's dispatch took the sum of its workers' round
         # trips (ten workers at a 5 s timeout each: 50 s for one unreachable set); the workers
         # are independent, so their deletions, then their copies, go out together.
-        await asyncio.gather(*(
+        deleted = await asyncio.gather(*(
             self._delete_remote(name, wl.name, namespace, adapter, job_name)
             for name in plan.delete
         ))
-        await asyncio.gather(*(self._copy_to(name, wl, namespace) for name in plan.create))
+        copied = await asyncio.gather(*(self._copy_to(name, wl, namespace) for name in plan.create))
         # The objects that make the job (one, or a pod group's pods) go and come back together.
         members = (
             await adapter.members(self._kube, local)
@@ -296,24 +323,27 @@ class MultiKueueController:
                 return out.to_dict() if out is not None else None
 
             await self._kube.modify_status(WORKLOADS, wl.name, finish, namespace=namespace)
+        return not all(deleted) or not all(copied)
 
-    async def _copy_to(self, name: str, wl: Workload, namespace: str) -> None:
-        """The Workload's copy on worker ``name`` (one there already counts as made)."""
+    async def _copy_to(self, name: str, wl: Workload, namespace: str) -> bool:
+        """The Workload's copy on worker ``name`` (one there already counts as made); False
+        when the worker refused or did not answer."""
         kube = self._remotes.client(name)
         if kube is None:
-            return
+            return True  # not connected: the worker's return brings the workload back
         try:
             await kube.create(WORKLOADS, remote_workload(wl, self.origin), namespace=namespace)
         except Conflict:
-            pass
+            return True  # made by an earlier sync, whose watch event has not arrived yet
         except KubeError as exc:
             logger.warning("MultiKueue: Workload %s not copied to %s: %s", wl.key, name, exc)
-            return
+            return False
         self._events.record(
             wl.to_dict(), "Normal", "MultiKueue", f"Dispatched to worker cluster {name!r}"
         )
         if self._metrics is not None:
             self._metrics.multikueue_dispatched(_cluster_queue(wl), name)
+        return True
 
     async def _ensure_remote_job(
         self, cluster: str, adapter: adapters.Adapter, local: Obj, workload: str, job_name: str
@@ -322,12 +352,11 @@ class MultiKueueController:
         if kube is None:
             return
         namespace = (local.get("metadata") or {}).get("namespace") or "default"
+        # From now on this kind's changes on the winner sync the workload (its status).
+        self._remotes.watch(cluster, adapter.resource)
+        if await self._remote_object(cluster, kube, adapter.resource, job_name, namespace) is not None:
+            return
         with contextlib.suppress(Conflict):
-            try:
-                await kube.get(adapter.resource, job_name, namespace)
-                return
-            except NotFound:
-                pass
             await kube.create(
                 adapter.resource, adapter.remote_object(local, workload, self.origin),
                 namespace=namespace,
@@ -341,9 +370,8 @@ class MultiKueueController:
         if kube is None:
             return
         namespace = (local.get("metadata") or {}).get("namespace") or "default"
-        try:
-            remote = await kube.get(adapter.resource, job_name, namespace)
-        except NotFound:
+        remote = await self._remote_object(cluster, kube, adapter.resource, job_name, namespace)
+        if remote is None:
             return
         if adapter.status_update(local, remote, finished) is None:
             return
@@ -385,10 +413,11 @@ class MultiKueueController:
     async def _delete_remote(
         self, cluster: str, workload: str, namespace: str, adapter: adapters.Adapter | None,
         job_name: str | None,
-    ) -> None:
+    ) -> bool:
+        """Delete the job and the copy on worker ``cluster``; False when that failed."""
         kube = self._remotes.client(cluster)
         if kube is None:
-            return
+            return True  # not connected: the garbage collector deletes them on its return
         try:
             if adapter is not None and job_name is not None:
                 for name in await adapter.remote_names(kube, namespace, workload, job_name):
@@ -397,6 +426,8 @@ class MultiKueueController:
         except KubeError as exc:
             logger.warning("MultiKueue: copies of %s/%s on %s not deleted: %s",
                            namespace, workload, cluster, exc)
+            return False
+        return True
 
     async def cleanup(self, wl: Workload) -> None:
         """The workload finished or is evicted here: its copies go (on reachable workers; the
