@@ -22,7 +22,7 @@ import yaml
 from click.testing import CliRunner
 
 from kqueue.api.v1alpha1 import constants as c
-from kqueue.api.v1alpha1.multikueue import CONTROLLER_NAME
+from kqueue.api.v1alpha1.multikueue import CONTROLLER_NAME, ORIGIN_LABEL
 from kqueue.cli.kubectl.main import cli as plugin
 from kqueue.cli.main import cli as kqueue_cli
 from kqueue.controller.kube import Kube, KubeError, NotFound
@@ -33,11 +33,13 @@ from kqueue.controller.resources import (
     MULTIKUEUE_CLUSTERS,
     MULTIKUEUE_CONFIGS,
     NAMESPACES,
+    PODS,
     SECRETS,
     WORKLOADS,
 )
 from kqueue.localcluster import multikueue as mk
 from kqueue.localcluster.cluster import LocalCluster
+from kqueue.localcluster.nodes import COMPLETE_AFTER_ANNOTATION
 from tests.controller_e2e.harness import (
     KQUEUE_NAMESPACE,
     Api,
@@ -50,6 +52,7 @@ from tests.controller_e2e.harness import (
     stays,
     unique,
 )
+from tests.controller_e2e.support_extra import gated, pod
 from tests.fixtures.cluster import gang_cluster
 
 pytestmark = pytest.mark.cluster
@@ -481,3 +484,87 @@ async def test_restarts_of_the_manager_and_of_a_workers_kqueue_lose_nothing(
     assert condition(done, c.FINISHED)["reason"] == "Succeeded"  # type: ignore[index]
     local = await setup.manager.get(JOBS, name, ns)
     assert local["status"].get("succeeded") == 1
+
+
+# Plain pods (kqueue/controller/integrations/pod/multikueue.py): a single pod and a pod group
+# created on the manager stay gated there; their copies run on a worker and finish, the
+# manager's pods show the copies' status (Running, then Succeeded), the manager's Workload
+# finishes and the copies go. In this module, not their own, so that no second pair of
+# workers is started for them.
+
+async def _pods(kube: Kube, namespace: str, names: list[str]) -> list[Obj] | None:
+    found = [await _get(kube, PODS, n, namespace) for n in names]
+    return None if any(p is None for p in found) else found  # type: ignore[return-value]
+
+
+async def _dispatched(clusters: Setup, namespace: str, names: list[str]) -> None:
+    """Pods ``names`` on the manager run on the worker and finish there; the manager's pods
+    never leave the gate, show the copies' status, and the copies go at the end."""
+    mgr = clusters.manager
+
+    async def placed() -> Obj | None:
+        wl = await Api(mgr).workload_of(namespace, names[0], kind="Pod")
+        return wl if wl is not None and (wl.get("status") or {}).get("clusterName") else None
+
+    wl = await eventually(placed, within=90, what="the Workload to be placed on a worker")
+    worker = wl["status"]["clusterName"]
+    remote = clusters.workers[worker]
+    wl_name = wl["metadata"]["name"]
+    copies = await eventually(lambda: _pods(remote, namespace, names), within=30,
+                              what="the copies on the worker")
+    for p in copies:
+        labels = p["metadata"]["labels"]
+        assert labels[c.PREBUILT_WORKLOAD_LABEL] == wl_name and ORIGIN_LABEL in labels
+
+    async def running_there() -> list[Obj] | None:
+        here = await _pods(mgr, namespace, names)
+        ok = here is not None and all(
+            (p.get("status") or {}).get("phase") in ("Running", "Succeeded") for p in here
+        )
+        return here if ok else None
+
+    # The manager's pods follow their copies' status, but stay behind the gate.
+    for p in await eventually(running_there, within=60, what="the manager's pods Running"):
+        assert gated(p) and not p["spec"].get("nodeName"), p["spec"]
+
+    async def finished() -> Obj | None:
+        w = await _get(mgr, WORKLOADS, wl_name, namespace)
+        return w if w is not None and is_true(w, c.FINISHED) else None
+
+    done = await eventually(finished, within=90, what="the manager's Workload to finish")
+    assert condition(done, c.FINISHED)["reason"] == "Succeeded"  # type: ignore[index]
+    assert done["status"]["clusterName"] == worker
+    here = await _pods(mgr, namespace, names)
+    assert here is not None
+    for p in here:
+        assert p["status"]["phase"] == "Succeeded", p["status"]
+        assert gated(p) and not p["spec"].get("nodeName")
+
+    async def copies_gone() -> bool:
+        return (await _get(remote, WORKLOADS, wl_name, namespace) is None
+                and all([await _get(remote, PODS, n, namespace) is None for n in names]))
+
+    await eventually(copies_gone, within=60, what="the copies on the worker to be deleted")
+
+
+async def test_a_single_pod_runs_on_the_worker_and_the_manager_follows(
+    setup: Setup, ns: str
+) -> None:
+    await _active(setup)
+    name = unique("solo")
+    body = pod(name, ns, QUEUE, cpu="250m", annotations={COMPLETE_AFTER_ANNOTATION: "8s"})
+    await setup.manager.create(PODS, body, namespace=ns)
+    await _dispatched(setup, ns, [name])
+
+
+async def test_a_pod_group_runs_on_the_worker_together(
+    setup: Setup, ns: str
+) -> None:
+    await _active(setup)
+    group = unique("grp")
+    names = [f"{group}-{i}" for i in range(2)]
+    for n in names:
+        body = pod(n, ns, QUEUE, cpu="250m", group=group, total=2,
+                   annotations={COMPLETE_AFTER_ANNOTATION: "8s"})
+        await setup.manager.create(PODS, body, namespace=ns)
+    await _dispatched(setup, ns, names)
