@@ -26,6 +26,7 @@ from kqueue.controller.admission_checks.multikueue.controller import MultiKueueC
 from kqueue.controller.integrations.derived import multikueue_rbac
 from kqueue.controller.integrations.job.multikueue import determine_status
 from kqueue.controller.resources import WORKLOADS, Resource
+from tests.controller.multikueue_workers import ReachableWorkers
 
 Obj = dict[str, Any]
 NS = "ns"
@@ -202,25 +203,11 @@ class _Recorder:
         self.deleted.append((resource.plural, name, namespace))
 
 
-class _Remotes:
-    def __init__(self, kube: _Recorder) -> None:
-        self.kube = kube
-
-    def client(self, name: str) -> _Recorder | None:
-        return self.kube if name == "worker1" else None
-
-    def watched(self, name: str, resource: Resource) -> None:
-        return None  # not watched: read from the worker
-
-    def watch(self, name: str, resource: Resource) -> None:
-        pass
-
-
 @pytest.mark.parametrize("k", _case_ids("remote {kind} is deleted"))
 async def test_remote_is_deleted(k: Kind) -> None:
     kube = _Recorder()
     ctrl = MultiKueueController.__new__(MultiKueueController)
-    ctrl._remotes = _Remotes(kube)  # type: ignore[assignment]
+    ctrl._remotes = ReachableWorkers({"worker1": kube})  # type: ignore[assignment]
     await ctrl._delete_remote("worker1", "wl1", NS, _adapter(k), "job1")
     assert kube.deleted == [(k.plural, "job1", NS), (WORKLOADS.plural, "wl1", NS)]
 

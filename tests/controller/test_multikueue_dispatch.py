@@ -27,8 +27,9 @@ from kqueue.controller.admission_checks.multikueue.controller import MultiKueueC
 from kqueue.controller.informer import Store
 from kqueue.controller.kube import Kube
 from kqueue.controller.metrics import Metrics
-from kqueue.controller.resources import JOBS, WORKLOADS, Resource
+from kqueue.controller.resources import JOBS, WORKLOADS
 from tests.controller.fake_apiserver import FakeCluster, fake_cluster
+from tests.controller.multikueue_workers import ReachableWorkers
 from tests.controller.test_metrics import value
 
 Obj = dict[str, Any]
@@ -37,26 +38,6 @@ T = "2026-01-01T12:00:00Z"
 WORKERS = ("w1", "w2")
 
 
-class _Remotes:
-    """RemoteClusters as the controller reads it: every worker reachable."""
-
-    def __init__(self, kubes: dict[str, Kube]) -> None:
-        self._kubes = kubes
-
-    def client(self, name: str) -> Kube | None:
-        return self._kubes.get(name)
-
-    def lost_for(self, name: str) -> float | None:
-        return None
-
-    def reachable(self) -> list[str]:
-        return sorted(self._kubes)
-
-    def watched(self, name: str, resource: Resource) -> None:
-        return None  # not watched: the copies are read from the workers
-
-    def watch(self, name: str, resource: Resource) -> None:
-        pass
 
 
 class _Events:
@@ -139,7 +120,7 @@ def _controller(manager: FakeCluster, workers: dict[str, Kube], metrics: Metrics
     configs._put("cfg", cfg, "1")
     return MultiKueueController(
         configs=configs, clusters=Store[MultiKueueCluster](), checks=Store(),
-        remotes=_Remotes(workers),  # type: ignore[arg-type]
+        remotes=ReachableWorkers(workers),  # type: ignore[arg-type]
         kube=manager.kube, events=events,  # type: ignore[arg-type]
         settings=cfgmod.MultiKueue(), metrics=metrics,
     )

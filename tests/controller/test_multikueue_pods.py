@@ -30,12 +30,12 @@ from kqueue.controller.admission_checks.multikueue import adapters
 from kqueue.controller.admission_checks.multikueue.controller import MultiKueueController
 from kqueue.controller.informer import Store
 from kqueue.controller.integrations.pod.multikueue import ADAPTER
-from kqueue.controller.kube import Kube
 from kqueue.controller.resources import PODS, WORKLOADS
 from kqueue.controller.workqueue import Requeue
 from kqueue.engine import multikueue as mk
 from tests.controller.fake_apiserver import FakeCluster, fake_cluster
 from tests.controller.fakes import Events
+from tests.controller.multikueue_workers import ReachableWorkers
 from tests.controller.test_pod_reconciler import NS, Pods, gated, pod
 
 Obj = dict[str, Any]
@@ -100,18 +100,12 @@ def with_status(p: Obj, status: Obj) -> Obj:
     return {**copy.deepcopy(p), "status": copy.deepcopy(status)}
 
 
-class _Remotes:
-    def __init__(self, kube: Kube) -> None:
-        self._kube = kube
-
-    def client(self, name: str) -> Kube | None:
-        return self._kube if name == WORKER else None
 
 
 def controller(manager: FakeCluster, worker: FakeCluster) -> MultiKueueController:
     return MultiKueueController(
         configs=Store(), clusters=Store(), checks=Store(),
-        remotes=_Remotes(worker.kube),  # type: ignore[arg-type]
+        remotes=ReachableWorkers({WORKER: worker.kube}),  # type: ignore[arg-type]
         kube=manager.kube, events=Events(),
         settings=cfgmod.MultiKueue(origin="origin1"),
     )
