@@ -541,10 +541,10 @@ def built(op: Operator) -> Path | None:
     return out_dir / op.component.binaries[0][1]
 
 
-def ensure_built(op: Operator, *, force: bool = False) -> Path:
+def ensure_built(op: Operator, *, force: bool = False, nice: int = 0) -> Path:
     """Build the operator's binary and assets if needed (each under its own lock) and return
     the binary's path."""
-    out_dir = build.ensure_component(op.component, force=force)
+    out_dir = build.ensure_component(op.component, force=force, nice=nice)
     if op.assets is not None:
         op.assets[1]()
     return out_dir / op.component.binaries[0][1]

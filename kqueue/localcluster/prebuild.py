@@ -1,12 +1,16 @@
-"""Build everything `make test` needs before its cluster tests start: the control plane, the
-operators of the default run and promtool.
+"""Build everything `make test` needs: the control plane, the operators of the default run and
+promtool.
 
-hack/test.sh runs this in the background while the unit tests run, so that on a cold machine
-(empty Go caches, nothing in ~/.cache/kqueue) the builds and the unit tests share the two cores
-instead of taking turns. The builds run in two streams (Kubernetes, the longest; then etcd, kwok,
-helm, the operators and promtool one after another): one stream's module downloads and links
-leave the CPU to the other's compiles. Each build takes its own lock, so a pytest session
-started meanwhile waits for it instead of building twice.
+hack/test.sh runs this in the background, beside the tests without a cluster and the cluster
+tests, so that on a cold machine (empty Go caches, nothing in ~/.cache/kqueue) the builds and the
+tests share the two cores instead of taking turns. The builds run in two streams: Kubernetes (the
+longest) on its own; beside it etcd, kwok, helm and promtool (what the control plane and the
+tests without a cluster wait for), then the operators. Only the operators' tests need the
+operators, and they run last (tests/fixtures/operators.py), so the cluster tests start as soon
+as the control plane is built and the operators build at a lower CPU priority (``OPERATOR_NICE``)
+in the time the tests leave idle. Each build takes its own lock, so a pytest session started
+meanwhile waits for it instead of building twice; while this runs it holds
+``build.PREBUILD_LOCK``, which tells such a session to leave the operators' builds to it.
 """
 
 from __future__ import annotations
@@ -24,13 +28,17 @@ def _kubernetes() -> None:
     build.ensure_component(_component("kubernetes"))
 
 
+# The operators' builds give way to the control plane's and to running tests (nice(1) steps).
+OPERATOR_NICE = 10
+
+
 def _the_rest() -> None:
     for c in build.components():
         if c.name != "kubernetes":
             build.ensure_component(c)
-    for name in operators.default_names():
-        operators.ensure_built(operators.get(name))
     promtool.ensure_built()
+    for name in operators.default_names():
+        operators.ensure_built(operators.get(name), nice=OPERATOR_NICE)
 
 
 def _component(name: str) -> build.Component:
@@ -38,10 +46,10 @@ def _component(name: str) -> build.Component:
 
 
 # The Kubernetes build is the longest (four binaries): it starts at once, on its own, and the
-# rest (etcd, kwok, helm, the operators, promtool) follows one by one beside it.
+# rest (etcd, kwok, helm, promtool, then the operators) follows one by one beside it.
 STREAMS: dict[str, Callable[[], object]] = {
     "kubernetes": _kubernetes,
-    "etcd, kwok, helm, operators, promtool": _the_rest,
+    "etcd, kwok, helm, promtool, operators": _the_rest,
 }
 
 
@@ -63,11 +71,14 @@ def main(argv: list[str] | None = None) -> int:
             return
         build.log(f"{name}: ready after {(time.monotonic() - t0) / 60:.1f} min")
 
-    threads = [threading.Thread(target=run, args=item, name=item[0]) for item in STREAMS.items()]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    with build.prebuilding():
+        threads = [
+            threading.Thread(target=run, args=item, name=item[0]) for item in STREAMS.items()
+        ]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
     if not errors:
         try:
             build.ensure_binaries()  # all built: links the control plane's binary set

@@ -90,7 +90,7 @@ def test_the_distribution_is_built_with_the_operator(tmp_path: Path, monkeypatch
     op = operators.get("spark-operator")
     made: list[str] = []
     monkeypatch.setattr(build, "stamp_ok", lambda _component, _dir: True)
-    monkeypatch.setattr(build, "ensure_component", lambda _component, force=False: tmp_path)
+    monkeypatch.setattr(build, "ensure_component", lambda _component, **_options: tmp_path)
 
     def assemble() -> Path:
         made.append("spark")

@@ -1,0 +1,104 @@
+"""How `make test` orders its builds and cluster tests (docs/local-cluster.md, "CI"): a build
+nothing waits for runs at a lower CPU priority, a session started beside a prebuild knows it is
+running, and the tests that need an operator run after the rest."""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from kqueue.localcluster import build
+from tests.fixtures import operators as operator_fixtures
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture
+def fake_go(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A `go` on PATH that prints the niceness it runs at (what nice(1) prints without a command)."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    go = bin_dir / "go"
+    go.write_text("#!/bin/sh\nnice\n")
+    go.chmod(go.stat().st_mode | stat.S_IXUSR)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    return go
+
+
+@pytest.mark.parametrize("nice", [0, 10])
+def test_a_build_runs_go_at_the_niceness_asked(fake_go: Path, tmp_path: Path, nice: int) -> None:
+    log = tmp_path / "build.log"
+    build._run_go(["version"], cwd=tmp_path, log_file=log, label="x", nice=nice)
+    printed = int(log.read_text().splitlines()[-1])
+    assert printed == min(19, os.nice(0) + nice)  # 19 is the lowest priority
+
+
+def test_prebuild_running_is_true_only_while_a_prebuild_holds_its_lock(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("KQUEUE_CACHE_DIR", str(tmp_path))
+    assert not build.prebuild_running()
+    with build.prebuilding():
+        assert build.prebuild_running()
+    assert not build.prebuild_running()
+
+
+def _item(nodeid: str, *fixtures: str) -> Any:
+    return SimpleNamespace(nodeid=nodeid, fixturenames=list(fixtures))
+
+
+def test_the_work_units_needing_an_operator_run_last_in_their_order() -> None:
+    items = [
+        _item("tests/controller_e2e/test_jobset.py::test_a", "cluster", "jobset_operator"),
+        _item("tests/cluster/test_control_plane.py::test_b", "cluster"),
+        # one test of a file needs an operator: the whole file (its work unit) moves
+        _item("tests/controller_e2e/test_trainjob.py::test_plain", "cluster"),
+        _item("tests/gang_e2e/test_gang.py::test_c", "cluster"),
+        _item("tests/controller_e2e/test_trainjob.py::test_c", "trainer_operator"),
+        _item("tests/reliability/test_crash.py::test_d", "cluster"),
+    ]
+    config = SimpleNamespace(rootpath=ROOT)
+    operator_fixtures._operator_tests_last(config, items)  # type: ignore[arg-type]
+    assert [i.nodeid for i in items] == [
+        "tests/cluster/test_control_plane.py::test_b",
+        "tests/gang_e2e/test_gang.py::test_c",
+        "tests/reliability/test_crash.py::test_d",
+        "tests/controller_e2e/test_jobset.py::test_a",
+        "tests/controller_e2e/test_trainjob.py::test_plain",
+        "tests/controller_e2e/test_trainjob.py::test_c",
+    ]
+
+
+def test_beside_a_prebuild_the_operators_are_waited_for_by_their_first_test(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """At collection nothing is built (the other tests start once the control plane is up);
+    the first test needing Trainer waits for JobSet's and Trainer's builds, once."""
+    built: list[str] = []
+    monkeypatch.setattr(operator_fixtures.operators, "built", lambda _op: None)
+    monkeypatch.setattr(operator_fixtures.build, "prebuild_running", lambda: True)
+    monkeypatch.setattr(
+        operator_fixtures.operators, "ensure_built", lambda op, **_kw: built.append(op.name)
+    )
+    trainjob = _item("tests/controller_e2e/test_trainjob.py::test_c", "trainer_operator")
+    plain = _item("tests/cluster/test_control_plane.py::test_b", "cluster")
+    config = pytest.Config.__new__(pytest.Config)
+    config.stash = pytest.Stash()
+    config.pluginmanager = SimpleNamespace(get_plugin=lambda _name: None)  # type: ignore[assignment]
+    session = SimpleNamespace(config=config, items=[plain, trainjob])
+    session.config.option = SimpleNamespace(collectonly=False)  # type: ignore[attr-defined]
+
+    operator_fixtures.pytest_collection_finish(session)  # type: ignore[arg-type]
+    assert built == []
+    for item in (plain, trainjob, trainjob):
+        item.config = config
+        run = operator_fixtures.pytest_runtest_protocol(item, None)
+        next(run)  # the test would run here
+        with pytest.raises(StopIteration):
+            run.send(None)
+    assert built == ["jobset", "trainer"]
