@@ -13,9 +13,10 @@ $(VENV)/.installed: pyproject.toml
 	$(PY) -m pip install --quiet -e '.[dev]'
 	touch $@
 
-# Everything: static checks, unit and property tests (two pytest-xdist workers, beside the Go
-# builds), then the cluster tests on real control planes (one worker; hack/test.sh says how to
-# change both). Plain `pytest` runs the same tests serially.
+# Everything: static checks, unit and property tests (two pytest-xdist workers) and the cluster
+# tests on real control planes (one worker), at once, beside the Go builds: the cluster tests
+# start when the control plane is built (hack/test.sh says how, and how to change the workers).
+# Plain `pytest` runs the same tests serially.
 test: venv
 	VENV=$(VENV) hack/test.sh
 
