@@ -445,6 +445,9 @@ class PodSetAssignment:
     count: int
     # With a topology-aware flavor: where the pods go.
     topology: TopologyAssignment | None = None
+    # Kueue's delayedTopologyRequest (tas/delayed.py): "Pending" while the placement waits for
+    # a ProvisioningRequest check (no ``topology`` yet), "Ready" once the second pass placed it.
+    delayed_topology: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
