@@ -37,9 +37,9 @@ from .queue import QueueManager
 from .readiness import PodsReadyConfig, Readiness
 from .slice import scaled_down
 from .snapshot import Inactive
+from .tas import delayed
 from .tas.node_fit import Demand, NodeFitGuard, ReleasedPod, Verdict, host_usage, merged_flavor
 from .tas.replacement import NotReplaced, Replaced, placed_on_nodes, replace_all
-from .tas import delayed
 from .tas.topology import BoundPod, Node, Topology, TopologySnapshot
 from .types import (
     Admission,
@@ -300,8 +300,9 @@ class Engine:
         workload ``key`` (holding quota, every check Ready: the caller's to know) that wait
         with ``delayedTopologyRequest: Pending`` are placed on the nodes as they are now. The
         new admission (held at once, as :meth:`claim_replacement`, so that a cycle running
-        before it is written does not take its nodes); or why it does not fit (the caller
-        evicts); None when nothing waits. The quota is not fitted again: the reservation
+        before it is written does not take its nodes); or why it does not fit (the workload
+        keeps its reservation, the caller retries after ``delayed.retry_delay``); None when
+        nothing waits. The quota is not fitted again: the reservation
         holds it. waitForPodsReady's admission block does not apply (Kueue's second pass
         skips it: the workload waiting is the one being placed)."""
         aw = self.cache.get(key)

@@ -532,6 +532,7 @@ def _admission(wl: ApiWorkload) -> t.Admission | None:
             },
             count=psa.count if psa.count is not None else counts.get(psa.name, 0),
             topology=_topology_assignment(psa.topology_assignment),
+            delayed_topology=psa.delayed_topology_request,
         )
         for psa in adm.pod_set_assignments
     )

@@ -22,7 +22,7 @@ import pytest
 
 from kqueue.engine.checks import CheckRule
 from kqueue.engine.readiness import PodsReadyConfig
-from kqueue.engine.tas.delayed import DELAYED_PENDING, DELAYED_READY
+from kqueue.engine.tas.delayed import DELAYED_PENDING, DELAYED_READY, retry_delay
 from kqueue.engine.types import (
     Admission,
     ClusterQueueName,
@@ -238,3 +238,10 @@ def test_custom_check_is_not_delayed() -> None:
                       [wl("foo", pset("one", 1, required=HOST, cpu="1"))], checks=[PROV])
     result = cluster.engine().schedule(t(1))
     assert _got(result.admitted[0].admission) == {"one": ([(("x1",), 1)], None)}
+
+
+def test_second_pass_retry_backoff() -> None:
+    """Kueue's secondPassQueue backoff: 1 s, doubling, at most 30 s."""
+    assert [retry_delay(i).total_seconds() for i in (1, 2, 3, 5, 6, 40)] == [
+        1, 2, 4, 16, 30, 30
+    ]

@@ -8,7 +8,9 @@ check is Ready, a second pass (:func:`second_pass`, Kueue's scheduler second pas
 ``workload.NeedsSecondPass``) places it on the nodes that exist then, without fitting the quota
 again (the reservation already holds it), and marks it ``Ready``. Only then is the workload
 Admitted; until then its Admitted condition says ``PendingDelayedTopologyRequests``. When the
-second pass finds no room, the reason is returned and the caller evicts the workload.
+second pass finds no room, the workload keeps its reservation and the pass is tried again after
+a backoff (Kueue's ``secondPassQueue``: 1 s doubling up to 30 s, a ``SecondPassFailed`` warning
+event each time, :func:`retry_delay`).
 
 A check applies when the ClusterQueue lists it for the pod set's flavor (``onFlavors``, or every
 flavor); a check that does not provision nodes (a custom one) leaves the placement to the first
@@ -18,9 +20,10 @@ pass, as in Kueue.
 from __future__ import annotations
 
 from dataclasses import replace
+from datetime import timedelta
 from typing import Final
 
-from ..types import Admission, PodSetAssignment
+from ..types import Admission, FlavorName, PodSetAssignment
 from ..workload import AdmittedWorkload
 from .fit import place_pod_sets, requests_topology
 from .placement import PlacementRequest
@@ -33,6 +36,19 @@ DELAYED_READY: Final = "Ready"
 # while every check is Ready and a delayed placement is still to be made.
 PENDING_DELAYED_REASON: Final = "PendingDelayedTopologyRequests"
 PENDING_DELAYED_MESSAGE: Final = "There are pending delayed topology requests"
+# Kueue's warning event when a second pass does not fit, and its retry backoff.
+SECOND_PASS_FAILED: Final = "SecondPassFailed"
+_RETRY_FIRST: Final = timedelta(seconds=1)
+_RETRY_MAX: Final = timedelta(seconds=30)
+
+
+def retry_delay(iteration: int) -> timedelta:
+    """How long to wait before the ``iteration``-th retry of a failed second pass (1, 2, 4 ...
+    seconds, at most 30; Kueue's ``secondPassQueue.nextDelay``)."""
+    if iteration <= 0:
+        return timedelta(0)
+    delay: timedelta = _RETRY_FIRST * (1 << min(iteration - 1, 16))
+    return min(delay, _RETRY_MAX)
 
 
 def is_pending(psa: PodSetAssignment) -> bool:
@@ -49,7 +65,7 @@ def second_pass(aw: AdmittedWorkload, topology: TopologySnapshot) -> Admission |
     every other placement, this workload's first-pass ones included) and marked Ready; or why
     they do not fit."""
     index = {ps.name: i for i, ps in enumerate(aw.info.pod_sets)}
-    reqs: list[tuple[int, str, PlacementRequest]] = []
+    reqs: list[tuple[int, FlavorName, PlacementRequest]] = []
     for psa in aw.admission.pod_sets:
         if not is_pending(psa) or psa.count == 0:
             continue
