@@ -276,6 +276,12 @@ def admission_check_inactive(ac: AdmissionCheck) -> str | None:
     return None
 
 
+def admission_check_provisions(ac: AdmissionCheck) -> bool:
+    """A ProvisioningRequest check: the topology-aware flavors it applies to are placed only
+    once it is Ready (delayed topology requests, engine/tas/delayed.py)."""
+    return ac.spec.controller_name == c.PROVISIONING_REQUEST_CONTROLLER
+
+
 def cohort(co: Cohort) -> t.CohortSpec:
     return t.CohortSpec(
         name=t.CohortName(co.name),

@@ -231,7 +231,7 @@ class Simulation:
             active = ac.condition_active()
             e.upsert_admission_check(
                 ac.name, None if active is None or active.is_true else active.message or "inactive",
-                provisions=ac.spec.controller_name == c.PROVISIONING_REQUEST_CONTROLLER,
+                provisions=from_api.admission_check_provisions(ac),
             )
         for co in sc.cohorts:
             e.upsert_cohort(from_api.cohort(co))

@@ -37,7 +37,8 @@ from kqueue.controller.kube import Kube
 from kqueue.controller.metrics import Metrics
 from kqueue.controller.workqueue import WorkQueue, run_workers
 from kqueue.engine.engine import Engine
-from kqueue.engine.from_api import admission_check_inactive
+from kqueue.engine.from_api import admission_check_inactive, admission_check_provisions
+from kqueue.engine.types import WorkloadKey
 
 __all__ = ["AdmissionChecks", "CheckController"]
 
@@ -119,6 +120,7 @@ class AdmissionChecks:
             releases_itself=releases_itself,
             now=now,
             metrics=metrics,
+            second_pass=lambda wl: self._engine().place_delayed(WorkloadKey(wl.key)),
         )
         self.status = CheckStatus(
             checks=checks.store, controllers=self.controllers, kube=kube, now=now
@@ -137,7 +139,9 @@ class AdmissionChecks:
 
     def _on_check(self, key: str, ac: AdmissionCheck, *rest: AdmissionCheck) -> None:
         new = rest[-1] if rest else ac
-        self._engine().upsert_admission_check(new.name, admission_check_inactive(new))
+        self._engine().upsert_admission_check(
+            new.name, admission_check_inactive(new), provisions=admission_check_provisions(new)
+        )
         self.status_queue.add(key)
         self._enqueue_workloads(new.name)
         self._trigger()
