@@ -7,10 +7,21 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from kqueue.api.v1alpha1 import Admission, AdmissionCheck, Workload, parse_object
+from kqueue.api.v1alpha1 import (
+    Admission,
+    AdmissionCheck,
+    AdmissionCheckState,
+    Workload,
+    parse_object,
+)
 from kqueue.api.v1alpha1 import constants as c
 from kqueue.controller import workload_status
-from kqueue.controller.admission_checks.workload_checks import apply_checks, waits_for_placement
+from kqueue.controller.admission_checks.workload_checks import (
+    WorkloadChecks,
+    apply_checks,
+    waits_for_placement,
+)
+from kqueue.controller.informer import Store
 from kqueue.engine import types as t
 from kqueue.engine.checks import Verdict
 from kqueue.engine.from_api import admission_check_provisions
@@ -95,3 +106,34 @@ def test_only_provisioning_request_checks_delay_the_placement() -> None:
 
     assert admission_check_provisions(check("kqueue.io/provisioning-request"))
     assert not admission_check_provisions(check("example.com/custom"))
+
+
+def _reconciler(second_pass: Any) -> WorkloadChecks:
+    # Only the second-pass decision is exercised: no I/O happens before the status write.
+    return WorkloadChecks(
+        workloads=Store(), cluster_queues=Store(), checks=Store(), controllers={},
+        kube=None, events=None, releases_itself=lambda _: False,  # type: ignore[arg-type]
+        now=lambda: NOW, second_pass=second_pass,
+    )
+
+
+def test_the_second_pass_runs_once_every_check_is_ready() -> None:
+    calls: list[str] = []
+
+    def second_pass(wl: Workload) -> t.Admission | str | None:
+        calls.append(wl.key)
+        return "no room"
+
+    r = _reconciler(second_pass)
+    ready = AdmissionCheckState(name="prov", state="Ready")
+    assert r._place_delayed(workload("Pending"), ["prov"], {}, NOW) is None
+    assert calls == []
+    # Ready as the built-in controller drives it in this reconcile, or as already written.
+    assert r._place_delayed(workload("Pending"), ["prov"], {"prov": ready}, NOW) == "no room"
+    assert r._place_delayed(workload("Ready"), ["prov"], {}, NOW) == "no room"
+    assert calls == ["ns/wl", "ns/wl"]
+
+
+def test_a_workload_the_engine_does_not_hold_is_tried_again() -> None:
+    got = _reconciler(lambda wl: None)._place_delayed(workload(), ["prov"], {}, NOW)
+    assert isinstance(got, str)

@@ -38,6 +38,8 @@ from kqueue.controller.metrics import Metrics
 from kqueue.controller.workqueue import WorkQueue, run_workers
 from kqueue.engine.engine import Engine
 from kqueue.engine.from_api import admission_check_inactive, admission_check_provisions
+from kqueue.engine.tas.delayed import DELAYED_READY
+from kqueue.engine.types import Admission as EngineAdmission
 from kqueue.engine.types import WorkloadKey
 
 __all__ = ["AdmissionChecks", "CheckController"]
@@ -120,7 +122,7 @@ class AdmissionChecks:
             releases_itself=releases_itself,
             now=now,
             metrics=metrics,
-            second_pass=lambda wl: self._engine().place_delayed(WorkloadKey(wl.key)),
+            second_pass=self._second_pass,
         )
         self.status = CheckStatus(
             checks=checks.store, controllers=self.controllers, kube=kube, now=now
@@ -134,6 +136,21 @@ class AdmissionChecks:
         workloads.add_handler(
             on_add=self._on_workload, on_update=self._on_workload, on_delete=self._on_workload
         )
+
+    def _second_pass(self, wl: Workload) -> EngineAdmission | str | None:
+        """The engine's second pass for ``wl``'s delayed topology requests; when an earlier
+        pass placed it but its write did not land (the engine holds the placement, the API
+        still says Pending), that placement again."""
+        engine = self._engine()
+        key = WorkloadKey(wl.key)
+        got = engine.place_delayed(key)
+        if got is None:
+            held = engine.admitted_workload(key)
+            if held is not None and any(
+                ps.delayed_topology == DELAYED_READY for ps in held.admission.pod_sets
+            ):
+                return held.admission
+        return got
 
     # -- events ------------------------------------------------------------------------------
 

@@ -256,10 +256,14 @@ class WorkloadChecks:
         Pending``: the engine's second pass, as the admission to write or why it does not fit."""
         if self._second_pass is None or not waits_for_placement(wl.status.admission):
             return None
-        if apply_checks(wl, required, driven, now)[1] != Verdict.ADMIT:
+        states, _ = ck.sync(wl.status.admission_checks, required, now)
+        if ck.verdict([driven.get(s.name, s) for s in states]) != Verdict.ADMIT:
             return None
         got = self._second_pass(wl)
-        if got is None or isinstance(got, str):
+        if got is None:
+            # The engine does not hold it (yet): tried again after the backoff.
+            return "the scheduler does not hold the workload's quota reservation yet"
+        if isinstance(got, str):
             return got
         return workload_status.api_admission(got)
 
