@@ -45,6 +45,7 @@ def api_admission(admission: t.Admission) -> Admission:
                 },
                 count=ps.count,
                 topology_assignment=_topology(ps.topology),
+                delayed_topology_request=ps.delayed_topology,
             )
             for ps in admission.pod_sets
         ],

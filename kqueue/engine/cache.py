@@ -46,6 +46,9 @@ class Cache:
         self.flavors: dict[FlavorName, ResourceFlavor] = {}
         # AdmissionChecks by name, with why each is inactive (None: active).
         self.admission_checks: dict[str, str | None] = {}
+        # The AdmissionChecks that provision nodes (ProvisioningRequest): a topology-aware pod
+        # set behind one is placed after it is Ready (tas/delayed.py).
+        self.provisioning_checks: set[str] = set()
         self.cluster_queues: dict[ClusterQueueName, ClusterQueueSpec] = {}
         self.cohorts: dict[CohortName, CohortSpec] = {}
         self.workloads: dict[WorkloadKey, AdmittedWorkload] = {}
@@ -347,7 +350,10 @@ class Cache:
     def _topology_snapshot(self) -> TopologySnapshot | None:
         if not any(f.topology_name for f in self.flavors.values()):
             return None
-        return TopologySnapshot(self.topology_trees(), (), self.topology_usage())
+        return TopologySnapshot(
+            self.topology_trees(), (), self.topology_usage(),
+            provisioning_checks=frozenset(self.provisioning_checks),
+        )
 
     def topology_usage(self) -> TopologyUsage:
         """A copy of what the held workloads' topology assignments take on the current trees."""

@@ -26,6 +26,8 @@ from .preemption.seam import Preemptor, preemption_message
 from .queue import QueueManager
 from .slice import FinishSlice, finish_message
 from .snapshot import ClusterQueueSnapshot, Snapshot
+from .tas.delayed import DELAYED_PENDING
+from .tas.fit import delayed_pod_sets
 from .tas.fit import place_now as place_topology
 from .tas.fit import reserve as reserve_topology
 from .types import (
@@ -389,6 +391,11 @@ class _Cycle:
 
     def _admit(self, e: Entry) -> None:
         assert e.assignment is not None
+        # Pod sets behind a ProvisioningRequest check reserve quota only (tas/delayed.py).
+        delayed = delayed_pod_sets(
+            e.info, e.assignment, self.snapshot.cluster_queues[e.cluster_queue],
+            self.snapshot.topology,
+        )
         pod_sets = tuple(
             PodSetAssignment(
                 name=ps.name,
@@ -396,6 +403,7 @@ class _Cycle:
                 resource_usage={r: ps.requests[r] for r in sorted(ps.flavors)},
                 count=ps.count,
                 topology=ps.topology,
+                delayed_topology=DELAYED_PENDING if ps.name in delayed else None,
             )
             for ps in e.assignment.pod_sets
         )

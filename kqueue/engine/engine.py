@@ -37,9 +37,10 @@ from .queue import QueueManager
 from .readiness import PodsReadyConfig, Readiness
 from .slice import scaled_down
 from .snapshot import Inactive
+from .tas import delayed
 from .tas.node_fit import Demand, NodeFitGuard, ReleasedPod, Verdict, host_usage, merged_flavor
 from .tas.replacement import NotReplaced, Replaced, placed_on_nodes, replace_all
-from .tas.topology import BoundPod, Node, Topology
+from .tas.topology import BoundPod, Node, Topology, TopologySnapshot
 from .types import (
     Admission,
     ClusterQueueName,
@@ -270,19 +271,48 @@ class Engine:
         ]
         self._requeue_trees(users)
 
-    def upsert_admission_check(self, name: str, inactive: str | None) -> None:
+    def upsert_admission_check(
+        self, name: str, inactive: str | None, *, provisions: bool = False
+    ) -> None:
         """An AdmissionCheck and why it is inactive (None: active); ClusterQueues that use it
-        are inactive while it is missing or inactive (checks.py)."""
+        are inactive while it is missing or inactive (checks.py). ``provisions``: a
+        ProvisioningRequest check, whose topology-aware flavors are placed only once the
+        checks are Ready (tas/delayed.py, :meth:`place_delayed`)."""
         checks = self.cache.admission_checks
-        if name in checks and checks[name] == inactive:
+        provisioning = self.cache.provisioning_checks
+        if name in checks and checks[name] == inactive and (name in provisioning) == provisions:
             return
         checks[name] = inactive
+        if provisions:
+            provisioning.add(name)
+        else:
+            provisioning.discard(name)
         self._requeue_check_users(name)
 
     def delete_admission_check(self, name: str) -> None:
+        self.cache.provisioning_checks.discard(name)
         if name in self.cache.admission_checks:
             del self.cache.admission_checks[name]
             self._requeue_check_users(name)
+
+    def place_delayed(self, key: WorkloadKey) -> Admission | str | None:
+        """Kueue's second scheduling pass for a delayed topology request: the pod sets of the
+        workload ``key`` (holding quota, every check Ready: the caller's to know) that wait
+        with ``delayedTopologyRequest: Pending`` are placed on the nodes as they are now. The
+        new admission (held at once, as :meth:`claim_replacement`, so that a cycle running
+        before it is written does not take its nodes); or why it does not fit (the workload
+        keeps its reservation, the caller retries after ``delayed.retry_delay``); None when
+        nothing waits. The quota is not fitted again: the reservation
+        holds it. waitForPodsReady's admission block does not apply (Kueue's second pass
+        skips it: the workload waiting is the one being placed)."""
+        aw = self.cache.get(key)
+        if aw is None or not delayed.has_pending(aw.admission):
+            return None
+        trees = self.cache.topology_trees()
+        got = delayed.second_pass(aw, TopologySnapshot(trees, (), self.cache.topology_usage()))
+        if isinstance(got, Admission):
+            self.cache.add_workload(replace(aw, admission=got))
+        return got
 
     def _requeue_check_users(self, name: str) -> None:
         self._requeue_trees(

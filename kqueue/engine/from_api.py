@@ -276,6 +276,12 @@ def admission_check_inactive(ac: AdmissionCheck) -> str | None:
     return None
 
 
+def admission_check_provisions(ac: AdmissionCheck) -> bool:
+    """A ProvisioningRequest check: the topology-aware flavors it applies to are placed only
+    once it is Ready (delayed topology requests, engine/tas/delayed.py)."""
+    return ac.spec.controller_name == c.PROVISIONING_REQUEST_CONTROLLER
+
+
 def cohort(co: Cohort) -> t.CohortSpec:
     return t.CohortSpec(
         name=t.CohortName(co.name),
@@ -532,6 +538,7 @@ def _admission(wl: ApiWorkload) -> t.Admission | None:
             },
             count=psa.count if psa.count is not None else counts.get(psa.name, 0),
             topology=_topology_assignment(psa.topology_assignment),
+            delayed_topology=psa.delayed_topology_request,
         )
         for psa in adm.pod_set_assignments
     )

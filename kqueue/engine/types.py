@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from enum import IntEnum, StrEnum
 from fractions import Fraction
-from typing import NewType
+from typing import Literal, NewType
 
 # The API's enumerations, imported so that each value has one definition (kqueue/api/v1alpha1/
 # enums.py); the ``X as X`` form re-exports them to the rest of the engine.
@@ -436,6 +436,10 @@ class LimitRangeItem:
     default_request: Mapping[ResourceName, int] = field(default_factory=dict)
 
 
+# Kueue's DelayedTopologyRequestState.
+DelayedTopologyState = Literal["Pending", "Ready"]
+
+
 @dataclass(frozen=True, slots=True)
 class PodSetAssignment:
     name: PodSetName
@@ -445,6 +449,9 @@ class PodSetAssignment:
     count: int
     # With a topology-aware flavor: where the pods go.
     topology: TopologyAssignment | None = None
+    # Kueue's delayedTopologyRequest (tas/delayed.py): "Pending" while the placement waits for
+    # a ProvisioningRequest check (no ``topology`` yet), "Ready" once the second pass placed it.
+    delayed_topology: DelayedTopologyState | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -42,6 +42,7 @@ from kqueue.engine.engine import Engine
 from kqueue.engine.fairness.usage_ledger import AdmissionFairSharingConfig
 from kqueue.engine.gates import FeatureGates
 from kqueue.engine.preemption.seam import Preemptor
+from kqueue.engine.tas import delayed
 from kqueue.engine.types import (
     Admission,
     ClusterQueueName,
@@ -198,6 +199,8 @@ class Simulation:
         self._pending = 0
         self._finished = 0
         self._dirty: set[str] = set()
+        # Workloads whose delayed topology placement did not fit yet (_place_delayed).
+        self._second_pass: set[str] = set()
         self._last_sample: dict[str, tuple[object, ...]] = {}
         # Integral of usage over time per ClusterQueue and (flavor, resource), in unit-us.
         self.usage_integral: dict[str, dict[tuple[str, str], int]] = {}
@@ -227,7 +230,8 @@ class Simulation:
             # Active unless the input says otherwise: a simulation plays a configured system.
             active = ac.condition_active()
             e.upsert_admission_check(
-                ac.name, None if active is None or active.is_true else active.message or "inactive"
+                ac.name, None if active is None or active.is_true else active.message or "inactive",
+                provisions=from_api.admission_check_provisions(ac),
             )
         for co in sc.cohorts:
             e.upsert_cohort(from_api.cohort(co))
@@ -368,6 +372,7 @@ class Simulation:
         return changed
 
     def _cycle(self) -> int:
+        self._retry_second_passes()
         result = self.step()
         if result.heads == 0:
             self._quiet = True
@@ -749,6 +754,8 @@ class Simulation:
             )
         verdict = checks_of.verdict(rec.checks)
         if verdict == checks_of.Verdict.ADMIT:
+            if not self._place_delayed(rec):
+                return False
             self._admitted(rec)
             return True
         if verdict == checks_of.Verdict.WAIT:
@@ -769,6 +776,33 @@ class Simulation:
         self._evicted(rec, reason, message, requeue_at=checks_of.max_retry_time(rec.checks),
                       deactivate=verdict == checks_of.Verdict.REJECT)
         return True
+
+    def _place_delayed(self, rec: WorkloadRecord) -> bool:
+        """The second pass of a delayed topology request (engine/tas/delayed.py), once every
+        check is Ready: whether the workload may be admitted now. Without room it keeps its
+        quota, its Admitted condition says why, and the pass is tried again at the next cycle
+        (the simulated nodes never change: only another workload leaving makes room)."""
+        if not delayed.has_pending(rec.admission):
+            self._second_pass.discard(rec.key)
+            return True
+        got = self.engine.place_delayed(WorkloadKey(rec.key))
+        if isinstance(got, str):
+            self._second_pass.add(rec.key)
+            self._set(rec, c.ADMITTED, "False", delayed.PENDING_DELAYED_REASON,
+                      f"{delayed.PENDING_DELAYED_MESSAGE}: {got}")
+            return False
+        self._second_pass.discard(rec.key)
+        if got is not None:
+            rec.admission = got
+        return True
+
+    def _retry_second_passes(self) -> None:
+        for key in sorted(self._second_pass):
+            rec = self.records.get(key)
+            if rec is None or rec.state != STATE_QUOTA_RESERVED:
+                self._second_pass.discard(key)
+                continue
+            self._settle_checks(rec)
 
     def _evicted(
         self, rec: WorkloadRecord, reason: str, message: str, *,

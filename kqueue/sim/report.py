@@ -33,6 +33,8 @@ def _pod_sets(rec: WorkloadRecord) -> list[dict[str, Any]]:
                     list(ps.topology.levels),
                     [(list(v), n) for v, n in ps.topology.domains],
                 ).to_dict()
+            if ps.delayed_topology is not None:
+                entry["delayedTopologyRequest"] = ps.delayed_topology
             out.append(entry)
         return out
     return [

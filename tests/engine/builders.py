@@ -16,6 +16,7 @@ from kqueue.engine.cycle import CycleResult
 from kqueue.engine.engine import Engine
 from kqueue.engine.gates import FeatureGates
 from kqueue.engine.preemption.seam import Preemptor
+from kqueue.engine.readiness import PodsReadyConfig
 from kqueue.engine.types import (
     EPOCH,
     Admission,
@@ -487,14 +488,17 @@ Obj = ResourceFlavor | ClusterQueueSpec | CohortSpec | LocalQueueSpec | Workload
 
 
 def make_engine(
-    *objects: Obj, preemptor: Preemptor | None = None, gates: FeatureGates | None = None
+    *objects: Obj,
+    preemptor: Preemptor | None = None,
+    gates: FeatureGates | None = None,
+    pods_ready: PodsReadyConfig | None = None,
 ) -> Engine:
     """An engine fed with ``objects``.
 
     Without LocalQueues among ``objects``, each ClusterQueue gets a LocalQueue of the same name in
     namespace ``default``, and with a single ClusterQueue also the LocalQueue ``lq``.
     """
-    engine = Engine(preemptor, gates=gates)
+    engine = Engine(preemptor, gates=gates, pods_ready=pods_ready)
     given_lq = any(isinstance(o, LocalQueueSpec) for o in objects)
     single = sum(isinstance(o, ClusterQueueSpec) for o in objects) == 1
     for o in objects:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from kqueue.engine.cycle import CycleResult
 from kqueue.engine.engine import Engine
@@ -191,14 +192,16 @@ class Cluster:
     # AdmissionChecks known to the engine, all active (a ClusterQueue naming an unknown one is
     # inactive).
     checks: Sequence[str] = ()
+    # Those of ``checks`` that are ProvisioningRequest checks (delayed topology requests).
+    provisioning: Sequence[str] = ()
 
-    def engine(self) -> Engine:
+    def engine(self, **options: Any) -> Engine:
         e = make_engine(
             *self.flavors, *self.cohorts, *self.cqs, *self.lqs,
-            preemptor=ClassicalPreemptor(), gates=self.gates,
+            preemptor=ClassicalPreemptor(), gates=self.gates, **options,
         )
         for check in self.checks:
-            e.upsert_admission_check(check, None)
+            e.upsert_admission_check(check, None, provisions=check in self.provisioning)
         for topo in self.topologies:
             e.upsert_topology(topo)
         for n in self.nodes:

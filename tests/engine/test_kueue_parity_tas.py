@@ -7,11 +7,13 @@ set, ``want_pending`` the start of the pending message (Kueue's event or conditi
 kqueue appends the per-domain numbers after it), ``want_preempted`` the victims, and
 ``KUEUE_REASONS`` the pending reasons of Kueue's events.
 
-Not ported (docs/topology.md, "Kueue's TAS scheduler cases", says why per group): the
-ProvisioningRequest second passes (delayed topology requests), resource transformations, the
+Not ported (docs/topology.md, "Kueue's TAS scheduler cases", says why per group): resource
+transformations, the
 scheduler-library integration, RecomputeAssignmentUponPreemptionTargetsOverlap, and the cases
 whose only difference is the TASRecomputeAssignmentWithinSchedulingCycle gate being disabled
-(kqueue always recomputes). The node-replacement second passes are in test_tas_replacement.py.
+(kqueue always recomputes). The node-replacement second passes are in test_tas_replacement.py,
+the ProvisioningRequest second passes (delayed topology requests) in
+test_kueue_parity_tas_delayed.py.
 """
 
 from __future__ import annotations

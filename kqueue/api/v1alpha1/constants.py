@@ -221,3 +221,8 @@ LOCAL_QUEUE_CLUSTER_QUEUE_IS_INACTIVE: Final = "ClusterQueueIsInactive"
 # ProvisioningRequests of its admission checks, the prefix removed (Kueue's
 # provreq.kueue.x-k8s.io/, e.g. provreq.kqueue.io/maxRunDurationSeconds).
 PROVREQ_ANNOTATION_PREFIX: Final = "provreq.kqueue.io/"
+
+# The controllerName of kqueue's ProvisioningRequest admission check (Kueue's
+# kueue.x-k8s.io/provisioning-request): the engine places its topology-aware flavors only once
+# the check is Ready (delayed topology requests, docs/topology.md).
+PROVISIONING_REQUEST_CONTROLLER: Final = "kqueue.io/provisioning-request"

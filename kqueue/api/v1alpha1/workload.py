@@ -30,6 +30,7 @@ from kqueue.api.v1alpha1.topology import (
 PriorityClassGroup = Literal["kqueue.io", "scheduling.k8s.io"]
 PriorityClassKind = Literal["WorkloadPriorityClass", "PriorityClass"]
 Preemptibility = Literal["Preemptible", "NonPreemptible"]
+DelayedTopologyRequestState = Literal["Pending", "Ready"]
 
 
 class PriorityClassRef(KBase):
@@ -223,6 +224,12 @@ class PodSetAssignment(KBase):
         default=None,
         description="With a topology-aware flavor: the domains the pods are placed in and how "
         "many in each (Kueue v1beta2's shape).",
+    )
+    delayed_topology_request: DelayedTopologyRequestState | None = Field(
+        default=None,
+        description="Pending: the pod set's flavor has a ProvisioningRequest check, so it holds "
+        "quota without a topologyAssignment until every check is Ready; Ready: the second "
+        "pass placed it (Kueue's delayedTopologyRequest).",
     )
 
 

@@ -40,7 +40,10 @@ from kqueue.controller.kube import Kube
 from kqueue.controller.metrics import Metrics
 from kqueue.controller.workqueue import WorkQueue, run_workers
 from kqueue.engine.engine import Engine
-from kqueue.engine.from_api import admission_check_inactive
+from kqueue.engine.from_api import admission_check_inactive, admission_check_provisions
+from kqueue.engine.tas.delayed import DELAYED_READY
+from kqueue.engine.types import Admission as EngineAdmission
+from kqueue.engine.types import WorkloadKey
 
 __all__ = ["AdmissionChecks", "CheckController"]
 
@@ -124,6 +127,7 @@ class AdmissionChecks:
             releases_itself=releases_itself,
             now=now,
             metrics=metrics,
+            second_pass=self._second_pass,
         )
         self.status = CheckStatus(
             checks=checks.store, controllers=self.controllers, kube=kube, now=now
@@ -138,11 +142,28 @@ class AdmissionChecks:
             on_add=self._on_workload, on_update=self._on_workload, on_delete=self._on_workload
         )
 
+    def _second_pass(self, wl: Workload) -> EngineAdmission | str | None:
+        """The engine's second pass for ``wl``'s delayed topology requests; when an earlier
+        pass placed it but its write did not land (the engine holds the placement, the API
+        still says Pending), that placement again."""
+        engine = self._engine()
+        key = WorkloadKey(wl.key)
+        got = engine.place_delayed(key)
+        if got is None:
+            held = engine.admitted_workload(key)
+            if held is not None and any(
+                ps.delayed_topology == DELAYED_READY for ps in held.admission.pod_sets
+            ):
+                return held.admission
+        return got
+
     # -- events ------------------------------------------------------------------------------
 
     def _on_check(self, key: str, ac: AdmissionCheck, *rest: AdmissionCheck) -> None:
         new = rest[-1] if rest else ac
-        self._engine().upsert_admission_check(new.name, admission_check_inactive(new))
+        self._engine().upsert_admission_check(
+            new.name, admission_check_inactive(new), provisions=admission_check_provisions(new)
+        )
         self.status_queue.add(key)
         self._enqueue_workloads(new.name)
         self._trigger()

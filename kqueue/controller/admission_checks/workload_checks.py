@@ -22,6 +22,7 @@ from datetime import datetime
 from typing import Any
 
 from kqueue.api.v1alpha1 import (
+    Admission,
     AdmissionCheck,
     AdmissionCheckState,
     ClusterQueue,
@@ -42,6 +43,8 @@ from kqueue.controller.resources import WORKLOADS
 from kqueue.controller.workqueue import Requeue
 from kqueue.engine import checks as ck
 from kqueue.engine.checks import CheckRule, Verdict
+from kqueue.engine.tas import delayed
+from kqueue.engine.types import Admission as EngineAdmission
 
 logger = logging.getLogger(__name__)
 
@@ -70,6 +73,16 @@ def required_checks(wl: Workload, cq: ClusterQueue | None) -> list[str]:
     return required
 
 
+def waits_for_placement(adm: Admission | None) -> bool:
+    """A pod set waits with ``delayedTopologyRequest: Pending`` (Kueue's
+    HasTopologyAssignmentsPending)."""
+    return adm is not None and any(
+        psa.delayed_topology_request == delayed.DELAYED_PENDING
+        and psa.topology_assignment is None
+        for psa in adm.pod_set_assignments
+    )
+
+
 def apply_checks(
     wl: Workload,
     required: list[str],
@@ -77,9 +90,15 @@ def apply_checks(
     now: datetime,
     *,
     releases_itself: bool = False,
+    second_pass: Admission | str | None = None,
 ) -> tuple[Workload | None, Verdict]:
     """``wl`` with its check states synced, ``driven`` (the built-in controllers' states) set,
-    and what the states call for applied; None when nothing changes. Pure."""
+    and what the states call for applied; None when nothing changes. Pure.
+
+    ``second_pass``: with every check Ready, the placement of its delayed topology requests
+    (kqueue/engine/tas/delayed.py): the new admission, written with the Admitted condition; or
+    why it does not fit, and then the workload stays unadmitted with reason
+    ``PendingDelayedTopologyRequests`` (verdict Wait)."""
     out = wl.model_copy(update={"status": wl.status.model_copy(deep=True)})
     states, changed = ck.sync(out.status.admission_checks, required, now)
     for name, state in driven.items():
@@ -119,9 +138,23 @@ def apply_checks(
         changed = True
     else:
         admitted, reason, message = ck.admitted_condition(True, states)
+        if admitted and waits_for_placement(out.status.admission):
+            if isinstance(second_pass, Admission):
+                out.status.admission = second_pass
+                changed = True
+            else:
+                # Never admitted without the placement (the pods would go anywhere).
+                admitted, reason = False, delayed.PENDING_DELAYED_REASON
+                message = delayed.PENDING_DELAYED_MESSAGE
+                if isinstance(second_pass, str):
+                    message += f": {second_pass}"
+                verdict = Verdict.WAIT
         cond = out.condition(c.ADMITTED)
         status: ConditionStatus = "True" if admitted else "False"
-        if cond is None or cond.status != status or cond.reason != reason:
+        if (
+            cond is None or cond.status != status or cond.reason != reason
+            or (reason == delayed.PENDING_DELAYED_REASON and cond.message != message)
+        ):
             set_condition(conds, c.ADMITTED, status, reason, message, now, gen)
             changed = True
     if verdict == Verdict.RETRY and releases_itself:
@@ -152,8 +185,13 @@ class WorkloadChecks:
         releases_itself: Callable[[Workload], bool],
         now: Now,
         metrics: Metrics | None = None,
+        second_pass: Callable[[Workload], EngineAdmission | str | None] | None = None,
     ) -> None:
         self._metrics = metrics
+        # The engine's second pass for delayed topology requests (Engine.place_delayed), and
+        # how many times it failed per workload (its retry backoff).
+        self._second_pass = second_pass
+        self._second_pass_failures: dict[str, int] = {}
         self._workloads = workloads
         self._cluster_queues = cluster_queues
         self._checks = checks
@@ -203,14 +241,43 @@ class WorkloadChecks:
             driven[state.name] = synced.state
             if synced.again_after is not None:
                 again = synced.again_after if again is None else min(again, synced.again_after)
-        verdict = await self._write(wl, required, driven, now)
+        placed = self._place_delayed(wl, required, driven, now)
+        verdict = await self._write(wl, required, driven, now, placed)
         if verdict == Verdict.REJECT:
             await self._deactivate(wl)
+        if isinstance(placed, str):
+            # Kueue's secondPassQueue: retried after a backoff while the quota is held.
+            tries = self._second_pass_failures.get(wl.key, 0) + 1
+            self._second_pass_failures[wl.key] = tries
+            self._events.record(wl.to_dict(), "Warning", delayed.SECOND_PASS_FAILED, placed)
+            retry = delayed.retry_delay(tries).total_seconds()
+            again = retry if again is None else min(again, retry)
+        else:
+            self._second_pass_failures.pop(wl.key, None)
         return Requeue(after=again) if again is not None else None
+
+    def _place_delayed(
+        self, wl: Workload, required: list[str], driven: Mapping[str, AdmissionCheckState],
+        now: datetime,
+    ) -> Admission | str | None:
+        """With every check Ready and a pod set waiting with ``delayedTopologyRequest:
+        Pending``: the engine's second pass, as the admission to write or why it does not fit."""
+        if self._second_pass is None or not waits_for_placement(wl.status.admission):
+            return None
+        states, _ = ck.sync(wl.status.admission_checks, required, now)
+        if ck.verdict([driven.get(s.name, s) for s in states]) != Verdict.ADMIT:
+            return None
+        got = self._second_pass(wl)
+        if got is None:
+            # The engine does not hold it (yet): tried again after the backoff.
+            return "the scheduler does not hold the workload's quota reservation yet"
+        if isinstance(got, str):
+            return got
+        return workload_status.api_admission(got)
 
     async def _write(
         self, wl: Workload, required: list[str], driven: Mapping[str, AdmissionCheckState],
-        now: datetime,
+        now: datetime, second_pass: Admission | str | None = None,
     ) -> Verdict | None:
         decided: list[Verdict] = []
 
@@ -219,7 +286,8 @@ class WorkloadChecks:
             if fresh.status.admission is None or fresh.is_finished or fresh.is_true(c.EVICTED):
                 return None
             out, verdict = apply_checks(
-                fresh, required, driven, now, releases_itself=self._releases_itself(fresh)
+                fresh, required, driven, now, releases_itself=self._releases_itself(fresh),
+                second_pass=second_pass,
             )
             decided.append(verdict)
             return out.to_dict() if out is not None else None

@@ -107,9 +107,23 @@ class Outcome:
     placement: Placement | None = None
 
 
-def _requests(
+def delays_placement(
+    cq: ClusterQueueSnapshot, topology: TopologySnapshot, flavor: FlavorName
+) -> bool:
+    """Whether a pod set of ``cq`` assigned the topology-aware ``flavor`` is placed only after
+    its checks are Ready: a ProvisioningRequest check applies to the flavor (Kueue's
+    ``HasProvRequestAdmissionCheck``; the nodes it asks for do not exist yet)."""
+    provisioning = topology.provisioning_checks
+    return bool(provisioning) and any(
+        r.name in provisioning and (not r.on_flavors or flavor in r.on_flavors)
+        for r in cq.spec.admission_checks
+    )
+
+
+def _candidates(
     info: WorkloadInfo, a: Assignment, cq: ClusterQueueSnapshot, topology: TopologySnapshot
 ) -> list[_Request]:
+    """Every pod set of ``a`` that takes a topology-aware flavor and is placed by topology."""
     implied_ok = is_tas_only(cq, topology)
     out: list[_Request] = []
     for i, (ps, res) in enumerate(zip(info.pod_sets, a.pod_sets, strict=False)):
@@ -123,6 +137,32 @@ def _requests(
             continue
         out.append(_Request(i, flavors[0], PlacementRequest(ps, res.count, implied)))
     return out
+
+
+def _requests(
+    info: WorkloadInfo, a: Assignment, cq: ClusterQueueSnapshot, topology: TopologySnapshot
+) -> list[_Request]:
+    """The pod sets placed at quota reservation: those whose placement is not delayed."""
+    return [
+        r for r in _candidates(info, a, cq, topology)
+        if not delays_placement(cq, topology, r.flavor)
+    ]
+
+
+def delayed_pod_sets(
+    info: WorkloadInfo,
+    a: Assignment,
+    cq: ClusterQueueSnapshot,
+    topology: TopologySnapshot | None,
+) -> frozenset[PodSetName]:
+    """The pod sets of ``a`` that reserve quota now and are placed in the second pass
+    (Kueue's ``delayedTopologyRequest: Pending``)."""
+    if topology is None or not topology.provisioning_checks:
+        return frozenset()
+    return frozenset(
+        r.placement.pod_set.name for r in _candidates(info, a, cq, topology)
+        if delays_placement(cq, topology, r.flavor)
+    )
 
 
 def _groups(reqs: Sequence[_Request]) -> list[list[_Request]]:
@@ -312,3 +352,17 @@ def reserve(info: WorkloadInfo, a: Assignment, topology: TopologySnapshot | None
         flavors = sorted({c.flavor for c in res.flavors.values() if topology.is_tas(c.flavor)})
         if flavors:
             topology.usage.add_assignment(flavors[0], res.topology, per_pod_requests(ps))
+
+
+def place_pod_sets(
+    reqs: Sequence[tuple[int, FlavorName, PlacementRequest]], topology: TopologySnapshot
+) -> tuple[dict[PodSetName, TopologyAssignment], str | None]:
+    """Place ``reqs`` (pod set index, topology-aware flavor, request) on ``topology`` as it is:
+    the placements per pod set, or the reason of the first that does not fit."""
+    outcome = _place_all(
+        [_Request(i, f, p) for i, f, p in reqs], topology, simulate_empty=False
+    )
+    if outcome.failed is None:
+        return dict(outcome.assignments), None
+    why = describe(outcome.placement) if outcome.placement is not None else outcome.reason
+    return {}, f"couldn't assign flavors to pod set {outcome.failed}: {why}"

@@ -1,0 +1,92 @@
+"""Delayed topology requests: Kueue v0.19's topology placement after a ProvisioningRequest.
+
+A topology-aware pod set whose flavor has a ProvisioningRequest check cannot be placed at quota
+reservation on a cluster that scales up for it: its nodes do not exist yet. As Kueue
+(``tas_flavorassigner.go``, ``podSetTopologyRequest``), the first pass reserves quota only and
+marks the pod set ``delayedTopologyRequest: Pending`` (``fit.delayed_pod_sets``); once every
+check is Ready, a second pass (:func:`second_pass`, Kueue's scheduler second pass for
+``workload.NeedsSecondPass``) places it on the nodes that exist then, without fitting the quota
+again (the reservation already holds it), and marks it ``Ready``. Only then is the workload
+Admitted; until then its Admitted condition says ``PendingDelayedTopologyRequests``. When the
+second pass finds no room, the workload keeps its reservation and the pass is tried again after
+a backoff (Kueue's ``secondPassQueue``: 1 s doubling up to 30 s, a ``SecondPassFailed`` warning
+event each time, :func:`retry_delay`).
+
+A check applies when the ClusterQueue lists it for the pod set's flavor (``onFlavors``, or every
+flavor); a check that does not provision nodes (a custom one) leaves the placement to the first
+pass, as in Kueue.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from datetime import timedelta
+from typing import Final
+
+from ..types import Admission, FlavorName, PodSetAssignment
+from ..workload import AdmittedWorkload
+from .fit import place_pod_sets, requests_topology
+from .placement import PlacementRequest
+from .topology import TopologySnapshot
+
+# Kueue's DelayedTopologyRequestState values.
+DELAYED_PENDING: Final = "Pending"
+DELAYED_READY: Final = "Ready"
+# Kueue's WorkloadAdmittedReasonPendingDelayedTopologyRequests: the Admitted condition's reason
+# while every check is Ready and a delayed placement is still to be made.
+PENDING_DELAYED_REASON: Final = "PendingDelayedTopologyRequests"
+PENDING_DELAYED_MESSAGE: Final = "There are pending delayed topology requests"
+# Kueue's warning event when a second pass does not fit, and its retry backoff.
+SECOND_PASS_FAILED: Final = "SecondPassFailed"
+_RETRY_FIRST: Final = timedelta(seconds=1)
+_RETRY_MAX: Final = timedelta(seconds=30)
+
+
+def retry_delay(iteration: int) -> timedelta:
+    """How long to wait before the ``iteration``-th retry of a failed second pass (1, 2, 4 ...
+    seconds, at most 30; Kueue's ``secondPassQueue.nextDelay``)."""
+    if iteration <= 0:
+        return timedelta(0)
+    delay: timedelta = _RETRY_FIRST * (1 << min(iteration - 1, 16))
+    return min(delay, _RETRY_MAX)
+
+
+def is_pending(psa: PodSetAssignment) -> bool:
+    return psa.topology is None and psa.delayed_topology == DELAYED_PENDING
+
+
+def has_pending(admission: Admission | None) -> bool:
+    """Some pod set still waits for its placement (Kueue's HasTopologyAssignmentsPending)."""
+    return admission is not None and any(is_pending(psa) for psa in admission.pod_sets)
+
+
+def second_pass(aw: AdmittedWorkload, topology: TopologySnapshot) -> Admission | str:
+    """The admission of ``aw`` with its pending pod sets placed on ``topology`` (which holds
+    every other placement, this workload's first-pass ones included) and marked Ready; or why
+    they do not fit."""
+    index = {ps.name: i for i, ps in enumerate(aw.info.pod_sets)}
+    reqs: list[tuple[int, FlavorName, PlacementRequest]] = []
+    for psa in aw.admission.pod_sets:
+        if not is_pending(psa) or psa.count == 0:
+            continue
+        i = index.get(psa.name)
+        flavors = sorted({f for f in psa.flavors.values() if topology.is_tas(f)})
+        if i is None or not flavors:
+            named = ", ".join(sorted(set(psa.flavors.values())))
+            return (
+                f"couldn't assign flavors to pod set {psa.name}: Flavor \"{named}\" information "
+                "missing in TAS cache"
+            )
+        ps = aw.info.pod_sets[i]
+        # The first pass delayed only pod sets placed by topology, asked for or implied.
+        reqs.append((i, flavors[0], PlacementRequest(ps, psa.count, not requests_topology(ps))))
+    placed, failure = place_pod_sets(reqs, topology)
+    if failure is not None:
+        return failure
+    pod_sets = tuple(
+        replace(psa, topology=placed.get(psa.name), delayed_topology=DELAYED_READY)
+        if is_pending(psa)
+        else psa
+        for psa in aw.admission.pod_sets
+    )
+    return replace(aw.admission, pod_sets=pod_sets)

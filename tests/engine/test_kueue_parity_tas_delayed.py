@@ -1,0 +1,247 @@
+"""Parity with Kueue's delayed topology requests (pkg/scheduler/scheduler_tas_test.go).
+
+A topology-aware pod set whose flavor has a ProvisioningRequest check reserves quota only
+(``delayedTopologyRequest: Pending``, no placement) and is placed by a second pass once every
+check is Ready (``Engine.place_delayed``, kqueue/engine/tas/delayed.py). Each case keeps the
+name of Kueue's case: the ``TestScheduleForTAS`` cases with a ProvisioningRequest check and
+``TestSecondPassSkipsWaitForPodsReadyBlock``'s "delayed topology assignment".
+
+``first`` cases run one cycle on a pending workload (Kueue's workload without a reservation);
+``second`` cases start from Kueue's ``ReserveQuotaAt`` with the check Ready and run the second
+pass. ``want`` is Kueue's ``wantNewAssignments`` as (domain values, pods) per pod set, or None
+for a pod set left without a placement.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from datetime import timedelta
+
+import pytest
+
+from kqueue.engine.checks import CheckRule
+from kqueue.engine.readiness import PodsReadyConfig
+from kqueue.engine.tas.delayed import DELAYED_PENDING, DELAYED_READY, retry_delay
+from kqueue.engine.types import (
+    Admission,
+    ClusterQueueName,
+    FlavorName,
+    PodSetAssignment,
+    PodSetName,
+    TopologyAssignment,
+    Workload,
+    WorkloadKey,
+)
+
+from .builders import make_cq, t
+from .tas_support import HOST, SINGLE, Cluster, node, pset, tas_flavor, wl
+
+PROV = "prov-check"
+TAS = tas_flavor()
+SECOND = tas_flavor("tas-second")
+SECOND = replace(SECOND, node_labels={"tas-node-second": "true"})
+SINGLE_NODE = [node("x1", cpu="1", memory="1Gi")]
+TWO_NODES = [node("x1", cpu="1"), node("y1", cpu="1", labels={"tas-node-second": "true"},
+                                           tas=False)]
+MAIN_PROV = replace(
+    make_cq("tas-main").quota("tas-default", cpu="50", memory="50Gi").obj(),
+    admission_checks=(CheckRule(PROV),),
+)
+
+
+def _two_flavors(on_flavors: frozenset[str] = frozenset()) -> object:
+    cq = make_cq("tas-main").quota("tas-default", cpu="50").quota("tas-second", cpu="50").obj()
+    return replace(cq, admission_checks=(CheckRule(PROV, on_flavors),))
+
+
+@dataclass(frozen=True)
+class Reserved:
+    """A pod set's first-pass assignment: its flavor, and its placement (None: delayed)."""
+
+    pod_set: str
+    flavor: str
+    domains: Sequence[tuple[Sequence[str], int]] | None = None
+
+
+def reserved(w: Workload, *held: Reserved) -> Workload:
+    """``w`` holding quota as Kueue's ``ReserveQuotaAt`` with the delayed pod sets Pending."""
+    by_name = {ps.name: ps for ps in w.pod_sets}
+    pod_sets = []
+    for h in held:
+        ps = by_name[PodSetName(h.pod_set)]
+        pod_sets.append(PodSetAssignment(
+            ps.name,
+            {r: FlavorName(h.flavor) for r in ps.requests},
+            {r: v * ps.count for r, v in ps.requests.items()},
+            ps.count,
+            None if h.domains is None else TopologyAssignment(
+                (HOST,), tuple((tuple(v), n) for v, n in h.domains)
+            ),
+            DELAYED_PENDING if h.domains is None else None,
+        ))
+    admission = Admission(ClusterQueueName("tas-main"), tuple(pod_sets), t(0),
+                          awaiting_checks=True)
+    return replace(w, admission=admission)
+
+
+Want = dict[str, tuple[list[tuple[tuple[str, ...], int]] | None, str | None]]
+
+
+@dataclass
+class Case:
+    cluster: Cluster
+    # pod set -> (placement or None, delayedTopologyRequest)
+    want: Want = field(default_factory=dict)
+
+
+def _cluster(nodes, flavors, cq, workload) -> Cluster:  # type: ignore[no-untyped-def]
+    return Cluster(list(nodes), [SINGLE], list(flavors), [cq], [workload],
+                   checks=[PROV], provisioning=[PROV])
+
+
+FIRST_PASS: dict[str, Case] = {
+    "workload in CQ with ProvisioningRequest gets QuotaReserved only": Case(
+        _cluster([], [TAS], MAIN_PROV, wl("foo", pset("one", 1, required=HOST, cpu="1"))),
+        want={"one": (None, DELAYED_PENDING)},
+    ),
+    # No topology request: implied by the TAS-only ClusterQueue, and delayed as well.
+    "workload in CQ with ProvisioningRequest gets QuotaReserved only; implicit defaulting": Case(
+        _cluster([], [TAS], MAIN_PROV, wl("foo", pset("one", 1, cpu="1"))),
+        want={"one": (None, DELAYED_PENDING)},
+    ),
+}
+
+SECOND_PASS: dict[str, Case] = {
+    "workload in CQ with ProvisioningRequest; second pass; baseline scenario": Case(
+        _cluster(SINGLE_NODE, [TAS], MAIN_PROV, reserved(
+            wl("foo", pset("one", 1, required=HOST, cpu="1")), Reserved("one", "tas-default"))),
+        want={"one": ([(("x1",), 1)], DELAYED_READY)},
+    ),
+    # The second pass does not fit the quota again: the reservation already holds all of it.
+    "workload in CQ with ProvisioningRequest; second pass; multi-resource workload fully "
+    "consumes quota": Case(
+        _cluster(SINGLE_NODE, [TAS], replace(
+            make_cq("tas-main").quota("tas-default", cpu="1", memory="1Gi").obj(),
+            admission_checks=(CheckRule(PROV),),
+        ), reserved(wl("foo", pset("one", 1, required=HOST, cpu="1", memory="1Gi")),
+                    Reserved("one", "tas-default"))),
+        want={"one": ([(("x1",), 1)], DELAYED_READY)},
+    ),
+    # 26 of 50 units of quota: not counted twice.
+    "large workload in CQ with ProvisioningRequest; second pass": Case(
+        _cluster([node("x1", cpu="50", memory="50Gi", pods=50)], [TAS], MAIN_PROV, reserved(
+            wl("foo", pset("one", 26, preferred=HOST, cpu="1")), Reserved("one", "tas-default"))),
+        want={"one": ([(("x1",), 26)], DELAYED_READY)},
+    ),
+    "workload in CQ with ProvisioningRequest when two TAS flavors; second pass": Case(
+        _cluster(TWO_NODES, [TAS, SECOND], _two_flavors(), reserved(
+            wl("foo", pset("one", 1, required=HOST, cpu="1")), Reserved("one", "tas-second"))),
+        want={"one": ([(("y1",), 1)], DELAYED_READY)},
+    ),
+    "workload in CQ with two TAS flavors - one with ProvisioningRequest, one regular; second "
+    "pass": Case(
+        _cluster(TWO_NODES, [TAS, SECOND], _two_flavors(frozenset({"tas-second"})), reserved(
+            wl("foo", pset("one", 1, required=HOST, cpu="1"),
+               pset("two", 1, required=HOST, cpu="1")),
+            Reserved("one", "tas-default", [(["x1"], 1)]), Reserved("two", "tas-second"))),
+        want={"one": ([(("x1",), 1)], None), "two": ([(("y1",), 1)], DELAYED_READY)},
+    ),
+    "workload in CQ with ProvisioningRequest when two TAS flavors; second pass; implicit "
+    "defaulting": Case(
+        _cluster(TWO_NODES, [TAS, SECOND], _two_flavors(), reserved(
+            wl("foo", pset("one", 1, cpu="1")), Reserved("one", "tas-second"))),
+        want={"one": ([(("y1",), 1)], DELAYED_READY)},
+    ),
+}
+
+
+def _got(admission: Admission) -> Want:
+    return {
+        ps.name: (
+            [(tuple(v), n) for v, n in ps.topology.domains] if ps.topology else None,
+            ps.delayed_topology,
+        )
+        for ps in admission.pod_sets
+    }
+
+
+@pytest.mark.parametrize("name", list(FIRST_PASS))
+def test_schedule_for_tas_delayed_first_pass(name: str) -> None:
+    case = FIRST_PASS[name]
+    engine = case.cluster.engine()
+    result = engine.schedule(t(1))
+    assert [a.workload for a in result.admitted] == ["default/foo"], result.pending
+    admission = result.admitted[0].admission
+    assert _got(admission) == case.want
+    # QuotaReserved only: the quota is held, the workload waits for its check.
+    assert admission.awaiting_checks
+    assert engine.holds_quota(WorkloadKey("default/foo"))
+
+
+@pytest.mark.parametrize("name", list(SECOND_PASS))
+def test_schedule_for_tas_delayed_second_pass(name: str) -> None:
+    case = SECOND_PASS[name]
+    engine = case.cluster.engine()
+    key = WorkloadKey("default/foo")
+    usage_before = dict(engine.usage(ClusterQueueName("tas-main")))
+    got = engine.place_delayed(key)
+    assert isinstance(got, Admission), got
+    assert _got(got) == case.want
+    # The quota is not counted twice, and the placement is held at once.
+    assert dict(engine.usage(ClusterQueueName("tas-main"))) == usage_before
+    held = engine.admitted_workload(key)
+    assert held is not None and held.admission == got
+    # Nothing waits any more: a second call has nothing to place.
+    assert engine.place_delayed(key) is None
+
+
+def test_delayed_topology_assignment() -> None:
+    """Kueue's TestSecondPassSkipsWaitForPodsReadyBlock "delayed topology assignment": the
+    workload placed is itself not ready yet; waitForPodsReady's admission block must not stop
+    its second pass nor take its reservation."""
+    cq = replace(make_cq("tas-main").quota("tas-default", cpu="50").obj(),
+                 admission_checks=(CheckRule(PROV),))
+    cluster = Cluster(
+        [node("x1", cpu="1"), node("x2", cpu="1")], [SINGLE], [TAS], [cq],
+        [reserved(wl("wl", pset("one", 1, required=HOST, cpu="1")),
+                  Reserved("one", "tas-default"))],
+        checks=[PROV], provisioning=[PROV],
+    )
+    engine = cluster.engine(pods_ready=PodsReadyConfig(timeout=timedelta(minutes=5)))
+    key = WorkloadKey("default/wl")
+    got = engine.place_delayed(key)
+    assert isinstance(got, Admission), got
+    (psa,) = got.pod_sets
+    assert psa.topology is not None and psa.delayed_topology == DELAYED_READY
+    assert psa.topology.pod_count() == 1
+    assert engine.holds_quota(key)
+
+
+def test_second_pass_without_room_says_why() -> None:
+    """No node fits the delayed pod set: the second pass returns the reason (the caller evicts)
+    and the workload keeps its first-pass admission meanwhile."""
+    cluster = _cluster([node("x1", cpu="1")], [TAS], MAIN_PROV, reserved(
+        wl("foo", pset("one", 2, required=HOST, cpu="1")), Reserved("one", "tas-default")))
+    engine = cluster.engine()
+    key = WorkloadKey("default/foo")
+    got = engine.place_delayed(key)
+    assert isinstance(got, str)
+    assert got.startswith("couldn't assign flavors to pod set one: ")
+    held = engine.admitted_workload(key)
+    assert held is not None and held.admission.pod_sets[0].delayed_topology == DELAYED_PENDING
+
+
+def test_custom_check_is_not_delayed() -> None:
+    """A check that does not provision leaves the placement to the first pass."""
+    cluster = Cluster(SINGLE_NODE, [SINGLE], [TAS], [MAIN_PROV],
+                      [wl("foo", pset("one", 1, required=HOST, cpu="1"))], checks=[PROV])
+    result = cluster.engine().schedule(t(1))
+    assert _got(result.admitted[0].admission) == {"one": ([(("x1",), 1)], None)}
+
+
+def test_second_pass_retry_backoff() -> None:
+    """Kueue's secondPassQueue backoff: 1 s, doubling, at most 30 s."""
+    assert [retry_delay(i).total_seconds() for i in (1, 2, 3, 5, 6, 40)] == [
+        1, 2, 4, 16, 30, 30
+    ]
