@@ -49,6 +49,9 @@ class Cache:
         # The AdmissionChecks that provision nodes (ProvisioningRequest): a topology-aware pod
         # set behind one is placed after it is Ready (tas/delayed.py).
         self.provisioning_checks: set[str] = set()
+        # The MultiKueue checks: a topology-aware pod set of a ClusterQueue with one is placed
+        # by the worker that runs it, never here (tas/delayed.py).
+        self.multikueue_checks: set[str] = set()
         self.cluster_queues: dict[ClusterQueueName, ClusterQueueSpec] = {}
         self.cohorts: dict[CohortName, CohortSpec] = {}
         self.workloads: dict[WorkloadKey, AdmittedWorkload] = {}
@@ -353,6 +356,7 @@ class Cache:
         return TopologySnapshot(
             self.topology_trees(), (), self.topology_usage(),
             provisioning_checks=frozenset(self.provisioning_checks),
+            multikueue_checks=frozenset(self.multikueue_checks),
         )
 
     def topology_usage(self) -> TopologyUsage:

@@ -38,6 +38,7 @@ from .readiness import PodsReadyConfig, Readiness
 from .slice import scaled_down
 from .snapshot import Inactive
 from .tas import delayed
+from .tas.fit import delegates_placement
 from .tas.node_fit import Demand, NodeFitGuard, ReleasedPod, Verdict, host_usage, merged_flavor
 from .tas.replacement import NotReplaced, Replaced, placed_on_nodes, replace_all
 from .tas.topology import BoundPod, Node, Topology, TopologySnapshot
@@ -272,25 +273,33 @@ class Engine:
         self._requeue_trees(users)
 
     def upsert_admission_check(
-        self, name: str, inactive: str | None, *, provisions: bool = False
+        self, name: str, inactive: str | None, *, provisions: bool = False,
+        delegates: bool = False,
     ) -> None:
         """An AdmissionCheck and why it is inactive (None: active); ClusterQueues that use it
         are inactive while it is missing or inactive (checks.py). ``provisions``: a
         ProvisioningRequest check, whose topology-aware flavors are placed only once the
-        checks are Ready (tas/delayed.py, :meth:`place_delayed`)."""
+        checks are Ready (tas/delayed.py, :meth:`place_delayed`). ``delegates``: a MultiKueue
+        check, whose ClusterQueues' topology-aware pod sets the workers place, never this
+        engine."""
         checks = self.cache.admission_checks
-        provisioning = self.cache.provisioning_checks
-        if name in checks and checks[name] == inactive and (name in provisioning) == provisions:
+        kinds = ((self.cache.provisioning_checks, provisions),
+                 (self.cache.multikueue_checks, delegates))
+        if name in checks and checks[name] == inactive and all(
+            (name in names) == wanted for names, wanted in kinds
+        ):
             return
         checks[name] = inactive
-        if provisions:
-            provisioning.add(name)
-        else:
-            provisioning.discard(name)
+        for names, wanted in kinds:
+            if wanted:
+                names.add(name)
+            else:
+                names.discard(name)
         self._requeue_check_users(name)
 
     def delete_admission_check(self, name: str) -> None:
         self.cache.provisioning_checks.discard(name)
+        self.cache.multikueue_checks.discard(name)
         if name in self.cache.admission_checks:
             del self.cache.admission_checks[name]
             self._requeue_check_users(name)
@@ -304,12 +313,17 @@ class Engine:
         keeps its reservation, the caller retries after ``delayed.retry_delay``); None when
         nothing waits. The quota is not fitted again: the reservation
         holds it. waitForPodsReady's admission block does not apply (Kueue's second pass
-        skips it: the workload waiting is the one being placed)."""
+        skips it: the workload waiting is the one being placed). Behind a MultiKueue check
+        the pod sets are marked Ready without a placement: the worker placed them."""
         aw = self.cache.get(key)
         if aw is None or not delayed.has_pending(aw.admission):
             return None
+        spec = self.cache.cluster_queues.get(aw.admission.cluster_queue)
+        delegated = spec is not None and delegates_placement(spec, self.cache.multikueue_checks)
         trees = self.cache.topology_trees()
-        got = delayed.second_pass(aw, TopologySnapshot(trees, (), self.cache.topology_usage()))
+        got = delayed.second_pass(
+            aw, TopologySnapshot(trees, (), self.cache.topology_usage()), delegated=delegated
+        )
         if isinstance(got, Admission):
             self.cache.add_workload(replace(aw, admission=got))
         return got

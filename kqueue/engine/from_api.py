@@ -33,6 +33,7 @@ from kqueue.api.v1alpha1 import Taint as ApiTaint
 from kqueue.api.v1alpha1 import Toleration as ApiToleration
 from kqueue.api.v1alpha1 import constants as c
 from kqueue.api.v1alpha1.base import parse_time
+from kqueue.api.v1alpha1.multikueue import CONTROLLER_NAME as MULTIKUEUE_CONTROLLER
 from kqueue.api.v1alpha1.podtemplate import PodSpec as ApiPodSpec
 from kqueue.api.v1alpha1.priorityclass import WorkloadPriorityClass
 from kqueue.api.v1alpha1.protection import MinAdmitDuration as ApiMinAdmitDuration
@@ -280,6 +281,12 @@ def admission_check_provisions(ac: AdmissionCheck) -> bool:
     """A ProvisioningRequest check: the topology-aware flavors it applies to are placed only
     once it is Ready (delayed topology requests, engine/tas/delayed.py)."""
     return ac.spec.controller_name == c.PROVISIONING_REQUEST_CONTROLLER
+
+
+def admission_check_delegates(ac: AdmissionCheck) -> bool:
+    """A MultiKueue check: the topology-aware pod sets of its ClusterQueues are placed by the
+    worker that runs the workload, never by this manager (engine/tas/delayed.py)."""
+    return ac.spec.controller_name == MULTIKUEUE_CONTROLLER
 
 
 def cohort(co: Cohort) -> t.CohortSpec:

@@ -232,6 +232,7 @@ class Simulation:
             e.upsert_admission_check(
                 ac.name, None if active is None or active.is_true else active.message or "inactive",
                 provisions=from_api.admission_check_provisions(ac),
+                delegates=from_api.admission_check_delegates(ac),
             )
         for co in sc.cohorts:
             e.upsert_cohort(from_api.cohort(co))

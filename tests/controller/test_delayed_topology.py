@@ -24,7 +24,7 @@ from kqueue.controller.admission_checks.workload_checks import (
 from kqueue.controller.informer import Store
 from kqueue.engine import types as t
 from kqueue.engine.checks import Verdict
-from kqueue.engine.from_api import admission_check_provisions
+from kqueue.engine.from_api import admission_check_delegates, admission_check_provisions
 
 NOW = datetime(2025, 1, 1, 12, 0, 0, tzinfo=UTC)
 
@@ -97,15 +97,41 @@ def test_pending_check_waits_as_before() -> None:
     assert out is None or out.status.admission == workload("Pending").status.admission
 
 
-def test_only_provisioning_request_checks_delay_the_placement() -> None:
-    def check(controller: str) -> AdmissionCheck:
-        out = parse_object({"apiVersion": "kqueue.io/v1alpha1", "kind": "AdmissionCheck",
-                            "metadata": {"name": "x"}, "spec": {"controllerName": controller}})
-        assert isinstance(out, AdmissionCheck)
-        return out
+def _check(controller: str) -> AdmissionCheck:
+    out = parse_object({"apiVersion": "kqueue.io/v1alpha1", "kind": "AdmissionCheck",
+                        "metadata": {"name": "x"}, "spec": {"controllerName": controller}})
+    assert isinstance(out, AdmissionCheck)
+    return out
 
-    assert admission_check_provisions(check("kqueue.io/provisioning-request"))
-    assert not admission_check_provisions(check("example.com/custom"))
+
+def test_only_provisioning_request_checks_delay_the_placement() -> None:
+    assert admission_check_provisions(_check("kqueue.io/provisioning-request"))
+    assert not admission_check_provisions(_check("example.com/custom"))
+    assert not admission_check_provisions(_check("kqueue.io/multikueue"))
+
+
+def test_only_multikueue_checks_delegate_the_placement() -> None:
+    assert admission_check_delegates(_check("kqueue.io/multikueue"))
+    assert not admission_check_delegates(_check("kqueue.io/provisioning-request"))
+    assert not admission_check_delegates(_check("example.com/custom"))
+
+
+def test_multikueue_check_ready_admits_without_a_placement() -> None:
+    """A MultiKueue manager: the second pass marks the pod set Ready with no placement (the
+    worker placed it; Kueue's updateDelayedTopologyRequest), and that admits the workload."""
+    delegated = workload_status.api_admission(t.Admission(
+        t.ClusterQueueName("cq"),
+        (t.PodSetAssignment(
+            t.PodSetName("main"), {t.ResourceName("cpu"): t.FlavorName("tas")},
+            {t.ResourceName("cpu"): 1000}, 1, None, "Ready",
+        ),),
+    ))
+    out, verdict = apply_checks(workload(), ["prov"], {}, NOW, second_pass=delegated)
+    assert verdict == Verdict.ADMIT and out is not None and out.is_admitted
+    assert out.status.admission is not None
+    (psa,) = out.status.admission.pod_set_assignments
+    assert (psa.delayed_topology_request, psa.topology_assignment) == ("Ready", None)
+    assert not waits_for_placement(out.status.admission)
 
 
 def _reconciler(second_pass: Any) -> WorkloadChecks:

@@ -19,6 +19,7 @@ from kqueue.api.v1alpha1 import (
 )
 from kqueue.api.v1alpha1 import constants as c
 from kqueue.api.v1alpha1.multikueue import ORIGIN_LABEL, ORIGIN_UID_ANNOTATION
+from kqueue.api.v1alpha1.topology import PodSetTopologyRequest
 from kqueue.controller.admission_checks.multikueue import adapters
 from kqueue.controller.admission_checks.multikueue.clusters import (
     ConfigProblem,
@@ -210,6 +211,22 @@ def test_the_remote_workload_is_the_spec_with_the_origin() -> None:
         "annotations": {ORIGIN_UID_ANNOTATION: "wl-uid"},
     }
     assert out["spec"] == wl.to_dict()["spec"] and "status" not in out
+
+
+def test_the_remote_workload_carries_the_topology_request_not_a_placement() -> None:
+    """Kueue's multikueue/tas "should admit workload which fits in a required topology domain":
+    the worker's copy asks for the pod set's topology (required hostname), and the worker
+    places it; the manager's admission (delayedTopologyRequest, no placement) stays here."""
+    wl = _workload(admission={"clusterQueue": "cq", "podSetAssignments": [
+        {"name": "main", "flavors": {"cpu": "tas"}, "resourceUsage": {"cpu": "1"}, "count": 1,
+         "delayedTopologyRequest": "Pending"}]})
+    wl.spec.pod_sets[0].topology_request = PodSetTopologyRequest(
+        required="kubernetes.io/hostname"
+    )
+    out = remote_workload(wl, "mgr")
+    (ps,) = out["spec"]["podSets"]
+    assert ps["topologyRequest"]["required"] == "kubernetes.io/hostname"
+    assert "status" not in out and "topologyAssignment" not in str(out)
 
 
 @pytest.mark.parametrize(

@@ -194,6 +194,8 @@ class Cluster:
     checks: Sequence[str] = ()
     # Those of ``checks`` that are ProvisioningRequest checks (delayed topology requests).
     provisioning: Sequence[str] = ()
+    # Those of ``checks`` that are MultiKueue checks (placed by the worker, never here).
+    multikueue: Sequence[str] = ()
 
     def engine(self, **options: Any) -> Engine:
         e = make_engine(
@@ -201,7 +203,8 @@ class Cluster:
             preemptor=ClassicalPreemptor(), gates=self.gates, **options,
         )
         for check in self.checks:
-            e.upsert_admission_check(check, None, provisions=check in self.provisioning)
+            e.upsert_admission_check(check, None, provisions=check in self.provisioning,
+                                     delegates=check in self.multikueue)
         for topo in self.topologies:
             e.upsert_topology(topo)
         for n in self.nodes:

@@ -4,7 +4,10 @@ A topology-aware pod set whose flavor has a ProvisioningRequest check reserves q
 (``delayedTopologyRequest: Pending``, no placement) and is placed by a second pass once every
 check is Ready (``Engine.place_delayed``, kqueue/engine/tas/delayed.py). Each case keeps the
 name of Kueue's case: the ``TestScheduleForTAS`` cases with a ProvisioningRequest check and
-``TestSecondPassSkipsWaitForPodsReadyBlock``'s "delayed topology assignment".
+``TestSecondPassSkipsWaitForPodsReadyBlock``'s "delayed topology assignment". The MultiKueue
+cases (a ClusterQueue with a MultiKueue check: the worker places, the manager never does) keep
+the names of test/integration/multikueue/tas/tas_test.go and of
+pkg/cache/scheduler/clusterqueue_test.go's "TAS supports MultiKueue AdmissionCheck".
 
 ``first`` cases run one cycle on a pending workload (Kueue's workload without a reservation);
 ``second`` cases start from Kueue's ``ReserveQuotaAt`` with the check Ready and run the second
@@ -35,7 +38,7 @@ from kqueue.engine.types import (
 )
 
 from .builders import make_cq, t
-from .tas_support import HOST, SINGLE, Cluster, node, pset, tas_flavor, wl
+from .tas_support import HOST, SINGLE, Cluster, Node, node, pset, tas_flavor, wl
 
 PROV = "prov-check"
 TAS = tas_flavor()
@@ -245,3 +248,61 @@ def test_second_pass_retry_backoff() -> None:
     assert [retry_delay(i).total_seconds() for i in (1, 2, 3, 5, 6, 40)] == [
         1, 2, 4, 16, 30, 30
     ]
+
+
+MK = "mk-check"
+MAIN_MK = replace(
+    make_cq("tas-main").quota("tas-default", cpu="5").obj(), admission_checks=(CheckRule(MK),)
+)
+
+
+def _manager(nodes: Sequence[Node], workload: Workload) -> Cluster:
+    """A MultiKueue manager: a topology-aware flavor, a MultiKueue check on the ClusterQueue."""
+    return Cluster(list(nodes), [SINGLE], [TAS], [MAIN_MK], [workload],
+                   checks=[MK], multikueue=[MK])
+
+
+def test_tas_supports_multikueue_admission_check() -> None:
+    """Kueue's clusterqueue_test.go "TAS supports MultiKueue AdmissionCheck": a topology-aware
+    ClusterQueue with a MultiKueue check is active."""
+    engine = _manager([], wl("foo", pset("one", 1, required=HOST, cpu="1"))).engine()
+    assert engine.inactive(ClusterQueueName("tas-main")) is None
+
+
+@pytest.mark.parametrize("nodes", [[], SINGLE_NODE], ids=["no nodes", "a node of its own"])
+def test_multikueue_should_admit_workload_which_fits_in_a_required_topology_domain(
+    nodes: Sequence[Node],
+) -> None:
+    """Kueue's multikueue/tas "Topology has a single level" "should admit workload which fits
+    in a required topology domain", on the manager: the pod set reserves quota with
+    ``delayedTopologyRequest: Pending`` and no placement, whether or not the manager has nodes;
+    once the MultiKueue check is Ready (the worker admitted and placed it) it is marked Ready,
+    still without a placement, and the quota is not counted twice."""
+    engine = _manager(nodes, wl("foo", pset("one", 1, required=HOST, cpu="1"))).engine()
+    result = engine.schedule(t(1))
+    assert [a.workload for a in result.admitted] == ["default/foo"], result.pending
+    first = result.admitted[0].admission
+    assert _got(first) == {"one": (None, DELAYED_PENDING)}
+    assert first.awaiting_checks
+    key = WorkloadKey("default/foo")
+    usage = dict(engine.usage(ClusterQueueName("tas-main")))
+    got = engine.place_delayed(key)
+    assert isinstance(got, Admission), got
+    assert _got(got) == {"one": (None, DELAYED_READY)}
+    assert dict(engine.usage(ClusterQueueName("tas-main"))) == usage
+    held = engine.admitted_workload(key)
+    assert held is not None and held.admission == got
+    assert engine.place_delayed(key) is None
+
+
+def test_multikueue_manager_places_nothing_on_its_nodes() -> None:
+    """The manager's own nodes take no pods of a MultiKueue workload: a second workload that
+    asks for the whole node still reserves quota (its placement is the worker's as well)."""
+    cluster = _manager(SINGLE_NODE, wl("foo", pset("one", 1, required=HOST, cpu="1")))
+    cluster.workloads = [*cluster.workloads,
+                         wl("bar", pset("one", 1, required=HOST, cpu="1"), created=1)]
+    engine = cluster.engine()
+    # One head of the ClusterQueue per cycle.
+    admitted = [a for cycle in (2, 3) for a in engine.schedule(t(cycle)).admitted]
+    assert sorted(a.workload for a in admitted) == ["default/bar", "default/foo"]
+    assert all(_got(a.admission) == {"one": (None, DELAYED_PENDING)} for a in admitted)

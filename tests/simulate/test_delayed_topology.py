@@ -110,3 +110,18 @@ def test_a_custom_check_places_at_reservation() -> None:
     assert wl["state"] == "Pending"
     reserved = next(c for c in wl["conditions"] if c["type"] == "QuotaReserved")
     assert reserved["reason"] == "TopologyPlacementFailed"
+
+
+MULTIKUEUE = "kqueue.io/multikueue"
+
+
+def test_multikueue_manager_reserves_and_admits_without_a_placement() -> None:
+    """A MultiKueue manager (Kueue's multikueue/tas "should admit workload which fits in a
+    required topology domain"): no node of its own, the quota is reserved Pending, and once the
+    check is Ready (a worker admitted and placed it) the workload is admitted with the pod set
+    Ready and no placement. With a node of its own, that node is not used either."""
+    for nodes in ("", NODE):
+        out = _run(MULTIKUEUE, nodes)
+        assert _events(out) == [("00:00:00", "QuotaReserved"), ("00:01:00", "Admitted")]
+        (ps,) = out["workloads"]["default/a"]["podSets"]
+        assert ps["delayedTopologyRequest"] == "Ready" and "topologyAssignment" not in ps

@@ -40,7 +40,11 @@ from kqueue.controller.kube import Kube
 from kqueue.controller.metrics import Metrics
 from kqueue.controller.workqueue import WorkQueue, run_workers
 from kqueue.engine.engine import Engine
-from kqueue.engine.from_api import admission_check_inactive, admission_check_provisions
+from kqueue.engine.from_api import (
+    admission_check_delegates,
+    admission_check_inactive,
+    admission_check_provisions,
+)
 from kqueue.engine.tas.delayed import DELAYED_READY
 from kqueue.engine.types import Admission as EngineAdmission
 from kqueue.engine.types import WorkloadKey
@@ -162,7 +166,8 @@ class AdmissionChecks:
     def _on_check(self, key: str, ac: AdmissionCheck, *rest: AdmissionCheck) -> None:
         new = rest[-1] if rest else ac
         self._engine().upsert_admission_check(
-            new.name, admission_check_inactive(new), provisions=admission_check_provisions(new)
+            new.name, admission_check_inactive(new), provisions=admission_check_provisions(new),
+            delegates=admission_check_delegates(new),
         )
         self.status_queue.add(key)
         self._enqueue_workloads(new.name)

@@ -20,7 +20,11 @@ from kqueue.controller.kube import Kube
 from kqueue.controller.resources import ADMISSION_CHECKS
 from kqueue.controller.workqueue import Requeue
 from kqueue.engine.engine import Engine
-from kqueue.engine.from_api import admission_check_inactive, admission_check_provisions
+from kqueue.engine.from_api import (
+    admission_check_delegates,
+    admission_check_inactive,
+    admission_check_provisions,
+)
 
 Obj = dict[str, object]
 
@@ -29,7 +33,8 @@ def feed(engine: Engine, checks: Store[AdmissionCheck]) -> None:
     """Every AdmissionCheck of the store into ``engine`` (a rebuilt engine)."""
     for ac in checks.objects():
         engine.upsert_admission_check(
-            ac.name, admission_check_inactive(ac), provisions=admission_check_provisions(ac)
+            ac.name, admission_check_inactive(ac), provisions=admission_check_provisions(ac),
+            delegates=admission_check_delegates(ac),
         )
 
 

@@ -15,6 +15,14 @@ event each time, :func:`retry_delay`).
 A check applies when the ClusterQueue lists it for the pod set's flavor (``onFlavors``, or every
 flavor); a check that does not provision nodes (a custom one) leaves the placement to the first
 pass, as in Kueue.
+
+The same rule covers a ClusterQueue with a MultiKueue check (``fit.delegates_placement``,
+Kueue's ``HasMultiKueueAdmissionCheck`` in ``podSetTopologyRequest``): its topology-aware pod
+sets reserve quota Pending, and the manager never places them, because the worker that runs the
+workload does (the copy it gets carries the pod set's topology request). Once the check is Ready
+(a worker admitted it) the second pass marks them Ready without a placement and the workload is
+admitted. Kueue marks them Ready when the worker's copy shows a placement, in the same patch
+that sets the check Ready; kqueue takes the Ready check for it.
 """
 
 from __future__ import annotations
@@ -60,10 +68,18 @@ def has_pending(admission: Admission | None) -> bool:
     return admission is not None and any(is_pending(psa) for psa in admission.pod_sets)
 
 
-def second_pass(aw: AdmittedWorkload, topology: TopologySnapshot) -> Admission | str:
+def second_pass(
+    aw: AdmittedWorkload, topology: TopologySnapshot, *, delegated: bool = False
+) -> Admission | str:
     """The admission of ``aw`` with its pending pod sets placed on ``topology`` (which holds
     every other placement, this workload's first-pass ones included) and marked Ready; or why
-    they do not fit."""
+    they do not fit. ``delegated`` (a MultiKueue ClusterQueue): marked Ready with no placement,
+    the worker that runs the workload placed them."""
+    if delegated:
+        return replace(aw.admission, pod_sets=tuple(
+            replace(psa, delayed_topology=DELAYED_READY) if is_pending(psa) else psa
+            for psa in aw.admission.pod_sets
+        ))
     index = {ps.name: i for i, ps in enumerate(aw.info.pod_sets)}
     reqs: list[tuple[int, FlavorName, PlacementRequest]] = []
     for psa in aw.admission.pod_sets:

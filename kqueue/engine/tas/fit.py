@@ -16,12 +16,13 @@ steps of its flavor assigner, preemptor and scheduler).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from ..assignment import Assignment, FlavorChoice, PodSetResult
 from ..snapshot import ClusterQueueSnapshot
 from ..types import (
+    ClusterQueueSpec,
     FlavorName,
     Mode,
     PendingReason,
@@ -107,12 +108,23 @@ class Outcome:
     placement: Placement | None = None
 
 
+def delegates_placement(spec: ClusterQueueSpec, multikueue: Collection[str]) -> bool:
+    """Whether ``spec`` has a MultiKueue check: its topology-aware pod sets are placed by the
+    worker that runs the workload, never here (Kueue's ``HasMultiKueueAdmissionCheck``; a
+    manager has no nodes of its own). Kueue refuses such a check per flavor, so it applies to
+    every flavor."""
+    return bool(multikueue) and any(r.name in multikueue for r in spec.admission_checks)
+
+
 def delays_placement(
     cq: ClusterQueueSnapshot, topology: TopologySnapshot, flavor: FlavorName
 ) -> bool:
-    """Whether a pod set of ``cq`` assigned the topology-aware ``flavor`` is placed only after
-    its checks are Ready: a ProvisioningRequest check applies to the flavor (Kueue's
-    ``HasProvRequestAdmissionCheck``; the nodes it asks for do not exist yet)."""
+    """Whether a pod set of ``cq`` assigned the topology-aware ``flavor`` is not placed at
+    quota reservation (Kueue's ``podSetTopologyRequest``): a MultiKueue check
+    (:func:`delegates_placement`), or a ProvisioningRequest check that applies to the flavor
+    (Kueue's ``HasProvRequestAdmissionCheck``; the nodes it asks for do not exist yet)."""
+    if delegates_placement(cq.spec, topology.multikueue_checks):
+        return True
     provisioning = topology.provisioning_checks
     return bool(provisioning) and any(
         r.name in provisioning and (not r.on_flavors or flavor in r.on_flavors)
@@ -157,7 +169,7 @@ def delayed_pod_sets(
 ) -> frozenset[PodSetName]:
     """The pod sets of ``a`` that reserve quota now and are placed in the second pass
     (Kueue's ``delayedTopologyRequest: Pending``)."""
-    if topology is None or not topology.provisioning_checks:
+    if topology is None or not (topology.provisioning_checks or topology.multikueue_checks):
         return frozenset()
     return frozenset(
         r.placement.pod_set.name for r in _candidates(info, a, cq, topology)

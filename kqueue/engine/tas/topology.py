@@ -452,13 +452,16 @@ class TopologySnapshot:
         workloads: Iterable[AdmittedWorkload],
         usage: TopologyUsage | None = None,
         provisioning_checks: frozenset[str] = frozenset(),
+        multikueue_checks: frozenset[str] = frozenset(),
     ) -> None:
         """``usage``, when given, is what ``workloads`` take on ``trees`` already summed (the
         cache keeps it up to date); the snapshot takes it as its own. ``provisioning_checks``:
-        the AdmissionChecks that provision nodes, whose flavors are placed only after them
-        (tas/delayed.py)."""
+        the AdmissionChecks that provision nodes, whose flavors are placed only after them;
+        ``multikueue_checks``: the MultiKueue ones, whose ClusterQueues' pod sets the workers
+        place (tas/delayed.py)."""
         self.trees = trees
         self.provisioning_checks = provisioning_checks
+        self.multikueue_checks = multikueue_checks
         if usage is not None:
             self.usage = usage
         else:
