@@ -306,7 +306,10 @@ class Cache:
                     f"ClusterQueue {name} is inactive: ResourceFlavor {f} references missing "
                     f"Topology {topo} (spec.topologyName)",
                 )
-        checks = inactive_message(name, spec.admission_checks, self.admission_checks)
+        checks = inactive_message(
+            name, spec.admission_checks, self.admission_checks,
+            multikueue=self.multikueue_checks, provisioning=self.provisioning_checks,
+        )
         if checks is not None:
             return Inactive(PendingReason.MISCONFIGURED, checks[1], checks[0])
         if spec.stop_policy != StopPolicy.NONE:

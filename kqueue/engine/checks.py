@@ -14,7 +14,7 @@ Nothing here reads a clock or does I/O: ``now`` is passed in, and the results ar
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from enum import StrEnum
@@ -191,10 +191,19 @@ def verdict(states: Sequence[AdmissionCheckState]) -> Verdict:
 
 
 def inactive_message(
-    cluster_queue: str, rules: Iterable[CheckRule], checks: Mapping[str, str | None]
+    cluster_queue: str,
+    rules: Iterable[CheckRule],
+    checks: Mapping[str, str | None],
+    *,
+    multikueue: Collection[str] = (),
+    provisioning: Collection[str] = (),
 ) -> tuple[str, str] | None:
     """Why a ClusterQueue cannot admit because of its checks: Kueue's reason and message, or
-    None. ``checks``: every AdmissionCheck by name, with why it is inactive (None: active)."""
+    None. ``checks``: every AdmissionCheck by name, with why it is inactive (None: active);
+    ``multikueue`` and ``provisioning``: the names of the MultiKueue and ProvisioningRequest
+    ones, whose combinations Kueue refuses (``updateQueueStatus``): a manager has one MultiKueue
+    check for every flavor, and provisions nothing itself."""
+    rules = list(rules)
     names = sorted({r.name for r in rules})
     missing = [n for n in names if n not in checks]
     if missing:
@@ -209,5 +218,27 @@ def inactive_message(
             "AdmissionCheckInactive",
             f"ClusterQueue {cluster_queue} is inactive: references inactive AdmissionCheck(s): "
             + "; ".join(f"{n} ({why})" for n, why in inactive),
+        )
+    mk = [n for n in names if n in multikueue]
+    if len(mk) > 1:
+        return (
+            "MultipleMultiKueueAdmissionChecks",
+            f"ClusterQueue {cluster_queue} is inactive: Cannot use multiple MultiKueue "
+            f"AdmissionChecks on the same ClusterQueue, found: {','.join(mk)}",
+        )
+    per_flavor = sorted({r.name for r in rules if r.name in multikueue and r.on_flavors})
+    if per_flavor:
+        return (
+            "MultiKueueAdmissionCheckAppliedPerFlavor",
+            f"ClusterQueue {cluster_queue} is inactive: Cannot specify MultiKueue AdmissionCheck "
+            f"per flavor, found: {','.join(per_flavor)}",
+        )
+    prov = [n for n in names if n in provisioning]
+    if mk and prov:
+        return (
+            "MultiKueueWithProvisioningRequest",
+            f"ClusterQueue {cluster_queue} is inactive: Cannot use both MultiKueue and "
+            f"ProvisioningRequest AdmissionChecks together, found: {','.join(mk)}, "
+            f"{','.join(prov)}",
         )
     return None

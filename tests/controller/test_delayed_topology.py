@@ -16,6 +16,7 @@ from kqueue.api.v1alpha1 import (
 )
 from kqueue.api.v1alpha1 import constants as c
 from kqueue.controller import workload_status
+from kqueue.controller.admission_checks.status import feed
 from kqueue.controller.admission_checks.workload_checks import (
     WorkloadChecks,
     apply_checks,
@@ -24,6 +25,7 @@ from kqueue.controller.admission_checks.workload_checks import (
 from kqueue.controller.informer import Store
 from kqueue.engine import types as t
 from kqueue.engine.checks import Verdict
+from kqueue.engine.engine import Engine
 from kqueue.engine.from_api import admission_check_delegates, admission_check_provisions
 
 NOW = datetime(2025, 1, 1, 12, 0, 0, tzinfo=UTC)
@@ -97,9 +99,9 @@ def test_pending_check_waits_as_before() -> None:
     assert out is None or out.status.admission == workload("Pending").status.admission
 
 
-def _check(controller: str) -> AdmissionCheck:
+def _check(controller: str, name: str = "x") -> AdmissionCheck:
     out = parse_object({"apiVersion": "kqueue.io/v1alpha1", "kind": "AdmissionCheck",
-                        "metadata": {"name": "x"}, "spec": {"controllerName": controller}})
+                        "metadata": {"name": name}, "spec": {"controllerName": controller}})
     assert isinstance(out, AdmissionCheck)
     return out
 
@@ -114,6 +116,26 @@ def test_only_multikueue_checks_delegate_the_placement() -> None:
     assert admission_check_delegates(_check("kqueue.io/multikueue"))
     assert not admission_check_delegates(_check("kqueue.io/provisioning-request"))
     assert not admission_check_delegates(_check("example.com/custom"))
+
+
+def test_a_rebuilt_engine_knows_which_checks_delay_or_delegate() -> None:
+    """status.feed hands each AdmissionCheck's kind to a rebuilt engine: without it a
+    MultiKueue manager would place at reservation on its own nodes again."""
+    checks: Store[AdmissionCheck] = Store()
+    for name, controller in (("mk", "kqueue.io/multikueue"),
+                             ("prov", "kqueue.io/provisioning-request"),
+                             ("custom", "example.com/custom")):
+        checks._put(name, _check(controller, name), "1")
+    engine = Engine()
+    feed(engine, checks)
+    assert engine.cache.multikueue_checks == {"mk"}
+    assert engine.cache.provisioning_checks == {"prov"}
+    # A check whose controller changes moves from one kind to the other.
+    engine.upsert_admission_check("mk", None, provisions=True)
+    assert (engine.cache.multikueue_checks, engine.cache.provisioning_checks) == (
+        set(), {"mk", "prov"})
+    engine.delete_admission_check("mk")
+    assert engine.cache.provisioning_checks == {"prov"}
 
 
 def test_multikueue_check_ready_admits_without_a_placement() -> None:

@@ -290,6 +290,59 @@ def test_cluster_queue_active_with_admission_checks(
     assert admitted_flavors(result) == {}
 
 
+@pytest.mark.parametrize(
+    ("name", "kinds", "on_flavors", "want_cause", "want_message"),
+    [
+        (
+            "Active clusterQueue with an MultiKueue AC strategy updated with duplicate single "
+            "instance AC Controller",
+            {"check1": "multikueue", "check2": "custom", "check3": "multikueue"}, {},
+            "MultipleMultiKueueAdmissionChecks",
+            "ClusterQueue cq is inactive: Cannot use multiple MultiKueue AdmissionChecks on the "
+            "same ClusterQueue, found: check1,check3",
+        ),
+        (
+            "Active clusterQueue with both MultiKueue and ProvisioningRequest ACs",
+            {"check1": "multikueue", "check2": "custom", "check3": "provisioning"}, {},
+            "MultiKueueWithProvisioningRequest",
+            "ClusterQueue cq is inactive: Cannot use both MultiKueue and ProvisioningRequest "
+            "AdmissionChecks together, found: check1, check3",
+        ),
+        # Kueue's updateQueueStatus, perFlavorMultiKueueAdmissionChecks (no case of its own).
+        (
+            "MultiKueue AC applied per flavor",
+            {"check1": "multikueue", "check2": "custom", "check3": "custom"},
+            {"check1": frozenset({"default"})},
+            "MultiKueueAdmissionCheckAppliedPerFlavor",
+            "ClusterQueue cq is inactive: Cannot specify MultiKueue AdmissionCheck per flavor, "
+            "found: check1",
+        ),
+        ("one MultiKueue AC for every flavor",
+         {"check1": "multikueue", "check2": "custom", "check3": "custom"}, {}, None, None),
+    ],
+)
+def test_cluster_queue_active_with_multikueue_checks(
+    name: str, kinds: dict[str, str], on_flavors: dict[str, frozenset[str]],
+    want_cause: str | None, want_message: str | None,
+) -> None:
+    engine = make_engine(
+        make_flavor("default").obj(), _cq_with("check1", "check2", "check3", on_flavors=on_flavors),
+        make_workload("a").queue("lq").request("cpu", "1").obj(),
+    )
+    for n, kind in kinds.items():
+        engine.upsert_admission_check(
+            n, None, provisions=kind == "provisioning", delegates=kind == "multikueue"
+        )
+    inactive = engine.inactive("cq")  # type: ignore[arg-type]
+    if want_cause is None:
+        assert inactive is None
+        return
+    assert inactive is not None
+    assert (inactive.cause, inactive.message) == (want_cause, want_message)
+    assert inactive.reason == PendingReason.MISCONFIGURED
+    assert admitted_flavors(engine.schedule(t(1))) == {}
+
+
 def test_check_becoming_active_requeues_the_cluster_queue() -> None:
     engine = make_engine(
         make_flavor("default").obj(), _cq_with("prov"),
