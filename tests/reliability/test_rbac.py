@@ -134,6 +134,14 @@ NOT_REQUESTED: dict[tuple[str, str], str] = {
     ("get", "batch/jobs"): (
         "MultiKueue reads a dispatched Job by name; the RBAC run dispatches nothing"
     ),
+    ("update", "pods/status"): (
+        "MultiKueue copies a dispatched plain pod's status back from its worker (patch, the "
+        "other pods/status verb, marks a pod Failed or DisruptionTarget); the RBAC run "
+        "dispatches nothing"
+    ),
+    ("get", "pods"): (
+        "MultiKueue reads a dispatched plain pod by name; the RBAC run dispatches nothing"
+    ),
     ("update", "pods/finalizers"): (
         "checked by the OwnerReferencesPermissionEnforcement admission plugin when kqueue creates "
         "a Workload owned by a plain Pod (blockOwnerDeletion); the RBAC run has no plain Pods"
