@@ -32,12 +32,16 @@ one such pod set or all are of one ``podSetGroupName`` (placed in one domain tog
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any, Literal
 
-from kqueue.api.v1alpha1 import TopologyAssignment, Workload
+from kqueue.api.v1alpha1 import TopologyAssignment, Workload, encode_assignment
 from kqueue.api.v1alpha1 import constants as c
 from kqueue.controller.kube import KubeError
+from kqueue.engine import from_api
+from kqueue.engine.engine import Engine
+from kqueue.engine.types import PodSetName, WorkloadKey
 
 Obj = dict[str, Any]
 
@@ -130,3 +134,65 @@ def bound_domains(
         return None
     bound = sorted(([host], n) for host, n in hosts.items())
     return None if bound == sorted(ta.domains()) else bound
+
+
+def bound_count(pods: Sequence[Obj]) -> int:
+    """How many of ``pods`` are bound (and not being deleted)."""
+    return sum(
+        1
+        for p in pods
+        if (p.get("spec") or {}).get("nodeName")
+        and not (p.get("metadata") or {}).get("deletionTimestamp")
+    )
+
+
+def assigned_count(wl: Workload) -> int:
+    """How many of ``wl``'s admitted pods a topology assignment places."""
+    adm = wl.status.admission
+    return sum(
+        psa.count or 0 for psa in (adm.pod_set_assignments if adm else ())
+        if psa.topology_assignment is not None
+    )
+
+
+@dataclass(frozen=True)
+class Books:
+    """The engine's books as a followed binding goes through them: ``workload`` reads a
+    Workload as last seen, ``movable`` says whether its booking is only kqueue's guess (pods
+    not pinned, not all bound yet), so the engine may re-book it."""
+
+    engine: Engine
+    workload: Callable[[str], Workload | None]
+    movable: Callable[[Workload], bool]
+
+    def follow(self, followed: Workload) -> list[Workload]:
+        """Hand ``followed`` (its assignments rewritten to the binding) to the engine; the
+        Workloads it re-booked, with their new assignments, to write."""
+        adm = followed.status.admission
+        assert adm is not None
+        bound = {
+            PodSetName(psa.name): ta
+            for psa in adm.pod_set_assignments
+            if (ta := from_api.topology_assignment(psa.topology_assignment)) is not None
+        }
+
+        def movable(key: WorkloadKey) -> bool:
+            other = self.workload(key)
+            return other is not None and self.movable(other)
+
+        got = self.engine.follow_binding(WorkloadKey(followed.key), bound, movable)
+        out: list[Workload] = []
+        for key in sorted(got):
+            other = self.workload(key) if key != followed.key else None
+            if other is None or other.status.admission is None:
+                continue
+            rebooked = other.model_copy(deep=True)
+            assert rebooked.status.admission is not None
+            for psa in rebooked.status.admission.pod_set_assignments:
+                ta = got[key].get(PodSetName(psa.name))
+                if ta is not None:
+                    psa.topology_assignment = encode_assignment(
+                        list(ta.levels), [(list(v), n) for v, n in ta.domains]
+                    )
+            out.append(rebooked)
+        return out
