@@ -136,30 +136,31 @@ def bound_domains(
     return None if bound == sorted(ta.domains()) else bound
 
 
-def bound_count(pods: Sequence[Obj]) -> int:
-    """How many of ``pods`` are bound (and not being deleted)."""
-    return sum(
-        1
+def booked_where_bound(wl: Workload, pods: Sequence[Obj]) -> bool:
+    """Whether every pod ``wl``'s topology assignments place is bound, on the hosts they name:
+    its booking is then a fact. Otherwise (pods not all bound, or bound elsewhere and not
+    followed yet) it is kqueue's guess, which a followed binding may move."""
+    adm = wl.status.admission
+    booked: Counter[str] = Counter()
+    for psa in adm.pod_set_assignments if adm else ():
+        if psa.topology_assignment is not None:
+            for values, n in psa.topology_assignment.domains():
+                booked[values[-1]] += n
+    bound = Counter(
+        str(node)
         for p in pods
-        if (p.get("spec") or {}).get("nodeName")
+        if (node := (p.get("spec") or {}).get("nodeName"))
+        and c.TAS_LABEL in ((p.get("metadata") or {}).get("labels") or {})
         and not (p.get("metadata") or {}).get("deletionTimestamp")
     )
-
-
-def assigned_count(wl: Workload) -> int:
-    """How many of ``wl``'s admitted pods a topology assignment places."""
-    adm = wl.status.admission
-    return sum(
-        psa.count or 0 for psa in (adm.pod_set_assignments if adm else ())
-        if psa.topology_assignment is not None
-    )
+    return bound == booked
 
 
 @dataclass(frozen=True)
 class Books:
     """The engine's books as a followed binding goes through them: ``workload`` reads a
     Workload as last seen, ``movable`` says whether its booking is only kqueue's guess (pods
-    not pinned, not all bound yet), so the engine may re-book it."""
+    not pinned, and not all bound where it names), so the engine may re-book it."""
 
     engine: Engine
     workload: Callable[[str], Workload | None]

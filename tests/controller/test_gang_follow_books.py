@@ -10,8 +10,9 @@ from __future__ import annotations
 from typing import Any
 
 from kqueue.api.v1alpha1 import Workload
+from kqueue.api.v1alpha1 import constants as c
 from kqueue.controller.gang import PODGROUPS_V1BETA1, GangPlacement
-from kqueue.controller.gang_topology import Books, assigned_count, bound_count
+from kqueue.controller.gang_topology import Books, booked_where_bound
 from kqueue.controller.resources import WORKLOADS
 from kqueue.engine import from_api
 from kqueue.engine.engine import Engine
@@ -35,6 +36,14 @@ FLAVOR = "tas"
 
 def _hosts(rack: int) -> list[str]:
     return [f"r{rack}-h{i}" for i in range(4)]
+
+
+def _tas_pods(name: str) -> list[Obj]:
+    """The 4 gated pods of Job ``name``, labelled as kqueue releases TAS pods."""
+    pods = gated_pods(job(name, count=4), 4)
+    for p in pods:
+        p["metadata"]["labels"][c.TAS_LABEL] = "true"
+    return pods
 
 
 def _low(i: int) -> Obj:
@@ -90,17 +99,14 @@ async def _follow_two(cluster: FakeCluster, events: Events, *, books: bool) -> E
     for i in range(4):
         cluster.server.add(WORKLOADS, _low(i))
     engine = _engine([_stored(cluster, f"low-{i}") for i in range(4)])
-    pods: dict[str, list[Obj]] = {f"low-{i}": gated_pods(job(f"low-{i}", count=4), 4)
-                                  for i in range(4)}
+    pods = {f"low-{i}": _tas_pods(f"low-{i}") for i in range(4)}
 
     def lookup(key: str) -> Workload | None:
         return _stored(cluster, key.split("/", 1)[1])
 
     def movable(other: Workload) -> bool:
-        # As the job reconciler's: unpinned, and its pods not all bound.
-        return placement.unpinned(other) and bound_count(pods[other.name]) < assigned_count(
-            other
-        )
+        # As the job reconciler's: unpinned, and not all bound where booked.
+        return placement.unpinned(other) and not booked_where_bound(other, pods[other.name])
 
     for name, rack in (("low-0", 2), ("low-1", 3)):
         _bound(pods[name], _hosts(rack))
@@ -147,14 +153,16 @@ async def test_without_the_books_the_fifth_is_admitted_into_room_that_does_not_e
     assert result.preempted == ()
 
 
-def test_a_gang_is_movable_only_until_all_its_assigned_pods_are_bound() -> None:
+def test_a_booking_is_a_fact_only_once_every_pod_is_bound_where_it_names() -> None:
     w = Workload.model_validate(_low(0))
-    pods = gated_pods(job("low-0", count=4), 4)
-    assert (bound_count(pods), assigned_count(w)) == (0, 4)
-    _bound(pods, ["h1", "h2", "h3", None])
-    assert bound_count(pods) == 3
-    pods[3]["spec"]["nodeName"] = "h4"
-    assert bound_count(pods) == assigned_count(w)
+    pods = _tas_pods("low-0")
+    assert not booked_where_bound(w, pods)  # none bound
+    _bound(pods, [*_hosts(0)[:3], None])
+    assert not booked_where_bound(w, pods)  # 3 of 4
+    _bound(pods, _hosts(0))
+    assert booked_where_bound(w, pods)
+    _bound(pods, _hosts(2))
+    assert not booked_where_bound(w, pods)  # bound elsewhere, not followed yet
 
 
 async def test_the_job_reconciler_moves_a_booking_only_while_its_pods_are_unpinned_and_unbound(
@@ -171,7 +179,7 @@ async def test_the_job_reconciler_moves_a_booking_only_while_its_pods_are_unpinn
     world = await World.start(cluster, gang=placement, engine=lambda: engine)
     for i in (0, 1):
         j = job(f"low-{i}", count=4)
-        pods = gated_pods(j, 4)
+        pods = _tas_pods(f"low-{i}")
         if i == 1:
             _bound(pods, _hosts(1))
         await world.add_job(j, Workload.model_validate(_low(i)), pods)

@@ -49,7 +49,7 @@ from kqueue.controller import workload_status
 from kqueue.controller.admission_checks.multikueue import adapters as multikueue
 from kqueue.controller.clock import Now
 from kqueue.controller.events import EventRecorder
-from kqueue.controller.gang_topology import Books, assigned_count, bound_count
+from kqueue.controller.gang_topology import Books, booked_where_bound
 from kqueue.controller.gate import PodSetRelease, is_terminal
 from kqueue.controller.informer import Store
 from kqueue.controller.integrations import milestones
@@ -632,15 +632,17 @@ class JobReconciler:
 
     def _books(self) -> Books | None:
         """The engine's books for a followed binding (``topologyHandOff: Constraint``): a
-        Workload's booking may be moved while its pods are unpinned and not all bound."""
+        Workload's booking may be moved while its pods are unpinned and not all bound where it
+        names (a gang bound elsewhere and not followed yet is re-booked too: until its own
+        follow, room it no longer takes must not show as free)."""
         if self._engine is None or self._gang is None:
             return None
         gang = self._gang
 
         def movable(other: Workload) -> bool:
-            return gang.unpinned(other) and bound_count(
-                pods_of_workload(self._pods, other)
-            ) < assigned_count(other)
+            return gang.unpinned(other) and not booked_where_bound(
+                other, pods_of_workload(self._pods, other)
+            )
 
         return Books(self._engine(), self._workloads.get, movable)
 
