@@ -596,7 +596,7 @@ class GangPlacement:
         (quota placement, the node-fit guard, failed-node replacement) name where the gang runs,
         not the domain kqueue would have pinned it to. With ``books`` the engine decides the
         rewrite (``Engine.follow_binding``): a binding onto hosts other unpinned gangs are
-        booked on (admitted, not bound yet) re-books them elsewhere, and their Workloads are
+        booked on (admitted, not bound there) re-books them elsewhere, and their Workloads are
         written too (kqueue/engine/tas/follow.py says why re-booking)."""
         adm = wl.status.admission
         if adm is None or not self.unpinned(wl):
@@ -616,7 +616,7 @@ class GangPlacement:
             moved.append(f"{psa.name}: {', '.join(f'{v[0]} {n}' for v, n in bound)}")
         if not moved:
             return
-        rebooked = books.follow(out) if books is not None else {}
+        rebooked = books.follow(out) if books is not None else []
         try:
             await self._kube.replace_status(WORKLOADS, out.to_dict(), namespace=out.namespace)
         except KubeError as exc:
@@ -648,8 +648,8 @@ class GangPlacement:
         )
         message = (
             f"Workload {by} was bound on hosts this workload was booked on (its pods are not "
-            f"pinned and not bound yet); its topology assignment now names room that is free "
-            f"({where}), until kube-scheduler binds it"
+            f"pinned, and not bound where it was booked); its topology assignment now names "
+            f"free room ({where}) until it follows where kube-scheduler binds it"
         )
         self._events.record(other.to_dict(), "Normal", "TopologyAssignmentRebooked", message)
         logger.info("Workload %s: %s", other.key, message)
