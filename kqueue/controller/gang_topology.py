@@ -17,7 +17,10 @@ the two can disagree. ``topologyHandOff`` in the configuration says how they are
   through the assignment, so once kube-scheduler has bound them all kqueue rewrites the
   assignment to the hosts they are bound to (:func:`bound_domains`; Topologies ending with the
   hostname level): its books then name the domain the gang really runs in. Between admission
-  and binding they name the domain kqueue chose; without the hostname level they keep it.
+  and binding they name the domain kqueue chose; without the hostname level they keep it. The
+  follow goes through the engine (:class:`Books`, ``Engine.follow_binding``): gangs booked,
+  but not bound, on the hosts it lands on are re-booked in free room
+  (kqueue/engine/tas/follow.py), so no host is counted twice.
 
 ``Constraint`` unpins only workloads whose assignments can follow the binding
 (:func:`followable`: no pod set slices, a Topology ending with the hostname level); the others
