@@ -281,6 +281,9 @@ class Engine:
             held = self.cache.get(k)
             if held is not None:
                 self.cache.add_workload(with_assignments(held, moved[k]))
+        if moved:
+            # The domain the gang left may be free now: workloads that did not fit try again.
+            self._requeue_topology_users()
         return moved
 
     def topology_nodes(self) -> tuple[int, int, int]:

@@ -206,3 +206,16 @@ def test_no_host_is_counted_twice_after_any_sequence_of_follows(
         for key, aw in engine.cache.workloads.items():
             ta = aw.admission.pod_sets[0].topology
             assert ta is not None and ta.pod_count() == pods, key
+
+
+def test_a_follow_that_empties_a_rack_lets_a_waiting_rack_job_in() -> None:
+    """Half-rack gangs in racks 0 and 1 leave no whole rack free, so a whole-rack Job waits;
+    kube-scheduler binds the gang of rack 0 beside the other one, in rack 1. Rack 0 is free
+    now: the waiting Job is tried again at once (not when something else changes) and fits."""
+    engine = _engine({"half-0": 0, "half-1": 1}, racks=2, pods=2)
+    engine.upsert_workload(wl("whole", pset("main", 4, required=RACK, cpu="3"), created=5))
+    assert placements(engine.schedule(t(10))) == {}
+    engine.follow_binding(_key("half-0"), _on(_hosts(1)[2:]), _unbound())
+    assert placements(engine.schedule(t(11))) == {
+        "whole": {"main": [((h,), 1) for h in _hosts(0)]}
+    }
