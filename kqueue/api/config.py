@@ -774,8 +774,10 @@ class Configuration(_Model):
     ``NodeSelector``: nothing; each pod carries its assigned domain's node selector. ``NodeSelectorAndConstraint``: the same, and
     the group's ``schedulingConstraints.topology`` key is the pod set's required level.
     ``Constraint``: the key only; the pods keep the flavor's node labels, kube-scheduler picks the
-    domain, and kqueue's books keep the domain it assigned. Only for workloads whose every pod set
-    requires one level (docs/topology.md); where the cluster refuses the field, pods are pinned."""
+    domain; kqueue's books keep the domain it assigned until every pod is bound, then follow the
+    binding (re-booking a not yet bound gang booked where it landed). Only for workloads whose
+    every pod set requires one level (docs/topology.md); where the cluster refuses the field, pods
+    are pinned."""
     node_fit_guard: Literal["Gangs", "Disabled"] = "Gangs"
     """The node-fit guard, for ClusterQueues that do not set ``spec.nodeFitGuard``. ``Gangs``:
     kqueue releases an admitted workload's pods (2 or more at a time) only when all of them fit

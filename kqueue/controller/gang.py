@@ -75,6 +75,7 @@ from kqueue.api.v1alpha1 import constants as c
 from kqueue.controller.clock import Now
 from kqueue.controller.events import EventRecorder
 from kqueue.controller.gang_topology import (
+    Books,
     TopologyHandOff,
     bound_domains,
     constraint_key,
@@ -584,11 +585,19 @@ class GangPlacement:
             and followable(wl)
         )
 
-    async def follow_binding(self, wl: Workload, pods_by_set: Mapping[str, Sequence[Obj]]) -> None:
+    async def follow_binding(
+        self,
+        wl: Workload,
+        pods_by_set: Mapping[str, Sequence[Obj]],
+        books: Books | None = None,
+    ) -> None:
         """``topologyHandOff: Constraint``: once kube-scheduler has bound every pod of a pod set,
         its topology assignment is rewritten to the hosts they are bound on, so kqueue's books
         (quota placement, the node-fit guard, failed-node replacement) name where the gang runs,
-        not the domain kqueue would have pinned it to."""
+        not the domain kqueue would have pinned it to. With ``books`` the engine decides the
+        rewrite (``Engine.follow_binding``): a binding onto hosts other unpinned gangs are
+        booked on (admitted, not bound there) re-books them elsewhere, and their Workloads are
+        written too (kqueue/engine/tas/follow.py says why re-booking)."""
         adm = wl.status.admission
         if adm is None or not self.unpinned(wl):
             return
@@ -607,6 +616,7 @@ class GangPlacement:
             moved.append(f"{psa.name}: {', '.join(f'{v[0]} {n}' for v, n in bound)}")
         if not moved:
             return
+        rebooked = books.follow(out) if books is not None else []
         try:
             await self._kube.replace_status(WORKLOADS, out.to_dict(), namespace=out.namespace)
         except KubeError as exc:
@@ -618,6 +628,31 @@ class GangPlacement:
         )
         self._events.record(wl.to_dict(), "Normal", "TopologyAssignmentFollowed", message)
         logger.info("Workload %s: %s", wl.key, message)
+        for other in rebooked:
+            await self._rebooked(other, wl.key)
+
+    async def _rebooked(self, other: Workload, by: str) -> None:
+        """Write ``other``'s re-booked assignment (its pods are not pinned: kube-scheduler
+        places them wherever its constraint finds room)."""
+        try:
+            await self._kube.replace_status(WORKLOADS, other.to_dict(), namespace=other.namespace)
+        except KubeError as exc:
+            # The engine holds the new booking until the Workload is seen again.
+            logger.info("re-booking %s: %s", other.key, exc)
+            return
+        assert other.status.admission is not None
+        where = "; ".join(
+            f"{psa.name}: {', '.join(f'{v[-1]} {n}' for v, n in psa.topology_assignment.domains())}"
+            for psa in other.status.admission.pod_set_assignments
+            if psa.topology_assignment is not None
+        )
+        message = (
+            f"Workload {by} was bound on hosts this workload was booked on (its pods are not "
+            f"pinned, and not bound where it was booked); its topology assignment now names "
+            f"free room ({where}) until it follows where kube-scheduler binds it"
+        )
+        self._events.record(other.to_dict(), "Normal", "TopologyAssignmentRebooked", message)
+        logger.info("Workload %s: %s", other.key, message)
 
     def _learn_topology(self, on: bool, why: str) -> None:
         self.topology_constraints = on

@@ -17,7 +17,10 @@ the two can disagree. ``topologyHandOff`` in the configuration says how they are
   through the assignment, so once kube-scheduler has bound them all kqueue rewrites the
   assignment to the hosts they are bound to (:func:`bound_domains`; Topologies ending with the
   hostname level): its books then name the domain the gang really runs in. Between admission
-  and binding they name the domain kqueue chose; without the hostname level they keep it.
+  and binding they name the domain kqueue chose; without the hostname level they keep it. The
+  follow goes through the engine (:class:`Books`, ``Engine.follow_binding``): gangs booked,
+  but not bound, on the hosts it lands on are re-booked in free room
+  (kqueue/engine/tas/follow.py), so no host is counted twice.
 
 ``Constraint`` unpins only workloads whose assignments can follow the binding
 (:func:`followable`: no pod set slices, a Topology ending with the hostname level); the others
@@ -32,12 +35,16 @@ one such pod set or all are of one ``podSetGroupName`` (placed in one domain tog
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any, Literal
 
-from kqueue.api.v1alpha1 import TopologyAssignment, Workload
+from kqueue.api.v1alpha1 import TopologyAssignment, Workload, encode_assignment
 from kqueue.api.v1alpha1 import constants as c
 from kqueue.controller.kube import KubeError
+from kqueue.engine import from_api
+from kqueue.engine.engine import Engine
+from kqueue.engine.types import PodSetName, WorkloadKey
 
 Obj = dict[str, Any]
 
@@ -130,3 +137,66 @@ def bound_domains(
         return None
     bound = sorted(([host], n) for host, n in hosts.items())
     return None if bound == sorted(ta.domains()) else bound
+
+
+def booked_where_bound(wl: Workload, pods: Sequence[Obj]) -> bool:
+    """Whether every pod ``wl``'s topology assignments place is bound, on the hosts they name:
+    its booking is then a fact. Otherwise (pods not all bound, or bound elsewhere and not
+    followed yet) it is kqueue's guess, which a followed binding may move."""
+    adm = wl.status.admission
+    booked: Counter[str] = Counter()
+    for psa in adm.pod_set_assignments if adm else ():
+        if psa.topology_assignment is not None:
+            for values, n in psa.topology_assignment.domains():
+                booked[values[-1]] += n
+    bound = Counter(
+        str(node)
+        for p in pods
+        if (node := (p.get("spec") or {}).get("nodeName"))
+        and c.TAS_LABEL in ((p.get("metadata") or {}).get("labels") or {})
+        and not (p.get("metadata") or {}).get("deletionTimestamp")
+    )
+    return bound == booked
+
+
+@dataclass(frozen=True)
+class Books:
+    """The engine's books as a followed binding goes through them: ``workload`` reads a
+    Workload as last seen, ``movable`` says whether its booking is only kqueue's guess (pods
+    not pinned, and not all bound where it names), so the engine may re-book it."""
+
+    engine: Engine
+    workload: Callable[[str], Workload | None]
+    movable: Callable[[Workload], bool]
+
+    def follow(self, followed: Workload) -> list[Workload]:
+        """Hand ``followed`` (its assignments rewritten to the binding) to the engine; the
+        Workloads it re-booked, with their new assignments, to write."""
+        adm = followed.status.admission
+        assert adm is not None
+        bound = {
+            PodSetName(psa.name): ta
+            for psa in adm.pod_set_assignments
+            if (ta := from_api.topology_assignment(psa.topology_assignment)) is not None
+        }
+
+        def movable(key: WorkloadKey) -> bool:
+            other = self.workload(key)
+            return other is not None and self.movable(other)
+
+        got = self.engine.follow_binding(WorkloadKey(followed.key), bound, movable)
+        out: list[Workload] = []
+        for key in sorted(got):
+            other = self.workload(key) if key != followed.key else None
+            if other is None or other.status.admission is None:
+                continue
+            rebooked = other.model_copy(deep=True)
+            assert rebooked.status.admission is not None
+            for psa in rebooked.status.admission.pod_set_assignments:
+                ta = got[key].get(PodSetName(psa.name))
+                if ta is not None:
+                    psa.topology_assignment = encode_assignment(
+                        list(ta.levels), [(list(v), n) for v, n in ta.domains]
+                    )
+            out.append(rebooked)
+        return out

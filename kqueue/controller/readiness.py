@@ -45,7 +45,7 @@ from kqueue.controller.clock import Now
 from kqueue.controller.events import EventRecorder
 from kqueue.controller.gate import is_terminal
 from kqueue.controller.informer import Store
-from kqueue.controller.integrations.owners import BY_OWNER, object_index_key
+from kqueue.controller.integrations.owners import object_index_key, pods_of_workload
 from kqueue.controller.kube import Conflict, Kube, KubeError, NotFound, idempotent
 from kqueue.controller.metrics import Metrics
 from kqueue.controller.resources import WORKLOADS
@@ -161,19 +161,7 @@ class ReadinessWatcher:
         await run_workers(self.queue, self, workers=2)
 
     def pods_of(self, wl: Workload) -> list[Obj]:
-        namespace = wl.namespace or "default"
-        out: dict[str, Obj] = {}
-        for ref in wl.metadata.owner_references:
-            if ref.kind == "Pod":
-                pod = self._pods.get(f"{namespace}/{ref.name}")
-                if pod is not None and (pod.get("metadata") or {}).get("uid") == ref.uid:
-                    out[ref.uid] = pod
-            elif ref.controller:
-                # Pods its top-level object controls, or claims through its integration.
-                for index_key in (ref.uid, object_index_key(ref.kind, f"{namespace}/{ref.name}")):
-                    for pod in self._pods.by_index(BY_OWNER, index_key):
-                        out[str(pod["metadata"].get("uid"))] = pod
-        return list(out.values())
+        return pods_of_workload(self._pods, wl)
 
     async def __call__(self, key: str, /) -> Requeue | None:
         wl = self._workloads.get(key)

@@ -39,6 +39,7 @@ from .slice import scaled_down
 from .snapshot import Inactive
 from .tas import delayed
 from .tas.fit import delegates_placement
+from .tas.follow import follow, with_assignments
 from .tas.node_fit import Demand, NodeFitGuard, ReleasedPod, Verdict, host_usage, merged_flavor
 from .tas.replacement import NotReplaced, Replaced, placed_on_nodes, replace_all
 from .tas.topology import BoundPod, Node, Topology, TopologySnapshot
@@ -60,6 +61,7 @@ from .types import (
     ResourceFlavor,
     ResourceName,
     StopPolicy,
+    TopologyAssignment,
     Usage,
     Workload,
     WorkloadKey,
@@ -253,11 +255,38 @@ class Engine:
         aw = self.cache.get(key)
         if aw is None:
             return
-        pod_sets = tuple(
-            replace(psa, topology=got[psa.name].assignment) if psa.name in got else psa
-            for psa in aw.admission.pod_sets
+        self.cache.add_workload(
+            with_assignments(aw, {PodSetName(n): r.assignment for n, r in got.items()})
         )
-        self.cache.add_workload(replace(aw, admission=replace(aw.admission, pod_sets=pod_sets)))
+
+    def follow_binding(
+        self,
+        key: WorkloadKey,
+        bound: Mapping[PodSetName, TopologyAssignment],
+        movable: Callable[[WorkloadKey], bool],
+    ) -> dict[WorkloadKey, dict[PodSetName, TopologyAssignment]]:
+        """``topologyHandOff: Constraint``: the admitted workload ``key``'s pod sets are bound
+        where ``bound`` says. The new assignments to write: its own and, for the hosts it takes
+        that others are booked on beyond their room, those of the ``movable`` ones (pods not
+        pinned, so their booking is a guess) re-booked elsewhere (tas/follow.py). All are held
+        in the cache at once, as ``claim_replacement`` does, so a cycle that runs before they
+        come back from the API counts no host twice."""
+        moved = follow(
+            self.cache.topology_trees(),
+            self.cache.topology_usage(),
+            self.cache.workloads,
+            key,
+            bound,
+            movable,
+        )
+        for k in sorted(moved):
+            held = self.cache.get(k)
+            if held is not None:
+                self.cache.add_workload(with_assignments(held, moved[k]))
+        if moved:
+            # The domain the gang left may be free now: workloads that did not fit try again.
+            self._requeue_topology_users()
+        return moved
 
     def topology_nodes(self) -> tuple[int, int, int]:
         """(Topologies, nodes, bound pods) known, for status and metrics."""

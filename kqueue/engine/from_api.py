@@ -131,7 +131,7 @@ def _topology_request(tr: PodSetTopologyRequest | None) -> t.TopologyRequest | N
     )
 
 
-def _topology_assignment(ta: ApiTopologyAssignment | None) -> t.TopologyAssignment | None:
+def topology_assignment(ta: ApiTopologyAssignment | None) -> t.TopologyAssignment | None:
     if ta is None:
         return None
     return t.TopologyAssignment(
@@ -544,7 +544,7 @@ def _admission(wl: ApiWorkload) -> t.Admission | None:
                 t.ResourceName(r): q.units(r) for r, q in sorted(psa.resource_usage.items())
             },
             count=psa.count if psa.count is not None else counts.get(psa.name, 0),
-            topology=_topology_assignment(psa.topology_assignment),
+            topology=topology_assignment(psa.topology_assignment),
             delayed_topology=psa.delayed_topology_request,
         )
         for psa in adm.pod_set_assignments

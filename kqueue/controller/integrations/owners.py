@@ -8,9 +8,12 @@ through its own labels instead.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kqueue.api.v1alpha1 import Workload
+
+if TYPE_CHECKING:
+    from kqueue.controller.informer import Store
 
 Obj = dict[str, Any]
 
@@ -57,3 +60,21 @@ def controlled_by(obj: Obj, kinds: frozenset[tuple[str, str]]) -> bool:
         if ref.get("controller") and (ref.get("apiVersion"), ref.get("kind")) in kinds:
             return True
     return False
+
+
+def pods_of_workload(pods: Store[Obj], wl: Workload) -> list[Obj]:
+    """The pods of any Workload, through its owners: a pod group's own pods, or the pods its
+    top-level object controls or claims through its integration (``pods`` indexed
+    :data:`BY_OWNER`)."""
+    namespace = wl.namespace or "default"
+    out: dict[str, Obj] = {}
+    for ref in wl.metadata.owner_references:
+        if ref.kind == "Pod":
+            pod = pods.get(f"{namespace}/{ref.name}")
+            if pod is not None and (pod.get("metadata") or {}).get("uid") == ref.uid:
+                out[ref.uid] = pod
+        elif ref.controller:
+            for index_key in (ref.uid, object_index_key(ref.kind, f"{namespace}/{ref.name}")):
+                for pod in pods.by_index(BY_OWNER, index_key):
+                    out[str(pod["metadata"].get("uid"))] = pod
+    return list(out.values())

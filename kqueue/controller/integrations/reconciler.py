@@ -49,6 +49,7 @@ from kqueue.controller import workload_status
 from kqueue.controller.admission_checks.multikueue import adapters as multikueue
 from kqueue.controller.clock import Now
 from kqueue.controller.events import EventRecorder
+from kqueue.controller.gang_topology import Books, booked_where_bound
 from kqueue.controller.gate import PodSetRelease, is_terminal
 from kqueue.controller.informer import Store
 from kqueue.controller.integrations import milestones
@@ -59,7 +60,12 @@ from kqueue.controller.integrations.management import (
     NAMESPACE_NAME_LABEL,
     Management,
 )
-from kqueue.controller.integrations.owners import BY_OWNER, controlled_by, object_index_key
+from kqueue.controller.integrations.owners import (
+    BY_OWNER,
+    controlled_by,
+    object_index_key,
+    pods_of_workload,
+)
 from kqueue.controller.integrations.release import PodReleaser, pod_set_releases
 from kqueue.controller.kube import Conflict, Kube, KubeError, NotFound
 from kqueue.controller.metrics import Metrics
@@ -621,8 +627,24 @@ class JobReconciler:
             recheck = await self._gang.report(wl, [p for ps in by_set.values() for p in ps])
             if recheck is not None:
                 return Requeue(after=recheck)
-            await self._gang.follow_binding(wl, by_set)
+            await self._gang.follow_binding(wl, by_set, self._books())
         return None
+
+    def _books(self) -> Books | None:
+        """The engine's books for a followed binding (``topologyHandOff: Constraint``): a
+        Workload's booking may be moved while its pods are unpinned and not all bound where it
+        names (a gang bound elsewhere and not followed yet is re-booked too: until its own
+        follow, room it no longer takes must not show as free)."""
+        if self._engine is None or self._gang is None:
+            return None
+        gang = self._gang
+
+        def movable(other: Workload) -> bool:
+            return gang.unpinned(other) and not booked_where_bound(
+                other, pods_of_workload(self._pods, other)
+            )
+
+        return Books(self._engine(), self._workloads.get, movable)
 
     async def _nodes_fit(
         self,

@@ -226,6 +226,14 @@ def _place_all(
     return Outcome(out)
 
 
+def place_for_rebooking(
+    requests: Sequence[tuple[int, FlavorName, PlacementRequest]], topology: TopologySnapshot
+) -> Outcome:
+    """Place pod sets (index in the admission, flavor, request) as an admission does, leaders
+    with their workers; for re-booking an admitted workload (follow.py)."""
+    return _place_all([_Request(*r) for r in requests], topology, simulate_empty=False)
+
+
 def _with_mode(
     res: PodSetResult, mode: Mode, reason: str | None, placement: Placement | None = None
 ) -> PodSetResult:
