@@ -246,6 +246,16 @@ def workload_labels(labels: Mapping[str, str], label_keys_to_copy: Iterable[str]
     return {k: v for k, v in sorted(labels.items()) if k in keys}
 
 
+def job_status_finished(obj: Mapping[str, Any]) -> tuple[str, str] | None:
+    """``(Succeeded|Failed, message)`` once a job with the Kubeflow ``JobStatus`` finished: the
+    conditions the MPI operator (MPIJob v2beta1) and the training-operator (its v1 jobs) both
+    report, so the kinds that share them read them here rather than from each other."""
+    for cond in (obj.get("status") or {}).get("conditions") or []:
+        if cond.get("type") in ("Succeeded", "Failed") and cond.get("status") == "True":
+            return str(cond["type"]), str(cond.get("message") or cond.get("reason") or "")
+    return None
+
+
 def kept_annotations(annotations: Mapping[str, str]) -> dict[str, str]:
     return {
         k: v for k, v in annotations.items()

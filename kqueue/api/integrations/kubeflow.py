@@ -24,14 +24,12 @@ from kqueue.api.integrations.common import (
     IntegrationError,
     PriorityResolver,
     clean_template_metadata,
+    job_status_finished,
     owner_workload_name,
     top_level_workload_doc,
 )
 from kqueue.api.integrations.declaration import Integration, Workloads
 from kqueue.api.integrations.job import parse_workload
-
-# The same JobStatus conditions as the MPI operator's (the v1 and v2beta1 kinds share them).
-from kqueue.api.integrations.mpijob import finished_condition
 from kqueue.api.v1alpha1 import Workload
 
 GROUP: Final = "kubeflow.org"
@@ -182,7 +180,7 @@ def declare(kind: KubeflowKind) -> Integration:
         kind=kind.kind,
         workloads=Workloads.OWN,
         build=build,
-        finished=finished_condition,
+        finished=job_status_finished,
         operator="training-operator",
     )
 

@@ -14,6 +14,7 @@ from kqueue.api.integrations.common import (
     IntegrationError,
     PriorityResolver,
     clean_template_metadata,
+    job_status_finished,
     owner_workload_name,
     top_level_workload_doc,
 )
@@ -92,20 +93,12 @@ def workload_for_mpijob(mpijob: Mapping[str, Any], priorities: PriorityResolver)
     return parse_workload(doc, template_paths=paths)
 
 
-def finished_condition(mpijob: Mapping[str, Any]) -> tuple[str, str] | None:
-    """``(Succeeded|Failed, message)`` once the MPIJob finished."""
-    for cond in (mpijob.get("status") or {}).get("conditions") or []:
-        if cond.get("type") in ("Succeeded", "Failed") and cond.get("status") == "True":
-            return str(cond["type"]), str(cond.get("message") or cond.get("reason") or "")
-    return None
-
-
 INTEGRATION: Final = Integration(
     framework="kubeflow.org/mpijob",
     api_version=MPIJOB_API_VERSION,
     kind=MPIJOB_KIND,
     workloads=Workloads.OWN,
     build=workload_for_mpijob,
-    finished=finished_condition,
+    finished=job_status_finished,
     operator="mpi-operator",
 )

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from kqueue.api.integrations.mpijob import finished_condition
+from kqueue.api.integrations.common import job_status_finished
 from kqueue.api.v1alpha1 import constants as c
 
 Obj = dict[str, Any]
@@ -36,7 +36,7 @@ class RunPolicyJob:
         return replicas_active(obj)
 
     def finished(self, obj: Obj) -> tuple[str, str] | None:
-        done = finished_condition(obj)
+        done = job_status_finished(obj)
         if done is None:
             return None
         if done[0] == "Succeeded":
