@@ -34,8 +34,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-import aiohttp
-
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
@@ -49,6 +47,7 @@ from bench.e2e_workloads import (  # noqa: E402
     proc_memory,
     run_info,
 )
+from bench.watch import watch_from_now  # noqa: E402
 from kqueue.api.config import ClientConnection  # noqa: E402
 from kqueue.api.v1alpha1 import constants as c  # noqa: E402
 from kqueue.controller.kube import Kube  # noqa: E402
@@ -161,26 +160,6 @@ class Tracker:
         conditions = (obj.get("status") or {}).get("conditions") or []
         if any(x.get("type") == c.ADMITTED and x.get("status") == "True" for x in conditions):
             self.step(job_name, "admitted", self.now())
-
-    async def watch(self, kube: Kube, path: str, observe: Any) -> None:
-        rv = (await kube.request("GET", path))[1]["metadata"]["resourceVersion"]
-        while True:
-            response: aiohttp.ClientResponse = await kube.api.call_api(
-                path, "GET",
-                query_params=[("watch", "1"), ("resourceVersion", rv), ("timeoutSeconds", "3600")],
-                header_params={"Accept": "application/json"}, auth_settings=["BearerToken"],
-                _preload_content=False,
-                _request_timeout=aiohttp.ClientTimeout(total=None, sock_read=None),
-            )
-            async with response:
-                async for line in response.content:
-                    if not line.strip():
-                        continue
-                    ev = json.loads(line)
-                    obj = ev.get("object") or {}
-                    rv = obj.get("metadata", {}).get("resourceVersion", rv)
-                    if ev.get("type") in ("ADDED", "MODIFIED"):
-                        observe(obj)
 
 
 def percentiles(values: list[float]) -> dict[str, float | None]:
@@ -382,9 +361,9 @@ async def run(args: argparse.Namespace, cluster: LocalCluster) -> dict[str, Any]
 
     tr = Tracker()
     watchers = [
-        asyncio.create_task(tr.watch(kube, PODS.collection_path(NS), tr.observe_pod)),
-        asyncio.create_task(tr.watch(kube, JOBS.collection_path(NS), tr.observe_job)),
-        asyncio.create_task(tr.watch(kube, WORKLOADS.collection_path(NS), tr.observe_workload)),
+        asyncio.create_task(watch_from_now(kube, PODS.collection_path(NS), tr.observe_pod)),
+        asyncio.create_task(watch_from_now(kube, JOBS.collection_path(NS), tr.observe_job)),
+        asyncio.create_task(watch_from_now(kube, WORKLOADS.collection_path(NS), tr.observe_workload)),
     ]
     series: list[dict[str, float]] = []
     sampling = asyncio.create_task(sampler(kq, tr, series)) if with_kqueue else None

@@ -39,13 +39,11 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-import aiohttp
 import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -53,6 +51,7 @@ sys.path.insert(0, str(ROOT))
 
 from kubernetes_asyncio import config as kube_config  # noqa: E402
 
+from bench.watch import watch_round  # noqa: E402
 from kqueue.api.quantity import parse_quantity  # noqa: E402
 from kqueue.api.v1alpha1 import constants as c  # noqa: E402
 from kqueue.controller.kube import JSON_PATCH, Kube  # noqa: E402
@@ -429,36 +428,6 @@ class Runner:
                     self.observe_cq(obj)
                 else:
                     self.observe(obj)
-
-
-async def watch_round(kube: Kube, path: str, rv: str) -> AsyncIterator[tuple[Obj, str]]:
-    """One watch request of the collection at ``path`` from ``rv``: each object added or
-    modified, with the resourceVersion to resume from, until the server ends the stream."""
-    response: aiohttp.ClientResponse = await kube.api.call_api(
-        path,
-        "GET",
-        query_params=[
-            ("watch", "1"),
-            ("resourceVersion", rv),
-            ("allowWatchBookmarks", "true"),
-            ("timeoutSeconds", "3600"),
-        ],
-        header_params={"Accept": "application/json"},
-        auth_settings=["BearerToken"],
-        _preload_content=False,
-        _request_timeout=aiohttp.ClientTimeout(total=None, sock_read=None),
-    )
-    async with response:
-        async for line in response.content:
-            if not line.strip():
-                continue
-            ev = json.loads(line)
-            obj = ev.get("object") or {}
-            if ev.get("type") == "ERROR":
-                raise RuntimeError(f"watch error: {obj}")
-            rv = obj.get("metadata", {}).get("resourceVersion", rv)
-            if ev.get("type") in ("ADDED", "MODIFIED"):
-                yield obj, rv
 
 
 async def profile(pid: int, seconds: float, delay: float, out: Path) -> None:
