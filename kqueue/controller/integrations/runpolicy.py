@@ -8,6 +8,7 @@ from typing import Any
 
 from kqueue.api.integrations.common import job_status_finished
 from kqueue.api.v1alpha1 import constants as c
+from kqueue.controller.integrations.suspension import SpecSuspendKind
 
 Obj = dict[str, Any]
 
@@ -20,17 +21,12 @@ def replicas_active(obj: Obj) -> bool:
     return any(int((s or {}).get("active") or 0) > 0 for s in statuses.values())
 
 
-class RunPolicyJob:
-    """The generic-reconciler methods every run-policy kind has the same way."""
+class RunPolicyJob(SpecSuspendKind):
+    """The generic-reconciler methods every run-policy kind has the same way (its suspend switch
+    is ``spec.runPolicy.suspend``)."""
 
     kind: str
-
-    def is_suspended(self, obj: Obj) -> bool:
-        return bool(((obj.get("spec") or {}).get("runPolicy") or {}).get("suspend"))
-
-    def user_suspended(self, obj: Obj) -> bool:
-        annotations = (obj.get("metadata") or {}).get("annotations") or {}
-        return self.is_suspended(obj) and c.SUSPENDED_BY_KQUEUE_ANNOTATION not in annotations
+    suspend_path = SUSPEND_PATH
 
     def is_active(self, obj: Obj) -> bool:
         return replicas_active(obj)
@@ -42,11 +38,3 @@ class RunPolicyJob:
         if done[0] == "Succeeded":
             return c.FINISHED_SUCCEEDED, done[1] or f"{self.kind} succeeded"
         return c.FINISHED_FAILED, done[1] or f"{self.kind} failed"
-
-    def stop_patch(self, obj: Obj, wl: Any) -> Obj | None:
-        if self.is_suspended(obj):
-            return None
-        return {
-            "metadata": {"annotations": {c.SUSPENDED_BY_KQUEUE_ANNOTATION: "true"}},
-            "spec": {"runPolicy": {"suspend": True}},
-        }

@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from kqueue.api.v1alpha1 import Workload
 from kqueue.api.v1alpha1 import constants as c
 from kqueue.controller.gate import add_gate
 from kqueue.controller.integrations import registry
@@ -57,17 +58,28 @@ def _set(obj: Obj, path: SuspendPath, value: bool) -> None:
 
 
 class SpecSuspendKind:
-    """What every kind held through its own ``spec.suspend`` answers alike: which objects are
-    watched, whether one is suspended, and whether its user (not kqueue) suspended it."""
+    """What every kind held through its own suspend switch (``spec.suspend``, or
+    :attr:`suspend_path`) answers alike: which objects are watched, whether one is suspended,
+    whether its user (not kqueue) suspended it, and how kqueue stops it."""
+
+    suspend_path: SuspendPath = SPEC_SUSPEND
 
     def label_selector(self, *, without_queue_name: bool = False) -> str | None:
         return None if without_queue_name else c.QUEUE_NAME_LABEL
 
     def is_suspended(self, obj: Obj) -> bool:
-        return suspended(obj)
+        return suspended(obj, self.suspend_path)
 
     def user_suspended(self, obj: Obj) -> bool:
         return self.is_suspended(obj) and c.SUSPENDED_BY_KQUEUE_ANNOTATION not in _annotations(obj)
+
+    def stop_patch(self, obj: Obj, wl: Workload) -> Obj | None:
+        """Suspended as kqueue's after an eviction; None if already suspended."""
+        if self.is_suspended(obj):
+            return None
+        patch: Obj = {"metadata": {"annotations": {c.SUSPENDED_BY_KQUEUE_ANNOTATION: "true"}}}
+        _set(patch, self.suspend_path, True)
+        return patch
 
 
 def gate_templates(templates: Iterable[Obj]) -> bool:

@@ -131,14 +131,6 @@ class AppWrapperIntegration(SpecSuspendKind):
             "spec": {"suspend": False, "components": components},
         }
 
-    def stop_patch(self, obj: Obj, wl: Workload) -> Obj | None:
-        if self.is_suspended(obj):
-            return None
-        return {
-            "metadata": {"annotations": {c.SUSPENDED_BY_KQUEUE_ANNOTATION: "true"}},
-            "spec": {"suspend": True},
-        }
-
     def hold_patch(self, obj: Obj, wl: Workload) -> Obj | None:
         """Once stopped: the podSetInfos of the last admission cleared (Kueue's
         ``RestorePodSetsInfo``), and the pod templates gated if the webhook never saw it."""

@@ -125,14 +125,6 @@ class JobSetIntegration(SpecSuspendKind):
             "spec": spec,
         }
 
-    def stop_patch(self, obj: Obj, wl: Workload) -> Obj | None:
-        if self.is_suspended(obj):
-            return None
-        return {
-            "metadata": {"annotations": {c.SUSPENDED_BY_KQUEUE_ANNOTATION: "true"}},
-            "spec": {"suspend": True},
-        }
-
     def hold_patch(self, obj: Obj, wl: Workload) -> Obj | None:
         # The JobSet's templates may change while it is suspended; its controller copies them
         # into the Jobs when it resumes them.

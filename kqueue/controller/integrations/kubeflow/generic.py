@@ -63,9 +63,6 @@ class KubeflowJobIntegration(RunPolicyJob):
         """``spec.<x>ReplicaSpecs`` as a merge patch (a map: only changed types are sent)."""
         return {self.declared.replica_specs_field: dict(changes)} if changes else None
 
-    def label_selector(self, *, without_queue_name: bool = False) -> str | None:
-        return None if without_queue_name else c.QUEUE_NAME_LABEL
-
     def workload_for(self, obj: Obj, priorities: PriorityResolver) -> Workload:
         return workload_for(self.declared, obj, priorities)
 

@@ -59,9 +59,6 @@ class MPIJobIntegration(RunPolicyJob):
     api_version = MPIJOB_API_VERSION
     kind = MPIJOB_KIND
 
-    def label_selector(self, *, without_queue_name: bool = False) -> str | None:
-        return None if without_queue_name else c.QUEUE_NAME_LABEL
-
     def workload_for(self, obj: Obj, priorities: PriorityResolver) -> Workload:
         return workload_for_mpijob(obj, priorities)
 

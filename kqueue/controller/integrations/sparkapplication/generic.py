@@ -112,14 +112,6 @@ class SparkApplicationIntegration(SpecSuspendKind):
                     spec[role] = patch
         return {"metadata": {"annotations": {c.SUSPENDED_BY_KQUEUE_ANNOTATION: None}}, "spec": spec}
 
-    def stop_patch(self, obj: Obj, wl: Workload) -> Obj | None:
-        if self.is_suspended(obj):
-            return None
-        return {
-            "metadata": {"annotations": {c.SUSPENDED_BY_KQUEUE_ANNOTATION: "true"}},
-            "spec": {"suspend": True},
-        }
-
     def hold_patch(self, obj: Obj, wl: Workload) -> Obj | None:
         if not self.is_suspended(obj) or self.is_active(obj):
             return None

@@ -39,6 +39,7 @@ from kqueue.api.v1alpha1 import constants as c
 from kqueue.controller.gate import PodSetRelease
 from kqueue.controller.informer import Store
 from kqueue.controller.integrations.podtemplate import admitted_template_patch, merge
+from kqueue.controller.integrations.suspension import SpecSuspendKind
 from kqueue.controller.resources import Resource
 
 Obj = dict[str, Any]
@@ -48,10 +49,6 @@ CLUSTER_TRAINING_RUNTIMES = Resource(
     "trainer.kubeflow.org", "v1alpha1", "clustertrainingruntimes", namespaced=False
 )
 TRAINING_RUNTIMES = Resource("trainer.kubeflow.org", "v1alpha1", "trainingruntimes")
-
-
-def _annotations(obj: Obj) -> dict[str, str]:
-    return dict((obj.get("metadata") or {}).get("annotations") or {})
 
 
 def _patches(obj: Obj) -> list[Obj]:
@@ -124,7 +121,7 @@ class RuntimeStores:
         return self._namespaced.get(f"{namespace or 'default'}/{name}")
 
 
-class TrainJobIntegration:
+class TrainJobIntegration(SpecSuspendKind):
     resource: Resource = TRAINJOBS
     api_version = TRAINJOB_API_VERSION
     kind = TRAINJOB_KIND
@@ -133,17 +130,8 @@ class TrainJobIntegration:
         self.runtimes = runtimes
         """Set by the framework's install to the runtime informers' stores."""
 
-    def label_selector(self, *, without_queue_name: bool = False) -> str | None:
-        return None if without_queue_name else c.QUEUE_NAME_LABEL
-
     def workload_for(self, obj: Obj, priorities: PriorityResolver) -> Workload:
         return workload_for_trainjob(obj, priorities, runtimes=self.runtimes)
-
-    def is_suspended(self, obj: Obj) -> bool:
-        return bool((obj.get("spec") or {}).get("suspend"))
-
-    def user_suspended(self, obj: Obj) -> bool:
-        return self.is_suspended(obj) and c.SUSPENDED_BY_KQUEUE_ANNOTATION not in _annotations(obj)
 
     def is_active(self, obj: Obj) -> bool:
         return any(
@@ -191,14 +179,6 @@ class TrainJobIntegration:
             # The Trainer's webhook lets runtimePatches change only while the TrainJob is
             # suspended before or after the update: one request resumes and patches.
             "spec": {"suspend": False, "runtimePatches": _with_entry(obj, _entry(per_rjob))},
-        }
-
-    def stop_patch(self, obj: Obj, wl: Workload) -> Obj | None:
-        if self.is_suspended(obj):
-            return None
-        return {
-            "metadata": {"annotations": {c.SUSPENDED_BY_KQUEUE_ANNOTATION: "true"}},
-            "spec": {"suspend": True},
         }
 
     def hold_patch(self, obj: Obj, wl: Workload) -> Obj | None:
