@@ -309,6 +309,31 @@ def clean_template_metadata(template: dict[str, Any]) -> None:
             del template["metadata"]
 
 
+def workload_spec(
+    owner: Mapping[str, Any],
+    pod_sets: list[dict[str, Any]],
+    pod_specs: Iterable[Mapping[str, Any]],
+    priorities: PriorityResolver,
+) -> dict[str, Any]:
+    """A Workload's spec: its pod sets, and the queue, priority, preemption priority and maximum
+    execution time the labels of ``owner`` (the object it is made for) ask for."""
+    labels = labels_of(owner)
+    priority_ref, priority = resolve_priority(labels, list(pod_specs), priorities)
+    preemption_ref, preemption_priority = resolve_preemption_priority(labels, priority, priorities)
+    spec: dict[str, Any] = {"podSets": pod_sets, "priority": priority}
+    if queue_name(owner) is not None:
+        spec["queueName"] = queue_name(owner)
+    if priority_ref is not None:
+        spec["priorityClassRef"] = priority_ref
+    if preemption_ref is not None:
+        spec["preemptionPriorityClassRef"] = preemption_ref
+        spec["preemptionPriority"] = preemption_priority
+    max_exec = max_exec_time_seconds(labels)
+    if max_exec is not None:
+        spec["maximumExecutionTimeSeconds"] = max_exec
+    return spec
+
+
 def top_level_workload_doc(
     obj: Mapping[str, Any],
     *,
@@ -328,19 +353,7 @@ def top_level_workload_doc(
     field paths for errors."""
     meta = obj.get("metadata") or {}
     labels = labels_of(obj)
-    priority_ref, priority = resolve_priority(labels, list(pod_specs), priorities)
-    preemption_ref, preemption_priority = resolve_preemption_priority(labels, priority, priorities)
-    wl_spec: dict[str, Any] = {"podSets": pod_sets, "priority": priority}
-    if queue_name(obj) is not None:
-        wl_spec["queueName"] = queue_name(obj)
-    if priority_ref is not None:
-        wl_spec["priorityClassRef"] = priority_ref
-    if preemption_ref is not None:
-        wl_spec["preemptionPriorityClassRef"] = preemption_ref
-        wl_spec["preemptionPriority"] = preemption_priority
-    max_exec = max_exec_time_seconds(labels)
-    if max_exec is not None:
-        wl_spec["maximumExecutionTimeSeconds"] = max_exec
+    wl_spec = workload_spec(obj, pod_sets, pod_specs, priorities)
     wl_meta: dict[str, Any] = {
         "name": name,
         "namespace": str(meta.get("namespace") or "default"),

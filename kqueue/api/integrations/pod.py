@@ -21,13 +21,11 @@ from kqueue.api.integrations.common import (
     annotations_of,
     kept_annotations,
     labels_of,
-    max_exec_time_seconds,
     owner_reference,
     queue_name,
-    resolve_preemption_priority,
-    resolve_priority,
     workload_labels,
     workload_name,
+    workload_spec,
 )
 from kqueue.api.integrations.declaration import Integration, KueueKeys, Workloads
 from kqueue.api.integrations.job import parse_workload
@@ -140,29 +138,6 @@ def _template(pod: Mapping[str, Any]) -> dict[str, Any]:
     return template
 
 
-def _spec(
-    owner: Mapping[str, Any],
-    pod_sets: list[dict[str, Any]],
-    pod_specs: Iterable[Mapping[str, Any]],
-    priorities: PriorityResolver,
-) -> dict[str, Any]:
-    labels = labels_of(owner)
-    priority_ref, priority = resolve_priority(labels, pod_specs, priorities)
-    preemption_ref, preemption_priority = resolve_preemption_priority(labels, priority, priorities)
-    spec: dict[str, Any] = {"podSets": pod_sets, "priority": priority}
-    if queue_name(owner) is not None:
-        spec["queueName"] = queue_name(owner)
-    if priority_ref is not None:
-        spec["priorityClassRef"] = priority_ref
-    if preemption_ref is not None:
-        spec["preemptionPriorityClassRef"] = preemption_ref
-        spec["preemptionPriority"] = preemption_priority
-    max_exec = max_exec_time_seconds(labels)
-    if max_exec is not None:
-        spec["maximumExecutionTimeSeconds"] = max_exec
-    return spec
-
-
 def workload_for_pod(
     pod: Mapping[str, Any],
     priorities: PriorityResolver,
@@ -197,7 +172,7 @@ def workload_for_pod(
         "apiVersion": c.API_VERSION,
         "kind": "Workload",
         "metadata": wl_meta,
-        "spec": _spec(pod, [pod_set], [_pod_spec(pod)], priorities),
+        "spec": workload_spec(pod, [pod_set], [_pod_spec(pod)], priorities),
     }
     return parse_workload(doc, template_paths=["spec"])
 
@@ -316,7 +291,7 @@ def workload_for_pod_group(
         "apiVersion": c.API_VERSION,
         "kind": "Workload",
         "metadata": wl_meta,
-        "spec": _spec(owner, pod_sets, specs, priorities),
+        "spec": workload_spec(owner, pod_sets, specs, priorities),
     }
     return parse_workload(doc, template_paths=["spec"])
 
