@@ -104,6 +104,27 @@ def cluster_options(f: F) -> F:
     return wrapper  # type: ignore[return-value]
 
 
+def write_options(dry_run_help: str) -> Callable[[F], F]:
+    """``-o/--output`` and ``--dry-run`` (``client``, or the bare flag: ``dry_run_help``) of the
+    commands that write an object, with :func:`cluster_options`."""
+
+    def decorate(f: F) -> F:
+        f = click.option(
+            "-o", "--output", type=click.Choice(("yaml", "json", "name")), help="Print the object."
+        )(f)
+        f = click.option(
+            "--dry-run",
+            type=click.Choice(("none", "client")),
+            default="none",
+            is_flag=False,
+            flag_value="client",
+            help=dry_run_help,
+        )(f)
+        return cluster_options(f)
+
+    return decorate
+
+
 async def not_found(
     client: k.Kube, kind: str, name: str, namespace: str | None = None
 ) -> click.ClickException:

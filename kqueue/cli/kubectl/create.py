@@ -12,10 +12,10 @@ from kqueue.cli.kubectl.common import (
     RESOURCES,
     AliasGroup,
     Target,
-    cluster_options,
     complete_names,
     get_or_explain,
     qualified,
+    write_options,
 )
 from kqueue.controller import kube as k
 
@@ -68,19 +68,7 @@ def _create(
         click.echo(f"{qualified(kind, name)} created{suffix}")
 
 
-def create_options(f: Any) -> Any:
-    f = click.option(
-        "-o", "--output", type=click.Choice(("yaml", "json", "name")), help="Print the object."
-    )(f)
-    f = click.option(
-        "--dry-run",
-        type=click.Choice(("none", "client")),
-        default="none",
-        is_flag=False,
-        flag_value="client",
-        help="client (or the bare flag): print the object instead of creating it.",
-    )(f)
-    return cluster_options(f)
+create_options = write_options("client (or the bare flag): print the object instead of creating it.")
 
 
 @click.group(name="create", cls=AliasGroup)

@@ -13,10 +13,10 @@ from kqueue.cli.kubectl.common import (
     RESOURCES,
     AliasGroup,
     Target,
-    cluster_options,
     complete_names,
     get_or_explain,
     qualified,
+    write_options,
 )
 from kqueue.controller import kube as k
 from kqueue.controller.kube import MERGE_PATCH
@@ -73,19 +73,7 @@ def apply_patch(
     click.echo(f"{qualified(kind, name)} {verb}" + (" (no change)" if unchanged else ""))
 
 
-def op_options(f: Any) -> Any:
-    f = click.option(
-        "-o", "--output", type=click.Choice(("yaml", "json", "name")), help="Print the object."
-    )(f)
-    f = click.option(
-        "--dry-run",
-        type=click.Choice(("none", "client")),
-        default="none",
-        is_flag=False,
-        flag_value="client",
-        help="client (or the bare flag): print the patch instead of sending it.",
-    )(f)
-    return cluster_options(f)
+op_options = write_options("client (or the bare flag): print the patch instead of sending it.")
 
 
 def _queue_command(group: click.Group, kind: str, *, stop: bool) -> None:
