@@ -3,7 +3,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PYTHON ?= python3
 
-.PHONY: venv test test-fast test-k136 test-operators test-extra-operators lint crds chart-crds config-docs run run-multikueue bench clean
+.PHONY: venv test test-fast test-k136 test-operators test-extra-operators test-promtool lint crds chart-crds config-docs run run-multikueue bench clean
 
 venv: $(VENV)/.installed
 
@@ -39,6 +39,12 @@ test-operators: venv
 	KQUEUE_EXTRA_OPERATORS=only $(VENV)/bin/pytest -m cluster -n $${KQUEUE_TEST_WORKERS:-2}
 
 test-extra-operators: test-operators
+
+# The promtool checks of the alerts and the dashboard's queries (tests/monitoring/test_promtool.py,
+# marker `promtool`), which `make test` deselects: building promtool cold costs ~577 CPU-s, more
+# than a cold CI run inside 50 minutes can pay (docs/local-cluster.md, "CI"); built on first use.
+test-promtool: venv
+	KQUEUE_PROMTOOL=1 $(VENV)/bin/pytest -m promtool
 
 lint: venv
 	$(VENV)/bin/ruff check kqueue tests bench hack

@@ -1,5 +1,4 @@
-"""Build everything `make test` needs: the control plane, the operators of the default run and
-promtool.
+"""Build everything `make test` needs: the control plane and the operators of the default run.
 
 hack/test.sh runs this in the background, beside the tests without a cluster and the cluster
 tests, so that on a cold machine (empty Go caches, nothing in ~/.cache/kqueue) the builds and the
@@ -12,7 +11,9 @@ the builds (docs/local-cluster.md, "CI"):
    other, so the two streams end at about the same time;
 2. then, at a lower CPU priority (``LATE_NICE``, in the time the running tests leave idle), what
    only some tests need and wait for where they need it: the operators (their tests run last,
-   tests/fixtures/operators.py) after Kubernetes, and promtool after helm.
+   tests/fixtures/operators.py) after Kubernetes.
+
+promtool is not built: its tests are opt-in (`make test-promtool`, tests/fixtures/opt_in.py).
 
 Each build takes its own lock, so a pytest session started meanwhile waits for it instead of
 building twice; while this runs it holds ``build.PREBUILD_LOCK``, which tells such a session to
@@ -27,7 +28,7 @@ import threading
 import time
 from collections.abc import Callable
 
-from kqueue.localcluster import build, operators, promtool
+from kqueue.localcluster import build, operators
 
 
 def _component(name: str) -> build.Component:
@@ -45,15 +46,14 @@ def _kubernetes_then_operators() -> None:
         operators.ensure_built(operators.get(name), nice=LATE_NICE)
 
 
-def _etcd_kwok_helm_then_promtool() -> None:
+def _etcd_kwok_helm() -> None:
     for name in ("etcd", "kwok", "helm"):
         build.ensure_component(_component(name))
-    promtool.ensure_built(nice=LATE_NICE)
 
 
 STREAMS: dict[str, Callable[[], object]] = {
     "kubernetes, then the operators": _kubernetes_then_operators,
-    "etcd, kwok, helm, then promtool": _etcd_kwok_helm_then_promtool,
+    "etcd, kwok, helm": _etcd_kwok_helm,
 }
 
 
@@ -61,7 +61,7 @@ def main(argv: list[str] | None = None) -> int:
     argparse.ArgumentParser(
         prog="python -m kqueue.localcluster.prebuild",
         description="Build (or find cached) the control plane, the default operators "
-        f"({', '.join(operators.default_names())}) and promtool.",
+        f"({', '.join(operators.default_names())}).",
     ).parse_args(argv)
     started = time.monotonic()
     errors: dict[str, str] = {}

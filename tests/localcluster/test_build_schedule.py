@@ -148,7 +148,6 @@ def test_the_prebuild_builds_the_control_plane_first_and_the_rest_at_a_lower_pri
     monkeypatch.setattr(
         prebuild.operators, "ensure_built", lambda op, nice=0: record(op.name, nice)
     )
-    monkeypatch.setattr(prebuild.promtool, "ensure_built", lambda nice=0: record("promtool", nice))
     streams = {}
     for name, stream in prebuild.STREAMS.items():
         built.clear()
@@ -158,5 +157,5 @@ def test_the_prebuild_builds_the_control_plane_first_and_the_rest_at_a_lower_pri
     assert late > 0
     assert list(streams.values()) == [
         [("kubernetes", 0), *((op, late) for op in operators.default_names())],
-        [("etcd", 0), ("kwok", 0), ("helm", 0), ("promtool", late)],
+        [("etcd", 0), ("kwok", 0), ("helm", 0)],
     ]
