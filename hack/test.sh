@@ -3,7 +3,7 @@
 # control planes), in the shape that keeps a cold CI run short (docs/local-cluster.md, "CI"):
 #   1. the Go builds start in the background (kqueue.localcluster.prebuild): the control plane
 #      first at normal priority in two streams (Kubernetes; etcd, kwok, helm), then the
-#      operators and promtool at a lower CPU priority;
+#      operators at a lower CPU priority (promtool's tests are opt-in: `make test-promtool`);
 #   2. beside them, the tests that need no cluster run on KQUEUE_TEST_WORKERS pytest-xdist
 #      workers at `nice -n 5` (so they never slow the control plane's build or the cluster
 #      tests; output in build/unit-tests.log, printed when they end);
