@@ -3,7 +3,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PYTHON ?= python3
 
-.PHONY: venv test test-fast test-k136 test-operators test-extra-operators lint crds chart-crds config-docs run run-multikueue bench clean
+.PHONY: venv test test-fast test-k136 test-operators test-extra-operators test-promtool lint crds chart-crds config-docs run run-multikueue bench clean
 
 venv: $(VENV)/.installed
 
@@ -13,9 +13,11 @@ $(VENV)/.installed: pyproject.toml
 	$(PY) -m pip install --quiet -e '.[dev]'
 	touch $@
 
-# Everything: static checks, unit and property tests (two pytest-xdist workers) and the cluster
-# tests on real control planes (one worker), at once, beside the Go builds: the cluster tests
-# start when the control plane is built (hack/test.sh says how, and how to change the workers).
+# Everything: static checks, unit and property tests (two pytest-xdist workers, niced) and the
+# cluster tests on real control planes (two workers), at once, beside the Go builds: the cluster
+# tests start when the control plane is built; then the timing-bound cluster tests (marker
+# `serial`) on one worker with the machine to themselves (hack/test.sh says how, and how to
+# change the workers; hack/test-phases.sh holds the marker expressions).
 # Plain `pytest` runs the same tests serially.
 test: venv
 	VENV=$(VENV) hack/test.sh
@@ -37,6 +39,12 @@ test-operators: venv
 	KQUEUE_EXTRA_OPERATORS=only $(VENV)/bin/pytest -m cluster -n $${KQUEUE_TEST_WORKERS:-2}
 
 test-extra-operators: test-operators
+
+# The promtool checks of the alerts and the dashboard's queries (tests/monitoring/test_promtool.py,
+# marker `promtool`), which `make test` deselects: building promtool cold costs ~577 CPU-s, more
+# than a cold CI run inside 50 minutes can pay (docs/local-cluster.md, "CI"); built on first use.
+test-promtool: venv
+	KQUEUE_PROMTOOL=1 $(VENV)/bin/pytest -m promtool
 
 lint: venv
 	$(VENV)/bin/ruff check kqueue tests bench hack

@@ -59,13 +59,14 @@ def built() -> Path | None:
     return out_dir / "promtool" if build.stamp_ok(c, out_dir) else None
 
 
-def ensure_built(*, force: bool = False) -> Path:
-    """Build promtool if needed (its own lock, beside the control plane's) and return its path.
+def ensure_built(*, force: bool = False, nice: int = 0) -> Path:
+    """Build promtool if needed (its own lock, beside the control plane's) and return its path;
+    ``nice`` > 0 builds it at that lower CPU priority.
 
     Raises :class:`build.BuildError` saying why when it cannot be built (no Go toolchain, the
     module proxy refuses the version, a compile error).
     """
-    return build.ensure_component(component(), force=force) / "promtool"
+    return build.ensure_component(component(), force=force, nice=nice) / "promtool"
 
 
 def main() -> int:

@@ -34,7 +34,8 @@ from tests.controller_e2e.harness import (
     unique,
 )
 
-pytestmark = pytest.mark.cluster
+# timing-bound: run on one worker with the machine to itself (hack/test-phases.sh)
+pytestmark = [pytest.mark.cluster, pytest.mark.serial]
 
 Obj = dict[str, Any]
 

@@ -403,6 +403,9 @@ async def test_incremental_dispatcher_nominates_in_config_order(setup: Setup, ns
         setup.manager_proc.reconfigure(dict(MANAGER_MK))
 
 
+# timing-bound (a worker lost, with deadlines): one worker, with the machine to itself
+# (hack/test-phases.sh)
+@pytest.mark.serial
 async def test_worker_lost_requeues_elsewhere_and_its_orphans_are_removed(
     setup: Setup, ns: str
 ) -> None:
@@ -452,6 +455,7 @@ async def test_worker_lost_requeues_elsewhere_and_its_orphans_are_removed(
 
 
 
+@pytest.mark.serial  # timing-bound too: kqueue restarted, with deadlines
 async def test_restarts_of_the_manager_and_of_a_workers_kqueue_lose_nothing(
     setup: Setup, ns: str
 ) -> None:

@@ -4,15 +4,19 @@ running, and the tests that need an operator run after the rest."""
 
 from __future__ import annotations
 
+import itertools
 import os
+import re
 import stat
+import tomllib
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
 import pytest
+from _pytest.mark.expression import Expression
 
-from kqueue.localcluster import build
+from kqueue.localcluster import build, operators, prebuild
 from tests.fixtures import operators as operator_fixtures
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -102,3 +106,56 @@ def test_beside_a_prebuild_the_operators_are_waited_for_by_their_first_test(
         with pytest.raises(StopIteration):
             run.send(None)
     assert built == ["jobset", "trainer"]
+
+
+def _phases() -> dict[str, str]:
+    text = (ROOT / "hack" / "test-phases.sh").read_text()
+    return dict(re.findall(r"^([A-Z_]+)='([^']*)'$", text, re.M))
+
+
+def _markers() -> list[str]:
+    ini = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["pytest"]["ini_options"]
+    return [m.split(":", 1)[0] for m in ini["markers"]]
+
+
+def test_the_pytest_runs_of_make_test_share_out_every_test_exactly_once() -> None:
+    """Whatever markers a test carries, exactly one run of hack/test.sh selects it."""
+    phases = _phases()
+    assert set(phases) == {"UNIT_TESTS", "CLUSTER_PARALLEL", "CLUSTER_SERIAL"}
+    markers = _markers()
+    assert {"cluster", "serial"} <= set(markers)
+    compiled = {name: Expression.compile(expr) for name, expr in phases.items()}
+    for n in range(len(markers) + 1):
+        for carried in itertools.combinations(markers, n):
+            runs = [
+                name
+                for name, expr in compiled.items()
+                if expr.evaluate(lambda marker, carried=carried: marker in carried)
+            ]
+            assert len(runs) == 1, f"a test marked {carried or 'nothing'} is selected by {runs}"
+
+
+def test_the_prebuild_builds_the_control_plane_first_and_the_rest_at_a_lower_priority(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    built: list[tuple[str, int]] = []
+
+    def record(name: str, nice: int) -> Path:
+        built.append((name, nice))
+        return Path()
+
+    monkeypatch.setattr(prebuild.build, "ensure_component", lambda c, nice=0: record(c.name, nice))
+    monkeypatch.setattr(
+        prebuild.operators, "ensure_built", lambda op, nice=0: record(op.name, nice)
+    )
+    streams = {}
+    for name, stream in prebuild.STREAMS.items():
+        built.clear()
+        stream()
+        streams[name] = list(built)
+    late = prebuild.LATE_NICE
+    assert late > 0
+    assert list(streams.values()) == [
+        [("kubernetes", 0), *((op, late) for op in operators.default_names())],
+        [("etcd", 0), ("kwok", 0), ("helm", 0)],
+    ]

@@ -2,7 +2,9 @@
 
 promtool is built from Prometheus' Go module on first use (kqueue.localcluster.promtool, cached
 in ~/.cache/kqueue like the control plane); if it cannot be built the test fails with the
-reason, it never skips.
+reason, it never skips. Opt-in (marker ``promtool``): `make test-promtool` runs these, `make
+test` does not (building promtool cold costs ~577 CPU-s, more than a cold CI run inside 50
+minutes can pay; docs/local-cluster.md, "CI"; tests/fixtures/opt_in.py).
 """
 
 from __future__ import annotations
@@ -19,6 +21,8 @@ from kqueue.localcluster import build, promtool
 
 ROOT = Path(__file__).resolve().parents[2]
 MONITORING = ROOT / "config" / "monitoring"
+
+pytestmark = pytest.mark.promtool
 
 
 @pytest.fixture(scope="module")

@@ -32,7 +32,8 @@ from tests.reliability.faults import (
     wait_until,
 )
 
-pytestmark = pytest.mark.cluster
+# timing-bound: run on one worker with the machine to itself (hack/test-phases.sh)
+pytestmark = [pytest.mark.cluster, pytest.mark.serial]
 __all__ = ["api", "kq"]  # fixtures
 
 JOBS = 500 if SOAK else 100

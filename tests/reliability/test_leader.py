@@ -44,7 +44,8 @@ from tests.reliability.faults import (
     wait_until,
 )
 
-pytestmark = pytest.mark.cluster
+# timing-bound: run on one worker with the machine to itself (hack/test-phases.sh)
+pytestmark = [pytest.mark.cluster, pytest.mark.serial]
 __all__ = ["api"]  # fixture
 
 KILLS = 10
