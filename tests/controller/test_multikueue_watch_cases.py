@@ -9,7 +9,6 @@ docs/multikueue.md as not ported, with why."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -29,6 +28,7 @@ from tests.controller.test_multikueue_watch import (
     _remotes,
     _serve_worker,
     _Worker,
+    worker,  # noqa: F401 (fixture)
 )
 
 Obj = dict[str, Any]
@@ -90,18 +90,10 @@ GC_CASES = [
 ]
 
 
-@pytest.fixture
-async def worker() -> AsyncIterator[_Worker]:
-    test_server, w = await _serve_worker()
-    try:
-        yield w
-    finally:
-        await w.server.shutdown()
-        await test_server.close()
-
-
 @pytest.mark.parametrize("case", GC_CASES, ids=lambda k: k.name)
-async def test_remote_client_gc(case: GCCase, worker: _Worker, tmp_path: Path) -> None:
+async def test_remote_client_gc(
+    case: GCCase, worker: _Worker, tmp_path: Path  # noqa: F811
+) -> None:
     for obj in case.workers_workloads:
         worker.server.add(WORKLOADS, obj)
     for obj in case.workers_jobs:
