@@ -413,7 +413,8 @@ async def test_the_garbage_collector_lists_every_dispatchable_kind() -> None:
     from kqueue.controller.informer import Store
 
     worker = _Worker()
-    gc = GarbageCollector(remotes=None, workloads=Store(), origin="origin1", interval=0)  # type: ignore[arg-type]
+    gc = GarbageCollector(remotes=ReachableWorkers({"worker1": worker}),  # type: ignore[arg-type]
+                          workloads=Store(), origin="origin1", interval=0)
     await gc.collect("worker1", worker)  # type: ignore[arg-type]
     want = [a.resource.plural for a in adapters.ADAPTERS.values()
             if a.resource.plural not in ("mpijobs", "trainjobs")]

@@ -3,8 +3,11 @@ is complete), release of admitted pods, eviction by deleting pods, finishing."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
+
+import pytest
 
 from kqueue.api.integrations import PriorityClasses
 from kqueue.api.v1alpha1 import ResourceFlavor, Workload
@@ -211,6 +214,7 @@ async def test_an_evicted_group_s_pods_are_marked_and_deleted_then_the_workload_
     await world.add(*members)
     await world.reconcile(members[0])
     await world.admit("g", 2)
+    await world.reconcile(members[0])  # released: they run (gated pods are kept, below)
     await world.set_condition("g", {
         "type": c.EVICTED, "status": "True", "reason": c.EVICTED_BY_PREEMPTION,
         "message": "Preempted to accommodate a workload",
@@ -330,3 +334,77 @@ async def test_a_pod_group_is_started_once_when_its_last_admitted_pod_is_release
     assert not [p for p in world.server.objects(PODS) if gated(p)]
     started = [m for _, _, r, m in world.events.recorded if r == "Started"]
     assert started == ["Admitted by clusterQueue cq; all 3 admitted pod(s) released"]
+
+
+@dataclass(frozen=True)
+class EvictCase:
+    name: str
+    group: bool
+    # Members released (ungated) before the eviction: they ran.
+    released: int
+    # Members deleted (DisruptionTarget) by the eviction; the rest stay, gated.
+    stopped: int
+
+
+# Kueue's pod_controller_test.go TestReconciler cases by name (its Stop skips a pod that is
+# gated, ``podSuspended``, unless the Workload is deleted), and kqueue's own.
+EVICT_CASES = [
+    EvictCase("pod is stopped when workload is evicted", group=False, released=1, stopped=1),
+    EvictCase("pod group remains stopped when workload is evicted", group=True, released=0,
+              stopped=0),
+    # A MultiKueue pod evicted before it was offered to any worker (its check waiting) is
+    # such a gated pod: kept, its Workload requeued.
+    EvictCase("single pod evicted before it was released stays gated", group=False, released=0,
+              stopped=0),
+    EvictCase("group with one pod released: that one is stopped, the gated one kept",
+              group=True, released=1, stopped=1),
+]
+
+
+@pytest.mark.parametrize("case", EVICT_CASES, ids=lambda k: k.name)
+async def test_eviction_stops_only_released_pods(case: EvictCase, cluster: FakeCluster) -> None:
+    world = await Pods.start(cluster)
+    members = ([pod(f"g-{i}", group="g", total=2) for i in range(2)] if case.group
+               else [pod("solo")])
+    await world.add(*members)
+    await world.reconcile(members[0])
+    [wl] = world.workloads_in_api()
+    name = wl["metadata"]["name"]
+    await world.admit(name, len(members))
+    for p in members[:case.released]:
+        current = world.server.get(PODS, p["metadata"]["name"], NS)
+        assert current is not None
+        current["spec"]["schedulingGates"] = []
+        current["status"]["phase"] = "Running"
+        world.server.add(PODS, current)
+    await cluster.synced()
+    await world.set_condition(name, {
+        "type": c.EVICTED, "status": "True", "reason": c.EVICTED_BY_PREEMPTION,
+        "message": "Preempted to accommodate a higher priority Workload",
+        "lastTransitionTime": NOW.strftime("%Y-%m-%dT%H:%M:%SZ"),
+    })
+
+    await world.reconcile(members[0])
+
+    pods = [world.server.get(PODS, p["metadata"]["name"], NS) for p in members]
+    stopped = [p for p in pods if p is not None and p["metadata"].get("deletionTimestamp")]
+    assert len(stopped) == case.stopped
+    for p in stopped:
+        conds = {x["type"]: x for x in p["status"].get("conditions") or []}
+        assert conds[DISRUPTION_TARGET]["reason"] == "EvictedByKqueue"
+    kept = [p for p in pods if p is not None and p not in stopped]
+    assert len(kept) == len(members) - case.stopped
+    for p in kept:
+        assert gated(p) and c.MANAGED_FINALIZER in p["metadata"]["finalizers"]
+        assert not any(x["type"] == DISRUPTION_TARGET for x in p["status"].get("conditions") or [])
+    # The stopped pods terminate (the kubelet's part); then the quota is released.
+    for p in stopped:
+        p["status"]["phase"] = "Failed"
+        world.server.add(PODS, p)
+    await cluster.synced()
+    await world.reconcile(members[0])
+    requeued = world.server.get(WORKLOADS, name, NS)
+    assert requeued is not None and "admission" not in requeued["status"]
+    # The kept pods keep their finalizer (they are the Workload's); the stopped ones are gone.
+    assert sorted(p["metadata"]["name"] for p in world.server.objects(PODS)) == sorted(
+        p["metadata"]["name"] for p in kept)

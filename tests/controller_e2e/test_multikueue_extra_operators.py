@@ -1,180 +1,57 @@
 """MultiKueue with the opt-in operators on the worker (docs/multikueue.md): an MPIJob (the MPI
-operator) and a PyTorchJob (the training-operator) created on the manager run on a worker
-cluster under the worker's operator, their status comes back, the manager's Workload finishes
-and the copies go. (A RayJob does not finish on these clusters: KubeRay reads its status from
-the Ray dashboard, which no kwok pod serves.)
+operator) and each training-operator v1 kind (PyTorchJob, TFJob, XGBoostJob, PaddleJob, JAXJob)
+created on the manager run on a worker cluster under the worker's operator, their status comes
+back, the manager's Workload finishes and the copies go (a JAXJob also gets gated pods on the
+manager: the training-operator's JAXJob controller ignores its managedBy). The setup is the one the MultiKueue
+operator modules share (tests/controller_e2e/multikueue_worker.py), with names of its own.
 
 The operators are opt-in (tests/fixtures/operators.py): these tests run with
 ``KQUEUE_EXTRA_OPERATORS=1`` or ``=only`` (``make test-operators``), and are deselected,
 saying so, otherwise. Each operator runs on the worker and on the manager, whose copy of it
 must leave the manager-side object alone (``kueue.x-k8s.io/multikueue`` in its managedBy, which
 kqueue's webhook sets; the MPI operator binds a fixed port, so on the manager only its CRD
-stays once the worker's starts). Set up as tests/controller_e2e/test_multikueue_operators.py
-sets up the JobSet and Trainer case, with names of its own.
+stays once the worker's starts).
 """
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import AsyncIterator, Iterator
-from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from kqueue.api.integrations import kubeflow as kf
 from kqueue.api.v1alpha1 import constants as c
-from kqueue.api.v1alpha1.multikueue import ORIGIN_LABEL
-from kqueue.controller.admission_checks.multikueue import adapters
-from kqueue.controller.admission_checks.multikueue.adapters import KUEUE_MULTIKUEUE
-from kqueue.controller.kube import Kube, KubeError
-from kqueue.controller.resources import (
-    ADMISSION_CHECKS,
-    LOCAL_QUEUES,
-    NAMESPACES,
-    PODS,
-    WORKLOADS,
-    Resource,
+from kqueue.controller.gate import is_gated
+from kqueue.controller.resources import PODS
+from tests.controller_e2e.harness import eventually, unique
+from tests.controller_e2e.multikueue_worker import (
+    Names,
+    Setup,
+    copies_gone,
+    dispatched,
+    finished_workload,
+    module_fixtures,
+    runs_on_the_worker,
 )
-from kqueue.localcluster import multikueue as mk
-from kqueue.localcluster.cluster import LocalCluster
-from tests.controller_e2e.harness import (
-    KQUEUE_NAMESPACE,
-    Api,
-    condition,
-    eventually,
-    is_true,
-    unique,
-)
-from tests.controller_e2e.support_extra import ConfiguredKqueue, configured_kqueue
-from tests.controller_e2e.test_kubeflow import pytorchjob
+from tests.controller_e2e.test_kubeflow import pytorchjob, sample
 from tests.controller_e2e.test_kubeflow import resource as kubeflow_resource
 from tests.controller_e2e.test_mpijob import MPIJOBS, mpijob
-from tests.controller_e2e.test_multikueue import _apply, _create, _get
-from tests.fixtures.cluster import gang_cluster
-from tests.fixtures.operators import start_on
 
-pytestmark = pytest.mark.cluster
+pytestmark = [pytest.mark.cluster, pytest.mark.usefixtures("mpi_operator", "training_operator")]
 
 Obj = dict[str, Any]
-FRAMEWORKS = ["batch/job", "pod", "kubeflow.org/mpijob", "kubeflow.org/pytorchjob"]
+NAMES = Names("mkx", ["batch/job", "pod", "kubeflow.org/mpijob",
+                      *(k.framework for k in kf.KINDS)])
 OPERATORS = ("mpi-operator", "training-operator")
-WORKER = "opx-worker"
-CHECK, CONFIG, FLAVOR, CQ, QUEUE = "mkx-check", "mkx-config", "mkx-default", "mkx-cq", "mkx-q"
-PYTORCHJOBS = kubeflow_resource(kf.PYTORCHJOB)
 
-
-@pytest.fixture(scope="module")
-def manager(
-    cluster: LocalCluster, mpi_operator: str, training_operator: str,
-    tmp_path_factory: pytest.TempPathFactory,
-) -> Iterator[ConfiguredKqueue]:
-    yield from configured_kqueue(
-        cluster, Path(tmp_path_factory.mktemp("kqueue-mkx-manager")),
-        {"integrations": {"frameworks": FRAMEWORKS}, "multiKueue": {"gcInterval": "3s"}},
-    )
-
-
-@pytest.fixture(scope="module")
-def worker(
-    request: pytest.FixtureRequest, manager: ConfiguredKqueue,
-    tmp_path_factory: pytest.TempPathFactory,
-) -> Iterator[ConfiguredKqueue]:
-    for lc in gang_cluster(f"MultiKueue {WORKER}"):
-        for name in OPERATORS:
-            start_on(request, lc, name)
-        yield from configured_kqueue(
-            lc, Path(tmp_path_factory.mktemp("kqueue-mkx-worker")),
-            {"integrations": {"frameworks": FRAMEWORKS}},
-        )
-
-
-@dataclass
-class Setup:
-    manager: Kube
-    worker: Kube
-
-
-@pytest.fixture
-async def setup(
-    manager: ConfiguredKqueue, worker: ConfiguredKqueue, namespace: str
-) -> AsyncIterator[Setup]:
-    """The MultiKueue objects (once: applying them again changes nothing), clients of both
-    clusters, and the test's namespace and LocalQueue on each."""
-    from kubernetes_asyncio import config
-
-    _apply(worker.cluster, mk.queue_objects(FLAVOR, CQ, "8", []))
-    _apply(manager.cluster, [
-        *mk.manager_objects({WORKER: worker.cluster.kubeconfig_path}, KQUEUE_NAMESPACE,
-                            config=CONFIG, check=CHECK),
-        *mk.queue_objects(FLAVOR, CQ, "8", [CHECK]),
-    ])
-    clients = [await config.new_client_from_config(config_file=str(lc.kubeconfig_path))
-               for lc in (manager.cluster, worker.cluster)]
-    s = Setup(Kube(clients[0]), Kube(clients[1]))
-    lq = mk.local_queue(QUEUE, namespace, CQ)
-    await _create(s.worker, NAMESPACES, {"apiVersion": "v1", "kind": "Namespace",
-                                         "metadata": {"name": namespace}})
-    await _create(s.worker, LOCAL_QUEUES, lq)
-    await _create(s.manager, LOCAL_QUEUES, lq)
-
-    async def active() -> bool:
-        ac = await _get(s.manager, ADMISSION_CHECKS, CHECK)
-        return ac is not None and is_true(ac, "Active")
-
-    await eventually(active, within=60, what="the MultiKueue check to be Active")
-    try:
-        yield s
-    finally:
-        with contextlib.suppress(KubeError):
-            await s.worker.delete(NAMESPACES, namespace)
-        for api in clients:
-            await api.close()
-
-
-async def _runs_on_the_worker(
-    setup: Setup, namespace: str, resource: Resource, obj: Obj, done: tuple[str, str]
-) -> None:
-    """``obj`` (no managedBy) created on the manager: kqueue's webhook gives it its kind's
-    MultiKueue managedBy; it runs on the worker and finishes there; its status (condition
-    ``done``) comes back, no pod runs on the manager, and the copies go."""
-    kind, name = obj["kind"], obj["metadata"]["name"]
-    adapter = adapters.adapter_for(obj["apiVersion"], kind)
-    assert adapter is not None and adapter.managed_by_path is not None
-    created = await setup.manager.create(resource, obj, namespace=namespace)
-    assert adapters.managed_by(adapter, created) == KUEUE_MULTIKUEUE, created["spec"]
-    remote = await eventually(lambda: _get(setup.worker, resource, name, namespace), within=120,
-                              what=f"the {kind} copied to the worker")
-    assert adapters.managed_by(adapter, remote) != KUEUE_MULTIKUEUE
-    assert remote["metadata"]["labels"][ORIGIN_LABEL] == "multikueue"
-    manager_api = Api(setup.manager)
-
-    async def finished() -> Obj | None:
-        w = await manager_api.workload_of(namespace, name, kind=kind)
-        return w if w is not None and is_true(w, c.FINISHED) else None
-
-    wl = await eventually(finished, within=240, what="the manager's Workload to finish")
-    assert wl["status"]["clusterName"] == WORKER
-    assert condition(wl, c.FINISHED)["reason"] == c.FINISHED_SUCCEEDED  # type: ignore[index]
-    local = await setup.manager.get(resource, name, namespace)
-    conditions = (local.get("status") or {}).get("conditions") or []
-    assert any((cd["type"], cd["status"]) == done for cd in conditions), local.get("status")
-    # Its manager-side operator left it alone: no pod of it here.
-    assert await setup.manager.list(PODS, namespace=namespace) == []
-
-    async def remote_gone() -> bool:
-        return (await _get(setup.worker, WORKLOADS, wl["metadata"]["name"], namespace) is None
-                and await _get(setup.worker, resource, name, namespace) is None)
-
-    await eventually(remote_gone, within=60, what="the copies on the worker to be deleted")
+manager, worker, setup = module_fixtures(NAMES, OPERATORS)
 
 
 async def test_an_mpijob_runs_on_a_worker_with_the_mpi_operator(
     setup: Setup, namespace: str
 ) -> None:
-    await _runs_on_the_worker(
-        setup, namespace, MPIJOBS, mpijob(unique("mpi"), namespace, QUEUE, workers=1),
+    await runs_on_the_worker(
+        setup, namespace, MPIJOBS, mpijob(unique("mpi"), namespace, NAMES.queue, workers=1),
         ("Succeeded", "True"),
     )
 
@@ -183,6 +60,53 @@ async def test_a_pytorchjob_runs_on_a_worker_with_the_training_operator(
     setup: Setup, namespace: str
 ) -> None:
     job = pytorchjob(unique("pt"), namespace, workers=1, complete_after="5s")
-    job["metadata"]["labels"][c.QUEUE_NAME_LABEL] = QUEUE
-    await _runs_on_the_worker(setup, namespace, PYTORCHJOBS, job, ("Succeeded", "True"))
+    job["metadata"]["labels"][c.QUEUE_NAME_LABEL] = NAMES.queue
+    await runs_on_the_worker(setup, namespace, kubeflow_resource(kf.PYTORCHJOB), job,
+                             ("Succeeded", "True"))
 
+
+def _sample(kind: kf.KubeflowKind, namespace: str) -> Obj:
+    """The kind's sample (its pods complete on kwok after 10 s), in the module's queue."""
+    job = sample(kind, namespace, NAMES.queue)
+    job["metadata"]["name"] = unique(kind.kind.lower()[:3])
+    return job
+
+
+@pytest.mark.parametrize("kind", [kf.TFJOB, kf.XGBOOSTJOB, kf.PADDLEJOB], ids=lambda k: k.kind)
+async def test_a_training_operator_job_runs_on_a_worker(
+    setup: Setup, namespace: str, kind: kf.KubeflowKind
+) -> None:
+    """TFJob, XGBoostJob and PaddleJob: dispatched as the PyTorchJob is."""
+    await runs_on_the_worker(setup, namespace, kubeflow_resource(kind), _sample(kind, namespace),
+                             ("Succeeded", "True"))
+
+
+async def test_a_jaxjob_runs_on_a_worker_and_the_manager_s_operator_makes_gated_pods(
+    setup: Setup, namespace: str
+) -> None:
+    """The training-operator v1.9.2's JAXJob controller does not read
+    ``spec.runPolicy.managedBy`` (its webhook does; its other kinds' controllers do): the
+    manager's training-operator makes the dispatched JAXJob's pods on the manager too. They
+    stay behind kqueue's gate (MultiKueue's Workload is placed on the worker, so the manager
+    releases none): nothing runs twice, and the worker's status comes back
+    (docs/multikueue.md)."""
+    resource = kubeflow_resource(kf.JAXJOB)
+    job = _sample(kf.JAXJOB, namespace)
+    name = job["metadata"]["name"]
+    await dispatched(setup, namespace, resource, job)
+    wl = await finished_workload(setup, namespace, kf.JAXJOB.kind, name)
+    local = await setup.manager.get(resource, name, namespace)
+    conditions = (local.get("status") or {}).get("conditions") or []
+    assert any((cd["type"], cd["status"]) == ("Succeeded", "True") for cd in conditions), local
+    replicas = job["spec"]["jaxReplicaSpecs"]["Worker"]["replicas"]
+
+    async def manager_pods() -> list[Obj] | None:
+        pods = await setup.manager.list(
+            PODS, namespace=namespace, label_selector=f"{kf.JOB_NAME_LABEL}={name}")
+        return pods if len(pods) == replicas else None
+
+    pods = await eventually(manager_pods, within=60,
+                            what="the manager's training-operator to make the JAXJob's pods")
+    for pod in pods:
+        assert is_gated(pod) and not pod["spec"].get("nodeName"), pod
+    await copies_gone(setup, namespace, resource, name, wl["metadata"]["name"])

@@ -50,7 +50,7 @@ from kqueue.controller.admission_checks.multikueue import adapters as multikueue
 from kqueue.controller.clock import Now
 from kqueue.controller.events import EventRecorder
 from kqueue.controller.gang_topology import Books, booked_where_bound
-from kqueue.controller.gate import PodSetRelease, is_terminal
+from kqueue.controller.gate import PodSetRelease, is_gated, is_terminal
 from kqueue.controller.informer import Store
 from kqueue.controller.integrations import milestones
 from kqueue.controller.integrations.eviction import evict_pod
@@ -288,12 +288,18 @@ class JobReconciler:
             await self._requeue(wl, now)
             return None
         if workload_status.is_evicting(wl):
-            for member in running:
+            # As Kueue's pod Stop (``podSuspended``): a member still behind kqueue's gate never
+            # ran, so it stays, gated, for the Workload's next admission (a MultiKueue pod
+            # evicted before it was dispatched, a pod whose admission check went to Retry);
+            # only the released members are stopped.
+            kept = [p for p in running if is_gated(p) and not _deleting(p)]
+            stopping = [p for p in running if p not in kept]
+            for member in stopping:
                 await evict_pod(member, wl, kube=self._kube, events=self._events, now=self._now)
-            if running:
+            if stopping:
                 return None  # their termination brings us back
-            await self._requeue(wl, now, note=job.requeue_note)
-            await self._let_go(job, members)
+            await self._requeue(wl, now, note=job.requeue_note if len(kept) < len(members) else "")
+            await self._let_go(job, [p for p in members if p not in kept])
             return None
         terminated = [p for p in members if is_terminal(p)]
         if not running and workload_status.holds_quota(wl):

@@ -2,12 +2,20 @@
 reachable worker, the Workloads and jobs this manager made there (label
 ``kqueue.io/multikueue-origin`` = ``multiKueue.origin``) whose Workload on the manager is gone,
 is another incarnation (another UID), finished, or now runs on another worker are deleted. So a
-worker that was lost and comes back runs nothing twice."""
+worker that was lost and comes back runs nothing twice.
+
+It reads what the manager's watches of the worker hold (clusters.py: the Workloads from the
+connection on, a job kind from when the manager placed one there) and asks the worker only for
+what they do not: the Workloads until their watch has listed, and a job kind not watched until
+a list of it found none of this manager's there (or the worker does not serve it), once per
+connection: a job of that kind placed later is watched (the controller starts the watch before
+it creates the job). So on a quiet worker a pass sends no request at all."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
+from typing import Any
 
 from kqueue.api.v1alpha1 import Workload
 from kqueue.api.v1alpha1 import constants as c
@@ -16,7 +24,9 @@ from kqueue.controller.admission_checks.multikueue import adapters
 from kqueue.controller.admission_checks.multikueue.clusters import RemoteClusters
 from kqueue.controller.informer import Store
 from kqueue.controller.kube import Kube, KubeError, NotFound
-from kqueue.controller.resources import WORKLOADS
+from kqueue.controller.resources import WORKLOADS, Resource
+
+Obj = dict[str, Any]
 
 logger = logging.getLogger(__name__)
 
@@ -38,6 +48,10 @@ class GarbageCollector:
         self._workloads = workloads
         self._origin = origin
         self._interval = interval
+        # Per worker: the client the kinds below were listed on (a new connection lists them
+        # again: the worker may have come back with orphans), and the job kinds a list found
+        # none of this manager's of (or not served).
+        self._clean: dict[str, tuple[Kube, set[Resource]]] = {}
 
     async def run(self) -> None:
         if self._interval <= 0:
@@ -55,10 +69,9 @@ class GarbageCollector:
 
     async def collect(self, cluster: str, kube: Kube) -> int:
         """Delete this manager's orphans on one worker; how many Workloads went."""
-        selector = f"{ORIGIN_LABEL}={self._origin}"
         deleted = 0
         wanted: set[tuple[str, str]] = set()
-        for obj in await kube.list(WORKLOADS, label_selector=selector):
+        for obj in await self._objects(cluster, kube, WORKLOADS):
             meta = obj.get("metadata") or {}
             ns, name = str(meta.get("namespace") or "default"), str(meta.get("name"))
             uid = (meta.get("annotations") or {}).get(ORIGIN_UID_ANNOTATION)
@@ -70,8 +83,9 @@ class GarbageCollector:
                 wanted.add((ns, name))
         for adapter in adapters.ADAPTERS.values():
             try:
-                jobs = await kube.list(adapter.resource, label_selector=selector)
+                jobs = await self._objects(cluster, kube, adapter.resource)
             except NotFound:
+                self._clean_kinds(cluster, kube).add(adapter.resource)
                 continue  # the kind is not served on this worker
             except KubeError as exc:
                 # One kind the worker will not list (not granted) keeps the others collected.
@@ -88,3 +102,23 @@ class GarbageCollector:
                     )
                     await kube.delete(adapter.resource, str(meta.get("name")), namespace=ns)
         return deleted
+
+    def _clean_kinds(self, cluster: str, kube: Kube) -> set[Resource]:
+        known = self._clean.get(cluster)
+        if known is None or known[0] is not kube:
+            known = self._clean[cluster] = (kube, set())
+        return known[1]
+
+    async def _objects(self, cluster: str, kube: Kube, resource: Resource) -> list[Obj]:
+        """This manager's ``resource`` objects on worker ``cluster``: from its watch once that
+        has listed, else (see the module) from the worker."""
+        store = self._remotes.watched(cluster, resource)
+        if store is not None:
+            return store.objects()
+        clean = self._clean_kinds(cluster, kube)
+        if resource in clean:
+            return []
+        found = await kube.list(resource, label_selector=f"{ORIGIN_LABEL}={self._origin}")
+        if not found and resource != WORKLOADS:
+            clean.add(resource)
+        return found

@@ -14,9 +14,9 @@ reconciler (:mod:`kqueue.controller.integrations.reconciler`):
 1. feeds the group's size to the engine's barrier (``Engine.pods_present``) and, once all pods
    of the group exist (``kqueue.io/pod-group-total-count``), creates the one Workload;
 2. admitted: releases the gated pods together through the one release path;
-3. evicted: marks each live pod ``DisruptionTarget=True`` (reason ``EvictedByKqueue``) and deletes
-   it; once none runs, the quota is released and the Workload requeued (new pods of the group
-   join it);
+3. evicted: marks each released pod ``DisruptionTarget=True`` (reason ``EvictedByKqueue``) and
+   deletes it (a pod still gated never ran and stays, as Kueue's ``podSuspended``); once none
+   runs, the quota is released and the Workload requeued (new pods of the group join it);
 4. all pods terminated: ``Finished`` (Succeeded when they all succeeded, else Failed);
 5. removes the finalizer from pods that terminated, or whose Workload finished.
 """
