@@ -27,11 +27,11 @@ from kqueue.api.integrations.common import (
     owner_workload_name,
     top_level_workload_doc,
 )
-from kqueue.api.integrations.declaration import Integration, Workloads
+from kqueue.api.integrations.declaration import Integration, Ranks, Workloads, same_ranks
 from kqueue.api.integrations.job import parse_workload
 
 # The same JobStatus conditions as the MPI operator's (the v1 and v2beta1 kinds share them).
-from kqueue.api.integrations.mpijob import finished_condition
+from kqueue.api.integrations.mpijob import REPLICA_INDEX_LABEL, finished_condition
 from kqueue.api.v1alpha1 import Workload
 
 GROUP: Final = "kubeflow.org"
@@ -184,6 +184,7 @@ def declare(kind: KubeflowKind) -> Integration:
         build=build,
         finished=finished_condition,
         operator="training-operator",
+        ranks=same_ranks(Ranks(REPLICA_INDEX_LABEL)),
     )
 
 

@@ -17,7 +17,7 @@ from kqueue.api.integrations.common import (
     owner_workload_name,
     top_level_workload_doc,
 )
-from kqueue.api.integrations.declaration import Integration, Workloads
+from kqueue.api.integrations.declaration import Integration, Ranks, Workloads
 from kqueue.api.integrations.job import parse_workload
 from kqueue.api.v1alpha1 import Workload
 
@@ -27,6 +27,9 @@ MPIJOB_KIND: Final = "MPIJob"
 # Labels the MPI operator puts on the launcher's and the workers' pods.
 JOB_NAME_LABEL: Final = "training.kubeflow.org/job-name"
 JOB_ROLE_LABEL: Final = "training.kubeflow.org/job-role"
+# A pod's index within its replica type: its rank (Kueue's podIndexLabel for the Kubeflow kinds
+# and MPIJob; the training operators and mpi-operator set it).
+REPLICA_INDEX_LABEL: Final = "training.kubeflow.org/replica-index"
 # Replica types in Kueue's pod-set order, and the pod set each becomes.
 REPLICA_TYPES: Final = (("Launcher", "launcher"), ("Worker", "worker"))
 
@@ -100,6 +103,17 @@ def finished_condition(mpijob: Mapping[str, Any]) -> tuple[str, str] | None:
     return None
 
 
+def ranks(mpijob: Mapping[str, Any], wl: Workload) -> dict[str, Ranks]:
+    """Ranks from the replica index; with ``runLauncherAsWorker`` the launcher is rank 0 of
+    the hostfile and the workers' indexes start after it (Kueue's MPIJob webhook gives them
+    the pod-index offset 1)."""
+    offset = 1 if (mpijob.get("spec") or {}).get("runLauncherAsWorker") is True else 0
+    return {
+        ps.name: Ranks(REPLICA_INDEX_LABEL, offset=offset if ps.name == "worker" else 0)
+        for ps in wl.spec.pod_sets
+    }
+
+
 INTEGRATION: Final = Integration(
     framework="kubeflow.org/mpijob",
     api_version=MPIJOB_API_VERSION,
@@ -108,4 +122,5 @@ INTEGRATION: Final = Integration(
     build=workload_for_mpijob,
     finished=finished_condition,
     operator="mpi-operator",
+    ranks=ranks,
 )
