@@ -306,3 +306,28 @@ def test_multikueue_manager_places_nothing_on_its_nodes() -> None:
     admitted = [a for cycle in (2, 3) for a in engine.schedule(t(cycle)).admitted]
     assert sorted(a.workload for a in admitted) == ["default/bar", "default/foo"]
     assert all(_got(a.admission) == {"one": (None, DELAYED_PENDING)} for a in admitted)
+
+
+def _manager_without_topology(workload: Workload) -> Cluster:
+    """A MultiKueue manager with no Topology object and no nodes: the workers have them."""
+    return Cluster([], [], [TAS], [MAIN_MK], [workload], checks=[MK], multikueue=[MK])
+
+
+def test_a_multikueue_manager_needs_no_topology() -> None:
+    """Kueue's isTASViolated skips the Topology check when the ClusterQueue has a MultiKueue
+    check (topology runs on the workers): the ClusterQueue is active without the Topology its
+    flavor names, its topology-aware pod sets reserve quota with the placement Pending and are
+    marked Ready once the check is. Without the MultiKueue check it is inactive."""
+    engine = _manager_without_topology(wl("foo", pset("one", 1, required=HOST, cpu="1"))).engine()
+    assert engine.inactive(ClusterQueueName("tas-main")) is None
+    result = engine.schedule(t(1))
+    assert [a.workload for a in result.admitted] == ["default/foo"], result.pending
+    assert _got(result.admitted[0].admission) == {"one": (None, DELAYED_PENDING)}
+    got = engine.place_delayed(WorkloadKey("default/foo"))
+    assert isinstance(got, Admission), got
+    assert _got(got) == {"one": (None, DELAYED_READY)}
+
+    plain = Cluster([], [], [TAS], [replace(MAIN_MK, admission_checks=())],
+                    [wl("foo", pset("one", 1, required=HOST, cpu="1"))]).engine()
+    inactive = plain.inactive(ClusterQueueName("tas-main"))
+    assert inactive is not None and "references missing Topology" in inactive.message

@@ -76,6 +76,9 @@ def flavor_mismatch(
         if not tas_flavor:
             return f'Flavor "{name}" does not support TopologyAwareScheduling'
         tree = topology.trees.get(name)
+        if tree is None and delegates_placement(cq.spec, topology.multikueue_checks):
+            # A MultiKueue manager needs no Topology: the worker checks the level and places.
+            return None
         if tree is None:
             return f'Flavor "{name}" information missing in TAS cache'
         level = missing_level(tree, pod_set.topology)
