@@ -12,7 +12,7 @@ nothing is random, so the same calls with the same ``now`` give the same decisio
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
 
@@ -333,7 +333,9 @@ class Engine:
             del self.cache.admission_checks[name]
             self._requeue_check_users(name)
 
-    def place_delayed(self, key: WorkloadKey) -> Admission | str | None:
+    def place_delayed(
+        self, key: WorkloadKey, updates: Sequence[delayed.PodSetUpdate] = ()
+    ) -> Admission | str | None:
         """Kueue's second scheduling pass for a delayed topology request: the pod sets of the
         workload ``key`` (holding quota, every check Ready: the caller's to know) that wait
         with ``delayedTopologyRequest: Pending`` are placed on the nodes as they are now. The
@@ -351,7 +353,8 @@ class Engine:
         delegated = spec is not None and delegates_placement(spec, self.cache.multikueue_checks)
         trees = self.cache.topology_trees()
         got = delayed.second_pass(
-            aw, TopologySnapshot(trees, (), self.cache.topology_usage()), delegated=delegated
+            aw, TopologySnapshot(trees, (), self.cache.topology_usage()), delegated=delegated,
+            updates=updates,
         )
         if isinstance(got, Admission):
             self.cache.add_workload(replace(aw, admission=got))

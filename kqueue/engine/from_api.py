@@ -20,6 +20,7 @@ from kqueue.api.quantity import Quantity, QuantityError, parse_quantity
 from kqueue.api.v1alpha1 import (
     AdmissionCheck,
     AdmissionChecksStrategy,
+    AdmissionCheckState,
     ClusterQueue,
     Cohort,
     FairSharing,
@@ -48,10 +49,11 @@ from kqueue.api.v1alpha1.workload import WorkloadSpec as ApiWorkloadSpec
 
 from . import dra
 from . import types as t
-from .checks import EVICTED_BY_ADMISSION_CHECK, CheckRule
+from .checks import EVICTED_BY_ADMISSION_CHECK, READY, CheckRule
 from .engine import Engine
 from .fairness.usage_ledger import AdmissionFairSharingConfig
 from .gates import FeatureGates
+from .tas import delayed
 from .tas.node_fit import ReleasedPod
 from .tas.topology import BoundPod, Node, Topology
 
@@ -69,6 +71,21 @@ def toleration(tol: ApiToleration) -> t.Toleration:
         tol.toleration_seconds,
     )
 
+
+
+def pod_set_updates(states: Iterable[AdmissionCheckState]) -> list[delayed.PodSetUpdate]:
+    """The podSetUpdates of the Ready checks among ``states``, in order (Kueue merges those
+    into a pod set before placing it)."""
+    return [
+        delayed.PodSetUpdate(
+            t.PodSetName(u.name),
+            dict(u.node_selector),
+            tuple(toleration(x) for x in u.tolerations),
+        )
+        for s in states
+        if s.state == READY
+        for u in s.pod_set_updates
+    ]
 
 
 def _selector(sel: ApiLabelSelector | None) -> t.LabelSelector | None:
