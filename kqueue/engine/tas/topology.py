@@ -357,7 +357,7 @@ def per_pod_requests(pod_set: PodSet) -> Requests:
 
     DRA devices (``pod_set.devices``, dra.py) take quota but no node capacity: drivers publish
     them in ResourceSlices, not in a node's allocatable, and kube-scheduler allocates them."""
-    out = dict(pod_set.requests)
+    out = dict(pod_set.per_pod_node_requests)
     for r, n in pod_set.devices.items():
         left = out.get(r, 0) - n
         if left > 0:
