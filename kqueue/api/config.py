@@ -41,6 +41,7 @@ from kqueue.api.durations import DurationError, format_duration, parse_duration
 from kqueue.api.integrations.registry import DEFAULT_FRAMEWORKS as DEFAULT_FRAMEWORKS
 from kqueue.api.integrations.registry import FRAMEWORK_NEEDS as FRAMEWORK_NEEDS
 from kqueue.api.integrations.registry import SUPPORTED_FRAMEWORKS as SUPPORTED_FRAMEWORKS
+from kqueue.api.quantity import QuantityError, parse_exact
 from kqueue.api.v1alpha1.base import (
     DNS1123_SUBDOMAIN_PATTERN,
     QUALIFIED_NAME_ALLOWED,
@@ -615,8 +616,62 @@ MAX_DEVICE_CLASS_MAPPINGS: Final = 16
 MAX_DEVICE_CLASSES_PER_MAPPING: Final = 8
 
 
+class ResourceTransformation(_Model):
+    """How one resource a pod requests is counted against quota (Kueue's
+    ``resources.transformations[]``)."""
+
+    input: str
+    """The resource a pod requests (e.g. ``nvidia.com/mig-1g.5gb``)."""
+    strategy: Literal["Retain", "Replace"] = "Retain"
+    """``Retain``: the input still counts as itself besides the outputs; ``Replace``: only the
+    outputs count (with no outputs, the input is not counted at all)."""
+    multiply_by: str | None = None
+    """Another resource the pod requests whose amount multiplies the input's before the outputs
+    are computed (e.g. per-GPU memory times the GPUs); the retained input is not multiplied."""
+    outputs: dict[str, str] = Field(default_factory=dict)
+    """Per unit of the input, the quantity of each output resource counted (``{example.com/
+    credits: "10"}``); a negative factor takes from what other transformations give that
+    output (never below zero)."""
+
+    @field_validator("outputs", mode="before")
+    @classmethod
+    def _numbers_as_quantities(cls, value: Any) -> Any:
+        # YAML reads `credits: 10` as a number; a quantity is its string.
+        if isinstance(value, dict):
+            return {
+                k: str(v) if isinstance(v, int | float) and not isinstance(v, bool) else v
+                for k, v in value.items()
+            }
+        return value
+
+    @model_validator(mode="after")
+    def _check(self) -> ResourceTransformation:
+        for name in (self.input, *([self.multiply_by] if self.multiply_by else []),
+                     *self.outputs):
+            if not is_qualified_name(name):
+                raise ValueError(
+                    f"{name!r} is not a resource name ({QUALIFIED_NAME_ALLOWED})"
+                )
+        for name, value in self.outputs.items():
+            try:
+                parse_exact(value)
+            except (QuantityError, ValueError) as err:
+                raise ValueError(f"outputs[{name}]: {value!r} is not a quantity: {err}") from None
+        return self
+
+
 class Resources(_Model):
     """How resources are counted against quota (Kueue's ``resources``)."""
+
+    exclude_resource_prefixes: list[str] = Field(default_factory=list)
+    """Resources whose name starts with one of these prefixes are not counted against quota
+    (Kueue's ``excludeResourcePrefixes``); placement on nodes still counts them."""
+    transformations: list[ResourceTransformation] = Field(default_factory=list)
+    """Resources a pod requests counted as others against quota (Kueue's
+    ``transformations``), e.g. a MIG slice as accelerator memory and credits: each entry has
+    ``input``, ``strategy`` (``Retain``, the default, or ``Replace``), ``multiplyBy`` and
+    ``outputs``, one entry per input. Placement on nodes (topology-aware scheduling) counts what
+    the pods request. See docs/dra.md."""
 
     device_class_mappings: list[DeviceClassMapping] = Field(default_factory=list)
     """DRA devices as quota (Kueue's KueueDRAIntegration): each maps DeviceClasses to a quota
@@ -624,6 +679,15 @@ class Resources(_Model):
     ResourceClaimTemplates then count their device requests (``exactly.count``) as that many
     units of the mapped resource per pod; a request for a DeviceClass mapped nowhere makes the
     workload ``Misconfigured``. See docs/dra.md."""
+
+    @model_validator(mode="after")
+    def _check_transformations(self) -> Resources:
+        seen: set[str] = set()
+        for i, tr in enumerate(self.transformations):
+            if tr.input in seen:
+                raise ValueError(f"transformations[{i}].input: {tr.input!r} is given twice")
+            seen.add(tr.input)
+        return self
 
     @model_validator(mode="after")
     def _check_mappings(self) -> Resources:
@@ -816,7 +880,8 @@ class Configuration(_Model):
     docs/concepts.md, "Preemption protection"."""
 
     resources: Resources = Resources()
-    """How resources are counted against quota: DRA DeviceClasses as quota resources."""
+    """How resources are counted against quota: transformations, excluded prefixes and DRA
+    DeviceClasses as quota resources."""
     multi_kueue: MultiKueue = MultiKueue()
     """MultiKueue (the ``kqueue.io/multikueue`` admission check): garbage collection, origin
     label, worker-lost timeout and dispatcher."""

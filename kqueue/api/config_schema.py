@@ -127,6 +127,11 @@ def _resource_weight(schema: JsonSchema) -> JsonSchema:
     }
 
 
+def _quantities_by_name(schema: JsonSchema) -> JsonSchema:
+    # YAML gives a number or a string; the controller parses each as a quantity.
+    return {**schema, "additionalProperties": {"type": ["string", "number"]}}
+
+
 def _non_negative_duration(schema: JsonSchema) -> JsonSchema:
     if schema.get("pattern") == DURATION_PATTERN:
         return {**schema, "pattern": NON_NEGATIVE_DURATION_PATTERN}
@@ -194,6 +199,18 @@ VALIDATOR_RULES: Final[Mapping[str, ValidatorRule]] = {
             "resources.deviceClassMappings: at most 16, no name twice, a DeviceClass in one "
             "mapping only (or in several that each count their own counter)"
         ),
+    ),
+    "ResourceTransformation._numbers_as_quantities": ValidatorRule(_quantities_by_name),
+    "ResourceTransformation._check": ValidatorRule(
+        _unchanged,
+        controller_only=(
+            "resources.transformations[]: input, multiplyBy and output names qualified names, "
+            "each output a quantity"
+        ),
+    ),
+    "Resources._check_transformations": ValidatorRule(
+        _unchanged,
+        controller_only="resources.transformations: no input twice",
     ),
     "DeviceClassCounterSource._check": ValidatorRule(
         _unchanged,

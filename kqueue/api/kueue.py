@@ -73,6 +73,7 @@ KEY_MAP: Final[dict[str, str]] = {
     "kueue.x-k8s.io/job-min-parallelism": "kqueue.io/job-min-parallelism",
     "kueue.x-k8s.io/pod-group-name": "kqueue.io/pod-group-name",
     "kueue.x-k8s.io/pod-group-total-count": "kqueue.io/pod-group-total-count",
+    "kueue.x-k8s.io/pod-group-pod-index-label": "kqueue.io/pod-group-pod-index-label",
     "kueue.x-k8s.io/elastic-job": "kqueue.io/elastic-job",
     "kueue.x-k8s.io/workload-slice-replacement-for": "kqueue.io/workload-slice-replacement-for",
     "kueue.x-k8s.io/max-exec-time-seconds": "kqueue.io/max-exec-time-seconds",
@@ -134,8 +135,8 @@ _UNSUPPORTED: Final[dict[str, tuple[tuple[str, ...], ...]]] = {
 }
 
 
-# Fields of Kueue's PodSetTopologyRequest for features kqueue does not implement: pod index
-# labels (rank-ordered placement).
+# Fields of Kueue's PodSetTopologyRequest that kqueue does not keep in the Workload: where pods
+# carry their ranks, which kqueue reads from the kind's integration (declaration.Ranks).
 _UNSUPPORTED_TOPOLOGY_REQUEST: Final = frozenset(
     {
         "podIndexLabel",
@@ -448,7 +449,8 @@ def _convert_spec(kind: str, spec: dict[str, Any], warnings: list[ConversionWarn
                     warnings.append(
                         ConversionWarning(
                             f"spec.podSets[{i}].topologyRequest.{key}",
-                            "not supported by kqueue; ignored",
+                            "ignored: kqueue reads where pods carry their ranks from the "
+                            "integration of the Workload's owner (docs/topology.md)",
                         )
                     )
             template = pod_set.get("template")

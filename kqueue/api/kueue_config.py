@@ -5,13 +5,14 @@ an equivalent for carries over to ``config.kqueue.io/v1alpha1``: the namespace, 
 managed, waitForPodsReady, fair sharing, admission fair sharing, preemption protection (KEP-9876's
 ``preemptionProtection``, and its first revision's ``fairSharing.minAdmitDuration`` and
 ``reclaimMinAdmitDuration``), the frameworks kqueue
-integrates, ``resources.deviceClassMappings`` (DRA quota; a mapping's capacity ``sources`` are
+integrates, ``resources.transformations`` and ``excludeResourcePrefixes`` (quota counting),
+``resources.deviceClassMappings`` (DRA quota; a mapping's capacity ``sources`` are
 dropped), client throttling, leader election and the health, metrics and webhook servers, and
 ``multiKueue`` (gcInterval, origin, workerLostTimeout, dispatcherName with Kueue's built-in
 dispatchers renamed, incrementalDispatcherConfig).
 ``featureGates`` carries over as it is: kqueue honours the gates it has a switch for and warns
 about each other one by name (kqueue/api/feature_gates.py). Everything else (MultiKueue's
-externalFrameworks and clusterProfile, resource transformations...) is dropped with a warning that names the field. Differences of
+externalFrameworks and clusterProfile, resources.quotaCheckStrategy...) is dropped with a warning that names the field. Differences of
 shape:
 
 * v1beta2 turns fairSharing and waitForPodsReady on by their presence; v1beta1 by ``enable``
@@ -242,20 +243,28 @@ def _counter_sources(sources: list[Any], i: int, warnings: list[ConversionWarnin
     return kept
 
 
+# Kueue ``resources`` fields kqueue reads as they are.
+_KEPT_RESOURCES: Final = ("excludeResourcePrefixes", "transformations")
+
+
 def _resources(value: Any, out: dict[str, Any], warnings: list[ConversionWarning]) -> None:
-    """Kueue's ``resources``: its DRA ``deviceClassMappings`` carry over with their counter
-    ``sources`` (a device's consumable capacity is not counted: capacity sources are
-    dropped); transformations and excluded prefixes are dropped."""
+    """Kueue's ``resources``: its ``transformations`` and ``excludeResourcePrefixes`` carry
+    over as they are, its DRA ``deviceClassMappings`` with their counter ``sources`` (a
+    device's consumable capacity is not counted: capacity sources are dropped);
+    ``quotaCheckStrategy`` is dropped."""
     if not isinstance(value, dict):
         out["resources"] = value  # kqueue's model names what is wrong with it
         return
-    for k in sorted(set(value) - {"deviceClassMappings"}):
+    for k in sorted(set(value) - {"deviceClassMappings", *_KEPT_RESOURCES}):
         _drop(warnings, f"resources.{k}")
+    kept_here = {k: value[k] for k in _KEPT_RESOURCES if k in value}
+    if kept_here:
+        out["resources"] = dict(kept_here)
     mappings = value.get("deviceClassMappings")
     if mappings is None:
         return
     if not isinstance(mappings, list):
-        out["resources"] = {"deviceClassMappings": mappings}
+        out["resources"] = {**kept_here, "deviceClassMappings": mappings}
         return
     kept: list[Any] = []
     for i, m in enumerate(mappings):
@@ -266,4 +275,4 @@ def _resources(value: Any, out: dict[str, Any], warnings: list[ConversionWarning
             if isinstance(m.get("sources"), list):
                 m["sources"] = _counter_sources(m["sources"], i, warnings)
         kept.append(m)
-    out["resources"] = {"deviceClassMappings": kept}
+    out["resources"] = {**kept_here, "deviceClassMappings": kept}

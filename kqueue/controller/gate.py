@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from kqueue.api.integrations.declaration import Ranks
 from kqueue.api.v1alpha1 import constants as c
 
 Obj = dict[str, Any]
@@ -37,6 +38,9 @@ class PodSetRelease:
     # Annotations of the admission checks' podSetUpdates (e.g. the ProvisioningRequest the
     # pods consume, for cluster-autoscaler).
     annotations: Mapping[str, str] = field(default_factory=dict)
+    # Where its pods carry their ranks (its integration's declaration): each is pinned to its
+    # rank's domain, as Kueue's ungater does; None pins them oldest first.
+    ranks: Ranks | None = None
 
 
 def is_gated(pod: Obj) -> bool:

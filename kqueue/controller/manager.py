@@ -434,6 +434,7 @@ class Manager:
                 self.config.preemption_protection
             ),
             gates=from_api.feature_gates(self.config),
+            quota_resources=from_api.quota_resources(self.config),
         )
 
     def _pods_ready(self) -> PodsReadyConfig | None:

@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final
 
+from kqueue.api.integrations.declaration import Ranks
 from kqueue.api.v1alpha1 import Topology, TopologyAssignment
 from kqueue.api.v1alpha1 import constants as c
 from kqueue.controller.informer import Informer
@@ -207,8 +208,32 @@ def placed_on(ta: TopologyAssignment | None, node: str) -> int:
     return sum(n for values, n in ta.domains() if values and values[-1] == node)
 
 
-# The rank of a Job's pod (an Indexed Job's completion index), Kueue's podIndexLabel for Jobs.
-POD_INDEX_LABEL: Final = "batch.kubernetes.io/job-completion-index"
+def _index(pod: Obj, label: str, below: int) -> int | None:
+    """The non-negative integer ``label`` holds on ``pod``, if below ``below`` (Kueue's
+    ReadUIntFromLabelBelowBound)."""
+    value = str(((pod.get("metadata") or {}).get("labels") or {}).get(label, ""))
+    if not value.isdigit() or int(value) >= below:
+        return None
+    return int(value)
+
+
+def pod_rank(pod: Obj, ranks: Ranks, count: int) -> int | None:
+    """``pod``'s rank in its pod set of ``count`` pods (Kueue's readRanksForLabels); None when
+    it has none: a label missing or out of bounds, a sub-group count that is not positive, or a
+    rank outside 0 .. count-1."""
+    index = _index(pod, ranks.pod_index_label, count + ranks.offset)
+    if index is None:
+        return None
+    rank = index - ranks.offset
+    if ranks.sub_group_index_label is not None:
+        if ranks.sub_group_count is None or ranks.sub_group_count <= 0:
+            return None
+        per_group = count // ranks.sub_group_count
+        group = _index(pod, ranks.sub_group_index_label, ranks.sub_group_count)
+        if group is None or index >= per_group:
+            return None
+        rank = index + group * per_group - ranks.offset
+    return rank if 0 <= rank < count else None
 
 
 def ranked_domains(
@@ -216,23 +241,24 @@ def ranked_domains(
     running: Sequence[Obj],
     gated: Sequence[Obj],
     selector_of: Callable[[Obj], Mapping[str, str]],
+    ranks: Ranks | None,
+    count: int,
 ) -> list[int] | None:
     """Per pod of ``gated``, the index in ``domains`` its rank gives it (Kueue's rank-based
     ungating, topology_ungater.go: the domains, in order, take ranks 0, 1, ... as many as they
-    hold pods, so consecutive ranks share a domain); None, to pin oldest first, unless every pod
-    has a rank (``POD_INDEX_LABEL``), the ranks are distinct and within the assignment, and
-    every running pod sits in its rank's domain (Kueue's readRanksIfAvailable)."""
+    hold pods, so consecutive ranks share a domain); None, to pin oldest first, unless the pod
+    set has ``ranks``, every pod has a rank (:func:`pod_rank`), the ranks are distinct and
+    within the assignment, and every running pod sits in its rank's domain (Kueue's
+    readRanksIfAvailable)."""
+    if ranks is None:
+        return None
     slots = [i for i, (_, n) in enumerate(domains) for _ in range(n)]
-
-    def rank(pod: Obj) -> int | None:
-        value = ((pod.get("metadata") or {}).get("labels") or {}).get(POD_INDEX_LABEL)
-        if value is None or not str(value).isdigit() or int(value) >= len(slots):
-            return None
-        return int(value)
-
-    ranks = [rank(p) for p in (*running, *gated)]
-    known = [r for r in ranks if r is not None]
-    if len(known) != len(ranks) or len(set(known)) != len(known):
+    found = [pod_rank(p, ranks, count) for p in (*running, *gated)]
+    known = [r for r in found if r is not None]
+    if len(known) != len(found) or len(set(known)) != len(known):
+        return None
+    if any(r >= len(slots) for r in known):
+        # The assignment holds fewer pods than the pod set (Kueue falls back as well).
         return None
     for pod, r in zip(running, known, strict=False):
         have = selector_of(pod)

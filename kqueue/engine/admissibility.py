@@ -56,6 +56,7 @@ def adjust(wl: Workload, summary: Summary) -> Workload:
                 },
                 ps.devices,
             ),
+            node_requests=None,
         )
         if ps.containers
         else ps

@@ -15,6 +15,7 @@ from .checks import checks_for, inactive_message
 from .hierarchy import ClusterQueueNode, CohortNode, ResourceNode, accumulate_subtree_quota
 from .resources import add_into, sub_into
 from .snapshot import Inactive, Snapshot
+from .tas.fit import delegates_placement
 from .tas.topology import (
     ClusterNodes,
     DomainId,
@@ -298,9 +299,12 @@ class Cache:
                         PendingReason.MISCONFIGURED,
                         f"ClusterQueue {name} is inactive: cohort {ancestor.name} is part of a cycle",
                     )
+        # A MultiKueue manager delegates placement to the workers, which hold the Topology and
+        # its nodes: it needs neither (Kueue's isTASViolated skips the check then).
+        delegated = delegates_placement(spec, self.multikueue_checks)
         for f in spec.flavor_names():
             topo = self.flavors[f].topology_name
-            if topo is not None and topo not in self.nodes.topologies:
+            if topo is not None and topo not in self.nodes.topologies and not delegated:
                 return Inactive(
                     PendingReason.MISCONFIGURED,
                     f"ClusterQueue {name} is inactive: ResourceFlavor {f} references missing "
@@ -356,10 +360,14 @@ class Cache:
     def _topology_snapshot(self) -> TopologySnapshot | None:
         if not any(f.topology_name for f in self.flavors.values()):
             return None
+        trees = self.topology_trees()
         return TopologySnapshot(
-            self.topology_trees(), (), self.topology_usage(),
+            trees, (), self.topology_usage(),
             provisioning_checks=frozenset(self.provisioning_checks),
             multikueue_checks=frozenset(self.multikueue_checks),
+            without_topology=frozenset(
+                f for f, rf in self.flavors.items() if rf.topology_name and f not in trees
+            ),
         )
 
     def topology_usage(self) -> TopologyUsage:

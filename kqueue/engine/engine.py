@@ -12,11 +12,11 @@ nothing is random, so the same calls with the same ``now`` give the same decisio
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
 
-from . import admissibility
+from . import admissibility, transformations
 from .cache import Cache
 from .cycle import CycleResult, Deferred, Evict, FlavorScans, Pending, run_cycle
 from .execution import ExecutionLimits, accumulated
@@ -43,6 +43,7 @@ from .tas.follow import follow, with_assignments
 from .tas.node_fit import Demand, NodeFitGuard, ReleasedPod, Verdict, host_usage, merged_flavor
 from .tas.replacement import NotReplaced, Replaced, placed_on_nodes, replace_all
 from .tas.topology import BoundPod, Node, Topology, TopologySnapshot
+from .transformations import QuotaResources
 from .types import (
     Admission,
     ClusterQueueName,
@@ -94,8 +95,11 @@ class Engine:
         node_fit_guard: bool = True,
         preemption_protection: ProtectionConfig | None = None,
         gates: FeatureGates | None = None,
+        quota_resources: QuotaResources | None = None,
     ) -> None:
         self.gates = gates if gates is not None else FeatureGates()
+        # Resource transformations and excluded prefixes (transformations.py).
+        self.quota_resources = quota_resources if quota_resources is not None else QuotaResources()
         self.cache = Cache()
         # The node-fit guard (tas/node_fit.py): on for every ClusterQueue that does not say.
         self.node_fit_default = node_fit_guard
@@ -333,7 +337,9 @@ class Engine:
             del self.cache.admission_checks[name]
             self._requeue_check_users(name)
 
-    def place_delayed(self, key: WorkloadKey) -> Admission | str | None:
+    def place_delayed(
+        self, key: WorkloadKey, updates: Sequence[delayed.PodSetUpdate] = ()
+    ) -> Admission | str | None:
         """Kueue's second scheduling pass for a delayed topology request: the pod sets of the
         workload ``key`` (holding quota, every check Ready: the caller's to know) that wait
         with ``delayedTopologyRequest: Pending`` are placed on the nodes as they are now. The
@@ -351,7 +357,8 @@ class Engine:
         delegated = spec is not None and delegates_placement(spec, self.cache.multikueue_checks)
         trees = self.cache.topology_trees()
         got = delayed.second_pass(
-            aw, TopologySnapshot(trees, (), self.cache.topology_usage()), delegated=delegated
+            aw, TopologySnapshot(trees, (), self.cache.topology_usage()), delegated=delegated,
+            updates=updates,
         )
         if isinstance(got, Admission):
             self.cache.add_workload(replace(aw, admission=got))
@@ -480,7 +487,9 @@ class Engine:
         for key in sorted(self.queues.pending):
             info = self.queues.pending[key]
             if info.obj.namespace == namespace:
-                adjusted = admissibility.adjust(info.obj, summary)
+                adjusted = transformations.apply(
+                    admissibility.adjust(info.obj, summary), self.quota_resources
+                )
                 if adjusted != info.obj:
                     self.queues.upsert(make_info(adjusted, self.priority_classes))
         self.queues.queue_inadmissible_in_namespace(namespace)
@@ -496,6 +505,7 @@ class Engine:
         """A workload as last seen; with ``admission`` set it holds that quota."""
         wl = self.gates.workload(wl)
         wl = admissibility.adjust(wl, self.limit_range_summary(wl.namespace))
+        wl = transformations.apply(wl, self.quota_resources)
         info = make_info(wl, self.priority_classes)
         held = self.cache.get(wl.key)
         self.readiness.known_count(wl.key, wl.requeue_count)

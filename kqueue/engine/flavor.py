@@ -320,7 +320,8 @@ class FlavorAssigner:
             skipped = flavor_mismatch(pod_set, self.flavors.get(fname), fname)
             if skipped is None and self.topology is not None:
                 skipped = topology_mismatch(
-                    pod_set, self.flavors.get(fname), fname, self.cq, self.topology
+                    pod_set, self.flavors.get(fname), fname, self.cq, self.topology,
+                    rg.covered_resources,
                 )
             if kept is not None and fname != kept:
                 skipped = sticky_message(kept, fname)

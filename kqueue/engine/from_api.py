@@ -16,10 +16,11 @@ from pydantic import ValidationError
 
 from kqueue.api import config
 from kqueue.api import feature_gates as fg
-from kqueue.api.quantity import Quantity, QuantityError, parse_quantity
+from kqueue.api.quantity import Quantity, QuantityError, parse_exact, parse_quantity
 from kqueue.api.v1alpha1 import (
     AdmissionCheck,
     AdmissionChecksStrategy,
+    AdmissionCheckState,
     ClusterQueue,
     Cohort,
     FairSharing,
@@ -48,12 +49,14 @@ from kqueue.api.v1alpha1.workload import WorkloadSpec as ApiWorkloadSpec
 
 from . import dra
 from . import types as t
-from .checks import EVICTED_BY_ADMISSION_CHECK, CheckRule
+from .checks import EVICTED_BY_ADMISSION_CHECK, READY, CheckRule
 from .engine import Engine
 from .fairness.usage_ledger import AdmissionFairSharingConfig
 from .gates import FeatureGates
+from .tas import delayed
 from .tas.node_fit import ReleasedPod
 from .tas.topology import BoundPod, Node, Topology
+from .transformations import QuotaResources, Transformation
 
 # A Requeued=False condition without requeueAt waits for the controller (Kueue's backoff rule).
 NEVER = datetime.max.replace(tzinfo=UTC)
@@ -69,6 +72,21 @@ def toleration(tol: ApiToleration) -> t.Toleration:
         tol.toleration_seconds,
     )
 
+
+
+def pod_set_updates(states: Iterable[AdmissionCheckState]) -> list[delayed.PodSetUpdate]:
+    """The podSetUpdates of the Ready checks among ``states``, in order (Kueue merges those
+    into a pod set before placing it)."""
+    return [
+        delayed.PodSetUpdate(
+            t.PodSetName(u.name),
+            dict(u.node_selector),
+            tuple(toleration(x) for x in u.tolerations),
+        )
+        for s in states
+        if s.state == READY
+        for u in s.pod_set_updates
+    ]
 
 
 def _selector(sel: ApiLabelSelector | None) -> t.LabelSelector | None:
@@ -367,6 +385,25 @@ def feature_gates(cfg: config.Configuration | None) -> FeatureGates:
         topology_aware_scheduling=fg.gate(gates, fg.TOPOLOGY_AWARE_SCHEDULING),
         partial_admission=fg.gate(gates, fg.PARTIAL_ADMISSION),
         workload_slices=fg.gate(gates, fg.ELASTIC_JOBS_VIA_WORKLOAD_SLICES),
+    )
+
+
+def quota_resources(cfg: config.Configuration | None) -> QuotaResources:
+    """The Configuration's resources.transformations and excludeResourcePrefixes."""
+    if cfg is None:
+        return QuotaResources()
+    res = cfg.resources
+    return QuotaResources(
+        tuple(res.exclude_resource_prefixes),
+        {
+            t.ResourceName(tr.input): Transformation(
+                t.ResourceName(tr.input),
+                tr.strategy == "Replace",
+                t.ResourceName(tr.multiply_by) if tr.multiply_by else None,
+                {t.ResourceName(r): parse_exact(v) for r, v in tr.outputs.items()},
+            )
+            for tr in res.transformations
+        },
     )
 
 

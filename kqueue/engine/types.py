@@ -413,6 +413,14 @@ class PodSet:
     # Extended resources DRA serves (DeviceClass extendedResourceName): counted in ``devices``
     # under their quota name instead of as container requests (dra.extended_resource_devices).
     dra_extended: frozenset[ResourceName] = frozenset()
+    # What one pod asks of a node when resource transformations made ``requests`` (quota)
+    # differ from it (transformations.py); None: ``requests``.
+    node_requests: Mapping[ResourceName, int] | None = None
+
+    @property
+    def per_pod_node_requests(self) -> Mapping[ResourceName, int]:
+        """What one pod takes on a node: its requests before resource transformations."""
+        return self.node_requests if self.node_requests is not None else self.requests
 
 
 class LimitType(StrEnum):

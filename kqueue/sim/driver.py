@@ -43,6 +43,7 @@ from kqueue.engine.fairness.usage_ledger import AdmissionFairSharingConfig
 from kqueue.engine.gates import FeatureGates
 from kqueue.engine.preemption.seam import Preemptor
 from kqueue.engine.tas import delayed
+from kqueue.engine.transformations import QuotaResources
 from kqueue.engine.types import (
     Admission,
     ClusterQueueName,
@@ -171,6 +172,7 @@ class Simulation:
         admission_fair_sharing: AdmissionFairSharingConfig | None = None,
         preemption_protection: ProtectionConfig | None = None,
         gates: FeatureGates | None = None,
+        quota_resources: QuotaResources | None = None,
     ) -> None:
         self.scenario = scenario
         # False for ``explain``: victims are chosen but stay, so the state is not changed.
@@ -183,6 +185,7 @@ class Simulation:
             admission_fair_sharing=admission_fair_sharing,
             preemption_protection=preemption_protection,
             gates=gates,
+            quota_resources=quota_resources,
         )
         self.start = scenario.start
         self.now = scenario.start

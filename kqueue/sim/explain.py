@@ -119,6 +119,7 @@ def explain(
             else None
         ),
         gates=from_api.feature_gates(config),
+        quota_resources=from_api.quota_resources(config),
     )
     sim.arrive_all()
     rec = sim.records.get(key)

@@ -155,12 +155,15 @@ def test_bad_mapping_names_the_field(mappings: list[dict[str, Any]], message: st
     assert message in str(raised.value)
 
 
-def test_kueue_configuration_keeps_device_class_mappings_and_drops_the_rest() -> None:
+def test_kueue_configuration_keeps_mappings_and_transformations_and_drops_the_rest() -> None:
     doc = {
         "apiVersion": "config.kueue.x-k8s.io/v1beta2",
         "kind": "Configuration",
         "resources": {
+            "quotaCheckStrategy": "BlockUndeclared",
             "excludeResourcePrefixes": ["example.com/"],
+            "transformations": [{"input": "nvidia.com/mig-1g.5gb", "strategy": "Replace",
+                                 "outputs": {"example.com/credits": "10"}}],
             "deviceClassMappings": [
                 {"name": "nvidia.com/gpu", "deviceClassNames": ["gpu.nvidia.com"]},
                 {"name": "nvidia.com/mig", "deviceClassNames": ["mig.nvidia.com"],
@@ -171,17 +174,24 @@ def test_kueue_configuration_keeps_device_class_mappings_and_drops_the_rest() ->
         },
     }
     out, warnings = from_kueue_configuration(doc, ("batch/job",))
-    assert out["resources"] == {"deviceClassMappings": [
-        {"name": "nvidia.com/gpu", "deviceClassNames": ["gpu.nvidia.com"]},
-        {"name": "nvidia.com/mig", "deviceClassNames": ["mig.nvidia.com"],
-         "sources": [{"counter": counter("memory")}]},
-    ]}
+    assert out["resources"] == {
+        "excludeResourcePrefixes": ["example.com/"],
+        "transformations": [{"input": "nvidia.com/mig-1g.5gb", "strategy": "Replace",
+                             "outputs": {"example.com/credits": "10"}}],
+        "deviceClassMappings": [
+            {"name": "nvidia.com/gpu", "deviceClassNames": ["gpu.nvidia.com"]},
+            {"name": "nvidia.com/mig", "deviceClassNames": ["mig.nvidia.com"],
+             "sources": [{"counter": counter("memory")}]},
+        ],
+    }
     assert sorted(w.path for w in warnings) == [
         "resources.deviceClassMappings[1].sources[1].capacity",
-        "resources.excludeResourcePrefixes",
+        "resources.quotaCheckStrategy",
     ]
     cfg = Configuration.model_validate(out)
     assert cfg.resources.device_classes()["mig.nvidia.com"] == "nvidia.com/mig"
+    assert cfg.resources.exclude_resource_prefixes == ["example.com/"]
+    assert cfg.resources.transformations[0].strategy == "Replace"
 
 
 def test_kueue_dra_gates_are_honoured_and_said_so() -> None:

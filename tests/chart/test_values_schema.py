@@ -359,6 +359,20 @@ KNOWN_DIFFERENCES: list[tuple[str, Obj, bool, bool, str]] = [
         "Configuration._counter_sources_gated",
     ),
     (
+        "transformation-output-not-a-quantity",
+        {"resources": {"transformations": [{"input": "a", "outputs": {"b": "lots"}}]}},
+        False,
+        True,
+        "ResourceTransformation._check",
+    ),
+    (
+        "transformation-input-twice",
+        {"resources": {"transformations": [{"input": "a"}, {"input": "a"}]}},
+        False,
+        True,
+        "Resources._check_transformations",
+    ),
+    (
         "device-class-mapped-twice",
         {"resources": {"deviceClassMappings": [{"name": "r1", "deviceClassNames": ["g"]},
                                                {"name": "r2", "deviceClassNames": ["g"]}]}},

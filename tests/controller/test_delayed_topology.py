@@ -4,6 +4,7 @@ placement of the engine's second pass (kqueue/engine/tas/delayed.py)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -27,6 +28,7 @@ from kqueue.engine import types as t
 from kqueue.engine.checks import Verdict
 from kqueue.engine.engine import Engine
 from kqueue.engine.from_api import admission_check_delegates, admission_check_provisions
+from kqueue.engine.tas.delayed import PodSetUpdate
 
 NOW = datetime(2025, 1, 1, 12, 0, 0, tzinfo=UTC)
 
@@ -168,7 +170,7 @@ def _reconciler(second_pass: Any) -> WorkloadChecks:
 def test_the_second_pass_runs_once_every_check_is_ready() -> None:
     calls: list[str] = []
 
-    def second_pass(wl: Workload) -> t.Admission | str | None:
+    def second_pass(wl: Workload, updates: Sequence[PodSetUpdate]) -> t.Admission | str | None:
         calls.append(wl.key)
         return "no room"
 
@@ -183,5 +185,25 @@ def test_the_second_pass_runs_once_every_check_is_ready() -> None:
 
 
 def test_a_workload_the_engine_does_not_hold_is_tried_again() -> None:
-    got = _reconciler(lambda wl: None)._place_delayed(workload(), ["prov"], {}, NOW)
+    got = _reconciler(lambda wl, updates: None)._place_delayed(workload(), ["prov"], {}, NOW)
     assert isinstance(got, str)
+
+
+def test_the_second_pass_gets_the_ready_checks_pod_set_updates() -> None:
+    """A ProvisioningRequest's podSetUpdates (the node selector of the nodes it provisioned)
+    go to the second pass, as the check reports them in this reconcile."""
+    seen: list[Sequence[PodSetUpdate]] = []
+
+    def second_pass(wl: Workload, updates: Sequence[PodSetUpdate]) -> t.Admission | str | None:
+        seen.append(updates)
+        return "no room"
+
+    ready = AdmissionCheckState.model_validate({
+        "name": "prov", "state": "Ready",
+        "podSetUpdates": [{"name": "main", "nodeSelector": {"pool": "provisioned"},
+                           "tolerations": [{"key": "pool", "operator": "Exists"}]}],
+    })
+    _reconciler(second_pass)._place_delayed(workload("Pending"), ["prov"], {"prov": ready}, NOW)
+    assert seen == [[PodSetUpdate(
+        t.PodSetName("main"), {"pool": "provisioned"}, (t.Toleration("pool", "Exists"),)
+    )]]

@@ -5,11 +5,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from kqueue.api.integrations.declaration import Ranks
+from kqueue.api.integrations.job import COMPLETION_INDEX_LABEL
 from kqueue.api.v1alpha1 import ResourceFlavor, Workload, encode_assignment, parse_object
 from kqueue.controller.gate import PodSetRelease, release_ops, ungate
 from kqueue.controller.informer import Store
 from kqueue.controller.integrations.release import pinned, pod_set_releases
-from kqueue.controller.topology import POD_INDEX_LABEL, pin, slim_node, slim_pod
+from kqueue.controller.topology import pin, slim_node, slim_pod
 from kqueue.engine import from_api
 
 HOST = "kubernetes.io/hostname"
@@ -187,12 +189,14 @@ def test_a_node_whose_blocking_taints_change_is_looked_at_again() -> None:
 # Kueue's rank-based ungating (topology_ungater_test.go "ranks: ..." cases for batch/Job).
 B1R1, B1R2, B2R1 = {"block": "b1", "rack": "r1"}, {"block": "b1", "rack": "r2"}, {
     "block": "b2", "rack": "r1"}
-RANKED = PodSetRelease("main", 5, {}, domains=((B1R1, 2), (B1R2, 1), (B2R1, 2)))
+RANKED = PodSetRelease(
+    "main", 5, {}, domains=((B1R1, 2), (B1R2, 1), (B2R1, 2)), ranks=Ranks(COMPLETION_INDEX_LABEL)
+)
 
 
 def _ranked(name: str, rank: int | str, selector: dict[str, str] | None = None) -> dict[str, Any]:
     pod = _pod(name, selector, gated=selector is None)
-    pod["metadata"]["labels"][POD_INDEX_LABEL] = str(rank)
+    pod["metadata"]["labels"][COMPLETION_INDEX_LABEL] = str(rank)
     return pod
 
 
@@ -240,7 +244,9 @@ def test_ranks_out_of_range_pod_index_falls_back_to_greedy_assignment() -> None:
 def test_ranks_topology_assignment_shorter_than_the_pod_set_count_falls_back_to_greedy() -> None:
     """Kueue's "ranks: TopologyAssignment shorter than the PodSet count falls back to greedy
     assignment": rank 3 has no domain when the assignment holds 3 pods."""
-    short = PodSetRelease("main", 4, {}, domains=((B1R1, 2), (B1R2, 1)))
+    short = PodSetRelease(
+        "main", 4, {}, domains=((B1R1, 2), (B1R2, 1)), ranks=Ranks(COMPLETION_INDEX_LABEL)
+    )
     gated = [_ranked("p0", 3), _ranked("p1", 1), _ranked("p2", 0)]
     assert _where(pinned(short, [], gated)) == GREEDY
 

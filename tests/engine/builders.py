@@ -17,6 +17,7 @@ from kqueue.engine.engine import Engine
 from kqueue.engine.gates import FeatureGates
 from kqueue.engine.preemption.seam import Preemptor
 from kqueue.engine.readiness import PodsReadyConfig
+from kqueue.engine.transformations import QuotaResources
 from kqueue.engine.types import (
     EPOCH,
     Admission,
@@ -492,13 +493,16 @@ def make_engine(
     preemptor: Preemptor | None = None,
     gates: FeatureGates | None = None,
     pods_ready: PodsReadyConfig | None = None,
+    quota_resources: QuotaResources | None = None,
 ) -> Engine:
     """An engine fed with ``objects``.
 
     Without LocalQueues among ``objects``, each ClusterQueue gets a LocalQueue of the same name in
     namespace ``default``, and with a single ClusterQueue also the LocalQueue ``lq``.
     """
-    engine = Engine(preemptor, gates=gates, pods_ready=pods_ready)
+    engine = Engine(
+        preemptor, gates=gates, pods_ready=pods_ready, quota_resources=quota_resources
+    )
     given_lq = any(isinstance(o, LocalQueueSpec) for o in objects)
     single = sum(isinstance(o, ClusterQueueSpec) for o in objects) == 1
     for o in objects:

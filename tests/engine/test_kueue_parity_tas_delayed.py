@@ -24,21 +24,38 @@ from datetime import timedelta
 import pytest
 
 from kqueue.engine.checks import CheckRule
+from kqueue.engine.engine import Engine
 from kqueue.engine.readiness import PodsReadyConfig
-from kqueue.engine.tas.delayed import DELAYED_PENDING, DELAYED_READY, retry_delay
+from kqueue.engine.tas.delayed import DELAYED_PENDING, DELAYED_READY, PodSetUpdate, retry_delay
 from kqueue.engine.types import (
     Admission,
     ClusterQueueName,
     FlavorName,
+    PodSet,
     PodSetAssignment,
     PodSetName,
+    ResourceName,
+    Taint,
+    Toleration,
     TopologyAssignment,
     Workload,
     WorkloadKey,
 )
 
 from .builders import make_cq, t
-from .tas_support import HOST, SINGLE, Cluster, Node, node, pset, tas_flavor, wl
+from .tas_support import (
+    BLOCK,
+    HOST,
+    RACK,
+    SINGLE,
+    THREE,
+    Cluster,
+    Node,
+    node,
+    pset,
+    tas_flavor,
+    wl,
+)
 
 PROV = "prov-check"
 TAS = tas_flavor()
@@ -306,3 +323,118 @@ def test_multikueue_manager_places_nothing_on_its_nodes() -> None:
     admitted = [a for cycle in (2, 3) for a in engine.schedule(t(cycle)).admitted]
     assert sorted(a.workload for a in admitted) == ["default/bar", "default/foo"]
     assert all(_got(a.admission) == {"one": (None, DELAYED_PENDING)} for a in admitted)
+
+
+def _manager_without_topology(workload: Workload) -> Cluster:
+    """A MultiKueue manager with no Topology object and no nodes: the workers have them."""
+    return Cluster([], [], [TAS], [MAIN_MK], [workload], checks=[MK], multikueue=[MK])
+
+
+def test_a_multikueue_manager_needs_no_topology() -> None:
+    """Kueue's isTASViolated skips the Topology check when the ClusterQueue has a MultiKueue
+    check (topology runs on the workers): the ClusterQueue is active without the Topology its
+    flavor names, its topology-aware pod sets reserve quota with the placement Pending and are
+    marked Ready once the check is. Without the MultiKueue check it is inactive."""
+    engine = _manager_without_topology(wl("foo", pset("one", 1, required=HOST, cpu="1"))).engine()
+    assert engine.inactive(ClusterQueueName("tas-main")) is None
+    result = engine.schedule(t(1))
+    assert [a.workload for a in result.admitted] == ["default/foo"], result.pending
+    assert _got(result.admitted[0].admission) == {"one": (None, DELAYED_PENDING)}
+    got = engine.place_delayed(WorkloadKey("default/foo"))
+    assert isinstance(got, Admission), got
+    assert _got(got) == {"one": (None, DELAYED_READY)}
+
+    plain = Cluster([], [], [TAS], [replace(MAIN_MK, admission_checks=())],
+                    [wl("foo", pset("one", 1, required=HOST, cpu="1"))]).engine()
+    inactive = plain.inactive(ClusterQueueName("tas-main"))
+    assert inactive is not None and "references missing Topology" in inactive.message
+
+
+POOL = {"pool": "provisioned"}
+# x1 is the tightest fit, but only y1 is the node the ProvisioningRequest made (its label).
+PROVISIONED = [node("x1", cpu="1"), node("y1", cpu="2", labels=POOL,
+                                         taints=[Taint("pool", "provisioned", "NoSchedule")])]
+
+
+def _prov_second_pass(*pod_sets: PodSet) -> Engine:
+    return _cluster(PROVISIONED, [TAS], MAIN_PROV, reserved(
+        wl("foo", *pod_sets), *(Reserved(ps.name, "tas-default") for ps in pod_sets)
+    )).engine()
+
+
+def test_second_pass_considers_only_the_nodes_the_pod_set_updates_select() -> None:
+    """Kueue merges the Ready checks' podSetUpdates into the pod set before the second pass
+    places it (tas_flavor_snapshot.go, FindTopologyAssignmentsForFlavor; the updates a
+    ProvisioningRequestConfig's ``podSetUpdates.nodeSelector`` asks for, as in Kueue's
+    singlecluster tas_test.go "ProvisioningRequest is used" setup): the pod set goes to the
+    provisioned node, tolerating its taint, not to the tightest one."""
+    engine = _prov_second_pass(pset("one", 1, required=HOST, cpu="1"))
+    update = PodSetUpdate(PodSetName("one"), POOL,
+                          (Toleration("pool", "Equal", "provisioned", "NoSchedule"),))
+    got = engine.place_delayed(WorkloadKey("default/foo"), [update])
+    assert isinstance(got, Admission), got
+    assert _got(got) == {"one": ([(("y1",), 1)], DELAYED_READY)}
+
+
+def test_second_pass_without_pod_set_updates_takes_the_tightest_node() -> None:
+    engine = _prov_second_pass(pset("one", 1, required=HOST, cpu="1"))
+    got = engine.place_delayed(WorkloadKey("default/foo"))
+    assert isinstance(got, Admission), got
+    assert _got(got) == {"one": ([(("x1",), 1)], DELAYED_READY)}
+
+
+def test_second_pass_pod_set_updates_of_another_pod_set_do_not_narrow() -> None:
+    engine = _prov_second_pass(pset("one", 1, required=HOST, cpu="1"))
+    got = engine.place_delayed(WorkloadKey("default/foo"), [PodSetUpdate(PodSetName("two"), POOL)])
+    assert isinstance(got, Admission) and _got(got) == {"one": ([(("x1",), 1)], DELAYED_READY)}
+
+
+def test_second_pass_with_no_matching_node_keeps_the_reservation() -> None:
+    """The update selects nodes none of which has room: the pass fails with why, and the
+    workload keeps its reservation (retried after the backoff)."""
+    engine = _prov_second_pass(pset("one", 3, required=HOST, cpu="1"))
+    update = PodSetUpdate(PodSetName("one"), POOL,
+                          (Toleration("pool", "Equal", "provisioned", "NoSchedule"),))
+    key = WorkloadKey("default/foo")
+    got = engine.place_delayed(key, [update])
+    # Only y1 counts (2 pods); x1, outside the selector, takes none though it has room for one.
+    assert isinstance(got, str) and "allows to fit only 2 out of 3" in got, got
+    assert "x1 fits 0" in got
+    assert engine.holds_quota(key)
+
+
+def test_second_pass_refuses_a_pod_set_update_conflicting_with_the_pod_set() -> None:
+    """Kueue's podset Merge refuses a nodeSelector key given another value: the placement
+    fails with Kueue's "invalid podSetUpdate" message."""
+    engine = _prov_second_pass(
+        pset("one", 1, required=HOST, cpu="1", selector={"pool": "other"}))
+    got = engine.place_delayed(WorkloadKey("default/foo"), [PodSetUpdate(PodSetName("one"), POOL)])
+    assert got == (
+        "invalid podSetUpdate for PodSet one, error: invalid admission check PodSetUpdate: "
+        "conflict for nodeSelector: conflict for key=pool, value1=other, value2=provisioned"
+    )
+
+
+def test_should_admit_workload_targeting_the_dedicated_newly_provisioned_nodes() -> None:
+    """Kueue's singlecluster tas_test.go "ProvisioningRequest is used" "should admit workload
+    targeting the dedicated newly provisioned nodes": of the two nodes provisioned, only x1
+    carries the value the ProvisioningRequest's class details give the podSetUpdates'
+    nodeSelector; x2 is the tighter fit, yet the pod set (preferring a rack) goes to x1."""
+    key_label = "dedicated-selector-key"
+    nodes = [
+        node("x2", cpu="2", memory="1Gi",
+             labels={key_label: "dedicated-selector-value-abc", BLOCK: "b1", RACK: "r1"}),
+        node("x1", cpu="2", memory="2Gi",
+             labels={key_label: "dedicated-selector-value-xyz", BLOCK: "b1", RACK: "r2"}),
+    ]
+    nodes[0] = replace(nodes[0], allocatable={**nodes[0].allocatable, ResourceName("cpu"): 1000})
+    flavor = tas_flavor(topo="tas-three-level")
+    cq = replace(make_cq("tas-main").quota("tas-default", cpu="5").obj(),
+                 admission_checks=(CheckRule(PROV),))
+    engine = Cluster(nodes, [THREE], [flavor], [cq], [reserved(
+        wl("wl1", pset("main", 1, preferred=RACK, cpu="1")), Reserved("main", "tas-default"))],
+        checks=[PROV], provisioning=[PROV]).engine()
+    update = PodSetUpdate(PodSetName("main"), {key_label: "dedicated-selector-value-xyz"})
+    got = engine.place_delayed(WorkloadKey("default/wl1"), [update])
+    assert isinstance(got, Admission), got
+    assert _got(got) == {"main": ([(("x1",), 1)], DELAYED_READY)}

@@ -30,7 +30,7 @@ from kqueue.api.integrations.common import (
     owner_workload_name,
     top_level_workload_doc,
 )
-from kqueue.api.integrations.declaration import Integration, KueueKeys, Workloads
+from kqueue.api.integrations.declaration import Integration, KueueKeys, Ranks, Workloads
 from kqueue.api.integrations.job import parse_workload
 from kqueue.api.v1alpha1 import Workload
 
@@ -339,6 +339,36 @@ def finished_condition(aw: Mapping[str, Any]) -> tuple[str, str] | None:
     return None
 
 
+# Annotations of a component's podSets entry saying where its pods carry their ranks (the
+# AppWrapper operator's names, which Kueue reads as podIndexLabel, subGroupIndexLabel and
+# subGroupCount).
+TAS_POD_INDEX_LABEL_ANNOTATION: Final = "workload.codeflare.dev.appwrapper/tas-pod-index-label"
+TAS_SUB_GROUP_INDEX_LABEL_ANNOTATION: Final = (
+    "workload.codeflare.dev.appwrapper/tas-sub-group-index-label"
+)
+TAS_SUB_GROUP_COUNT_ANNOTATION: Final = "workload.codeflare.dev.appwrapper/tas-sub-group-count"
+
+
+def ranks(aw: Mapping[str, Any], _: Workload) -> dict[str, Ranks]:
+    """Per pod set whose podSets entry names a pod index label, its ranks. A sub-group count
+    that is not an integer is left out, as Kueue ignores it (its pods then go oldest first)."""
+    out: dict[str, Ranks] = {}
+    k = 0
+    for i, component in enumerate(_components(aw)):
+        for entry in component_pod_sets(component, f"spec.components[{i}]"):
+            annotations = (entry.get("annotations") if isinstance(entry, Mapping) else None) or {}
+            label = annotations.get(TAS_POD_INDEX_LABEL_ANNOTATION)
+            if label:
+                count = str(annotations.get(TAS_SUB_GROUP_COUNT_ANNOTATION, ""))
+                out[pod_set_name(aw, k)] = Ranks(
+                    str(label),
+                    annotations.get(TAS_SUB_GROUP_INDEX_LABEL_ANNOTATION),
+                    int(count) if count.lstrip("-").isdigit() else None,
+                )
+            k += 1
+    return out
+
+
 INTEGRATION: Final = Integration(
     framework="workload.codeflare.dev/appwrapper",
     api_version=API_VERSION,
@@ -348,4 +378,5 @@ INTEGRATION: Final = Integration(
     finished=finished_condition,
     operator="appwrapper",
     kueue_keys=KueueKeys.ON_CONVERT,
+    ranks=ranks,
 )

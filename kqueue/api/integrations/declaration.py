@@ -43,6 +43,34 @@ class KueueKeys(Enum):
 
 
 @dataclass(frozen=True)
+class Ranks:
+    """Where a pod set's pods carry their rank (Kueue's podIndexLabel, subGroupIndexLabel and
+    subGroupCount), so that kqueue pins rank r to the domain holding the assignment's r-th pod
+    and consecutive ranks share a domain (kqueue/controller/topology.py, ``ranked_domains``).
+
+    A pod's rank is ``index - offset``, or with sub-groups (a JobSet's child Jobs, each
+    ``count / sub_group_count`` pods) ``index + sub_group * (count / sub_group_count) - offset``.
+    ``offset`` is the index of the pod set's first pod, where its pods share one index space
+    with another pod set (an MPIJob's workers after a launcher that runs as a worker; a
+    LeaderWorkerSet's workers after their leader), as Kueue's pod-index-offset annotation and
+    pod-set-group offsets give it."""
+
+    pod_index_label: str
+    sub_group_index_label: str | None = None
+    sub_group_count: int | None = None
+    offset: int = 0
+
+
+def same_ranks(ranks: Ranks) -> Callable[[Obj, Workload], Mapping[str, Ranks]]:
+    """:attr:`Integration.ranks` of a kind whose every pod set reads its ranks alike."""
+
+    def of(_: Obj, wl: Workload) -> Mapping[str, Ranks]:
+        return {ps.name: ranks for ps in wl.spec.pod_sets}
+
+    return of
+
+
+@dataclass(frozen=True)
 class Integration:
     """One managed kind, declared once."""
 
@@ -82,6 +110,10 @@ class Integration:
     """Managed only when it names a queue, whatever ``manageJobsWithoutQueueName`` says (serving
     kinds: queued only when asked to)."""
     kueue_keys: KueueKeys = KueueKeys.ANY_OBJECT
+    ranks: Callable[[Obj, Workload], Mapping[str, Ranks]] | None = None
+    """Per pod set of the object's Workload (``(object, workload)``; for a kind whose pods the
+    pod integration queues, the object is one of those pods), the labels its pods' ranks are
+    read from; pods of other pod sets, or of a kind without ranks, are pinned oldest first."""
 
     @property
     def reported_when_off(self) -> bool:
@@ -92,4 +124,4 @@ class Integration:
         return self.workloads is not Workloads.POD
 
 
-__all__ = ["Builder", "Integration", "KueueKeys", "Workloads"]
+__all__ = ["Builder", "Integration", "KueueKeys", "Ranks", "Workloads", "same_ranks"]

@@ -18,7 +18,7 @@ from kqueue.api.integrations.common import (
     top_level_workload_doc,
     workload_name,
 )
-from kqueue.api.integrations.declaration import Integration, KueueKeys, Workloads
+from kqueue.api.integrations.declaration import Integration, KueueKeys, Ranks, Workloads, same_ranks
 from kqueue.api.v1alpha1 import ValidationFailed, Workload, parse_object
 from kqueue.api.v1alpha1 import constants as c
 
@@ -173,6 +173,9 @@ def finished(job: Mapping[str, Any]) -> tuple[str, str] | None:
     return None if reason is None else (reason, "")
 
 
+# An Indexed Job's pod's completion index: its rank (Kueue's podIndexLabel for Jobs).
+COMPLETION_INDEX_LABEL: Final = "batch.kubernetes.io/job-completion-index"
+
 INTEGRATION: Final = Integration(
     framework="batch/job",
     api_version=JOB_API_VERSION,
@@ -183,4 +186,5 @@ INTEGRATION: Final = Integration(
     elastic=is_elastic,
     default_enabled=True,
     kueue_keys=KueueKeys.WORKLOAD_OBJECT,
+    ranks=same_ranks(Ranks(COMPLETION_INDEX_LABEL)),
 )

@@ -18,8 +18,8 @@ from kqueue.api.integrations.common import (
     owner_workload_name,
     top_level_workload_doc,
 )
-from kqueue.api.integrations.declaration import Integration, Workloads
-from kqueue.api.integrations.job import parse_workload, pods_count
+from kqueue.api.integrations.declaration import Integration, Ranks, Workloads
+from kqueue.api.integrations.job import COMPLETION_INDEX_LABEL, parse_workload, pods_count
 from kqueue.api.v1alpha1 import Workload
 
 JOBSET_GROUP: Final = "jobset.x-k8s.io"
@@ -29,6 +29,8 @@ JOBSET_KIND: Final = "JobSet"
 JOBSET_NAME_LABEL: Final = "jobset.sigs.k8s.io/jobset-name"
 JOBSET_UID_LABEL: Final = "jobset.sigs.k8s.io/jobset-uid"
 REPLICATED_JOB_NAME_LABEL: Final = "jobset.sigs.k8s.io/replicatedjob-name"
+# Which child Job of its replicated Job a pod is in (0 .. replicas-1).
+JOB_INDEX_LABEL: Final = "jobset.sigs.k8s.io/job-index"
 
 
 def replicated_jobs(jobset: Mapping[str, Any]) -> list[Mapping[str, Any]]:
@@ -118,6 +120,15 @@ def finished_condition(jobset: Mapping[str, Any]) -> tuple[str, str] | None:
     return None
 
 
+def ranks(jobset: Mapping[str, Any], _: Workload) -> dict[str, Ranks]:
+    """A pod's rank within its replicated Job: its child Job's index times the Job's pods plus
+    its completion index (Kueue's JobSet podIndexLabel, subGroupIndexLabel, subGroupCount)."""
+    return {
+        str(rjob["name"]): Ranks(COMPLETION_INDEX_LABEL, JOB_INDEX_LABEL, _replicas(rjob, i))
+        for i, rjob in enumerate(replicated_jobs(jobset))
+    }
+
+
 INTEGRATION: Final = Integration(
     framework="jobset.x-k8s.io/jobset",
     api_version=JOBSET_API_VERSION,
@@ -126,4 +137,5 @@ INTEGRATION: Final = Integration(
     build=workload_for_jobset,
     finished=finished_condition,
     operator="jobset",
+    ranks=ranks,
 )

@@ -28,9 +28,13 @@ from kqueue.api.integrations.common import (
     owner_workload_name,
     top_level_workload_doc,
 )
-from kqueue.api.integrations.declaration import Integration, Workloads
+from kqueue.api.integrations.declaration import Integration, Ranks, Workloads, same_ranks
 from kqueue.api.integrations.job import parse_workload
 from kqueue.api.v1alpha1 import Workload
+
+# The pod label by which the training-operator gives each replica its rank (the same label as its
+# sibling operator's, set by each operator on its own).
+REPLICA_INDEX_LABEL: Final = "training.kubeflow.org/replica-index"
 
 GROUP: Final = "kubeflow.org"
 API_VERSION: Final = f"{GROUP}/v1"
@@ -182,6 +186,7 @@ def declare(kind: KubeflowKind) -> Integration:
         build=build,
         finished=job_status_finished,
         operator="training-operator",
+        ranks=same_ranks(Ranks(REPLICA_INDEX_LABEL)),
     )
 
 

@@ -22,8 +22,9 @@ from collections.abc import Mapping
 from typing import Any, Final
 
 from kqueue.api.integrations.common import IntegrationError, labels_of
-from kqueue.api.integrations.declaration import Integration, KueueKeys, Workloads
+from kqueue.api.integrations.declaration import Integration, KueueKeys, Ranks, Workloads
 from kqueue.api.integrations.deployment import PROPAGATED_LABELS
+from kqueue.api.v1alpha1 import Workload
 from kqueue.api.v1alpha1 import constants as c
 
 LWS_GROUP: Final = "leaderworkerset.x-k8s.io"
@@ -146,6 +147,20 @@ def leaderworkerset_pods(lws: Mapping[str, Any]) -> list[dict[str, Any]]:
     return pods
 
 
+def ranks(_: Mapping[str, Any], wl: Workload) -> dict[str, Ranks]:
+    """A group's pods are ranked by their worker index, the leader's 0. With a leader
+    template the group has two pod sets, the leader's (one pod) and the workers' (indexes from
+    1): as Kueue's ungater does for a pod-set group, the smaller pod set starts at 0 and the
+    larger one after it."""
+    sets = sorted(wl.spec.pod_sets, key=lambda ps: ps.count)
+    if len(sets) == 2:
+        return {
+            sets[0].name: Ranks(WORKER_INDEX_LABEL),
+            sets[1].name: Ranks(WORKER_INDEX_LABEL, offset=sets[0].count),
+        }
+    return {ps.name: Ranks(WORKER_INDEX_LABEL) for ps in sets}
+
+
 INTEGRATION: Final = Integration(
     framework="leaderworkerset.x-k8s.io/leaderworkerset",
     api_version=LWS_API_VERSION,
@@ -157,4 +172,5 @@ INTEGRATION: Final = Integration(
     operator="lws",
     queue_label_required=True,
     kueue_keys=KueueKeys.ON_CONVERT,
+    ranks=ranks,
 )

@@ -18,9 +18,13 @@ from kqueue.api.integrations.common import (
     owner_workload_name,
     top_level_workload_doc,
 )
-from kqueue.api.integrations.declaration import Integration, Workloads
+from kqueue.api.integrations.declaration import Integration, Ranks, Workloads
 from kqueue.api.integrations.job import parse_workload
 from kqueue.api.v1alpha1 import Workload
+
+# The pod label by which the MPI operator gives each replica its rank (the same label as its
+# sibling operator's, set by each operator on its own).
+REPLICA_INDEX_LABEL: Final = "training.kubeflow.org/replica-index"
 
 MPIJOB_GROUP: Final = "kubeflow.org"
 MPIJOB_API_VERSION: Final = f"{MPIJOB_GROUP}/v2beta1"
@@ -28,6 +32,8 @@ MPIJOB_KIND: Final = "MPIJob"
 # Labels the MPI operator puts on the launcher's and the workers' pods.
 JOB_NAME_LABEL: Final = "training.kubeflow.org/job-name"
 JOB_ROLE_LABEL: Final = "training.kubeflow.org/job-role"
+# A pod's index within its replica type: its rank (Kueue's podIndexLabel for the Kubeflow kinds
+# and MPIJob; the training operators and mpi-operator set it).
 # Replica types in Kueue's pod-set order, and the pod set each becomes.
 REPLICA_TYPES: Final = (("Launcher", "launcher"), ("Worker", "worker"))
 
@@ -93,6 +99,17 @@ def workload_for_mpijob(mpijob: Mapping[str, Any], priorities: PriorityResolver)
     return parse_workload(doc, template_paths=paths)
 
 
+def ranks(mpijob: Mapping[str, Any], wl: Workload) -> dict[str, Ranks]:
+    """Ranks from the replica index; with ``runLauncherAsWorker`` the launcher is rank 0 of
+    the hostfile and the workers' indexes start after it (Kueue's MPIJob webhook gives them
+    the pod-index offset 1)."""
+    offset = 1 if (mpijob.get("spec") or {}).get("runLauncherAsWorker") is True else 0
+    return {
+        ps.name: Ranks(REPLICA_INDEX_LABEL, offset=offset if ps.name == "worker" else 0)
+        for ps in wl.spec.pod_sets
+    }
+
+
 INTEGRATION: Final = Integration(
     framework="kubeflow.org/mpijob",
     api_version=MPIJOB_API_VERSION,
@@ -101,4 +118,5 @@ INTEGRATION: Final = Integration(
     build=workload_for_mpijob,
     finished=job_status_finished,
     operator="mpi-operator",
+    ranks=ranks,
 )

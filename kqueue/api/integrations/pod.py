@@ -27,7 +27,7 @@ from kqueue.api.integrations.common import (
     workload_name,
     workload_spec,
 )
-from kqueue.api.integrations.declaration import Integration, KueueKeys, Workloads
+from kqueue.api.integrations.declaration import Integration, KueueKeys, Ranks, Workloads
 from kqueue.api.integrations.job import parse_workload
 from kqueue.api.quantity import canonical
 from kqueue.api.v1alpha1 import Workload
@@ -296,6 +296,17 @@ def workload_for_pod_group(
     return parse_workload(doc, template_paths=["spec"])
 
 
+def ranks(pod: Mapping[str, Any], wl: Workload) -> dict[str, Ranks]:
+    """A pod group's pods are ranked by the label their annotation
+    ``kqueue.io/pod-group-pod-index-label`` names (Kueue's webhook copies that label to its
+    pod-group-pod-index label and ranks by it); without it they have no ranks."""
+    annotations = (pod.get("metadata") or {}).get("annotations") or {}
+    label = annotations.get(c.POD_GROUP_POD_INDEX_LABEL_ANNOTATION)
+    if not label:
+        return {}
+    return {ps.name: Ranks(str(label)) for ps in wl.spec.pod_sets}
+
+
 INTEGRATION: Final = Integration(
     framework="pod",
     api_version=POD_API_VERSION,
@@ -303,4 +314,5 @@ INTEGRATION: Final = Integration(
     workloads=Workloads.POD,
     default_enabled=True,
     kueue_keys=KueueKeys.WORKLOAD_OBJECT,
+    ranks=ranks,
 )

@@ -9,6 +9,7 @@ checks that every declared kind has its controller package.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Final
 
 from kqueue.api.integrations import (
@@ -25,7 +26,9 @@ from kqueue.api.integrations import (
     statefulset,
     trainjob,
 )
-from kqueue.api.integrations.declaration import Integration, KueueKeys, Workloads
+from kqueue.api.integrations.common import IntegrationError
+from kqueue.api.integrations.declaration import Integration, KueueKeys, Obj, Ranks, Workloads
+from kqueue.api.v1alpha1 import Workload
 
 INTEGRATIONS: Final[tuple[Integration, ...]] = (
     job.INTEGRATION,
@@ -58,6 +61,24 @@ def of(api_version: str, kind: str) -> Integration | None:
     return BY_KIND.get((api_version, kind))
 
 
+def ranks(api_version: str, kind: str, obj: Obj, wl: Workload) -> Mapping[str, Ranks]:
+    """Per pod set of ``wl``, the labels its pods' ranks are read from, as the integration of
+    ``obj`` declares them (:attr:`Integration.ranks`). For a pod, that of the kind whose pods
+    the pod integration queues for it (a LeaderWorkerSet's), else the pod integration's; empty
+    when there are none, or the object no longer parses."""
+    integration = of(api_version, kind)
+    if integration is not None and integration.workloads is Workloads.POD:
+        integration = next(
+            (i for i in INTEGRATIONS if i.pod_of is not None and i.pod_of(obj)), integration
+        )
+    if integration is None or integration.ranks is None:
+        return {}
+    try:
+        return integration.ranks(obj, wl)
+    except IntegrationError:
+        return {}
+
+
 def read_kinds() -> frozenset[tuple[str, str]]:
     """Every ``(apiVersion, kind)`` the integrations read: their own and what their Workloads are
     built from."""
@@ -75,5 +96,6 @@ __all__ = [
     "KueueKeys",
     "Workloads",
     "of",
+    "ranks",
     "read_kinds",
 ]

@@ -31,7 +31,7 @@ from kqueue.api.integrations.common import (
     workload_labels,
     workload_name,
 )
-from kqueue.api.integrations.declaration import Integration, KueueKeys, Workloads
+from kqueue.api.integrations.declaration import Integration, KueueKeys, Ranks, Workloads, same_ranks
 from kqueue.api.integrations.job import parse_workload
 from kqueue.api.v1alpha1 import Workload
 from kqueue.api.v1alpha1 import constants as c
@@ -39,6 +39,8 @@ from kqueue.api.v1alpha1 import constants as c
 APPS_GROUP: Final = "apps"
 APPS_API_VERSION: Final = "apps/v1"
 STATEFULSET_KIND: Final = "StatefulSet"
+# The ordinal Kubernetes gives each of a StatefulSet's pods: its rank (Kueue's podIndexLabel).
+POD_INDEX_LABEL: Final = "apps.kubernetes.io/pod-index"
 
 
 def replicas(sts: Mapping[str, Any]) -> int:
@@ -136,4 +138,5 @@ INTEGRATION: Final = Integration(
     needs=("pod",),
     queue_label_required=True,
     kueue_keys=KueueKeys.ON_CONVERT,
+    ranks=same_ranks(Ranks(POD_INDEX_LABEL)),
 )

@@ -22,6 +22,8 @@ PREEMPTION_PRIORITY_CLASS_LABEL: Final = "kqueue.io/preemption-priority-class"
 PREEMPTIBILITY_LABEL: Final = "kqueue.io/preemptibility"
 POD_GROUP_NAME_LABEL: Final = "kqueue.io/pod-group-name"
 POD_GROUP_TOTAL_COUNT_ANNOTATION: Final = "kqueue.io/pod-group-total-count"
+# Names the label that holds a grouped pod's rank (Kueue's pod-group-pod-index-label).
+POD_GROUP_POD_INDEX_LABEL_ANNOTATION: Final = "kqueue.io/pod-group-pod-index-label"
 JOB_MIN_PARALLELISM_ANNOTATION: Final = "kqueue.io/job-min-parallelism"
 ELASTIC_JOB_ANNOTATION: Final = "kqueue.io/elastic-job"
 WORKLOAD_SLICE_REPLACEMENT_FOR_ANNOTATION: Final = "kqueue.io/workload-slice-replacement-for"

@@ -195,6 +195,7 @@ def simulate(
             else None
         ),
         gates=from_api.feature_gates(config),
+        quota_resources=from_api.quota_resources(config),
     )
     show_progress = progress if progress is not None else (output != "json" and sys.stderr.isatty())
     cpu = time.process_time()

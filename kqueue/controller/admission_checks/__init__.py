@@ -9,7 +9,7 @@ leader's two work queues (workloads' check states, built-in checks' Active condi
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, Final
 
 from kqueue.api import config as cfgmod
@@ -45,7 +45,7 @@ from kqueue.engine.from_api import (
     admission_check_inactive,
     admission_check_provisions,
 )
-from kqueue.engine.tas.delayed import DELAYED_READY
+from kqueue.engine.tas.delayed import DELAYED_READY, PodSetUpdate
 from kqueue.engine.types import Admission as EngineAdmission
 from kqueue.engine.types import WorkloadKey
 
@@ -146,13 +146,16 @@ class AdmissionChecks:
             on_add=self._on_workload, on_update=self._on_workload, on_delete=self._on_workload
         )
 
-    def _second_pass(self, wl: Workload) -> EngineAdmission | str | None:
-        """The engine's second pass for ``wl``'s delayed topology requests; when an earlier
-        pass placed it but its write did not land (the engine holds the placement, the API
-        still says Pending), that placement again."""
+    def _second_pass(
+        self, wl: Workload, updates: Sequence[PodSetUpdate]
+    ) -> EngineAdmission | str | None:
+        """The engine's second pass for ``wl``'s delayed topology requests, on the nodes that
+        match the Ready checks' ``updates``; when an earlier pass placed it but its write did
+        not land (the engine holds the placement, the API still says Pending), that placement
+        again."""
         engine = self._engine()
         key = WorkloadKey(wl.key)
-        got = engine.place_delayed(key)
+        got = engine.place_delayed(key, updates)
         if got is None:
             held = engine.admitted_workload(key)
             if held is not None and any(

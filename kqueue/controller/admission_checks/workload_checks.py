@@ -17,7 +17,7 @@ A finished or evicted workload's built-in checks are cleaned up (their Provision
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -42,6 +42,7 @@ from kqueue.controller.metrics import Metrics
 from kqueue.controller.resources import WORKLOADS
 from kqueue.controller.workqueue import Requeue
 from kqueue.engine import checks as ck
+from kqueue.engine import from_api
 from kqueue.engine.checks import CheckRule, Verdict
 from kqueue.engine.tas import delayed
 from kqueue.engine.types import Admission as EngineAdmission
@@ -185,7 +186,9 @@ class WorkloadChecks:
         releases_itself: Callable[[Workload], bool],
         now: Now,
         metrics: Metrics | None = None,
-        second_pass: Callable[[Workload], EngineAdmission | str | None] | None = None,
+        second_pass: Callable[
+            [Workload, Sequence[delayed.PodSetUpdate]], EngineAdmission | str | None
+        ] | None = None,
     ) -> None:
         self._metrics = metrics
         # The engine's second pass for delayed topology requests (Engine.place_delayed), and
@@ -265,9 +268,11 @@ class WorkloadChecks:
         if self._second_pass is None or not waits_for_placement(wl.status.admission):
             return None
         states, _ = ck.sync(wl.status.admission_checks, required, now)
-        if ck.verdict([driven.get(s.name, s) for s in states]) != Verdict.ADMIT:
+        current = [driven.get(s.name, s) for s in states]
+        if ck.verdict(current) != Verdict.ADMIT:
             return None
-        got = self._second_pass(wl)
+        # The checks' podSetUpdates (a ProvisioningRequest's node selector) narrow the nodes.
+        got = self._second_pass(wl, from_api.pod_set_updates(current))
         if got is None:
             # The engine does not hold it (yet): tried again after the backoff.
             return "the scheduler does not hold the workload's quota reservation yet"

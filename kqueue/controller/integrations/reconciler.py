@@ -42,6 +42,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from kqueue.api.integrations import IntegrationError, PriorityResolver, queue_name
+from kqueue.api.integrations import registry as integration_registry
 from kqueue.api.integrations.common import owner_reference
 from kqueue.api.v1alpha1 import LocalQueue, ResourceFlavor, Workload
 from kqueue.api.v1alpha1 import constants as c
@@ -588,6 +589,9 @@ class JobReconciler:
         on the nodes now is neither handed to kube-scheduler nor released."""
         if not await self._nodes_fit(wl, by_set, releases, key):
             return None  # held; the guard reconciles it again when capacity frees
+        # Where the pods carry their ranks, as the kind's integration declares it.
+        rank_labels = integration_registry.ranks(self.job.api_version, self.job.kind, obj, wl)
+        releases = {n: replace(r, ranks=rank_labels.get(n)) for n, r in releases.items()}
         if self._gang is not None:
             # The PodGroup first: kube-scheduler must know the gang's size before any of its
             # pods leaves the gate, or it would place them one by one. Across an eviction of a

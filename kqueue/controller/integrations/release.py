@@ -114,8 +114,11 @@ def pinned(
         selector = {**release.node_selector, **release.domains[i][0]}
         return pod, replace(release, node_selector=selector)
 
-    # Pods with ranks (an Indexed Job's) go to their rank's domain, as Kueue's ungater does.
-    by_rank = ranked_domains(release.domains, running, gated, selector_of)
+    # Pods with ranks (their integration declares where) go to their rank's domain, as
+    # Kueue's ungater does.
+    by_rank = ranked_domains(
+        release.domains, running, gated, selector_of, release.ranks, release.count
+    )
     if by_rank is not None:
         return [pinned_to(pod, i) for pod, i in zip(gated, by_rank, strict=True)]
 

@@ -27,11 +27,12 @@ that sets the check Ready; kqueue takes the Ready check for it.
 
 from __future__ import annotations
 
-from dataclasses import replace
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from datetime import timedelta
 from typing import Final
 
-from ..types import Admission, FlavorName, PodSetAssignment
+from ..types import Admission, FlavorName, PodSet, PodSetAssignment, PodSetName, Toleration
 from ..workload import AdmittedWorkload
 from .fit import place_pod_sets, requests_topology
 from .placement import PlacementRequest
@@ -59,6 +60,38 @@ def retry_delay(iteration: int) -> timedelta:
     return min(delay, _RETRY_MAX)
 
 
+@dataclass(frozen=True, slots=True)
+class PodSetUpdate:
+    """What a Ready admission check asks of a pod set's pods (its ``podSetUpdates`` entry): a
+    ProvisioningRequest's nodeSelector and tolerations say which nodes were provisioned for it,
+    so the second pass considers only those (Kueue merges them into the pod set before placing,
+    tas_flavor_snapshot.go ``FindTopologyAssignmentsForFlavor``)."""
+
+    name: PodSetName
+    node_selector: Mapping[str, str] = field(default_factory=dict)
+    tolerations: tuple[Toleration, ...] = ()
+
+
+def with_updates(ps: PodSet, updates: Sequence[PodSetUpdate]) -> PodSet | str:
+    """``ps`` with ``updates`` merged (Kueue's podset ``Merge``: nodeSelector entries added, a
+    key given two values refused, tolerations added once); or why they conflict."""
+    selector = dict(ps.node_selector)
+    tolerations = list(ps.tolerations)
+    for update in updates:
+        if update.name != ps.name:
+            continue
+        for key, value in update.node_selector.items():
+            if selector.get(key, value) != value:
+                return (
+                    f"invalid podSetUpdate for PodSet {ps.name}, error: invalid admission "
+                    f"check PodSetUpdate: conflict for nodeSelector: conflict for key={key}, "
+                    f"value1={selector[key]}, value2={value}"
+                )
+            selector[key] = value
+        tolerations += [t for t in update.tolerations if t not in tolerations]
+    return replace(ps, node_selector=selector, tolerations=tuple(tolerations))
+
+
 def is_pending(psa: PodSetAssignment) -> bool:
     return psa.topology is None and psa.delayed_topology == DELAYED_PENDING
 
@@ -69,12 +102,17 @@ def has_pending(admission: Admission | None) -> bool:
 
 
 def second_pass(
-    aw: AdmittedWorkload, topology: TopologySnapshot, *, delegated: bool = False
+    aw: AdmittedWorkload,
+    topology: TopologySnapshot,
+    *,
+    delegated: bool = False,
+    updates: Sequence[PodSetUpdate] = (),
 ) -> Admission | str:
     """The admission of ``aw`` with its pending pod sets placed on ``topology`` (which holds
     every other placement, this workload's first-pass ones included) and marked Ready; or why
     they do not fit. ``delegated`` (a MultiKueue ClusterQueue): marked Ready with no placement,
-    the worker that runs the workload placed them."""
+    the worker that runs the workload placed them. ``updates``: the Ready checks' podSetUpdates;
+    a pod set is placed only on nodes that match them."""
     if delegated:
         return replace(aw.admission, pod_sets=tuple(
             replace(psa, delayed_topology=DELAYED_READY) if is_pending(psa) else psa
@@ -93,7 +131,9 @@ def second_pass(
                 f"couldn't assign flavors to pod set {psa.name}: Flavor \"{named}\" information "
                 "missing in TAS cache"
             )
-        ps = aw.info.pod_sets[i]
+        ps = with_updates(aw.info.pod_sets[i], updates)
+        if isinstance(ps, str):
+            return ps
         # The first pass delayed only pod sets placed by topology, asked for or implied.
         reqs.append((i, flavors[0], PlacementRequest(ps, psa.count, not requests_topology(ps))))
     placed, failure = place_pod_sets(reqs, topology)

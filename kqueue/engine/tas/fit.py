@@ -29,6 +29,7 @@ from ..types import (
     PodSet,
     PodSetName,
     ResourceFlavor,
+    ResourceName,
     TopologyAssignment,
 )
 from ..workload import WorkloadInfo
@@ -66,16 +67,28 @@ def flavor_mismatch(
     name: FlavorName,
     cq: ClusterQueueSnapshot,
     topology: TopologySnapshot,
+    covered: Collection[ResourceName] | None = None,
 ) -> str | None:
     """Why ``pod_set`` may not take ``flavor`` for topology reasons (Kueue's
-    checkPodSetAndFlavorMatchForTAS), or None."""
+    checkPodSetAndFlavorMatchForTAS), or None. ``covered``: the resources of the flavor's
+    resource group."""
     if flavor is None:
         return None
     tas_flavor = flavor.topology_name is not None
     if requests_topology(pod_set):
         if not tas_flavor:
+            if covered is not None and not any(
+                r in covered for r in pod_set.per_pod_node_requests
+            ):
+                # Quota-only resources (a resource transformation's outputs): nothing the
+                # pods place on nodes, so a plain flavor may hold them (Kueue's
+                # hasOverlapWithPodRequestedResources).
+                return None
             return f'Flavor "{name}" does not support TopologyAwareScheduling'
         tree = topology.trees.get(name)
+        if tree is None and delegates_placement(cq.spec, topology.multikueue_checks):
+            # A MultiKueue manager needs no Topology: the worker checks the level and places.
+            return None
         if tree is None:
             return f'Flavor "{name}" information missing in TAS cache'
         level = missing_level(tree, pod_set.topology)

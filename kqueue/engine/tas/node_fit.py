@@ -243,7 +243,7 @@ class NodeFitGuard:
         groups: dict[tuple[object, ...], tuple[PodSet, int]] = {}
         for key in sorted(self.released.pods):
             ps = self.released.pods[key].pod_set
-            group = (eligibility_key(ps), tuple(sorted(ps.requests.items())))
+            group = (eligibility_key(ps), tuple(sorted(ps.per_pod_node_requests.items())))
             template, n = groups.get(group, (_template(ps, "released"), 0))
             groups[group] = (template, n + 1)
         tree = self._tree(cluster, _ANY)
@@ -303,7 +303,7 @@ class NodeFitGuard:
             ) + ")"
             rows.append((-neg, name, text))
         need = ", ".join(
-            "1 pod slot" if r == PODS else f"{format_quantity(d.pod_set.requests[r], r)} {r}"
+            "1 pod slot" if r == PODS else f"{format_quantity(d.pod_set.per_pod_node_requests[r], r)} {r}"
             for r in shown
         )
         prefix = f"pod set {d.pod_set.name}: " if named else ""
@@ -398,7 +398,7 @@ def _template(pod_set: PodSet, name: str) -> PodSet:
 
 
 def _size(pod_set: PodSet) -> tuple[int, ...]:
-    return tuple(v for _, v in sorted(pod_set.requests.items()))
+    return tuple(v for _, v in sorted(pod_set.per_pod_node_requests.items()))
 
 
 def _leaf_counts(

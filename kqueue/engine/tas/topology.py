@@ -357,7 +357,7 @@ def per_pod_requests(pod_set: PodSet) -> Requests:
 
     DRA devices (``pod_set.devices``, dra.py) take quota but no node capacity: drivers publish
     them in ResourceSlices, not in a node's allocatable, and kube-scheduler allocates them."""
-    out = dict(pod_set.requests)
+    out = dict(pod_set.per_pod_node_requests)
     for r, n in pod_set.devices.items():
         left = out.get(r, 0) - n
         if left > 0:
@@ -453,13 +453,16 @@ class TopologySnapshot:
         usage: TopologyUsage | None = None,
         provisioning_checks: frozenset[str] = frozenset(),
         multikueue_checks: frozenset[str] = frozenset(),
+        without_topology: frozenset[FlavorName] = frozenset(),
     ) -> None:
         """``usage``, when given, is what ``workloads`` take on ``trees`` already summed (the
         cache keeps it up to date); the snapshot takes it as its own. ``provisioning_checks``:
         the AdmissionChecks that provision nodes, whose flavors are placed only after them;
         ``multikueue_checks``: the MultiKueue ones, whose ClusterQueues' pod sets the workers
-        place (tas/delayed.py)."""
+        place (tas/delayed.py); ``without_topology``: topology-aware flavors whose Topology this
+        cluster lacks, which only a MultiKueue ClusterQueue may use (its workers place them)."""
         self.trees = trees
+        self.without_topology = without_topology
         self.provisioning_checks = provisioning_checks
         self.multikueue_checks = multikueue_checks
         if usage is not None:
@@ -476,7 +479,7 @@ class TopologySnapshot:
         self.usage.add_workload(wl, -1)
 
     def is_tas(self, flavor: FlavorName) -> bool:
-        return flavor in self.trees
+        return flavor in self.trees or flavor in self.without_topology
 
 
 def build_trees(
