@@ -633,12 +633,20 @@ class GangPlacement:
 
     async def _rebooked(self, other: Workload, by: str) -> None:
         """Write ``other``'s re-booked assignment (its pods are not pinned: kube-scheduler
-        places them wherever its constraint finds room)."""
+        places them wherever its constraint finds room). A conflict (the Workload changed since
+        it was read) reads it again and applies the re-booked topology assignments to what it
+        holds now, as the other status writes do (``Kube.modify_status``)."""
         try:
-            await self._kube.replace_status(WORKLOADS, other.to_dict(), namespace=other.namespace)
+            written = await self._kube.modify_status(
+                WORKLOADS, other.name, rebooking(other), namespace=other.namespace
+            )
         except KubeError as exc:
             # The engine holds the new booking until the Workload is seen again.
             logger.info("re-booking %s: %s", other.key, exc)
+            return
+        if written is None:
+            # Gone, or no longer admitted as it was re-booked: nothing to re-book.
+            logger.info("re-booking %s: its admission changed meanwhile", other.key)
             return
         assert other.status.admission is not None
         where = "; ".join(
@@ -895,3 +903,33 @@ class GangPlacement:
                 continue
             except KubeError as exc:
                 logger.info("deleting PodGroup %s/%s: %s", wl.namespace, name, exc)
+
+
+def rebooking(rebooked: Workload) -> Callable[[Obj], Obj | None]:
+    """The change that puts ``rebooked``'s topology assignments into a Workload as read again:
+    only while it is still admitted in the same ClusterQueue with the same pod sets (otherwise
+    its booking was released or replaced meanwhile, and None: nothing to write). Idempotent."""
+    assert rebooked.status.admission is not None
+    admission = rebooked.to_dict()["status"]["admission"]
+    wanted = {
+        psa["name"]: psa["topologyAssignment"]
+        for psa in admission["podSetAssignments"]
+        if psa.get("topologyAssignment") is not None
+    }
+
+    def change(obj: Obj) -> Obj | None:
+        current = (obj.get("status") or {}).get("admission")
+        if current is None or current.get("clusterQueue") != admission["clusterQueue"]:
+            return None
+        assignments = current.get("podSetAssignments") or []
+        if {psa.get("name") for psa in assignments} != {
+            psa["name"] for psa in admission["podSetAssignments"]
+        }:
+            return None
+        for psa in assignments:
+            if psa["name"] in wanted:
+                psa["topologyAssignment"] = wanted[psa["name"]]
+        return obj
+
+    return change
+

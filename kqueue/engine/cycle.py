@@ -194,8 +194,13 @@ class FlavorScans:
         self._state.pop(key, None)
 
 
-def _order_key(e: Entry) -> tuple[int, int, datetime, str, str]:
-    return (e.borrowing(), -e.info.priority, e.info.order_time(), e.info.uid, e.info.key)
+def _order_key(e: Entry) -> tuple[bool, int, int, datetime, str, str]:
+    # A preemptor first (Kueue's PrioritizePreemptorWorkloads): its victims, requeued, would
+    # otherwise take back the quota they freed for it.
+    return (
+        not e.preemptor, e.borrowing(), -e.info.priority, e.info.order_time(), e.info.uid,
+        e.info.key,
+    )
 
 
 def _resources_to_reserve(e: Entry, cq: ClusterQueueSnapshot) -> Usage:
@@ -252,7 +257,7 @@ class _Cycle:
             e.requeue_reason = RequeueReason.PREEMPTION_NO_CANDIDATES
             e.reason = PendingReason.WAITING_FOR_QUOTA
             waits = self._waits_for_protection(e)
-            if not cq.can_always_reclaim() or waits:
+            if not cq.can_always_reclaim() or waits or e.preemptor:
                 reserve = _resources_to_reserve(e, cq)
                 cq.add_usage(reserve)
                 if waits:
@@ -472,6 +477,8 @@ def run_cycle(
         lambda i, cq: scan.get(cache, i, cq),
         misconfigured=misconfigured,
     )
+    for e in entries:
+        e.preemptor = queues.is_preemptor(e.info.key, e.cluster_queue)
     # 4. Order, and 5. process: by the fair-sharing tournament, re-run before every entry, or
     # sorted once.
     entries.sort(key=_order_key)

@@ -54,6 +54,9 @@ class Entry:
     non_preemptible: bool = False
     # The admitted WorkloadSlice this entry replaces (finished when it is admitted).
     replaces: AdmittedWorkload | None = None
+    # It issued preemptions in an earlier cycle and waits to be admitted in their place (Kueue's
+    # IsPreemptor): ordered before the other heads, it holds back what it waits for.
+    preemptor: bool = False
 
     def mode(self) -> Mode:
         return Mode.NO_FIT if self.assignment is None else self.assignment.mode()

@@ -74,6 +74,10 @@ class ClusterQueueQueue:
         self.inadmissible: dict[WorkloadKey, WorkloadInfo] = {}
         # A BestEffortFIFO preemptor waiting for its victims stays at the head (Kueue #6929).
         self.sticky: WorkloadKey | None = None
+        # The workload that issued preemptions and waits to be admitted in their place, in any
+        # queueing strategy (Kueue's preemptorWorkload): the cycle orders it before the other
+        # heads, so that its victims, requeued, do not take back the quota they freed for it.
+        self.preemptor: WorkloadKey | None = None
         self._version = 0
         # Admission fair sharing: heads come from the LocalQueue with the lowest usage, so the
         # workloads are also kept in one heap per LocalQueue (same lazy removal); only then.
@@ -185,6 +189,8 @@ class ClusterQueueQueue:
         self.inadmissible.pop(key, None)
         if self.sticky == key:
             self.sticky = None
+        if self.preemptor == key:
+            self.preemptor = None
 
     def pop(self) -> WorkloadInfo | None:
         if self.sticky is not None and self.sticky in self._active:
@@ -210,8 +216,14 @@ class ClusterQueueQueue:
         is False (it has flavors left to try, so its verdict is not final)."""
         if reason == RequeueReason.PENDING_PREEMPTION:
             self.sticky = info.key if self.strategy == QueueingStrategy.BEST_EFFORT_FIFO else None
-        elif self.sticky == info.key:
-            self.sticky = None
+            self.preemptor = info.key
+        else:
+            # A preemptor that no longer preempts gives up its precedence (unlike Kueue, which
+            # keeps it until admission): it holds nothing back for good.
+            if self.sticky == info.key:
+                self.sticky = None
+            if self.preemptor == info.key:
+                self.preemptor = None
         if self.strategy == QueueingStrategy.STRICT_FIFO:
             immediate = reason != RequeueReason.NAMESPACE_MISMATCH
         else:
@@ -433,6 +445,11 @@ class QueueManager:
 
     def blocked(self, key: WorkloadKey) -> Blocked | None:
         return self._blocked.get(key)
+
+    def is_preemptor(self, key: WorkloadKey, cq: ClusterQueueName) -> bool:
+        """Whether ``key`` issued preemptions in ``cq`` and waits to be admitted in their place."""
+        q = self.queues.get(cq)
+        return q is not None and q.preemptor == key
 
     def cluster_queue_of(self, key: WorkloadKey) -> ClusterQueueName | None:
         """The ClusterQueue the workload is queued in (None when blocked)."""

@@ -11,7 +11,7 @@ from typing import Any
 
 from kqueue.api.v1alpha1 import Workload
 from kqueue.api.v1alpha1 import constants as c
-from kqueue.controller.gang import PODGROUPS_V1BETA1, GangPlacement
+from kqueue.controller.gang import PODGROUPS_V1BETA1, GangPlacement, rebooking
 from kqueue.controller.gang_topology import Books, booked_where_bound
 from kqueue.controller.resources import WORKLOADS
 from kqueue.engine import from_api
@@ -188,3 +188,42 @@ async def test_the_job_reconciler_moves_a_booking_only_while_its_pods_are_unpinn
     assert [books.movable(_stored(cluster, f"low-{i}")) for i in (0, 1)] == [True, False]
     placement.topology = "NodeSelector"
     assert not books.movable(_stored(cluster, "low-0"))
+
+
+async def test_a_re_booking_that_meets_a_conflict_is_read_again_and_written(
+    cluster: FakeCluster,
+) -> None:
+    """low-2's re-booking write is answered 409 Conflict once (the Workload changed since it
+    was read): it is read again, the re-booked assignment applied to it, and written."""
+    events = Events()
+    cluster.server.fail("PUT", WORKLOADS, "low-2", code=409, times=1)
+    await _follow_two(cluster, events, books=True)
+    assert _racks(_stored(cluster, "low-2")) == {"r0"}
+    assert events.reasons("low-2") == ["TopologyAssignmentRebooked"]
+    puts = [
+        r.status for r in cluster.server.requests_to("PUT", WORKLOADS, subresource="status")
+        if r.name == "low-2"
+    ]
+    assert puts == [409, 200]  # the one refused, then the one written
+
+
+def test_a_re_booking_is_not_applied_to_a_workload_no_longer_admitted() -> None:
+    """Read again after a conflict, a Workload evicted meanwhile gets nothing written: its
+    booking was released, and the engine books it afresh when it is admitted again."""
+    low = Workload.model_validate(_low(2))
+    change = rebooking(low)
+    evicted = _low(2)
+    evicted["status"].pop("admission")
+    assert change(evicted) is None
+    elsewhere = _low(2)
+    elsewhere["status"]["admission"]["clusterQueue"] = "other"
+    assert change(elsewhere) is None
+    same = _low(2)
+    same["status"]["admission"]["podSetAssignments"][0]["topologyAssignment"] = _assignment(
+        _hosts(0)
+    )
+    written = change(same)
+    assert written is not None
+    assert written["status"]["admission"]["podSetAssignments"][0]["topologyAssignment"] == (
+        low.to_dict()["status"]["admission"]["podSetAssignments"][0]["topologyAssignment"]
+    )

@@ -17,9 +17,10 @@ ones, which the shares decide). The protection comes from the Configuration or f
   (On the fair-sharing path the shares decide whether the free quota and the victims make
   room; the instants are pinned by tests/simulate/test_protection.py.)
 * **No partial set**: every victim goes at urgent's admission, none before it (an unprotected
-  victim is not evicted while urgent still waits for a protected one). Not on the fair-sharing
-  path: there the victims, requeued at once, may be admitted again before urgent
-  (``test_fair_sharing_victims_readmitted_before_their_preemptor``, a known limit).
+  victim is not evicted while urgent still waits for a protected one). On the fair-sharing path
+  too: urgent, ordered first, takes what its victims freed, and a preemption its victims would
+  undo is not made (``test_fair_sharing_no_preemption_that_its_victims_would_undo``).
+* **Not taken back**: urgent, once admitted, is not preempted.
 """
 
 from __future__ import annotations
@@ -27,7 +28,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import timedelta
 
-import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
@@ -223,8 +223,8 @@ def test_no_preemption_before_protection_ends_and_no_admission_after_it(case: Ca
         s for i in range(len(case.victims))
         for s in _seconds(sim, PREEMPTED, f"{case.victim_cq}/v{i}")
     ]
-    if case.path != "fair":
-        assert all([s] == admitted_at for s in preemptions), (admitted_at, preemptions)
+    assert all([s] == admitted_at for s in preemptions), (admitted_at, preemptions)
+    assert _seconds(sim, PREEMPTED, "prod/urgent") == []
     # Each on the path the case protects.
     reasons = {e.reason for e in sim.events if e.type == PREEMPTED}
     assert reasons <= {case.reason()}, reasons
@@ -271,17 +271,35 @@ def test_fair_sharing_path_waits_for_the_victims_protection() -> None:
     assert _seconds(sim, ADMITTED, "prod/urgent") == [600]
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "known limit (docs/fair-sharing.md, Preemption): the victims, requeued at once, go before "
-    "their preemptor, because fair sharing orders a cohort's heads by their share after "
-    "admission, and take back what their eviction freed"
-))
-def test_fair_sharing_victims_readmitted_before_their_preemptor() -> None:
+def test_fair_sharing_no_preemption_that_its_victims_would_undo() -> None:
     """Found by the property above (protection plays no part: 0 s). The cohort's 8 cpu are all
-    dev's (1, 1, 3 and 3 cpu); urgent (5 cpu) arrives in prod at 301 s, and fair sharing lets it
-    preempt dev/v0, v1 and v2. In the next cycle dev/v0's share after admission (4 of 8 cpu)
-    is below urgent's (5 of 8), so dev/v0 goes first, then v1 and v2: urgent no longer fits,
-    and the three were evicted for nothing. The behaviour wanted: no victim evicted unless urgent
-    is admitted in its place."""
+    dev's (1, 1, 3 and 3 cpu); urgent (5 cpu) arrives in prod at 301 s. Fair sharing would let
+    it preempt dev/v0, v1 and v2 (LessThanInitialShare: 5 of 8 below dev's 8 of 8), but dev/v0,
+    requeued, would preempt urgent back under the same rule (dev's 4 of 8 below urgent's 5 of
+    8): the three would have been evicted for nothing (they were, before: readmitted ahead of
+    urgent). kqueue makes no such preemption (preemption/undo.py); urgent waits and says why."""
     sim = _simulate(Case("fair", 8, ((1, 0), (1, 0), (3, 0), (3, 0)), 5, 301, 0, False))
+    assert [e for e in sim.events if e.type == PREEMPTED] == []
+    assert _seconds(sim, ADMITTED, "prod/urgent") == []
+    assert [_seconds(sim, ADMITTED, f"dev/v{i}") for i in range(4)] == [[0]] * 4
+    assert isinstance(sim.engine.preemptor, ClassicalPreemptor)
+    search = sim.engine.preemptor.explain("prod/urgent")
+    assert search is not None and search.targets == ()
+    assert (
+        "no preemption that its victims would undo: dev/v0, requeued, would preempt it back "
+        "under LessThanInitialShare: share of dev's side with it 500 (cpu) against 625 (cpu) "
+        "for prod's side with the preemptor"
+    ) in search.message
+
+
+def test_fair_sharing_preemption_that_holds_admits_the_preemptor_at_once() -> None:
+    """Two 4-cpu workloads of dev fill the cohort; urgent (4 cpu) takes one's place, and the
+    victim, requeued (dev back at 8 of 8 against prod's 4 of 8), cannot take it back."""
+    sim = _simulate(Case("fair", 8, ((4, 0), (4, 0)), 4, 301, 0, False))
+    assert [(e.workload, e.preemptor) for e in sim.events if e.type == PREEMPTED] == [
+        ("dev/v0", "prod/urgent")
+    ]
+    assert _seconds(sim, PREEMPTED, "dev/v0") == [301]
     assert _seconds(sim, ADMITTED, "prod/urgent") == [301]
+    assert _seconds(sim, PREEMPTED, "prod/urgent") == []
+    assert _seconds(sim, ADMITTED, "dev/v0") == [0]  # not readmitted

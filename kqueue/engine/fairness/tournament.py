@@ -154,7 +154,9 @@ def _tournament(
 def less(
     a: Entry, b: Entry, cohort: str, shares: Mapping[tuple[str, WorkloadKey], Share]
 ) -> bool:
-    """Kueue's entryComparer.less at ``cohort``."""
+    """Kueue's entryComparer.less at ``cohort``, a preemptor first (PrioritizePreemptorWorkloads)."""
+    if a.preemptor != b.preemptor:
+        return a.preemptor
     sa, sb = shares[(cohort, a.info.key)], shares[(cohort, b.info.key)]
     borrow_a, borrow_b = sa.borrowing_on(_usage(a)), sb.borrowing_on(_usage(b))
     if borrow_a != borrow_b:

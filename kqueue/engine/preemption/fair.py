@@ -290,7 +290,7 @@ class FairSearch:
 
     # -- shares ------------------------------------------------------------------------------
 
-    def _almost_lcas(self, target: ClusterQueueSnapshot) -> tuple[Node, Node]:
+    def almost_lcas(self, target: ClusterQueueSnapshot) -> tuple[Node, Node]:
         lca: CohortNode | None = None
         for ancestor in target.path_to_root():
             if id(ancestor) in self.ancestors:
@@ -300,13 +300,13 @@ class FairSearch:
         return _below(self.ctx.cq, lca), _below(target, lca)
 
     def _shares(self, target: ClusterQueueSnapshot) -> tuple[Share, Share]:
-        mine, theirs = self._almost_lcas(target)
+        mine, theirs = self.almost_lcas(target)
         return share_of(mine), share_of(theirs)
 
     def _share_after_removal(self, target: ClusterQueueSnapshot, wl: AdmittedWorkload) -> Share:
         target.remove_usage(wl.usage)
         try:
-            return share_of(self._almost_lcas(target)[1])
+            return share_of(self.almost_lcas(target)[1])
         finally:
             target.add_usage(wl.usage)
 

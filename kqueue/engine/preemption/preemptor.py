@@ -37,6 +37,7 @@ from .protection import Protected, ProtectionWait
 from .report import Numbers, VictimSearch, describe, missing, victim_details
 from .seam import PreemptionOracle, PreemptionPossibility, Target, preemption_message
 from .search import SearchInput
+from .undo import undoing_victim
 
 
 class ClassicalPreemptor:
@@ -119,6 +120,9 @@ class ClassicalPreemptor:
         """The victims under fair sharing (fair.py), with their messages."""
         search = FairSearch(ctx, snapshot, config.strategies)
         found = search.run()
+        undone = undoing_victim(search, found) if found is not None else None
+        if undone is not None:
+            found = None
         wait = self._wait(wl.key, found is not None, search.protected)
         targets: list[Target] = []
         numbers = Numbers(wl.priority, ctx.cq.cq_name, missing(ctx))
@@ -135,6 +139,8 @@ class ClassicalPreemptor:
             message = f"fair sharing: preempting {len(fresh)} workload(s) to free " + (
                 describe(missing(ctx)) or "nothing"
             )
+        elif undone is not None:
+            message = f"fair sharing: no preemption that its victims would undo: {undone}"
         elif waiting or wait is not None:
             message = _outcome(wl, ctx, None, waiting, wait, _now(snapshot))
         else:
@@ -286,10 +292,11 @@ class _Oracle:
         )
         victims: list[AdmittedWorkload] | None = None
         if self.snapshot.fair_sharing is not None:
-            fair = FairSearch(
+            search = FairSearch(
                 ctx, self.snapshot, self.snapshot.fair_sharing.strategies, record=False
-            ).run()
-            if fair is not None:
+            )
+            fair = search.run()
+            if fair is not None and undoing_victim(search, fair) is None:
                 victims = [t.workload for t in fair.targets]
         else:
             found = Search(ctx, self.snapshot, record=False).run()

@@ -80,13 +80,21 @@ def policy_allows(
 ) -> bool:
     """Kueue's satisfiesPreemptionPolicy, with the priorities of docs/contracts.md §3: the victim's
     preemption priority against the preemptor's scheduling priority."""
-    mine, theirs = preemptor.priority, wl.info.preemption_priority
+    return info_policy_allows(policy, preemptor, wl.info)
+
+
+def info_policy_allows(
+    policy: PreemptionPolicy, preemptor: WorkloadInfo, victim: WorkloadInfo
+) -> bool:
+    """``policy_allows`` for a victim that is not admitted yet (preemption/undo.py asks it of
+    a preemptor about to be)."""
+    mine, theirs = preemptor.priority, victim.preemption_priority
     if policy == PreemptionPolicy.ANY or theirs < mine:
         return True
     return (
         policy == PreemptionPolicy.LOWER_OR_NEWER_EQUAL_PRIORITY
         and theirs == mine
-        and preemptor.order_time() < wl.info.order_time()
+        and preemptor.order_time() < victim.order_time()
     )
 
 
