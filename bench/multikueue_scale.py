@@ -37,6 +37,7 @@ import argparse
 import asyncio
 import concurrent.futures
 import json
+import os
 import signal
 import sys
 import time
@@ -176,6 +177,25 @@ def workload_requests(by_verb_resource: dict[str, int], own: int) -> int:
     return sum(v for k, v in by_verb_resource.items()
                if not k.startswith("WATCH ") and k.split(" ", 1)[1].split("/")[0]
                in WORKLOAD_RESOURCES) - own
+
+
+# What the manager's kqueue logs when a write on a worker fails (controller.py), by kind.
+REMOTE_WRITE_LOG = {
+    "copyNotMade": "not copied to",
+    "copyNotDeleted": "not deleted:",
+    "jobNotMade": "not created on",
+    "copyNotSeenSentAgain": "did not show; sending it again",
+    "noAnswer": "TimeoutError: no answer",
+}
+
+
+def remote_write_failures(log: Path) -> dict[str, int]:
+    """How often the manager's log says each of REMOTE_WRITE_LOG (its last start only)."""
+    try:
+        text = log.read_text(errors="replace").rsplit("==== start #", 1)[-1]
+    except OSError:
+        return {}
+    return {key: text.count(needle) for key, needle in REMOTE_WRITE_LOG.items()}
 
 
 def percentiles(values: list[float]) -> dict[str, float]:
@@ -340,11 +360,17 @@ async def bench(args: argparse.Namespace, clusters: dict[str, LocalCluster],
         print(f"created {args.workloads} Jobs in {created:.1f}s ({create_retries} creates sent "
               "again)", file=sys.stderr, flush=True)
 
+        load_samples: list[list[float]] = []
+
         async def progress() -> None:
             while True:
                 await asyncio.sleep(30)
+                load = [round(x, 2) for x in os.getloadavg()]
+                admitted = sum(1 for r in runner.records.values() if r.remote_admitted)
+                load_samples.append([round(time.monotonic() - t0), runner.placed, admitted, *load])
                 print(f"{time.monotonic() - t0:.0f}s: {runner.placed} of {args.workloads} "
-                      "placed", file=sys.stderr, flush=True)
+                      f"placed, {admitted} with a copy admitted; load {load}",
+                      file=sys.stderr, flush=True)
 
         reporter = asyncio.create_task(progress())
         timed_out = False
@@ -418,6 +444,9 @@ async def bench(args: argparse.Namespace, clusters: dict[str, LocalCluster],
         "placedPerWorker": dict(sorted(winners.items())),
         "remainingWorkerCopies": remaining,
         "managerKqueue": {"cpuSeconds": round(cpu, 1), "peakRssMiB": peak // 2**20},
+        # [seconds after the first create, placed, with a copy admitted, load 1/5/15 min]
+        "progressSamples": load_samples,
+        "managerRemoteWriteFailures": remote_write_failures(kqs["manager"].log_path),
         "workerKqueuesCpuSeconds": round(wcpu, 1),
         "rssMiBByKind": rss,
         # On WORKLOAD_RESOURCES; "requests" also has every count and the idle-rate estimate.
