@@ -184,7 +184,7 @@ REMOTE_WRITE_LOG = {
     "copyNotMade": "not copied to",
     "copyNotDeleted": "not deleted:",
     "jobNotMade": "not created on",
-    "copyNotSeenSentAgain": "did not show; sending it again",
+    "copyNotSeenInTime": "not seen within",
     "noAnswer": "TimeoutError: no answer",
 }
 

@@ -20,6 +20,7 @@ from kqueue.controller.admission_checks.multikueue.controller import (
 )
 from kqueue.controller.admission_checks.multikueue.remote_writes import (
     REMOTE_WRITE_TIMEOUT_SECONDS,
+    RemoteWrites,
     WorkerBackoff,
 )
 from kqueue.controller.kube import Kube
@@ -239,3 +240,30 @@ async def test_one_slow_worker_does_not_hold_writes_to_another(
     finally:
         w1.server.release()
         await mkc.writes.close()
+
+
+async def test_a_deletion_goes_after_the_same_copys_create_in_flight() -> None:
+    """A loser's copy deleted while its create is still in flight: the deletion waits for the
+    create, so that the copy the create makes is not left on the worker."""
+    writes = RemoteWrites(wake=lambda _key: None)
+    order: list[str] = []
+    release = asyncio.Event()
+
+    async def create() -> bool:
+        await release.wait()
+        order.append("create")
+        return True
+
+    async def delete() -> bool:
+        order.append("delete")
+        return True
+
+    created = writes.start("create", "w1", "ns/a", create)
+    deleted = writes.start("delete", "w1", "ns/a", delete)
+    other = writes.start("delete", "w1", "ns/b", delete)  # another copy's: not held
+    assert created is not None and deleted is not None and other is not None
+    await other
+    assert order == ["delete"]
+    release.set()
+    await deleted
+    assert order == ["delete", "create", "delete"]

@@ -499,6 +499,7 @@ class MultiKueueController:
             self.writes.failed(cluster, f"{namespace}/{workload}", exc)
             return False
         self.writes.succeeded(cluster)
+        self.writes.confirmed(cluster, f"{namespace}/{workload}")  # gone on purpose
         return True
 
     async def cleanup(self, wl: Workload) -> None:

@@ -118,7 +118,8 @@ class RemoteWrites:
         if self.clock() < until:
             return True
         del self._unconfirmed[(worker, key)]
-        logger.info("MultiKueue: the copy of %s on %s did not show; sending it again", key, worker)
+        logger.info("MultiKueue: the copy of %s on %s not seen within %.0fs of its create",
+                    key, worker, self.confirm_seconds)
         return False
 
     def unconfirmed(self, worker: str, key: str) -> None:
@@ -155,9 +156,13 @@ class RemoteWrites:
         if wkey in self._in_flight:
             return None
         limit = self._limits.setdefault(worker, asyncio.Semaphore(self.per_worker))
+        # A deletion goes after the same copy's create in flight, or the copy it makes is left.
+        before = self._in_flight.get(("create", worker, key)) if what == "delete" else None
 
         async def run() -> bool:
             try:
+                if before is not None:
+                    await asyncio.wait([before])  # its outcome is its own
                 async with limit:
                     return await write()
             finally:
