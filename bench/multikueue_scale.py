@@ -42,6 +42,7 @@ import signal
 import sys
 import time
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -374,8 +375,14 @@ async def bench(args: argparse.Namespace, clusters: dict[str, LocalCluster],
 
         reporter = asyncio.create_task(progress())
         timed_out = False
+        limit = args.timeout - created
+        if args.stop_at is not None:
+            # Placement ends by --stop-at less the settling and the stopping, whatever the start-up
+            # took (a shared machine's deadline).
+            left = (args.stop_at - datetime.now(UTC)).total_seconds() - args.settle - STOP_SECONDS
+            limit = min(limit, max(0.0, left))
         try:
-            await asyncio.wait_for(runner.done.wait(), timeout=args.timeout - created)
+            await asyncio.wait_for(runner.done.wait(), timeout=limit)
         except TimeoutError:
             timed_out = True
         reporter.cancel()
@@ -438,6 +445,7 @@ async def bench(args: argparse.Namespace, clusters: dict[str, LocalCluster],
         "createSeconds": round(created, 1),
         "createRetries": create_retries,
         "placedSeconds": round(placed_at, 1), "timedOut": timed_out, "placed": runner.placed,
+        "placementLimitSeconds": round(limit + created, 1),
         "wallSeconds": round(wall, 1),
         "dispatchLatencySeconds": percentiles(latencies),
         "quotaReservedToClusterNameSeconds": percentiles(named),
@@ -459,6 +467,19 @@ async def bench(args: argparse.Namespace, clusters: dict[str, LocalCluster],
     }
 
 
+# What stopping eleven kqueues and control planes takes (allowed for by --stop-at).
+STOP_SECONDS = 60.0
+
+
+def _utc(text: str) -> datetime:
+    """Today's ``HH:MM`` (UTC)."""
+    try:
+        hour, minute = (int(x) for x in text.split(":"))
+        return datetime.now(UTC).replace(hour=hour, minute=minute, second=0, microsecond=0)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--stop-at {text!r}: allowed: HH:MM (UTC)") from None
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--workers", type=int, default=10)
@@ -471,6 +492,9 @@ def main() -> None:
     parser.add_argument("--settle", type=float, default=30,
                         help="after the last placement, wait this long before counting (s)")
     parser.add_argument("--idle-window", type=float, default=20)
+    parser.add_argument("--stop-at", type=_utc, default=None,
+                        help="end by this UTC time (HH:MM): placing stops in time to settle, "
+                        "count and stop everything by then")
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args()
     if args.workers < 1 or args.workers > 20:
