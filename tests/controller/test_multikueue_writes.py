@@ -267,3 +267,13 @@ async def test_a_deletion_goes_after_the_same_copys_create_in_flight() -> None:
     release.set()
     await deleted
     assert order == ["delete", "create", "delete"]
+
+
+async def test_a_confirmed_copy_is_not_looked_at_again_at_the_windows_end() -> None:
+    woken: list[str] = []
+    writes = RemoteWrites(wake=woken.append, confirm_seconds=0.05)
+    writes.unconfirmed("w1", "ns/seen")
+    writes.unconfirmed("w1", "ns/unseen")
+    writes.confirmed("w1", "ns/seen")
+    await asyncio.sleep(0.1)
+    assert woken == ["ns/unseen"]

@@ -126,7 +126,13 @@ class RemoteWrites:
         """A create of ``key`` on ``worker`` may have made the copy: wait for its watch to show
         it, and look again when the wait is over."""
         self._unconfirmed[(worker, key)] = self.clock() + self.confirm_seconds
-        asyncio.get_running_loop().call_later(self.confirm_seconds, self.wake, key)
+
+        def look_again() -> None:
+            # Only for a copy still not seen: one seen meanwhile needs no second look.
+            if (worker, key) in self._unconfirmed:
+                self.wake(key)
+
+        asyncio.get_running_loop().call_later(self.confirm_seconds, look_again)
 
     def confirmed(self, worker: str, key: str) -> None:
         """The copy was seen (or deleted on purpose)."""
