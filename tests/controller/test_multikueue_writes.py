@@ -25,13 +25,20 @@ from kqueue.controller.admission_checks.multikueue.remote_writes import (
 )
 from kqueue.controller.kube import Kube
 from kqueue.controller.metrics import Metrics
-from kqueue.controller.resources import WORKLOADS
+from kqueue.controller.resources import JOBS, WORKLOADS
 from kqueue.controller.webhook_server.server import WEBHOOK_TIMEOUT_SECONDS
 from kqueue.controller.webhooks.config import webhook_configurations
 from tests.controller import test_multikueue_dispatch as dispatch
 from tests.controller.fake_apiserver import FakeCluster, eventually
 from tests.controller.multikueue_workers import ReachableWorkers
-from tests.controller.test_multikueue_dispatch import NOW, _controller, _Events, _read, _setup
+from tests.controller.test_multikueue_dispatch import (
+    NOW,
+    _admitted_status,
+    _controller,
+    _Events,
+    _read,
+    _setup,
+)
 
 # The fixtures: a manager and two workers, in-process.
 manager, w1, w2 = dispatch.manager, dispatch.w1, dispatch.w2
@@ -277,3 +284,23 @@ async def test_a_confirmed_copy_is_not_looked_at_again_at_the_windows_end() -> N
     writes.confirmed("w1", "ns/seen")
     await asyncio.sleep(0.1)
     assert woken == ["ns/unseen"]
+
+
+async def test_a_winner_that_fails_the_jobs_read_backs_off_and_the_sync_goes_on(
+    manager: FakeCluster, w1: FakeCluster, w2: FakeCluster
+) -> None:
+    """The winner's job is made in the background: a worker that fails its read (before the
+    kind's watch has listed) is the worker's failure, backed off, not an exception lost in a
+    task."""
+    mkc = _mkc(manager, {"w1": w1.kube, "w2": w2.kube})
+    wl, check = await _setup(manager)
+    synced = await mkc.sync(wl, check, _pending(), NOW)
+    await w2.kube.modify_status(
+        WORKLOADS, "job-j", lambda o: {**o, "status": _admitted_status()}, namespace="ns"
+    )
+    w2.server.fail("GET", JOBS, code=503, times=1)
+    synced = await mkc.sync(await _read(manager), check, synced.state, NOW)
+    assert synced.state.state == "Ready"
+    assert w2.server.get(JOBS, "j", "ns") is None
+    assert mkc.writes.backoff.left("w2") > 0
+    assert synced.again_after is not None and synced.again_after <= mkc.writes.backoff.left("w2") + 0.1

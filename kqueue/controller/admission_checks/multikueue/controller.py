@@ -339,11 +339,11 @@ class MultiKueueController:
             winner = plan.winner
 
             async def jobs() -> bool:
-                await asyncio.gather(*(
+                made = await asyncio.gather(*(
                     self._ensure_remote_job(winner, adapter, m, wl.name, _name(m))
                     for m in members
                 ))
-                return True
+                return all(made)
 
             start("job", winner, jobs)
         ok = await self.writes.settle(wl.key, tasks)
@@ -404,29 +404,35 @@ class MultiKueueController:
 
     async def _ensure_remote_job(
         self, cluster: str, adapter: adapters.Adapter, local: Obj, workload: str, job_name: str
-    ) -> None:
+    ) -> bool:
+        """The job on the winner; False when the worker failed the read or the create."""
         kube = self._remotes.client(cluster)
         if kube is None:
-            return
+            return True
         namespace = (local.get("metadata") or {}).get("namespace") or "default"
         # From now on this kind's changes on the winner sync the workload (its status).
         self._remotes.watch(cluster, adapter.resource)
-        if await self._remote_object(cluster, kube, adapter.resource, job_name, namespace) is not None:
-            return
         try:
+            # Read from the worker until the kind's watch has listed: a failed read is the
+            # worker's failure too (this runs as a background write, its exception unseen).
+            if await self._remote_object(
+                cluster, kube, adapter.resource, job_name, namespace
+            ) is not None:
+                return True
             await kube.create(
                 adapter.resource, adapter.remote_object(local, workload, self.origin),
                 namespace=namespace, time_limit=REMOTE_WRITE_TIMEOUT_SECONDS,
             )
         except Conflict:
-            return
+            return True
         except KubeError as exc:
             logger.warning("MultiKueue: %s %s/%s not created on %s: %s",
                            adapter.kind, namespace, job_name, cluster, exc)
             self.writes.failed(cluster, f"{namespace}/{workload}", exc)
-            return
+            return False
         self.writes.succeeded(cluster)
         logger.info("MultiKueue: %s %s/%s created on %s", adapter.kind, namespace, job_name, cluster)
+        return True
 
     async def _sync_status(
         self, cluster: str, adapter: adapters.Adapter, local: Obj, job_name: str, finished: bool
