@@ -37,10 +37,12 @@ import argparse
 import asyncio
 import concurrent.futures
 import json
+import os
 import signal
 import sys
 import time
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -178,6 +180,25 @@ def workload_requests(by_verb_resource: dict[str, int], own: int) -> int:
                in WORKLOAD_RESOURCES) - own
 
 
+# What the manager's kqueue logs when a write on a worker fails (controller.py), by kind.
+REMOTE_WRITE_LOG = {
+    "copyNotMade": "not copied to",
+    "copyNotDeleted": "not deleted:",
+    "jobNotMade": "not created on",
+    "copyNotSeenInTime": "not seen within",
+    "noAnswer": "TimeoutError: no answer",
+}
+
+
+def remote_write_failures(log: Path) -> dict[str, int]:
+    """How often the manager's log says each of REMOTE_WRITE_LOG (its last start only)."""
+    try:
+        text = log.read_text(errors="replace").rsplit("==== start #", 1)[-1]
+    except OSError:
+        return {}
+    return {key: text.count(needle) for key, needle in REMOTE_WRITE_LOG.items()}
+
+
 def percentiles(values: list[float]) -> dict[str, float]:
     if not values:
         return {}
@@ -262,7 +283,10 @@ async def wait_active(kube: Kube, n: int, within: float) -> None:
         await asyncio.sleep(1)
 
 
-_CREATE_ATTEMPTS = 5
+# A create refused past the manager's webhook deadline is sent again after 1, 2, 4 ... 10 s: the
+# manager's kqueue answers its webhooks while it dispatches the Jobs before (5 attempts 1 s apart
+# ended a 10 x 1,000 run at Job 324).
+_CREATE_ATTEMPTS = 20
 
 
 async def create_jobs(kube: Kube, count: int, concurrency: int) -> int:
@@ -286,7 +310,7 @@ async def create_jobs(kube: Kube, count: int, concurrency: int) -> int:
                     if not exc.transient or attempt == _CREATE_ATTEMPTS - 1:
                         raise
                     retried += 1
-                    await asyncio.sleep(1)
+                    await asyncio.sleep(min(2.0**attempt, 10.0))
 
     await asyncio.gather(*(worker() for _ in range(concurrency)))
     return retried
@@ -340,16 +364,28 @@ async def bench(args: argparse.Namespace, clusters: dict[str, LocalCluster],
         print(f"created {args.workloads} Jobs in {created:.1f}s ({create_retries} creates sent "
               "again)", file=sys.stderr, flush=True)
 
+        load_samples: list[list[float]] = []
+
         async def progress() -> None:
             while True:
                 await asyncio.sleep(30)
+                load = [round(x, 2) for x in os.getloadavg()]
+                admitted = sum(1 for r in runner.records.values() if r.remote_admitted)
+                load_samples.append([round(time.monotonic() - t0), runner.placed, admitted, *load])
                 print(f"{time.monotonic() - t0:.0f}s: {runner.placed} of {args.workloads} "
-                      "placed", file=sys.stderr, flush=True)
+                      f"placed, {admitted} with a copy admitted; load {load}",
+                      file=sys.stderr, flush=True)
 
         reporter = asyncio.create_task(progress())
         timed_out = False
+        limit = args.timeout - created
+        if args.stop_at is not None:
+            # Placement ends by --stop-at less the settling and the stopping, whatever the start-up
+            # took (a shared machine's deadline).
+            left = (args.stop_at - datetime.now(UTC)).total_seconds() - args.settle - STOP_SECONDS
+            limit = min(limit, max(0.0, left))
         try:
-            await asyncio.wait_for(runner.done.wait(), timeout=args.timeout - created)
+            await asyncio.wait_for(runner.done.wait(), timeout=limit)
         except TimeoutError:
             timed_out = True
         reporter.cancel()
@@ -412,12 +448,16 @@ async def bench(args: argparse.Namespace, clusters: dict[str, LocalCluster],
         "createSeconds": round(created, 1),
         "createRetries": create_retries,
         "placedSeconds": round(placed_at, 1), "timedOut": timed_out, "placed": runner.placed,
+        "placementLimitSeconds": round(limit + created, 1),
         "wallSeconds": round(wall, 1),
         "dispatchLatencySeconds": percentiles(latencies),
         "quotaReservedToClusterNameSeconds": percentiles(named),
         "placedPerWorker": dict(sorted(winners.items())),
         "remainingWorkerCopies": remaining,
         "managerKqueue": {"cpuSeconds": round(cpu, 1), "peakRssMiB": peak // 2**20},
+        # [seconds after the first create, placed, with a copy admitted, load 1/5/15 min]
+        "progressSamples": load_samples,
+        "managerRemoteWriteFailures": remote_write_failures(kqs["manager"].log_path),
         "workerKqueuesCpuSeconds": round(wcpu, 1),
         "rssMiBByKind": rss,
         # On WORKLOAD_RESOURCES; "requests" also has every count and the idle-rate estimate.
@@ -428,6 +468,19 @@ async def bench(args: argparse.Namespace, clusters: dict[str, LocalCluster],
         },
         "requests": requests,
     }
+
+
+# What stopping eleven kqueues and control planes takes (allowed for by --stop-at).
+STOP_SECONDS = 60.0
+
+
+def _utc(text: str) -> datetime:
+    """Today's ``HH:MM`` (UTC)."""
+    try:
+        hour, minute = (int(x) for x in text.split(":"))
+        return datetime.now(UTC).replace(hour=hour, minute=minute, second=0, microsecond=0)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--stop-at {text!r}: allowed: HH:MM (UTC)") from None
 
 
 def main() -> None:
@@ -442,6 +495,9 @@ def main() -> None:
     parser.add_argument("--settle", type=float, default=30,
                         help="after the last placement, wait this long before counting (s)")
     parser.add_argument("--idle-window", type=float, default=20)
+    parser.add_argument("--stop-at", type=_utc, default=None,
+                        help="end by this UTC time (HH:MM): placing stops in time to settle, "
+                        "count and stop everything by then")
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args()
     if args.workers < 1 or args.workers > 20:

@@ -15,6 +15,11 @@ class ReachableWorkers:
 
     def __init__(self, kubes: dict[str, Any]) -> None:
         self._kubes = kubes
+        self.woken: list[str] = []
+        """The workloads queued again (as a copy's watch event queues one)."""
+
+    def on_copy(self, key: str) -> None:
+        self.woken.append(key)
 
     def client(self, name: str) -> Any:
         return self._kubes.get(name)

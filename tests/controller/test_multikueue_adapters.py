@@ -23,6 +23,7 @@ from kqueue.api.v1alpha1.multikueue import CONTROLLER_NAME, ORIGIN_LABEL, ORIGIN
 from kqueue.controller import integrations
 from kqueue.controller.admission_checks.multikueue import adapters
 from kqueue.controller.admission_checks.multikueue.controller import MultiKueueController
+from kqueue.controller.admission_checks.multikueue.remote_writes import RemoteWrites
 from kqueue.controller.integrations.derived import multikueue_rbac
 from kqueue.controller.integrations.job.multikueue import determine_status
 from kqueue.controller.resources import WORKLOADS, Resource
@@ -199,7 +200,8 @@ class _Recorder:
     def __init__(self) -> None:
         self.deleted: list[tuple[str, str, str | None]] = []
 
-    async def delete(self, resource: Resource, name: str, *, namespace: str | None = None) -> None:
+    async def delete(self, resource: Resource, name: str, *, namespace: str | None = None,
+                     time_limit: float | None = None) -> None:
         self.deleted.append((resource.plural, name, namespace))
 
 
@@ -208,6 +210,7 @@ async def test_remote_is_deleted(k: Kind) -> None:
     kube = _Recorder()
     ctrl = MultiKueueController.__new__(MultiKueueController)
     ctrl._remotes = ReachableWorkers({"worker1": kube})  # type: ignore[assignment]
+    ctrl.writes = RemoteWrites(wake=lambda _key: None)
     await ctrl._delete_remote("worker1", "wl1", NS, _adapter(k), "job1")
     assert kube.deleted == [(k.plural, "job1", NS), (WORKLOADS.plural, "wl1", NS)]
 

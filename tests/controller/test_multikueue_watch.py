@@ -7,6 +7,7 @@ worker unusable (``Active=False``) as a failed probe does. Against in-process AP
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -32,10 +33,10 @@ from kqueue.controller.admission_checks.multikueue.clusters import (
     RemoteClusters,
 )
 from kqueue.controller.admission_checks.multikueue.controller import (
-    PENDING_POLL_SECONDS,
     RESYNC_SECONDS,
     MultiKueueController,
 )
+from kqueue.controller.admission_checks.multikueue.remote_writes import WorkerBackoff
 from kqueue.controller.informer import Store
 from kqueue.controller.metrics import Metrics
 from kqueue.controller.resources import JOBS, WORKLOADS
@@ -228,15 +229,22 @@ async def test_copies_are_read_from_the_watches_and_synced_on_their_events(
             configs=configs, clusters=Store[MultiKueueCluster](), checks=Store(),
             remotes=remotes, kube=manager.kube, events=_Events(),  # type: ignore[arg-type]
             settings=cfgmod.MultiKueue(origin=ORIGIN), metrics=Metrics(),
+            backoff=WorkerBackoff(initial=0.2, maximum=0.2),
         )
         wl, check = await _setup(manager)
         state = AdmissionCheckState(name="mk", state="Pending", message="", last_transition_time=NOW)
         w1, w2 = (w.server for _, w in servers)
-        # A copy refused leaves no event: the workload comes back soon, not at the resync.
+        # A copy refused leaves no event: the workload comes back when w1's backoff is over,
+        # not at the resync; until then nothing is sent to w1 again.
         w1.fail("POST", WORKLOADS, code=500, times=1)
         synced = await mkc.sync(wl, check, state, NOW)
-        assert synced.again_after == PENDING_POLL_SECONDS
+        assert synced.again_after is not None and 0 < synced.again_after <= 0.2
         assert w1.objects(WORKLOADS) == []
+        posts = len(w1.requests_to("POST", WORKLOADS))
+        synced = await mkc.sync(await _read(manager), check, synced.state, NOW)
+        assert synced.again_after is not None and synced.again_after <= 0.2
+        assert len(w1.requests_to("POST", WORKLOADS)) == posts
+        await asyncio.sleep(synced.again_after)
         synced = await mkc.sync(await _read(manager), check, synced.state, NOW)
         assert synced.state.state == "Pending"
         assert synced.again_after == RESYNC_SECONDS

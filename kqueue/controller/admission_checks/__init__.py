@@ -97,6 +97,7 @@ class AdmissionChecks:
         self._mk_clusters = mk_clusters
         self.remote_clusters: RemoteClusters | None = None
         self._gc: GarbageCollector | None = None
+        self._mkc: MultiKueueController | None = None
         if mk_configs is not None and mk_clusters is not None:
             settings = multikueue or cfgmod.MultiKueue()
             self.remote_clusters = RemoteClusters(
@@ -110,6 +111,7 @@ class AdmissionChecks:
                 metrics=metrics,
             )
             self.controllers[mkc.controller_name] = mkc
+            self._mkc = mkc
             self._gc = GarbageCollector(
                 remotes=self.remote_clusters, workloads=workloads.store, origin=settings.origin,
                 interval=settings.gc_interval.total_seconds(),
@@ -232,12 +234,17 @@ class AdmissionChecks:
             self.status_queue.add(key)
         for wl in self._workloads.store.objects():
             self._on_workload(wl.key, wl)
-        async with asyncio.TaskGroup() as tasks:
-            tasks.create_task(run_workers(self.status_queue, self.status, workers=1))
-            tasks.create_task(run_workers(
-                self.workload_queue, self.workload_checks, workers=WORKLOAD_CHECK_WORKERS
-            ))
-            if self.remote_clusters is not None:
-                tasks.create_task(self.remote_clusters.run())
-            if self._gc is not None:
-                tasks.create_task(self._gc.run())
+        try:
+            async with asyncio.TaskGroup() as tasks:
+                tasks.create_task(run_workers(self.status_queue, self.status, workers=1))
+                tasks.create_task(run_workers(
+                    self.workload_queue, self.workload_checks, workers=WORKLOAD_CHECK_WORKERS
+                ))
+                if self.remote_clusters is not None:
+                    tasks.create_task(self.remote_clusters.run())
+                if self._gc is not None:
+                    tasks.create_task(self._gc.run())
+        finally:
+            if self._mkc is not None:
+                # MultiKueue's writes still in flight on the workers end with the term.
+                await self._mkc.writes.close()

@@ -24,13 +24,18 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
 from aiohttp import web
 
 from kqueue.controller.kube import loads
 from kqueue.controller.webhook_server.certs import TLS_CERT, TLS_KEY
 from kqueue.controller.webhook_server.patch import json_patch
+
+# Each webhook's timeoutSeconds in kqueue's webhook configurations (Kubernetes' default): how
+# long an API server waits for kqueue's answer. The MultiKueue manager times its writes on a
+# worker from it (admission_checks/multikueue/remote_writes.py).
+WEBHOOK_TIMEOUT_SECONDS: Final = 10
 
 logger = logging.getLogger(__name__)
 

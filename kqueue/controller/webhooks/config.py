@@ -17,6 +17,7 @@ from kqueue.api.v1alpha1 import constants as c
 from kqueue.controller.integrations import Webhook, registry
 from kqueue.controller.kube import Conflict, Kube, NotFound
 from kqueue.controller.resources import Resource
+from kqueue.controller.webhook_server.server import WEBHOOK_TIMEOUT_SECONDS
 from kqueue.controller.webhooks import framework_off, kinds, pod
 
 Obj = dict[str, Any]
@@ -74,7 +75,7 @@ def webhook_configurations(
     frameworks: Iterable[str] = DEFAULT_FRAMEWORKS,
     mutating_name: str = MUTATING_NAME,
     validating_name: str = VALIDATING_NAME,
-    timeout_seconds: int = 10,
+    timeout_seconds: int = WEBHOOK_TIMEOUT_SECONDS,
 ) -> tuple[Obj, Obj]:
     """(MutatingWebhookConfiguration, ValidatingWebhookConfiguration) manifests.
 

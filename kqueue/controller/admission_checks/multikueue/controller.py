@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections.abc import Awaitable, Callable
 from datetime import datetime, timedelta
 from typing import Any, Final
 
@@ -41,6 +42,11 @@ from kqueue.controller.admission_checks.framework import Inactive, Synced
 from kqueue.controller.admission_checks.framework import with_state as _with
 from kqueue.controller.admission_checks.multikueue import adapters
 from kqueue.controller.admission_checks.multikueue.clusters import RemoteClusters
+from kqueue.controller.admission_checks.multikueue.remote_writes import (
+    REMOTE_WRITE_TIMEOUT_SECONDS,
+    RemoteWrites,
+    WorkerBackoff,
+)
 from kqueue.controller.events import EventRecorder
 from kqueue.controller.informer import Store
 from kqueue.controller.kube import Conflict, Kube, KubeError, NotFound
@@ -58,8 +64,9 @@ Obj = dict[str, Any]
 PENDING_POLL_SECONDS: Final = 2.0
 RUNNING_POLL_SECONDS: Final = 3.0
 # Once its workers are watched a workload is synced on their events (a copy or its job
-# changed, a worker connected or was lost), after PENDING_POLL_SECONDS when a copy or deletion
-# on a worker failed (no event comes of it), and, as a safety net, every RESYNC_SECONDS: for
+# changed, a worker connected or was lost), when a write on a worker ends or fails (after the
+# worker's backoff, remote_writes.py: no event comes of a failure), and, as a safety net, every
+# RESYNC_SECONDS: for
 # what fails without this controller seeing it (a job's status not copied back, a job whose
 # kind the worker would not let this manager watch). Kueue has no such resync; 60 s
 # keeps the net's cost at 1,000 waiting workloads to 17 syncs a second, each one read of the
@@ -83,6 +90,7 @@ class MultiKueueController:
         events: EventRecorder,
         settings: cfgmod.MultiKueue,
         metrics: Metrics | None = None,
+        backoff: WorkerBackoff | None = None,
     ) -> None:
         self._metrics = metrics
         self._configs = configs
@@ -94,6 +102,10 @@ class MultiKueueController:
         self._settings = settings
         # Incremental dispatcher: when each workload's current round started (by UID).
         self._rounds: dict[str, datetime] = {}
+        # A write that outlasts its sync queues the workload again as a copy's event does.
+        self.writes = RemoteWrites(wake=lambda key: self._remotes.on_copy(key))
+        if backoff is not None:
+            self.writes.backoff = backoff
 
     @property
     def origin(self) -> str:
@@ -177,7 +189,10 @@ class MultiKueueController:
             nominated=tuple(wl.status.nominated_cluster_names),
             clusters=tuple(cfg.spec.clusters),
             active=frozenset(n for n in cfg.spec.clusters if self._remotes.client(n) is not None),
-            remotes={n: r for n, (r, _) in remotes.items()},
+            remotes={
+                n: mk.Remote() if r is None and self.writes.maybe_there(n, wl.key) else r
+                for n, (r, _) in remotes.items()
+            },
             others_ready=not waiting_for,
             lost_for=self._lost_for(wl.status.cluster_name),
         )
@@ -203,8 +218,10 @@ class MultiKueueController:
         if plan.finish is not None:
             return Synced(new)
         poll = RUNNING_POLL_SECONDS if new.state == "Ready" else PENDING_POLL_SECONDS
-        if not failed and all(self._remotes.watched(n, WORKLOADS) is not None for n in group.active):
+        if all(self._remotes.watched(n, WORKLOADS) is not None for n in group.active):
             poll = RESYNC_SECONDS
+        if failed is not None:
+            poll = min(poll, failed)
         again = poll if plan.again_after is None else min(poll, plan.again_after)
         return Synced(new, again_after=again if new.state in ("Pending", "Ready") else None)
 
@@ -260,6 +277,7 @@ class MultiKueueController:
                 return None
             if obj is None:
                 return name, (None, None)
+            self.writes.confirmed(name, wl.key)
             annotations = (obj.get("metadata") or {}).get("annotations") or {}
             if annotations.get(ORIGIN_UID_ANNOTATION) not in (None, wl.metadata.uid):
                 with contextlib.suppress(KubeError):
@@ -286,28 +304,49 @@ class MultiKueueController:
     async def _carry_out(
         self, wl: Workload, adapter: adapters.Adapter, job_name: str, local: Obj,
         plan: mk.Plan, remotes: dict[str, tuple[mk.Remote | None, Obj | None]], now: datetime,
-    ) -> bool:
-        """Do what ``plan`` says; whether a copy or deletion on a worker failed (no event will
-        come of it: the workload is looked at again soon, not at the resync)."""
+    ) -> float | None:
+        """Do what ``plan`` says; the seconds until the workload should be looked at again
+        because a write on a worker failed or waits for the worker's backoff (no event will
+        come of it), None when none did."""
         namespace = wl.namespace or "default"
-        # One worker after another, a workload's dispatch took the sum of its workers' round
-        # trips (ten workers at a 5 s timeout each: 50 s for one unreachable set); the workers
-        # are independent, so their deletions, then their copies, go out together.
-        deleted = await asyncio.gather(*(
-            self._delete_remote(name, wl.name, namespace, adapter, job_name)
-            for name in plan.delete
-        ))
-        copied = await asyncio.gather(*(self._copy_to(name, wl, namespace) for name in plan.create))
+        # The workers' writes go out together and the sync waits for them only briefly
+        # (remote_writes.py): a slow worker does not hold up the others, nor the other syncs.
+        tasks: list[asyncio.Task[bool]] = []
+        deferred: list[float] = []
+
+        def start(what: str, worker: str, write: Any) -> None:
+            left = self.writes.backoff.left(worker)
+            if left > 0:
+                deferred.append(left)
+                return
+            task = self.writes.start(what, worker, wl.key, write)
+            if task is not None:
+                tasks.append(task)
+
+        for name in plan.delete:
+            self.writes.confirmed(name, wl.key)
+            start("delete", name, _bind(
+                self._delete_remote, name, wl.name, namespace, adapter, job_name
+            ))
+        for name in plan.create:
+            start("create", name, _bind(self._copy_to, name, wl, namespace))
         # The objects that make the job (one, or a pod group's pods) go and come back together.
         members = (
             await adapter.members(self._kube, local)
             if plan.winner is not None or plan.sync_from is not None else []
         )
-        if plan.winner is not None:
+        if plan.winner is not None and members:
             winner = plan.winner
-            await asyncio.gather(*(
-                self._ensure_remote_job(winner, adapter, m, wl.name, _name(m)) for m in members
-            ))
+
+            async def jobs() -> bool:
+                made = await asyncio.gather(*(
+                    self._ensure_remote_job(winner, adapter, m, wl.name, _name(m))
+                    for m in members
+                ))
+                return all(made)
+
+            start("job", winner, jobs)
+        ok = await self.writes.settle(wl.key, tasks)
         if plan.sync_from is not None:
             source, done = plan.sync_from, plan.finish is not None
             await asyncio.gather(*(
@@ -323,21 +362,39 @@ class MultiKueueController:
                 return out.to_dict() if out is not None else None
 
             await self._kube.modify_status(WORKLOADS, wl.name, finish, namespace=namespace)
-        return not all(deleted) or not all(copied)
+        if ok is False:
+            # A failed write's worker backs off (a refusal of this workload's own: the first
+            # step of a backoff); the workload is queued again then as well.
+            left = [self.writes.backoff.left(n) for n in {*plan.delete, *plan.create}]
+            deferred.append(max([self.writes.backoff.initial, *left]))
+        return min(deferred) if deferred else None
 
     async def _copy_to(self, name: str, wl: Workload, namespace: str) -> bool:
-        """The Workload's copy on worker ``name`` (one there already counts as made); False
-        when the worker refused or did not answer."""
+        """The Workload's copy on worker ``name``; False when the worker refused or did not
+        answer. A create not answered, or answered AlreadyExists, may have made the copy: it
+        is waited for in the worker's watch, not sent again at once (remote_writes.py)."""
         kube = self._remotes.client(name)
         if kube is None:
             return True  # not connected: the worker's return brings the workload back
         try:
-            await kube.create(WORKLOADS, remote_workload(wl, self.origin), namespace=namespace)
+            await kube.create(
+                WORKLOADS, remote_workload(wl, self.origin), namespace=namespace,
+                time_limit=REMOTE_WRITE_TIMEOUT_SECONDS,
+            )
         except Conflict:
-            return True  # made by an earlier sync, whose watch event has not arrived yet
+            # Made by an earlier create (one whose answer was lost, or whose watch event has
+            # not arrived yet).
+            self.writes.succeeded(name)
+            self.writes.unconfirmed(name, wl.key)
+            return True
         except KubeError as exc:
             logger.warning("MultiKueue: Workload %s not copied to %s: %s", wl.key, name, exc)
+            if exc.status == 0:
+                self.writes.unconfirmed(name, wl.key)
+            self.writes.failed(name, wl.key, exc)
             return False
+        self.writes.succeeded(name)
+        self.writes.unconfirmed(name, wl.key)
         self._events.record(
             wl.to_dict(), "Normal", "MultiKueue", f"Dispatched to worker cluster {name!r}"
         )
@@ -347,21 +404,35 @@ class MultiKueueController:
 
     async def _ensure_remote_job(
         self, cluster: str, adapter: adapters.Adapter, local: Obj, workload: str, job_name: str
-    ) -> None:
+    ) -> bool:
+        """The job on the winner; False when the worker failed the read or the create."""
         kube = self._remotes.client(cluster)
         if kube is None:
-            return
+            return True
         namespace = (local.get("metadata") or {}).get("namespace") or "default"
         # From now on this kind's changes on the winner sync the workload (its status).
         self._remotes.watch(cluster, adapter.resource)
-        if await self._remote_object(cluster, kube, adapter.resource, job_name, namespace) is not None:
-            return
-        with contextlib.suppress(Conflict):
+        try:
+            # Read from the worker until the kind's watch has listed: a failed read is the
+            # worker's failure too (this runs as a background write, its exception unseen).
+            if await self._remote_object(
+                cluster, kube, adapter.resource, job_name, namespace
+            ) is not None:
+                return True
             await kube.create(
                 adapter.resource, adapter.remote_object(local, workload, self.origin),
-                namespace=namespace,
+                namespace=namespace, time_limit=REMOTE_WRITE_TIMEOUT_SECONDS,
             )
-            logger.info("MultiKueue: %s %s/%s created on %s", adapter.kind, namespace, job_name, cluster)
+        except Conflict:
+            return True
+        except KubeError as exc:
+            logger.warning("MultiKueue: %s %s/%s not created on %s: %s",
+                           adapter.kind, namespace, job_name, cluster, exc)
+            self.writes.failed(cluster, f"{namespace}/{workload}", exc)
+            return False
+        self.writes.succeeded(cluster)
+        logger.info("MultiKueue: %s %s/%s created on %s", adapter.kind, namespace, job_name, cluster)
+        return True
 
     async def _sync_status(
         self, cluster: str, adapter: adapters.Adapter, local: Obj, job_name: str, finished: bool
@@ -421,18 +492,27 @@ class MultiKueueController:
         try:
             if adapter is not None and job_name is not None:
                 for name in await adapter.remote_names(kube, namespace, workload, job_name):
-                    await kube.delete(adapter.resource, name, namespace=namespace)
-            await kube.delete(WORKLOADS, workload, namespace=namespace)
+                    await kube.delete(
+                        adapter.resource, name, namespace=namespace,
+                        time_limit=REMOTE_WRITE_TIMEOUT_SECONDS,
+                    )
+            await kube.delete(
+                WORKLOADS, workload, namespace=namespace, time_limit=REMOTE_WRITE_TIMEOUT_SECONDS
+            )
         except KubeError as exc:
             logger.warning("MultiKueue: copies of %s/%s on %s not deleted: %s",
                            namespace, workload, cluster, exc)
+            self.writes.failed(cluster, f"{namespace}/{workload}", exc)
             return False
+        self.writes.succeeded(cluster)
+        self.writes.confirmed(cluster, f"{namespace}/{workload}")  # gone on purpose
         return True
 
     async def cleanup(self, wl: Workload) -> None:
         """The workload finished or is evicted here: its copies go (on reachable workers; the
         garbage collector deletes the rest when their workers come back)."""
         self._rounds.pop(wl.metadata.uid or wl.key, None)
+        self.writes.forget(wl.key)
         owner = _controller_owner(wl)
         adapter = adapters.adapter_for(owner[0], owner[1]) if owner is not None else None
         namespace = wl.namespace or "default"
@@ -475,6 +555,11 @@ def _remote_view(remote: Workload) -> mk.Remote:
         if finished is not None and finished.is_true else None,
         evicted=evicted.message if evicted is not None and evicted.is_true else None,
     )
+
+
+def _bind(fn: Callable[..., Awaitable[bool]], *args: Any) -> Callable[[], Awaitable[bool]]:
+    """``fn(*args)``, called when the write starts (after its worker's turn comes)."""
+    return lambda: fn(*args)
 
 
 def _name(obj: Obj) -> str:
