@@ -52,9 +52,11 @@ async def test_borrowing_shows_as_weighted_share(api: Api, kqueue: ConfiguredKqu
         b = await api.kube.get(CLUSTER_QUEUES, team_b)
         sa = (a.get("status") or {}).get("fairSharing", {}).get("weightedShare")
         sb = (b.get("status") or {}).get("fairSharing", {}).get("weightedShare")
-        return (sa, sb) if sa is not None and sb is not None else None
+        # A status written before the admission's usage reached it says 0: wait for team-a's
+        # share to move (on a loaded machine the first status seen can be that earlier one).
+        return (sa, sb) if sa and sb is not None else None
 
-    assert await eventually(shares, what="weightedShare in both ClusterQueues' status") == (250, 0)
+    assert await eventually(shares, what="team-a's weightedShare above 0 in its status") == (250, 0)
 
     async def cohort_share() -> int | None:
         co = await api.kube.get(COHORTS, cohort)
