@@ -32,26 +32,7 @@ from kqueue.sim.driver import ADMITTED, PREEMPTED, Simulation
 from kqueue.sim.scenario import build_scenario
 
 from .builders import t
-from .test_protection_props import _COHORT, _WL
-
-_CQ = """
----
-apiVersion: kqueue.io/v1alpha1
-kind: ClusterQueue
-metadata: {name: %(name)s}
-spec:
-  cohortName: org
-  namespaceSelector: {}
-  preemption: {reclaimWithinCohort: Any, withinClusterQueue: LowerPriority}
-  resourceGroups:
-  - coveredResources: [cpu]
-    flavors: [{name: default, resources: [{name: cpu, nominalQuota: %(quota)d}]}]
----
-apiVersion: kqueue.io/v1alpha1
-kind: LocalQueue
-metadata: {name: q, namespace: %(name)s}
-spec: {clusterQueue: %(name)s}
-"""
+from .test_protection_props import _COHORT, _CQ, _WL
 
 _QUEUES = ("a", "b", "c")
 
@@ -67,7 +48,7 @@ class Scenario:
     def yaml(self) -> str:
         docs = ["apiVersion: kqueue.io/v1alpha1\nkind: ResourceFlavor\nmetadata: {name: default}\n"]
         docs.append(_COHORT % {"quota": self.cohort_quota})
-        docs += [_CQ % {"name": n, "quota": q} for n, q in zip(_QUEUES, self.nominal, strict=True)]
+        docs += [_CQ % {"name": n, "quota": q, "protection": ""} for n, q in zip(_QUEUES, self.nominal, strict=True)]
         for i, (cq, cpu, priority) in enumerate(self.workloads):
             docs.append(_WL % {
                 "name": f"w{i}", "ns": _QUEUES[cq], "arrival": 10 * i, "priority": priority,
