@@ -69,11 +69,11 @@ scenarios = st.builds(
 )
 
 
-# Found by this property (random draw): with these ClusterQueues and workloads the engine's
-# first cycles never end (seconds of CPU per simulated second and more; at 20:06 UTC on
-# 2026-11-29 one simulated minute had not ended after 120 s), in FairSearch.run
-# (kqueue/engine/preemption/fair.py), before and after the preemptor-first change. Not run:
-# it would hang the suite; it is the reproduction for the fix.
+# Found by this property (random draw): with these ClusterQueues and workloads the engine
+# preempts in a circle at 40 s and never moves on (c/w4 preempts a/w1, a/w0 preempts c/w4, a/w1
+# preempts a/w0 by priority, and again: 1,579 rounds in 3 s of CPU), before and after the
+# preemptor-first change: undo.py refuses a victim preempting its own preemptor back, not a
+# third workload doing it. Not run: it would hang the suite; it is the reproduction for the fix.
 _ENDLESS = dict(cohort_quota=0, nominal=(0, 3, 3), workloads=(
     (0, 1, 0), (0, 3, 1), (1, 1, 0), (2, 2, 0), (2, 3, 0)), le_final_only=False)
 
@@ -90,7 +90,7 @@ def _simulate(s: Scenario) -> Simulation:
     return sim
 
 
-# Derandomized: random generation found a cohort on which the engine's cycle does not end
+# Derandomized: random generation found a cohort on which the engine preempts in a circle
 # (_ENDLESS below, a known bug, open); until it is fixed this property runs a fixed set of
 # examples that the engine gets through, so that a run never hangs on a new draw.
 @settings(max_examples=50, deadline=None, suppress_health_check=[HealthCheck.too_slow],
@@ -128,7 +128,7 @@ def test_every_preemption_is_followed_by_its_preemptors_admission(s: Scenario) -
 
 
 @pytest.mark.xfail(run=False, strict=True, reason=(
-    "known bug, open: the engine's cycle does not end on this cohort (_ENDLESS above); not run, "
+    "known bug, open: the engine preempts in a circle on this cohort (_ENDLESS above); not run, "
     "it would hang the suite"
 ))
 def test_the_engine_gets_through_the_endless_cohort() -> None:
