@@ -74,7 +74,7 @@ from kqueue.controller.resources import (  # noqa: E402
 from kqueue.localcluster import build  # noqa: E402
 from kqueue.localcluster import multikueue as mk  # noqa: E402
 from kqueue.localcluster.cluster import LocalCluster  # noqa: E402
-from tests.controller_e2e.harness import KQUEUE_NAMESPACE, KqueueProcess  # noqa: E402
+from tests.controller_e2e.harness import KQUEUE_NAMESPACE, KqueueProcess, free_port  # noqa: E402
 
 Obj = dict[str, Any]
 NAMESPACE = "default"
@@ -257,15 +257,24 @@ def start_kqueues(clusters: dict[str, LocalCluster], work: Path, args: argparse.
 
     # One at a time, and a second try: each start waits at most 60 s to be ready, and eleven
     # starting together on a loaded 2-core machine missed that.
+    # Ports are picked just before each start, and again for the second try: picked minutes
+    # earlier, one was taken meanwhile by an outgoing connection (EADDRINUSE on 127.0.0.1:50103).
     for kq in kqs.values():
-        kq.setup()
         try:
+            _fresh_ports(kq)
+            kq.setup()
             kq.start()
         except RuntimeError as exc:
             print(f"kqueue on {kq.cluster.server_url}: {str(exc).splitlines()[0]}; again",
                   file=sys.stderr, flush=True)
             kq.stop(kill=True)
+            _fresh_ports(kq)
+            kq.setup()
             kq.start()
+
+
+def _fresh_ports(kq: BenchKqueue) -> None:
+    kq.webhook_port, kq.metrics_port, kq.health_port = free_port(), free_port(), free_port()
 
 
 def lower_workers(clusters: dict[str, LocalCluster], kqs: dict[str, BenchKqueue],
