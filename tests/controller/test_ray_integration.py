@@ -219,16 +219,40 @@ def test_rayjob_is_active_unless_new_or_suspended(status: Obj, active: bool) -> 
     assert RayJobIntegration().is_active(job) is active
 
 
+_DEADLINE_MESSAGE = ("The RayJob has passed the activeDeadlineSeconds. "
+                     "StartTime: 2026-11-29 20:00:00 +0000 UTC. ActiveDeadlineSeconds: 20")
+
+
 @pytest.mark.parametrize(
     ("status", "finished"),
     [
-        pytest.param({"jobDeploymentStatus": "Running", "jobStatus": "RUNNING"}, None, id="running"),
+        pytest.param({"jobDeploymentStatus": "Running", "jobStatus": "RUNNING"}, None,
+                     id="Test_RayJobFinished: jobStatus=Running, jobDeploymentStatus=Running"),
         pytest.param({"jobDeploymentStatus": "Complete", "jobStatus": "SUCCEEDED", "message": "ok"},
                      (c.FINISHED_SUCCEEDED, "ok"), id="succeeded"),
-        pytest.param({"jobDeploymentStatus": "Failed", "jobStatus": "FAILED"},
-                     (c.FINISHED_FAILED, "RayJob failed"), id="failed"),
         pytest.param({"jobDeploymentStatus": "Complete", "jobStatus": "STOPPED"},
                      (c.FINISHED_FAILED, "RayJob failed"), id="complete but stopped"),
+        # The rest of Kueue's Test_RayJobFinished cases.
+        pytest.param({"jobDeploymentStatus": "Complete", "jobStatus": "SUCCEEDED"},
+                     (c.FINISHED_SUCCEEDED, "RayJob succeeded"),
+                     id="Test_RayJobFinished: jobStatus=Succeeded, jobDeploymentStatus=Complete"),
+        pytest.param({"jobDeploymentStatus": "Complete", "jobStatus": "FAILED"},
+                     (c.FINISHED_FAILED, "RayJob failed"),
+                     id="Test_RayJobFinished: jobStatus=Failed, jobDeploymentStatus=Complete"),
+        pytest.param({"jobDeploymentStatus": "Failed", "jobStatus": "FAILED"},
+                     (c.FINISHED_FAILED, "RayJob failed"),
+                     id="Test_RayJobFinished: jobStatus=Failed, jobDeploymentStatus=Failed"),
+        # KubeRay v1.5.1's checkActiveDeadlineAndUpdateStatusIfNeeded: the Ray job's own status
+        # is left as it was, the deployment Failed with reason DeadlineExceeded and a message.
+        pytest.param({"jobDeploymentStatus": "Failed", "jobStatus": "RUNNING",
+                      "reason": "DeadlineExceeded", "message": _DEADLINE_MESSAGE},
+                     (c.FINISHED_FAILED, _DEADLINE_MESSAGE),
+                     id="Test_RayJobFinished: jobStatus=Running, jobDeploymentStatus=Failed "
+                        "(when activeDeadlineSeconds is exceeded)"),
+        # KubeRay's checkBackoffLimitAndUpdateStatusIfNeeded: a failure within spec.backoffLimit
+        # (but DeadlineExceeded) goes Retrying, not Failed; the RayJob runs again.
+        pytest.param({"jobDeploymentStatus": "Retrying", "jobStatus": "FAILED", "failed": 1},
+                     None, id="retrying within backoffLimit"),
     ],
 )
 def test_rayjob_finishes_when_kuberay_says_its_deployment_ended(status: Obj, finished: Any) -> None:

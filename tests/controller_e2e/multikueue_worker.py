@@ -180,8 +180,10 @@ async def connected(
             await api.close()
 
 
-async def finished_workload(setup: Setup, namespace: str, kind: str, name: str) -> Obj:
-    """The manager's Workload of ``kind`` ``name`` once Finished (Succeeded) on the worker."""
+async def finished_workload(
+    setup: Setup, namespace: str, kind: str, name: str, reason: str = c.FINISHED_SUCCEEDED
+) -> Obj:
+    """The manager's Workload of ``kind`` ``name`` once Finished (``reason``) on the worker."""
     manager_api = Api(setup.manager)
 
     async def finished() -> Obj | None:
@@ -190,7 +192,7 @@ async def finished_workload(setup: Setup, namespace: str, kind: str, name: str) 
 
     wl = await eventually(finished, within=240, what=f"the manager's {kind} Workload to finish")
     assert wl["status"]["clusterName"] == setup.names.worker
-    assert condition(wl, c.FINISHED)["reason"] == c.FINISHED_SUCCEEDED  # type: ignore[index]
+    assert condition(wl, c.FINISHED)["reason"] == reason  # type: ignore[index]
     return wl
 
 

@@ -3,9 +3,11 @@ the whole life (created -> Workload -> pods gated -> admitted -> released with t
 nodeSelector -> bound on kwok nodes -> deleted -> quota freed), a RayJob's or a RayService's
 RayCluster not queued on its own, the samples, and what a queued Ray object cannot have refused naming the field.
 
-A RayCluster never finishes, and a RayJob here stays Running (KubeRay asks the Ray dashboard on
-the head pod for the job's status, which this cluster has no network to): both lives end with
-the object deleted, which frees the quota as a finish does."""
+A RayCluster never finishes, and a RayJob here does not finish its Ray job (KubeRay asks the
+Ray dashboard on the head pod for the job's status, which this cluster has no network to): those
+lives end with the object deleted, which frees the quota as a finish does. A RayJob past its
+``spec.activeDeadlineSeconds`` does finish, Failed by KubeRay itself with no dashboard asked: its
+Workload is Finished and the quota freed with the RayJob still there."""
 
 from __future__ import annotations
 
@@ -26,6 +28,7 @@ from tests.controller_e2e.harness import (
     SAMPLES,
     Api,
     cluster_queue,
+    condition,
     eventually,
     flavor,
     is_true,
@@ -103,6 +106,29 @@ def rayjob(name: str, namespace: str, queue: str) -> Obj:
             "rayClusterSpec": cluster_spec(1),
         },
     }
+
+
+# Long enough for the RayJob's pods to start under load; KubeRay counts it from its own
+# start of the RayJob (status.startTime, set again on each resume), not from its creation.
+DEADLINE_S = 20
+
+
+def deadline_rayjob(name: str, namespace: str, queue: str) -> Obj:
+    """A RayJob that ends without a Ray dashboard: KubeRay v1.5.1 (rayjob_controller.go
+    ``checkActiveDeadlineAndUpdateStatusIfNeeded``) sets ``jobDeploymentStatus: Failed``, reason
+    ``DeadlineExceeded``, once ``spec.activeDeadlineSeconds`` have passed since its start, and
+    ``checkBackoffLimitAndUpdateStatusIfNeeded`` never retries that reason, whatever
+    ``spec.backoffLimit`` allows (given here, so that a retry would show)."""
+    obj = rayjob(name, namespace, queue)
+    obj["spec"] |= {"activeDeadlineSeconds": DEADLINE_S, "backoffLimit": 2}
+    return obj
+
+
+def deadline_exceeded(status: Obj) -> None:
+    """KubeRay's status of a RayJob past its deadline: Failed once, not retried."""
+    assert (status.get("jobDeploymentStatus"), status.get("reason")) == ("Failed", "DeadlineExceeded"), status
+    assert status.get("failed") == 1, status
+    assert "activeDeadlineSeconds" in str(status.get("message")), status
 
 
 def rayservice(name: str, namespace: str, queue: str, workers: int = 2) -> Obj:
@@ -261,6 +287,30 @@ async def test_rayjob_full_life(api: Api, kqueue: ConfiguredKqueue, namespace: s
     await api.kube.delete(RAYJOBS, "rj", namespace=namespace)
     await _gone(api, RAYJOBS, "rj", namespace)
     await _quota_freed(api, cq, od)
+
+
+async def test_a_rayjob_past_its_deadline_finishes_and_frees_the_quota(
+    api: Api, kqueue: ConfiguredKqueue, namespace: str
+) -> None:
+    od, cq = await _setup(api, namespace, "4")
+    await api.kube.create(RAYJOBS, deadline_rayjob("rj", namespace, "q"), namespace=namespace)
+    await _wait_workload(api, namespace, "RayJob", "rj", lambda w: is_true(w, c.ADMITTED), "admitted")
+    await _bound(api, namespace, "kqueue.io/rayjob-name=rj", 3, "the RayJob's head, worker and submitter bound")
+
+    async def finished() -> Obj | None:
+        wl = await api.workload_of(namespace, "rj", kind="RayJob")
+        return wl if wl is not None and is_true(wl, c.FINISHED) else None
+
+    wl = await eventually(finished, within=DEADLINE_S + 120, what="Workload of RayJob rj: finished")
+    done = condition(wl, c.FINISHED)
+    assert done is not None and done["reason"] == c.FINISHED_FAILED, done
+    # The message is KubeRay's, naming the deadline.
+    status = (await api.kube.get(RAYJOBS, "rj", namespace))["status"]
+    assert done["message"] == status["message"], (done, status)
+    deadline_exceeded(status)
+    # The finish freed the quota: the RayJob is still there.
+    await _quota_freed(api, cq, od)
+    assert (await api.kube.get(RAYJOBS, "rj", namespace))["status"]["jobDeploymentStatus"] == "Failed"
 
 
 async def _workload_owners(api: Api, namespace: str) -> set[str]:
