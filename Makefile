@@ -16,7 +16,7 @@ $(VENV)/.installed: pyproject.toml
 # Everything: static checks, unit and property tests (two pytest-xdist workers, niced) and the
 # cluster tests on real control planes (two workers), at once, beside the Go builds: the cluster
 # tests start when the control plane is built; then the timing-bound cluster tests (marker
-# `serial`) on one worker with the machine to themselves (hack/test.sh says how, and how to
+# `serial`) on two workers with the machine to themselves (hack/test.sh says how, and how to
 # change the workers; hack/test-phases.sh holds the marker expressions).
 # Plain `pytest` runs the same tests serially.
 test: venv

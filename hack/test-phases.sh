@@ -5,6 +5,6 @@
 UNIT_TESTS='not cluster'
 # - the cluster tests on KQUEUE_CLUSTER_TEST_WORKERS workers, from when the control plane is built;
 CLUSTER_PARALLEL='cluster and not serial'
-# - then the timing-bound cluster tests (marker `serial`), on one worker, once the builds and the
-#   other tests are done, with the machine to themselves.
+# - then the timing-bound cluster tests (marker `serial`), on KQUEUE_SERIAL_TEST_WORKERS workers
+#   (default 2), once the builds and the other tests are done, with the machine to themselves.
 CLUSTER_SERIAL='cluster and serial'

@@ -13,8 +13,8 @@
 #      the tests that need an operator run last and wait for its build
 #      (tests/fixtures/operators.py);
 #   4. when those, the unit tests and the builds are done, the timing-bound cluster tests
-#      (marker `serial`: fault tests with deadlines) run on one worker, with the machine to
-#      themselves.
+#      (marker `serial`: fault tests with deadlines) run on KQUEUE_SERIAL_TEST_WORKERS workers
+#      (default 2: they mostly wait, a core each is enough), with the machine to themselves.
 # hack/test-phases.sh holds the marker expressions of the three pytest runs. Extra arguments go
 # to every pytest run. The exit status is non-zero if any step failed.
 set -uo pipefail
@@ -24,6 +24,7 @@ cd "$(dirname "$0")/.."
 VENV=${VENV:-.venv}
 WORKERS=${KQUEUE_TEST_WORKERS:-2}
 CLUSTER_WORKERS=${KQUEUE_CLUSTER_TEST_WORKERS:-2}
+SERIAL_WORKERS=${KQUEUE_SERIAL_TEST_WORKERS:-2}
 UNIT_NICE=5
 mkdir -p build
 started=$SECONDS
@@ -69,8 +70,8 @@ built=$?
 tail -n 3 build/prebuild.log
 echo "== builds: exit $built"
 
-echo "== timing-bound cluster tests (one worker, nothing else running)"
-"$VENV/bin/pytest" -m "$CLUSTER_SERIAL" --durations=20 "$@"
+echo "== timing-bound cluster tests ($SERIAL_WORKERS worker(s), nothing else running)"
+"$VENV/bin/pytest" -m "$CLUSTER_SERIAL" -n "$SERIAL_WORKERS" --durations=20 "$@"
 status $? "timing-bound cluster tests"
 serial=$?
 echo "== whole run $(((SECONDS - started) / 60)) min"
