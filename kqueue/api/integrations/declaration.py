@@ -42,6 +42,17 @@ class KueueKeys(Enum):
     ON_CONVERT = "renamed wherever the kind nests pod templates, by `kqueue convert` only"
 
 
+class MaxExecTime(Enum):
+    """Where a kind's Workloads take ``spec.maximumExecutionTimeSeconds`` from: the
+    ``kqueue.io/max-exec-time-seconds`` label (Kueue's ``kueue.x-k8s.io/max-exec-time-seconds``),
+    as Kueue reads it for the kind (``jobframework.NewWorkload`` reads the object it builds the
+    Workload from)."""
+
+    OBJECT = "the object's label"
+    PODS = "each pod's label (a pod group: its oldest pod's)"
+    IGNORED = "not honoured: its webhook warns, naming the object"
+
+
 @dataclass(frozen=True)
 class Ranks:
     """Where a pod set's pods carry their rank (Kueue's podIndexLabel, subGroupIndexLabel and
@@ -110,6 +121,9 @@ class Integration:
     """Managed only when it names a queue, whatever ``manageJobsWithoutQueueName`` says (serving
     kinds: queued only when asked to)."""
     kueue_keys: KueueKeys = KueueKeys.ANY_OBJECT
+    max_exec_time: MaxExecTime = MaxExecTime.OBJECT
+    """Where its Workloads' maximum execution time comes from (tests/controller/
+    test_max_exec_per_kind.py builds each kind's sample with the label and checks this)."""
     ranks: Callable[[Obj, Workload], Mapping[str, Ranks]] | None = None
     """Per pod set of the object's Workload (``(object, workload)``; for a kind whose pods the
     pod integration queues, the object is one of those pods), the labels its pods' ranks are

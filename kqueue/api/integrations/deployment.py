@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from typing import Any, Final
 
 from kqueue.api.integrations.common import IntegrationError, labels_of
-from kqueue.api.integrations.declaration import Integration, KueueKeys, Workloads
+from kqueue.api.integrations.declaration import Integration, KueueKeys, MaxExecTime, Workloads
 from kqueue.api.integrations.statefulset import APPS_API_VERSION
 from kqueue.api.v1alpha1 import constants as c
 
@@ -112,4 +112,7 @@ INTEGRATION: Final = Integration(
     needs=("pod",),
     queue_label_required=True,
     kueue_keys=KueueKeys.ON_CONVERT,
+    # Kueue's Deployment webhook copies only the queue and priority labels into the pod
+    # template (deployment_webhook.go Default), so the label on a Deployment bounds nothing.
+    max_exec_time=MaxExecTime.IGNORED,
 )

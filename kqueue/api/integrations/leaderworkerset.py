@@ -36,6 +36,11 @@ LWS_PARENT: Final = "leaderworkerset"
 LWS_NAME_LABEL: Final = "leaderworkerset.sigs.k8s.io/name"
 GROUP_INDEX_LABEL: Final = "leaderworkerset.sigs.k8s.io/group-index"
 WORKER_INDEX_LABEL: Final = "leaderworkerset.sigs.k8s.io/worker-index"
+# The labels a LeaderWorkerSet's pods carry from it: a Deployment's, and the maximum execution
+# time, which Kueue reads from the LeaderWorkerSet for each group's Workload
+# (leaderworkerset_reconciler.go constructWorkload: podcontroller.NewGroupWorkload on the
+# LeaderWorkerSet); kqueue builds that Workload from the group's pods, so it copies the label.
+LWS_PROPAGATED_LABELS: Final = (*PROPAGATED_LABELS, c.MAX_EXEC_TIME_SECONDS_LABEL)
 
 
 def _int(value: Any, path: str, default: int, minimum: int) -> int:
@@ -64,8 +69,9 @@ def group_name_for(lws_name: str, group_index: str | int) -> str:
 
 def template_metadata(lws: Mapping[str, Any]) -> tuple[dict[str, str], dict[str, str]]:
     """(labels, annotations) the managed LeaderWorkerSet's pod templates must carry: its queue,
-    priority and preemptibility labels, the parent marker and the group's size."""
-    labels = {k: v for k, v in labels_of(lws).items() if k in PROPAGATED_LABELS}
+    priority, preemptibility and maximum-execution-time labels, the parent marker and the
+    group's size."""
+    labels = {k: v for k, v in labels_of(lws).items() if k in LWS_PROPAGATED_LABELS}
     annotations = {
         c.SUSPENDED_BY_PARENT_ANNOTATION: LWS_PARENT,
         c.POD_GROUP_TOTAL_COUNT_ANNOTATION: str(size(lws)),

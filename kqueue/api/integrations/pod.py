@@ -27,7 +27,13 @@ from kqueue.api.integrations.common import (
     workload_name,
     workload_spec,
 )
-from kqueue.api.integrations.declaration import Integration, KueueKeys, Ranks, Workloads
+from kqueue.api.integrations.declaration import (
+    Integration,
+    KueueKeys,
+    MaxExecTime,
+    Ranks,
+    Workloads,
+)
 from kqueue.api.integrations.job import parse_workload
 from kqueue.api.quantity import canonical
 from kqueue.api.v1alpha1 import Workload
@@ -314,5 +320,6 @@ INTEGRATION: Final = Integration(
     workloads=Workloads.POD,
     default_enabled=True,
     kueue_keys=KueueKeys.WORKLOAD_OBJECT,
+    max_exec_time=MaxExecTime.PODS,
     ranks=ranks,
 )

@@ -20,15 +20,8 @@ from typing import Any, Final
 from kqueue.api.integrations.common import (
     IntegrationError,
     PriorityResolver,
-    annotations_of,
     clean_template_metadata,
-    kept_annotations,
-    labels_of,
-    owner_reference,
-    queue_name,
-    resolve_preemption_priority,
-    resolve_priority,
-    workload_labels,
+    top_level_workload_doc,
     workload_name,
 )
 from kqueue.api.integrations.declaration import Integration, KueueKeys, Ranks, Workloads, same_ranks
@@ -82,7 +75,6 @@ def workload_for_statefulset(
     """
     if sts.get("kind") != STATEFULSET_KIND:
         raise IntegrationError("kind", f"expected a StatefulSet, got {sts.get('kind')!r}")
-    meta = sts.get("metadata") or {}
     template = (sts.get("spec") or {}).get("template")
     if not isinstance(template, dict) or not isinstance(template.get("spec"), dict):
         raise IntegrationError("spec.template.spec", "required")
@@ -91,36 +83,23 @@ def workload_for_statefulset(
         raise IntegrationError(
             "spec.replicas", "a StatefulSet scaled to 0 has no Workload (it needs no quota)"
         )
-    labels = labels_of(sts)
     pod_template = copy.deepcopy(template)
     clean_template_metadata(pod_template)
     pod_set = {"name": c.DEFAULT_POD_SET_NAME, "count": count, "template": pod_template}
-    priority_ref, priority = resolve_priority(labels, [template["spec"]], priorities)
-    preemption_ref, preemption_priority = resolve_preemption_priority(labels, priority, priorities)
-    wl_spec: dict[str, Any] = {"podSets": [pod_set], "priority": priority}
-    if queue_name(sts) is not None:
-        wl_spec["queueName"] = queue_name(sts)
-    if priority_ref is not None:
-        wl_spec["priorityClassRef"] = priority_ref
-    if preemption_ref is not None:
-        wl_spec["preemptionPriorityClassRef"] = preemption_ref
-        wl_spec["preemptionPriority"] = preemption_priority
-    annotations = kept_annotations(annotations_of(sts))
-    if replacement_for is not None:
-        annotations[c.WORKLOAD_SLICE_REPLACEMENT_FOR_ANNOTATION] = replacement_for
-    wl_meta: dict[str, Any] = {
-        "name": workload_name_for_statefulset(sts),
-        "namespace": str(meta.get("namespace") or "default"),
-        "ownerReferences": [
-            owner_reference(sts, api_version=APPS_API_VERSION, kind=STATEFULSET_KIND, controller=True)
-        ],
-    }
-    copied = workload_labels(labels, label_keys_to_copy)
-    if copied:
-        wl_meta["labels"] = copied
-    if annotations:
-        wl_meta["annotations"] = annotations
-    doc = {"apiVersion": c.API_VERSION, "kind": "Workload", "metadata": wl_meta, "spec": wl_spec}
+    # Kueue builds a StatefulSet's Workload with jobframework.NewWorkload from the StatefulSet
+    # (statefulset_reconciler.go constructWorkload), so its labels are read as a Job's: the
+    # queue, the priorities and kqueue.io/max-exec-time-seconds.
+    doc = top_level_workload_doc(
+        sts,
+        api_version=APPS_API_VERSION,
+        kind=STATEFULSET_KIND,
+        name=workload_name_for_statefulset(sts),
+        pod_sets=[pod_set],
+        pod_specs=[template["spec"]],
+        priorities=priorities,
+        label_keys_to_copy=label_keys_to_copy,
+        replacement_for=replacement_for,
+    )
     return parse_workload(doc, template_paths=["spec.template"])
 
 

@@ -145,14 +145,15 @@ def _quoted(text: str) -> str:
 
 def docs_table() -> str:
     rows = [
-        "| framework | kind | held while queued by | needs | what kqueue does |",
-        "| --- | --- | --- | --- | --- |",
+        "| framework | kind | held while queued by | needs | what kqueue does "
+        "| maximum execution time from |",
+        "| --- | --- | --- | --- | --- | --- |",
     ]
     for fw in frameworks():
         held = "suspension and the gate" if fw.suspendable else "the scheduling gate"
         rows.append(
             f"| `{fw.name}` | {fw.api_version} {fw.kind} | {held} | "
-            f"{_needs(fw)} | {fw.summary} |"
+            f"{_needs(fw)} | {fw.summary} | {fw.declares.max_exec_time.value} |"
         )
     return "\n".join(rows) + "\n"
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from kqueue.api.integrations import IntegrationError, max_exec_time_seconds
 from kqueue.api.v1alpha1 import constants as c
 from kqueue.controller.webhook_server import FieldError
 
@@ -81,3 +82,18 @@ def running_label_errors(
                 )
             )
     return errors
+
+
+def max_exec_label_errors(new: Obj, old: Obj | None) -> list[FieldError]:
+    """An invalid ``kqueue.io/max-exec-time-seconds`` label on a kind whose Workload takes it,
+    checked on create (``old`` None) or when it changes (Kueue's validateCreateForMaxExecTime):
+    kqueue would not build the Workload, so the object is refused naming the label."""
+    labels = object_labels(new)
+    key = c.MAX_EXEC_TIME_SECONDS_LABEL
+    if old is not None and object_labels(old).get(key) == labels.get(key):
+        return []
+    try:
+        max_exec_time_seconds(labels)
+    except IntegrationError as exc:
+        return [FieldError(exc.path, exc.detail)]
+    return []

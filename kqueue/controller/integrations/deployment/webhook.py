@@ -9,7 +9,8 @@ plain-pod webhook and admitted on its own.
 Validating: what a Deployment cannot honour is refused naming the field (elastic WorkloadSlices,
 partial admission, pod groups: each pod is already its own Workload); the queue and priority-class
 labels cannot change while the Deployment has ready pods, and the queue label cannot be removed
-(Kueue's rules).
+(Kueue's rules). A ``kqueue.io/max-exec-time-seconds`` label is allowed but ignored, as Kueue
+ignores it, with an admission warning saying so (:func:`max_exec_warnings`).
 """
 
 from __future__ import annotations
@@ -79,4 +80,27 @@ async def validate(req: AdmissionRequest) -> Verdict:
         errors += running_label_errors(
             old, obj, kind="Deployment", ready=ready_replicas(old), unit="pods", gated=False
         )
-    return Verdict.deny(*errors) if errors else Verdict.allow()
+    if errors:
+        return Verdict.deny(*errors)
+    return Verdict.allow(*max_exec_warnings(obj, old if isinstance(old, dict) else None))
+
+
+def max_exec_warnings(obj: Obj, old: Obj | None) -> list[str]:
+    """A warning for a ``kqueue.io/max-exec-time-seconds`` label on a managed Deployment, when
+    it is set or changed. Kueue ignores it silently (its Deployment webhook copies only the
+    queue and priority labels into the pod template, deployment_webhook.go Default, and each pod
+    is its own Workload); kqueue ignores it too, but says so, lest a user count on a limit."""
+    labels = object_labels(obj)
+    key = c.MAX_EXEC_TIME_SECONDS_LABEL
+    value = labels.get(key)
+    if value is None or not labels.get(c.QUEUE_NAME_LABEL):
+        return []
+    if old is not None and object_labels(old).get(key) == value:
+        return []
+    meta = obj.get("metadata") or {}
+    name = f"{meta.get('namespace') or 'default'}/{meta.get('name') or meta.get('generateName')}"
+    return [
+        f"metadata.labels[{key}]: ignored on Deployment {name}: a Deployment serves until it is "
+        "deleted, and each of its pods is its own Workload, which this label does not reach; "
+        "no maximum execution time applies (as in Kueue); remove the label"
+    ]

@@ -30,10 +30,11 @@ from __future__ import annotations
 import copy
 from typing import Any, Final
 
-from kqueue.api.integrations import IntegrationError, is_elastic, max_exec_time_seconds, pods_count
+from kqueue.api.integrations import IntegrationError, is_elastic, pods_count
 from kqueue.api.integrations.job import min_pods_count
 from kqueue.api.v1alpha1 import constants as c
 from kqueue.controller.integrations.advice import LocalQueueNames, queue_warnings
+from kqueue.controller.integrations.queue_labels import max_exec_label_errors
 from kqueue.controller.integrations.suspension import (
     SuspendableKind,
     SuspendableWebhooks,
@@ -230,13 +231,7 @@ class JobWebhooks(SuspendableWebhooks):
             )
         errors += scheduling_errors(job, None if creating else old)
         labels = _labels(job)
-        if creating or _labels(old).get(c.MAX_EXEC_TIME_SECONDS_LABEL) != labels.get(
-            c.MAX_EXEC_TIME_SECONDS_LABEL
-        ):
-            try:
-                max_exec_time_seconds(labels)
-            except IntegrationError as exc:
-                errors.append(FieldError(exc.path, exc.detail))
+        errors += max_exec_label_errors(job, None if creating else old)
         elastic_value = annotations.get(c.ELASTIC_JOB_ANNOTATION)
         if creating and elastic_value == "true" and not self._slices:
             warnings.append(

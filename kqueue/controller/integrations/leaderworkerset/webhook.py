@@ -1,13 +1,14 @@
 """Admission webhooks for LeaderWorkerSets (leaderworkerset.x-k8s.io/v1) that name a queue.
 
 Mutating (create and update), as Kueue's LeaderWorkerSet webhook: the leader and worker pod
-templates get the LeaderWorkerSet's queue, priority-class, preemption-priority-class and
-preemptibility labels (removed there when the LeaderWorkerSet drops them), the parent marker
-``kqueue.io/suspended-by-parent: leaderworkerset``, the group size as
+templates get the LeaderWorkerSet's queue, priority-class, preemption-priority-class,
+preemptibility and ``kqueue.io/max-exec-time-seconds`` labels (removed there when the
+LeaderWorkerSet drops them), the parent marker ``kqueue.io/suspended-by-parent: leaderworkerset``, the group size as
 ``kqueue.io/pod-group-total-count``, and the ``kqueue.io/admission`` gate with the managed label,
 so every pod is born held.
 
-Validating, naming the field: the elastic and partial-admission annotations, a
+Validating, naming the field: an invalid ``kqueue.io/max-exec-time-seconds`` label (on create, or
+when it changes), the elastic and partial-admission annotations, a
 ``kqueue.io/pod-group-name`` label in a template (kqueue names each group's pod group), removing
 the queue label, changing the queue or priority-class label while the LeaderWorkerSet has ready
 groups, and changing the group size (``spec.leaderWorkerTemplate.size``) while it is managed:
@@ -21,10 +22,10 @@ import copy
 from typing import Any, Final
 
 from kqueue.api.integrations import IntegrationError
-from kqueue.api.integrations.deployment import PROPAGATED_LABELS
-from kqueue.api.integrations.leaderworkerset import size, template_metadata
+from kqueue.api.integrations.leaderworkerset import LWS_PROPAGATED_LABELS, size, template_metadata
 from kqueue.api.v1alpha1 import constants as c
 from kqueue.controller.integrations.queue_labels import (
+    max_exec_label_errors,
     object_labels,
     propagate_to_template,
     ready_replicas,
@@ -67,7 +68,7 @@ async def mutate(req: AdmissionRequest) -> Verdict:
     out = copy.deepcopy(obj)
     templates = list(_templates(out).values())
     for template in templates:
-        propagate_to_template(template, want_labels, want_annotations, PROPAGATED_LABELS)
+        propagate_to_template(template, want_labels, want_annotations, LWS_PROPAGATED_LABELS)
     gate_templates(templates)
     return Verdict.patch(out) if out != obj else Verdict.allow()
 
@@ -81,6 +82,7 @@ async def validate(req: AdmissionRequest) -> Verdict:
     if managed:
         annotations = (obj.get("metadata") or {}).get("annotations") or {}
         errors += unsupported_annotation_errors(obj, UNSUPPORTED_ANNOTATIONS)
+        errors += max_exec_label_errors(obj, req.old_object)
         for name, template in _templates(obj).items():
             t_labels = (template.get("metadata") or {}).get("labels") or {}
             if c.POD_GROUP_NAME_LABEL in t_labels:

@@ -2,7 +2,8 @@
 
 Mutating (create and update): the pod template gets the ``kqueue.io/admission`` gate and the
 managed label, so every pod is born held and kqueue's pod informer sees it. Validating, as
-Kueue's StatefulSet webhook: partial admission is refused (the StatefulSet is one gang); the
+Kueue's StatefulSet webhook: partial admission is refused, and so (as for a Job) is an invalid
+``kqueue.io/max-exec-time-seconds`` label, which the Workload takes (the StatefulSet is one gang); the
 queue and priority-class labels cannot change, nor be removed, while the StatefulSet has ready
 pods; nor can the pods' shape (requests, ports, node selector, affinity, tolerations...: what the
 admitted Workload was charged for). ``spec.replicas`` may change: that is how it is resized.
@@ -16,6 +17,7 @@ from typing import Any, Final
 from kqueue.api.integrations import role_hash
 from kqueue.api.v1alpha1 import constants as c
 from kqueue.controller.integrations.queue_labels import (
+    max_exec_label_errors,
     object_labels,
     ready_replicas,
     running_label_errors,
@@ -104,6 +106,7 @@ async def validate(req: AdmissionRequest) -> Verdict:
     errors: list[FieldError] = []
     if object_labels(obj).get(c.QUEUE_NAME_LABEL):
         errors += unsupported_annotation_errors(obj, UNSUPPORTED_ANNOTATIONS)
+        errors += max_exec_label_errors(obj, req.old_object)
     old = req.old_object
     if req.operation == "UPDATE" and isinstance(old, dict):
         running = ready_replicas(old) > 0
