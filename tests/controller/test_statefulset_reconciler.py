@@ -349,3 +349,30 @@ async def test_pods_running_while_the_workload_is_queued_are_stopped_once_the_te
         pod(obj, 0, gated=False, phase="Running"), pod(obj, 1, gated=False, phase="Running")
     ]))
     assert admitted.deleted == []
+
+
+def _max_exec(obj: Obj, value: str) -> Obj:
+    obj["metadata"]["labels"][c.MAX_EXEC_TIME_SECONDS_LABEL] = value
+    return obj
+
+
+async def test_the_maximum_execution_time_is_passed_to_the_created_workload(cluster: FakeCluster) -> None:
+    # Kueue's job_controller_test.go case, on a StatefulSet: Kueue builds its Workload from the
+    # StatefulSet's labels (statefulset_reconciler.go constructWorkload).
+    world = World(cluster)
+    key = world.add(_max_exec(sts(), "10"))
+    assert await world.reconciler(key) is None
+    [body] = world.created
+    assert body["spec"]["maximumExecutionTimeSeconds"] == 10
+
+
+async def test_the_maximum_execution_time_is_updated_in_the_workload(cluster: FakeCluster) -> None:
+    # Kueue's job_controller_test.go case: a queued Workload follows the label (5 -> 10).
+    world = World(cluster)
+    waiting = workload(_max_exec(sts(), "5"))
+    key = world.add(_max_exec(sts(), "10"), waiting)
+    await world.reconciler(key)
+    assert world.patches(WORKLOADS.plural) == [
+        (waiting.name, {"spec": {"maximumExecutionTimeSeconds": 10}})
+    ]
+    assert world.created == []
