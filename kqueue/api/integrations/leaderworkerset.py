@@ -5,7 +5,7 @@ A LeaderWorkerSet of ``replicas`` groups of ``size`` pods runs each group as a l
 leader StatefulSet) and ``size - 1`` worker pods (of the group's worker StatefulSet). Kueue makes
 one Workload per group so that each group is admitted whole and a rolling update or a scale-up
 admits group by group. kqueue does it with its pod groups: the LeaderWorkerSet's webhook puts the
-queue and priority labels, the gate, the parent marker ``kqueue.io/suspended-by-parent:
+queue, priority and maximum-execution-time labels, the gate, the parent marker ``kqueue.io/suspended-by-parent:
 leaderworkerset`` and ``kqueue.io/pod-group-total-count: <size>`` in the leader and worker
 templates; once the LeaderWorkerSet controller has labelled a pod with its group index, kqueue
 labels it ``kqueue.io/pod-group-name: <group>`` (:func:`group_name_for`), and the group's pods
