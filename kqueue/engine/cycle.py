@@ -462,6 +462,7 @@ def run_cycle(
     # 2. Snapshot.
     snapshot = cache.snapshot()
     snapshot.protection = Protection(cache.protection, now)
+    snapshot.pending = queues.pending_in
     popped = {info.key for info, _ in heads}
     for key in sorted(held or {}):
         d = (held or {})[key]
@@ -479,6 +480,11 @@ def run_cycle(
     )
     for e in entries:
         e.preemptor = queues.is_preemptor(e.info.key, e.cluster_queue)
+    if isinstance(preemptor, ClassicalPreemptor):
+        for e in [*entries, *inadmissible]:
+            why = preemptor.refusal(e.info.key)
+            if why is not None:
+                e.message += f"; {why}"
     # 4. Order, and 5. process: by the fair-sharing tournament, re-run before every entry, or
     # sorted once.
     entries.sort(key=_order_key)

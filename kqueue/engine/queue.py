@@ -451,6 +451,11 @@ class QueueManager:
         q = self.queues.get(cq)
         return q is not None and q.preemptor == key
 
+    def pending_in(self, cq: ClusterQueueName) -> Iterator[WorkloadInfo]:
+        """The workloads waiting in ``cq`` (heads popped for the cycle excepted), in no order."""
+        q = self.queues.get(cq)
+        return q.infos() if q is not None else iter(())
+
     def cluster_queue_of(self, key: WorkloadKey) -> ClusterQueueName | None:
         """The ClusterQueue the workload is queued in (None when blocked)."""
         return self._placed.get(key)

@@ -26,7 +26,7 @@ from .types import (
     Usage,
     WorkloadKey,
 )
-from .workload import AdmittedWorkload
+from .workload import AdmittedWorkload, WorkloadInfo
 
 if TYPE_CHECKING:
     from .preemption.protection import Protection
@@ -108,6 +108,9 @@ class Snapshot:
         # Preemption protection as of the cycle's time (preemption/protection.py); set by the
         # cycle, None (nothing protected) for a snapshot taken outside one.
         self.protection: Protection | None = None
+        # The workloads pending in a ClusterQueue (preemption/undo.py's rivals); set by the
+        # cycle, None outside one.
+        self.pending: Callable[[ClusterQueueName], Iterable[WorkloadInfo]] | None = None
 
     @staticmethod
     def build(

@@ -144,6 +144,16 @@ class Sample:
     weighted_share: int | None = None
 
 
+# A workload preempted this many times at one simulated instant means the engine preempts in a
+# circle there (each preemption allowed, together never ending): the run stops and says so
+# rather than spin. A real chain at one instant preempts a workload once or twice.
+MAX_PREEMPTIONS_AT_ONE_INSTANT: Final = 10
+
+
+class EndlessPreemption(RuntimeError):
+    """The engine kept preempting the same workloads at one instant (a bug in the engine)."""
+
+
 class _Action(IntEnum):
     # Order of actions due at the same instant: frees before arrivals, so an arriving
     # workload sees the quota a finishing one leaves.
@@ -199,6 +209,8 @@ class Simulation:
         self._quiet = False
         self._last_idle: tuple[tuple[str, str, str], ...] | None = None
         self._idle_streak = 0
+        # Preemptions per victim at the current instant (EndlessPreemption).
+        self._preempted_now: tuple[datetime, dict[str, int]] = (scenario.start, {})
         self._pending = 0
         self._finished = 0
         self._dirty: set[str] = set()
@@ -651,6 +663,7 @@ class Simulation:
             self._event(EVICTED, rec, ev.reason, ev.message, cq=ev.cluster_queue)
             evicting.append((rec, ev.reason, ev.message))
         for p in result.preempted:
+            self._count_preemption(p.victim, p.preemptor)
             rec = self.records[p.victim]
             self._set(rec, c.PREEMPTED, "True", p.reason, p.message)
             self._set(rec, c.EVICTED, "True", c.EVICTED_BY_PREEMPTION, p.message)
@@ -673,6 +686,20 @@ class Simulation:
         if self.carry_out_evictions:
             for rec, reason, message in evicting:
                 self._evicted(rec, reason, message)
+
+    def _count_preemption(self, victim: str, preemptor: str) -> None:
+        at, counts = self._preempted_now
+        if at != self.now:
+            counts = {}
+            self._preempted_now = (self.now, counts)
+        counts[victim] = n = counts.get(victim, 0) + 1
+        if n > MAX_PREEMPTIONS_AT_ONE_INSTANT:
+            raise EndlessPreemption(
+                f"at {self.now.isoformat()} ({format_duration(self.now - self.start)} in) "
+                f"workload {victim} was preempted {n} times (the last by {preemptor}); the engine "
+                "preempts in a circle here and the simulation stopped. This is a bug in kqueue: "
+                "please report it with the scenario"
+            )
 
     def _admit(self, rec: WorkloadRecord, admission: Admission) -> None:
         if rec.state == PENDING:

@@ -23,13 +23,13 @@ from collections import defaultdict
 from dataclasses import dataclass
 from datetime import timedelta
 
-import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from kqueue.api.loader import load_text
+from kqueue.api.v1alpha1 import constants as c
 from kqueue.engine.types import FairSharingConfig, FairSharingStrategy
-from kqueue.sim.driver import ADMITTED, PREEMPTED, Simulation
+from kqueue.sim.driver import ADMITTED, PENDING, PREEMPTED, Simulation
 from kqueue.sim.scenario import build_scenario
 
 from .builders import t
@@ -69,11 +69,11 @@ scenarios = st.builds(
 )
 
 
-# Found by this property (random draw): with these ClusterQueues and workloads the engine
-# preempts in a circle at 40 s and never moves on (c/w4 preempts a/w1, a/w0 preempts c/w4, a/w1
-# preempts a/w0 by priority, and again: 1,579 rounds in 3 s of CPU), before and after the
-# preemptor-first change: undo.py refuses a victim preempting its own preemptor back, not a
-# third workload doing it. Not run: it would hang the suite; it is the reproduction for the fix.
+# Found by this property (random draw): with these ClusterQueues and workloads the engine used
+# to preempt in a circle at 40 s and never move on: c/w4 preempts a/w1 (fair sharing), a/w0
+# preempts c/w4 (fair sharing: 1 cpu for a against c's 2), a/w1 preempts a/w0 (its own
+# ClusterQueue, higher priority), and again. undo.py now refuses a/w0's preemption: a/w1, pending
+# in a, would take its place by priority (test_the_engine_gets_through_the_endless_cohort).
 _ENDLESS = dict(cohort_quota=0, nominal=(0, 3, 3), workloads=(
     (0, 1, 0), (0, 3, 1), (1, 1, 0), (2, 2, 0), (2, 3, 0)), le_final_only=False)
 
@@ -90,12 +90,12 @@ def _simulate(s: Scenario) -> Simulation:
     return sim
 
 
-# Derandomized: random generation found a cohort on which the engine preempts in a circle
-# (_ENDLESS below, a known bug, open); until it is fixed this property runs a fixed set of
-# examples that the engine gets through, so that a run never hangs on a new draw.
-@settings(max_examples=50, deadline=None, suppress_health_check=[HealthCheck.too_slow],
-          derandomize=True)
+# A draw on which the engine preempted in a circle would stop the simulation with
+# EndlessPreemption (kqueue/sim/driver.py) and fail here, rather than hang the run.
+@settings(max_examples=50, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(s=scenarios)
+# The circle of three (_ENDLESS above).
+@example(s=Scenario(**_ENDLESS))  # type: ignore[arg-type]
 # The known limit this property was written for (tests/engine/test_protection_props.py): four
 # workloads of 3, 3, 1 and 1 cpu fill the cohort (the small ones newest, preempted first), a
 # 5-cpu one arrives in another ClusterQueue.
@@ -127,10 +127,36 @@ def test_every_preemption_is_followed_by_its_preemptors_admission(s: Scenario) -
         assert (at, victim, preemptor) not in victims_of, (victim, preemptor, at, sim.events)
 
 
-@pytest.mark.xfail(run=False, strict=True, reason=(
-    "known bug, open: the engine preempts in a circle on this cohort (_ENDLESS above); not run, "
-    "it would hang the suite"
-))
 def test_the_engine_gets_through_the_endless_cohort() -> None:
+    """The circle of three ends: a/w0 does not preempt c/w4 for a/w1 to take its place, and
+    says so; c/w4 keeps what it took at 40 s."""
     sim = _simulate(Scenario(**_ENDLESS))  # type: ignore[arg-type]
-    assert sim.events
+    preemptions = [
+        (int((e.time - sim.start).total_seconds()), e.workload, e.preemptor)
+        for e in sim.events
+        if e.type == PREEMPTED
+    ]
+    assert preemptions == [(30, "a/w0", "c/w3"), (40, "a/w1", "c/w4")], preemptions
+    assert {k for k, r in sim.records.items() if r.state == PENDING} == {"a/w0", "a/w1"}
+    message = sim.records["a/w0"].conditions[c.QUOTA_RESERVED].message
+    assert (
+        "no preemption that would be undone at once: a/w1 (priority 1), pending in "
+        "ClusterQueue a, would preempt it at once by priority (withinClusterQueue: LowerPriority)"
+    ) in message, message
+
+
+def test_a_rival_that_would_not_fit_does_not_hold_the_preemption_back() -> None:
+    """The rival rule asks whether the rival fits once the preemptor is gone: a/w4 (5 cpu,
+    priority 1) can never fit in the cohort's 4 cpu, so a/w5 (1 cpu) still reclaims a's nominal
+    quota from c, which borrows it."""
+    sim = _simulate(Scenario(0, (2, 0, 2), (
+        (2, 1, 0), (2, 1, 0), (2, 1, 0), (2, 1, 0), (0, 5, 1), (0, 1, 0),
+    ), False))
+    preemptions = [
+        (int((e.time - sim.start).total_seconds()), e.workload, e.preemptor)
+        for e in sim.events
+        if e.type == PREEMPTED
+    ]
+    assert preemptions == [(50, "c/w3", "a/w5")], preemptions
+    assert sim.records["a/w5"].state != PENDING
+    assert sim.records["a/w4"].state == PENDING

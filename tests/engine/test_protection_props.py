@@ -286,7 +286,7 @@ def test_fair_sharing_no_preemption_that_its_victims_would_undo() -> None:
     search = sim.engine.preemptor.explain("prod/urgent")
     assert search is not None and search.targets == ()
     assert (
-        "no preemption that its victims would undo: dev/v0, requeued, would preempt it back "
+        "no preemption that would be undone at once: dev/v0, requeued, would preempt it back "
         "under LessThanInitialShare: share of dev's side with it 500 (cpu) against 625 (cpu) "
         "for prod's side with the preemptor"
     ) in search.message

@@ -26,7 +26,7 @@ from kqueue.api.v1alpha1 import parse_time
 from kqueue.cli.manifests import InvalidInput, read_manifests
 from kqueue.engine import from_api
 from kqueue.sim import generate as gen
-from kqueue.sim.driver import Simulation
+from kqueue.sim.driver import EndlessPreemption, Simulation
 from kqueue.sim.report import Figures, figures, to_json
 from kqueue.sim.scenario import DEFAULT_START, build_scenario
 
@@ -199,12 +199,15 @@ def simulate(
     )
     show_progress = progress if progress is not None else (output != "json" and sys.stderr.isatty())
     cpu = time.process_time()
-    if show_progress:
-        from kqueue.cli.simulate.progress import run_with_progress
+    try:
+        if show_progress:
+            from kqueue.cli.simulate.progress import run_with_progress
 
-        run_with_progress(sim, cycles=cycles, until=until)
-    else:
-        sim.run(cycles=cycles, until=until)
+            run_with_progress(sim, cycles=cycles, until=until)
+        else:
+            sim.run(cycles=cycles, until=until)
+    except EndlessPreemption as err:
+        raise click.ClickException(str(err)) from None
     cpu = time.process_time() - cpu
     figs = figures(sim) if generate is not None else None
     if plot is not None:

@@ -37,7 +37,7 @@ from .protection import Protected, ProtectionWait
 from .report import Numbers, VictimSearch, describe, missing, victim_details
 from .seam import PreemptionOracle, PreemptionPossibility, Target, preemption_message
 from .search import SearchInput
-from .undo import undoing_victim
+from .undo import undone_by
 
 
 class ClassicalPreemptor:
@@ -54,6 +54,9 @@ class ClassicalPreemptor:
         # This cycle's preemptors that found no victims while protected workloads were passed
         # over (protection.py): the engine retries each when the first protection ends.
         self._waits: dict[WorkloadKey, ProtectionWait] = {}
+        # This cycle's workloads whose only preemption the oracle refused as undone at once
+        # (undo.py), and why: the flavor assigner sees no candidates, the message says why.
+        self._refusals: dict[WorkloadKey, str] = {}
 
     # -- the seam ----------------------------------------------------------------------------
 
@@ -120,7 +123,7 @@ class ClassicalPreemptor:
         """The victims under fair sharing (fair.py), with their messages."""
         search = FairSearch(ctx, snapshot, config.strategies)
         found = search.run()
-        undone = undoing_victim(search, found) if found is not None else None
+        undone = undone_by(search, found) if found is not None else None
         if undone is not None:
             found = None
         wait = self._wait(wl.key, found is not None, search.protected)
@@ -140,7 +143,7 @@ class ClassicalPreemptor:
                 describe(missing(ctx)) or "nothing"
             )
         elif undone is not None:
-            message = f"fair sharing: no preemption that its victims would undo: {undone}"
+            message = _UNDONE + undone
         elif waiting or wait is not None:
             message = _outcome(wl, ctx, None, waiting, wait, _now(snapshot))
         else:
@@ -185,6 +188,11 @@ class ClassicalPreemptor:
         """In the cycle just run: the protected workloads ``key`` found no victims without."""
         return self._waits.get(key)
 
+    def refusal(self, key: WorkloadKey) -> str | None:
+        """In the cycle just run: why a preemption for ``key`` was not made though fair
+        sharing allowed it (undo.py)."""
+        return self._refusals.get(key)
+
     def explain(self, key: WorkloadKey) -> VictimSearch | None:
         """The last victim search for ``key`` (None when it never needed preemption)."""
         return self._searches.get(key)
@@ -205,6 +213,7 @@ class ClassicalPreemptor:
         self._issued.update(self._current)
         self._current = {}
         self._waits = {}
+        self._refusals = {}
         # Searches of workloads now holding quota explain nothing any more.
         for key in sorted(self._searches):
             if snapshot.workload(key, self._searches[key].cluster_queue) is not None:
@@ -271,6 +280,9 @@ def _outcome(
     )
 
 
+_UNDONE = "fair sharing: no preemption that would be undone at once: "
+
+
 @dataclass(slots=True)
 class _Oracle:
     """Kueue's PreemptionOracle: the victim search for one flavor/resource, nothing kept."""
@@ -296,8 +308,11 @@ class _Oracle:
                 ctx, self.snapshot, self.snapshot.fair_sharing.strategies, record=False
             )
             fair = search.run()
-            if fair is not None and undoing_victim(search, fair) is None:
+            undone = undone_by(search, fair) if fair is not None else None
+            if fair is not None and undone is None:
                 victims = [t.workload for t in fair.targets]
+            elif undone is not None:
+                self.preemptor._refusals[wl.key] = _UNDONE + undone
         else:
             found = Search(ctx, self.snapshot, record=False).run()
             if found is not None:
