@@ -35,9 +35,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import collections
 import concurrent.futures
 import json
 import os
+import re
 import signal
 import sys
 import time
@@ -197,6 +199,26 @@ def remote_write_failures(log: Path) -> dict[str, int]:
     except OSError:
         return {}
     return {key: text.count(needle) for key, needle in REMOTE_WRITE_LOG.items()}
+
+
+def remote_write_causes(log: Path, top: int = 6) -> dict[str, dict[str, int]]:
+    """For the failed creates (copies and jobs), how often each cause was logged: the error after
+    the worker's name, digits and quoted names folded so that equal causes count together."""
+    try:
+        text = log.read_text(errors="replace").rsplit("==== start #", 1)[-1]
+    except OSError:
+        return {}
+    out: dict[str, dict[str, int]] = {}
+    for key in ("copyNotMade", "jobNotMade"):
+        needle = REMOTE_WRITE_LOG[key]
+        causes: collections.Counter[str] = collections.Counter()
+        for line in text.splitlines():
+            if needle in line:
+                cause = line.split(needle, 1)[1].split(": ", 1)[-1]
+                cause = re.sub(r'"[^"]*"', '"…"', re.sub(r"\d+", "N", cause))
+                causes[cause[:300]] += 1
+        out[key] = dict(causes.most_common(top))
+    return out
 
 
 def percentiles(values: list[float]) -> dict[str, float]:
@@ -492,6 +514,7 @@ async def bench(args: argparse.Namespace, clusters: dict[str, LocalCluster],
         # [seconds after the first create, placed, with a copy admitted, load 1/5/15 min]
         "progressSamples": load_samples,
         "managerRemoteWriteFailures": remote_write_failures(kqs["manager"].log_path),
+        "managerRemoteWriteCauses": remote_write_causes(kqs["manager"].log_path),
         "workerKqueuesCpuSeconds": round(wcpu, 1),
         "rssMiBByKind": rss,
         # On WORKLOAD_RESOURCES; "requests" also has every count and the idle-rate estimate.
