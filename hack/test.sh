@@ -5,7 +5,7 @@
 #      first at normal priority in two streams (Kubernetes; etcd, kwok, helm), then the
 #      operators at a lower CPU priority (promtool's tests are opt-in: `make test-promtool`);
 #   2. beside them, the tests that need no cluster run on KQUEUE_TEST_WORKERS pytest-xdist
-#      workers at `nice -n 5` (so they never slow the control plane's build or the cluster
+#      workers at `nice -n 10` (so they never slow the control plane's build or the cluster
 #      tests; output in build/unit-tests.log, printed when they end);
 #   3. the cluster tests that are not timing-bound run on KQUEUE_CLUSTER_TEST_WORKERS workers
 #      (default 2), each with its own control plane (tests/fixtures/distribution.py says how the
@@ -25,7 +25,7 @@ VENV=${VENV:-.venv}
 WORKERS=${KQUEUE_TEST_WORKERS:-2}
 CLUSTER_WORKERS=${KQUEUE_CLUSTER_TEST_WORKERS:-2}
 SERIAL_WORKERS=${KQUEUE_SERIAL_TEST_WORKERS:-2}
-UNIT_NICE=5
+UNIT_NICE=10
 mkdir -p build
 started=$SECONDS
 
