@@ -55,7 +55,7 @@ from kqueue.controller.gate import PodSetRelease, is_gated, is_terminal
 from kqueue.controller.informer import Store
 from kqueue.controller.integrations import milestones
 from kqueue.controller.integrations.eviction import evict_pod
-from kqueue.controller.integrations.framework import ComposableJob, GenericJob
+from kqueue.controller.integrations.framework import ComposableJob, Composed, GenericJob
 from kqueue.controller.integrations.management import (
     DEFAULT_LOCAL_QUEUE,
     NAMESPACE_NAME_LABEL,
@@ -245,6 +245,10 @@ class JobReconciler:
             self._events.record(members[0], "Warning", "ErrWorkloadCompose", composed.invalid)
             return None
         wl = composed.workload
+        if composed.excess:
+            await self._delete_excess(job, composed)
+            gone = {_name(p) for p in composed.excess}
+            members = [p for p in members if _name(p) not in gone]
         live = [p for p in members if not is_terminal(p) and not _deleting(p)]
         if composed.prebuilt is not None:
             # A MultiKueue worker's copies: they take the manager's Workload, copied here.
@@ -328,6 +332,21 @@ class JobReconciler:
             )
         await self._let_go(job, terminated)
         return None
+
+    async def _delete_excess(self, job: ComposableJob, composed: Composed) -> None:
+        """Kueue's removeExcessPods: each member beyond the group's total count is let go
+        (kqueue's finalizer off) and deleted, with an ``ExcessPodDeleted`` event on it. Kept, a
+        gated one would name the group's PodGroup (set at its creation, immutable) and
+        kube-scheduler would bind none of the admitted pods."""
+        for member in composed.excess:
+            await self._let_go(job, [member])
+            try:
+                await self._kube.delete(job.resource, _name(member), namespace=_namespace(member))
+            except NotFound:
+                continue
+            message = excess_message(composed.name, composed.total, len(composed.excess))
+            self._events.record(member, "Normal", EXCESS_POD_DELETED, message)
+            logger.info("%s/%s: %s", _namespace(member), _name(member), message)
 
     async def _adopt_members(
         self, job: ComposableJob, wl: Workload, members: list[Obj], *, controller: bool
@@ -752,6 +771,19 @@ def _meta(obj: Obj) -> Obj:
 def _dispatched_away(wl: Workload) -> bool:
     """Placed, or offered, by MultiKueue to worker clusters (its pods run there, not here)."""
     return wl.status.cluster_name is not None or bool(wl.status.nominated_cluster_names)
+
+
+EXCESS_POD_DELETED = "ExcessPodDeleted"
+
+
+def excess_message(group: str, total: int, excess: int) -> str:
+    """Why a pod of a group was deleted (the ``ExcessPodDeleted`` event on it)."""
+    return (
+        f"{group} declares total count {total} ({c.POD_GROUP_TOTAL_COUNT_ANNOTATION}) and has "
+        f"{total + excess} active pods: this pod, among the {excess} made last, is beyond it and "
+        f"is deleted, as Kueue does (kept, it would name the group's PodGroup and kube-scheduler "
+        f"would bind none of the admitted pods). Raise the total count to run more pods"
+    )
 
 
 def _deleting(obj: Obj) -> bool:
