@@ -476,3 +476,26 @@ async def test_pods_beyond_the_group_s_total_count_are_deleted(
     [wl] = world.workloads_in_api()
     owners = sorted(r["uid"] for r in wl["metadata"]["ownerReferences"])
     assert not {f"uid-{n}" for n in case.deleted} & set(owners)
+
+
+async def test_a_pod_kept_gated_beyond_the_admitted_count_is_told_why_once(
+    cluster: FakeCluster,
+) -> None:
+    """Admitted with 2 of the group's 3 pods: the third stays gated, with one
+    WaitingBeyondAdmittedCount event naming the admitted count, however often it is
+    reconciled; the released pods get none."""
+    world = await Pods.start(cluster)
+    members = [_made_at(f"g-{i}", i, "Pending") for i in range(3)]
+    for p in members:
+        p["metadata"]["annotations"][c.POD_GROUP_TOTAL_COUNT_ANNOTATION] = "3"
+    await world.add(*members)
+    await world.reconcile(members[0])
+    await world.admit("g", 2)
+
+    await world.reconcile(members[0])
+    await world.reconcile(members[0])
+
+    told = [(n, m) for n, _, r, m in world.events.recorded if r == "WaitingBeyondAdmittedCount"]
+    assert [n for n, _ in told] == ["g-2"]
+    assert "admitted with 2 pod(s)" in told[0][1]
+    assert gated(world.server.get(PODS, "g-2", NS))

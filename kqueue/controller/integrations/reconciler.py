@@ -152,6 +152,8 @@ class JobReconciler:
         self._events = events
         self._releaser = releaser
         self._now = now
+        # Pod UID -> the WaitingBeyondAdmittedCount message it was last given (see _tell_held).
+        self._told_held: dict[str, str] = {}
         self._management = management if management is not None else Management()
         self._namespaces = namespaces
         self._local_queues = local_queues
@@ -332,6 +334,20 @@ class JobReconciler:
             )
         await self._let_go(job, terminated)
         return None
+
+    def _tell_held(self, wl: Workload, held: tuple[tuple[Obj, str, int], ...]) -> None:
+        """A ``WaitingBeyondAdmittedCount`` event on each pod kept gated because its pod set's
+        admitted count already runs (a Job's replacement pod while the pod it replaces still
+        terminates), once per pod and message: the reconciler runs on every pod change."""
+        for pod, set_name, count in held:
+            uid = str(_meta(pod).get("uid") or "")
+            message = held_message(wl.key, set_name, count)
+            if self._told_held.get(uid) == message:
+                continue
+            if len(self._told_held) >= _TOLD_HELD_MAX:
+                self._told_held.clear()  # bounded: at worst a pod is told once more
+            self._told_held[uid] = message
+            self._events.record(pod, "Normal", WAITING_BEYOND_ADMITTED_COUNT, message)
 
     async def _delete_excess(self, job: ComposableJob, composed: Composed) -> None:
         """Kueue's removeExcessPods: each member beyond the group's total count is let go
@@ -642,6 +658,7 @@ class JobReconciler:
         )
         admitted = sum(r.count for r in releases.values())
         milestones.started(obj, wl, result, admitted, events=self._events)
+        self._tell_held(wl, result.held)
         if not result.complete:
             # Retried with the key's backoff: the pods still gated are released next time.
             logger.warning(
@@ -774,6 +791,18 @@ def _dispatched_away(wl: Workload) -> bool:
 
 
 EXCESS_POD_DELETED = "ExcessPodDeleted"
+WAITING_BEYOND_ADMITTED_COUNT = "WaitingBeyondAdmittedCount"
+_TOLD_HELD_MAX = 4096
+
+
+def held_message(workload: str, pod_set: str, count: int) -> str:
+    """Why a pod stays gated although its Workload is admitted."""
+    return (
+        f"Workload {workload} is admitted with {count} pod(s) in pod set {pod_set}, and that "
+        f"many already run or are released: this pod stays behind kqueue's gate, out of "
+        f"kube-scheduler's queue, until one of them ends (a replacement waits for the pod it "
+        f"replaces to terminate) or the workload is admitted with more"
+    )
 
 
 def excess_message(group: str, total: int, excess: int) -> str:
