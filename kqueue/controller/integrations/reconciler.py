@@ -337,8 +337,9 @@ class JobReconciler:
 
     def _tell_held(self, wl: Workload, held: tuple[tuple[Obj, str, int], ...]) -> None:
         """A ``WaitingBeyondAdmittedCount`` event on each pod kept gated because its pod set's
-        admitted count already runs (a Job's replacement pod while the pod it replaces still
-        terminates), once per pod and message: the reconciler runs on every pod change."""
+        admitted count already runs or is released, once per pod and message: the reconciler
+        runs on every pod change. (A pod being deleted is not counted: a Job's replacement for
+        it is released at once.)"""
         for pod, set_name, count in held:
             uid = str(_meta(pod).get("uid") or "")
             message = held_message(wl.key, set_name, count)
@@ -800,8 +801,7 @@ def held_message(workload: str, pod_set: str, count: int) -> str:
     return (
         f"Workload {workload} is admitted with {count} pod(s) in pod set {pod_set}, and that "
         f"many already run or are released: this pod stays behind kqueue's gate, out of "
-        f"kube-scheduler's queue, until one of them ends (a replacement waits for the pod it "
-        f"replaces to terminate) or the workload is admitted with more"
+        f"kube-scheduler's queue, until one of them ends or the workload is admitted with more"
     )
 
 
