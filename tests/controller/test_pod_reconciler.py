@@ -408,3 +408,94 @@ async def test_eviction_stops_only_released_pods(case: EvictCase, cluster: FakeC
     # The kept pods keep their finalizer (they are the Workload's); the stopped ones are gone.
     assert sorted(p["metadata"]["name"] for p in world.server.objects(PODS)) == sorted(
         p["metadata"]["name"] for p in kept)
+
+
+@dataclass(frozen=True)
+class ExcessCase:
+    name: str
+    # Members before the first reconcile: (name, minutes after 11:00 it was made, phase).
+    first: tuple[tuple[str, int, str], ...]
+    # Members added after the first reconcile (and, with ``admit``, after the release).
+    later: tuple[tuple[str, int, str], ...]
+    admit: bool
+    deleted: tuple[str, ...]
+
+
+# Kueue's pod_controller_test.go TestReconciler cases by name (removeExcessPods: the group's
+# active pods beyond its total count, sorted finalizer first, ungated before gated, older
+# first, are deleted with an ExcessPodDeleted event), and kqueue's own. Total count 2.
+EXCESS_CASES = [
+    ExcessCase("excess pods before wl creation, youngest pods are deleted",
+               first=(("g-0", 0, "Pending"), ("g-1", 1, "Pending"), ("g-2", 2, "Pending")),
+               later=(), admit=False, deleted=("g-2",)),
+    ExcessCase("excess pods before admission, youngest pods are deleted",
+               first=(("g-0", 0, "Pending"), ("g-1", 1, "Pending")),
+               later=(("g-2", 2, "Pending"),), admit=False, deleted=("g-2",)),
+    # The gated pod is the oldest, but the released ones come first: it is the excess one.
+    ExcessCase("delete excess pod that is gated",
+               first=(("g-0", 1, "Pending"), ("g-1", 2, "Pending")),
+               later=(("g-2", 0, "Pending"),), admit=True, deleted=("g-2",)),
+    ExcessCase("a failed pod's replacement is not excess",
+               first=(("g-0", 0, "Failed"), ("g-1", 1, "Pending"), ("g-2", 2, "Pending")),
+               later=(), admit=False, deleted=()),
+]
+
+
+def _made_at(name: str, minutes: int, phase: str) -> Obj:
+    p = pod(name, group="g", total=2, phase=phase)
+    p["metadata"]["creationTimestamp"] = f"2025-03-01T11:{minutes:02d}:00Z"
+    return p
+
+
+@pytest.mark.parametrize("case", EXCESS_CASES, ids=lambda k: k.name)
+async def test_pods_beyond_the_group_s_total_count_are_deleted(
+    case: ExcessCase, cluster: FakeCluster
+) -> None:
+    world = await Pods.start(cluster)
+    first = [_made_at(*m) for m in case.first]
+    await world.add(*first)
+    await world.reconcile(first[0])
+    if case.admit:
+        await world.admit("g", 2)
+        await world.reconcile(first[0])
+        released = [p for p in world.server.objects(PODS) if not gated(p)]
+        assert sorted(p["metadata"]["name"] for p in released) == ["g-0", "g-1"]
+    if case.later:
+        await world.add(*(_made_at(*m) for m in case.later))
+        await world.reconcile(first[0])
+
+    left = sorted(p["metadata"]["name"] for p in world.server.objects(PODS))
+    everyone = [m[0] for m in (*case.first, *case.later)]
+    assert left == sorted(n for n in everyone if n not in case.deleted)
+    excess_events = [
+        (n, m) for n, _, r, m in world.events.recorded if r == "ExcessPodDeleted"
+    ]
+    assert [n for n, _ in excess_events] == list(case.deleted)
+    for _, message in excess_events:
+        assert "declares total count 2" in message and "3 active pods" in message
+    [wl] = world.workloads_in_api()
+    owners = sorted(r["uid"] for r in wl["metadata"]["ownerReferences"])
+    assert not {f"uid-{n}" for n in case.deleted} & set(owners)
+
+
+async def test_a_pod_kept_gated_beyond_the_admitted_count_is_told_why_once(
+    cluster: FakeCluster,
+) -> None:
+    """Admitted with 2 of the group's 3 pods: the third stays gated, with one
+    WaitingBeyondAdmittedCount event naming the admitted count, however often it is
+    reconciled; the released pods get none."""
+    world = await Pods.start(cluster)
+    members = [_made_at(f"g-{i}", i, "Pending") for i in range(3)]
+    for p in members:
+        p["metadata"]["annotations"][c.POD_GROUP_TOTAL_COUNT_ANNOTATION] = "3"
+    await world.add(*members)
+    await world.reconcile(members[0])
+    await world.admit("g", 2)
+
+    await world.reconcile(members[0])
+    await world.reconcile(members[0])
+
+    told = [(n, m) for n, _, r, m in world.events.recorded if r == "WaitingBeyondAdmittedCount"]
+    assert [n for n, _ in told] == ["g-2"]
+    assert "admitted with 2 pod(s)" in told[0][1]
+    assert gated(world.server.get(PODS, "g-2", NS))

@@ -500,3 +500,48 @@ async def test_user_set_scheduling_group_in_a_job_template_is_reported_on_the_jo
     event = await eventually(refused, what="FailedCreate naming spec.schedulingGroup.podGroupName")
     assert "remove spec.schedulingGroup" in event["message"]
     assert await api.pods_of(namespace, "own-group") == []
+
+
+async def test_a_replacement_pod_joins_the_running_gang_while_its_predecessor_terminates(
+    api: Api, kqueue: KqueueProcess, namespace: str
+) -> None:
+    """A Job's pod is deleted and held terminating (a finalizer, as a slow shutdown would); the
+    Job controller creates its replacement at once. kqueue counts only live pods against the
+    admitted 2, so it releases the replacement into the group, whose minCount the running pod
+    and the terminating one already met: kube-scheduler binds it while its predecessor still
+    terminates, and no pod waits behind the gate."""
+    od, cq = unique("on-demand"), unique("cq")
+    await api.apply(flavor(od, "on-demand"))
+    await api.apply(cluster_queue(cq, [(od, "3")]))
+    await api.apply(local_queue("lq", namespace, cq))
+    obj = job("repl", namespace, "lq", count=2)
+    obj["spec"]["backoffLimit"] = 3
+    del obj["spec"]["completions"]
+    await api.apply(obj)
+    await eventually(lambda: running_pods(api, namespace, "repl", 2), what="2 pods Running")
+    [first, second] = await _live_pods(api, namespace, "repl")
+    hold = "kqueue.io/test-hold"
+    name = first["metadata"]["name"]
+    # Added to the Job controller's own (job-tracking) finalizer, which it must keep.
+    kept = list(first["metadata"].get("finalizers") or [])
+    await api.kube.patch(
+        PODS, name, {"metadata": {"finalizers": [*kept, hold]}}, namespace=namespace
+    )
+    await api.kube.delete(PODS, name, namespace=namespace)
+    try:
+
+        async def replacement_running() -> Obj | None:
+            live = [
+                p for p in await _live_pods(api, namespace, "repl")
+                if p["metadata"]["name"] != second["metadata"]["name"]
+            ]
+            return next((p for p in live if p["status"].get("phase") == "Running"), None)
+
+        got = await eventually(replacement_running, what="the replacement pod Running")
+        assert got["spec"]["schedulingGroup"] == first["spec"]["schedulingGroup"]
+        old = await api.kube.get(PODS, name, namespace)
+        assert old["metadata"].get("deletionTimestamp"), "the predecessor still terminates"
+    finally:
+        current = await api.kube.get(PODS, name, namespace)
+        rest = [f for f in current["metadata"].get("finalizers") or [] if f != hold]
+        await api.kube.patch(PODS, name, {"metadata": {"finalizers": rest}}, namespace=namespace)

@@ -15,7 +15,7 @@ import pytest
 from kqueue.api.v1alpha1 import constants as c
 from kqueue.controller import gang
 from kqueue.controller.kube import NotFound
-from kqueue.controller.resources import CLUSTER_QUEUES, PODS, WORKLOADS
+from kqueue.controller.resources import CLUSTER_QUEUES, EVENTS, PODS, WORKLOADS
 from kqueue.localcluster.cluster import LocalCluster
 from tests.controller_e2e.harness import (
     Api,
@@ -177,4 +177,56 @@ async def test_an_evicted_pod_group_s_new_pods_are_placed_whole_in_a_new_pod_gro
     assert after["metadata"]["uid"] != before["metadata"]["uid"]
     assert after["spec"]["schedulingPolicy"]["gang"]["minCount"] == 2
     for n in second:
+        await api.kube.delete(PODS, n, namespace=namespace)
+
+
+async def test_a_pod_beyond_the_group_s_total_count_is_deleted_and_the_gang_is_placed(
+    api: Api, kqueue: KqueueProcess, namespace: str
+) -> None:
+    """Kueue's TestReconciler "excess pods before admission": a pod group declares 2 pods and 3
+    are made. The webhook names the PodGroup on all 3 at creation (the field is immutable), and
+    kube-scheduler v1.37.2 binds none of a group while a pod naming it stays gated, so a kept
+    excess pod would stall the gang for good. kqueue deletes the excess pod (the one made
+    last), as Kueue does, with an ``ExcessPodDeleted`` event on it; the 2 admitted pods are
+    placed together."""
+    od, cq = unique("od"), unique("cq")
+    await api.apply(flavor(od, "on-demand"))
+    await api.apply(cluster_queue(cq, [(od, "3")]))
+    await api.apply(local_queue("lq", namespace, cq))
+    names = ["e-0", "e-1", "e-2"]
+    for n in names:
+        await api.kube.create(PODS, _pod(n, namespace, group="extra", total=2), namespace=namespace)
+
+    async def both_running() -> bool:
+        pods = [await api.kube.get(PODS, n, namespace) for n in names[:2]]
+        return all(p["status"].get("phase") == "Running" for p in pods)
+
+    await eventually(both_running, what="the group's 2 admitted pods Running")
+
+    async def excess_gone() -> bool:
+        try:
+            await api.kube.get(PODS, "e-2", namespace)
+        except NotFound:
+            return True
+        return False
+
+    await eventually(excess_gone, what="the excess pod e-2 deleted")
+    group = await api.kube.get(PODGROUPS, gang.group_name("Pod", "group-extra"), namespace)
+    assert group["spec"]["schedulingPolicy"]["gang"]["minCount"] == 2
+
+    async def excess_event() -> Obj | None:
+        events = await api.kube.list(EVENTS, namespace=namespace)
+        return next(
+            (
+                e
+                for e in events
+                if e.get("reason") == "ExcessPodDeleted"
+                and (e.get("involvedObject") or {}).get("name") == "e-2"
+            ),
+            None,
+        )
+
+    event = await eventually(excess_event, what="an ExcessPodDeleted event on e-2")
+    assert "total count 2" in event["message"]
+    for n in names[:2]:
         await api.kube.delete(PODS, n, namespace=namespace)

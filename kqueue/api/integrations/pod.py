@@ -201,14 +201,28 @@ def _active_order(pod: Mapping[str, Any]) -> tuple[bool, bool, str, str]:
     return (not has_finalizer, gated, str(meta.get("creationTimestamp") or ""), str(meta["name"]))
 
 
-def group_pods(pods: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
-    """The pods that make up the group's Workload: runnable or succeeded, at most the total
-    count (the excess is what Kueue deletes)."""
+def _split_active(pods: Sequence[Mapping[str, Any]]) -> tuple[list[Any], list[Any]]:
+    """The group's active pods in Kueue's order, cut at the total count: (kept, excess)."""
     if not pods:
         raise IntegrationError("", "a pod group needs at least one pod")
     total = group_total_count(pods[0])
     active = sorted((p for p in pods if _runnable_or_succeeded(p)), key=_active_order)
-    return active[:total]
+    return active[:total], active[total:]
+
+
+def group_pods(pods: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    """The pods that make up the group's Workload: runnable or succeeded, at most the total
+    count (the excess is what Kueue deletes, see :func:`excess_pods`)."""
+    return _split_active(pods)[0]
+
+
+def excess_pods(pods: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    """The group's active pods beyond its total count, as Kueue's ConstructComposableWorkload
+    picks them (:func:`_active_order`: the gated ones made last). kqueue deletes them, as Kueue
+    does: the pod webhook named the group's PodGroup on each at creation (an immutable field),
+    and kube-scheduler binds no pod of a group while a pod naming it stays gated, so one kept
+    would stall the admitted ones for good."""
+    return _split_active(pods)[1]
 
 
 def workload_for_pod_group(

@@ -146,6 +146,9 @@ class Composed:
     """The Workload the members name with ``kqueue.io/prebuilt-workload-name`` (a MultiKueue
     worker's copy of the manager's, docs/multikueue.md): adopted, never made; while it does
     not exist (``workload`` None) the members wait for it."""
+    excess: list[Obj] = field(default_factory=list)
+    """Live members beyond ``total`` (a pod group with more pods than its declared count): the
+    generic reconciler deletes them, as Kueue does (``members`` still lists them)."""
 
 
 @runtime_checkable

@@ -55,7 +55,7 @@ from kqueue.controller.gate import PodSetRelease, is_gated, is_terminal
 from kqueue.controller.informer import Store
 from kqueue.controller.integrations import milestones
 from kqueue.controller.integrations.eviction import evict_pod
-from kqueue.controller.integrations.framework import ComposableJob, GenericJob
+from kqueue.controller.integrations.framework import ComposableJob, Composed, GenericJob
 from kqueue.controller.integrations.management import (
     DEFAULT_LOCAL_QUEUE,
     NAMESPACE_NAME_LABEL,
@@ -152,6 +152,8 @@ class JobReconciler:
         self._events = events
         self._releaser = releaser
         self._now = now
+        # Pod UID -> the WaitingBeyondAdmittedCount message it was last given (see _tell_held).
+        self._told_held: dict[str, str] = {}
         self._management = management if management is not None else Management()
         self._namespaces = namespaces
         self._local_queues = local_queues
@@ -245,6 +247,10 @@ class JobReconciler:
             self._events.record(members[0], "Warning", "ErrWorkloadCompose", composed.invalid)
             return None
         wl = composed.workload
+        if composed.excess:
+            await self._delete_excess(job, composed)
+            gone = {_name(p) for p in composed.excess}
+            members = [p for p in members if _name(p) not in gone]
         live = [p for p in members if not is_terminal(p) and not _deleting(p)]
         if composed.prebuilt is not None:
             # A MultiKueue worker's copies: they take the manager's Workload, copied here.
@@ -328,6 +334,36 @@ class JobReconciler:
             )
         await self._let_go(job, terminated)
         return None
+
+    def _tell_held(self, wl: Workload, held: tuple[tuple[Obj, str, int], ...]) -> None:
+        """A ``WaitingBeyondAdmittedCount`` event on each pod kept gated because its pod set's
+        admitted count already runs or is released, once per pod and message: the reconciler
+        runs on every pod change. (A pod being deleted is not counted: a Job's replacement for
+        it is released at once.)"""
+        for pod, set_name, count in held:
+            uid = str(_meta(pod).get("uid") or "")
+            message = held_message(wl.key, set_name, count)
+            if self._told_held.get(uid) == message:
+                continue
+            if len(self._told_held) >= _TOLD_HELD_MAX:
+                self._told_held.clear()  # bounded: at worst a pod is told once more
+            self._told_held[uid] = message
+            self._events.record(pod, "Normal", WAITING_BEYOND_ADMITTED_COUNT, message)
+
+    async def _delete_excess(self, job: ComposableJob, composed: Composed) -> None:
+        """Kueue's removeExcessPods: each member beyond the group's total count is let go
+        (kqueue's finalizer off) and deleted, with an ``ExcessPodDeleted`` event on it. Kept, a
+        gated one would name the group's PodGroup (set at its creation, immutable) and
+        kube-scheduler would bind none of the admitted pods."""
+        for member in composed.excess:
+            await self._let_go(job, [member])
+            try:
+                await self._kube.delete(job.resource, _name(member), namespace=_namespace(member))
+            except NotFound:
+                continue
+            message = excess_message(composed.name, composed.total, len(composed.excess))
+            self._events.record(member, "Normal", EXCESS_POD_DELETED, message)
+            logger.info("%s/%s: %s", _namespace(member), _name(member), message)
 
     async def _adopt_members(
         self, job: ComposableJob, wl: Workload, members: list[Obj], *, controller: bool
@@ -623,6 +659,7 @@ class JobReconciler:
         )
         admitted = sum(r.count for r in releases.values())
         milestones.started(obj, wl, result, admitted, events=self._events)
+        self._tell_held(wl, result.held)
         if not result.complete:
             # Retried with the key's backoff: the pods still gated are released next time.
             logger.warning(
@@ -752,6 +789,30 @@ def _meta(obj: Obj) -> Obj:
 def _dispatched_away(wl: Workload) -> bool:
     """Placed, or offered, by MultiKueue to worker clusters (its pods run there, not here)."""
     return wl.status.cluster_name is not None or bool(wl.status.nominated_cluster_names)
+
+
+EXCESS_POD_DELETED = "ExcessPodDeleted"
+WAITING_BEYOND_ADMITTED_COUNT = "WaitingBeyondAdmittedCount"
+_TOLD_HELD_MAX = 4096
+
+
+def held_message(workload: str, pod_set: str, count: int) -> str:
+    """Why a pod stays gated although its Workload is admitted."""
+    return (
+        f"Workload {workload} is admitted with {count} pod(s) in pod set {pod_set}, and that "
+        f"many already run or are released: this pod stays behind kqueue's gate, out of "
+        f"kube-scheduler's queue, until one of them ends or the workload is admitted with more"
+    )
+
+
+def excess_message(group: str, total: int, excess: int) -> str:
+    """Why a pod of a group was deleted (the ``ExcessPodDeleted`` event on it)."""
+    return (
+        f"{group} declares total count {total} ({c.POD_GROUP_TOTAL_COUNT_ANNOTATION}) and has "
+        f"{total + excess} active pods: this pod, among the {excess} made last, is beyond it and "
+        f"is deleted, as Kueue does (kept, it would name the group's PodGroup and kube-scheduler "
+        f"would bind none of the admitted pods). Raise the total count to run more pods"
+    )
 
 
 def _deleting(obj: Obj) -> bool:

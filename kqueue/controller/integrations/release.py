@@ -144,6 +144,9 @@ class Released:
     released: int
     wanted: int
     running: int
+    held: tuple[tuple[Obj, str, int], ...] = ()
+    """Gated pods left behind the gate because their pod set's admitted count is reached:
+    (pod, pod set, admitted count)."""
 
     @property
     def complete(self) -> bool:
@@ -208,6 +211,7 @@ class PodReleaser:
         """Release gated pods of each admitted pod set up to its count. ``pods_by_set`` holds
         the live pods (not terminal, not being deleted) of the workload."""
         todo: list[tuple[Obj, PodSetRelease]] = []
+        held: list[tuple[Obj, str, int]] = []
         running = 0
         for set_name, members in sorted(pods_by_set.items()):
             release = releases.get(set_name)
@@ -217,13 +221,16 @@ class PodReleaser:
             running += here
             gated = sorted((p for p in members if not self.running(p)), key=_age)
             chosen = gated[: max(release.count - here, 0)]
+            held += [(p, set_name, release.count) for p in gated[len(chosen):]]
             if release.domains:
                 running_pods = [p for p in members if self.running(p)]
                 todo += pinned(release, running_pods, chosen, self._selector_of)
             else:
                 todo += [(pod, release) for pod in chosen]
         released = await self._release_all(todo, admitted_at, cluster_queue, is_group)
-        return Released(released=released, wanted=len(todo), running=running)
+        return Released(
+            released=released, wanted=len(todo), running=running, held=tuple(held)
+        )
 
     async def _release_all(
         self,

@@ -35,7 +35,7 @@ from kqueue.api.integrations import (
     workload_for_pod,
     workload_for_pod_group,
 )
-from kqueue.api.integrations.pod import POD_KIND, group_pods, pod_based
+from kqueue.api.integrations.pod import POD_KIND, excess_pods, group_pods, pod_based
 from kqueue.api.integrations.registry import INTEGRATIONS, Workloads
 from kqueue.api.v1alpha1 import Workload
 from kqueue.api.v1alpha1 import constants as c
@@ -115,6 +115,16 @@ def _adoptable(wl: Workload | None, pods: list[Obj]) -> Workload | None:
     return wl
 
 
+def _excess(pods: list[Obj]) -> list[Obj]:
+    """The group's pods beyond its total count; pods being deleted already are not counted
+    (a pod with a malformed count is reported on its own, by the pod webhook)."""
+    live = [p for p in pods if not _meta(p).get("deletionTimestamp")]
+    try:
+        return [dict(p) for p in excess_pods(live)] if live else []
+    except IntegrationError:
+        return []
+
+
 class PodJob:
     """A single Pod or a pod group (its members are pods). As a :class:`GenericJob` a pod is
     never suspended and needs no patch to run or stop: it is held by the gate, released by the
@@ -183,7 +193,10 @@ class PodJob:
                 total = group_total_count(pods[0])
             except IntegrationError as exc:
                 return Composed(f"Pod group {name}", pods, wl, 0, barrier, invalid=str(exc))
-            return Composed(f"Pod group {name}", pods, wl, total, barrier, prebuilt=prebuilt)
+            return Composed(
+                f"Pod group {name}", pods, wl, total, barrier, prebuilt=prebuilt,
+                excess=_excess(pods),
+            )
         namespace, name = key[len(SINGLE):].split("/", 1)
         pod = members.get(f"{namespace}/{name}")
         if pod is None:
