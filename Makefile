@@ -19,8 +19,9 @@ $(VENV)/.installed: pyproject.toml
 # `serial`) on two workers with the machine to themselves (hack/test.sh says how, and how to
 # change the workers; hack/test-phases.sh holds the marker expressions).
 # Plain `pytest` runs the same tests serially.
-test: venv
-	VENV=$(VENV) hack/test.sh
+# hack/test.sh makes the virtualenv itself, once Kubernetes' build has started.
+test:
+	VENV=$(VENV) PYTHON=$(PYTHON) MAKE="$(MAKE)" hack/test.sh
 
 # Without the real control plane (quick inner loop).
 test-fast: venv

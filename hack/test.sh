@@ -5,16 +5,20 @@
 #      first at normal priority in two streams (Kubernetes; etcd, kwok, helm), then the
 #      operators at a lower CPU priority (promtool's tests are opt-in: `make test-promtool`);
 #   2. beside them, the tests that need no cluster run on KQUEUE_TEST_WORKERS pytest-xdist
-#      workers at `nice -n 10` (so they never slow the control plane's build or the cluster
-#      tests; output in build/unit-tests.log, printed when they end);
+#      workers at `nice -n 15`, below the operators' builds (so they never slow the control
+#      plane's build, the cluster tests or the builds those wait for; output in
+#      build/unit-tests.log, printed when they end);
 #   3. the cluster tests that are not timing-bound run on KQUEUE_CLUSTER_TEST_WORKERS workers
 #      (default 2), each with its own control plane (tests/fixtures/distribution.py says how the
 #      work is shared): they start as soon as the control plane is built, not after every build;
 #      the tests that need an operator run last and wait for its build
 #      (tests/fixtures/operators.py);
-#   4. when those, the unit tests and the builds are done, the timing-bound cluster tests
-#      (marker `serial`: fault tests with deadlines) run on KQUEUE_SERIAL_TEST_WORKERS workers
-#      (default 2: they mostly wait, a core each is enough), with the machine to themselves.
+#   4. when those and the builds are done, the timing-bound cluster tests (marker `serial`:
+#      fault tests with deadlines) run on KQUEUE_SERIAL_TEST_WORKERS workers (default 2: they
+#      mostly wait, a core each is enough), no other cluster test beside them (the tests without
+#      a cluster, if still running, at their lower priority).
+# Before all this, while pip makes the virtualenv, Kubernetes' build (the longest, stdlib-only
+# Python) starts with the system Python: the prebuild then finds it under its lock.
 # hack/test-phases.sh holds the marker expressions of the three pytest runs. Extra arguments go
 # to every pytest run. The exit status is non-zero if any step failed.
 set -uo pipefail
@@ -25,9 +29,15 @@ VENV=${VENV:-.venv}
 WORKERS=${KQUEUE_TEST_WORKERS:-2}
 CLUSTER_WORKERS=${KQUEUE_CLUSTER_TEST_WORKERS:-2}
 SERIAL_WORKERS=${KQUEUE_SERIAL_TEST_WORKERS:-2}
-UNIT_NICE=10
+UNIT_NICE=15
 mkdir -p build
 started=$SECONDS
+
+# Kubernetes' build needs no virtualenv: it starts now, and pip's install runs beside it.
+"${PYTHON:-python3}" -m kqueue.localcluster.build --only kubernetes \
+  >build/kubernetes-early.log 2>&1 &
+echo "== Kubernetes' build started (log: build/kubernetes-early.log); making the virtualenv"
+"${MAKE:-make}" --no-print-directory venv VENV="$VENV" || exit 1
 
 # pytest's exit 5 means that the arguments selected no test of that run: not a failure here.
 status() {
@@ -58,22 +68,24 @@ echo "== cluster tests ($CLUSTER_WORKERS worker(s), one control plane each; they
 status $? "cluster tests"
 cluster=$?
 
+wait "$prebuild"
+built=$?
+tail -n 3 build/prebuild.log
+echo "== builds: exit $built"
+
+# The tests without a cluster may still be running, at nice $UNIT_NICE: they take only what the
+# timing-bound tests, which mostly wait, leave idle.
+echo "== timing-bound cluster tests ($SERIAL_WORKERS worker(s), no other cluster test running)"
+"$VENV/bin/pytest" -m "$CLUSTER_SERIAL" -n "$SERIAL_WORKERS" --durations=20 "$@"
+status $? "timing-bound cluster tests"
+serial=$?
+
 wait "$unit_tests"
 rc=$?
 echo "== tests without a cluster (build/unit-tests.log):"
 cat build/unit-tests.log
 status "$rc" "tests without a cluster"
 unit=$?
-
-wait "$prebuild"
-built=$?
-tail -n 3 build/prebuild.log
-echo "== builds: exit $built"
-
-echo "== timing-bound cluster tests ($SERIAL_WORKERS worker(s), nothing else running)"
-"$VENV/bin/pytest" -m "$CLUSTER_SERIAL" -n "$SERIAL_WORKERS" --durations=20 "$@"
-status $? "timing-bound cluster tests"
-serial=$?
 echo "== whole run $(((SECONDS - started) / 60)) min"
 
 for rc in "$unit" "$cluster" "$serial"; do

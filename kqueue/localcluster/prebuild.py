@@ -11,7 +11,10 @@ the builds (docs/local-cluster.md, "CI"):
    other, so the two streams end at about the same time;
 2. then, at a lower CPU priority (``LATE_NICE``, in the time the running tests leave idle), what
    only some tests need and wait for where they need it: the operators (their tests run last,
-   tests/fixtures/operators.py) after Kubernetes.
+   tests/fixtures/operators.py), after helm in the second stream, which ends first.
+
+hack/test.sh starts Kubernetes' build earlier still, with the system Python while pip makes the
+virtualenv; this stream then finds it under its lock.
 
 promtool is not built: its tests are opt-in (`make test-promtool`, tests/fixtures/opt_in.py).
 
@@ -40,20 +43,23 @@ def _component(name: str) -> build.Component:
 LATE_NICE = 10
 
 
-def _kubernetes_then_operators() -> None:
+def _kubernetes() -> None:
     build.ensure_component(_component("kubernetes"))
+
+
+def _etcd_kwok_helm_then_operators() -> None:
+    for name in ("etcd", "kwok", "helm"):
+        build.ensure_component(_component(name))
+    # In the stream that ends first, so that they have the whole of Kubernetes' build and of the
+    # cluster tests before theirs (which run last) to use what is left idle: after Kubernetes
+    # they were still building when their tests' turn came (18 min at nice 10).
     for name in operators.default_names():
         operators.ensure_built(operators.get(name), nice=LATE_NICE)
 
 
-def _etcd_kwok_helm() -> None:
-    for name in ("etcd", "kwok", "helm"):
-        build.ensure_component(_component(name))
-
-
 STREAMS: dict[str, Callable[[], object]] = {
-    "kubernetes, then the operators": _kubernetes_then_operators,
-    "etcd, kwok, helm": _etcd_kwok_helm,
+    "kubernetes": _kubernetes,
+    "etcd, kwok, helm, then the operators": _etcd_kwok_helm_then_operators,
 }
 
 

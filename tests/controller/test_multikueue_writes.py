@@ -214,9 +214,11 @@ async def test_a_slow_worker_does_not_hold_the_sync(
     wl, check = await _setup(manager)
     w1.server.hold("POST", WORKLOADS)
     try:
+        # The held create would keep a sync waiting for it 30 s (REMOTE_WRITE_TIMEOUT_SECONDS);
+        # the bound leaves room for a loaded machine (the settle itself is 0.1 s).
         started = time.monotonic()
-        synced = await asyncio.wait_for(mkc.sync(wl, check, _pending(), NOW), 2)
-        assert time.monotonic() - started < 1.0
+        synced = await asyncio.wait_for(mkc.sync(wl, check, _pending(), NOW), 20)
+        assert time.monotonic() - started < 10.0
         assert w2.server.get(WORKLOADS, "job-j", "ns") is not None
         assert mkc.writes.maybe_there("w1", wl.key)  # in flight
         # Another sync meanwhile sends no second create to w1.
@@ -295,6 +297,9 @@ async def test_a_winner_that_fails_the_jobs_read_backs_off_and_the_sync_goes_on(
     kind's watch has listed) is the worker's failure, backed off, not an exception lost in a
     task."""
     mkc = _mkc(manager, {"w1": w1.kube, "w2": w2.kube})
+    # A clock that stands still: the real time between the sync and the assertion (0.4 s at
+    # load 10 in a cold CI run) must not eat into the backoff the assertion compares with.
+    mkc.writes.backoff = WorkerBackoff(initial=1.0, maximum=30.0, clock=lambda: 100.0)
     wl, check = await _setup(manager)
     synced = await mkc.sync(wl, check, _pending(), NOW)
     await w2.kube.modify_status(

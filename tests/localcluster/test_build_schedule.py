@@ -156,6 +156,6 @@ def test_the_prebuild_builds_the_control_plane_first_and_the_rest_at_a_lower_pri
     late = prebuild.LATE_NICE
     assert late > 0
     assert list(streams.values()) == [
-        [("kubernetes", 0), *((op, late) for op in operators.default_names())],
-        [("etcd", 0), ("kwok", 0), ("helm", 0)],
+        [("kubernetes", 0)],
+        [("etcd", 0), ("kwok", 0), ("helm", 0), *((op, late) for op in operators.default_names())],
     ]
