@@ -19,9 +19,10 @@ $(VENV)/.installed: pyproject.toml
 # `serial`) on two workers with the machine to themselves (hack/test.sh says how, and how to
 # change the workers; hack/test-phases.sh holds the marker expressions).
 # Plain `pytest` runs the same tests serially.
-# hack/test.sh makes the virtualenv itself, once Kubernetes' build has started.
+# hack/test.sh makes the virtualenv itself (`make venv`), once Kubernetes' build has started.
+# (No $(MAKE) on the line: make would run it even under `make -n`.)
 test:
-	VENV=$(VENV) PYTHON=$(PYTHON) MAKE="$(MAKE)" hack/test.sh
+	VENV=$(VENV) PYTHON=$(PYTHON) hack/test.sh
 
 # Without the real control plane (quick inner loop).
 test-fast: venv

@@ -37,7 +37,7 @@ started=$SECONDS
 "${PYTHON:-python3}" -m kqueue.localcluster.build --only kubernetes \
   >build/kubernetes-early.log 2>&1 &
 echo "== Kubernetes' build started (log: build/kubernetes-early.log); making the virtualenv"
-"${MAKE:-make}" --no-print-directory venv VENV="$VENV" || exit 1
+make --no-print-directory venv VENV="$VENV" || exit 1
 
 # pytest's exit 5 means that the arguments selected no test of that run: not a failure here.
 status() {
