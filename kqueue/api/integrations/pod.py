@@ -218,8 +218,8 @@ def group_pods(pods: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
 
 def excess_pods(pods: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
     """The group's active pods beyond its total count, as Kueue's ConstructComposableWorkload
-    picks them (:func:`_active_order`: the gated ones made last). kqueue deletes them, as Kueue
-    does: the pod webhook named the group's PodGroup on each at creation (an immutable field),
+    picks them (:func:`_active_order`: those kqueue already manages, ungated and older ones
+    first, keep their place). kqueue deletes them, as Kueue does: the pod webhook named the group's PodGroup on each at creation (an immutable field),
     and kube-scheduler binds no pod of a group while a pod naming it stays gated, so one kept
     would stall the admitted ones for good."""
     return _split_active(pods)[1]

@@ -809,8 +809,9 @@ def excess_message(group: str, total: int, excess: int) -> str:
     """Why a pod of a group was deleted (the ``ExcessPodDeleted`` event on it)."""
     return (
         f"{group} declares total count {total} ({c.POD_GROUP_TOTAL_COUNT_ANNOTATION}) and has "
-        f"{total + excess} active pods: this pod, among the {excess} made last, is beyond it and "
-        f"is deleted, as Kueue does (kept, it would name the group's PodGroup and kube-scheduler "
+        f"{total + excess} active pods: this pod, among the {excess} last in Kueue's order "
+        f"(pods kqueue already manages, ungated and older ones first), is beyond it and is "
+        f"deleted, as Kueue does (kept, it would name the group's PodGroup and kube-scheduler "
         f"would bind none of the admitted pods). Raise the total count to run more pods"
     )
 
