@@ -23,6 +23,7 @@ Obj = dict[str, Any]
 LEASE = timedelta(seconds=1)
 RENEW = timedelta(milliseconds=500)
 RETRY = timedelta(milliseconds=100)
+LONG_LEASE = timedelta(seconds=20)
 
 
 @dataclass
@@ -53,14 +54,16 @@ class Env:
     clients: list[ApiClient]
     candidates: list[Candidate] = field(default_factory=list)
 
-    def candidate(self, index: int, *, release_on_cancel: bool = True) -> Candidate:
+    def candidate(
+        self, index: int, *, release_on_cancel: bool = True, lease: timedelta = LEASE
+    ) -> Candidate:
         cand = Candidate(elector=None)  # type: ignore[arg-type]
         cand.elector = LeaderElector(
             self.clients[index],
             name="kqueue-leader",
             namespace="kqueue-system",
             identity=f"replica-{index}",
-            lease_duration=LEASE,
+            lease_duration=lease,
             renew_deadline=RENEW,
             retry_period=RETRY,
             on_started_leading=cand.lead,
@@ -177,7 +180,9 @@ async def test_a_partitioned_leader_steps_down_before_the_standby_takes_over(env
 
 
 async def test_a_clean_shutdown_releases_the_lease_for_a_fast_handover(env: Env) -> None:
-    a, b = env.candidate(0), env.candidate(1)
+    # A long lease, so that a handover without the release (the lease has to expire first)
+    # cannot be mistaken for a fast one on a busy machine.
+    a, b = env.candidate(0, lease=LONG_LEASE), env.candidate(1, lease=LONG_LEASE)
     env.start(a)
     await eventually(lambda: a.elector.is_leader, what="replica-0 to lead")
     env.start(b)
@@ -188,7 +193,7 @@ async def test_a_clean_shutdown_releases_the_lease_for_a_fast_handover(env: Env)
     assert (a.cancelled_leading, a.stopped) == (1, 1)
     await eventually(lambda: b.elector.is_leader, what="replica-1 to take over")
     # Released: no need to wait for the lease to expire.
-    assert loop.time() - stopped < LEASE.total_seconds() / 2
+    assert loop.time() - stopped < LONG_LEASE.total_seconds() / 2
 
 
 async def test_a_leader_that_dies_without_releasing_is_replaced_after_the_lease_expires(
