@@ -111,6 +111,9 @@ class Snapshot:
         # The workloads pending in a ClusterQueue (preemption/undo.py's rivals); set by the
         # cycle, None outside one.
         self.pending: Callable[[ClusterQueueName], Iterable[WorkloadInfo]] | None = None
+        # undo.py's memo of ``pending``, one workload per kind (priority and requests): the
+        # pending set does not change during a cycle, and may be long.
+        self.pending_kinds: dict[ClusterQueueName, list[WorkloadInfo]] = {}
 
     @staticmethod
     def build(

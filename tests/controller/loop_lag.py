@@ -18,13 +18,20 @@ from dataclasses import dataclass
 class LoopLag:
     tick: float = 0.005
     worst: float = 0.0
+    _due: float | None = None
 
     async def _measure(self) -> None:
         loop = asyncio.get_running_loop()
         while True:
-            due = loop.time() + self.tick
+            self._due = loop.time() + self.tick
             await asyncio.sleep(self.tick)
-            self.worst = max(self.worst, loop.time() - due)
+            self.worst = max(self.worst, loop.time() - self._due)
+
+    def so_far(self) -> float:
+        """The worst lateness until now, counting the tick that is overdue (a stall the
+        measuring task has not woken up from yet)."""
+        overdue = 0.0 if self._due is None else asyncio.get_running_loop().time() - self._due
+        return max(self.worst, overdue)
 
 
 @contextlib.asynccontextmanager

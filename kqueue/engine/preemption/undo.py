@@ -18,6 +18,15 @@ the preemptor again:
   preempting one another in a circle at one instant, for ever (docs/fair-sharing.md,
   "Preemption that would be undone at once", has the case).
 
+* **by a workload pending in another ClusterQueue** (``reclaiming_it``), when every victim is in
+  the preemptor's own ClusterQueue (a preemption by priority) and the preemption raises what that
+  ClusterQueue borrows: the workload's ClusterQueue reclaims (``reclaimWithinCohort`` allows the
+  two priorities), it fits once the preemptor is gone, and it stays within its nominal quota or
+  passes one of the strategies against the preemptor's side. A preemption by priority passes no
+  share check in Kueue; the quota it borrows beyond what its victims free was free, and another
+  ClusterQueue waiting for it would take it back at once, by fair sharing. Four workloads
+  preempted one another in a circle this way (docs/fair-sharing.md, "A circle of four").
+
 Such a preemption is not made; the preemptor waits for quota to be freed otherwise.
 
 This is conservative: a victim that would fit in the quota left free, or would prefer another
@@ -32,7 +41,15 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from ..fairness.dominant_share import share_of
-from ..types import FlavorResource, Preemptibility, PreemptionPolicy, ResourceName
+from ..hierarchy import CohortNode
+from ..snapshot import ClusterQueueSnapshot
+from ..types import (
+    ClusterQueueName,
+    FlavorResource,
+    Preemptibility,
+    PreemptionPolicy,
+    ResourceName,
+)
 from ..workload import WorkloadInfo
 from .fair import FairFound, FairSearch, passes
 from .search import info_policy_allows
@@ -49,7 +66,11 @@ def undone_by(search: FairSearch, found: FairFound) -> str | None:
     restore = search.snapshot.simulate_removal([t.workload for t in found.targets])
     own.add_usage(ctx.requests)
     try:
-        return undoing_victim(search, found) or taking_its_place(search, found)
+        return (
+            undoing_victim(search, found)
+            or taking_its_place(search, found)
+            or reclaiming_it(search, found)
+        )
     finally:
         own.remove_usage(ctx.requests)
         restore()
@@ -104,15 +125,14 @@ def taking_its_place(search: FairSearch, found: FairFound) -> str | None:
     ``undone_by`` leaves it."""
     ctx = search.ctx
     own = ctx.cq
-    pending = search.snapshot.pending
     policy = own.spec.preemption.within_cluster_queue
-    if pending is None or policy == PreemptionPolicy.NEVER:
+    if search.snapshot.pending is None or policy == PreemptionPolicy.NEVER:
         return None
     if all(t.workload.cluster_queue == own.cq_name for t in found.targets):
         return None  # priority preemptions within one queue only go up in priority
     own.remove_usage(ctx.requests)
     try:
-        for rival in pending(own.cq_name):
+        for rival in _kinds(search, own.cq_name):
             if rival.key == ctx.preemptor.key or not info_policy_allows(
                 policy, rival, ctx.preemptor
             ):
@@ -126,6 +146,115 @@ def taking_its_place(search: FairSearch, found: FairFound) -> str | None:
         return None
     finally:
         own.add_usage(ctx.requests)
+
+
+def reclaiming_it(search: FairSearch, found: FairFound) -> str | None:
+    """The first workload pending in another ClusterQueue of the cohort that would preempt the
+    preemptor at once to reclaim what it borrows, when every victim is in the preemptor's own
+    ClusterQueue and the preemption raises its borrowing; the snapshot as ``undone_by`` leaves
+    it."""
+    ctx = search.ctx
+    own = ctx.cq
+    root = own.root()
+    if search.snapshot.pending is None or not isinstance(root, CohortNode):
+        return None
+    if any(t.workload.cluster_queue != own.cq_name for t in found.targets):
+        return None  # the strategies weighed the preemptor against the other ClusterQueues
+    raised = _raised_borrowing(own, ctx.requests, found)
+    if not raised:
+        return None
+    for node in sorted(root.subtree_cluster_queues(), key=lambda n: n.name):
+        theirs = search.snapshot.cluster_queues.get(node.cq_name)
+        if theirs is None or theirs is own:
+            continue
+        policy = theirs.spec.preemption.reclaim_within_cohort
+        if policy == PreemptionPolicy.NEVER:
+            continue
+        for rival in _kinds(search, theirs.cq_name):
+            if not info_policy_allows(policy, rival, ctx.preemptor):
+                continue
+            usage = _placed_as(rival, ctx.requests)
+            if raised.isdisjoint(usage) or not all(fr in theirs.resources.quotas for fr in usage):
+                continue  # it needs nothing the preemptor borrows, or not in these flavors
+            rule = _would_reclaim(search, theirs, usage)
+            if rule is not None:
+                return (
+                    f"{rival.key} (priority {rival.priority}), pending in ClusterQueue "
+                    f"{theirs.name}, would preempt it at once to reclaim what it borrows "
+                    f"beyond what its victims free: {rule}"
+                )
+    return None
+
+
+def _raised_borrowing(
+    own: ClusterQueueSnapshot, requests: Mapping[FlavorResource, int], found: FairFound
+) -> set[FlavorResource]:
+    """The flavor/resources ``own`` borrows more of with the preemptor in and the victims out
+    (the snapshot as ``undone_by`` leaves it) than before."""
+    freed: dict[FlavorResource, int] = {}
+    for t in found.targets:
+        for fr, v in t.workload.usage.items():
+            freed[fr] = freed.get(fr, 0) + v
+    r = own.resources
+    out: set[FlavorResource] = set()
+    for fr, q in requests.items():
+        quota = r.subtree_quota.get(fr, 0)
+        after = r.usage.get(fr, 0)
+        before = after - q + freed.get(fr, 0)
+        if max(0, after - quota) > max(0, before - quota):
+            out.add(fr)
+    return out
+
+
+def _would_reclaim(
+    search: FairSearch, theirs: ClusterQueueSnapshot, usage: Mapping[FlavorResource, int]
+) -> str | None:
+    """Whether a workload of ``theirs`` using ``usage`` fits once the preemptor is gone and may
+    preempt it then (within its nominal quota, or by a strategy); which rule, or None."""
+    ctx = search.ctx
+    own = ctx.cq
+    own.remove_usage(ctx.requests)
+    try:
+        if not theirs.fits(usage):
+            return None
+    finally:
+        own.add_usage(ctx.requests)
+    t_res = theirs.resources
+    if all(t_res.usage.get(fr, 0) + v <= t_res.subtree_quota.get(fr, 0) for fr, v in usage.items()):
+        return f"ClusterQueue {theirs.name} stays within its nominal quota with it"
+    mine_node, their_node = search.almost_lcas(theirs)
+    back = share_of(their_node, usage)
+    mine = share_of(mine_node)
+    mine_gone = share_of(mine_node, {fr: -v for fr, v in ctx.requests.items()})
+    for strategy in search.strategies:
+        if passes(strategy, back, mine, mine_gone):
+            return (
+                f"{strategy.value}, share of {their_node.name}'s side with it "
+                f"{back.describe()} against {mine.describe()} for {mine_node.name}'s side "
+                f"with the preemptor"
+            )
+    return None
+
+
+def _kinds(search: FairSearch, cq: ClusterQueueName) -> list[WorkloadInfo]:
+    """The workloads pending in ``cq``, one per kind (priority and requests): the earliest in
+    queue order, which any rule here lets preempt whenever it lets another of its kind.
+    Pending workloads often come in many copies of a few kinds; memoized for the cycle."""
+    snapshot = search.snapshot
+    memo = snapshot.pending_kinds.get(cq)
+    if memo is not None:
+        return memo
+    first: dict[tuple[int, tuple[tuple[tuple[ResourceName, int], ...], ...]], WorkloadInfo] = {}
+    for info in snapshot.pending(cq) if snapshot.pending is not None else ():
+        kind = (
+            info.priority,
+            tuple(tuple(sorted(r.items())) for r in info.total_requests()),
+        )
+        seen = first.get(kind)
+        if seen is None or info.queue_key() < seen.queue_key():
+            first[kind] = info
+    memo = snapshot.pending_kinds[cq] = sorted(first.values(), key=lambda i: i.queue_key())
+    return memo
 
 
 def _placed_as(
