@@ -144,6 +144,8 @@ async def test_copy_and_job_events_queue_the_managers_workload(
     remotes = _remotes(tmp_path, {"w1": worker.url}, keys)
     try:
         await _connected(remotes, "w1")
+        # Listed is not yet watching: the watch request follows the list.
+        await eventually(lambda: len(worker.server.watch_requests) == 1, what="the watch")
         (watch,) = worker.server.watch_requests
         assert watch.query["labelSelector"] == f"{ORIGIN_LABEL}={ORIGIN}"
         worker.server.add(WORKLOADS, _copy("job-a"))
