@@ -272,7 +272,8 @@ class DecisionWriter:
             # Inside: whatever fails before the write lands (building the status too) rolls
             # the assumption back.
             updated = workload_status.admit(
-                wl, admit.admission, now, checks=engine.admission_checks_for(admit.admission)
+                wl, admit.admission, now, checks=engine.admission_checks_for(admit.admission),
+                past_execution_seconds=admit.past_execution_seconds,
             )
             try:
                 await self.put(admit.workload, updated)

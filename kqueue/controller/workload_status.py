@@ -91,11 +91,19 @@ ADMITTED_MESSAGE = "The workload is admitted"
 
 
 def admit(
-    wl: Workload, admission: t.Admission, now: datetime, *, checks: Sequence[str] = ()
+    wl: Workload,
+    admission: t.Admission,
+    now: datetime,
+    *,
+    checks: Sequence[str] = (),
+    past_execution_seconds: int | None = None,
 ) -> Workload:
     """``status.admission`` set, ``QuotaReserved=True`` and ``Admitted=True``; with admission
     ``checks`` (two-phase admission, kqueue/engine/checks.py), ``status.admissionChecks`` lists
     them (new ones Pending) and ``Admitted`` stays False until all are Ready.
+    ``past_execution_seconds``: ``status.accumulatedPastExecutionTimeSeconds`` from now on, the
+    time a WorkloadSlice carries from the slice it replaces (kqueue/engine/slice.py); None
+    leaves it as it is.
 
     A previous eviction's ``Evicted``/``Preempted`` conditions turn False, as Kueue does when
     quota is reserved again, so ``Evicted=True`` always means "being evicted now".
@@ -104,6 +112,8 @@ def admit(
     conds = out.status.conditions
     gen = wl.metadata.generation
     out.status.admission = api_admission(admission)
+    if past_execution_seconds is not None:
+        out.status.accumulated_past_execution_time_seconds = past_execution_seconds
     set_condition(
         conds,
         c.QUOTA_RESERVED,

@@ -24,7 +24,7 @@ from .preemption.preemptor import ClassicalPreemptor
 from .preemption.protection import Protection
 from .preemption.seam import Preemptor, preemption_message
 from .queue import QueueManager
-from .slice import FinishSlice, finish_message
+from .slice import FinishSlice, carried_time, finish_message
 from .snapshot import ClusterQueueSnapshot, Snapshot
 from .tas.delayed import DELAYED_PENDING
 from .tas.fit import delayed_pod_sets
@@ -58,6 +58,9 @@ class Admit:
     usage: Usage
     # Borrowing height (0: within the ClusterQueue's nominal quota).
     borrowing: int
+    # status.accumulatedPastExecutionTimeSeconds to write with the admission: a WorkloadSlice
+    # that carries the time of the slice it replaces (slice.py); None: left as it is.
+    past_execution_seconds: int | None = None
 
     @property
     def pod_sets(self) -> tuple[PodSetAssignment, ...]:
@@ -418,13 +421,15 @@ class _Cycle:
             e.cluster_queue, pod_sets, reserved_at=self.now,
             admitted_at=None if awaiting else self.now, awaiting_checks=awaiting,
         )
+        info, past = e.info, None
         if e.replaces is not None:
             # The old slice is finished in the same step; its pods now belong to this one.
             self.cache.remove_workload(e.replaces.key)
             self.finished.append(
                 FinishSlice(e.replaces.key, e.info.key, e.cluster_queue, finish_message(e.info))
             )
-        self.cache.add_workload(AdmittedWorkload.of(e.info, admission, assumed=True))
+            info, past = carried_time(e.info, e.replaces, self.now)
+        self.cache.add_workload(AdmittedWorkload.of(info, admission, assumed=True))
         e.status = Status.ASSUMED
         self.admitted.append(
             Admit(
@@ -433,6 +438,7 @@ class _Cycle:
                 admission=admission,
                 usage=dict(e.assignment.usage),
                 borrowing=e.assignment.borrowing,
+                past_execution_seconds=past,
             )
         )
 

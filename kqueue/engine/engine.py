@@ -524,7 +524,14 @@ class Engine:
             return
         if held is not None:
             if held.assumed:
-                # Our admission is not visible yet: keep the assumption, refresh the object.
+                # Our admission is not visible yet: keep the assumption, refresh the object,
+                # but not its accumulated time, which the admission's write sets (a slice's
+                # carried time, slice.py).
+                past = held.info.obj.past_execution_seconds
+                if wl.past_execution_seconds != past:
+                    info = make_info(
+                        replace(wl, past_execution_seconds=past), self.priority_classes
+                    )
                 self.cache.add_workload(replace(held, info=info))
                 return
             # The quota was released (e.g. evicted and the admission cleared).

@@ -16,6 +16,9 @@ is Kueue's ``SyncAdmittedCondition``).
    Kueue's int32 conversion) to the accumulated time. The deactivation resets it to 0, so a
    workload reactivated by its owner has its whole budget again (Kueue sets the field to nil at
    this point; docs/concepts.md says where kqueue differs).
+4. A WorkloadSlice of a StatefulSet (``Workload.max_execution_spans_slices``) that replaces an
+   admitted one starts with that one's time, :func:`accumulated` at the replacement
+   (slice.py), so the budget spans the resizes as under Kueue's one Workload per StatefulSet.
 
 Nothing here reads a clock or keeps timers: deadlines are derived from the workload as last seen.
 The only state is which workloads the engine is deactivating, so that their eviction sends them

@@ -16,6 +16,7 @@ from pydantic import ValidationError
 
 from kqueue.api import config
 from kqueue.api import feature_gates as fg
+from kqueue.api.integrations.registry import max_exec_time_spans_slices
 from kqueue.api.quantity import Quantity, QuantityError, parse_exact, parse_quantity
 from kqueue.api.v1alpha1 import (
     AdmissionCheck,
@@ -682,6 +683,7 @@ def workload(
         requeue_count=(wl.status.requeue_state.count or 0) if wl.status.requeue_state else 0,
         max_execution_seconds=spec.maximum_execution_time_seconds,
         past_execution_seconds=wl.status.accumulated_past_execution_time_seconds or 0,
+        max_execution_spans_slices=max_exec_time_spans_slices(wl),
         last_checkpoint=_last_checkpoint(wl),
         rejected_by_checks=_rejected_by_checks(wl),
     )

@@ -7,7 +7,11 @@
   (sticky flavors: when they lack room the new slice pends, with a message naming the flavor,
   rather than switching). When the new slice is admitted, the old one is finished with reason
   ``WorkloadSliceReplaced`` in the same step (a ``FinishSlice`` decision next to the ``Admit``);
-  its running pods now belong to the new slice and are not disturbed.
+  its running pods now belong to the new slice and are not disturbed. Where the kind carries
+  it (``Workload.max_execution_spans_slices``: a StatefulSet, which Kueue resizes as one
+  Workload), the new slice starts with the time the old one used, its accumulated time plus
+  the whole seconds it was admitted, so its maximum execution time ends where the old slice's
+  would have (execution.py); an elastic Job's slice starts its own clock, as in Kueue.
 * **Scale-down**: the admitted workload's counts change in place (``Engine.scale_down``), its
   admission is recomputed at the smaller counts and the freed quota is available at once.
 
@@ -19,7 +23,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
+from datetime import datetime
 
+from .execution import accumulated
 from .snapshot import Snapshot
 from .types import (
     PODS,
@@ -61,6 +67,20 @@ def replaced_slice(
     if old is None or old == info.key:
         return None
     return snapshot.workload(old, cq)
+
+
+def carried_time(
+    info: WorkloadInfo, old: AdmittedWorkload, now: datetime
+) -> tuple[WorkloadInfo, int | None]:
+    """``info``, admitted at ``now`` in place of ``old``, with the accumulated execution time it
+    starts with, and that time for its status (None: its kind does not carry it, it starts its
+    own clock). A slice replacing an admitted one has never run itself (it would have finished
+    ``old``), so the carried time replaces its own rather than adding to it: an admission rolled
+    back and decided again carries the same time, not twice."""
+    if not info.obj.max_execution_spans_slices:
+        return info, None
+    past = accumulated(old.info.obj, old.admission.admitted_since, now)
+    return replace(info, obj=replace(info.obj, past_execution_seconds=past)), past
 
 
 def sticky_flavors(info: WorkloadInfo, old: AdmittedWorkload) -> StickyFlavors:

@@ -536,6 +536,9 @@ class Workload:
     # status.accumulatedPastExecutionTimeSeconds: see execution.py.
     max_execution_seconds: int | None = None
     past_execution_seconds: int = 0
+    # A slice that replaces an admitted one starts with the time that one used (its kind's
+    # declaration, kqueue.api.integrations: a StatefulSet's budget spans its resizes).
+    max_execution_spans_slices: bool = False
     # Annotation kqueue.io/last-checkpoint-time (None: absent or not a timestamp).
     last_checkpoint: datetime | None = None
     # A Rejected admission check's deactivation (DeactivationTarget=True, reason AdmissionCheck):

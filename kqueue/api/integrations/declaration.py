@@ -124,6 +124,12 @@ class Integration:
     max_exec_time: MaxExecTime = MaxExecTime.OBJECT
     """Where its Workloads' maximum execution time comes from (tests/controller/
     test_max_exec_per_kind.py builds each kind's sample with the label and checks this)."""
+    max_exec_time_spans_slices: bool = False
+    """Whether a WorkloadSlice that replaces an admitted one starts with the time the replaced
+    slice used (its accumulated time plus the whole seconds it was admitted), so that the
+    maximum execution time spans the object's resizes. On for a kind Kueue keeps one Workload
+    for while it is resized (a StatefulSet), where kqueue resizes it through slices; off for an
+    elastic Job, whose slice starts its own clock in Kueue too (kqueue/engine/slice.py)."""
     ranks: Callable[[Obj, Workload], Mapping[str, Ranks]] | None = None
     """Per pod set of the object's Workload (``(object, workload)``; for a kind whose pods the
     pod integration queues, the object is one of those pods), the labels its pods' ranks are

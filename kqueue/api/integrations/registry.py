@@ -79,6 +79,17 @@ def ranks(api_version: str, kind: str, obj: Obj, wl: Workload) -> Mapping[str, R
         return {}
 
 
+def max_exec_time_spans_slices(wl: Workload) -> bool:
+    """Whether ``wl``, a WorkloadSlice replacing an admitted one, starts with the time that one
+    used: as the kind of its controlling owner declares it
+    (:attr:`Integration.max_exec_time_spans_slices`); False without one."""
+    for ref in wl.metadata.owner_references:
+        if ref.controller:
+            integration = of(ref.api_version, ref.kind)
+            return integration is not None and integration.max_exec_time_spans_slices
+    return False
+
+
 def read_kinds() -> frozenset[tuple[str, str]]:
     """Every ``(apiVersion, kind)`` the integrations read: their own and what their Workloads are
     built from."""
@@ -95,6 +106,7 @@ __all__ = [
     "Integration",
     "KueueKeys",
     "Workloads",
+    "max_exec_time_spans_slices",
     "of",
     "ranks",
     "read_kinds",

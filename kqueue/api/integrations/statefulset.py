@@ -9,6 +9,8 @@ StatefulSet.
 kqueue differs from Kueue in one way: a StatefulSet is always resizable. Its Workload is named
 from the StatefulSet's generation, so a scale-up makes a new WorkloadSlice that replaces the
 admitted one (``replacement_for``) and is charged only the difference, as an elastic Job's.
+Unlike an elastic Job's, the new slice starts with the time the one it replaces used, so the
+StatefulSet's maximum execution time spans its resizes as under Kueue's one Workload.
 """
 
 from __future__ import annotations
@@ -118,4 +120,6 @@ INTEGRATION: Final = Integration(
     queue_label_required=True,
     kueue_keys=KueueKeys.ON_CONVERT,
     ranks=same_ranks(Ranks(POD_INDEX_LABEL)),
+    # Kueue keeps one Workload while a StatefulSet is resized; kqueue's slices carry its time.
+    max_exec_time_spans_slices=True,
 )
