@@ -13,6 +13,7 @@ import copy
 import hashlib
 import json
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, Final
 
 from kqueue.api.integrations.common import (
@@ -223,6 +224,57 @@ def excess_pods(pods: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
     and kube-scheduler binds no pod of a group while a pod naming it stays gated, so one kept
     would stall the admitted ones for good."""
     return _split_active(pods)[1]
+
+
+def member_pod_set(pod: Mapping[str, Any], pod_sets: Sequence[str]) -> str:
+    """The pod set of a group's Workload (its pod set names ``pod_sets``) a pod counts in: its
+    role (:func:`role_hash`), or the only pod set when there is one, so that a Workload made
+    elsewhere (a MultiKueue manager's copy) whose hash of nested fields differs still holds
+    all of a one-role group's pods."""
+    return pod_sets[0] if len(pod_sets) == 1 else role_hash(pod)
+
+
+@dataclass(frozen=True)
+class ExcessPod:
+    """An active pod of a group beyond a count: its pod set's in the group's Workload, or the
+    group's total count while there is no Workload (``pod_set`` None)."""
+
+    pod: Mapping[str, Any]
+    count: int
+    """The pod set's count in the Workload's spec, or the group's total count."""
+    active: int
+    """The group's active pods counted against ``count`` (this one included)."""
+    pod_set: str | None = None
+
+
+def group_excess(
+    pods: Sequence[Mapping[str, Any]], pod_set_counts: Mapping[str, int] | None
+) -> list[ExcessPod]:
+    """The group's excess pods, as Kueue counts them. Before its Workload exists
+    (``pod_set_counts`` None): beyond the group's total count (:func:`excess_pods`). Once it
+    exists, Kueue's FindMatchingWorkloads counts per pod set (role) instead: the active pods of
+    each pod set beyond its count (``pod_set_counts``, the Workload's spec), last in
+    :func:`_active_order` within the set, in the Workload's pod set order. So a group of total
+    count 3 declared as 1 leader and 2 workers, with 2 leaders and 1 worker active, has one
+    excess leader: kept, it would stay behind kqueue's gate naming the group's PodGroup, and
+    kube-scheduler would bind none of the gang. A pod of a role the Workload has no pod set
+    for is not counted (as Kueue: it is neither kept nor deleted)."""
+    if pod_set_counts is None:
+        beyond = excess_pods(pods)
+        total = group_total_count(pods[0])
+        return [ExcessPod(p, total, total + len(beyond)) for p in beyond]
+    names = list(pod_set_counts)
+    by_set: dict[str, list[Mapping[str, Any]]] = {}
+    for pod in pods:
+        if _runnable_or_succeeded(pod):
+            name = member_pod_set(pod, names)
+            if name in pod_set_counts:
+                by_set.setdefault(name, []).append(pod)
+    excess: list[ExcessPod] = []
+    for name, count in pod_set_counts.items():
+        active = sorted(by_set.get(name, []), key=_active_order)
+        excess.extend(ExcessPod(p, count, len(active), name) for p in active[count:])
+    return excess
 
 
 def workload_for_pod_group(
