@@ -11,6 +11,7 @@ import pytest
 
 from kqueue.api.integrations import role_hash
 from kqueue.api.integrations.pod import group_excess, member_pod_set
+from kqueue.api.v1alpha1 import PodSet
 from kqueue.api.v1alpha1 import constants as c
 from tests.api.test_integrations import make_pod
 
@@ -29,6 +30,8 @@ class Member:
     finalizer: bool = True
     phase: str = "Pending"
     deleting: bool = False
+    # Released by kqueue onto a flavor: its node labels and toleration added, the gate gone.
+    flavored: bool = False
 
 
 def _pod(m: Member, total: int) -> Obj:
@@ -42,11 +45,20 @@ def _pod(m: Member, total: int) -> Obj:
         p["metadata"]["finalizers"] = [c.MANAGED_FINALIZER]
     if m.deleting:
         p["metadata"]["deletionTimestamp"] = "2024-01-01T01:00:00Z"
+    if m.flavored:
+        p["spec"]["nodeSelector"] = {"instance-type": "on-demand"}
+        p["spec"]["tolerations"] = [{"key": "spot", "operator": "Exists", "effect": "NoSchedule"}]
     return p
 
 
 def role(cpu: str) -> str:
     return role_hash(make_pod("x", cpu=cpu, group="g", total=1))
+
+
+def pod_set(cpu: str, count: int) -> PodSet:
+    """The Workload's pod set of a role, its template the role's spec as the pods were made."""
+    spec = make_pod("x", cpu=cpu, group="g", total=1)["spec"]
+    return PodSet.model_validate({"name": role(cpu), "count": count, "template": {"spec": spec}})
 
 
 @dataclass(frozen=True)
@@ -89,6 +101,15 @@ CASES = [
          members=(Member("l-0", 0, cpu=LEADER, gated=False), Member("w-0", 1, gated=False),
                   Member("w-1", 2, phase="Failed"), Member("l-1", 3, cpu=LEADER)),
          pod_sets=((LEADER, 1), (WORKER, 2)), excess=(("l-1", LEADER, 1, 2),)),
+    # The same, the running pods released onto a flavor with node labels and a toleration:
+    # their hash changed, their role did not.
+    Case("a leader beyond its pod set's count is excess after a release onto a labelled flavor",
+         total=3,
+         members=(Member("l-0", 0, cpu=LEADER, gated=False, flavored=True),
+                  Member("w-0", 1, gated=False, flavored=True),
+                  Member("w-1", 2, phase="Failed", gated=False, flavored=True),
+                  Member("l-1", 3, cpu=LEADER)),
+         pod_sets=((LEADER, 1), (WORKER, 2)), excess=(("l-1", LEADER, 1, 2),)),
     # Kept first: kqueue's finalizer, then ungated, then older.
     Case("the pod without kqueue's finalizer is the excess one, though the oldest", total=2,
          members=(Member("a", 0, finalizer=False), Member("b", 1), Member("c", 2)),
@@ -114,11 +135,11 @@ CASES = [
 @pytest.mark.parametrize("case", CASES, ids=lambda k: k.name)
 def test_excess_pods_of_a_group(case: Case) -> None:
     pods = [_pod(m, case.total) for m in case.members]
-    counts = None if case.pod_sets is None else {role(cpu): n for cpu, n in case.pod_sets}
+    sets = None if case.pod_sets is None else [pod_set(cpu, n) for cpu, n in case.pod_sets]
 
     got = [
         (str(e.pod["metadata"]["name"]), e.pod_set, e.count, e.active)
-        for e in group_excess(pods, counts)
+        for e in group_excess(pods, sets)
     ]
 
     want = [(n, role(cpu) if cpu is not None else None, k, a) for n, cpu, k, a in case.excess]
@@ -127,5 +148,11 @@ def test_excess_pods_of_a_group(case: Case) -> None:
 
 def test_a_pod_counts_in_its_role_s_pod_set_or_the_only_one() -> None:
     leader = make_pod("l", cpu=LEADER, group="g", total=2)
-    assert member_pod_set(leader, [role(WORKER), role(LEADER)]) == role(LEADER)
-    assert member_pod_set(leader, [role(WORKER)]) == role(WORKER)
+    assert member_pod_set(leader, [pod_set(WORKER, 1), pod_set(LEADER, 1)]) == role(LEADER)
+    assert member_pod_set(leader, [pod_set(WORKER, 2)]) == role(WORKER)
+
+
+def test_a_released_pod_keeps_its_role_though_its_flavor_changed_its_hash() -> None:
+    released = _pod(Member("l", 0, cpu=LEADER, gated=False, flavored=True), 2)
+    assert role_hash(released) not in (role(LEADER), role(WORKER))
+    assert member_pod_set(released, [pod_set(WORKER, 1), pod_set(LEADER, 1)]) == role(LEADER)

@@ -520,6 +520,11 @@ async def test_pods_beyond_their_pod_set_s_count_are_deleted_once_the_workload_e
     case: RoleCase, cluster: FakeCluster
 ) -> None:
     world = await Pods.start(cluster)
+    # Released onto a flavor with node labels: the running pods' hash is no longer their role.
+    cluster.server.add(RESOURCE_FLAVORS, {
+        "apiVersion": c.API_VERSION, "kind": "ResourceFlavor", "metadata": {"name": "on-demand"},
+        "spec": {"nodeLabels": {"instance-type": "on-demand"}},
+    })
     total = len(case.first)
     first = [
         _made_at(n, i, "Pending", total=total, cpu=cpu) for i, (n, cpu) in enumerate(case.first)
@@ -528,7 +533,8 @@ async def test_pods_beyond_their_pod_set_s_count_are_deleted_once_the_workload_e
     await world.reconcile(first[0])
     await world.admit("g", None)
     await world.reconcile(first[0])
-    assert not [p for p in world.server.objects(PODS) if gated(p)]
+    running = world.server.objects(PODS)
+    assert all(p["spec"]["nodeSelector"] == {"instance-type": "on-demand"} for p in running)
     failed = world.server.get(PODS, case.failed, NS)
     assert failed is not None
     failed["status"]["phase"] = "Failed"

@@ -127,9 +127,8 @@ def _excess(pods: list[Obj], wl: Workload | None) -> list[ExcessPod]:
     set's count in it (Kueue's FindMatchingWorkloads); pods being deleted already are not
     counted (a pod with a malformed count is reported on its own, by the pod webhook)."""
     live = [p for p in pods if not _meta(p).get("deletionTimestamp")]
-    counts = None if wl is None else {ps.name: ps.count for ps in wl.spec.pod_sets}
     try:
-        return group_excess(live, counts) if live else []
+        return group_excess(live, None if wl is None else wl.spec.pod_sets) if live else []
     except IntegrationError:
         return []
 
@@ -231,7 +230,7 @@ class PodJob:
         return c.FINISHED_SUCCEEDED, "Pods succeeded"
 
     def member_pod_set(self, wl: Workload, member: Obj) -> str:
-        return member_pod_set(member, [ps.name for ps in wl.spec.pod_sets])
+        return member_pod_set(member, wl.spec.pod_sets)
 
     def done_patch(self, member: Obj) -> Obj | None:
         meta = _meta(member)
