@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from kqueue.api.integrations import PriorityClasses
+from kqueue.api.integrations import PriorityClasses, role_hash
 from kqueue.api.v1alpha1 import ResourceFlavor, Workload
 from kqueue.api.v1alpha1 import constants as c
 from kqueue.controller.informer import Informer, as_dict
@@ -115,8 +115,9 @@ class Pods:
     def workloads_in_api(self) -> list[Obj]:
         return self.server.objects(WORKLOADS)
 
-    async def admit(self, name: str, count: int) -> None:
-        """Reserve quota for the Workload ``name`` as the scheduler writes it."""
+    async def admit(self, name: str, count: int | None) -> None:
+        """Reserve quota for the Workload ``name`` as the scheduler writes it: ``count`` pods
+        in each pod set, or (None) each pod set's own count."""
         doc = self.server.get(WORKLOADS, name, NS)
         assert doc is not None
         at = (NOW - timedelta(seconds=5)).strftime("%Y-%m-%dT%H:%M:%SZ")
@@ -131,8 +132,9 @@ class Pods:
                 "clusterQueue": "cq",
                 "podSetAssignments": [
                     {"name": ps["name"], "flavors": {"cpu": "on-demand"},
-                     "resourceUsage": {"cpu": str(count)}, "count": count}
+                     "resourceUsage": {"cpu": str(n)}, "count": n}
                     for ps in doc["spec"]["podSets"]
+                    for n in [ps["count"] if count is None else count]
                 ],
             },
         }
@@ -419,31 +421,36 @@ class ExcessCase:
     later: tuple[tuple[str, int, str], ...]
     admit: bool
     deleted: tuple[str, ...]
+    # Counted against the Workload's pod set (it exists by then), not the group's total count.
+    per_pod_set: bool = False
 
 
 # Kueue's pod_controller_test.go TestReconciler cases by name (removeExcessPods: the group's
-# active pods beyond its total count, sorted finalizer first, ungated before gated, older
-# first, are deleted with an ExcessPodDeleted event), and kqueue's own. Total count 2.
+# active pods beyond its total count, or once the Workload exists beyond their pod set's
+# count, sorted finalizer first, ungated before gated, older first, are deleted with an
+# ExcessPodDeleted event), and kqueue's own. Total count 2, one role (pod set count 2).
 EXCESS_CASES = [
     ExcessCase("excess pods before wl creation, youngest pods are deleted",
                first=(("g-0", 0, "Pending"), ("g-1", 1, "Pending"), ("g-2", 2, "Pending")),
                later=(), admit=False, deleted=("g-2",)),
     ExcessCase("excess pods before admission, youngest pods are deleted",
                first=(("g-0", 0, "Pending"), ("g-1", 1, "Pending")),
-               later=(("g-2", 2, "Pending"),), admit=False, deleted=("g-2",)),
+               later=(("g-2", 2, "Pending"),), admit=False, deleted=("g-2",), per_pod_set=True),
     # The gated pod is the oldest, but the released ones come first: it is the excess one.
     ExcessCase("delete excess pod that is gated",
                first=(("g-0", 1, "Pending"), ("g-1", 2, "Pending")),
-               later=(("g-2", 0, "Pending"),), admit=True, deleted=("g-2",)),
+               later=(("g-2", 0, "Pending"),), admit=True, deleted=("g-2",), per_pod_set=True),
     ExcessCase("a failed pod's replacement is not excess",
                first=(("g-0", 0, "Failed"), ("g-1", 1, "Pending"), ("g-2", 2, "Pending")),
                later=(), admit=False, deleted=()),
 ]
 
 
-def _made_at(name: str, minutes: int, phase: str) -> Obj:
-    p = pod(name, group="g", total=2, phase=phase)
+def _made_at(name: str, minutes: int, phase: str, *, total: int = 2, cpu: str = "1") -> Obj:
+    """A pod of group ``g`` made ``minutes`` after 11:00; its cpu request is its role."""
+    p = pod(name, group="g", total=total, phase=phase)
     p["metadata"]["creationTimestamp"] = f"2025-03-01T11:{minutes:02d}:00Z"
+    p["spec"]["containers"][0]["resources"]["requests"]["cpu"] = cpu
     return p
 
 
@@ -471,11 +478,89 @@ async def test_pods_beyond_the_group_s_total_count_are_deleted(
         (n, m) for n, _, r, m in world.events.recorded if r == "ExcessPodDeleted"
     ]
     assert [n for n, _ in excess_events] == list(case.deleted)
+    counted = (f"pod set {role_hash(first[0])} (this pod's role) of its Workload has count 2"
+               if case.per_pod_set else "declares total count 2")
     for _, message in excess_events:
-        assert "declares total count 2" in message and "3 active pods" in message
+        assert counted in message and "3 active pods" in message
     [wl] = world.workloads_in_api()
     owners = sorted(r["uid"] for r in wl["metadata"]["ownerReferences"])
     assert not {f"uid-{n}" for n in case.deleted} & set(owners)
+
+
+@dataclass(frozen=True)
+class RoleCase:
+    name: str
+    # The group's pods, (name, cpu): one pod set per cpu (role); total count their number.
+    first: tuple[tuple[str, str], ...]
+    # Fails once all run; then the replacement, (name, cpu), is made.
+    failed: str
+    replacement: tuple[str, str]
+    deleted: bool
+
+
+# Once the Workload exists Kueue counts the excess per pod set (FindMatchingWorkloads), not
+# against the group's total count: Kueue's pod_controller_test.go TestReconciler case by
+# name, and kqueue's own. In each, the group's active pods stay within its total count.
+ROLE_CASES = [
+    RoleCase("excess pods in pod set after admission, youngest pods are deleted",
+             first=(("g-0", "2"), ("g-1", "1")), failed="g-0", replacement=("g-2", "1"),
+             deleted=True),
+    # 1 leader + 2 workers declared; with a leader instead of the failed worker, 2 leaders run.
+    RoleCase("a second leader is deleted although the group is within its total count",
+             first=(("l-0", "2"), ("w-0", "1"), ("w-1", "1")), failed="w-1",
+             replacement=("l-1", "2"), deleted=True),
+    RoleCase("a failed worker's replacement of its own role is released",
+             first=(("l-0", "2"), ("w-0", "1"), ("w-1", "1")), failed="w-1",
+             replacement=("w-2", "1"), deleted=False),
+]
+
+
+@pytest.mark.parametrize("case", ROLE_CASES, ids=lambda k: k.name)
+async def test_pods_beyond_their_pod_set_s_count_are_deleted_once_the_workload_exists(
+    case: RoleCase, cluster: FakeCluster
+) -> None:
+    world = await Pods.start(cluster)
+    # Released onto a flavor with node labels: the running pods' hash is no longer their role.
+    cluster.server.add(RESOURCE_FLAVORS, {
+        "apiVersion": c.API_VERSION, "kind": "ResourceFlavor", "metadata": {"name": "on-demand"},
+        "spec": {"nodeLabels": {"instance-type": "on-demand"}},
+    })
+    total = len(case.first)
+    first = [
+        _made_at(n, i, "Pending", total=total, cpu=cpu) for i, (n, cpu) in enumerate(case.first)
+    ]
+    await world.add(*first)
+    await world.reconcile(first[0])
+    await world.admit("g", None)
+    await world.reconcile(first[0])
+    running = world.server.objects(PODS)
+    assert all(p["spec"]["nodeSelector"] == {"instance-type": "on-demand"} for p in running)
+    failed = world.server.get(PODS, case.failed, NS)
+    assert failed is not None
+    failed["status"]["phase"] = "Failed"
+    world.server.add(PODS, failed)
+    name, cpu = case.replacement
+    replacement = _made_at(name, len(first), "Pending", total=total, cpu=cpu)
+    await world.add(replacement)
+
+    await world.reconcile(first[0])
+
+    left = world.server.get(PODS, name, NS)
+    excess = [(n, m) for n, _, r, m in world.events.recorded if r == "ExcessPodDeleted"]
+    if not case.deleted:
+        assert excess == [] and left is not None and not gated(left)
+        return
+    assert left is None
+    [(on, message)] = excess
+    [wl] = world.workloads_in_api()
+    role = role_hash(replacement)
+    [count] = [ps["count"] for ps in wl["spec"]["podSets"] if ps["name"] == role]
+    assert on == name
+    assert (f"pod set {role} (this pod's role) of its Workload has count {count}, and the "
+            f"group has {count + 1} active pods of that role") in message
+    # The others stay (the failed one too: it is let go, not deleted).
+    assert sorted(p["metadata"]["name"] for p in world.server.objects(PODS)) == sorted(
+        n for n, _ in case.first)
 
 
 async def test_a_pod_kept_gated_beyond_the_admitted_count_is_told_why_once(

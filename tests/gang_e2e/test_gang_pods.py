@@ -62,6 +62,28 @@ async def _workload(api: Api, namespace: str) -> Obj | None:
         return None
 
 
+async def _excess_event(api: Api, namespace: str, name: str) -> Obj | None:
+    """The ExcessPodDeleted event on pod ``name``, once there is one."""
+    events = await api.kube.list(EVENTS, namespace=namespace)
+    return next(
+        (
+            e
+            for e in events
+            if e.get("reason") == "ExcessPodDeleted"
+            and (e.get("involvedObject") or {}).get("name") == name
+        ),
+        None,
+    )
+
+
+async def _pod_gone(api: Api, namespace: str, name: str) -> bool:
+    try:
+        await api.kube.get(PODS, name, namespace)
+    except NotFound:
+        return True
+    return False
+
+
 async def test_pod_group_binds_nothing_then_all_together(
     api: Api, kqueue: KqueueProcess, cluster: LocalCluster, namespace: str
 ) -> None:
@@ -218,19 +240,60 @@ async def test_a_pod_beyond_the_group_s_total_count_is_deleted_and_the_gang_is_p
     group = await api.kube.get(PODGROUPS, gang.group_name("Pod", "group-extra"), namespace)
     assert group["spec"]["schedulingPolicy"]["gang"]["minCount"] == 2
 
-    async def excess_event() -> Obj | None:
-        events = await api.kube.list(EVENTS, namespace=namespace)
-        return next(
-            (
-                e
-                for e in events
-                if e.get("reason") == "ExcessPodDeleted"
-                and (e.get("involvedObject") or {}).get("name") == gone
-            ),
-            None,
-        )
-
-    event = await eventually(excess_event, what=f"an ExcessPodDeleted event on {gone}")
-    assert "total count 2" in event["message"]
+    event = await eventually(
+        lambda: _excess_event(api, namespace, gone), what=f"an ExcessPodDeleted event on {gone}"
+    )
+    # Counted against the group's total count, or, if its Workload was made from the first two
+    # pods before the third was seen, against its one pod set's count: 2 either way.
+    assert "count 2" in event["message"] and "3 active pods" in event["message"]
     for n in kept:
+        await api.kube.delete(PODS, n, namespace=namespace)
+
+
+async def test_a_leader_beyond_its_pod_set_s_count_is_deleted_within_the_total_count(
+    api: Api, kqueue: KqueueProcess, namespace: str
+) -> None:
+    """Kueue's TestReconciler "excess pods in pod set after admission": once the Workload
+    exists, the excess is counted per pod set (role), not against the group's total count. A
+    group of total count 3, 1 leader + 2 workers, runs; a worker goes and a leader-shaped pod
+    comes instead: 3 active pods, within the total count, but 2 leaders for a pod set of 1.
+    kqueue deletes the new leader, whose event names its pod set and count (kept, it would stay
+    gated naming the running group's PodGroup)."""
+    od, cq = unique("od"), unique("cq")
+    await api.apply(flavor(od, "on-demand"))
+    await api.apply(cluster_queue(cq, [(od, "4")]))
+    await api.apply(local_queue("lq", namespace, cq))
+
+    def member(name: str, cpu: str) -> Obj:
+        return pod(name, namespace, "lq", cpu=cpu, group="roles", total=3)
+
+    first = {"l-0": "1", "w-0": "500m", "w-1": "500m"}
+    for n, cpu in first.items():
+        await api.kube.create(PODS, member(n, cpu), namespace=namespace)
+
+    async def running() -> bool:
+        pods = [await api.kube.get(PODS, n, namespace) for n in first]
+        return all(p["status"].get("phase") == "Running" for p in pods)
+
+    await eventually(running, what="the group's 3 pods Running")
+    # The worker fails, as its kubelet would report it (the nodes run no containers).
+    await api.kube.patch(
+        PODS, "w-1", {"status": {"phase": "Failed"}}, namespace=namespace, subresource="status"
+    )
+    await api.kube.create(PODS, member("l-1", "1"), namespace=namespace)
+
+    event = await eventually(
+        lambda: _excess_event(api, namespace, "l-1"), what="an ExcessPodDeleted event on l-1"
+    )
+    wl = await api.kube.get(WORKLOADS, "roles", namespace)
+    leader = next(ps for ps in wl["spec"]["podSets"] if ps["count"] == 1)
+    assert (
+        f"pod set {leader['name']} (this pod's role) of its Workload has count 1, and the "
+        f"group has 2 active pods of that role"
+    ) in event["message"]
+
+    await eventually(lambda: _pod_gone(api, namespace, "l-1"), what="l-1 deleted")
+    for n in ("l-0", "w-0"):
+        assert (await api.kube.get(PODS, n, namespace))["status"]["phase"] == "Running"
+    for n in ("l-0", "w-0", "w-1"):
         await api.kube.delete(PODS, n, namespace=namespace)

@@ -13,6 +13,7 @@ import copy
 import hashlib
 import json
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, Final
 
 from kqueue.api.integrations.common import (
@@ -36,7 +37,7 @@ from kqueue.api.integrations.declaration import (
 )
 from kqueue.api.integrations.job import parse_workload
 from kqueue.api.quantity import canonical
-from kqueue.api.v1alpha1 import Workload
+from kqueue.api.v1alpha1 import PodSet, Workload
 from kqueue.api.v1alpha1 import constants as c
 
 POD_API_VERSION: Final = "v1"
@@ -223,6 +224,76 @@ def excess_pods(pods: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
     and kube-scheduler binds no pod of a group while a pod naming it stays gated, so one kept
     would stall the admitted ones for good."""
     return _split_active(pods)[1]
+
+
+def member_pod_set(pod: Mapping[str, Any], pod_sets: Sequence[PodSet]) -> str:
+    """The pod set of a group's Workload a pod counts in: the only one when there is one (so
+    that a Workload made elsewhere, a MultiKueue manager's copy, whose hash of nested fields
+    differs still holds all of a one-role group's pods), else its role (:func:`role_hash`).
+
+    A released pod's spec is no longer the one its role was hashed from: kqueue's release
+    added its flavors' node labels to its nodeSelector (keys it did not set) and their
+    tolerations after its own (all the API server lets change on a gated pod). So a pod whose
+    hash names no pod set counts in the one whose hash it has with its nodeSelector cut to the
+    keys of that pod set's template and its tolerations cut to a leading part."""
+    if len(pod_sets) == 1:
+        return pod_sets[0].name
+    own = role_hash(pod)
+    if any(ps.name == own for ps in pod_sets):
+        return own
+    spec = _pod_spec(pod)
+    selector: Mapping[str, Any] = spec.get("nodeSelector") or {}
+    tolerations: list[Any] = list(spec.get("tolerations") or [])
+    for ps in pod_sets:
+        keys = ps.template.spec.node_selector.keys()
+        if not keys <= selector.keys():
+            continue
+        made_with = {k: selector[k] for k in keys} or None
+        for kept in range(len(tolerations), -1, -1):
+            as_made = {**spec, "nodeSelector": made_with, "tolerations": tolerations[:kept] or None}
+            if role_hash({"spec": as_made}) == ps.name:
+                return ps.name
+    return own
+
+
+@dataclass(frozen=True)
+class ExcessPod:
+    """An active pod of a group beyond a count: its pod set's in the group's Workload, or the
+    group's total count while there is no Workload (``pod_set`` None)."""
+
+    pod: Mapping[str, Any]
+    count: int
+    """The pod set's count in the Workload's spec, or the group's total count."""
+    active: int
+    """The group's active pods counted against ``count`` (this one included)."""
+    pod_set: str | None = None
+
+
+def group_excess(
+    pods: Sequence[Mapping[str, Any]], pod_sets: Sequence[PodSet] | None
+) -> list[ExcessPod]:
+    """The group's excess pods, as Kueue counts them. Before its Workload exists
+    (``pod_sets`` None): beyond the group's total count (:func:`excess_pods`). Once it exists,
+    Kueue's FindMatchingWorkloads counts per pod set (role) instead: the active pods of each of
+    the Workload's pod sets (:func:`member_pod_set`) beyond its count, last in
+    :func:`_active_order` within the set, in the Workload's pod set order. So a group of total
+    count 3 declared as 1 leader and 2 workers, with 2 leaders and 1 worker active, has one
+    excess leader: kept, it would stay behind kqueue's gate naming the group's PodGroup, and
+    kube-scheduler would bind none of the gang. A pod of a role the Workload has no pod set
+    for is not counted (as Kueue: it is neither kept nor deleted)."""
+    if pod_sets is None:
+        beyond = excess_pods(pods)
+        total = group_total_count(pods[0])
+        return [ExcessPod(p, total, total + len(beyond)) for p in beyond]
+    by_set: dict[str, list[Mapping[str, Any]]] = {}
+    for pod in pods:
+        if _runnable_or_succeeded(pod):
+            by_set.setdefault(member_pod_set(pod, pod_sets), []).append(pod)
+    excess: list[ExcessPod] = []
+    for ps in pod_sets:
+        active = sorted(by_set.get(ps.name, []), key=_active_order)
+        excess.extend(ExcessPod(p, ps.count, len(active), ps.name) for p in active[ps.count:])
+    return excess
 
 
 def workload_for_pod_group(

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 from kqueue.api.config import Configuration
 from kqueue.api.integrations import PriorityResolver
 from kqueue.api.integrations.declaration import Integration
+from kqueue.api.integrations.pod import ExcessPod
 from kqueue.api.v1alpha1 import ResourceFlavor, Workload
 from kqueue.api.v1alpha1 import constants as c
 from kqueue.controller.clock import Now
@@ -146,9 +147,10 @@ class Composed:
     """The Workload the members name with ``kqueue.io/prebuilt-workload-name`` (a MultiKueue
     worker's copy of the manager's, docs/multikueue.md): adopted, never made; while it does
     not exist (``workload`` None) the members wait for it."""
-    excess: list[Obj] = field(default_factory=list)
-    """Live members beyond ``total`` (a pod group with more pods than its declared count): the
-    generic reconciler deletes them, as Kueue does (``members`` still lists them)."""
+    excess: list[ExcessPod] = field(default_factory=list)
+    """Live members beyond ``total``, or once the Workload exists beyond their pod set's count
+    in it (a pod group with more pods than it declares): the generic reconciler deletes them,
+    as Kueue does (``members`` still lists them)."""
 
 
 @runtime_checkable

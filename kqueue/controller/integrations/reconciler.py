@@ -44,6 +44,7 @@ from typing import TYPE_CHECKING, Any
 from kqueue.api.integrations import IntegrationError, PriorityResolver, queue_name
 from kqueue.api.integrations import registry as integration_registry
 from kqueue.api.integrations.common import owner_reference
+from kqueue.api.integrations.pod import ExcessPod
 from kqueue.api.v1alpha1 import LocalQueue, ResourceFlavor, Workload
 from kqueue.api.v1alpha1 import constants as c
 from kqueue.controller import workload_status
@@ -249,7 +250,7 @@ class JobReconciler:
         wl = composed.workload
         if composed.excess:
             await self._delete_excess(job, composed)
-            gone = {_name(p) for p in composed.excess}
+            gone = {_name(dict(e.pod)) for e in composed.excess}
             members = [p for p in members if _name(p) not in gone]
         live = [p for p in members if not is_terminal(p) and not _deleting(p)]
         if composed.prebuilt is not None:
@@ -351,17 +352,19 @@ class JobReconciler:
             self._events.record(pod, "Normal", WAITING_BEYOND_ADMITTED_COUNT, message)
 
     async def _delete_excess(self, job: ComposableJob, composed: Composed) -> None:
-        """Kueue's removeExcessPods: each member beyond the group's total count is let go
-        (kqueue's finalizer off) and deleted, with an ``ExcessPodDeleted`` event on it. Kept, a
-        gated one would name the group's PodGroup (set at its creation, immutable) and
-        kube-scheduler would bind none of the admitted pods."""
-        for member in composed.excess:
+        """Kueue's removeExcessPods: each member beyond the group's total count (or, once the
+        Workload exists, beyond its pod set's count) is let go (kqueue's finalizer off) and
+        deleted, with an ``ExcessPodDeleted`` event on it. Kept, a gated one would name the
+        group's PodGroup (set at its creation, immutable) and kube-scheduler would bind none
+        of the admitted pods."""
+        for excess in composed.excess:
+            member = dict(excess.pod)
             await self._let_go(job, [member])
             try:
                 await self._kube.delete(job.resource, _name(member), namespace=_namespace(member))
             except NotFound:
                 continue
-            message = excess_message(composed.name, composed.total, len(composed.excess))
+            message = excess_message(composed.name, excess)
             self._events.record(member, "Normal", EXCESS_POD_DELETED, message)
             logger.info("%s/%s: %s", _namespace(member), _name(member), message)
 
@@ -805,14 +808,27 @@ def held_message(workload: str, pod_set: str, count: int) -> str:
     )
 
 
-def excess_message(group: str, total: int, excess: int) -> str:
-    """Why a pod of a group was deleted (the ``ExcessPodDeleted`` event on it)."""
+def excess_message(group: str, excess: ExcessPod) -> str:
+    """Why a pod of a group was deleted (the ``ExcessPodDeleted`` event on it): beyond the
+    group's total count, or, once the Workload exists, beyond its pod set's count there."""
+    beyond = excess.active - excess.count
+    if excess.pod_set is None:
+        counted = (
+            f"{group} declares total count {excess.count} "
+            f"({c.POD_GROUP_TOTAL_COUNT_ANNOTATION}) and has {excess.active} active pods"
+        )
+        remedy = "Raise the total count to run more pods"
+    else:
+        counted = (
+            f"{group}: pod set {excess.pod_set} (this pod's role) of its Workload has count "
+            f"{excess.count}, and the group has {excess.active} active pods of that role"
+        )
+        remedy = "Each role runs at most its pod set's count in this Workload"
     return (
-        f"{group} declares total count {total} ({c.POD_GROUP_TOTAL_COUNT_ANNOTATION}) and has "
-        f"{total + excess} active pods: this pod, among the {excess} last in Kueue's order "
-        f"(pods kqueue already manages, ungated and older ones first), is beyond it and is "
-        f"deleted, as Kueue does (kept, it would name the group's PodGroup and kube-scheduler "
-        f"would bind none of the admitted pods). Raise the total count to run more pods"
+        f"{counted}: this pod, among the {beyond} last in Kueue's order (pods kqueue already "
+        f"manages, ungated and older ones first), is beyond it and is deleted, as Kueue does "
+        f"(kept, it would name the group's PodGroup and kube-scheduler would bind none of the "
+        f"admitted pods). {remedy}"
     )
 
 

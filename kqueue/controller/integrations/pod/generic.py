@@ -35,7 +35,14 @@ from kqueue.api.integrations import (
     workload_for_pod,
     workload_for_pod_group,
 )
-from kqueue.api.integrations.pod import POD_KIND, excess_pods, group_pods, pod_based
+from kqueue.api.integrations.pod import (
+    POD_KIND,
+    ExcessPod,
+    group_excess,
+    group_pods,
+    member_pod_set,
+    pod_based,
+)
 from kqueue.api.integrations.registry import INTEGRATIONS, Workloads
 from kqueue.api.v1alpha1 import Workload
 from kqueue.api.v1alpha1 import constants as c
@@ -115,12 +122,13 @@ def _adoptable(wl: Workload | None, pods: list[Obj]) -> Workload | None:
     return wl
 
 
-def _excess(pods: list[Obj]) -> list[Obj]:
-    """The group's pods beyond its total count; pods being deleted already are not counted
-    (a pod with a malformed count is reported on its own, by the pod webhook)."""
+def _excess(pods: list[Obj], wl: Workload | None) -> list[ExcessPod]:
+    """The group's pods beyond its total count, or, once its Workload exists, beyond their pod
+    set's count in it (Kueue's FindMatchingWorkloads); pods being deleted already are not
+    counted (a pod with a malformed count is reported on its own, by the pod webhook)."""
     live = [p for p in pods if not _meta(p).get("deletionTimestamp")]
     try:
-        return [dict(p) for p in excess_pods(live)] if live else []
+        return group_excess(live, None if wl is None else wl.spec.pod_sets) if live else []
     except IntegrationError:
         return []
 
@@ -195,7 +203,7 @@ class PodJob:
                 return Composed(f"Pod group {name}", pods, wl, 0, barrier, invalid=str(exc))
             return Composed(
                 f"Pod group {name}", pods, wl, total, barrier, prebuilt=prebuilt,
-                excess=_excess(pods),
+                excess=_excess(pods, wl),
             )
         namespace, name = key[len(SINGLE):].split("/", 1)
         pod = members.get(f"{namespace}/{name}")
@@ -222,9 +230,7 @@ class PodJob:
         return c.FINISHED_SUCCEEDED, "Pods succeeded"
 
     def member_pod_set(self, wl: Workload, member: Obj) -> str:
-        if len(wl.spec.pod_sets) == 1:
-            return wl.spec.pod_sets[0].name
-        return role_hash(member)
+        return member_pod_set(member, wl.spec.pod_sets)
 
     def done_patch(self, member: Obj) -> Obj | None:
         meta = _meta(member)
