@@ -118,10 +118,21 @@ CASES = [
          members=(Member("l-0", 0, cpu=LEADER, phase="Failed"), Member("w-0", 1),
                   Member("l-1", 2, cpu=LEADER)),
          pod_sets=((LEADER, 1), (WORKER, 1)), excess=()),
-    # As Kueue: a pod of a role the Workload has no pod set for is neither kept nor deleted.
-    Case("a pod of a role the workload lacks is not counted", total=2,
+    # As Kueue: a pod of a role the Workload has no pod set for is not counted in a pod set;
+    # within the group's total count it is neither kept nor deleted.
+    Case("a pod of a role the workload lacks is not counted", total=3,
          members=(Member("l-0", 0, cpu=LEADER), Member("w-0", 1), Member("x", 2, cpu="3")),
          pod_sets=((LEADER, 1), (WORKER, 1)), excess=()),
+    # Kept gated, a stray beyond the total count would stall the gang: it goes, as it did
+    # before the Workload existed (counted against the total count, no pod set). kqueue's own:
+    # Kueue rebuilds the Workload instead.
+    Case("a pod of a role the workload lacks beyond the total count is excess", total=2,
+         members=(Member("l-0", 0, cpu=LEADER), Member("w-0", 1), Member("x", 2, cpu="3")),
+         pod_sets=((LEADER, 1), (WORKER, 1)), excess=(("x", None, 2, 3),)),
+    Case("a stray beyond what the pod sets leave of the total count is excess", total=2,
+         members=(Member("l-0", 0, cpu=LEADER), Member("w-0", 1), Member("x", 2, cpu="3"),
+                  Member("y", 3, cpu="3")),
+         pod_sets=((LEADER, 1), (WORKER, 1)), excess=(("x", None, 2, 4), ("y", None, 2, 4))),
     # One pod set holds every pod of the group, whatever its role (as kqueue releases them).
     Case("a one-pod-set workload counts every role in it", total=2,
          members=(Member("w-0", 0), Member("w-1", 1), Member("l-0", 2, cpu=LEADER)),

@@ -280,7 +280,10 @@ def group_excess(
     count 3 declared as 1 leader and 2 workers, with 2 leaders and 1 worker active, has one
     excess leader: kept, it would stay behind kqueue's gate naming the group's PodGroup, and
     kube-scheduler would bind none of the gang. A pod of a role the Workload has no pod set
-    for is not counted (as Kueue: it is neither kept nor deleted)."""
+    for is not counted against a pod set (Kueue neither keeps nor deletes it, and rebuilds the
+    Workload instead, which kqueue does not); those beyond what the pod sets leave of the
+    group's total count are still excess, as before the Workload existed, since one kept gated
+    would stall the gang."""
     if pod_sets is None:
         beyond = excess_pods(pods)
         total = group_total_count(pods[0])
@@ -290,9 +293,16 @@ def group_excess(
         if _runnable_or_succeeded(pod):
             by_set.setdefault(member_pod_set(pod, pod_sets), []).append(pod)
     excess: list[ExcessPod] = []
+    kept = 0
     for ps in pod_sets:
-        active = sorted(by_set.get(ps.name, []), key=_active_order)
+        active = sorted(by_set.pop(ps.name, []), key=_active_order)
         excess.extend(ExcessPod(p, ps.count, len(active), ps.name) for p in active[ps.count:])
+        kept += min(len(active), ps.count)
+    strays = sorted((p for members in by_set.values() for p in members), key=_active_order)
+    if strays:
+        total = group_total_count(pods[0])
+        room = max(0, total - kept)
+        excess.extend(ExcessPod(p, total, kept + len(strays)) for p in strays[room:])
     return excess
 
 
