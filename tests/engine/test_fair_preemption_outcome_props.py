@@ -91,6 +91,15 @@ _CIRCLE_OF_FOUR = dict(cohort_quota=0, nominal=(4, 4, 0), workloads=(
     (0, 1, 2), (0, 4, 0), (0, 1, 0), (1, 2, 0), (2, 1, 0), (2, 4, 1), (0, 1, 1)), le_final_only=False)
 
 
+def _preemptions(sim: Simulation) -> list[tuple[int, str, str | None]]:
+    """(second, victim, preemptor) of every preemption, in order."""
+    return [
+        (int((e.time - sim.start).total_seconds()), e.workload, e.preemptor)
+        for e in sim.events
+        if e.type == PREEMPTED
+    ]
+
+
 def _simulate(s: Scenario) -> Simulation:
     scenario = build_scenario(load_text(s.yaml(), "fair.yaml").objects, start=t(0))
     config = (
@@ -148,11 +157,7 @@ def test_the_engine_gets_through_the_endless_cohort() -> None:
     """The circle of three ends: a/w0 does not preempt c/w4 for a/w1 to take its place, and
     says so; c/w4 keeps what it took at 40 s."""
     sim = _simulate(Scenario(**_ENDLESS))  # type: ignore[arg-type]
-    preemptions = [
-        (int((e.time - sim.start).total_seconds()), e.workload, e.preemptor)
-        for e in sim.events
-        if e.type == PREEMPTED
-    ]
+    preemptions = _preemptions(sim)
     assert preemptions == [(30, "a/w0", "c/w3"), (40, "a/w1", "c/w4")], preemptions
     assert {k for k, r in sim.records.items() if r.state == PENDING} == {"a/w0", "a/w1"}
     message = sim.records["a/w0"].conditions[c.QUOTA_RESERVED].message
@@ -169,11 +174,7 @@ def test_a_rival_that_would_not_fit_does_not_hold_the_preemption_back() -> None:
     sim = _simulate(Scenario(0, (2, 0, 2), (
         (2, 1, 0), (2, 1, 0), (2, 1, 0), (2, 1, 0), (0, 5, 1), (0, 1, 0),
     ), False))
-    preemptions = [
-        (int((e.time - sim.start).total_seconds()), e.workload, e.preemptor)
-        for e in sim.events
-        if e.type == PREEMPTED
-    ]
+    preemptions = _preemptions(sim)
     assert preemptions == [(50, "c/w3", "a/w5")], preemptions
     assert sim.records["a/w5"].state != PENDING
     assert sim.records["a/w4"].state == PENDING
@@ -184,11 +185,7 @@ def test_the_engine_gets_through_the_circle_of_four() -> None:
     since a/w2, pending in a (under its nominal quota), would reclaim them at once; a/w2 takes
     them instead and every ClusterQueue keeps what it holds."""
     sim = _simulate(Scenario(**_CIRCLE_OF_FOUR))  # type: ignore[arg-type]
-    preemptions = [
-        (int((e.time - sim.start).total_seconds()), e.workload, e.preemptor)
-        for e in sim.events
-        if e.type == PREEMPTED
-    ]
+    preemptions = _preemptions(sim)
     assert preemptions == [(40, "a/w2", "c/w4"), (60, "a/w1", "a/w6")], preemptions
     assert {k for k, r in sim.records.items() if r.state == PENDING} == {"a/w1", "c/w5"}
     message = sim.records["c/w5"].conditions[c.QUOTA_RESERVED].message
@@ -204,11 +201,7 @@ def test_a_reclaimer_that_would_not_fit_does_not_hold_a_priority_preemption_back
     preemptor is gone: a/w1 (5 cpu) never fits in the cohort's 4 cpu, so c/w2 (4 cpu, priority
     1) still preempts c/w0 by priority and borrows all 4."""
     sim = _simulate(Scenario(0, (2, 2, 0), ((2, 1, 0), (0, 5, 0), (2, 4, 1)), False))
-    preemptions = [
-        (int((e.time - sim.start).total_seconds()), e.workload, e.preemptor)
-        for e in sim.events
-        if e.type == PREEMPTED
-    ]
+    preemptions = _preemptions(sim)
     assert preemptions == [(20, "c/w0", "c/w2")], preemptions
     assert sim.records["c/w2"].state != PENDING
     assert sim.records["a/w1"].state == PENDING
@@ -219,7 +212,7 @@ def test_a_fitting_reclaimer_holds_the_same_priority_preemption_back() -> None:
     borrowed, is above c's 1), it fits once c/w2 is gone, and a's 2 borrowed are below c's 4
     with c/w2 (LessThanInitialShare): c/w2 pends, and c/w0 keeps its place."""
     sim = _simulate(Scenario(0, (2, 2, 0), ((2, 1, 0), (0, 4, 0), (2, 4, 1)), False))
-    assert [e for e in sim.events if e.type == PREEMPTED] == []
+    assert _preemptions(sim) == []
     assert {k for k, r in sim.records.items() if r.state == PENDING} == {"a/w1", "c/w2"}
     message = sim.records["c/w2"].conditions[c.QUOTA_RESERVED].message
     assert (

@@ -45,6 +45,7 @@ from ..hierarchy import CohortNode
 from ..snapshot import ClusterQueueSnapshot
 from ..types import (
     ClusterQueueName,
+    FairSharingStrategy,
     FlavorResource,
     Preemptibility,
     PreemptionPolicy,
@@ -95,27 +96,13 @@ def undoing_victim(search: FairSearch, found: FairFound) -> str | None:
         r = own.resources
         if not any(r.usage.get(fr, 0) > r.subtree_quota.get(fr, 0) for fr in victim.usage):
             continue  # the preemptor does not borrow what the victim needs
-        t_res = theirs.resources
-        if all(
-            t_res.usage.get(fr, 0) + v <= t_res.subtree_quota.get(fr, 0)
-            for fr, v in victim.usage.items()
-        ):
-            return (
-                f"{victim.key}, requeued, would reclaim it back: ClusterQueue "
-                f"{theirs.name} stays within its nominal quota with it"
-            )
-        mine_node, their_node = search.almost_lcas(theirs)
-        back = share_of(their_node, victim.usage)
-        mine = share_of(mine_node)
-        mine_gone = share_of(mine_node, {fr: -v for fr, v in ctx.requests.items()})
-        for strategy in search.strategies:
-            if passes(strategy, back, mine, mine_gone):
-                return (
-                    f"{victim.key}, requeued, would preempt it back under "
-                    f"{strategy.value}: share of {their_node.name}'s side with it "
-                    f"{back.describe()} against {mine.describe()} for "
-                    f"{mine_node.name}'s side with the preemptor"
-                )
+        rule = _rule_to_preempt_it(search, theirs, victim.usage)
+        if rule is None:
+            continue
+        strategy, detail = rule
+        if strategy is None:
+            return f"{victim.key}, requeued, would reclaim it back: {detail}"
+        return f"{victim.key}, requeued, would preempt it back under {strategy.value}: {detail}"
     return None
 
 
@@ -219,19 +206,33 @@ def _would_reclaim(
             return None
     finally:
         own.add_usage(ctx.requests)
+    rule = _rule_to_preempt_it(search, theirs, usage)
+    if rule is None:
+        return None
+    strategy, detail = rule
+    return detail if strategy is None else f"{strategy.value}, {detail}"
+
+
+def _rule_to_preempt_it(
+    search: FairSearch, theirs: ClusterQueueSnapshot, usage: Mapping[FlavorResource, int]
+) -> tuple[FairSharingStrategy | None, str] | None:
+    """Whether a workload of ``theirs`` using ``usage``, admitted with the preemptor in, could
+    preempt it (the snapshot as ``undone_by`` leaves it): (None, why) when ``theirs`` stays
+    within its nominal quota with it, (the strategy, the shares) when a strategy lets it, or
+    None."""
+    own_requests = search.ctx.requests
     t_res = theirs.resources
     if all(t_res.usage.get(fr, 0) + v <= t_res.subtree_quota.get(fr, 0) for fr, v in usage.items()):
-        return f"ClusterQueue {theirs.name} stays within its nominal quota with it"
+        return None, f"ClusterQueue {theirs.name} stays within its nominal quota with it"
     mine_node, their_node = search.almost_lcas(theirs)
     back = share_of(their_node, usage)
     mine = share_of(mine_node)
-    mine_gone = share_of(mine_node, {fr: -v for fr, v in ctx.requests.items()})
+    mine_gone = share_of(mine_node, {fr: -v for fr, v in own_requests.items()})
     for strategy in search.strategies:
         if passes(strategy, back, mine, mine_gone):
-            return (
-                f"{strategy.value}, share of {their_node.name}'s side with it "
-                f"{back.describe()} against {mine.describe()} for {mine_node.name}'s side "
-                f"with the preemptor"
+            return strategy, (
+                f"share of {their_node.name}'s side with it {back.describe()} against "
+                f"{mine.describe()} for {mine_node.name}'s side with the preemptor"
             )
     return None
 
