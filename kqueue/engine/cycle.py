@@ -468,7 +468,12 @@ def run_cycle(
     # 2. Snapshot.
     snapshot = cache.snapshot()
     snapshot.protection = Protection(cache.protection, now)
-    snapshot.pending = queues.pending_in
+    # The heads popped for this cycle are pending too (preemption/undo.py weighs them): a head
+    # of another ClusterQueue that would reclaim a preemptor at once must count.
+    heads_in: dict[ClusterQueueName, list[WorkloadInfo]] = {}
+    for info, cq in heads:
+        heads_in.setdefault(cq, []).append(info)
+    snapshot.pending = lambda cq: (*queues.pending_in(cq), *heads_in.get(cq, ()))
     popped = {info.key for info, _ in heads}
     for key in sorted(held or {}):
         d = (held or {})[key]

@@ -85,10 +85,19 @@ _ENDLESS = dict(cohort_quota=0, nominal=(0, 3, 3), workloads=(
 # c's 4); c/w4 preempts a/w6 (c's 1 against a's 1 once a/w6 is gone: LessThanOrEqualToFinalShare),
 # and again. Each step is allowed by Kueue's rules (docs/fair-sharing.md); no victim and no rival
 # of the preemptor's own ClusterQueue undoes a preemption directly. undo.py now refuses c/w5's
-# preemption: it borrows 3 cpu more than c/w4 frees, and a/w2, pending in a under its nominal
-# quota, would reclaim them at once (test_the_engine_gets_through_the_circle_of_four).
+# preemption: it borrows 3 cpu more than c/w4 frees, and a/w1, pending in a, would reclaim them
+# at once (test_the_engine_gets_through_the_circle_of_four).
 _CIRCLE_OF_FOUR = dict(cohort_quota=0, nominal=(4, 4, 0), workloads=(
     (0, 1, 2), (0, 4, 0), (0, 1, 0), (1, 2, 0), (2, 1, 0), (2, 4, 1), (0, 1, 1)), le_final_only=False)
+
+
+# Found by the random draws after the third rule (8,000 draws, 2026-11-30): at 50 s c/w4 (4 cpu,
+# priority 1) preempted c/w2 and c/w3 by priority (c borrows 2), b/w5 (3 cpu) preempted c/w4
+# (LessThanInitialShare), c/w3 reclaimed from b/w5 (within c's nominal quota), and again. The
+# third rule did not see b/w5: a head taken for the cycle was not among the pending workloads
+# the rules weigh. The cycle now counts its heads as pending (cycle.py).
+_CIRCLE_WITH_A_HEAD = dict(cohort_quota=0, nominal=(1, 3, 2), workloads=(
+    (0, 1, 0), (1, 1, 0), (2, 1, 0), (2, 1, 0), (2, 4, 1), (1, 3, 0)), le_final_only=False)
 
 
 def _preemptions(sim: Simulation) -> list[tuple[int, str, str | None]]:
@@ -122,6 +131,7 @@ def _simulate(s: Scenario) -> Simulation:
 # The circles of three and of four (above).
 @example(s=Scenario(**_ENDLESS))  # type: ignore[arg-type]
 @example(s=Scenario(**_CIRCLE_OF_FOUR))  # type: ignore[arg-type]
+@example(s=Scenario(**_CIRCLE_WITH_A_HEAD))  # type: ignore[arg-type]
 # The known limit this property was written for (tests/engine/test_protection_props.py): four
 # workloads of 3, 3, 1 and 1 cpu fill the cohort (the small ones newest, preempted first), a
 # 5-cpu one arrives in another ClusterQueue.
@@ -182,17 +192,18 @@ def test_a_rival_that_would_not_fit_does_not_hold_the_preemption_back() -> None:
 
 def test_the_engine_gets_through_the_circle_of_four() -> None:
     """The circle of four ends: c/w5 does not preempt c/w4 by priority to borrow 3 cpu more,
-    since a/w2, pending in a (under its nominal quota), would reclaim them at once; a/w2 takes
-    them instead and every ClusterQueue keeps what it holds."""
+    since a/w1, pending in a, would reclaim them at once (a's 2 borrowed below c's 4); a/w2
+    takes the free quota instead and every ClusterQueue keeps what it holds."""
     sim = _simulate(Scenario(**_CIRCLE_OF_FOUR))  # type: ignore[arg-type]
     preemptions = _preemptions(sim)
     assert preemptions == [(40, "a/w2", "c/w4"), (60, "a/w1", "a/w6")], preemptions
     assert {k for k, r in sim.records.items() if r.state == PENDING} == {"a/w1", "c/w5"}
     message = sim.records["c/w5"].conditions[c.QUOTA_RESERVED].message
     assert (
-        "no preemption that would be undone at once: a/w2 (priority 0), pending in ClusterQueue "
+        "no preemption that would be undone at once: a/w1 (priority 0), pending in ClusterQueue "
         "a, would preempt it at once to reclaim what it borrows beyond what its victims free: "
-        "ClusterQueue a stays within its nominal quota with it"
+        "LessThanInitialShare, share of a's side with it 250 (cpu) against 500 (cpu) for c's "
+        "side with the preemptor"
     ) in message, message
 
 
@@ -219,3 +230,16 @@ def test_a_fitting_reclaimer_holds_the_same_priority_preemption_back() -> None:
         "a/w1 (priority 0), pending in ClusterQueue a, would preempt it at once to reclaim what "
         "it borrows beyond what its victims free: LessThanInitialShare"
     ) in message, message
+
+
+def test_a_head_of_the_same_cycle_counts_as_pending() -> None:
+    """_CIRCLE_WITH_A_HEAD ends: b/w5, requeued and taken as b's head, would reclaim what
+    c/w4's preemption by priority borrows, so c/w4 no longer preempts c/w2 and c/w3 again."""
+    sim = _simulate(Scenario(**_CIRCLE_WITH_A_HEAD))  # type: ignore[arg-type]
+    assert _preemptions(sim) == [
+        (40, "c/w3", "c/w4"), (40, "c/w2", "c/w4"), (50, "c/w4", "b/w5"), (50, "b/w5", "c/w3"),
+    ]
+    message = sim.records["c/w4"].conditions[c.QUOTA_RESERVED].message
+    assert "b/w5 (priority 0), pending in ClusterQueue b, would preempt it at once" in message, (
+        message
+    )

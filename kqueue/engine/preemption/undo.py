@@ -157,20 +157,36 @@ def reclaiming_it(search: FairSearch, found: FairFound) -> str | None:
         policy = theirs.spec.preemption.reclaim_within_cohort
         if policy == PreemptionPolicy.NEVER:
             continue
+        room = _room_once_gone(search, theirs)
         for rival in _kinds(search, theirs.cq_name):
             if not info_policy_allows(policy, rival, ctx.preemptor):
                 continue
             usage = _placed_as(rival, ctx.requests)
             if raised.isdisjoint(usage) or not all(fr in theirs.resources.quotas for fr in usage):
                 continue  # it needs nothing the preemptor borrows, or not in these flavors
-            rule = _would_reclaim(search, theirs, usage)
+            if any(q > room.get(fr, 0) for fr, q in usage.items()):
+                continue  # it would not fit even once the preemptor is gone
+            rule = _rule_to_preempt_it(search, theirs, usage)
             if rule is not None:
+                strategy, detail = rule
                 return (
                     f"{rival.key} (priority {rival.priority}), pending in ClusterQueue "
                     f"{theirs.name}, would preempt it at once to reclaim what it borrows "
-                    f"beyond what its victims free: {rule}"
+                    f"beyond what its victims free: "
+                    + (detail if strategy is None else f"{strategy.value}, {detail}")
                 )
     return None
+
+
+def _room_once_gone(search: FairSearch, theirs: ClusterQueueSnapshot) -> dict[FlavorResource, int]:
+    """What ``theirs`` could take of each flavor/resource the preemptor uses, once the
+    preemptor is gone (ClusterQueueSnapshot.fits, computed once for all the kinds weighed)."""
+    requests = search.ctx.requests
+    search.ctx.cq.remove_usage(requests)
+    try:
+        return {fr: max(0, theirs.available(fr)) for fr in requests}
+    finally:
+        search.ctx.cq.add_usage(requests)
 
 
 def _raised_borrowing(
@@ -191,26 +207,6 @@ def _raised_borrowing(
         if max(0, after - quota) > max(0, before - quota):
             out.add(fr)
     return out
-
-
-def _would_reclaim(
-    search: FairSearch, theirs: ClusterQueueSnapshot, usage: Mapping[FlavorResource, int]
-) -> str | None:
-    """Whether a workload of ``theirs`` using ``usage`` fits once the preemptor is gone and may
-    preempt it then (within its nominal quota, or by a strategy); which rule, or None."""
-    ctx = search.ctx
-    own = ctx.cq
-    own.remove_usage(ctx.requests)
-    try:
-        if not theirs.fits(usage):
-            return None
-    finally:
-        own.add_usage(ctx.requests)
-    rule = _rule_to_preempt_it(search, theirs, usage)
-    if rule is None:
-        return None
-    strategy, detail = rule
-    return detail if strategy is None else f"{strategy.value}, {detail}"
 
 
 def _rule_to_preempt_it(
