@@ -2,21 +2,21 @@
 # `make test`: the whole suite (static checks, unit and property tests, the cluster tests on real
 # control planes), in the shape that keeps a cold CI run short (docs/local-cluster.md, "CI"):
 #   1. the Go builds start in the background (kqueue.localcluster.prebuild): the control plane
-#      first at normal priority in two streams (Kubernetes; etcd, kwok, helm), then the
+#      first at normal priority in two streams (Kubernetes; etcd, kwok), then helm and the
 #      operators at a lower CPU priority (promtool's tests are opt-in: `make test-promtool`);
 #   2. beside them, the tests that need no cluster run on KQUEUE_TEST_WORKERS pytest-xdist
-#      workers at `nice -n 15`, below the operators' builds (so they never slow the control
-#      plane's build, the cluster tests or the builds those wait for; output in
+#      workers at `nice -n 15`, below the builds of helm and the operators (so they never slow
+#      the control plane's build, the cluster tests or the builds those wait for; output in
 #      build/unit-tests.log, printed when they end);
-#   3. the cluster tests that are not timing-bound run on KQUEUE_CLUSTER_TEST_WORKERS workers
-#      (default 2), each with its own control plane (tests/fixtures/distribution.py says how the
-#      work is shared): they start as soon as the control plane is built, not after every build;
-#      the tests that need an operator run last and wait for its build
-#      (tests/fixtures/operators.py);
-#   4. when those and the builds are done, the timing-bound cluster tests (marker `serial`:
-#      fault tests with deadlines) run on KQUEUE_SERIAL_TEST_WORKERS workers (default 2: they
-#      mostly wait, a core each is enough), no other cluster test beside them (the tests without
-#      a cluster, if still running, at their lower priority).
+#   3. once the control plane is built, the timing-bound cluster tests (marker `serial`: fault
+#      tests with deadlines) run first on KQUEUE_SERIAL_TEST_WORKERS workers (default 2: they
+#      mostly wait, a core each is enough), no other cluster test beside them: the CPU they
+#      leave idle goes to helm's and the operators' builds and to the tests without a cluster,
+#      all at a lower priority than theirs;
+#   4. then the other cluster tests on KQUEUE_CLUSTER_TEST_WORKERS workers (default 2), each with
+#      its own control plane (tests/fixtures/distribution.py says how the work is shared); the
+#      tests that need an operator run last and wait for its build if it is not done
+#      (tests/fixtures/operators.py), the chart tests for helm's (tests/fixtures/tools.py).
 # Before all this, while pip makes the virtualenv, Kubernetes' build (the longest, stdlib-only
 # Python) starts with the system Python: the prebuild then finds it under its lock.
 # hack/test-phases.sh holds the marker expressions of the three pytest runs. Extra arguments go
@@ -60,10 +60,15 @@ nice -n "$UNIT_NICE" "$VENV/bin/pytest" -m "$UNIT_TESTS" -n "$WORKERS" "$@" \
   >build/unit-tests.log 2>&1 &
 unit_tests=$!
 
-# The session waits for the control plane's builds (their locks) at the end of its collection.
+# Each session waits for the control plane's builds (their locks) at the end of its collection.
 # A failed build is not a reason to stop here: the cluster tests then fail, each naming it.
-echo "== cluster tests ($CLUSTER_WORKERS worker(s), one control plane each; they start once" \
-  "the control plane is built)"
+echo "== timing-bound cluster tests first ($SERIAL_WORKERS worker(s), no other cluster test" \
+  "running; they start once the control plane is built)"
+"$VENV/bin/pytest" -m "$CLUSTER_SERIAL" -n "$SERIAL_WORKERS" --durations=20 "$@"
+status $? "timing-bound cluster tests"
+serial=$?
+
+echo "== cluster tests ($CLUSTER_WORKERS worker(s), one control plane each)"
 "$VENV/bin/pytest" -m "$CLUSTER_PARALLEL" -n "$CLUSTER_WORKERS" --durations=40 "$@"
 status $? "cluster tests"
 cluster=$?
@@ -72,13 +77,6 @@ wait "$prebuild"
 built=$?
 tail -n 3 build/prebuild.log
 echo "== builds: exit $built"
-
-# The tests without a cluster may still be running, at nice $UNIT_NICE: they take only what the
-# timing-bound tests, which mostly wait, leave idle.
-echo "== timing-bound cluster tests ($SERIAL_WORKERS worker(s), no other cluster test running)"
-"$VENV/bin/pytest" -m "$CLUSTER_SERIAL" -n "$SERIAL_WORKERS" --durations=20 "$@"
-status $? "timing-bound cluster tests"
-serial=$?
 
 wait "$unit_tests"
 rc=$?

@@ -2,6 +2,7 @@ from hypothesis import HealthCheck, settings
 
 pytest_plugins = [
     "tests.fixtures.cluster",
+    "tests.fixtures.tools",
     "tests.fixtures.opt_in",  # before operators, which imports it
     "tests.fixtures.operators",
     "tests.fixtures.distribution",

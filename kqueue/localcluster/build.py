@@ -11,11 +11,14 @@ module proxy, so every binary is compiled from source:
   why ``go install module@version`` refuses it; a wrapper module ignores them).
 * kwok (fake nodes and pod life cycles) and helm.
 
+The control plane (Kubernetes, etcd, kwok) is what a cluster waits for; helm is a tool (the
+chart tests and a human use it), built on its own so that no cluster waits for its build.
+
 Each component lands in ``$KQUEUE_CACHE_DIR/bin/<component>-<version>/`` (default cache dir
 ``~/.cache/kqueue``) with a stamp file recording the recipe, so a second run does nothing. The
 generated wrapper modules live next to it under ``gomod/`` for inspection, and the full
-``go build`` output under ``logs/``. A directory of symlinks to the whole set is what
-``LocalCluster`` uses (``--print-dir`` prints it).
+``go build`` output under ``logs/``. A directory of symlinks to the control plane (and to the
+tools already built) is what ``LocalCluster`` uses (``--print-dir`` prints it).
 
 Run: ``python -m kqueue.localcluster.build [--print-dir] [--force] [--only NAME]``.
 """
@@ -85,6 +88,8 @@ class Component:
     # extra "module version" requirements of the wrapper: they raise the dependency versions to
     # another module's build list, so that two builds share compiled packages
     requires: tuple[str, ...] = ()
+    # False for a tool no cluster needs to start (helm): ``ensure_binaries`` does not wait for it
+    control_plane: bool = True
 
     @property
     def dir_name(self) -> str:
@@ -182,6 +187,7 @@ def components() -> list[Component]:
             binaries=(("helm.sh/helm/v3/cmd/helm", "helm"),),
             ldflags=_helm_ldflags,
             version_args={"helm": ["version", "--short"]},
+            control_plane=False,
         ),
         Component(
             name="kubernetes",
@@ -205,7 +211,7 @@ def components() -> list[Component]:
 
 
 def set_dir_name() -> str:
-    return "set-" + "_".join(c.dir_name for c in components())
+    return "set-" + "_".join(c.dir_name for c in components() if c.control_plane)
 
 
 def _go_env() -> dict[str, str]:
@@ -498,8 +504,12 @@ def prebuild_running() -> bool:
         return False
 
 
-def ensure_binaries(*, force: bool = False, only: list[str] | None = None) -> Path:
-    """Build what is missing and return a directory holding every binary (as symlinks).
+def ensure_binaries(
+    *, force: bool = False, only: list[str] | None = None, tools: bool = False
+) -> Path:
+    """Build what is missing of the control plane (and, with ``tools``, of the tools too) and
+    return a directory holding its binaries as symlinks, with those of the tools already built.
+    With ``only``, build those components and return the directory of the first.
 
     ``KQUEUE_BIN_DIR`` names a directory of ready binaries to use instead (no build): for
     binaries built elsewhere, or a fallback such as Debian's etcd linked in beside the rest.
@@ -508,21 +518,30 @@ def ensure_binaries(*, force: bool = False, only: list[str] | None = None) -> Pa
     if override and not only:
         log(f"using binaries from KQUEUE_BIN_DIR={override} (nothing is built)")
         return Path(override)
-    wanted = components()
+    every = components()
     if only:
-        unknown = set(only) - {c.name for c in wanted}
+        unknown = set(only) - {c.name for c in every}
         if unknown:
             raise BuildError(f"unknown component(s): {', '.join(sorted(unknown))}")
-        wanted = [c for c in wanted if c.name in only]
+        built = [ensure_component(c, force=force) for c in every if c.name in only]
+        return built[0]
     # Each component builds under its own lock; the shared lock guards only the set's links,
     # so a session waiting here for the Kubernetes build never holds up one that needs helm.
-    dirs = {c.name: ensure_component(c, force=force) for c in wanted}
-    if only:
-        return next(iter(dirs.values()))
+    # A cluster never waits for a tool's build (in `make test` helm builds at a lower priority
+    # while the cluster tests run: kqueue.localcluster.prebuild).
+    dirs = {
+        c.name: ensure_component(c, force=force) for c in every if c.control_plane or tools
+    }
+    for c in every:
+        out_dir = cache_dir() / "bin" / c.dir_name
+        if c.name not in dirs and stamp_ok(c, out_dir):
+            dirs[c.name] = out_dir
     with build_lock():
         set_dir = cache_dir() / "bin" / set_dir_name()
         set_dir.mkdir(parents=True, exist_ok=True)
-        for c in wanted:
+        for c in every:
+            if c.name not in dirs:
+                continue
             for _, name in c.binaries:
                 link = set_dir / name
                 target = dirs[c.name] / name
@@ -533,14 +552,27 @@ def ensure_binaries(*, force: bool = False, only: list[str] | None = None) -> Pa
         return set_dir
 
 
+def tool(name: str) -> Path:
+    """The path of a tool's binary (helm), built first if missing, waiting under its lock for
+    a build another process is making."""
+    override = os.environ.get("KQUEUE_BIN_DIR")
+    if override and (Path(override) / name).is_file():
+        return Path(override) / name
+    component = next((c for c in components() if any(b == name for _, b in c.binaries)), None)
+    if component is None:
+        raise BuildError(f"no component builds {name!r}")
+    return ensure_component(component) / name
+
+
 def binaries_ready() -> Path | None:
-    """The binary directory if everything is already built, without building or locking."""
+    """The binary directory if the control plane is already built, without building or
+    locking."""
     override = os.environ.get("KQUEUE_BIN_DIR")
     if override:
         return Path(override)
     set_dir = cache_dir() / "bin" / set_dir_name()
     for c in components():
-        if not stamp_ok(c, cache_dir() / "bin" / c.dir_name):
+        if c.control_plane and not stamp_ok(c, cache_dir() / "bin" / c.dir_name):
             return None
     return set_dir if set_dir.is_dir() else None
 
@@ -562,7 +594,7 @@ def main(argv: list[str] | None = None) -> int:
     ns = parser.parse_args(argv)
     started = time.monotonic()
     try:
-        bin_dir = ensure_binaries(force=ns.force, only=ns.only)
+        bin_dir = ensure_binaries(force=ns.force, only=ns.only, tools=True)
     except BuildError as exc:
         log(f"FAILED: {exc}")
         return 1

@@ -6,12 +6,13 @@ tests share the two cores instead of taking turns. The order is the order in whi
 the builds (docs/local-cluster.md, "CI"):
 
 1. the control plane the cluster tests wait for, at normal priority, in two streams so that both
-   cores work on it: Kubernetes (~1,000 CPU-s cold) in one; etcd (~190), kwok (~510) and then helm
-   (~480; the cluster session links it into the binary set and the chart tests use it) in the
-   other, so the two streams end at about the same time;
+   cores work on it: Kubernetes (~1,000 CPU-s cold) in one; etcd (~190) and kwok (~510) in the
+   other;
 2. then, at a lower CPU priority (``LATE_NICE``, in the time the running tests leave idle), what
-   only some tests need and wait for where they need it: the operators (their tests run last,
-   tests/fixtures/operators.py), after helm in the second stream, which ends first.
+   only some tests need and wait for where they need it, in the stream that ends first: helm
+   (~480; the chart tests wait for it, tests/fixtures/tools.py), then the operators (their tests
+   run last, tests/fixtures/operators.py). At normal priority helm took ~4 minutes of both cores
+   from Kubernetes' build, which every cluster test waits for.
 
 hack/test.sh starts Kubernetes' build earlier still, with the system Python while pip makes the
 virtualenv; this stream then finds it under its lock.
@@ -47,27 +48,29 @@ def _kubernetes() -> None:
     build.ensure_component(_component("kubernetes"))
 
 
-def _etcd_kwok_helm_then_operators() -> None:
-    for name in ("etcd", "kwok", "helm"):
+def _etcd_kwok_then_helm_and_operators() -> None:
+    for name in ("etcd", "kwok"):
         build.ensure_component(_component(name))
     # In the stream that ends first, so that they have the whole of Kubernetes' build and of the
-    # cluster tests before theirs (which run last) to use what is left idle: after Kubernetes
-    # they were still building when their tests' turn came (18 min at nice 10).
+    # timing-bound tests (which leave most of the CPU idle) before their tests to use what is
+    # left: after Kubernetes they were still building when their tests' turn came (18 min at
+    # nice 10).
+    build.ensure_component(_component("helm"), nice=LATE_NICE)
     for name in operators.default_names():
         operators.ensure_built(operators.get(name), nice=LATE_NICE)
 
 
 STREAMS: dict[str, Callable[[], object]] = {
     "kubernetes": _kubernetes,
-    "etcd, kwok, helm, then the operators": _etcd_kwok_helm_then_operators,
+    "etcd, kwok, then helm and the operators": _etcd_kwok_then_helm_and_operators,
 }
 
 
 def main(argv: list[str] | None = None) -> int:
     argparse.ArgumentParser(
         prog="python -m kqueue.localcluster.prebuild",
-        description="Build (or find cached) the control plane, the default operators "
-        f"({', '.join(operators.default_names())}).",
+        description="Build (or find cached) the control plane, helm and the default "
+        f"operators ({', '.join(operators.default_names())}).",
     ).parse_args(argv)
     started = time.monotonic()
     errors: dict[str, str] = {}
@@ -91,7 +94,7 @@ def main(argv: list[str] | None = None) -> int:
             t.join()
     if not errors:
         try:
-            build.ensure_binaries()  # all built: links the control plane's binary set
+            build.ensure_binaries()  # all built: links the binary set (helm with it)
         except build.BuildError as exc:
             errors["control plane"] = str(exc)
     for name, err in errors.items():

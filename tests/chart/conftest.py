@@ -1,7 +1,8 @@
 """Fixtures for the chart, image, kubectl, samples and docs tests.
 
-``helm`` and ``kubectl`` are the binaries the local control plane build provides (built on first
-use, like the cluster itself); a missing binary is a failure, never a skip.
+``helm`` runs the binary of the ``helm_bin`` fixture (tests/fixtures/tools.py) and ``kubectl``
+the control plane build's (both built on first use, like the cluster itself); a missing binary
+is a failure, never a skip.
 """
 
 from __future__ import annotations
@@ -106,13 +107,6 @@ class Helm:
             )
         finally:
             os.unlink(fh.name)
-
-
-@pytest.fixture(scope="session")
-def helm_bin() -> Path:
-    path = _bin_dir("helm") / "helm"
-    assert os.access(path, os.X_OK), f"no helm binary at {path}"
-    return path
 
 
 @pytest.fixture(scope="session")

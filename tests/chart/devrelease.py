@@ -247,15 +247,15 @@ class DevRelease:
 @contextlib.contextmanager
 def dev_release(
     cluster: LocalCluster,
+    helm_bin: Path,
     work_dir: Path,
     managed_namespaces: list[str],
     request: pytest.FixtureRequest,
 ) -> Iterator[DevRelease]:
     """A fresh release namespace; the release is uninstalled and the namespace deleted after."""
-    assert cluster.bin_dir is not None
     release = DevRelease(
         cluster=cluster,
-        helm=Helm(cluster.bin_dir / "helm", kubeconfig=cluster.kubeconfig_path),
+        helm=Helm(helm_bin, kubeconfig=cluster.kubeconfig_path),
         namespace=f"kqueue-dev-{uuid.uuid4().hex[:6]}",
         managed_namespaces=managed_namespaces,
         work_dir=work_dir,

@@ -53,9 +53,13 @@ def team_namespace(cluster: LocalCluster) -> Iterator[str]:
 
 @pytest.fixture
 def dev(
-    cluster: LocalCluster, team_namespace: str, tmp_path: Path, request: pytest.FixtureRequest
+    cluster: LocalCluster,
+    helm_bin: Path,
+    team_namespace: str,
+    tmp_path: Path,
+    request: pytest.FixtureRequest,
 ) -> Iterator[DevRelease]:
-    with dev_release(cluster, tmp_path, [team_namespace], request) as release:
+    with dev_release(cluster, helm_bin, tmp_path, [team_namespace], request) as release:
         yield release
 
 

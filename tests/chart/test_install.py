@@ -7,6 +7,7 @@ import textwrap
 import time
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -32,9 +33,8 @@ CLUSTER_SCOPED = (
 
 
 @pytest.fixture(scope="module")
-def cluster_helm(cluster: LocalCluster) -> Helm:
-    assert cluster.bin_dir is not None
-    return Helm(cluster.bin_dir / "helm", kubeconfig=cluster.kubeconfig_path)
+def cluster_helm(cluster: LocalCluster, helm_bin: Path) -> Helm:
+    return Helm(helm_bin, kubeconfig=cluster.kubeconfig_path)
 
 
 @pytest.fixture

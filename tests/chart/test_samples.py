@@ -240,6 +240,7 @@ def _delete_setup(cluster: LocalCluster) -> None:
 @pytest.mark.cluster
 def test_setup_and_jobs_run_under_kqueue(
     cluster: LocalCluster,
+    helm_bin: Path,
     sample_namespaces: list[str],
     tmp_path: Path,
     request: pytest.FixtureRequest,
@@ -248,7 +249,7 @@ def test_setup_and_jobs_run_under_kqueue(
 
     The elastic Job and the pod group have their own test below.
     """
-    with dev_release(cluster, tmp_path, sample_namespaces, request) as dev:
+    with dev_release(cluster, helm_bin, tmp_path, sample_namespaces, request) as dev:
         dev.install()
         dev.start()
         try:
@@ -348,12 +349,13 @@ def _check_jobs(cluster: LocalCluster, jobs: dict[str, Obj]) -> None:
 @pytest.mark.cluster
 def test_elastic_job_and_pod_group_run_under_kqueue(
     cluster: LocalCluster,
+    helm_bin: Path,
     sample_namespaces: list[str],
     tmp_path: Path,
     request: pytest.FixtureRequest,
 ) -> None:
     """Both samples behave as their comments say, through the chart's webhooks and RBAC."""
-    with dev_release(cluster, tmp_path, sample_namespaces, request) as dev:
+    with dev_release(cluster, helm_bin, tmp_path, sample_namespaces, request) as dev:
         dev.install()
         dev.start()
         job: Obj | None = None

@@ -5,6 +5,7 @@ running, and the tests that need an operator run after the rest."""
 from __future__ import annotations
 
 import itertools
+import json
 import os
 import re
 import stat
@@ -157,5 +158,66 @@ def test_the_prebuild_builds_the_control_plane_first_and_the_rest_at_a_lower_pri
     assert late > 0
     assert list(streams.values()) == [
         [("kubernetes", 0)],
-        [("etcd", 0), ("kwok", 0), ("helm", 0), *((op, late) for op in operators.default_names())],
+        [
+            ("etcd", 0),
+            ("kwok", 0),
+            ("helm", late),
+            *((op, late) for op in operators.default_names()),
+        ],
     ]
+
+
+def _fake_builds(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, built: list[str]
+) -> dict[str, build.Component]:
+    """ensure_component made to write a component's binaries and stamp, recording its name."""
+    monkeypatch.setenv("KQUEUE_CACHE_DIR", str(tmp_path))
+    monkeypatch.delenv("KQUEUE_BIN_DIR", raising=False)
+
+    def fake(c: build.Component, *, force: bool = False, nice: int = 0) -> Path:
+        built.append(c.name)
+        out = build.cache_dir() / "bin" / c.dir_name
+        out.mkdir(parents=True, exist_ok=True)
+        for _, name in c.binaries:
+            (out / name).write_text("")
+        (out / build.STAMP).write_text(json.dumps({"recipe": c.recipe()}))
+        return out
+
+    monkeypatch.setattr(build, "ensure_component", fake)
+    return {c.name: c for c in build.components()}
+
+
+def test_a_cluster_never_waits_for_helm_and_finds_it_in_the_set_once_built(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    built: list[str] = []
+    _fake_builds(tmp_path, monkeypatch, built)
+    set_dir = build.ensure_binaries()
+    assert sorted(built) == ["etcd", "kubernetes", "kwok"]
+    assert build.binaries_ready() == set_dir
+    assert (set_dir / "kube-apiserver").is_symlink()
+    assert not (set_dir / "helm").exists()
+
+    built.clear()
+    helm = build.tool("helm")
+    assert built == ["helm"]
+    assert helm.name == "helm" and helm.parent.name == f"helm-{build.HELM_VERSION}"
+    assert build.ensure_binaries() == set_dir  # the set links what is built
+    assert (set_dir / "helm").resolve() == helm.resolve()
+
+
+def test_the_build_command_builds_the_tools_too(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    built: list[str] = []
+    _fake_builds(tmp_path, monkeypatch, built)
+    assert build.main([]) == 0
+    assert sorted(built) == ["etcd", "helm", "kubernetes", "kwok"]
+
+
+def test_a_tool_no_component_builds_is_an_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _fake_builds(tmp_path, monkeypatch, [])
+    with pytest.raises(build.BuildError, match="no component builds 'promtool-x'"):
+        build.tool("promtool-x")

@@ -174,10 +174,14 @@ class ProxiedRelease(DevRelease):
 
 @pytest.fixture
 def release(
-    cluster: LocalCluster, namespace: str, tmp_path: Path, request: pytest.FixtureRequest
+    cluster: LocalCluster,
+    helm_bin: Path,
+    namespace: str,
+    tmp_path: Path,
+    request: pytest.FixtureRequest,
 ) -> Iterator[DevRelease]:
     install_crds(cluster)
-    with dev_release(cluster, tmp_path, [namespace], request) as rel:
+    with dev_release(cluster, helm_bin, tmp_path, [namespace], request) as rel:
         rel.__class__ = ProxiedRelease
         yield rel
 
