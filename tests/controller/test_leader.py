@@ -24,6 +24,8 @@ LEASE = timedelta(seconds=1)
 RENEW = timedelta(milliseconds=500)
 RETRY = timedelta(milliseconds=100)
 LONG_LEASE = timedelta(seconds=20)
+STEADY_LEASE = timedelta(seconds=10)
+STEADY_RENEW = timedelta(seconds=6)
 
 
 @dataclass
@@ -55,7 +57,12 @@ class Env:
     candidates: list[Candidate] = field(default_factory=list)
 
     def candidate(
-        self, index: int, *, release_on_cancel: bool = True, lease: timedelta = LEASE
+        self,
+        index: int,
+        *,
+        release_on_cancel: bool = True,
+        lease: timedelta = LEASE,
+        renew: timedelta = RENEW,
     ) -> Candidate:
         cand = Candidate(elector=None)  # type: ignore[arg-type]
         cand.elector = LeaderElector(
@@ -64,7 +71,7 @@ class Env:
             namespace="kqueue-system",
             identity=f"replica-{index}",
             lease_duration=lease,
-            renew_deadline=RENEW,
+            renew_deadline=renew,
             retry_period=RETRY,
             on_started_leading=cand.lead,
             on_stopped_leading=cand.stop_leading,
@@ -130,7 +137,11 @@ async def never_two_leaders(env: Env) -> AsyncIterator[list[list[str]]]:
 
 
 async def test_exactly_one_of_two_candidates_leads(env: Env) -> None:
-    a, b = env.candidate(0), env.candidate(1)
+    # Nothing here is about deadlines: a lease and a renew deadline long enough that a stalled
+    # loop (the unit tests run at a low priority beside a cluster) cannot end a term, which
+    # with 1 s and 0.5 s it did in a cold CI run (the leader renewed late and started twice).
+    a = env.candidate(0, lease=STEADY_LEASE, renew=STEADY_RENEW)
+    b = env.candidate(1, lease=STEADY_LEASE, renew=STEADY_RENEW)
     async with never_two_leaders(env):
         env.start(a)
         env.start(b)
@@ -142,7 +153,7 @@ async def test_exactly_one_of_two_candidates_leads(env: Env) -> None:
     assert standby.leaders_seen == [leader.elector.identity]
     lease = env.lease()
     assert lease["spec"]["holderIdentity"] == leader.elector.identity
-    assert lease["spec"]["leaseDurationSeconds"] == 1
+    assert lease["spec"]["leaseDurationSeconds"] == STEADY_LEASE.total_seconds()
     # MicroTime needs six fractional digits.
     assert len(lease["spec"]["renewTime"].split(".")[1]) == len("000000Z")
     assert leader.elector.check()[1].endswith("is leader")
