@@ -19,6 +19,7 @@ from _pytest.mark.expression import Expression
 
 from kqueue.localcluster import build, operators, prebuild
 from tests.fixtures import operators as operator_fixtures
+from tests.fixtures import tools
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -221,3 +222,42 @@ def test_a_tool_no_component_builds_is_an_error(
     _fake_builds(tmp_path, monkeypatch, [])
     with pytest.raises(build.BuildError, match="no component builds 'promtool-x'"):
         build.tool("promtool-x")
+
+
+def _run_protocol(item: Any) -> None:
+    run = tools.pytest_runtest_protocol(item, None)
+    next(run)  # the test would run here
+    with pytest.raises(StopIteration):
+        run.send(None)
+
+
+def test_a_test_needing_helm_waits_for_its_build_once_before_it_starts(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    built: list[str] = []
+    monkeypatch.setattr(tools, "_BUILT", {})
+    monkeypatch.setattr(tools.build, "tool", lambda name: built.append(name) or Path("/b/helm"))
+    config = SimpleNamespace(pluginmanager=SimpleNamespace(get_plugin=lambda _name: None))
+    plain = _item("tests/chart/test_values_schema.py::test_a")
+    needs = _item("tests/chart/test_render.py::test_b", "helm", "helm_bin")
+    for item in (plain, needs, needs):
+        item.config = config
+        _run_protocol(item)
+        assert built == ([] if item is plain else ["helm"])
+
+
+def test_a_failed_tool_build_fails_each_test_needing_it_naming_the_tool(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    attempts: list[str] = []
+
+    def fail(name: str) -> Path:
+        attempts.append(name)
+        raise build.BuildError("helm v3.22.0: `go build` failed (exit 1)")
+
+    monkeypatch.setattr(tools, "_BUILT", {})
+    monkeypatch.setattr(tools.build, "tool", fail)
+    for _ in range(2):
+        with pytest.raises(pytest.fail.Exception, match=r"building helm failed: helm v3\.22\.0"):
+            tools._path("helm")
+    assert attempts == ["helm"]  # one attempt a session
