@@ -44,6 +44,7 @@ from typing import TYPE_CHECKING, Any
 from kqueue.api.integrations import IntegrationError, PriorityResolver, queue_name
 from kqueue.api.integrations import registry as integration_registry
 from kqueue.api.integrations.common import owner_reference
+from kqueue.api.integrations.matching import pod_set_changes
 from kqueue.api.integrations.pod import ExcessPod
 from kqueue.api.v1alpha1 import LocalQueue, ResourceFlavor, Workload
 from kqueue.api.v1alpha1 import constants as c
@@ -204,7 +205,8 @@ class JobReconciler:
             await self._write(workload_status.finish(wl, finished[0], finished[1], now))
             self._events.record(wl.to_dict(), "Normal", c.FINISHED, finished[1])
             return None
-        await self._sync_spec(obj, wl)
+        if await self._sync_spec(obj, wl):
+            return None  # the Workload's update brings the object back, with the new spec
         if workload_status.is_evicting(wl):
             return await self._stop(obj, wl, now)
         if workload_status.may_run(wl):
@@ -492,14 +494,16 @@ class JobReconciler:
                 f"{c.PREEMPTIBLE_LABEL_VALUE!r} or {c.NON_PREEMPTIBLE_LABEL_VALUE!r}",
             )
 
-    async def _sync_spec(self, obj: Obj, wl: Workload) -> None:
+    async def _sync_spec(self, obj: Obj, wl: Workload) -> bool:
         """The preemption priority follows the object's label, even while it runs; the queue
-        follows it (or a LocalQueue ``default`` created since) while the Workload waits."""
+        follows it (or a LocalQueue ``default`` created since) while the Workload waits, and so
+        do the pod sets while the object is suspended (:func:`pod_set_changes`). True if the
+        pod sets were updated: the caller leaves the rest to the update's reconcile."""
         try:
             desired = self.job.workload_for(obj, self._priorities())
         except IntegrationError as exc:
             logger.debug("not syncing Workload %s: %s", wl.key, exc)
-            return
+            return False
         want_ref = desired.spec.preemption_priority_class_ref
         want_value = desired.spec.preemption_priority
         spec: Obj = {}
@@ -509,33 +513,52 @@ class JobReconciler:
         ):
             spec["preemptionPriorityClassRef"] = want_ref.to_dict() if want_ref else None
             spec["preemptionPriority"] = want_value
+        waiting = not wl.has_quota_reservation and wl.status.admission is None
         want_queue = self._queue_name(obj)
         # Kueue moves a waiting Workload when its job's queue label changes; an admitted one
         # keeps its queue (the API rejects the change while it holds quota).
-        if (
-            want_queue is not None
-            and want_queue != wl.spec.queue_name
-            and not wl.has_quota_reservation
-            and wl.status.admission is None
-        ):
+        if want_queue is not None and want_queue != wl.spec.queue_name and waiting:
             spec["queueName"] = want_queue
         # Kueue: the maximum execution time follows the label while the Workload waits.
         want_max = desired.spec.maximum_execution_time_seconds
-        if (
-            want_max != wl.spec.maximum_execution_time_seconds
-            and not wl.has_quota_reservation
-            and wl.status.admission is None
-        ):
+        if want_max != wl.spec.maximum_execution_time_seconds and waiting:
             spec["maximumExecutionTimeSeconds"] = want_max
+        # Kueue's updateWorkloadToMatchJob: a suspended object changed while its Workload waits
+        # (a Job's resources, a JobSet's replicas) gets its Workload updated in place, keeping
+        # its place in the queue.
+        changes = (
+            pod_set_changes(desired.spec.pod_sets, wl.spec.pod_sets)
+            if waiting and self.job.is_suspended(obj)
+            else []
+        )
+        if changes:
+            spec["podSets"] = [ps.to_dict() for ps in desired.spec.pod_sets]
         if not spec:
-            return
-        patch = {"spec": spec}
+            return False
+        patch: Obj = {"spec": spec}
+        if changes:
+            # Never over a Workload admitted meanwhile (the API refuses new pod sets once it
+            # holds quota; an older read must not win either).
+            patch["metadata"] = {"resourceVersion": wl.metadata.resource_version}
         try:
             await self._kube.patch(WORKLOADS, wl.name, patch, namespace=wl.namespace)
+        except Conflict:
+            return bool(changes)  # changed meanwhile: its update brings us back
         except KubeError as exc:
             self._events.record(
                 obj, "Warning", "ErrWorkloadUpdate", f"Cannot update the Workload's spec: {exc}"
             )
+            return False
+        if changes:
+            key = f"{wl.namespace or 'default'}/{wl.name}"
+            self._events.record(
+                obj,
+                "Normal",
+                UPDATED_WORKLOAD,
+                f"Updated not matching Workload for suspended job: {key} ({'; '.join(changes)})",
+            )
+            logger.info("updated Workload %s to match its %s: %s", key, self.job.kind, changes)
+        return bool(changes)
 
     async def _remake_children(self, obj: Obj) -> None:
         """Delete the children its operator made from the object's spec before a run or stop
@@ -795,6 +818,8 @@ def _dispatched_away(wl: Workload) -> bool:
 
 
 EXCESS_POD_DELETED = "ExcessPodDeleted"
+# Kueue's reason when a suspended job's Workload is updated to match it.
+UPDATED_WORKLOAD = "UpdatedWorkload"
 WAITING_BEYOND_ADMITTED_COUNT = "WaitingBeyondAdmittedCount"
 _TOLD_HELD_MAX = 4096
 

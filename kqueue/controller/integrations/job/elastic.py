@@ -55,6 +55,10 @@ class MismatchedWorkload:
     new size, and a Job still running is suspended until that one is admitted, as Kueue stops
     it ("No matching Workload"): its pods go, and it queues again whole.
 
+    A suspended Job whose Workload waits (holds no quota) is not deleted: its Workload is
+    updated in place (the generic reconciler's ``_sync_spec``, Kueue's
+    ``updateWorkloadToMatchJob``), keeping its place in the queue.
+
     Not a mismatch: the admitted count (partial admission lowers ``parallelism`` to it while the
     Job runs; with ``minCount`` the check is left out, since the Job's restore and the
     Workload's release may reach the informers in either order), a Workload being evicted, a
@@ -72,6 +76,12 @@ class MismatchedWorkload:
         if len(live) != 1 or workload_status.is_evicting(live[0]):
             return owned  # several: a lingering earlier incarnation, left to the generic steps
         wl = live[0]
+        if (
+            (job.get("spec") or {}).get("suspend")
+            and not wl.has_quota_reservation
+            and wl.status.admission is None
+        ):
+            return owned  # waiting: updated in place by the generic steps, as Kueue does
         pod_set = wl.pod_set(c.DEFAULT_POD_SET_NAME)
         if pod_set is None or pod_set.min_count is not None:
             return owned
