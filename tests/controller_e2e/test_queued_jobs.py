@@ -159,3 +159,56 @@ async def test_a_job_created_suspended_waits_for_its_user(
 
     await eventually(complete, within=60, what="the user-resumed Job Complete")
 
+
+
+def _cpu_of(wl: Obj) -> str:
+    [main] = wl["spec"]["podSets"]
+    return str(main["template"]["spec"]["containers"][0]["resources"]["requests"]["cpu"])
+
+
+async def test_a_queued_job_given_more_cpu_keeps_its_workload_updated_in_place(
+    api: Api, kqueue: KqueueProcess, namespace: str
+) -> None:
+    """Kubernetes lets a suspended Job's container resources change; kqueue's Workload follows
+    while it waits (Kueue's updateWorkloadToMatchJob), so the quota charged at admission is
+    what the pods request."""
+    cq = await _queue(api, namespace, cpu="4", stop_policy="Hold")
+    await api.apply(job("resize", namespace, "lq", count=2, cpu="1"))
+    before = await api.wait_workload(namespace, "resize", lambda w: True, what="created")
+    assert _cpu_of(before) == "1"
+
+    queued = await api.job(namespace, "resize")
+    container = queued["spec"]["template"]["spec"]["containers"][0]
+    container["resources"] = {"requests": {"cpu": "2", "memory": "64Mi"}}
+    await api.kube.patch(
+        JOBS,
+        "resize",
+        {"spec": {"template": {"spec": {"containers": [container]}}}},
+        namespace=namespace,
+    )
+
+    after = await api.wait_workload(
+        namespace, "resize", lambda w: _cpu_of(w) == "2", what="the Workload asking for 2 cpu"
+    )
+    assert after["metadata"]["uid"] == before["metadata"]["uid"]  # the same, in place
+
+
+    async def updated() -> list[str] | None:
+        # Events are written in the background: wait for it.
+        messages = [
+            e["message"] for e in await api.events_for(namespace, "resize")
+            if e["reason"] == "UpdatedWorkload"
+        ]
+        return messages or None
+
+    messages = await eventually(updated, within=30, what="the UpdatedWorkload event")
+    assert len(messages) == 1, messages
+    assert "a pod's requests cpu 1, memory 64Mi are now cpu 2, memory 64Mi" in messages[0]
+
+    # Released: admitted for what the pods request, 2 x 2 cpu, all of the queue's 4.
+    await api.kube.patch(CLUSTER_QUEUES, cq, {"spec": {"stopPolicy": "None"}})
+    admitted = await api.wait_workload(
+        namespace, "resize", lambda w: is_true(w, c.ADMITTED), what="admitted"
+    )
+    [assignment] = admitted["status"]["admission"]["podSetAssignments"]
+    assert assignment["resourceUsage"]["cpu"] == "4"
