@@ -3,8 +3,10 @@ Deployment and ReplicaSet controllers of kube-controller-manager, kube-scheduler
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Iterator
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +22,7 @@ from tests.controller_e2e.harness import (
     SAMPLES,
     Api,
     cluster_queue,
+    condition,
     eventually,
     flavor,
     is_true,
@@ -270,6 +273,54 @@ async def test_statefulset_scaled_2_4_2(api: Api, namespace: str) -> None:
     live = [w for w in await _owned(api, namespace, "StatefulSet", "grow") if not is_true(w, c.FINISHED)]
     assert [w["metadata"]["name"] for w in live] == [second["metadata"]["name"]]
     await api.kube.delete(STATEFULSETS, "grow", namespace=namespace)
+
+
+STS_MAX_S = 14
+
+
+async def test_a_statefulset_s_maximum_execution_time_spans_its_resize(
+    api: Api, namespace: str
+) -> None:
+    """kqueue.io/max-exec-time-seconds budgets the StatefulSet, not each WorkloadSlice: the
+    slice a scale-up admits carries the time its predecessor ran
+    (status.accumulatedPastExecutionTimeSeconds) and is deactivated when the whole budget is
+    spent, not a full budget after its own admission."""
+    await _queues(api, namespace, "4")
+    sts = statefulset("budget", namespace, "lq", 2)
+    sts["metadata"]["labels"][c.MAX_EXEC_TIME_SECONDS_LABEL] = str(STS_MAX_S)
+    await api.kube.create(STATEFULSETS, sts, namespace=namespace)
+    await _admitted_slice(api, namespace, "budget", 2)
+    await asyncio.sleep(5)
+
+    await api.kube.patch(STATEFULSETS, "budget", {"spec": {"replicas": 3}}, namespace=namespace)
+    second = await _admitted_slice(api, namespace, "budget", 3)
+    past = int(second["status"].get("accumulatedPastExecutionTimeSeconds") or 0)
+    assert 4 <= past < STS_MAX_S, second["status"]
+    admitted = condition(second, c.ADMITTED)
+    assert admitted is not None
+
+    async def deactivated() -> Obj | None:
+        wl = await api.kube.get(WORKLOADS, second["metadata"]["name"], namespace)
+        evicted = condition(wl, c.EVICTED) or {}
+        if wl["spec"].get("active") is False and (
+            evicted.get("reason") == c.EVICTED_BY_MAXIMUM_EXECUTION_TIME
+        ):
+            return wl
+        return None
+
+    wl = await eventually(deactivated, within=STS_MAX_S + 30, what="the slice deactivated")
+    evicted = condition(wl, c.EVICTED)
+    assert evicted is not None
+    assert f"exceeded its maximum execution time of {STS_MAX_S}s" in evicted["message"]
+    # What was left of the budget, not a new one: the condition times have whole seconds.
+    ran = _seconds_between(admitted["lastTransitionTime"], evicted["lastTransitionTime"])
+    assert ran <= STS_MAX_S - past + 3, (ran, past)
+    assert ran < STS_MAX_S, (ran, past)
+
+
+def _seconds_between(start: str, end: str) -> float:
+    parse = datetime.fromisoformat
+    return (parse(end.replace("Z", "+00:00")) - parse(start.replace("Z", "+00:00"))).total_seconds()
 
 
 async def test_statefulset_preempted_by_a_job_then_readmitted(api: Api, namespace: str) -> None:

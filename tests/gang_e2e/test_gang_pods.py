@@ -17,6 +17,7 @@ from kqueue.controller import gang
 from kqueue.controller.kube import NotFound
 from kqueue.controller.resources import CLUSTER_QUEUES, EVENTS, PODS, WORKLOADS
 from kqueue.localcluster.cluster import LocalCluster
+from kqueue.localcluster.nodes import INSTANCE_TYPE_LABEL
 from tests.controller_e2e.harness import (
     Api,
     KqueueProcess,
@@ -276,6 +277,10 @@ async def test_a_leader_beyond_its_pod_set_s_count_is_deleted_within_the_total_c
         return all(p["status"].get("phase") == "Running" for p in pods)
 
     await eventually(running, what="the group's 3 pods Running")
+    # Both roles were released on the flavor's nodes: each pod set got its node labels.
+    for n in first:
+        selector = (await api.kube.get(PODS, n, namespace))["spec"].get("nodeSelector") or {}
+        assert selector.get(INSTANCE_TYPE_LABEL) == "on-demand", (n, selector)
     # The worker fails, as its kubelet would report it (the nodes run no containers).
     await api.kube.patch(
         PODS, "w-1", {"status": {"phase": "Failed"}}, namespace=namespace, subresource="status"
