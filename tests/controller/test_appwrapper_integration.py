@@ -348,3 +348,31 @@ def test_registered() -> None:
     fw = registry.get("workload.codeflare.dev/appwrapper")
     assert fw.kind == "AppWrapper" and fw.suspendable and not fw.default_enabled
     assert fw.declares.operator == "appwrapper"
+
+
+def _miscounted() -> Obj:
+    # A Job of 2 pods declared as 3.
+    return appwrapper(job_component(2, pod_sets=[{"path": "template.spec.template", "replicas": 3}]))
+
+
+async def test_podsets_that_miscount_the_wrapped_pods_are_refused_at_creation() -> None:
+    verdict = await SuspendableWebhooks(SUSPENDABLE).validate(_request(_miscounted()))
+    assert not verdict.allowed
+    assert [e.field for e in verdict.errors] == ["spec.components[0].podSets[0].replicas"]
+
+
+async def test_an_appwrapper_accepted_before_the_count_check_still_gets_kqueue_s_updates() -> None:
+    """Made before the check existed (or by the AppWrapper operator's own webhook): kqueue's
+    resume and suspend patches, which change no component, pass; an update that changes the
+    component is checked."""
+    old = _miscounted()
+    old["spec"]["suspend"] = True
+    resumed = copy.deepcopy(old)
+    resumed["spec"]["suspend"] = False
+    hooks = SuspendableWebhooks(SUSPENDABLE)
+    assert (await hooks.validate(_request(resumed, old))).allowed
+
+    grown = copy.deepcopy(old)
+    grown["spec"]["components"][0]["template"]["spec"]["parallelism"] = 1
+    verdict = await hooks.validate(_request(grown, old))
+    assert [e.field for e in verdict.errors] == ["spec.components[0].podSets[0].replicas"]

@@ -71,3 +71,28 @@ def test_an_appwrapper_wrapping_a_kind_kqueue_does_not_manage_is_reported_naming
     assert json.loads(result.stdout or "{}").get("workloads", {}) == {}
     assert "spec.components[0].template.kind" in result.output
     assert "Widget (example.com/v1) is not a kind kqueue manages" in result.output
+
+
+@pytest.mark.parametrize(("replicas", "made"), [(3, 4), (5, 4)], ids=["under", "over"])
+def test_kueue_s_leaderworkerset_sample_with_a_wrong_worker_count_is_refused_naming_it(
+    replicas: int, made: int
+) -> None:
+    """Kueue's sample declares 3 workers for 2 groups of size 3, which make 4 (Kueue accepts
+    it): the 4th would stay gated in the gang's PodGroup, where kube-scheduler places no pod
+    while one is gated. An over-count is a minCount never met. Both are refused, naming the
+    field and the count allowed."""
+    setup = (SAMPLES / "quickstart.yaml").read_text()
+    [doc] = [
+        d for d in yaml.safe_load_all((SAMPLES / "appwrapper-leaderworkerset.yaml").read_text()) if d
+    ]
+    doc["spec"]["components"][0]["podSets"][1]["replicas"] = replicas
+    result = run_cli(
+        "simulate", "-", "--output", "json", input=setup + "\n---\n" + yaml.safe_dump(doc) + CONFIG
+    )
+    assert json.loads(result.stdout or "{}").get("workloads", {}) == {}
+    assert "spec.components[0].podSets[1].replicas" in result.output
+    assert (
+        f"{replicas}, but the LeaderWorkerSet makes {made} pods from "
+        "template.spec.leaderWorkerTemplate.workerTemplate"
+    ) in result.output
+    assert f"allowed: {made}" in result.output

@@ -154,6 +154,74 @@ def infer_pod_sets(template: Mapping[str, Any]) -> list[dict[str, Any]] | None:
     return None
 
 
+# Kinds whose spec alone fixes how many pods each template makes. Not Ray: an autoscaled
+# cluster's workers vary between minReplicas and maxReplicas.
+_FIXED_SIZE_KINDS: Final = frozenset(
+    {
+        ("batch/v1", "Job"),
+        ("jobset.x-k8s.io/v1alpha2", "JobSet"),
+        ("kubeflow.org/v1", "PyTorchJob"),
+        ("v1", "Pod"),
+        ("apps/v1", "Deployment"),
+        ("apps/v1", "StatefulSet"),
+    }
+)
+LWS_KIND: Final = ("leaderworkerset.x-k8s.io/v1", "LeaderWorkerSet")
+
+
+def pods_made(template: Mapping[str, Any]) -> dict[str, int] | None:
+    """How many pods the wrapped object makes from each of its pod templates (by ``path``),
+    for a kind whose spec fixes it; None for another. A LeaderWorkerSet, which the operator
+    does not infer podSets for, makes ``replicas`` leaders and ``replicas * (size - 1)``
+    workers (its workers' template serves the leaders too when it has no leader template)."""
+    kind = (str(template.get("apiVersion") or ""), str(template.get("kind") or ""))
+    if kind in _FIXED_SIZE_KINDS:
+        return {str(ps["path"]): int(ps["replicas"]) for ps in infer_pod_sets(template) or []}
+    if kind != LWS_KIND:
+        return None
+    spec: Mapping[str, Any] = template["spec"] if isinstance(template.get("spec"), Mapping) else {}
+    groups = _count(spec, ["replicas"])
+    lwt = spec.get("leaderWorkerTemplate")
+    lwt = lwt if isinstance(lwt, Mapping) else {}
+    size = _count(lwt, ["size"])
+    root = "template.spec.leaderWorkerTemplate"
+    if isinstance(lwt.get("leaderTemplate"), Mapping):
+        return {f"{root}.leaderTemplate": groups, f"{root}.workerTemplate": groups * (size - 1)}
+    return {f"{root}.workerTemplate": groups * size}
+
+
+def _count_errors(i: int, component: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """Declared podSets whose replicas are not the pods the wrapped object makes from that
+    template: the Workload would admit a gang that kube-scheduler never places whole (pods
+    beyond the count stay gated in its PodGroup, and kube-scheduler binds no pod of a group
+    while one is gated; a count above the pods is a minCount never met)."""
+    made = pods_made(component[PATH_ROOT])
+    declared = component.get("podSets")
+    if made is None or not isinstance(declared, list):
+        return []
+    kind = str(component[PATH_ROOT].get("kind"))
+    errors: list[tuple[str, str]] = []
+    for j, ps in enumerate(declared):
+        if not isinstance(ps, Mapping) or str(ps.get("path")) not in made:
+            continue
+        replicas = ps.get("replicas", 1)
+        want = made[str(ps["path"])]
+        if isinstance(replicas, int) and not isinstance(replicas, bool) and replicas != want:
+            errors.append(
+                (
+                    f"spec.components[{i}].podSets[{j}].replicas",
+                    f"{replicas}, but the {kind} makes {want} pods from {ps['path']}: its gang "
+                    f"would never be placed whole; allowed: {want}",
+                )
+            )
+    return errors
+
+
+def _old_component(old: Mapping[str, Any], i: int) -> Any:
+    components = (old.get("spec") or {}).get("components")
+    return components[i] if isinstance(components, list) and i < len(components) else None
+
+
 def _components(aw: Mapping[str, Any]) -> list[Mapping[str, Any]]:
     components = (aw.get("spec") or {}).get("components")
     if not isinstance(components, list) or not components:
@@ -232,10 +300,20 @@ def wrapped_pod_sets(aw: Mapping[str, Any]) -> list[WrappedPodSet]:
     return out
 
 
-def component_errors(aw: Mapping[str, Any], managed_kinds: Iterable[tuple[str, str]]) -> list[tuple[str, str]]:
+def component_errors(
+    aw: Mapping[str, Any],
+    managed_kinds: Iterable[tuple[str, str]],
+    *,
+    old: Mapping[str, Any] | None = None,
+) -> list[tuple[str, str]]:
     """``(field, message)`` of what kqueue cannot queue in an AppWrapper: a wrapped kind it does
     not manage (its pods would run without waiting for quota), an AppWrapper inside an
-    AppWrapper, a pod-making kind without podSets, pod sets it cannot read."""
+    AppWrapper, a pod-making kind without podSets, declared replicas that are not the pods the
+    wrapped object makes (:func:`pods_made`), pod sets it cannot read.
+
+    With ``old`` (an update), the counts are checked only in the components the update changes:
+    an AppWrapper accepted before that check existed is never refused the updates it still
+    needs (kqueue's own suspend and resume)."""
     allowed = set(managed_kinds) - {(API_VERSION, KIND)}
     errors: list[tuple[str, str]] = []
     try:
@@ -267,6 +345,8 @@ def component_errors(aw: Mapping[str, Any], managed_kinds: Iterable[tuple[str, s
                     f"required for a {kind[1]}: the path and replicas of each of its pod templates",
                 )
             )
+        if old is None or _old_component(old, i) != component:
+            errors.extend(_count_errors(i, component))
     if errors:
         return errors
     try:

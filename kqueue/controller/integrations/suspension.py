@@ -202,6 +202,9 @@ class SuspendableKind:
     """``a`` or ``an`` before the kind, in messages (``an`` before a kind read with a vowel sound)."""
     spec_errors: Callable[[Obj], list[FieldError]] = lambda _obj: []
     """The kind's own validation of an object kqueue manages (refused naming the fields)."""
+    spec_errors_since: Callable[[Obj, Obj | None], list[FieldError]] | None = None
+    """Instead of ``spec_errors``, given the object before an update too (None on create): for
+    checks added later, which must not refuse an older object the updates it still needs."""
     skip: Callable[[Obj], bool] = lambda _obj: False
     """An object that needs no quota of its own, so its webhooks leave it alone."""
     unsupported: Mapping[str, str] | None = None
@@ -258,7 +261,11 @@ class SuspendableWebhooks:
         if not isinstance(obj, dict) or not self._manages(obj):
             return Verdict.allow()
         spec = self.spec
-        errors = spec.spec_errors(obj)
+        if spec.spec_errors_since is not None:
+            before = req.old_object if req.operation == "UPDATE" else None
+            errors = spec.spec_errors_since(obj, before)
+        else:
+            errors = spec.spec_errors(obj)
         verdict = validate_suspendable(
             req,
             kind=spec.kind,

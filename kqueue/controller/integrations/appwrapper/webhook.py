@@ -4,8 +4,9 @@ Mutating: suspended while queued (``spec.suspend``); each component without ``po
 those its kind implies (what the AppWrapper operator's own webhook fills in, which is off in
 kqueue's local cluster), and every pod template the podSets name is gated
 (:mod:`kqueue.controller.integrations.suspension`). Validating: a component of a kind kqueue
-does not manage (its pods would not wait for quota) or pod sets kqueue cannot read are refused
-naming the component's field; the queue and priority-class labels cannot change while it runs;
+does not manage (its pods would not wait for quota), pod sets kqueue cannot read, or declared
+replicas that miscount the wrapped object's pods (checked where a request changes a component)
+are refused naming the component's field; the queue and priority-class labels cannot change while it runs;
 annotations an AppWrapper cannot honour are refused naming the annotation.
 """
 
@@ -53,8 +54,13 @@ def pod_templates(aw: Obj) -> list[Obj]:
     return out
 
 
-def spec_errors(aw: Obj) -> list[FieldError]:
-    return [FieldError(path, message) for path, message in component_errors(aw, managed_kinds())]
+def spec_errors(aw: Obj, old: Obj | None = None) -> list[FieldError]:
+    """What the AppWrapper cannot be queued with; on an update (``old``), the podSets' counts
+    only where the update changes a component."""
+    return [
+        FieldError(path, message)
+        for path, message in component_errors(aw, managed_kinds(), old=old)
+    ]
 
 
 SUSPENDABLE: Final = SuspendableKind(
@@ -62,5 +68,5 @@ SUSPENDABLE: Final = SuspendableKind(
     article="an",
     pod_templates=pod_templates,
     started=quota_reserved,
-    spec_errors=spec_errors,
+    spec_errors_since=spec_errors,
 )
