@@ -56,6 +56,34 @@ def _setup_logging(config: Configuration) -> None:
         logging.getLogger(noisy).setLevel(logging.WARNING)
 
 
+SHUTDOWN_SIGNALS = (signal.SIGTERM, signal.SIGINT)
+
+
+def stop_on_signals(task: asyncio.Task[None]) -> None:
+    """SIGTERM or SIGINT cancels ``task``, the graceful shutdown (the lease released, the
+    events written); a signal after the first is only logged. A second cancellation would cut
+    the shutdown short: Ctrl-C in a terminal reaches the whole process group, so a parent that
+    forwards the signal (`make run`) delivers two, and the lease was left held for the standby
+    to wait out."""
+    loop = asyncio.get_running_loop()
+    log = logging.getLogger("kqueue")
+    stopping = False
+
+    def stop(sig: signal.Signals) -> None:
+        # A flag, not a swap of handlers: two signals read in one wake-up of the loop are both
+        # dispatched to the handler registered when they were read.
+        nonlocal stopping
+        if stopping:
+            log.info("%s: already shutting down gracefully", sig.name)
+            return
+        stopping = True
+        log.info("%s: shutting down", sig.name)
+        task.cancel()
+
+    for sig in SHUTDOWN_SIGNALS:
+        loop.add_signal_handler(sig, stop, sig)
+
+
 async def _main(kubeconfig: str | None, config: Configuration) -> None:
     api = await new_api_client(kubeconfig)
     throttle(api, config.client_connection.qps, config.client_connection.burst)
@@ -64,9 +92,7 @@ async def _main(kubeconfig: str | None, config: Configuration) -> None:
     web_view = await serve_web_view(Snapshots.of_cluster(Kube(api)), config.web_view.bind_address)
     task = asyncio.current_task()
     assert task is not None
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, task.cancel)
+    stop_on_signals(task)
     try:
         await manager.run()
     except asyncio.CancelledError:
