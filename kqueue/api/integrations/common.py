@@ -248,7 +248,7 @@ def workload_labels(labels: Mapping[str, str], label_keys_to_copy: Iterable[str]
 
 def job_status_finished(obj: Mapping[str, Any]) -> tuple[str, str] | None:
     """``(Succeeded|Failed, message)`` once a job with the Kubeflow ``JobStatus`` finished: the
-    conditions the MPI operator (MPIJob v2beta1) and the training-operator (its v1 jobs) both
+    conditions the MPI operator and the training-operator (its v1 jobs) both
     report, so the kinds that share them read them here rather than from each other."""
     for cond in (obj.get("status") or {}).get("conditions") or []:
         if cond.get("type") in ("Succeeded", "Failed") and cond.get("status") == "True":

@@ -59,11 +59,11 @@ class Ranks:
     subGroupCount), so that kqueue pins rank r to the domain holding the assignment's r-th pod
     and consecutive ranks share a domain (kqueue/controller/topology.py, ``ranked_domains``).
 
-    A pod's rank is ``index - offset``, or with sub-groups (a JobSet's child Jobs, each
+    A pod's rank is ``index - offset``, or with sub-groups (the child Jobs of a kind that makes several, each
     ``count / sub_group_count`` pods) ``index + sub_group * (count / sub_group_count) - offset``.
     ``offset`` is the index of the pod set's first pod, where its pods share one index space
-    with another pod set (an MPIJob's workers after a launcher that runs as a worker; a
-    LeaderWorkerSet's workers after their leader), as Kueue's pod-index-offset annotation and
+    with another pod set (workers numbered after a launcher that runs as a worker, or after
+    their leader), as Kueue's pod-index-offset annotation and
     pod-set-group offsets give it."""
 
     pod_index_label: str

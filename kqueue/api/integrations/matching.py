@@ -1,7 +1,7 @@
 """Whether a waiting Workload still matches its object: Kueue's ``EquivalentToWorkload``
 (pkg/util/equality), reduced to what admission reads.
 
-A user may change a queued object (a suspended Job's resources, a JobSet's replicas) before it
+A user may change a queued object (a suspended Job's resources, another kind's replicas) before it
 is admitted; its Workload must then ask for what the object will run, or quota is charged for
 pods that are not the ones that start. Kueue compares the pod sets' names, counts, minCount,
 containers, init containers and tolerations, and updates a suspended job's Workload in place

@@ -524,7 +524,7 @@ class JobReconciler:
         if want_max != wl.spec.maximum_execution_time_seconds and waiting:
             spec["maximumExecutionTimeSeconds"] = want_max
         # Kueue's updateWorkloadToMatchJob: a suspended object changed while its Workload waits
-        # (a Job's resources, a JobSet's replicas) gets its Workload updated in place, keeping
+        # (a Job's resources, another kind's replicas) gets its Workload updated in place, keeping
         # its place in the queue.
         changes = (
             pod_set_changes(desired.spec.pod_sets, wl.spec.pod_sets)

@@ -4,7 +4,7 @@ A Pod has no ``managedBy``: on the manager kqueue holds it itself. Its pods stay
 ``kqueue.io/admission`` gate once MultiKueue placed the Workload on a worker
 (``status.clusterName``; kqueue/controller/integrations/reconciler.py releases nothing then),
 so any plain pod or pod group in a queue with a MultiKueue check can be dispatched; a pod that
-another object controls (a Deployment's, a StatefulSet's, a LeaderWorkerSet's) cannot: that
+another object controls (a Deployment's, a StatefulSet's, a leader-and-workers set's) cannot: that
 kind has no adapter. A pod group's pods go together: every pod of the group is copied to the
 worker, followed and deleted there (:meth:`PodAdapter.members`, :meth:`PodAdapter.remote_names`).
 
