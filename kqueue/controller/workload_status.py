@@ -300,6 +300,12 @@ def finish(wl: Workload, reason: str, message: str, now: datetime) -> Workload |
     return out
 
 
+def waits(wl: Workload) -> bool:
+    """Neither reserved nor admitted: the API lets its queue, budget and pod sets change (they
+    are fixed while it holds quota)."""
+    return not wl.has_quota_reservation and wl.status.admission is None
+
+
 def holds_quota(wl: Workload) -> bool:
     return wl.status.admission is not None and not wl.is_finished
 

@@ -513,7 +513,7 @@ class JobReconciler:
         ):
             spec["preemptionPriorityClassRef"] = want_ref.to_dict() if want_ref else None
             spec["preemptionPriority"] = want_value
-        waiting = not wl.has_quota_reservation and wl.status.admission is None
+        waiting = workload_status.waits(wl)
         want_queue = self._queue_name(obj)
         # Kueue moves a waiting Workload when its job's queue label changes; an admitted one
         # keeps its queue (the API rejects the change while it holds quota).

@@ -6,8 +6,8 @@ kqueue's local cluster), and every pod template the podSets name is gated
 (:mod:`kqueue.controller.integrations.suspension`). Validating: a component of a kind kqueue
 does not manage (its pods would not wait for quota), pod sets kqueue cannot read, or declared
 replicas that miscount the wrapped object's pods (checked where a request changes a component)
-are refused naming the component's field; the queue and priority-class labels cannot change while it runs;
-annotations an AppWrapper cannot honour are refused naming the annotation.
+are refused naming the component's field; the queue and priority-class labels cannot change
+while it runs; annotations an AppWrapper cannot honour are refused naming the annotation.
 """
 
 from __future__ import annotations

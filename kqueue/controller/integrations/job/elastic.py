@@ -76,11 +76,7 @@ class MismatchedWorkload:
         if len(live) != 1 or workload_status.is_evicting(live[0]):
             return owned  # several: a lingering earlier incarnation, left to the generic steps
         wl = live[0]
-        if (
-            (job.get("spec") or {}).get("suspend")
-            and not wl.has_quota_reservation
-            and wl.status.admission is None
-        ):
+        if (job.get("spec") or {}).get("suspend") and workload_status.waits(wl):
             return owned  # waiting: updated in place by the generic steps, as Kueue does
         pod_set = wl.pod_set(c.DEFAULT_POD_SET_NAME)
         if pod_set is None or pod_set.min_count is not None:
